@@ -1,0 +1,105 @@
+"""Command line: ``python -m normviz export --model M --text T --out F.npz``.
+
+Subcommands register themselves in ``SUBCOMMANDS`` (name -> (add_arguments, run)) so later features add
+their own without editing the parser here.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from typing import Callable
+
+from .errors import NormvizError, TruncationWarning
+
+SUBCOMMANDS: dict[str, tuple[Callable, Callable, str]] = {}
+
+
+def subcommand(name: str, help: str):
+    def wrap(fns):
+        add, run = fns
+        SUBCOMMANDS[name] = (add, run, help)
+        return fns
+    return wrap
+
+
+def _add_export(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="minilm, smollm2, a Hugging Face Hub id or a local model directory")
+    p.add_argument("--text", required=True, help="the text to analyse")
+    p.add_argument("--text-pair", default=None, help="optional second sentence (sentence-pair input)")
+    p.add_argument("--out", required=True, help="output .npz file")
+    p.add_argument("--methods", nargs="*", default=None,
+                   help="maps to compute (default: every default map of the model); comma or space separated")
+    p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    p.add_argument("--device", default=None, help="cpu, cuda or mps (default: best available)")
+    p.add_argument("--max-tokens", type=int, default=None, help="truncate longer text (default: the model's window)")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="method option, e.g. --option rollout_normalization=receptive_field")
+
+
+def _parse_options(items: list[str]) -> dict:
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise NormvizError(f"--option expects KEY=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        for cast in (int, float):
+            try:
+                v = cast(v)
+                break
+            except ValueError:
+                pass
+        out[k.strip()] = v
+    return out
+
+
+def _run_export(args) -> int:
+    from . import analyze, load
+
+    methods = None
+    if args.methods:
+        methods = [m for item in args.methods for m in item.split(",") if m.strip()]
+    lm = load(args.model, device=args.device, dtype=args.dtype, progress=lambda msg: print(msg, file=sys.stderr))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", TruncationWarning)
+        analysis = analyze(lm, args.text, text_pair=args.text_pair, methods=methods, max_tokens=args.max_tokens,
+                           options=_parse_options(args.option))
+    for w in caught:
+        print(f"warning: {w.message}", file=sys.stderr)
+    analysis.to_npz(args.out)
+    shapes = ", ".join(f"{k} {tuple(v.shape)}" for k, v in analysis.arrays.items())
+    print(f"wrote {args.out}: {analysis.n_tokens} tokens; {shapes}", file=sys.stderr)
+    return 0
+
+
+subcommand("export", "analyse one text and write every map to an .npz file")((_add_export, _run_export))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m normviz", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (add, _run, help_text) in SUBCOMMANDS.items():
+        add(sub.add_parser(name, help=help_text))
+    return parser
+
+
+def _load_plugins() -> None:
+    """Import modules that add subcommands (they may be absent in a minimal install)."""
+    import importlib
+
+    for mod in ("normviz.corpus.cli", "normviz.bench_cli"):
+        try:
+            importlib.import_module(mod)
+        except ModuleNotFoundError as exc:
+            if exc.name and not exc.name.startswith(mod.rsplit(".", 1)[0]):
+                raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    _load_plugins()
+    args = build_parser().parse_args(argv)
+    try:
+        return SUBCOMMANDS[args.command][1](args)
+    except NormvizError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

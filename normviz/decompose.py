@@ -1,0 +1,290 @@
+"""Exact decomposition of one layer into token-to-token contributions (Kobayashi et al. 2020/2021/2024).
+
+Notation: layer input x_j, head h, α^h_ij, head vector f^h(x_j) = (x̂_j W^V_h + b^V_h) W^O_h with x̂ = x
+(post-LN) or LN1(x) (pre-LN). Attention output y_i = Σ_j Σ_h α^h_ij f^h(x_j) + b^O.
+
+Stages (each: Σ_j part_ij + bias_i = the model's own vector):
+  attn_res     u_ij = Σ_h α^h_ij f^h(x_j) + δ_ij x_j                    bias b^O
+  attn_res_ln  ℓ_ij = N(u_ij) / s_i, N = γ⊙centre (LayerNorm) or γ⊙· (RMSNorm), s_i from the real z_i
+                                                                        bias N(b^O)/s_i + β
+  ff           FF(input) split: pre-activation linearly, activation by integrated gradients from 0
+  ff_res       ff_ij + (u_ij pre-LN | ℓ_ij post-LN)
+  ff_res_ln    post-LN only: LN2 decomposed like attn_res_ln
+
+Norm maps never build [H,n,n,d]: ‖Σ_h α^h_ij f^h_j‖² = α_ijᵀ G_j α_ij with per-token Gram G_j = ⟨f^h_j, f^g_j⟩.
+The FF maps are O(n²·d·d_ff) and are computed in row chunks of bounded memory.
+"""
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+import torch
+
+from .models.params import LayerParams
+from .record import LayerRecord
+
+CHUNK_BYTES = 96 * 2**20  # memory budget for one row chunk of per-pair vectors
+
+
+def accumulation_dtype(dtype: torch.dtype, device: torch.device) -> torch.dtype:
+    """Gram sums are accumulated in float64 (float32 on mps, which has none)."""
+    return torch.float32 if device.type == "mps" else torch.float64
+
+
+# ---------------------------------------------------------------- activation integrals
+_GL_T, _GL_W = (None, None)
+
+
+def _composite_gauss_legendre(panels: int = 8, order: int = 16) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes and weights on [0, 1] (weights sum to 1)."""
+    t, w = np.polynomial.legendre.leggauss(order)
+    nodes, weights = [], []
+    for p in range(panels):
+        a, b = p / panels, (p + 1) / panels
+        nodes.append(a + (b - a) * (t + 1) / 2)
+        weights.append(w * (b - a) / 2)
+    return np.concatenate(nodes), np.concatenate(weights)
+
+
+_NODES, _WEIGHTS = _composite_gauss_legendre()
+
+
+def silu_path_integral(a: torch.Tensor) -> torch.Tensor:
+    """I(a) = ∫_0^1 silu(t·a) dt, to float64 precision.
+
+    With J(x) = ∫_0^x u σ(−u) du (composite Gauss–Legendre on [0, min(x, 40)]; the tail is < 1e-15):
+    ∫_0^a silu = a²/2 − J(a) for a ≥ 0 and J(|a|) for a < 0; I(a) = (∫_0^a silu)/a, I(0) = 0.
+    """
+    t = torch.as_tensor(_NODES, dtype=a.dtype, device=a.device)
+    w = torch.as_tensor(_WEIGHTS, dtype=a.dtype, device=a.device)
+    x = a.abs().clamp(max=40.0)
+    u = x.unsqueeze(-1) * t
+    j = x * (u * torch.sigmoid(-u) * w).sum(-1)
+    s = torch.where(a >= 0, a * a / 2 - j, j)
+    safe = torch.where(a == 0, torch.ones_like(a), a)
+    return torch.where(a == 0, torch.zeros_like(a), s / safe)
+
+
+def activation_ratio(act, p: torch.Tensor) -> torch.Tensor:
+    """g(p)/p per unit: the exact integrated-gradients factor of an activation with g(0) = 0.
+
+    Part c of the pre-activation gets p_c·g(p)/p; at p = 0 the limit g′(0) is used.
+    """
+    g = act(p)
+    h = 1e-4
+    probe = torch.tensor([h, -h], dtype=torch.float64, device=p.device)
+    slope0 = float((act(probe)[0] - act(probe)[1]) / (2 * h))
+    safe = torch.where(p == 0, torch.ones_like(p), p)
+    return torch.where(p == 0, torch.full_like(p, slope0), g / safe)
+
+
+def check_activation(act, gated: bool) -> str | None:
+    """Why an activation can't be split exactly, or None."""
+    probe = torch.linspace(-6, 6, 25, dtype=torch.float64)
+    zero = float(act(torch.zeros(1, dtype=torch.float64))[0])
+    if abs(zero) > 1e-12:
+        return f"activation {type(act).__name__} has g(0) = {zero} ≠ 0"
+    if gated and not torch.allclose(act(probe), probe * torch.sigmoid(probe), atol=1e-12, rtol=1e-12):
+        return f"gated FF with activation {type(act).__name__}: only SiLU/Swish gates are decomposed"
+    return None
+
+
+# ---------------------------------------------------------------- one layer
+class LayerDecomposition:
+    """All maps of one layer, as pure functions of its record and parameters (lazily cached)."""
+
+    def __init__(self, rec: LayerRecord, params: LayerParams, placement: str, chunk_bytes: int = CHUNK_BYTES):
+        self.rec = rec
+        self.p = params
+        self.placement = placement
+        self.dtype = rec.x.dtype
+        self.device = rec.x.device
+        self.acc = accumulation_dtype(self.dtype, self.device)
+        self.chunk_bytes = chunk_bytes
+        self.n = rec.x.shape[0]
+
+    # ---- head vectors
+    @cached_property
+    def x_hat(self) -> torch.Tensor:
+        """x (post-LN) or LN1(x) (pre-LN), through the model's own norm module, so that the value vectors
+        are exactly the ones the model used (Llama's RMSNorm computes in float32 even in a float64 model)."""
+        return self.rec.x if self.placement == "post" else self.p.norm1.module(self.rec.x)
+
+    @cached_property
+    def alpha(self) -> torch.Tensor:
+        return self.rec.attn.to(self.dtype)
+
+    @cached_property
+    def head_vectors(self) -> torch.Tensor:
+        """f^h(x_j) = (x̂_j W^V_h + b^V_h) W^O_h, shape [H, n, d] (b^O excluded)."""
+        p = self.p
+        v = self.x_hat @ p.w_v
+        if p.b_v is not None:
+            v = v + p.b_v
+        v = v.reshape(self.n, p.n_kv_heads, p.head_dim).transpose(0, 1)  # [KV, n, dh]
+        if p.n_kv_heads != p.n_heads:
+            v = v.repeat_interleave(p.n_heads // p.n_kv_heads, dim=0)
+        return torch.einsum("hnk,hkd->hnd", v, p.head_w_o())
+
+    @cached_property
+    def ln_attn(self):
+        """The norm that follows the attention residual: LN1 (post-LN) or LN2 (pre-LN)."""
+        return self.p.norm1 if self.placement == "post" else self.p.norm2
+
+    @cached_property
+    def ln_scale(self) -> torch.Tensor:
+        """s_i of that norm, from the real pre-norm vector z_i."""
+        return self.ln_attn.scale(self.rec.z_attn)
+
+    @cached_property
+    def head_vectors_ln(self) -> torch.Tensor:
+        return self.ln_attn.linear_part(self.head_vectors)
+
+    @cached_property
+    def x_ln(self) -> torch.Tensor:
+        return self.ln_attn.linear_part(self.rec.x)
+
+    @cached_property
+    def b_o(self) -> torch.Tensor:
+        d = self.rec.x.shape[-1]
+        return self.p.b_o if self.p.b_o is not None else torch.zeros(d, dtype=self.dtype, device=self.device)
+
+    # ---- norm family (Gram route)
+    def _sum_sq(self, f: torch.Tensor, x: torch.Tensor | None) -> torch.Tensor:
+        """‖Σ_h α^h_ij f^h_j + δ_ij x_j‖² for all i, j without forming per-pair vectors."""
+        f64 = f.to(self.acc)
+        a64 = self.alpha.to(self.acc)
+        gram = torch.einsum("hjd,gjd->jhg", f64, f64)
+        sq = torch.einsum("hij,jhg,gij->ij", a64, gram, a64)
+        if x is not None:
+            x64 = x.to(self.acc)
+            cross = torch.einsum("hjd,jd->hj", f64, x64)  # ⟨f^h_j, x_j⟩
+            diag_alpha = torch.diagonal(a64, dim1=1, dim2=2)  # α^h_jj
+            extra = 2 * (diag_alpha * cross).sum(0) + (x64 * x64).sum(-1)
+            sq = sq + torch.diag(extra)
+        return sq.clamp_min(0)
+
+    def attention(self) -> torch.Tensor:
+        return self.rec.attn
+
+    def norm(self) -> torch.Tensor:
+        """‖α^h_ij f^h(x_j)‖ = α^h_ij ‖f^h(x_j)‖, [H, n, n]."""
+        fn = self.head_vectors.to(self.acc).norm(dim=-1)
+        return (self.alpha.to(self.acc) * fn[:, None, :]).to(self.dtype)
+
+    def norm_layer(self) -> torch.Tensor:
+        return self._sum_sq(self.head_vectors, None).sqrt().to(self.dtype)
+
+    def attn_res(self) -> torch.Tensor:
+        return self._sum_sq(self.head_vectors, self.rec.x).sqrt().to(self.dtype)
+
+    def attn_res_ln(self) -> torch.Tensor:
+        sq = self._sum_sq(self.head_vectors_ln, self.x_ln)
+        return (sq.sqrt() / self.ln_scale.to(self.acc)[:, None]).to(self.dtype)
+
+    # ---- per-pair vectors (row chunks)
+    def _mix(self, f: torch.Tensor, x: torch.Tensor, rows: slice) -> torch.Tensor:
+        """Σ_h α^h_ij f^h_j + δ_ij x_j for i in rows: [c, n, d_f]."""
+        out = torch.einsum("hij,hjd->ijd", self.alpha[:, rows], f)
+        idx = torch.arange(rows.start, rows.stop, device=self.device)
+        out[idx - rows.start, idx] += x[idx]
+        return out
+
+    def attn_res_vectors(self, rows: slice) -> tuple[torch.Tensor, torch.Tensor]:
+        """(u_ij [c,n,d], bias [c,d]): Σ_j u_ij + b^O = z_i, the real pre-norm vector."""
+        u = self._mix(self.head_vectors, self.rec.x, rows)
+        return u, self.b_o.expand(u.shape[0], -1)
+
+    def attn_res_ln_vectors(self, rows: slice) -> tuple[torch.Tensor, torch.Tensor]:
+        """(ℓ_ij, bias_i): Σ_j ℓ_ij + bias_i = the norm's output."""
+        s = self.ln_scale[rows]
+        parts = self._mix(self.head_vectors_ln, self.x_ln, rows) / s[:, None, None]
+        bias = self.ln_attn.linear_part(self.b_o) / s[:, None]
+        if self.ln_attn.bias is not None:
+            bias = bias + self.ln_attn.bias
+        return parts, bias
+
+    @cached_property
+    def ff_input(self) -> torch.Tensor:
+        """The real FF input: LN1(z) (post-LN) or LN2(z) (pre-LN), through the model's own module."""
+        return self.ln_attn.module(self.rec.z_attn)
+
+    @cached_property
+    def _ff_projected(self) -> dict:
+        """Head vectors pushed through the FF input projection(s): pre-activation parts = Σ_h α·q / s."""
+        p = self.p
+        mats = {"in": p.w_in} if p.ff_kind == "mlp" else {"in": p.w_in, "up": p.w_up}
+        return {k: (self.head_vectors_ln @ w, self.x_ln @ w) for k, w in mats.items()}
+
+    def _pre_activation_parts(self, key: str, w: torch.Tensor, b: torch.Tensor | None, rows: slice,
+                              ln_bias: torch.Tensor):
+        q, xq = self._ff_projected[key]
+        s = self.ln_scale[rows]
+        parts = self._mix(q, xq, rows) / s[:, None, None]
+        bias = ln_bias @ w
+        if b is not None:
+            bias = bias + b
+        total = self.ff_input[rows] @ w
+        if b is not None:
+            total = total + b
+        return parts, bias, total
+
+    def ff_vectors(self, rows: slice) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        """Per-pair vectors of ff, ff_res (and ff_res_ln post-LN) for rows, with their bias terms."""
+        p = self.p
+        ln_parts, ln_bias = self.attn_res_ln_vectors(rows)
+        pa, pb, ptot = self._pre_activation_parts("in", p.w_in, p.b_in, rows, ln_bias)
+        if p.ff_kind == "mlp":
+            r = activation_ratio(p.act, ptot)
+            attr = pa * r[:, None, :]
+            attr_b = pb * r
+        else:
+            ua, ub, utot = self._pre_activation_parts("up", p.w_up, p.b_up, rows, ln_bias)
+            a = ptot.to(self.acc)
+            i2 = silu_path_integral(a)
+            a_i1 = a * torch.sigmoid(a) - i2  # a·∫_0^1 t·silu′(t a) dt
+            safe = torch.where(a == 0, torch.ones_like(a), a)
+            i1 = torch.where(a == 0, torch.full_like(a, 0.25), a_i1 / safe)
+            coef_gate = (utot.to(self.acc) * i1).to(self.dtype)
+            coef_up = i2.to(self.dtype)
+            attr = pa * coef_gate[:, None, :] + ua * coef_up[:, None, :]
+            attr_b = pb * coef_gate + ub * coef_up
+        ff = attr @ p.w_out
+        ff_b = attr_b @ p.w_out
+        if p.b_out is not None:
+            ff_b = ff_b + p.b_out
+        del attr
+        if self.placement == "pre":
+            u, u_b = self.attn_res_vectors(rows)
+            res, res_b = u + ff, u_b + ff_b
+        else:
+            res, res_b = ln_parts + ff, ln_bias + ff_b
+        out = {"ff": (ff, ff_b), "ff_res": (res, res_b)}
+        if self.placement == "post":
+            s2 = self.p.norm2.scale(self.rec.z_ff[rows])
+            parts2 = self.p.norm2.linear_part(res) / s2[:, None, None]
+            bias2 = self.p.norm2.linear_part(res_b) / s2[:, None]
+            if self.p.norm2.bias is not None:
+                bias2 = bias2 + self.p.norm2.bias
+            out["ff_res_ln"] = (parts2, bias2)
+        return out
+
+    def row_chunks(self):
+        p = self.p
+        d_ff = p.w_out.shape[0]
+        d = p.w_out.shape[1]
+        per_row = self.n * (3 * d_ff + 6 * d) * self.rec.x.element_size()
+        c = max(1, min(self.n, self.chunk_bytes // max(per_row, 1)))
+        for start in range(0, self.n, c):
+            yield slice(start, min(self.n, start + c))
+
+    def ff_maps(self, keys) -> dict[str, torch.Tensor]:
+        """Norms ‖part_ij‖ of the FF stages in `keys`, [n, n] each, chunked over rows."""
+        keys = [k for k in keys if k in ("ff", "ff_res", "ff_res_ln")]
+        out = {k: torch.empty(self.n, self.n, dtype=self.dtype, device=self.device) for k in keys}
+        for rows in self.row_chunks():
+            vec = self.ff_vectors(rows)
+            for k in keys:
+                out[k][rows] = vec[k][0].norm(dim=-1)
+        return out

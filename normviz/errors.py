@@ -1,0 +1,37 @@
+"""User-facing errors. Each message names the problem and what to do about it."""
+
+
+class NormvizError(Exception):
+    """Base class of every error normviz raises for a user to read."""
+
+
+class UnknownModelError(NormvizError):
+    """The model name is neither an embedded model, a local directory nor a reachable Hub id."""
+
+
+class HubUnreachableError(NormvizError):
+    """The Hugging Face Hub could not be reached to fetch a model."""
+
+
+class UnsupportedModelError(NormvizError):
+    """The architecture (or one of its options) cannot be analysed exactly."""
+
+
+class MissingPackageError(NormvizError):
+    """An embedded model's pip package is not installed."""
+
+
+class EmptyInputError(NormvizError):
+    """The text to analyse is empty or only whitespace."""
+
+
+class UnknownMethodError(NormvizError):
+    """A requested map/method name is not registered."""
+
+
+class TooCostlyError(NormvizError):
+    """A method refuses an input that would take too long or too much memory."""
+
+
+class TruncationWarning(UserWarning):
+    """The text was longer than the model's window and was truncated."""

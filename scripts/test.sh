@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Set up (if needed) and run the test suite. Extra args go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1}
+exec .venv/bin/python -m pytest -q "$@"

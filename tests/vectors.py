@@ -1,0 +1,66 @@
+"""The model's own vectors at each stage, captured with hooks, independent of normviz's decomposition."""
+from __future__ import annotations
+
+import torch
+
+from normviz.models.params import get_path
+
+
+@torch.no_grad()
+def model_vectors(lm, ids: list[int]) -> list[dict[str, torch.Tensor]]:
+    spec = lm.spec
+    store: dict = {}
+    handles = []
+
+    def out_hook(key):
+        def fn(module, args, output):
+            store[key] = (output[0] if isinstance(output, tuple) else output)[0].clone()
+        return fn
+
+    def in_hook(key):
+        def fn(module, args, kwargs):
+            store[key] = (kwargs.get("hidden_states") if "hidden_states" in kwargs else args[0])[0].clone()
+        return fn
+
+    for i, layer in enumerate(lm.layers):
+        handles.append(layer.register_forward_pre_hook(in_hook((i, "x")), with_kwargs=True))
+        handles.append(layer.register_forward_hook(out_hook((i, "layer_out"))))
+        handles.append(get_path(layer, spec.out).register_forward_hook(out_hook((i, "attn_out"))))
+        handles.append(get_path(layer, spec.value).register_forward_hook(out_hook((i, "value"))))
+        ln = spec.norm1 if spec.placement == "post" else spec.norm2
+        handles.append(get_path(layer, ln).register_forward_hook(out_hook((i, "ln_out"))))
+        handles.append(get_path(layer, ln).register_forward_pre_hook(in_hook((i, "z")), with_kwargs=True))
+        handles.append(get_path(layer, spec.ff_out).register_forward_hook(out_hook((i, "ff_out"))))
+        if spec.placement == "post":
+            handles.append(get_path(layer, spec.norm2).register_forward_pre_hook(in_hook((i, "z_ff")), with_kwargs=True))
+    try:
+        out = lm.model(input_ids=torch.tensor([ids], device=lm.device), output_attentions=True)
+    finally:
+        for h in handles:
+            h.remove()
+    layers = []
+    for i in range(lm.n_layers):
+        d = {k: store[(i, k)] for k in ("x", "layer_out", "attn_out", "value", "ln_out", "ff_out")}
+        d["z"] = store[(i, "z")]
+        if spec.placement == "post":
+            d["z_ff"] = store[(i, "z_ff")]
+        d["attn"] = out.attentions[i][0]
+        layers.append(d)
+    return layers
+
+
+def independent_head_vectors(lm, layer_index: int, value_out: torch.Tensor) -> torch.Tensor:
+    """f^h(x_j) from the model's own value projection output and its output-projection weight: [H, n, d]."""
+    cfg = lm.config
+    layer = lm.layers[layer_index]
+    n_heads = lm.n_heads
+    n = value_out.shape[0]
+    omod = get_path(layer, lm.spec.out)
+    w_o = omod.weight if lm.spec.conv1d else omod.weight.T  # [H*dh, d]
+    head_dim = w_o.shape[0] // n_heads
+    if lm.spec.fused_qkv:
+        value_out = value_out[:, 2 * n_heads * head_dim:]
+    n_kv = value_out.shape[1] // head_dim
+    v = value_out.reshape(n, n_kv, head_dim).transpose(0, 1)
+    v = v.repeat_interleave(n_heads // n_kv, dim=0)
+    return torch.stack([v[h] @ w_o[h * head_dim:(h + 1) * head_dim] for h in range(n_heads)])
