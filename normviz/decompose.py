@@ -73,7 +73,7 @@ def activation_ratio(act, p: torch.Tensor) -> torch.Tensor:
     """
     g = act(p)
     h = 1e-4
-    probe = torch.tensor([h, -h], dtype=torch.float64, device=p.device)
+    probe = torch.tensor([h, -h], dtype=torch.float64)  # on the CPU: activations hold no weights; mps has no f64
     slope0 = float((act(probe)[0] - act(probe)[1]) / (2 * h))
     safe = torch.where(p == 0, torch.ones_like(p), p)
     return torch.where(p == 0, torch.full_like(p, slope0), g / safe)
@@ -151,37 +151,61 @@ class LayerDecomposition:
         return self.p.b_o if self.p.b_o is not None else torch.zeros(d, dtype=self.dtype, device=self.device)
 
     # ---- norm family (Gram route)
-    def _sum_sq(self, f: torch.Tensor, x: torch.Tensor | None) -> torch.Tensor:
-        """‖Σ_h α^h_ij f^h_j + δ_ij x_j‖² for all i, j without forming per-pair vectors."""
-        f64 = f.to(self.acc)
-        a64 = self.alpha.to(self.acc)
-        gram = torch.einsum("hjd,gjd->jhg", f64, f64)
-        sq = torch.einsum("hij,jhg,gij->ij", a64, gram, a64)
-        if x is not None:
-            x64 = x.to(self.acc)
-            cross = torch.einsum("hjd,jd->hj", f64, x64)  # ⟨f^h_j, x_j⟩
-            diag_alpha = torch.diagonal(a64, dim1=1, dim2=2)  # α^h_jj
-            extra = 2 * (diag_alpha * cross).sum(0) + (x64 * x64).sum(-1)
-            sq = sq + torch.diag(extra)
-        return sq.clamp_min(0)
+    @cached_property
+    def alpha_acc(self) -> torch.Tensor:
+        return self.alpha.to(self.acc)
+
+    @staticmethod
+    def gram(f: torch.Tensor) -> torch.Tensor:
+        """Per-token Gram matrices G_j[h, g] = ⟨f^h_j, f^g_j⟩: [n, H, H]."""
+        return torch.bmm(f.transpose(0, 1), f.permute(1, 2, 0))
+
+    def quadratic(self, gram: torch.Tensor) -> torch.Tensor:
+        """Q_ij = α_ijᵀ G_j α_ij = ‖Σ_h α^h_ij f^h_j‖², [n, n], as H vectorised passes (no [H,n,n,d])."""
+        a = self.alpha_acc
+        g = gram.permute(1, 2, 0)  # [H, H, n(j)]
+        out = torch.zeros(self.n, self.n, dtype=a.dtype, device=a.device)
+        for h in range(a.shape[0]):
+            out += a[h] * (a * g[h][:, None, :]).sum(0)
+        return out
+
+    def _residual_diag(self, f: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """‖u_jj‖² − ‖Σ_h α^h_jj f^h_j‖² = 2 Σ_h α^h_jj ⟨f^h_j, x_j⟩ + ‖x_j‖² (the residual enters only i = j)."""
+        cross = torch.einsum("hjd,jd->hj", f, x)
+        diag_alpha = torch.diagonal(self.alpha_acc, dim1=1, dim2=2)
+        return 2 * (diag_alpha * cross).sum(0) + (x * x).sum(-1)
+
+    @cached_property
+    def _plain(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(Gram of f, ‖Σ_h α f‖²) in the accumulation dtype."""
+        f = self.head_vectors.to(self.acc)
+        gram = self.gram(f)
+        return gram, self.quadratic(gram)
 
     def attention(self) -> torch.Tensor:
         return self.rec.attn
 
     def norm(self) -> torch.Tensor:
-        """‖α^h_ij f^h(x_j)‖ = α^h_ij ‖f^h(x_j)‖, [H, n, n]."""
-        fn = self.head_vectors.to(self.acc).norm(dim=-1)
-        return (self.alpha.to(self.acc) * fn[:, None, :]).to(self.dtype)
+        """‖α^h_ij f^h(x_j)‖ = α^h_ij ‖f^h(x_j)‖, [H, n, n] (‖f^h_j‖² is the Gram diagonal)."""
+        fn = torch.diagonal(self._plain[0], dim1=1, dim2=2).clamp_min(0).sqrt().T  # [H, n]
+        return (self.alpha_acc * fn[:, None, :]).to(self.dtype)
 
     def norm_layer(self) -> torch.Tensor:
-        return self._sum_sq(self.head_vectors, None).sqrt().to(self.dtype)
+        """‖Σ_h α^h_ij f^h(x_j)‖, [n, n]."""
+        return self._plain[1].clamp_min(0).sqrt().to(self.dtype)
 
     def attn_res(self) -> torch.Tensor:
-        return self._sum_sq(self.head_vectors, self.rec.x).sqrt().to(self.dtype)
+        """‖Σ_h α^h_ij f^h(x_j) + δ_ij x_j‖, [n, n]."""
+        sq = self._plain[1] + torch.diag(self._residual_diag(self.head_vectors.to(self.acc), self.rec.x.to(self.acc)))
+        return sq.clamp_min(0).sqrt().to(self.dtype)
 
     def attn_res_ln(self) -> torch.Tensor:
-        sq = self._sum_sq(self.head_vectors_ln, self.x_ln)
-        return (sq.sqrt() / self.ln_scale.to(self.acc)[:, None]).to(self.dtype)
+        """‖N(u_ij)‖ / s_i with N = γ⊙centre (LayerNorm) or γ⊙· (RMSNorm), [n, n]."""
+        norm = self.ln_attn
+        f = norm.linear_part(self.head_vectors.to(self.acc))
+        x = norm.linear_part(self.rec.x.to(self.acc))
+        sq = self.quadratic(self.gram(f)) + torch.diag(self._residual_diag(f, x))
+        return (sq.clamp_min(0).sqrt() / self.ln_scale.to(self.acc)[:, None]).to(self.dtype)
 
     # ---- per-pair vectors (row chunks)
     def _mix(self, f: torch.Tensor, x: torch.Tensor, rows: slice) -> torch.Tensor:
