@@ -11,7 +11,8 @@ Stages (each: Σ_j part_ij + bias_i = the model's own vector):
   ff_res       ff_ij + (u_ij pre-LN | ℓ_ij post-LN)
   ff_res_ln    post-LN only: LN2 decomposed like attn_res_ln
 
-Norm maps never build [H,n,n,d]: ‖Σ_h α^h_ij f^h_j‖² = α_ijᵀ G_j α_ij with per-token Gram G_j = ⟨f^h_j, f^g_j⟩.
+Norm maps never build [H,n,n,d]: ‖Σ_h α^h_ij f^h_j‖² = α_ijᵀ G_j α_ij with the per-token Gram matrix
+G_j[h,g] = ⟨f^h_j, f^g_j⟩ (float64), one batched product over j per stage.
 The FF maps are O(n²·d·d_ff) and are computed in row chunks of bounded memory.
 """
 from __future__ import annotations
@@ -28,7 +29,7 @@ CHUNK_BYTES = 96 * 2**20  # memory budget for one row chunk of per-pair vectors
 
 
 def accumulation_dtype(dtype: torch.dtype, device: torch.device) -> torch.dtype:
-    """Gram sums are accumulated in float64 (float32 on mps, which has none)."""
+    """Gram matrices and quadratic forms are accumulated in float64 (float32 on mps, which has none)."""
     return torch.float32 if device.type == "mps" else torch.float64
 
 
@@ -150,62 +151,63 @@ class LayerDecomposition:
         d = self.rec.x.shape[-1]
         return self.p.b_o if self.p.b_o is not None else torch.zeros(d, dtype=self.dtype, device=self.device)
 
-    # ---- norm family (Gram route)
+    # ---- norm family (per-token Gram matrices)
     @cached_property
     def alpha_acc(self) -> torch.Tensor:
         return self.alpha.to(self.acc)
 
-    @staticmethod
-    def gram(f: torch.Tensor) -> torch.Tensor:
-        """Per-token Gram matrices G_j[h, g] = ⟨f^h_j, f^g_j⟩: [n, H, H]."""
-        return torch.bmm(f.transpose(0, 1), f.permute(1, 2, 0))
-
-    def quadratic(self, gram: torch.Tensor) -> torch.Tensor:
-        """Q_ij = α_ijᵀ G_j α_ij = ‖Σ_h α^h_ij f^h_j‖², [n, n], as H vectorised passes (no [H,n,n,d])."""
-        a = self.alpha_acc
-        g = gram.permute(1, 2, 0)  # [H, H, n(j)]
-        out = torch.zeros(self.n, self.n, dtype=a.dtype, device=a.device)
-        for h in range(a.shape[0]):
-            out += a[h] * (a * g[h][:, None, :]).sum(0)
-        return out
-
-    def _residual_diag(self, f: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """‖u_jj‖² − ‖Σ_h α^h_jj f^h_j‖² = 2 Σ_h α^h_jj ⟨f^h_j, x_j⟩ + ‖x_j‖² (the residual enters only i = j)."""
-        cross = torch.einsum("hjd,jd->hj", f, x)
-        diag_alpha = torch.diagonal(self.alpha_acc, dim1=1, dim2=2)
-        return 2 * (diag_alpha * cross).sum(0) + (x * x).sum(-1)
+    @cached_property
+    def _alpha_jih(self) -> torch.Tensor:
+        """α laid out [j, i, h] (contiguous) for batched products over the contributing token j."""
+        return self.alpha_acc.permute(2, 1, 0).contiguous()
 
     @cached_property
-    def _plain(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(Gram of f, ‖Σ_h α f‖²) in the accumulation dtype."""
-        f = self.head_vectors.to(self.acc)
-        gram = self.gram(f)
-        return gram, self.quadratic(gram)
+    def _f_acc(self) -> torch.Tensor:
+        return self.head_vectors.to(self.acc)
+
+    def _stage_norms(self, f: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """For head vectors f [H,n,d] and residual x [n,d] (both already mapped by the stage's linear part):
+
+        G_j[h,g] = ⟨f^h_j, f^g_j⟩; Q_ij = α_ijᵀ G_j α_ij = ‖Σ_h α^h_ij f^h_j‖²;
+        the residual adds to i = j only: 2 Σ_h α^h_jj ⟨f^h_j, x_j⟩ + ‖x_j‖².
+        Returns (‖f^h_j‖ [H,n], Q [n,n] without residual, Q with residual), in float64.
+        """
+        ft = f.transpose(0, 1)  # [n, H, d]
+        gram = torch.bmm(ft, ft.transpose(1, 2))  # [n, H, H]
+        a = self._alpha_jih
+        q = (torch.bmm(a, gram) * a).sum(-1).T  # [i, j]
+        cross = torch.bmm(ft, x.unsqueeze(-1)).squeeze(-1)  # [n, H] = ⟨f^h_j, x_j⟩
+        diag_alpha = torch.diagonal(a, dim1=0, dim2=1).T  # [n, H] = α^h_jj
+        extra = 2 * (diag_alpha * cross).sum(-1) + (x * x).sum(-1)
+        q_res = q + torch.diag(extra)
+        fnorm = torch.diagonal(gram, dim1=1, dim2=2).clamp_min(0).sqrt().T
+        return fnorm, q.clamp_min(0), q_res.clamp_min(0)
+
+    @cached_property
+    def _plain(self):
+        return self._stage_norms(self._f_acc, self.rec.x.to(self.acc))
 
     def attention(self) -> torch.Tensor:
         return self.rec.attn
 
     def norm(self) -> torch.Tensor:
         """‖α^h_ij f^h(x_j)‖ = α^h_ij ‖f^h(x_j)‖, [H, n, n] (‖f^h_j‖² is the Gram diagonal)."""
-        fn = torch.diagonal(self._plain[0], dim1=1, dim2=2).clamp_min(0).sqrt().T  # [H, n]
-        return (self.alpha_acc * fn[:, None, :]).to(self.dtype)
+        return (self.alpha_acc * self._plain[0][:, None, :]).to(self.dtype)
 
     def norm_layer(self) -> torch.Tensor:
         """‖Σ_h α^h_ij f^h(x_j)‖, [n, n]."""
-        return self._plain[1].clamp_min(0).sqrt().to(self.dtype)
+        return self._plain[1].sqrt().to(self.dtype)
 
     def attn_res(self) -> torch.Tensor:
         """‖Σ_h α^h_ij f^h(x_j) + δ_ij x_j‖, [n, n]."""
-        sq = self._plain[1] + torch.diag(self._residual_diag(self.head_vectors.to(self.acc), self.rec.x.to(self.acc)))
-        return sq.clamp_min(0).sqrt().to(self.dtype)
+        return self._plain[2].sqrt().to(self.dtype)
 
     def attn_res_ln(self) -> torch.Tensor:
-        """‖N(u_ij)‖ / s_i with N = γ⊙centre (LayerNorm) or γ⊙· (RMSNorm), [n, n]."""
+        """‖N(u_ij)‖ / s_i with N = γ⊙centre (LayerNorm) or γ⊙· (RMSNorm), [n, n]; N is linear, so it is
+        applied to f and x before the Gram."""
         norm = self.ln_attn
-        f = norm.linear_part(self.head_vectors.to(self.acc))
-        x = norm.linear_part(self.rec.x.to(self.acc))
-        sq = self.quadratic(self.gram(f)) + torch.diag(self._residual_diag(f, x))
-        return (sq.clamp_min(0).sqrt() / self.ln_scale.to(self.acc)[:, None]).to(self.dtype)
+        _, _, q = self._stage_norms(norm.linear_part(self._f_acc), norm.linear_part(self.rec.x.to(self.acc)))
+        return (q.sqrt() / self.ln_scale.to(self.acc)[:, None]).to(self.dtype)
 
     # ---- per-pair vectors (row chunks)
     def _mix(self, f: torch.Tensor, x: torch.Tensor, rows: slice) -> torch.Tensor:
