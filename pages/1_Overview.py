@@ -1,0 +1,94 @@
+"""normviz · Overview: every layer and head of one map at once, and which heads are "no-op" heads."""
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from normviz import viz
+from normviz.ui import data
+from normviz.ui import st_parts as ui
+
+st.set_page_config(page_title="normviz · Overview", page_icon="🧭", layout="wide")
+view = ui.load_view()
+view = ui.sidebar(view)
+ui.apply_style(view)
+fs = ui.font_size(view)
+
+ui.seed("w_text", view.text)
+view.text = st.text_input("Text (one or two sentences)", key="w_text")
+ui.save_view(view)
+lm = ui.load_model(view.model)
+if lm is None:
+    st.stop()
+ui.show_device(lm)
+if not view.text.strip():
+    st.error("The text is empty. Type a sentence (or two) to analyse.")
+    st.stop()
+
+keys = ui.default_keys(lm) + ui.opt_in_keys(lm)
+c1, c2 = st.columns(2)
+with c1:
+    ui.seed("w_ov_map", view.overview_map if view.overview_map in keys else keys[0])
+    view.overview_map = st.selectbox("Map", keys, key="w_ov_map", format_func=ui.title)
+with c2:
+    compare_opts = ["(none)"] + keys
+    ui.seed("w_ov_compare", view.overview_compare if view.overview_compare in keys else "(none)")
+    view.overview_compare = st.selectbox("Compare with", compare_opts, key="w_ov_compare",
+                                         format_func=lambda k: k if k == "(none)" else ui.title(k))
+ui.save_view(view)
+
+res, errors = ui.analysis_for(lm, view.text, view.pair, [view.overview_map, view.overview_compare])
+if res is None:
+    st.stop()
+for note in res.notes:
+    st.warning(note)
+a = res.analysis
+for k in (view.overview_map, view.overview_compare):
+    if k in errors:
+        st.error(f"{ui.title(k)}: {errors[k]}")
+per_head = [k for k in a.keys() if a[k].ndim == 4]
+
+labels = data.unique_labels(list(a.labels))
+shown = [k for k in (view.overview_map, view.overview_compare) if k in a]
+if not shown:
+    st.stop()
+stacks = {k: data.per_head_stack(a, k) for k in shown}
+cells = sum(s.shape[0] * s.shape[1] for s in stacks.values())
+m = data.crop_tokens(a.n_tokens, cells, limit_cells=400_000)
+if m < a.n_tokens:
+    st.info(f"The grid shows the first {m} of {a.n_tokens} tokens so the page stays responsive.")
+st.caption("Each small square is one head's map (rows receive, columns contribute); one colour scale per grid. "
+           "Hover a cell for layer, head and token pair.")
+cols = st.columns(len(shown))
+for col, k in zip(cols, shown):
+    with col:
+        s = stacks[k][:, :, :m, :m]
+        heads = None if s.shape[1] > 1 else ["layer"]
+        st.plotly_chart(viz.grid(s, labels[:m], title=ui.title(k), font_size=fs, head_names=heads),
+                        key=f"grid_{k}")
+
+st.subheader("Which heads are no-op heads?")
+if "attention" in per_head and "norm" in per_head:
+    wa = data.special_share(a["attention"], a.special)
+    wn = data.special_share(a["norm"], a.special)
+    if not a.special.any():
+        st.info("This text has no special tokens, so there is no share to compare.")
+    else:
+        st.caption("Share of each head's attention weight that lands on special tokens ("
+                   + ", ".join(sorted({a.labels[i] for i in np.flatnonzero(a.special)}))
+                   + "), against the share of its norm ‖α f(x)‖. Heads far below the diagonal attend to special "
+                     "tokens but move little there: their weight says more than their effect.")
+        left, right = st.columns([3, 2])
+        with left:
+            st.plotly_chart(viz.special_share_scatter(wa, wn, "attention weight", "norm", font_size=fs),
+                            key="noop_scatter")
+        with right:
+            L, H = wa.shape
+            table = pd.DataFrame({
+                "layer": np.repeat(np.arange(L), H), "head": np.tile(np.arange(H), L),
+                "weight → special": wa.ravel().round(3), "norm → special": wn.ravel().round(3),
+            })
+            table["gap"] = (table["weight → special"] - table["norm → special"]).round(3)
+            st.dataframe(table.sort_values("gap", ascending=False).head(12), hide_index=True,
+                         width="stretch")
+else:
+    st.info("The per-head summary needs the attention and norm maps.")
