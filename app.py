@@ -126,7 +126,7 @@ for start in range(0, len(panels), per_row):
     for col, p, (lo, hi) in zip(cols, panels[start:start + per_row], ranges[start:start + per_row]):
         with col:
             fig = viz.heatmap(p.matrix, p.row_labels, title=p.title, zmin=lo, zmax=hi, positions=p.index,
-                              font_size=fs, colorbar_title=cb_title)
+                              font_size=fs, colorbar_title=cb_title, height=680 if view.present else None)
             st.plotly_chart(fig, key=f"panel_{p.key}", config={"displaylogo": False,
                             "toImageButtonOptions": {"format": "png", "filename": f"normviz_{p.key}", "scale": 2}})
 

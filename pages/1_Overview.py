@@ -13,6 +13,7 @@ view = ui.sidebar(view)
 ui.apply_style(view)
 fs = ui.font_size(view)
 
+st.subheader("Overview: every layer and head at once")
 ui.seed("w_text", view.text)
 view.text = st.text_input("Text (one or two sentences)", key="w_text")
 ui.save_view(view)
@@ -58,13 +59,11 @@ if m < a.n_tokens:
     st.info(f"The grid shows the first {m} of {a.n_tokens} tokens so the page stays responsive.")
 st.caption("Each small square is one head's map (rows receive, columns contribute); one colour scale per grid. "
            "Hover a cell for layer, head and token pair.")
-cols = st.columns(len(shown))
-for col, k in zip(cols, shown):
-    with col:
-        s = stacks[k][:, :, :m, :m]
-        heads = None if s.shape[1] > 1 else ["layer"]
-        st.plotly_chart(viz.grid(s, labels[:m], title=ui.title(k), font_size=fs, head_names=heads),
-                        key=f"grid_{k}")
+for k in shown:  # one grid per row: each head's square stays big enough to read
+    s = stacks[k][:, :, :m, :m]
+    heads = None if s.shape[1] > 1 else ["layer"]
+    st.plotly_chart(viz.grid(s, labels[:m], title=ui.title(k), font_size=fs, head_names=heads,
+                             width_hint=820 if s.shape[1] > 1 else 300), key=f"grid_{k}")
 
 st.subheader("Which heads are no-op heads?")
 if "attention" in per_head and "norm" in per_head:

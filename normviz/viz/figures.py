@@ -10,6 +10,12 @@ DIVERGING = "RdBu_r"
 HOVER = "%{customdata[0]} ← %{customdata[1]}: %{z:.4g}<extra></extra>"
 
 
+def _title(text: str, font_size: int) -> dict:
+    """A title sitting just above the plot area, below plotly's toolbar (which takes the top-right)."""
+    return dict(text=text, font=dict(size=font_size + 2), x=0.0, xanchor="left", yref="paper", y=1.0,
+                yanchor="bottom", pad=dict(b=8))
+
+
 def _colorscale(zmin: float) -> tuple[str, float | None]:
     return (DIVERGING, 0.0) if zmin < 0 else (SEQUENTIAL, None)
 
@@ -20,7 +26,8 @@ def _fmt(positions, labels):
 
 def heatmap(matrix: np.ndarray, row_labels: list[str], col_labels: list[str] | None = None, *, title: str = "",
             zmin: float | None = None, zmax: float | None = None, positions: list[int] | None = None,
-            font_size: int = 12, colorbar: bool = True, colorbar_title: str = "") -> go.Figure:
+            font_size: int = 12, colorbar: bool = True, colorbar_title: str = "",
+            height: int | None = None) -> go.Figure:
     """One map as a heatmap. Axes are numeric positions with the tokens as tick text, so a token that occurs
     twice keeps two rows and two columns. Hover reads "row token ← column token: value"."""
     m = np.asarray(matrix, dtype=np.float64)
@@ -49,9 +56,9 @@ def heatmap(matrix: np.ndarray, row_labels: list[str], col_labels: list[str] | N
                      showgrid=False, scaleanchor="x", scaleratio=1, constrain="domain")
     side = max(n_rows, n_cols)
     fig.update_layout(
-        title=dict(text=title, font=dict(size=font_size + 2), x=0.0, xanchor="left", yref="paper", y=1.0,
-                   yanchor="bottom", pad=dict(b=8)),
-        font=dict(size=font_size), height=int(min(900, max(380, 170 + (font_size + 6) * side))),
+        title=_title(title, font_size),
+        font=dict(size=font_size),
+        height=int(height or min(900, max(380, 170 + (font_size + 6) * side))),
         margin=dict(l=10, r=10, t=60 + font_size, b=10),
     )
     return fig
@@ -76,14 +83,13 @@ def bars(rows: dict[str, np.ndarray], labels: list[str], positions: list[list[in
                          tickfont=dict(size=font_size), row=r, col=1)
     fig.update_annotations(font_size=font_size + 1)
     fig.update_layout(height=int(max(300, (150 + 6 * font_size) * k)), font=dict(size=font_size),
-                      margin=dict(l=10, r=10, t=40, b=10),
-                      title=dict(text=f"Row of “{focus_label}”: how much each token contributes to it",
-                                 font=dict(size=font_size + 2), x=0.0, xanchor="left"))
+                      margin=dict(l=10, r=10, t=70 + font_size, b=10),
+                      title=_title(f"Row of “{focus_label}”: how much each token contributes to it", font_size))
     return fig
 
 
 def grid(stack: np.ndarray, labels: list[str], *, title: str = "", font_size: int = 12,
-         head_names: list[str] | None = None) -> go.Figure:
+         head_names: list[str] | None = None, width_hint: int = 760) -> go.Figure:
     """A layers × heads mosaic of small heatmaps ([L, H, n, n]) drawn as one heatmap with gaps, so hundreds
     of heads stay fast. Hover says which layer, head and token pair a cell is."""
     s = np.asarray(stack, dtype=np.float64)
@@ -113,10 +119,11 @@ def grid(stack: np.ndarray, labels: list[str], *, title: str = "", font_size: in
                      ticktext=[f"L{li}" for li in range(L)], autorange="reversed", showgrid=False, zeroline=False,
                      tickfont=dict(size=font_size), title=dict(text="layer", font=dict(size=font_size)),
                      scaleanchor="x", scaleratio=1, constrain="domain")
-    per_cell = max(6, min(40, 520 // max(L, 1)))
-    fig.update_layout(title=dict(text=title, font=dict(size=font_size + 2), x=0.0, xanchor="left"),
-                      height=int(min(1400, max(360, per_cell * L + 120))), font=dict(size=font_size),
-                      margin=dict(l=10, r=10, t=70 + font_size, b=10), plot_bgcolor="rgba(0,0,0,0)")
+    plot_w = max(200, width_hint - 140)  # minus axis labels and the colour bar
+    fig.update_layout(title=dict(text=title, font=dict(size=font_size + 2), x=0.0, xanchor="left", yref="container",
+                                 y=1.0, yanchor="top", pad=dict(t=6)),
+                      height=int(min(1400, max(320, plot_w * L / max(H, 1) + 150))), font=dict(size=font_size),
+                      margin=dict(l=10, r=10, t=70 + 2 * font_size, b=10), plot_bgcolor="rgba(0,0,0,0)")
     return fig
 
 
@@ -142,7 +149,6 @@ def special_share_scatter(share_a: np.ndarray, share_b: np.ndarray, name_a: str,
                      tickfont=dict(size=font_size))
     fig.update_yaxes(range=[-0.02, 1.02], title=dict(text=f"share to special tokens: {name_b}"),
                      tickfont=dict(size=font_size))
-    fig.update_layout(height=460, font=dict(size=font_size), margin=dict(l=10, r=10, t=40, b=10),
-                      title=dict(text="Per head: where the weight goes vs where the vectors go",
-                                 font=dict(size=font_size + 2), x=0.0, xanchor="left"))
+    fig.update_layout(height=480, font=dict(size=font_size), margin=dict(l=10, r=10, t=60 + font_size, b=10),
+                      title=_title("Per head: where the weight goes vs where the vectors go", font_size))
     return fig
