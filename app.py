@@ -43,6 +43,12 @@ if lm is None:
 ui.show_device(lm)
 
 available = ui.default_keys(lm) + ui.opt_in_keys(lm)
+if "ff_res_ln" in view.maps and "ff_res_ln" not in available and "ff_res" in available:
+    # pre-LN models have no norm after the FF: ff_res is already their whole layer
+    view.maps = tuple(dict.fromkeys("ff_res" if k == "ff_res_ln" else k for k in view.maps))
+    if "w_maps" in st.session_state:
+        st.session_state["w_maps"] = list(dict.fromkeys(
+            "ff_res" if k == "ff_res_ln" else k for k in st.session_state["w_maps"]))
 unknown = [k for k in view.maps if k not in available]
 if unknown:
     st.warning(f"Not available for {lm.name}: {', '.join(unknown)}. Available maps: {', '.join(available)}.")

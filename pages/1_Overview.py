@@ -67,15 +67,21 @@ for k in shown:  # one grid per row: each head's square stays big enough to read
 
 st.subheader("Which heads are no-op heads?")
 if "attention" in per_head and "norm" in per_head:
-    wa = data.special_share(a["attention"], a.special)
-    wn = data.special_share(a["norm"], a.special)
-    if not a.special.any():
+    sink = a.special.astype(bool)
+    sink_name = ", ".join(sorted({a.labels[i] for i in np.flatnonzero(sink)}))
+    if not sink.any() and lm.is_causal:
+        # decoders without a BOS token park attention on the first token (an "attention sink")
+        sink = np.zeros(a.n_tokens, dtype=bool)
+        sink[0] = True
+        sink_name = f"the first token “{a.labels[0]}”, the attention sink of a decoder"
+    if not sink.any():
         st.info("This text has no special tokens, so there is no share to compare.")
     else:
-        st.caption("Share of each head's attention weight that lands on special tokens ("
-                   + ", ".join(sorted({a.labels[i] for i in np.flatnonzero(a.special)}))
-                   + "), against the share of its norm ‖α f(x)‖. Heads far below the diagonal attend to special "
-                     "tokens but move little there: their weight says more than their effect.")
+        wa = data.special_share(a["attention"], sink)
+        wn = data.special_share(a["norm"], sink)
+        st.caption(f"Share of each head's attention weight that lands on {sink_name}, against the share of its "
+                   "norm ‖α f(x)‖. Heads far below the diagonal attend there but move little: their weight says "
+                   "more than their effect.")
         left, right = st.columns([3, 2])
         with left:
             st.plotly_chart(viz.special_share_scatter(wa, wn, "attention weight", "norm", font_size=fs),
@@ -87,7 +93,6 @@ if "attention" in per_head and "norm" in per_head:
                 "weight → special": wa.ravel().round(3), "norm → special": wn.ravel().round(3),
             })
             table["gap"] = (table["weight → special"] - table["norm → special"]).round(3)
-            st.dataframe(table.sort_values("gap", ascending=False).head(12), hide_index=True,
-                         width="stretch")
+            st.dataframe(table.sort_values("gap", ascending=False).head(12), hide_index=True, width="stretch")
 else:
     st.info("The per-head summary needs the attention and norm maps.")

@@ -9,7 +9,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.browser import chromium, streamlit_server, wait_for_app  # noqa: E402
 
 PAGES = [("explore", "/", 4), ("explore_focus", "/?focus=2&head=3&layer=2", 5), ("overview", "/Overview", 2), ("explore_full", "/?layer=3", 4),
-         ("learn", "/Learn", 1), ("learn_norm", "/Learn", 1), ("explore_present", "/?present=1", 2)]
+         ("learn", "/Learn", 1), ("learn_norm", "/Learn", 1), ("explore_present", "/?present=1", 2),
+         ("explore_dark", "/?layer=1", 4)]
 
 
 def main(out: str, only: list[str]) -> None:
@@ -19,6 +20,8 @@ def main(out: str, only: list[str]) -> None:
         for name, path, charts in PAGES:
             if only and name not in only:
                 continue
+            driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [
+                {"name": "prefers-color-scheme", "value": "dark" if name.endswith("_dark") else "light"}]})
             driver.get(url + path)
             state = wait_for_app(driver, charts)
             time.sleep(1)

@@ -222,3 +222,39 @@ def test_adding_a_map_computes_its_method_once():
     at.pills(key="w_maps").set_value(["attention", "ff", "ff_res"]).run()
     at.slider(key="w_layer").set_value(2).run()
     assert cache.misses == misses + 1 and len(heatmaps(at)) == 3
+
+
+def test_switching_to_the_llama_model_keeps_the_view_working(at):
+    at.slider(key="w_layer").set_value(5).run()
+    at.sidebar.selectbox(key="w_model_choice").set_value("smollm2").run()
+    no_exception(at)
+    assert not at.error and not at.warning
+    hms = heatmaps(at)
+    assert [title(f).split(" · ")[0] for f in hms] == [
+        "Attention weights α", "Norm ‖α f(x)‖", "Attention + residual + norm", "Feed-forward + residual"]
+    assert hms[0]["layout"]["yaxis"]["ticktext"][:2] == ["The", " cat"] and z(hms[0]).shape == (11, 11)
+    assert "layer 5" in title(hms[0])
+    at.slider(key="w_layer").set_value(29).run()  # 30 layers now
+    assert "layer 29" in title(heatmaps(at)[0])
+    assert any("smollm2" in c.value and "30 layers × 9 heads" in c.value for c in at.sidebar.caption)
+    assert at.query_params["model"] == "smollm2"
+
+
+def test_an_example_sentence_pair_fills_both_fields(at):
+    from normviz.ui.st_parts import OTHER  # noqa: F401  (the free-field choice exists)
+
+    i = next(i for i, opt in enumerate(at.selectbox(key="w_example").options) if "‖" in opt)
+    at.selectbox(key="w_example").set_value(i).run()
+    no_exception(at)
+    assert at.text_input(key="w_pair").value
+    ticks = heatmaps(at)[0]["layout"]["xaxis"]["ticktext"]
+    assert ticks.count("[SEP]") + ticks.count("[SEP]·2") == 2  # two segments
+    assert at.query_params["pair"] == at.text_input(key="w_pair").value
+
+
+def test_the_free_model_field_reports_a_bad_name(at):
+    at.sidebar.selectbox(key="w_model_choice").set_value(st_parts.OTHER).run()
+    assert any("Type a Hub id" in i for i in texts(at.sidebar.info))
+    at.sidebar.text_input(key="w_model_other").set_value("definitely not/a model").run()
+    no_exception(at)
+    assert any("Unknown model" in e for e in texts(at.error))

@@ -79,3 +79,12 @@ def test_learn_numbers_are_computed_from_the_model():
     assert f"cats {fx[1]:.3f}" in norm_text
     at.slider(key="w_learn_layer").set_value(2).run()
     assert np.allclose(at.dataframe[0].value.to_numpy(), a.map("attention", 2, 0), atol=1e-4)
+
+
+def test_overview_on_a_decoder_uses_the_first_token_as_the_sink():
+    at = app("pages/1_Overview.py", query={"model": "smollm2", "text": "The cat sat on the mat."})
+    at.run()
+    no_exception(at)
+    assert z(heatmaps(at)[0]).shape[0] == 30 * (7 + 1) - 1  # 30 layers of 7 tokens
+    assert any("attention sink" in c.value for c in at.caption)
+    assert len(at.dataframe[0].value) == 12

@@ -83,8 +83,10 @@ def bars(rows: dict[str, np.ndarray], labels: list[str], positions: list[list[in
                          tickfont=dict(size=font_size), row=r, col=1)
     fig.update_annotations(font_size=font_size + 1)
     fig.update_layout(height=int(max(300, (150 + 6 * font_size) * k)), font=dict(size=font_size),
-                      margin=dict(l=10, r=10, t=70 + font_size, b=10),
-                      title=_title(f"Row of “{focus_label}”: how much each token contributes to it", font_size))
+                      margin=dict(l=10, r=10, t=80 + 2 * font_size, b=10),
+                      title=dict(text=f"Row of “{focus_label}”: how much each token contributes to it",
+                                 font=dict(size=font_size + 2), x=0.0, xanchor="left", yref="container", y=1.0,
+                                 yanchor="top", pad=dict(t=6)))
     return fig
 
 
