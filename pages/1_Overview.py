@@ -15,7 +15,9 @@ fs = ui.font_size(view)
 
 st.subheader("Overview: every layer and head at once")
 ui.seed("w_text", view.text)
-view.text = st.text_input("Text (one or two sentences)", key="w_text")
+view.text = st.text_input("Text", key="w_text")
+if view.pair.strip():
+    st.caption(f"Second sentence (set on Explore): {view.pair}")
 ui.save_view(view)
 lm = ui.load_model(view.model)
 if lm is None:
