@@ -154,3 +154,25 @@ def test_every_registered_map_of_the_design_has_a_lesson():
     for key in normviz.all_keys():
         if key in design:
             assert learn.LESSONS[key].latex and learn.LESSONS[key].papers
+
+
+def test_concurrent_analyses_of_one_shared_model_do_not_mix(monkeypatch):
+    """The app serialises passes per model: normviz records with forward hooks on the shared model."""
+    import normviz
+    from normviz.ui import st_parts
+
+    lm = normviz.load("minilm")
+    texts = ["The cat sat on the mat.", "Dogs bark at night, loudly and often."]
+    alone = [normviz.analyze(lm, t, methods=["attention", "norm"])["norm"] for t in texts]
+    results = {}
+
+    def run(i):
+        results[i] = st_parts._compute(lm, texts[i % 2], "", 64, ["attention", "norm"], None).analysis["norm"]
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i, arr in results.items():
+        assert np.allclose(arr, alone[i % 2], atol=1e-5)

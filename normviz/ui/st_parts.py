@@ -6,6 +6,7 @@ by :mod:`normviz.viz`. Errors meant for users (``normviz.errors.NormvizError``) 
 from __future__ import annotations
 
 import os
+import threading
 import warnings
 from dataclasses import dataclass, field, replace
 
@@ -13,6 +14,7 @@ import streamlit as st
 
 import normviz
 from normviz.errors import NormvizError, TooCostlyError, TruncationWarning
+from normviz.analysis import resolve_keys
 from normviz.methods import registry
 
 from . import data
@@ -35,6 +37,19 @@ def model_cache() -> BoundedCache:
 def analysis_cache() -> BoundedCache:
     """Analyses keyed on (model source, revision, device, dtype, text, pair, token cap, maps)."""
     return BoundedCache(ANALYSIS_ENTRIES)
+
+
+@st.cache_resource(show_spinner=False)
+def _model_locks() -> dict:
+    return {"_guard": threading.Lock()}
+
+
+def model_lock(lm) -> threading.Lock:
+    """One lock per loaded model: normviz records a pass with forward hooks on the shared model, so two
+    sessions must not run it at the same time (their hooks would see each other's activations)."""
+    locks = _model_locks()
+    with locks["_guard"]:
+        return locks.setdefault(lm.cache_key, threading.Lock())
 
 
 # --- view state ------------------------------------------------------------------------------------------
@@ -195,6 +210,11 @@ def _analysis_key(lm, text: str, pair: str, cap: int, keys: tuple[str, ...]):
 
 
 def _compute(lm, text: str, pair: str | None, cap: int, keys: list[str], progress) -> Result:
+    with model_lock(lm):
+        return _compute_unlocked(lm, text, pair, cap, keys, progress)
+
+
+def _compute_unlocked(lm, text: str, pair: str | None, cap: int, keys: list[str], progress) -> Result:
     notes: list[str] = []
     errors: dict[str, str] = {}
     with warnings.catch_warnings(record=True) as caught:
@@ -228,7 +248,13 @@ def _compute(lm, text: str, pair: str | None, cap: int, keys: list[str], progres
 
 def _ff_too_costly(lm, text: str, pair: str, cap: int, keys: list[str]) -> str | None:
     """On a CPU, refuse feed-forward maps that would take minutes (NORMVIZ_FF_BUDGET seconds, default 60)."""
-    if lm.device.type != "cpu" or not (set(keys) & data.FF_KEYS):
+    if lm.device.type != "cpu":
+        return None
+    try:  # what the keys need, e.g. a rollout of ff_res needs the FF maps
+        needed = set(resolve_keys(lm, keys))
+    except NormvizError:
+        needed = set(keys)
+    if not needed & data.FF_KEYS:
         return None
     try:
         budget = float(os.environ.get("NORMVIZ_FF_BUDGET", "60"))
@@ -262,10 +288,13 @@ def _groups(lm, keys: list[str]) -> list[list[str]]:
     methods = registry.methods()
     out = []
     for name in names:
-        if name in methods:
-            ks = [i.key for i in methods[name].keys if placement in i.placements]
-            if ks:
-                out.append(ks)
+        if name not in methods:
+            continue
+        ks = [i.key for i in methods[name].keys if placement in i.placements]
+        if methods[name].scope == "model":  # cross-layer maps: only those asked for (each may need costly inputs)
+            ks = [k for k in ks if k in keys]
+        if ks:
+            out.append(ks)
     return out
 
 
