@@ -13,7 +13,7 @@ view = ui.load_view()
 view = ui.sidebar(view)
 ui.apply_style(view)
 
-st.title("Learn: what each map measures")
+st.header("Learn: what each map measures")
 st.markdown(
     "A transformer layer mixes token vectors. **Attention weights** say where a head looks; the maps of "
     "Kobayashi et al. measure the **vectors** that actually move, through more and more of the layer: "
@@ -71,7 +71,7 @@ for tab, key in zip(tabs, keys):
     with tab:
         if lesson:
             st.latex(lesson.latex)
-            st.markdown(f"{lesson.what}\n\n**Shows:** {lesson.shows}\n\n**Hides:** {lesson.hides}")
+            st.markdown(lesson.what)
         else:
             st.markdown(info.description)
         m = a.map(key, layer, head if info.per_head else None)
@@ -80,12 +80,15 @@ for tab, key in zip(tabs, keys):
         with left:
             st.markdown(f"**{info.title}, {where}:**")
             st.dataframe(table(m), width="content")
+            ex = learn.worked_example(m)
+            st.markdown("Row sums: " + ", ".join(f"{labels[i]} {v:.4f}" for i, v in enumerate(ex["row_sum"]))
+                        + "  \nShare of each row on the token itself (diagonal): "
+                        + ", ".join(f"{labels[i]} {v:.1%}" for i, v in enumerate(ex["self_share"])))
         with right:
-            st.plotly_chart(viz.heatmap(m, labels, title=where, font_size=ui.font_size(view)), key=f"learn_{key}")
-        ex = learn.worked_example(m)
-        st.markdown("Row sums: " + ", ".join(f"{labels[i]} {v:.4f}" for i, v in enumerate(ex["row_sum"]))
-                    + "  \nShare of each row on the token itself (diagonal): "
-                    + ", ".join(f"{labels[i]} {v:.1%}" for i, v in enumerate(ex["self_share"])))
+            st.plotly_chart(viz.heatmap(m, labels, title=where, font_size=ui.font_size(view), height=340),
+                            key=f"learn_{key}")
+        if lesson:
+            st.markdown(f"**Shows:** {lesson.shows}\n\n**Hides:** {lesson.hides}")
         if key == "norm" and "attention" in a:
             alpha = a.map("attention", layer, head)
             fx, spread = learn.value_norms_from(alpha, m)

@@ -8,9 +8,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.browser import chromium, streamlit_server, wait_for_app  # noqa: E402
 
-PAGES = [("explore", "/", 4), ("explore_focus", "/?focus=2&head=3&layer=2", 5), ("overview", "/Overview", 2), ("explore_full", "/?layer=3", 4),
-         ("learn", "/Learn", 1), ("learn_norm", "/Learn", 1), ("explore_present", "/?present=1", 2),
-         ("explore_dark", "/?layer=1", 4)]
+PAGES = [("explore", "/", 4), ("explore_focus", "/?focus=2&head=3&layer=2", 5), ("overview", "/Overview", 2),
+         ("learn", "/Learn", 1), ("explore_present", "/?present=1", 2), ("explore_dark", "/?layer=1", 4),
+         ("explore_smollm2", "/?model=smollm2&layer=20", 4)]
 
 
 def main(out: str, only: list[str]) -> None:

@@ -176,3 +176,12 @@ def test_concurrent_analyses_of_one_shared_model_do_not_mix(monkeypatch):
         t.join()
     for i, arr in results.items():
         assert np.allclose(arr, alone[i % 2], atol=1e-5)
+
+
+def test_ff_budget_lets_minilm_through_and_stops_long_smollm2_texts():
+    # minilm (6 × 384 × 1536, GELU) stays under a minute at the default 128-token cap;
+    # smollm2 (30 × 576 × 1536, SwiGLU) does not (measured ≈ 50 s at 24 tokens on 2 cores)
+    assert data.ff_seconds_estimate(128, 6, 384, 1536, gated=False) < 60
+    assert data.ff_token_limit(60, 6, 384, 1536, gated=False) >= 128
+    assert 15 <= data.ff_token_limit(60, 30, 576, 1536, gated=True) <= 40
+    assert data.ff_seconds_estimate(11, 30, 576, 1536, gated=True) < 60  # the default sentence still works
