@@ -97,33 +97,10 @@ def apply_style(view: ViewState) -> None:
 
 # --- sidebar ---------------------------------------------------------------------------------------------
 
-PAGES = [("app.py", "Explore", ":material/search:"), ("pages/1_Overview.py", "Overview", ":material/grid_view:"),
-         ("pages/2_Learn.py", "Learn", ":material/school:"),
-         ("pages/3_Corpus.py", "Corpus", ":material/library_books:")]
-
-
-def nav() -> None:
-    """Page links with readable names (the built-in list would call the main page "app")."""
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[2]
-    for path, label, icon in PAGES:
-        if not (root / path).exists():
-            continue
-        try:
-            st.page_link(path, label=label, icon=icon)
-        except Exception:  # AppTest runs a page on its own, without the others registered
-            pass
-    st.divider()
-
-
-# --- sidebar------------------------------------------------------------------------------------------
-
 def sidebar(view: ViewState) -> ViewState:
     """Model picker, presentation mode and the device line. Returns the view with ``model`` and ``present``."""
     allow = model_allowlist()
     with st.sidebar:
-        nav()
         st.header("Model")
         if allow is not None:
             choices = list(allow)
