@@ -67,6 +67,10 @@ for k in shown:  # one grid per row: each head's square stays big enough to read
     st.plotly_chart(viz.grid(s, labels[:m], title=ui.title(k), font_size=fs, head_names=heads,
                              width_hint=820 if s.shape[1] > 1 else 300), key=f"grid_{k}")
 
+st.download_button("Download the grids' numbers (NPZ)",
+                   data.stacks_npz({k: stacks[k][:, :, :m, :m] for k in shown}, list(a.tokens[:m])),
+                   file_name=f"normviz_overview_{lm.name.replace('/', '_')}.npz", mime="application/octet-stream")
+
 st.subheader("Which heads are no-op heads?")
 if "attention" in per_head and "norm" in per_head:
     sink = a.special.astype(bool)
@@ -96,5 +100,7 @@ if "attention" in per_head and "norm" in per_head:
             })
             table["gap"] = (table["weight → special"] - table["norm → special"]).round(3)
             st.dataframe(table.sort_values("gap", ascending=False).head(12), hide_index=True, width="stretch")
+            st.download_button("Per-head summary (CSV)", table.to_csv(index=False).encode(),
+                               file_name="normviz_heads_special_share.csv", mime="text/csv")
 else:
     st.info("The per-head summary needs the attention and norm maps.")

@@ -30,6 +30,8 @@ def test_overview_default_shows_two_grids_and_the_head_summary():
     table = at.dataframe[0].value
     assert list(table.columns) == ["layer", "head", "weight → special", "norm → special", "gap"]
     assert (np.diff(table["gap"].to_numpy()) <= 1e-9).all()  # sorted, largest gap first
+    assert [b.proto.label for b in at.get("download_button")] == [
+        "Download the grids' numbers (NPZ)", "Per-head summary (CSV)"]
 
 
 def test_overview_map_choice_changes_the_grid():

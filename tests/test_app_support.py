@@ -185,3 +185,9 @@ def test_ff_budget_lets_minilm_through_and_stops_long_smollm2_texts():
     assert data.ff_token_limit(60, 6, 384, 1536, gated=False) >= 128
     assert 15 <= data.ff_token_limit(60, 30, 576, 1536, gated=True) <= 40
     assert data.ff_seconds_estimate(11, 30, 576, 1536, gated=True) < 60  # the default sentence still works
+
+
+def test_overview_npz_holds_every_grid():
+    s = np.random.default_rng(1).random((2, 3, 4, 4))
+    z = np.load(io.BytesIO(data.stacks_npz({"attention": s, "ff": s[:, :1]}, ["a", "b", "c", "d"])))
+    assert np.allclose(z["attention"], s) and z["ff"].shape == (2, 1, 4, 4) and list(z["tokens"]) == list("abcd")

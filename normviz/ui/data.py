@@ -175,3 +175,10 @@ def ff_seconds_estimate(n: int, n_layers: int, d_model: int, d_ff: int, gated: b
 def ff_token_limit(budget_s: float, n_layers: int, d_model: int, d_ff: int, gated: bool) -> int:
     per_token2 = ff_seconds_estimate(1, n_layers, d_model, d_ff, gated)
     return int((budget_s / per_token2) ** 0.5)
+
+
+def stacks_npz(stacks: dict[str, np.ndarray], tokens: list[str]) -> bytes:
+    """``tokens`` and one [L, H, n, n] array per map shown on the Overview page."""
+    buf = io.BytesIO()
+    np.savez(buf, tokens=np.array(tokens, dtype=str), **{k: np.asarray(v) for k, v in stacks.items()})
+    return buf.getvalue()
