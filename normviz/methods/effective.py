@@ -1,0 +1,120 @@
+"""Effective attention (Brunner et al. 2020, "On Identifiability in Transformers").
+
+Head h of a layer outputs Σ_j α^h_ij T^h_j with T^h = x̂ W^V_h (+ b^V_h) W^O_h ∈ ℝ^{n×d}, i.e. the head
+vectors f^h(x_j) stacked as rows. Any row vector v with vᵀT^h = 0 (the left null space of T^h) can be added
+to α^h_i without changing the output, so only the component of α^h_i in the column space of T^h matters:
+
+    α̃^h_i = α^h_i − P_null(T^h) α^h_i = α^h_i · U_r U_rᵀ
+
+with T^h = U S Vᵀ its SVD and U_r the left singular vectors of the r singular values above
+``rtol · s_max`` (a rank tolerance relative to the largest singular value; default ``max(n, d) · ε`` with
+ε = 2.2e-16, numpy ``matrix_rank``'s rule for float64, since T is computed in float64 from the model's
+weights; option ``effective_rtol``).
+
+rank(T^h) ≤ head size, so the null space is empty (r = n) when n ≤ head size and α̃ = α exactly. For
+longer inputs rows change (they need not sum to 1 nor stay non-negative) while α̃·T = α·T.
+
+Causal models: token i can only attend to its prefix, so an alternative attention row must keep zeros on
+j > i and the rows it can be shifted by are the left null space of the prefix T^h_{≤i} (rows 0…i). Row i
+is therefore projected onto the column space of T^h_{≤i}: α̃_i[:i+1] = α_i[:i+1]·U_rU_rᵀ with U_r from the
+SVD of T^h_{≤i} (same relative tolerance) and α̃_i[j] = 0 for j > i. Rows with i + 1 ≤ head size keep α.
+"""
+from __future__ import annotations
+
+import torch
+
+from .registry import KeyInfo, Method, register
+
+
+def _reduce(t: torch.Tensor) -> torch.Tensor:
+    """B [H, n, k] with T = B Qᵀ, Q orthonormal (QR of Tᵀ), k = min(n, d): same left singular vectors and
+    singular values as T, so the SVDs below are of n×k instead of n×d matrices. B is lower-trapezoidal,
+    hence the prefix T_{≤i} = B[:i+1] Qᵀ too."""
+    _, r = torch.linalg.qr(t.transpose(-1, -2), mode="r")  # Tᵀ = Q R, R [H, k, n]
+    return r.transpose(-1, -2)
+
+
+def _project(alpha_rows: torch.Tensor, b: torch.Tensor, rtol: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    """Project rows [..., n] onto the column space of b [..., n, k] (rank by s > rtol·s_max); rows of full
+    rank (r = m, the number of rows of the prefix) are returned unchanged."""
+    u, s, _ = torch.linalg.svd(b, full_matrices=False)
+    smax = s[..., :1]
+    keep = (s > rtol[..., None] * smax) & (smax > 0)
+    r = keep.sum(-1)
+    ur = u * keep[..., None, :].to(u.dtype)
+    proj = torch.einsum("...n,...nk,...mk->...m", alpha_rows, ur, ur)
+    return torch.where((r == m)[..., None], alpha_rows, proj)
+
+
+def effective_attention(alpha: torch.Tensor, t: torch.Tensor, rtol: float | None = None) -> torch.Tensor:
+    """α̃ = α·U_rU_rᵀ per head. ``alpha`` [H, n, n], ``t`` [H, n, d] (T^h as rows); float64 inside."""
+    h, n, d = t.shape
+    tol = torch.full((h,), max(n, d) * torch.finfo(t.dtype).eps if rtol is None else rtol, dtype=torch.float64)
+    b = _reduce(t.to(torch.float64))
+    u, s, _ = torch.linalg.svd(b, full_matrices=False)
+    out = alpha.to(torch.float64).clone()
+    for head in range(h):
+        smax = s[head, 0]
+        r = int((s[head] > tol[head] * smax).sum()) if smax > 0 else 0
+        if r < n:
+            ur = u[head, :, :r]
+            out[head] = (out[head] @ ur) @ ur.T
+    return out.to(alpha.dtype)
+
+
+def effective_attention_causal(alpha: torch.Tensor, t: torch.Tensor, rtol: float | None = None,
+                               chunk_bytes: int = 64 * 2**20) -> torch.Tensor:
+    """Causal version: row i projected onto the column space of its prefix T^h_{≤i}; [H, n, n]."""
+    h, n, d = t.shape
+    b = _reduce(t.to(torch.float64))  # [H, n, k]
+    k = b.shape[-1]
+    a64 = alpha.to(torch.float64)
+    out = a64.clone()
+    eps = torch.finfo(t.dtype).eps
+    rows = torch.arange(n)
+    step = max(1, chunk_bytes // max(1, 8 * h * n * k * 3))
+    for start in range(0, n, step):
+        idx = rows[start:start + step]  # receiving tokens i; prefix length m = i + 1
+        m = idx + 1
+        mask = (rows[None, :] < m[:, None]).to(b.dtype)  # [c, n]: rows of the prefix
+        bp = b[None] * mask[:, None, :, None]  # [c, H, n, k], rows ≥ m zeroed
+        ap = a64[:, idx, :].transpose(0, 1) * mask[:, None, :]  # [c, H, n]
+        tol = (torch.clamp(m, min=d).to(torch.float64) * eps if rtol is None
+               else torch.full((len(idx),), rtol, dtype=torch.float64))
+        proj = _project(ap, bp, tol[:, None].expand(-1, h), m[:, None].expand(-1, h))
+        out[:, idx, :] = (proj * mask[:, None, :]).transpose(0, 1)  # nothing after i, exactly
+    return out.to(alpha.dtype)
+
+
+def head_vectors64(ctx) -> torch.Tensor:
+    """T^h = (x̂ W^V_h + b^V_h) W^O_h computed in float64 from the model's weights and its own x̂, [H, n, d].
+
+    In float64 the rank bound rank(T^h) ≤ head size holds to ~1e-16, so the default relative tolerance
+    separates the true null space from small but real singular values also for float32 models (whose
+    float32 T would carry rounding noise of ~1e-7 in every direction)."""
+    p = ctx.p
+    v = ctx.x_hat.to(torch.float64) @ p.w_v.to(torch.float64)
+    if p.b_v is not None:
+        v = v + p.b_v.to(torch.float64)
+    v = v.reshape(ctx.n, p.n_kv_heads, p.head_dim).transpose(0, 1)
+    if p.n_kv_heads != p.n_heads:
+        v = v.repeat_interleave(p.n_heads // p.n_kv_heads, dim=0)
+    return torch.einsum("hnk,hkd->hnd", v, p.head_w_o().to(torch.float64))
+
+
+def _compute(ctx, keys, options):
+    rtol = options.get("effective_rtol")
+    rtol = float(rtol) if rtol is not None else None
+    fn = effective_attention_causal if ctx.placement == "pre" else effective_attention
+    return {"effective_attention": fn(ctx.alpha, head_vectors64(ctx), rtol).to(ctx.dtype)}
+
+
+EFFECTIVE = register(Method(
+    name="effective_attention", scope="layer",
+    keys=(KeyInfo("effective_attention", "Effective attention", True,
+                  "α^h minus its projection on the left null space of T^h = x̂W^V_h(+b^V)W^O_h "
+                  "(Brunner et al. 2020); equals α when n ≤ head size."),),
+    compute=_compute,
+    cost_note="one SVD of an n×d matrix per head",
+    references=("Brunner et al. 2020, On Identifiability in Transformers",),
+))
