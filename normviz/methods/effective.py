@@ -46,11 +46,19 @@ def _project(alpha_rows: torch.Tensor, b: torch.Tensor, rtol: torch.Tensor, m: t
     return torch.where((r == m)[..., None], alpha_rows, proj)
 
 
-def effective_attention(alpha: torch.Tensor, t: torch.Tensor, rtol: float | None = None) -> torch.Tensor:
-    """α̃ = α·U_rU_rᵀ per head. ``alpha`` [H, n, n], ``t`` [H, n, d] (T^h as rows); float64 inside."""
-    h, n, d = t.shape
-    tol = torch.full((h,), max(n, d) * torch.finfo(t.dtype).eps if rtol is None else rtol, dtype=torch.float64)
-    b = _reduce(t.to(torch.float64))
+def effective_attention(alpha: torch.Tensor, t: torch.Tensor | None, rtol: float | None = None,
+                        reduced: tuple[torch.Tensor, int] | None = None) -> torch.Tensor:
+    """α̃ = α·U_rU_rᵀ per head. ``alpha`` [H, n, n], ``t`` [H, n, d] (T^h as rows); float64 inside.
+    ``reduced=(B, d)`` passes a factor B with T = B·(orthonormal rows) instead of T."""
+    if reduced is None:
+        h, n, d = t.shape
+        eps = torch.finfo(t.dtype).eps
+        b = _reduce(t.to(torch.float64))
+    else:
+        b, d = reduced
+        h, n, _ = b.shape
+        eps = torch.finfo(b.dtype).eps
+    tol = torch.full((h,), max(n, d) * eps if rtol is None else rtol, dtype=torch.float64)
     u, s, _ = torch.linalg.svd(b, full_matrices=False)
     out = alpha.to(torch.float64).clone()
     for head in range(h):
@@ -62,15 +70,21 @@ def effective_attention(alpha: torch.Tensor, t: torch.Tensor, rtol: float | None
     return out.to(alpha.dtype)
 
 
-def effective_attention_causal(alpha: torch.Tensor, t: torch.Tensor, rtol: float | None = None,
-                               chunk_bytes: int = 64 * 2**20) -> torch.Tensor:
+def effective_attention_causal(alpha: torch.Tensor, t: torch.Tensor | None, rtol: float | None = None,
+                               chunk_bytes: int = 64 * 2**20,
+                               reduced: tuple[torch.Tensor, int] | None = None) -> torch.Tensor:
     """Causal version: row i projected onto the column space of its prefix T^h_{≤i}; [H, n, n]."""
-    h, n, d = t.shape
-    b = _reduce(t.to(torch.float64))  # [H, n, k]
+    if reduced is None:
+        h, n, d = t.shape
+        eps = torch.finfo(t.dtype).eps
+        b = _reduce(t.to(torch.float64))  # [H, n, k]
+    else:
+        b, d = reduced
+        h, n, _ = b.shape
+        eps = torch.finfo(b.dtype).eps
     k = b.shape[-1]
     a64 = alpha.to(torch.float64)
     out = a64.clone()
-    eps = torch.finfo(t.dtype).eps
     rows = torch.arange(n)
     step = max(1, chunk_bytes // max(1, 8 * h * n * k * 3))
     for start in range(0, n, step):
@@ -84,6 +98,32 @@ def effective_attention_causal(alpha: torch.Tensor, t: torch.Tensor, rtol: float
         proj = _project(ap, bp, tol[:, None].expand(-1, h), m[:, None].expand(-1, h))
         out[:, idx, :] = (proj * mask[:, None, :]).transpose(0, 1)  # nothing after i, exactly
     return out.to(alpha.dtype)
+
+
+def _values64(ctx) -> torch.Tensor:
+    """x̂ W^V_h + b^V_h per head in float64, [H, n, head_dim] (KV heads repeated for GQA)."""
+    p = ctx.p
+    v = ctx.x_hat.to(torch.float64) @ p.w_v.to(torch.float64)
+    if p.b_v is not None:
+        v = v + p.b_v.to(torch.float64)
+    v = v.reshape(ctx.n, p.n_kv_heads, p.head_dim).transpose(0, 1)
+    if p.n_kv_heads != p.n_heads:
+        v = v.repeat_interleave(p.n_heads // p.n_kv_heads, dim=0)
+    return v
+
+
+def reduced_factor(ctx) -> tuple[torch.Tensor, int]:
+    """(B, d) with T^h = B^h Qᵀ, Q with orthonormal columns, B^h = V^h C^h [H, n, head_dim], where
+    C^h C^hᵀ = W^O_h W^O_hᵀ (Cholesky; then C⁻¹W^O_h has orthonormal rows). B has T's left singular vectors
+    and singular values at the cost of head_dim instead of d columns, and rank ≤ head size by construction.
+    Falls back to the QR of Tᵀ when W^O_h is rank deficient."""
+    v = _values64(ctx)
+    w = ctx.p.head_w_o().to(torch.float64)  # [H, dh, d]
+    c, info = torch.linalg.cholesky_ex(w @ w.transpose(-1, -2))
+    d = w.shape[-1]
+    if bool((info != 0).any()):
+        return _reduce(torch.einsum("hnk,hkd->hnd", v, w)), d
+    return v @ c, d
 
 
 def head_vectors64(ctx) -> torch.Tensor:
@@ -106,7 +146,7 @@ def _compute(ctx, keys, options):
     rtol = options.get("effective_rtol")
     rtol = float(rtol) if rtol is not None else None
     fn = effective_attention_causal if ctx.placement == "pre" else effective_attention
-    return {"effective_attention": fn(ctx.alpha, head_vectors64(ctx), rtol).to(ctx.dtype)}
+    return {"effective_attention": fn(ctx.alpha, None, rtol, reduced=reduced_factor(ctx)).to(ctx.dtype)}
 
 
 EFFECTIVE = register(Method(

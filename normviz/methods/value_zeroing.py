@@ -12,11 +12,14 @@ cosine of a vector with itself would otherwise leave ~1e-16.)
 The n reruns are one batch (in chunks bounded by ``value_zeroing_chunk_bytes``): the layer is called as
 the model calls it, with the keyword arguments (attention mask, rotary position embeddings …) captured
 from a forward pass of the same length, and a forward hook on the value projection (GPT-2: the value third
-of the fused ``c_attn``) zeroes the slice. One extra batch element reruns the layer unmodified; it must
+of the fused ``c_attn``) zeroes the slice. (Those arguments come from one forward pass of n dummy tokens
+for all layers, kept in an explicit per-model cache for the last length.) One extra batch element reruns the layer unmodified; it must
 reproduce the recorded layer output, and is the o_i above. Costs about n+1 layer passes per layer, so the
 method is opt-in.
 """
 from __future__ import annotations
+
+import weakref
 
 import torch
 
@@ -26,40 +29,57 @@ from .registry import KeyInfo, Method, register
 CHUNK_BYTES = 256 * 2**20
 
 
-class _Captured(Exception):
-    pass
+# Explicit cache: model -> ((length, dtype, device), per-layer (args, kwargs)); one dummy forward serves all layers.
+_CALLS: "weakref.WeakKeyDictionary[torch.nn.Module, tuple[tuple, list]]" = weakref.WeakKeyDictionary()
 
 
 @torch.no_grad()
-def capture_layer_call(lm, index: int, n: int) -> tuple[tuple, dict]:
-    """The positional and keyword arguments the model passes to layer ``index`` for an unpadded sequence
-    of n tokens (the masks and position embeddings depend only on the length), without the hidden states."""
-    layer = lm.layers[index]
-    seen = {}
+def capture_layer_calls(lm, n: int) -> list[tuple[tuple, dict]]:
+    """For every layer, the positional and keyword arguments the model passes to it for an unpadded sequence
+    of n tokens (masks and position embeddings depend only on the length), without the hidden states.
+    One forward pass of n dummy tokens, cached per model for the last length."""
+    key = (n, str(lm.dtype), str(lm.device))
+    cached = _CALLS.get(lm.model)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    seen: dict[int, tuple] = {}
+    handles = []
 
-    def hook(module, args, kwargs):
-        seen["args"], seen["kwargs"] = args, kwargs
-        raise _Captured
+    def hook(index):
+        def fn(module, args, kwargs):
+            seen[index] = (args, kwargs)
+        return fn
 
-    handle = layer.register_forward_pre_hook(hook, with_kwargs=True)
+    for index, layer in enumerate(lm.layers):
+        handles.append(layer.register_forward_pre_hook(hook(index), with_kwargs=True))
     pad = lm.config.pad_token_id
     token = 5 if pad != 5 else 6
     ids = torch.full((1, n), token, dtype=torch.long, device=lm.device)
     extra = {"use_cache": False} if lm.spec.placement == "pre" else {}
     try:
         lm.model(input_ids=ids, attention_mask=torch.ones_like(ids), **extra)
-    except _Captured:
-        pass
     finally:
-        handle.remove()
-    args, kwargs = seen["args"], dict(seen["kwargs"])
-    for drop in ("past_key_values", "past_key_value", "cache"):
-        kwargs.pop(drop, None)
-    kwargs["output_attentions"] = False
-    if "hidden_states" in kwargs:  # passed by keyword: keep the other positionals
-        del kwargs["hidden_states"]
-        return args, kwargs
-    return args[1:], kwargs
+        for h in handles:
+            h.remove()
+    calls = []
+    for index in range(lm.n_layers):
+        args, kwargs = seen[index]
+        kwargs = dict(kwargs)
+        for drop in ("past_key_values", "past_key_value", "cache"):
+            kwargs.pop(drop, None)
+        kwargs["output_attentions"] = False
+        if "hidden_states" in kwargs:  # passed by keyword: keep the other positionals
+            del kwargs["hidden_states"]
+            calls.append((args, kwargs))
+        else:
+            calls.append((args[1:], kwargs))
+    _CALLS[lm.model] = (key, calls)
+    return calls
+
+
+def capture_layer_call(lm, index: int, n: int) -> tuple[tuple, dict]:
+    """The call of layer ``index`` (see :func:`capture_layer_calls`)."""
+    return capture_layer_calls(lm, n)[index]
 
 
 def _value_slice(lm) -> slice:
