@@ -41,6 +41,7 @@ def encode_exactly(lm, n: int) -> Encoded:
 
 
 def best(fn, repeat: int) -> float:
+    fn()  # warm-up
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
@@ -62,7 +63,7 @@ def run(model: str, n_tokens: int, repeat: int, methods: list[str] | None, optio
     lm = normviz.load(model)
     enc = encode_exactly(lm, n_tokens)
     ids, mask = pad_batch([enc])
-    t_fwd = best(lambda: record(lm, ids, mask), repeat)
+    t_fwd = best(lambda: record(lm, ids, mask), 3 * repeat)  # the reference: more tries on a busy machine
     records = record(lm, ids, mask)[0]
     names = methods or list(registry.methods())
     rows = [("forward pass", "", t_fwd)]
@@ -105,20 +106,23 @@ def main(argv=None) -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--methods", nargs="*", default=None, help="method names (default: every registered method)")
     p.add_argument("--markdown", action="store_true", help="print a markdown table")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     args = p.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     rows, lm, n = run(args.model, args.tokens, args.repeat, args.methods, {})
     head = (f"{args.model}: {lm.n_layers} layers × {lm.n_heads} heads, n = {n} tokens, {lm.dtype}, {lm.device}, "
             f"torch threads {torch.get_num_threads()}, {platform.processor() or platform.machine()}; best of {args.repeat}")
     if args.markdown:
         print(head + "\n")
-        print("| method | keys | seconds | × forward |")
+        print("| method | keys | ms | × forward |")
         print("|---|---|---:|---:|")
         for name, keys, t, ratio in rows:
-            print(f"| {name} | {keys} | {t:.3f} | {ratio:.1f} |")
+            print(f"| {name} | {keys} | {t * 1e3:.1f} | {ratio:.2f} |")
     else:
         print(head)
         for name, keys, t, ratio in rows:
-            print(f"{name:24s} {t:9.3f} s {ratio:9.1f} ×   {keys}")
+            print(f"{name:24s} {t * 1e3:10.1f} ms {ratio:9.2f} ×   {keys}")
     return 0
 
 

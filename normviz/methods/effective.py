@@ -85,9 +85,15 @@ def effective_attention_causal(alpha: torch.Tensor, t: torch.Tensor | None, rtol
     k = b.shape[-1]
     a64 = alpha.to(torch.float64)
     out = a64.clone()
+    # If the prefix of length m0 = min(n, k) has full rank in every head, so has every shorter prefix (the
+    # smallest singular value of a row subset is ≥ the full one's, the largest ≤), and those rows keep α.
+    m0 = min(n, k)
+    s0 = torch.linalg.svdvals(b[:, :m0])
+    tol0 = max(m0, d) * eps if rtol is None else rtol
+    first = m0 if bool((s0[:, -1] > tol0 * s0[:, 0]).all()) else 0
     rows = torch.arange(n)
     step = max(1, chunk_bytes // max(1, 8 * h * n * k * 3))
-    for start in range(0, n, step):
+    for start in range(first, n, step):
         idx = rows[start:start + step]  # receiving tokens i; prefix length m = i + 1
         m = idx + 1
         mask = (rows[None, :] < m[:, None]).to(b.dtype)  # [c, n]: rows of the prefix
