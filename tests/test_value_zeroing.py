@@ -86,3 +86,17 @@ def test_value_zeroing_is_opt_in_and_flow_too():
         assert key in defaults
     assert methods.lookup("value_zeroing")[0].opt_in
     assert "value_zeroing" in resolve_keys(lm, ["value_zeroing"])
+
+
+def test_new_maps_in_a_padded_batch_equal_single_runs():
+    """Right-padded batches: every new key of each sequence equals its own single run."""
+    keys = ["rollout_attention", "rollout_attn_res_ln", "effective_attention", "alti", "rollout_alti",
+            "value_zeroing", "flow"]
+    for arch in ("bert", "llama"):
+        lm = tiny_model(arch)
+        encs = [encoded(n=5, seed=3), encoded(n=10, seed=4)]
+        batch = analyze_encoded(lm, encs, methods=keys)
+        for enc, got in zip(encs, batch):
+            single = analyze_encoded(lm, [enc], methods=keys)[0]
+            for key in keys:
+                np.testing.assert_allclose(got[key], single[key], rtol=1e-9, atol=1e-12, err_msg=f"{arch} {key}")

@@ -8,7 +8,8 @@ Per layer, from the exact decomposition of the attention block through its resid
     c_ij = max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁)        (the Manhattan proximity of the part to the whole)
     alti[i, j] = c_ij / Σ_k c_ik
 
-and across layers ``rollout_alti``: R_0 = C_0, R_l = C_l · R_{l−1} (the residual is already inside C).
+and across layers ``rollout_alti``: R_0 = C_0, R_l = C_l · R_{l−1} (the residual is already inside C;
+``rollout_normalization=receptive_field`` applies to decoders as for the other rollouts).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import numpy as np
 import torch
 
 from .registry import KeyInfo, Method, register
-from .rollout import rollout
+from .rollout import finish, rollout
 
 
 def alti_layer(ctx) -> torch.Tensor:
@@ -46,10 +47,10 @@ ALTI = register(Method(
 
 
 def _rollout_alti(arrays, analysis, keys, options):
+    """R_l = C_l·R_{l−1}; for decoders the receptive-field option of the other rollouts applies too."""
     a = arrays["alti"]
-    if analysis is not None and hasattr(analysis, "notes"):
-        analysis.notes["rollout_alti"] = "ALTI rollout R_l = C_l·R_{l−1} (no identity added; rows sum to 1)"
-    return {"rollout_alti": rollout(a.astype(np.float64)).astype(a.dtype)}
+    r = finish("rollout_alti", rollout(a.astype(np.float64)), False, analysis, options)
+    return {"rollout_alti": r.astype(a.dtype)}
 
 
 ROLLOUT_ALTI = register(Method(

@@ -82,7 +82,7 @@ def normalization_option(options: dict) -> str:
     return value
 
 
-def _finish(key: str, r: np.ndarray, with_identity: bool, analysis, options: dict) -> np.ndarray:
+def finish(key: str, r: np.ndarray, with_identity: bool, analysis, options: dict) -> np.ndarray:
     """Apply the chosen normalisation to a rollout and record the choice in ``analysis.notes``."""
     mode = normalization_option(options)
     causal = getattr(analysis, "placement", "post") == "pre"
@@ -108,14 +108,14 @@ def _finish(key: str, r: np.ndarray, with_identity: bool, analysis, options: dic
 
 def _compute_attention(arrays, analysis, keys, options):
     a_hat = attention_with_residual(arrays["attention"])
-    return {"rollout_attention": _finish("rollout_attention", rollout(a_hat), True, analysis, options)}
+    return {"rollout_attention": finish("rollout_attention", rollout(a_hat), True, analysis, options)}
 
 
 def _compute_norm(arrays, analysis, keys, options):
     out = {}
     for key in keys:
         m = row_normalize(arrays[NORM_SOURCES[key]].astype(np.float64))
-        out[key] = _finish(key, rollout(m), False, analysis, options).astype(arrays[NORM_SOURCES[key]].dtype)
+        out[key] = finish(key, rollout(m), False, analysis, options).astype(arrays[NORM_SOURCES[key]].dtype)
     return out
 
 
