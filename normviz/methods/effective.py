@@ -26,6 +26,10 @@ import torch
 from .registry import KeyInfo, Method, register
 
 
+def _work_dtype(t: torch.Tensor) -> torch.dtype:
+    return torch.float32 if t.device.type == "mps" else torch.float64
+
+
 def _reduce(t: torch.Tensor) -> torch.Tensor:
     """B [H, n, k] with T = B Qᵀ, Q orthonormal (QR of Tᵀ), k = min(n, d): same left singular vectors and
     singular values as T, so the SVDs below are of n×k instead of n×d matrices. B is lower-trapezoidal,
@@ -53,14 +57,14 @@ def effective_attention(alpha: torch.Tensor, t: torch.Tensor | None, rtol: float
     if reduced is None:
         h, n, d = t.shape
         eps = torch.finfo(t.dtype).eps
-        b = _reduce(t.to(torch.float64))
+        b = _reduce(t.to(_work_dtype(t)))
     else:
         b, d = reduced
         h, n, _ = b.shape
         eps = torch.finfo(b.dtype).eps
-    tol = torch.full((h,), max(n, d) * eps if rtol is None else rtol, dtype=torch.float64)
+    tol = torch.full((h,), max(n, d) * eps if rtol is None else rtol, dtype=b.dtype, device=b.device)
     u, s, _ = torch.linalg.svd(b, full_matrices=False)
-    out = alpha.to(torch.float64).clone()
+    out = alpha.to(b.dtype).clone()
     for head in range(h):
         smax = s[head, 0]
         r = int((s[head] > tol[head] * smax).sum()) if smax > 0 else 0
@@ -77,13 +81,13 @@ def effective_attention_causal(alpha: torch.Tensor, t: torch.Tensor | None, rtol
     if reduced is None:
         h, n, d = t.shape
         eps = torch.finfo(t.dtype).eps
-        b = _reduce(t.to(torch.float64))  # [H, n, k]
+        b = _reduce(t.to(_work_dtype(t)))  # [H, n, k]
     else:
         b, d = reduced
         h, n, _ = b.shape
         eps = torch.finfo(b.dtype).eps
     k = b.shape[-1]
-    a64 = alpha.to(torch.float64)
+    a64 = alpha.to(b.dtype)
     out = a64.clone()
     # If the prefix of length m0 = min(n, k) has full rank in every head, so has every shorter prefix (the
     # smallest singular value of a row subset is ≥ the full one's, the largest ≤), and those rows keep α.
@@ -91,7 +95,7 @@ def effective_attention_causal(alpha: torch.Tensor, t: torch.Tensor | None, rtol
     s0 = torch.linalg.svdvals(b[:, :m0])
     tol0 = max(m0, d) * eps if rtol is None else rtol
     first = m0 if bool((s0[:, -1] > tol0 * s0[:, 0]).all()) else 0
-    rows = torch.arange(n)
+    rows = torch.arange(n, device=b.device)
     step = max(1, chunk_bytes // max(1, 8 * h * n * k * 3))
     for start in range(first, n, step):
         idx = rows[start:start + step]  # receiving tokens i; prefix length m = i + 1
@@ -99,19 +103,20 @@ def effective_attention_causal(alpha: torch.Tensor, t: torch.Tensor | None, rtol
         mask = (rows[None, :] < m[:, None]).to(b.dtype)  # [c, n]: rows of the prefix
         bp = b[None] * mask[:, None, :, None]  # [c, H, n, k], rows ≥ m zeroed
         ap = a64[:, idx, :].transpose(0, 1) * mask[:, None, :]  # [c, H, n]
-        tol = (torch.clamp(m, min=d).to(torch.float64) * eps if rtol is None
-               else torch.full((len(idx),), rtol, dtype=torch.float64))
+        tol = (torch.clamp(m, min=d).to(b.dtype) * eps if rtol is None
+               else torch.full((len(idx),), rtol, dtype=b.dtype, device=b.device))
         proj = _project(ap, bp, tol[:, None].expand(-1, h), m[:, None].expand(-1, h))
         out[:, idx, :] = (proj * mask[:, None, :]).transpose(0, 1)  # nothing after i, exactly
     return out.to(alpha.dtype)
 
 
 def _values64(ctx) -> torch.Tensor:
-    """x̂ W^V_h + b^V_h per head in float64, [H, n, head_dim] (KV heads repeated for GQA)."""
+    """x̂ W^V_h + b^V_h per head in float64 (float32 on mps, which has none), [H, n, head_dim]
+    (KV heads repeated for GQA)."""
     p = ctx.p
-    v = ctx.x_hat.to(torch.float64) @ p.w_v.to(torch.float64)
+    v = ctx.x_hat.to(ctx.acc) @ p.w_v.to(ctx.acc)
     if p.b_v is not None:
-        v = v + p.b_v.to(torch.float64)
+        v = v + p.b_v.to(ctx.acc)
     v = v.reshape(ctx.n, p.n_kv_heads, p.head_dim).transpose(0, 1)
     if p.n_kv_heads != p.n_heads:
         v = v.repeat_interleave(p.n_heads // p.n_kv_heads, dim=0)
@@ -124,7 +129,7 @@ def reduced_factor(ctx) -> tuple[torch.Tensor, int]:
     and singular values at the cost of head_dim instead of d columns, and rank ≤ head size by construction.
     Falls back to the QR of Tᵀ when W^O_h is rank deficient."""
     v = _values64(ctx)
-    w = ctx.p.head_w_o().to(torch.float64)  # [H, dh, d]
+    w = ctx.p.head_w_o().to(ctx.acc)  # [H, dh, d]
     c, info = torch.linalg.cholesky_ex(w @ w.transpose(-1, -2))
     d = w.shape[-1]
     if bool((info != 0).any()):
@@ -138,14 +143,7 @@ def head_vectors64(ctx) -> torch.Tensor:
     In float64 the rank bound rank(T^h) ≤ head size holds to ~1e-16, so the default relative tolerance
     separates the true null space from small but real singular values also for float32 models (whose
     float32 T would carry rounding noise of ~1e-7 in every direction)."""
-    p = ctx.p
-    v = ctx.x_hat.to(torch.float64) @ p.w_v.to(torch.float64)
-    if p.b_v is not None:
-        v = v + p.b_v.to(torch.float64)
-    v = v.reshape(ctx.n, p.n_kv_heads, p.head_dim).transpose(0, 1)
-    if p.n_kv_heads != p.n_heads:
-        v = v.repeat_interleave(p.n_heads // p.n_kv_heads, dim=0)
-    return torch.einsum("hnk,hkd->hnd", v, p.head_w_o().to(torch.float64))
+    return torch.einsum("hnk,hkd->hnd", _values64(ctx), ctx.p.head_w_o().to(ctx.acc))
 
 
 def _compute(ctx, keys, options):
