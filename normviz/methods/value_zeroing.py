@@ -135,12 +135,18 @@ def value_zeroing_layer(ctx, options: dict | None = None) -> torch.Tensor:
     if err > tol:
         raise RuntimeError(f"value zeroing: rerunning layer {index} unmodified gives an output {err:.2e} away from "
                            f"the recorded one (tolerance {tol:.1e}); the layer call could not be reproduced")
+    return scores(zeroed, base).to(ctx.dtype)
+
+
+def scores(zeroed: torch.Tensor, base: torch.Tensor) -> torch.Tensor:
+    """value_zeroing[i, j] = d_ij / Σ_k d_ik with d_ij = 1 − cos(zeroed[j, i], base[i]) (0 when identical).
+
+    ``zeroed`` [n(j), n(i), d]: outputs with token j's values zeroed; ``base`` [n(i), d]: unmodified outputs."""
     cos = torch.nn.functional.cosine_similarity(zeroed, base.unsqueeze(0), dim=-1)  # [j, i]
     unchanged = (zeroed == base.unsqueeze(0)).all(-1)  # identical output: distance exactly 0, not 1 − (1 − ε)
     dist = torch.where(unchanged, torch.zeros_like(cos), (1 - cos).clamp_min(0)).T  # [i, j]
     s = dist.sum(-1, keepdim=True)
-    vz = torch.where(s > 0, dist / torch.where(s > 0, s, torch.ones_like(s)), torch.zeros_like(dist))
-    return vz.to(ctx.dtype)
+    return torch.where(s > 0, dist / torch.where(s > 0, s, torch.ones_like(s)), torch.zeros_like(dist))
 
 
 VALUE_ZEROING = register(Method(
