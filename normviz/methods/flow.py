@@ -8,7 +8,7 @@ sum, as in the authors' code (their ``compute_flows``).
 Solvers (option ``flow_solver``):
 
 * ``"igraph"`` (default when python-igraph is installed): igraph's push-relabel on the float64 capacities,
-  no scaling; about 3× faster than scipy here; agrees with networkx to ~1e-9 (tests).
+  no scaling; about 3× faster than scipy here; agrees with networkx's Edmonds–Karp to ~1e-16 (tests).
 * ``"scipy"``: Dinic (``scipy.sparse.csgraph.maximum_flow``), which needs int32 capacities, on capacities
   scaled by S = 2^29 and rounded: every capacity is off by at most δ = 2^-30 ≈ 9.3e-10. The max flow equals
   the min cut, so a flow value moves by at most δ · (number of edges in the min cut), never more than
@@ -18,7 +18,7 @@ Cost: n² max-flow problems per layer on graphs of (l+1)·n² edges. Two exact s
 itself (a single edge), layer 1 is Σ_k min(Â_1[i,k], Â_0[k,j]) (disjoint two-edge paths). Inputs over a
 configurable size are refused before the forward pass with :class:`~normviz.errors.TooCostlyError`:
 options ``flow_max_tokens`` (default 96) and ``flow_max_work`` (default 2e8, the estimate
-Σ_l n²·(l+1)·n² of edge visits; 6 layers × 32 tokens ≈ 2.2e7, about 4 s here).
+Σ_l n²·(l+1)·n² of edge visits; 6 layers × 32 tokens ≈ 2.2e7, 1–4 s here on 2 busy cores).
 """
 from __future__ import annotations
 
@@ -129,11 +129,9 @@ def _compute(arrays, analysis, keys, options):
     att = arrays["attention"]
     check_cost(att.shape[-1], att.shape[0], options)
     a_hat = attention_with_residual(att.astype(np.float64))
-    if analysis is not None and hasattr(analysis, "notes"):
-        analysis.notes["flow"] = "max flow on capacities Â = rownorm(0.5·A + 0.5·I), rows normalised"
     solver = solver_option(options)
     if analysis is not None and hasattr(analysis, "notes"):
-        analysis.notes["flow"] += f"; solver: {solver}"
+        analysis.notes["flow"] = f"max flow on capacities Â = rownorm(0.5·A + 0.5·I), rows normalised; solver: {solver}"
     return {"flow": attention_flow(a_hat, solver).astype(att.dtype)}
 
 
