@@ -165,3 +165,19 @@ def test_alti_against_the_models_own_normalised_vectors(arch):
         if lm.spec.placement == "pre":
             assert np.all(np.triu(a["alti"][layer], 1) == 0)
             assert np.all(np.triu(a["rollout_alti"][layer], 1) == 0)
+
+
+def test_causal_mode_full_is_the_literal_formula():
+    """effective_causal=full: decoders get α·U_rU_rᵀ with the whole T (weight may move to future tokens);
+    the default keeps every row inside its prefix."""
+    lm = tiny_model("gpt2")
+    enc = distinct(14)
+    full = analyze_encoded(lm, [enc], methods=["attention", "effective_attention"],
+                           options={"effective_causal": "full"})[0]
+    prefix = analyze_encoded(lm, [enc], methods=["effective_attention"])[0]
+    mv = model_vectors(lm, enc.ids)
+    t = independent_head_vectors(lm, 0, mv[0]["value"])
+    expected = effective_attention(torch.tensor(full["attention"][0]), t)
+    np.testing.assert_allclose(full["effective_attention"][0], expected.numpy(), atol=1e-9)
+    assert np.abs(np.triu(full["effective_attention"], 1)).max() > 1e-6
+    assert np.all(np.triu(prefix["effective_attention"], 1) == 0)

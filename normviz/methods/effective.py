@@ -17,12 +17,15 @@ longer inputs rows change (they need not sum to 1 nor stay non-negative) while �
 Causal models: token i can only attend to its prefix, so an alternative attention row must keep zeros on
 j > i and the rows it can be shifted by are the left null space of the prefix T^h_{≤i} (rows 0…i). Row i
 is therefore projected onto the column space of T^h_{≤i}: α̃_i[:i+1] = α_i[:i+1]·U_rU_rᵀ with U_r from the
-SVD of T^h_{≤i} (same relative tolerance) and α̃_i[j] = 0 for j > i. Rows with i + 1 ≤ head size keep α.
+SVD of T^h_{≤i} (same relative tolerance) and α̃_i[j] = 0 for j > i. Rows with i + 1 ≤ head size keep α
+(generically). Option ``effective_causal="full"`` applies the encoder formula with the whole T^h instead,
+which can move weight onto future tokens.
 """
 from __future__ import annotations
 
 import torch
 
+from ..errors import NormvizError
 from .registry import KeyInfo, Method, register
 
 
@@ -149,7 +152,11 @@ def head_vectors64(ctx) -> torch.Tensor:
 def _compute(ctx, keys, options):
     rtol = options.get("effective_rtol")
     rtol = float(rtol) if rtol is not None else None
-    fn = effective_attention_causal if ctx.placement == "pre" else effective_attention
+    mode = str(options.get("effective_causal", "prefix")).lower()
+    if mode not in ("prefix", "full"):
+        raise NormvizError(f"effective_causal={mode!r} is not known; use prefix (default) or full.")
+    causal = ctx.placement == "pre" and mode == "prefix"
+    fn = effective_attention_causal if causal else effective_attention
     return {"effective_attention": fn(ctx.alpha, None, rtol, reduced=reduced_factor(ctx)).to(ctx.dtype)}
 
 
