@@ -1,6 +1,6 @@
 """Wall time and peak memory of normviz's maps against a plain forward pass and a naive implementation.
 
-  (a) forward pass with attentions      (b) normviz, all keys
+  (a) forward pass with attentions      (b) normviz, all per-layer keys (attention … ff_res_ln)
   (c) normviz without the FF keys       (d) naive per-pair tensors (authors' style), same keys as (c)
 
 Model: random BERT-base-sized encoder (12 layers, 12 heads, d=768, d_ff=3072), float32, CPU.
@@ -73,10 +73,11 @@ def _runner(config: str, lm, model, ids, torch):
     enc = Encoded(ids=ids[0].tolist(), tokens=[""] * ids.shape[1], labels=[""] * ids.shape[1],
                   special=[False] * ids.shape[1], dropped=0)
     no_ff = ["attention", "norm", "norm_layer", "attn_res", "attn_res_ln"]
+    all_keys = no_ff + ["ff", "ff_res", "ff_res_ln"]  # every per-layer key of DESIGN.md's table
     if config == "a_forward":
         return lambda: model(input_ids=ids, output_attentions=True)
     if config == "b_all":
-        return lambda: analyze_encoded(lm, [enc])
+        return lambda: analyze_encoded(lm, [enc], methods=all_keys)
     if config == "c_no_ff":
         return lambda: analyze_encoded(lm, [enc], methods=no_ff)
     return lambda: naive_bert_maps(model, ids)
