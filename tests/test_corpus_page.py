@@ -1,0 +1,52 @@
+"""pages/3_Corpus.py driven headlessly with Streamlit's AppTest: sample run, upload path errors, plots, downloads."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "3_Corpus.py")
+
+
+@pytest.fixture()
+def app(monkeypatch):
+    monkeypatch.setenv("NORMVIZ_CORPUS_MAX_LINES", "50")
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    at.run()
+    assert not at.exception
+    return at
+
+
+def test_bundled_sample_runs_and_shows_plots_and_downloads(app):
+    at = app
+    assert "press Run" in at.info[0].value
+    at.multiselect(key="corpus_stats").set_value(["shares", "mixing", "cv"])
+    at.number_input(key="corpus_cap").set_value(4)
+    at.button(key="corpus_run").click()
+    at.run()
+    assert not at.exception, at.exception
+    text = " ".join(m.value for m in at.markdown)
+    assert "**4** sequences" in text
+    titles = [h.value for h in at.subheader]
+    assert "Weights vs norms by token category" in titles and "Context-mixing ratio per layer" in titles
+    assert "Head × layer" in titles and "Downloads" in titles
+    at.selectbox(key="corpus_head_stat").set_value("mixing_norm")
+    at.run()
+    assert not at.exception
+
+
+def test_upload_without_file_and_empty_stats_are_clear_errors(app):
+    at = app
+    at.radio(key="corpus_source").set_value("Upload a file")
+    at.run()
+    at.button(key="corpus_run").click()
+    at.run()
+    assert not at.exception
+    assert "The text is empty" in at.error[0].value
+    at.radio(key="corpus_source").set_value("Bundled sample")
+    at.multiselect(key="corpus_stats").set_value([])
+    at.run()
+    at.button(key="corpus_run").click()
+    at.run()
+    assert "Choose at least one statistic" in at.error[0].value
