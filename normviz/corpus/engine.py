@@ -118,10 +118,10 @@ def batch_maps(lm, encs: list[Encoded], keys: list[str]) -> list[dict[str, np.nd
 
 
 # ---------------------------------------------------------------------------- one chunk
-def process_chunk(lm, lines: list[tuple[int, bytes]], stats, batch_size: int, max_tokens: int | None
-                  ) -> tuple[dict[str, np.ndarray], dict]:
+def process_chunk(lm, lines: list[tuple[int, bytes]], stats, batch_size: int, max_tokens: int | None,
+                  on_batch: Callable[[int], None] | None = None) -> tuple[dict[str, np.ndarray], dict]:
     """Parse, tokenise, batch and accumulate one chunk. Returns (state, meta) with meta = lines analysed,
-    their token counts and the bad lines ``[[line, reason], …]``."""
+    their token counts and the bad lines ``[[line, reason], …]``. ``on_batch(k)``: k sentences done."""
     limit = min(max_tokens, lm.max_length) if max_tokens else lm.max_length
     keys = needed_keys(stats, lm.spec.placement)
     acc = Accumulator(lm.n_layers, lm.n_heads, lm.spec.placement, stats)
@@ -162,6 +162,8 @@ def process_chunk(lm, lines: list[tuple[int, bytes]], stats, batch_size: int, ma
             acc.add(maps, enc.ids, enc.tokens, enc.labels, enc.special)
             done.append(line)
             n_tok.append(len(enc.ids))
+        if on_batch:
+            on_batch(len(batch))
     bad.sort()
     return acc.state(), {"lines": done, "n_tokens": n_tok, "bad": bad, "n_layers": lm.n_layers,
                          "n_heads": lm.n_heads, "placement": lm.spec.placement}
@@ -239,7 +241,7 @@ def run_corpus(job: CorpusJob, lm=None, progress: Callable[[int, int], None] | N
                show_bar: bool = True, stop_after: int | None = None) -> CorpusResult | None:
     """Run ``job``; returns the tables and summary (also written under ``job.out``).
 
-    ``progress(done_lines, total_lines)`` is called after each chunk (for UIs); ``show_bar`` draws a tqdm bar
+    ``progress(done_lines, total_lines)`` is called after each batch (for UIs); ``show_bar`` draws a tqdm bar
     on stderr. ``stop_after``: process at most this many new chunks and return None (tests use it to
     simulate an interruption).
     """
@@ -272,10 +274,19 @@ def run_corpus(job: CorpusJob, lm=None, progress: Callable[[int, int], None] | N
     counter = {"n": already}
     t0 = time.perf_counter()
 
+    partial = {"n": 0}  # lines of the running chunk already shown
+
+    def step(m: int) -> None:
+        partial["n"] += m
+        bar.update(m)
+        if progress:
+            progress(counter["n"] + partial["n"], total)
+
     def finished(k: int, data: bytes) -> None:
         ck.write(k, data)
-        bar.update(len(chunks[k]))
+        bar.update(len(chunks[k]) - partial["n"])
         counter["n"] += len(chunks[k])
+        partial["n"] = 0
         if progress:
             progress(counter["n"], total)
 
@@ -288,7 +299,7 @@ def run_corpus(job: CorpusJob, lm=None, progress: Callable[[int, int], None] | N
             run_ray(job, {k: chunks[k] for k in todo}, finished)
         else:
             for k in todo:
-                state, meta = process_chunk(lm, chunks[k], job.stats, job.batch_size, job.max_tokens)
+                state, meta = process_chunk(lm, chunks[k], job.stats, job.batch_size, job.max_tokens, on_batch=step)
                 finished(k, state_to_bytes(state, {**meta, "chunk": k}))
     bar.close()
     elapsed = time.perf_counter() - t0
