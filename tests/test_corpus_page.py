@@ -50,3 +50,31 @@ def test_upload_without_file_and_empty_stats_are_clear_errors(app):
     at.button(key="corpus_run").click()
     at.run()
     assert "Choose at least one statistic" in at.error[0].value
+
+
+def test_plot_builders_take_the_tables():
+    import numpy as np
+
+    from normviz.corpus import plots
+    from normviz.corpus.results import tables
+    from normviz.corpus.stats import STATISTICS, Accumulator
+
+    rng = np.random.default_rng(0)
+    acc = Accumulator(2, 3, "post", STATISTICS)
+    for n in (5, 7):
+        a = rng.random((2, 3, n, n))
+        a /= a.sum(-1, keepdims=True)
+        maps = {"attention": a, "norm": a * rng.random((2, 3, 1, n)), "fx_norm": rng.random((2, 3, n)) + 0.5}
+        for k in ("norm_layer", "attn_res", "attn_res_ln", "ff", "ff_res", "ff_res_ln"):
+            maps[k] = rng.random((2, n, n))
+        labels = ["[CLS]"] + ["w", ",", "."][: n - 2] + ["x"] * max(0, n - 5) + ["[SEP]"]
+        acc.add(maps, list(range(n)), labels, labels, [True] + [False] * (n - 2) + [True])
+    tabs = tables(acc.state(), 2, 3)
+    fig = plots.category_shares(tabs["category_shares"])
+    assert [t.name for t in fig.data if t.type == "bar"] == ["weight share", "norm share"]
+    assert list(fig.data[0].x) == ["start", "sep", "period", "comma", "other"]
+    lines = plots.layer_lines(tabs["layer_stats"], ["mixing_attention", "mixing_attn_res"])
+    assert len(lines.data) == 2 and len(lines.layout.shapes) == 2  # two BERT-base reference lines
+    heat = plots.head_heatmap(tabs["head_stats"], "rho_alpha_fx")
+    assert np.asarray(heat.data[0].z).shape == (3, 2)
+    assert plots.category_by_layer(tabs["category_shares"], "start").data[0].y.shape == (2,)

@@ -87,6 +87,7 @@ def category_by_layer(shares: pd.DataFrame, category: str) -> go.Figure:
 def layer_lines(layer_stats: pd.DataFrame, columns: list[str], title: str = "", reference: bool = True) -> go.Figure:
     """One line per statistic across layers; dashed lines mark the papers' BERT-base means where known."""
     fig = go.Figure()
+    n_refs = 0
     for col in columns:
         if col not in layer_stats:
             continue
@@ -97,8 +98,10 @@ def layer_lines(layer_stats: pd.DataFrame, columns: list[str], title: str = "", 
         ref = PAPER_REFERENCE.get(col)
         if reference and ref:
             fig.add_hline(y=ref["value"], line=dict(color=color or "#1a1d24", dash="dash", width=1),
-                          annotation_text=f"BERT-base {ref['value']:g}", annotation_position="top left",
+                          annotation_text=f"BERT-base {ref['value']:g}",
+                          annotation_position="top left" if n_refs % 2 == 0 else "bottom right",
                           annotation_font_size=10)
+            n_refs += 1
     fig.update_xaxes(title_text="layer", dtick=1 if len(layer_stats) <= 16 else None)
     return _layout(fig, title or ", ".join(column_title(c) for c in columns))
 
