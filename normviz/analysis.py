@@ -145,7 +145,7 @@ def analyze_encoded(lm: LoadedModel, encoded: list[Encoded], methods=None, optio
     L = lm.n_layers
     total_steps = len(batch_records) * L
     for b, records in enumerate(batch_records):
-        per_key: dict[str, list[torch.Tensor]] = {k: [] for ms in layer_methods.values() for k in ms}
+        arrays: dict[str, np.ndarray] = {}
         for layer_index, rec in enumerate(records):
             ctx = LayerDecomposition(rec, lm.layer_params(layer_index), lm.spec.placement, chunk_bytes=chunk_bytes)
             ctx.index = layer_index
@@ -153,11 +153,13 @@ def analyze_encoded(lm: LoadedModel, encoded: list[Encoded], methods=None, optio
             for name, ks in layer_methods.items():
                 out = registry.methods()[name].compute(ctx, ks, options)
                 for k in ks:
-                    per_key[k].append(out[k])
+                    value = _to_numpy(out[k])
+                    if k not in arrays:  # preallocate [L, ...] once instead of stacking at the end
+                        arrays[k] = np.empty((L,) + value.shape, dtype=value.dtype)
+                    arrays[k][layer_index] = value
             del ctx
             if progress:
                 progress((b * L + layer_index + 1) / total_steps, f"layer {layer_index + 1}/{L}")
-        arrays = {k: _to_numpy(torch.stack(v)) for k, v in per_key.items()}
         enc = encoded[b]
         text, pair = (texts[b] if texts else ("", None))
         analysis = Analysis(

@@ -11,7 +11,9 @@ Stages (each: Σ_j part_ij + bias_i = the model's own vector):
   ff_res       ff_ij + (u_ij pre-LN | ℓ_ij post-LN)
   ff_res_ln    post-LN only: LN2 decomposed like attn_res_ln
 
-Norm maps never build [H,n,n,d]: ‖Σ_h α^h_ij f^h_j‖² = α_ijᵀ G_j α_ij with per-token Gram G_j = ⟨f^h_j, f^g_j⟩.
+Norm maps never build [H,n,n,d]: every per-pair vector of contributing token j lies in span{f^1_j … f^H_j, x_j};
+with coordinates R_j of those H+1 vectors in an orthonormal basis (a factor of their Gram matrix),
+‖Σ_h c_h f^h_j + c_x x_j‖ = ‖R_j c‖, an (H+1)-vector per pair, one batched product per stage.
 The FF maps are O(n²·d·d_ff) and are computed in row chunks of bounded memory.
 """
 from __future__ import annotations
@@ -28,7 +30,7 @@ CHUNK_BYTES = 96 * 2**20  # memory budget for one row chunk of per-pair vectors
 
 
 def accumulation_dtype(dtype: torch.dtype, device: torch.device) -> torch.dtype:
-    """Gram sums are accumulated in float64 (float32 on mps, which has none)."""
+    """Small factorisations and activation integrals run in float64 (float32 on mps, which has none)."""
     return torch.float32 if device.type == "mps" else torch.float64
 
 
@@ -73,7 +75,7 @@ def activation_ratio(act, p: torch.Tensor) -> torch.Tensor:
     """
     g = act(p)
     h = 1e-4
-    probe = torch.tensor([h, -h], dtype=torch.float64, device=p.device)
+    probe = torch.tensor([h, -h], dtype=torch.float64)  # on the CPU: activations hold no weights; mps has no f64
     slope0 = float((act(probe)[0] - act(probe)[1]) / (2 * h))
     safe = torch.where(p == 0, torch.ones_like(p), p)
     return torch.where(p == 0, torch.full_like(p, slope0), g / safe)
@@ -116,8 +118,8 @@ class LayerDecomposition:
         return self.rec.attn.to(self.dtype)
 
     @cached_property
-    def head_vectors(self) -> torch.Tensor:
-        """f^h(x_j) = (x̂_j W^V_h + b^V_h) W^O_h, shape [H, n, d] (b^O excluded)."""
+    def head_values(self) -> torch.Tensor:
+        """v^h(x_j) = x̂_j W^V_h + b^V_h per query head (GQA: shared by its group), shape [H, n, head_dim]."""
         p = self.p
         v = self.x_hat @ p.w_v
         if p.b_v is not None:
@@ -125,7 +127,12 @@ class LayerDecomposition:
         v = v.reshape(self.n, p.n_kv_heads, p.head_dim).transpose(0, 1)  # [KV, n, dh]
         if p.n_kv_heads != p.n_heads:
             v = v.repeat_interleave(p.n_heads // p.n_kv_heads, dim=0)
-        return torch.einsum("hnk,hkd->hnd", v, p.head_w_o())
+        return v
+
+    @cached_property
+    def head_vectors(self) -> torch.Tensor:
+        """f^h(x_j) = (x̂_j W^V_h + b^V_h) W^O_h, shape [H, n, d] (b^O excluded)."""
+        return torch.bmm(self.head_values, self.p.head_w_o())
 
     @cached_property
     def ln_attn(self):
@@ -139,7 +146,9 @@ class LayerDecomposition:
 
     @cached_property
     def head_vectors_ln(self) -> torch.Tensor:
-        return self.ln_attn.linear_part(self.head_vectors)
+        """N(f^h(x_j)) for the norm N after the attention residual. N is linear in the d-vector, so it is
+        folded into W^O once: N(v W^O_h) = v N(W^O_h) (rows of W^O_h mapped by N)."""
+        return torch.bmm(self.head_values, self.ln_attn.linear_part(self.p.head_w_o()))
 
     @cached_property
     def x_ln(self) -> torch.Tensor:
@@ -150,38 +159,104 @@ class LayerDecomposition:
         d = self.rec.x.shape[-1]
         return self.p.b_o if self.p.b_o is not None else torch.zeros(d, dtype=self.dtype, device=self.device)
 
-    # ---- norm family (Gram route)
-    def _sum_sq(self, f: torch.Tensor, x: torch.Tensor | None) -> torch.Tensor:
-        """‖Σ_h α^h_ij f^h_j + δ_ij x_j‖² for all i, j without forming per-pair vectors."""
-        f64 = f.to(self.acc)
-        a64 = self.alpha.to(self.acc)
-        gram = torch.einsum("hjd,gjd->jhg", f64, f64)
-        sq = torch.einsum("hij,jhg,gij->ij", a64, gram, a64)
-        if x is not None:
-            x64 = x.to(self.acc)
-            cross = torch.einsum("hjd,jd->hj", f64, x64)  # ⟨f^h_j, x_j⟩
-            diag_alpha = torch.diagonal(a64, dim1=1, dim2=2)  # α^h_jj
-            extra = 2 * (diag_alpha * cross).sum(0) + (x64 * x64).sum(-1)
-            sq = sq + torch.diag(extra)
-        return sq.clamp_min(0)
+    # ---- norm family (per-token span coordinates)
+    @cached_property
+    def _span_vectors(self) -> torch.Tensor:
+        """[f^1_j … f^H_j, x_j] laid out [n, H+1, d]: every per-pair vector of the norm family with
+        contributing token j is a combination of these H+1 vectors (or of their images under a norm)."""
+        f = self.head_vectors
+        H = f.shape[0]
+        e = torch.empty(self.n, H + 1, f.shape[-1], dtype=self.dtype, device=self.device)
+        e[:, :H] = f.transpose(0, 1)
+        e[:, H] = self.rec.x
+        return e
+
+    @cached_property
+    def _grams(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-token Gram matrices [n, H+1, H+1] of the span vectors, plain and under the norm N after the
+        attention residual: ⟨Na, Nb⟩ = Σ_k γ_k² a_k b_k (RMSNorm); for LayerNorm, with centring,
+        Σγ²ab − b̄ Σγ²a − ā Σγ²b + ā b̄ Σγ².
+
+        Computed in the working dtype: on the embedded models the float32 maps stay within 6e-7 (elementwise,
+        relative) of a float64 Gram; float64 models get float64 throughout."""
+        e = self._span_vectors
+        et = e.transpose(1, 2)
+        plain = torch.bmm(e, et)
+        norm = self.ln_attn
+        g2 = norm.weight.to(self.dtype) ** 2
+        eg = e * g2
+        weighted = torch.bmm(eg, et)
+        if norm.kind == "layernorm":
+            s = eg.sum(-1)  # Σ_k γ_k² e_k, [n, H+1]
+            m = e.mean(-1)
+            weighted = (weighted - m.unsqueeze(1) * s.unsqueeze(2) - m.unsqueeze(2) * s.unsqueeze(1)
+                        + g2.sum() * m.unsqueeze(2) * m.unsqueeze(1))
+        return plain, weighted
+
+    @staticmethod
+    def factor(gram: torch.Tensor) -> torch.Tensor:
+        """R with RᵀR = G for each PSD matrix G (Cholesky; eigen-factor Λ^½Vᵀ where G is singular)."""
+        solve_on = gram if gram.device.type != "mps" else gram.cpu()
+        lower, info = torch.linalg.cholesky_ex(solve_on)
+        r = lower.transpose(1, 2)
+        bad = torch.nonzero(info).flatten()
+        if bad.numel():
+            evals, evecs = torch.linalg.eigh(solve_on[bad])
+            r = r.clone()
+            r[bad] = evals.clamp_min(0).sqrt().unsqueeze(-1) * evecs.transpose(1, 2)
+        return r.to(gram.device)
+
+    @cached_property
+    def _factors(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Coordinates R_j (RᵀR = G_j) of the span vectors in an orthonormal basis, plain and under N, so that
+        ‖Σ_h c_h f^h_j + c_x x_j‖ = ‖R_j c‖ for any coefficients c (working dtype)."""
+        plain, normed = self._grams
+        r = self.factor(torch.cat([plain, normed], dim=0).to(self.acc)).to(self.dtype)
+        return r[: self.n], r[self.n:]
+
+    @cached_property
+    def _alpha_jih(self) -> torch.Tensor:
+        """α laid out [j, i, h] for products batched over the contributing token j."""
+        return self.alpha.permute(2, 1, 0).contiguous()
+
+    def _pair_norms(self, r: torch.Tensor) -> torch.Tensor:
+        """‖Σ_h α^h_ij f^h_j + δ_ij x_j‖ = ‖R_j c_ij‖, c_ij = (α_ij, δ_ij), as an [i, j] matrix."""
+        H = self.alpha.shape[0]
+        b = torch.bmm(self._alpha_jih, r[:, :, :H].transpose(1, 2))  # [j, i, H+1]
+        idx = torch.arange(self.n, device=self.device)
+        b[idx, idx] += r[:, :, H]
+        return b.norm(dim=-1).T
+
+    @cached_property
+    def _attn_res(self) -> torch.Tensor:
+        return self._pair_norms(self._factors[0])
 
     def attention(self) -> torch.Tensor:
         return self.rec.attn
 
     def norm(self) -> torch.Tensor:
-        """‖α^h_ij f^h(x_j)‖ = α^h_ij ‖f^h(x_j)‖, [H, n, n]."""
-        fn = self.head_vectors.to(self.acc).norm(dim=-1)
-        return (self.alpha.to(self.acc) * fn[:, None, :]).to(self.dtype)
+        """‖α^h_ij f^h(x_j)‖ = α^h_ij ‖f^h(x_j)‖, [H, n, n] (‖f^h_j‖² is a Gram diagonal)."""
+        H = self.alpha.shape[0]
+        fnorm = torch.diagonal(self._grams[0], dim1=1, dim2=2)[:, :H].clamp_min(0).sqrt().T
+        return self.alpha * fnorm.to(self.dtype)[:, None, :]
 
     def norm_layer(self) -> torch.Tensor:
-        return self._sum_sq(self.head_vectors, None).sqrt().to(self.dtype)
+        """‖Σ_h α^h_ij f^h(x_j)‖, [n, n]: attn_res off the diagonal, where the residual does not enter."""
+        H = self.alpha.shape[0]
+        out = self._attn_res.clone()
+        r = self._factors[0]
+        diag_alpha = torch.diagonal(self.alpha, dim1=1, dim2=2).T  # [n, H] = α^h_jj
+        idx = torch.arange(self.n, device=self.device)
+        out[idx, idx] = torch.bmm(r[:, :, :H], diag_alpha.unsqueeze(-1)).squeeze(-1).norm(dim=-1)
+        return out
 
     def attn_res(self) -> torch.Tensor:
-        return self._sum_sq(self.head_vectors, self.rec.x).sqrt().to(self.dtype)
+        """‖Σ_h α^h_ij f^h(x_j) + δ_ij x_j‖, [n, n]."""
+        return self._attn_res
 
     def attn_res_ln(self) -> torch.Tensor:
-        sq = self._sum_sq(self.head_vectors_ln, self.x_ln)
-        return (sq.sqrt() / self.ln_scale.to(self.acc)[:, None]).to(self.dtype)
+        """‖N(u_ij)‖ / s_i with N = γ⊙centre (LayerNorm) or γ⊙· (RMSNorm), [n, n]."""
+        return self._pair_norms(self._factors[1]) / self.ln_scale[:, None]
 
     # ---- per-pair vectors (row chunks)
     def _mix(self, f: torch.Tensor, x: torch.Tensor, rows: slice) -> torch.Tensor:

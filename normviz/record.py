@@ -12,6 +12,7 @@ positions never reach a map.
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import torch
@@ -39,10 +40,30 @@ def _out_tensor(output):
     return output[0] if isinstance(output, (tuple, list)) else output
 
 
+_LOCKS_GUARD = threading.Lock()
+
+
+def model_lock(model: torch.nn.Module) -> threading.RLock:
+    """One lock per torch model: recording installs hooks on the shared model, so two threads recording
+    at once would read each other's activations."""
+    with _LOCKS_GUARD:
+        lock = model.__dict__.get("_normviz_lock")
+        if lock is None:
+            lock = threading.RLock()
+            model.__dict__["_normviz_lock"] = lock
+        return lock
+
+
 @torch.no_grad()
 def record(lm: LoadedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor, extra: dict | None = None
            ) -> list[list[LayerRecord]]:
     """Run the model once on a right-padded batch; return records[b][layer] trimmed to each length."""
+    with model_lock(lm.model):
+        return _record(lm, input_ids, attention_mask, extra)
+
+
+def _record(lm: LoadedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor, extra: dict | None
+            ) -> list[list[LayerRecord]]:
     spec = lm.spec
     layers = lm.layers
     store: dict[tuple[int, str], torch.Tensor] = {}

@@ -11,51 +11,49 @@ from pathlib import Path
 
 import streamlit as st
 
-import normviz
 from normviz.corpus import STAT_TITLES, STATISTICS, CorpusJob, plots, run_corpus
 from normviz.corpus.samples import SAMPLES
 from normviz.errors import NormvizError
+from normviz.ui import st_parts as ui
 
 MAX_LINES = int(os.environ.get("NORMVIZ_CORPUS_MAX_LINES", "200"))  # cap for public demos
 
 st.set_page_config(page_title="normviz · Corpus", page_icon="📚", layout="wide")
-st.title("Corpus statistics")
+view = ui.load_view()
+view = ui.sidebar(view)  # the model is chosen in the sidebar, as on the other pages
+ui.apply_style(view)
+ui.save_view(view)
+fs = ui.font_size(view)
+st.header("Corpus statistics")
 st.caption("Do the papers' findings hold for this model and this text? Kobayashi et al. 2020 (weights vs norms, "
            "‖f(x)‖), 2021 (mixing ratios with residual and LayerNorm), 2024 (the feed-forward block).")
-
-
-@st.cache_resource(max_entries=2, show_spinner="Loading the model…")
-def get_model(name: str):
-    return normviz.load(name)
-
+model = view.model.strip()
 
 c1, c2 = st.columns(2)
 with c1:
-    model_choice = st.selectbox("Model", ["minilm", "smollm2", "other (Hub id or local directory)"], key="corpus_model")
-    model = model_choice
-    if model_choice.startswith("other"):
-        model = st.text_input("Model name", value="", key="corpus_model_other").strip()
     source = st.radio("Text", ["Bundled sample", "Upload a file"], horizontal=True, key="corpus_source")
     if source == "Bundled sample":
-        sample = st.selectbox("Sample", list(SAMPLES), key="corpus_sample")
+        sample = st.selectbox("Sample", list(SAMPLES), key="corpus_sample",
+                              help="Public domain, from Debian's miscfiles package (assets/corpus/SOURCE.md).")
         data = SAMPLES[sample].read_bytes()
     else:
         up = st.file_uploader("Text file: one sentence per line, or two sentences separated by a tab",
                               type=["txt", "tsv"], key="corpus_upload")
         data = up.getvalue() if up is not None else b""
+    cap = st.number_input(f"Lines to analyse (at most {MAX_LINES})", min_value=1, max_value=MAX_LINES,
+                          value=min(40, MAX_LINES), key="corpus_cap")
 with c2:
     stats = st.multiselect("Statistics", list(STATISTICS), default=[s for s in STATISTICS if s != "ff_change"],
                            format_func=lambda s: STAT_TITLES[s], key="corpus_stats",
                            help="The FF change needs the feed-forward decomposition, by far the costliest map.")
-    cap = st.number_input(f"Lines to analyse (at most {MAX_LINES})", min_value=1, max_value=MAX_LINES,
-                          value=min(40, MAX_LINES), key="corpus_cap")
-    batch = st.number_input("Batch size", min_value=1, max_value=64, value=8, key="corpus_batch")
+    batch = st.number_input("Batch size (sentences per forward pass)", min_value=1, max_value=64, value=8,
+                            key="corpus_batch")
     go = st.button("Run", type="primary", key="corpus_run")
 
 key = (model, hashlib.sha256(data).hexdigest(), tuple(stats), int(cap), int(batch))
 if go:
     if not model:
-        st.error("Type a model name (a Hugging Face Hub id or a local model directory).")
+        st.error("No model chosen: pick one in the sidebar.")
         st.stop()
     if not data.strip():
         st.error("The text is empty: upload a file with one sentence per line, or use the bundled sample.")
@@ -63,11 +61,10 @@ if go:
     if not stats:
         st.error("Choose at least one statistic.")
         st.stop()
-    try:
-        lm = get_model(model)
-    except NormvizError as exc:
-        st.error(str(exc))
+    lm = ui.load_model(model)
+    if lm is None:
         st.stop()
+    ui.show_device(lm)
     bar = st.progress(0.0, text="Starting…")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "corpus.txt"
@@ -99,28 +96,28 @@ if res.bad_lines:
 tabs = res.tables
 if "category_shares" in tabs:
     st.subheader("Weights vs norms by token category")
-    st.plotly_chart(plots.category_shares(tabs["category_shares"]), width="stretch")
+    st.plotly_chart(plots.category_shares(tabs["category_shares"], font_size=fs), width="stretch")
     cat = st.selectbox("Category per layer", list(tabs["category_shares"]["category"].unique()), key="corpus_cat")
-    st.plotly_chart(plots.category_by_layer(tabs["category_shares"], cat), width="stretch")
+    st.plotly_chart(plots.category_by_layer(tabs["category_shares"], cat, font_size=fs), width="stretch")
 ls = tabs["layer_stats"]
 mix = [c for c in ls.columns if c.startswith("mixing_")]
 if mix:
     st.subheader("Context-mixing ratio per layer")
     st.caption("Share of the non-self contribution; dashed lines: BERT-base means of Kobayashi et al. 2021, Table 2.")
-    st.plotly_chart(plots.layer_lines(ls, mix, "Mixing ratio"), width="stretch")
+    st.plotly_chart(plots.layer_lines(ls, mix, "Mixing ratio", font_size=fs), width="stretch")
 ffc = [c for c in ls.columns if c.startswith("ff_change_")]
 if ffc:
     st.subheader("Contextualisation change by the FF block")
-    st.plotly_chart(plots.layer_lines(ls, ffc, "1 − Spearman ρ(map before FF, map after)"), width="stretch")
+    st.plotly_chart(plots.layer_lines(ls, ffc, "1 − Spearman ρ(map before FF, map after)", font_size=fs), width="stretch")
 other = [c for c in ls.columns if c in ("fx_cv", "rho_alpha_fx", "rho_fx_freq")]
 if other:
     st.subheader("‖f(x)‖ per layer")
-    st.plotly_chart(plots.layer_lines(ls, other, "‖f(x)‖ statistics (mean over heads)"), width="stretch")
+    st.plotly_chart(plots.layer_lines(ls, other, "‖f(x)‖ statistics (mean over heads)", font_size=fs), width="stretch")
 hcols = plots.head_columns(tabs["head_stats"])
 if hcols:
     st.subheader("Head × layer")
     col = st.selectbox("Statistic", hcols, format_func=plots.column_title, key="corpus_head_stat")
-    st.plotly_chart(plots.head_heatmap(tabs["head_stats"], col), width="stretch")
+    st.plotly_chart(plots.head_heatmap(tabs["head_stats"], col, font_size=fs), width="stretch")
 
 st.subheader("Downloads")
 cols = st.columns(len(tabs) + 1)

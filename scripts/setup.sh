@@ -8,10 +8,27 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.normviz-reqs
 want=$(cat requirements.txt requirements-nodeps.txt requirements-dev.txt | sha256sum | cut -d' ' -f1)
+quiet() {  # pip, minus this machine's notes about local mirror folders that don't exist
+  "$@" 2>&1 | { grep -v "^WARNING: Location 'file:" || true; }
+}
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-  .venv/bin/python -m pip install -q -r requirements.txt -r requirements-dev.txt
-  .venv/bin/python -m pip install -q --no-deps -r requirements-nodeps.txt
-  .venv/bin/python -m pip install -q --no-deps -e .
+  echo "setting up .venv (first run: a few minutes)…"
+  quiet .venv/bin/python -m pip install -q -r requirements.txt -r requirements-dev.txt
+  quiet .venv/bin/python -m pip install -q --no-deps -r requirements-nodeps.txt
+  quiet .venv/bin/python -m pip install -q --no-deps -e .
   echo "$want" > "$stamp"
+fi
+
+# The browser test drives Debian's Chromium through Selenium. scripts/test.sh asks for it (NORMVIZ_SETUP_BROWSER=1):
+# installed once when we are root and apt works; elsewhere the test skips and says why. The app alone skips this.
+if [ "${NORMVIZ_SETUP_BROWSER:-0}" = "1" ] && ! { command -v chromium >/dev/null && command -v chromedriver >/dev/null; }; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
+    echo "Installing chromium + chromium-driver for the browser test (once)…"
+    export DEBIAN_FRONTEND=noninteractive
+    { apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 \
+      || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium chromium-driver >/dev/null 2>&1; }; } \
+      || echo "Could not install chromium; the browser test will be skipped."
+  else
+    echo "No chromium/chromedriver (and not root): the browser test will be skipped."
+  fi
 fi

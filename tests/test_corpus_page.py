@@ -78,3 +78,15 @@ def test_plot_builders_take_the_tables():
     heat = plots.head_heatmap(tabs["head_stats"], "rho_alpha_fx")
     assert np.asarray(heat.data[0].z).shape == (3, 2)
     assert plots.category_by_layer(tabs["category_shares"], "start").data[0].y.shape == (2,)
+
+
+def test_model_from_the_shared_sidebar(app):
+    at = app
+    at.selectbox(key="w_model_choice").set_value("smollm2")
+    at.multiselect(key="corpus_stats").set_value(["shares"])
+    at.number_input(key="corpus_cap").set_value(2)
+    at.button(key="corpus_run").click()
+    at.run()
+    assert not at.exception, at.exception
+    assert "model `smollm2`" in " ".join(m.value for m in at.markdown)
+    assert "smollm2" in " ".join(c.value for c in at.sidebar.caption)  # device line of the app's sidebar

@@ -126,3 +126,16 @@ def test_batch_equals_single():
         single = analyze_encoded(lm, [enc])[0]
         for key in single.keys():
             np.testing.assert_allclose(got[key], single[key], rtol=1e-9, atol=1e-12)
+
+
+def test_concurrent_recording_is_isolated():
+    """Hooks live on the shared model; concurrent analyses must not read each other's activations."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    lm = tiny_model("bert")
+    encs = [encoded(n=6 + k, seed=10 + k) for k in range(4)]
+    alone = [analyze_encoded(lm, [e], methods=["attn_res"])[0]["attn_res"] for e in encs]
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(lambda e: analyze_encoded(lm, [e], methods=["attn_res"])[0]["attn_res"], encs * 3))
+    for k, got in enumerate(together):
+        np.testing.assert_allclose(got, alone[k % 4], rtol=1e-12, atol=1e-14)

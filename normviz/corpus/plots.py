@@ -42,13 +42,14 @@ def column_title(col: str) -> str:
     return col
 
 
-def _layout(fig: go.Figure, title: str, height: int = 380) -> go.Figure:
-    fig.update_layout(title=dict(text=title, x=0.0, xanchor="left"), height=height,
-                      margin=dict(l=10, r=10, t=60, b=10), legend=dict(orientation="h", y=-0.2))
+def _layout(fig: go.Figure, title: str, height: int = 380, font_size: int = 12) -> go.Figure:
+    fig.update_layout(title=dict(text=title, x=0.0, xanchor="left", font=dict(size=font_size + 2)),
+                      height=int(height * max(1.0, font_size / 12)), font=dict(size=font_size),
+                      margin=dict(l=10, r=10, t=60 + font_size, b=10), legend=dict(orientation="h", y=-0.2))
     return fig
 
 
-def category_shares(shares: pd.DataFrame, layers=None, heads=None) -> go.Figure:
+def category_shares(shares: pd.DataFrame, layers=None, heads=None, font_size: int = 12) -> go.Figure:
     """Bars by token category: share of attention weight (left) vs share of norm ‖αf(x)‖ (right), averaged
     over the chosen layers and heads (all by default). A dashed tick marks each category's share of tokens."""
     df = shares
@@ -68,10 +69,10 @@ def category_shares(shares: pd.DataFrame, layers=None, heads=None) -> go.Figure:
                                  hovertemplate="%{x}: %{y:.3f} of tokens<extra></extra>"), row=1, col=col)
     fig.update_yaxes(title_text="mean share received", row=1, col=1)
     where = "all layers and heads" if layers is None and heads is None else "selected layers/heads"
-    return _layout(fig, f"What each token category receives ({where})")
+    return _layout(fig, f"What each token category receives ({where})", font_size=font_size)
 
 
-def category_by_layer(shares: pd.DataFrame, category: str) -> go.Figure:
+def category_by_layer(shares: pd.DataFrame, category: str, font_size: int = 12) -> go.Figure:
     """Per-layer share (mean over heads) of one category under weights and under norms."""
     df = shares[shares["category"] == category].groupby("layer")[["weight_share", "norm_share", "token_share"]].mean()
     fig = go.Figure()
@@ -81,10 +82,11 @@ def category_by_layer(shares: pd.DataFrame, category: str) -> go.Figure:
                              line=dict(color="#1a1d24", dash="dot")))
     fig.update_xaxes(title_text="layer", dtick=1 if len(df) <= 16 else None)
     fig.update_yaxes(title_text="mean share received")
-    return _layout(fig, f"Share received by '{category}' tokens, per layer")
+    return _layout(fig, f"Share received by '{category}' tokens, per layer", font_size=font_size)
 
 
-def layer_lines(layer_stats: pd.DataFrame, columns: list[str], title: str = "", reference: bool = True) -> go.Figure:
+def layer_lines(layer_stats: pd.DataFrame, columns: list[str], title: str = "", reference: bool = True,
+                font_size: int = 12) -> go.Figure:
     """One line per statistic across layers; dashed lines mark the papers' BERT-base means where known."""
     fig = go.Figure()
     n_refs = 0
@@ -103,10 +105,10 @@ def layer_lines(layer_stats: pd.DataFrame, columns: list[str], title: str = "", 
                           annotation_font_size=10)
             n_refs += 1
     fig.update_xaxes(title_text="layer", dtick=1 if len(layer_stats) <= 16 else None)
-    return _layout(fig, title or ", ".join(column_title(c) for c in columns))
+    return _layout(fig, title or ", ".join(column_title(c) for c in columns), font_size=font_size)
 
 
-def head_heatmap(head_stats: pd.DataFrame, column: str) -> go.Figure:
+def head_heatmap(head_stats: pd.DataFrame, column: str, font_size: int = 12) -> go.Figure:
     """Head × layer heatmap of one per-head statistic."""
     piv = head_stats.pivot(index="head", columns="layer", values=column)
     z = piv.to_numpy(dtype=np.float64)
@@ -118,7 +120,7 @@ def head_heatmap(head_stats: pd.DataFrame, column: str) -> go.Figure:
     ))
     fig.update_xaxes(title_text="layer", dtick=1 if z.shape[1] <= 16 else None)
     fig.update_yaxes(title_text="head", autorange="reversed", dtick=1)
-    return _layout(fig, f"{column_title(column)} per head", height=max(320, 80 + 24 * z.shape[0]))
+    return _layout(fig, f"{column_title(column)} per head", height=max(320, 80 + 24 * z.shape[0]), font_size=font_size)
 
 
 def head_columns(head_stats: pd.DataFrame) -> list[str]:

@@ -1,0 +1,169 @@
+"""Wall time and peak memory of normviz's maps against a plain forward pass and a naive implementation.
+
+  (a) forward pass with attentions      (b) normviz, all keys
+  (c) normviz without the FF keys       (d) naive per-pair tensors (authors' style), same keys as (c)
+
+Model: random BERT-base-sized encoder (12 layers, 12 heads, d=768, d_ff=3072), float32, CPU.
+Each configuration runs in its own subprocess: peak memory = peak RSS during the run (VmHWM, reset just
+before it) minus RSS before it (model already loaded); time = median of repeats after one warm-up.
+
+    python benchmarks/bench_maps.py [--n 32 128 512] [--repeats 3] [--json out.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIGS = ("a_forward", "b_all", "c_no_ff", "d_naive")
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _reset_peak() -> bool:
+    """Reset the kernel's peak-RSS mark (VmHWM) so the peak covers only what follows (Linux)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _peak_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _build(n: int):
+    import torch
+    import transformers as tf
+
+    import normviz
+
+    torch.manual_seed(0)
+    cfg = tf.BertConfig(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+                        max_position_embeddings=512, vocab_size=30522)
+    model = tf.BertModel(cfg, add_pooling_layer=False).eval()
+    model.config._attn_implementation = "eager"
+    lm = normviz.from_model(model, None, name="bert-base-random")
+    ids = torch.randint(1000, 30000, (1, n))
+    return torch, model, lm, ids
+
+
+def _runner(config: str, lm, model, ids, torch):
+    from normviz.analysis import analyze_encoded
+    from normviz.tokens import Encoded
+
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    from naive import naive_bert_maps
+
+    enc = Encoded(ids=ids[0].tolist(), tokens=[""] * ids.shape[1], labels=[""] * ids.shape[1],
+                  special=[False] * ids.shape[1], dropped=0)
+    no_ff = ["attention", "norm", "norm_layer", "attn_res", "attn_res_ln"]
+    if config == "a_forward":
+        return lambda: model(input_ids=ids, output_attentions=True)
+    if config == "b_all":
+        return lambda: analyze_encoded(lm, [enc])
+    if config == "c_no_ff":
+        return lambda: analyze_encoded(lm, [enc], methods=no_ff)
+    return lambda: naive_bert_maps(model, ids)
+
+
+def child(config: str, n: int, repeats: int) -> dict:
+    torch, model, lm, ids = _build(n)
+    torch.set_grad_enabled(False)
+    run = _runner(config, lm, model, ids, torch)
+    import gc
+
+    gc.collect()
+    before = _rss_mb()
+    _reset_peak()
+    t0 = time.perf_counter()
+    result = run()
+    first = time.perf_counter() - t0
+    peak = _peak_mb() - before
+    del result
+    times = [first]
+    for _ in range(repeats - 1):
+        t0 = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - t0)
+    return {"config": config, "n": n, "seconds": statistics.median(times), "peak_mb": max(peak, 0.0),
+            "threads": torch.get_num_threads()}
+
+
+def check_agreement(n: int = 48) -> float:
+    """Max relative difference between normviz and the naive implementation (sanity check of the baseline)."""
+    torch, model, lm, ids = _build(n)
+    from normviz.analysis import analyze_encoded
+
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    from naive import naive_bert_maps
+    from normviz.tokens import Encoded
+
+    enc = Encoded(ids=ids[0].tolist(), tokens=[""] * n, labels=[""] * n, special=[False] * n, dropped=0)
+    ours = analyze_encoded(lm, [enc], methods=["attention", "norm", "norm_layer", "attn_res", "attn_res_ln"])[0]
+    ref = naive_bert_maps(model, ids)
+    worst = 0.0
+    for k, layers in ref.items():
+        r = torch.stack(layers).numpy()
+        worst = max(worst, float(abs(ours[k] - r).max() / abs(r).max()))
+    return worst
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, nargs="*", default=[32, 128, 512])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--configs", nargs="*", default=list(CONFIGS))
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--child", nargs=3, metavar=("CONFIG", "N", "REPEATS"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child[0], int(args.child[1]), int(args.child[2]))))
+        return
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    print(f"agreement normviz vs naive (n=48): max relative difference {check_agreement():.2e}", flush=True)
+    rows = []
+    for n in args.n:
+        for config in args.configs:
+            reps = 1 if (config in ("b_all", "d_naive") and n >= 512) else args.repeats
+            proc = subprocess.run([sys.executable, __file__, "--child", config, str(n), str(reps)],
+                                  capture_output=True, text=True, env=env)
+            if proc.returncode != 0:
+                row = {"config": config, "n": n, "seconds": float("nan"), "peak_mb": float("nan"),
+                       "error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
+            else:
+                row = json.loads(proc.stdout.strip().splitlines()[-1])
+            rows.append(row)
+            print(f"n={n:4d} {config:10s} {row['seconds']:9.3f} s  peak +{row['peak_mb']:9.1f} MB"
+                  + (f"  ({row['error']})" if "error" in row else ""), flush=True)
+    print("\nratios (same run):")
+    print(f"{'n':>5} {'c/a time':>9} {'b/a time':>9} {'d/c time':>9} {'d/c peak':>9}")
+    for n in args.n:
+        r = {row["config"]: row for row in rows if row["n"] == n}
+        if not all(c in r for c in CONFIGS):
+            continue
+        a, b, c, d = (r[k] for k in CONFIGS)
+        print(f"{n:5d} {c['seconds'] / a['seconds']:9.2f} {b['seconds'] / a['seconds']:9.2f} "
+              f"{d['seconds'] / c['seconds']:9.2f} {d['peak_mb'] / max(c['peak_mb'], 1e-9):9.1f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

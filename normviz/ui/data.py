@@ -1,0 +1,184 @@
+"""Pure functions from an Analysis to what a page shows: panel matrices, hidden specials, shares, exports."""
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..methods import registry
+
+
+@dataclass
+class Panel:
+    key: str
+    title: str
+    matrix: np.ndarray  # [m, m] as shown
+    row_labels: list[str]
+    col_labels: list[str]
+    index: list[int]  # original token positions of the shown rows/columns
+    note: str = ""
+
+
+def head_label(head: int | None) -> str:
+    return "all heads" if head is None else f"head {head}"
+
+
+def panel_title(key: str, layer: int, head: int | None) -> str:
+    info = registry.key_info(key)
+    where = f"layer {layer}"
+    if info.per_head:
+        where += f", {head_label(head)}"
+    return f"{info.title} · {where}"
+
+
+def unique_labels(labels: list[str]) -> list[str]:
+    """Axis labels that keep repeated tokens apart: 'the', 'the' → 'the', 'the·2' (position shown on hover)."""
+    seen: dict[str, int] = {}
+    out = []
+    for lab in labels:
+        lab = lab if lab.strip() else repr(lab)
+        seen[lab] = seen.get(lab, 0) + 1
+        out.append(lab if seen[lab] == 1 else f"{lab}·{seen[lab]}")
+    return out
+
+
+def row_shares(matrix: np.ndarray) -> np.ndarray:
+    """Each row divided by the sum of its absolute values (rows of all zeros stay zero)."""
+    denom = np.abs(matrix).sum(axis=-1, keepdims=True)
+    return np.divide(matrix, denom, out=np.zeros_like(matrix, dtype=np.float64), where=denom > 0)
+
+
+def shown_matrix(matrix: np.ndarray, special: np.ndarray, hide_special: bool, values: str) -> tuple[np.ndarray, list[int]]:
+    """Drop special tokens' rows and columns when asked, then (for ``values='share'``) renormalise rows.
+
+    Hiding specials always renormalises rows over the tokens that remain, whatever ``values`` is, because a
+    row that lost its [CLS]/[SEP] part no longer sums to what it did.
+    """
+    n = matrix.shape[0]
+    keep = [i for i in range(n) if not (hide_special and special[i])]
+    if not keep:  # only special tokens: nothing to hide to
+        keep = list(range(n))
+    out = np.asarray(matrix, dtype=np.float64)[np.ix_(keep, keep)]
+    if values == "share" or (hide_special and len(keep) < n):
+        if values == "raw":
+            # keep the map's units: rescale each row so it keeps its original total
+            full = np.abs(np.asarray(matrix, dtype=np.float64)[keep]).sum(-1, keepdims=True)
+            out = row_shares(out) * full
+        else:
+            out = row_shares(out)
+    return out, keep
+
+
+def build_panels(analysis, keys: list[str], layer: int, head: int | None, hide_special: bool,
+                 values: str) -> list[Panel]:
+    labels = unique_labels(list(analysis.labels))
+    panels = []
+    for key in keys:
+        if key not in analysis:
+            continue
+        m, keep = shown_matrix(analysis.map(key, layer, head), analysis.special, hide_special, values)
+        shown = [labels[i] for i in keep]
+        panels.append(Panel(key, panel_title(key, layer, head), m, shown, shown, keep))
+    return panels
+
+
+def color_range(panels: list[Panel], shared: bool) -> list[tuple[float, float]]:
+    """(zmin, zmax) per panel: one range for all panels when shared; symmetric around 0 for signed maps."""
+    def rng(ms):
+        lo = min(float(np.nanmin(m)) for m in ms)
+        hi = max(float(np.nanmax(m)) for m in ms)
+        if lo < 0:
+            r = max(abs(lo), abs(hi))
+            return -r, r
+        return 0.0, hi if hi > 0 else 1.0
+    if not panels:
+        return []
+    if shared:
+        r = rng([p.matrix for p in panels])
+        return [r] * len(panels)
+    return [rng([p.matrix]) for p in panels]
+
+
+def focus_rows(panels: list[Panel], token: int) -> dict[str, np.ndarray]:
+    """Row ``token`` (an original position) of each panel; panels that hide it are left out."""
+    out = {}
+    for p in panels:
+        if token in p.index:
+            out[p.title] = p.matrix[p.index.index(token)]
+    return out
+
+
+# --- exports ----------------------------------------------------------------------------------------------
+
+def panels_csv(panels: list[Panel]) -> bytes:
+    """Long format: one line per cell of every shown panel."""
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["map", "panel", "row_position", "row_token", "column_position", "column_token", "value"])
+    for p in panels:
+        for a, i in enumerate(p.index):
+            for b, j in enumerate(p.index):
+                w.writerow([p.key, p.title, i, p.row_labels[a], j, p.col_labels[b], f"{p.matrix[a, b]:.8g}"])
+    return buf.getvalue().encode("utf-8")
+
+
+def panels_npz(panels: list[Panel], tokens: list[str]) -> bytes:
+    """``tokens`` (all), and per panel ``<key>`` (the shown matrix) and ``<key>__positions`` (its tokens)."""
+    buf = io.BytesIO()
+    arrays = {"tokens": np.array(tokens, dtype=str)}
+    for p in panels:
+        arrays[p.key] = p.matrix
+        arrays[p.key + "__positions"] = np.array(p.index, dtype=np.int64)
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+# --- overview ---------------------------------------------------------------------------------------------
+
+def per_head_stack(analysis, key: str) -> np.ndarray:
+    """[L, H, n, n] for per-head keys, [L, 1, n, n] for layer-level keys."""
+    arr = analysis[key]
+    return arr if arr.ndim == 4 else arr[:, None]
+
+
+def special_share(stack: np.ndarray, special: np.ndarray) -> np.ndarray:
+    """[L, H]: the mean over receiving tokens of the share of each row that goes to special tokens."""
+    a = np.abs(np.asarray(stack, dtype=np.float64))
+    total = a.sum(-1)
+    to_special = a[..., special.astype(bool)].sum(-1)
+    share = np.divide(to_special, total, out=np.zeros_like(total), where=total > 0)
+    return share.mean(-1)
+
+
+def crop_tokens(analysis_n: int, n_cells_heads: int, limit_cells: int = 1_500_000) -> int:
+    """How many leading tokens the overview grid can show within ``limit_cells`` heatmap cells."""
+    m = analysis_n
+    while m > 2 and n_cells_heads * m * m > limit_cells:
+        m -= 1
+    return m
+
+
+# --- cost guard -------------------------------------------------------------------------------------------
+
+FF_KEYS = {"ff", "ff_res", "ff_res_ln"}
+_UNITS_PER_SECOND = 5e9  # measured on a 2-core CPU: minilm, 112 tokens, all maps ≈ 9 s
+_GATED_FACTOR = 16  # SwiGLU units are integrated numerically (measured: smollm2, 24 tokens ≈ 50 s)
+
+
+def ff_seconds_estimate(n: int, n_layers: int, d_model: int, d_ff: int, gated: bool) -> float:
+    """Rough CPU seconds for the feed-forward maps: O(L · n² · d · d_ff), more for gated units."""
+    return n * n * n_layers * d_model * d_ff * (_GATED_FACTOR if gated else 1) / _UNITS_PER_SECOND
+
+
+def ff_token_limit(budget_s: float, n_layers: int, d_model: int, d_ff: int, gated: bool) -> int:
+    per_token2 = ff_seconds_estimate(1, n_layers, d_model, d_ff, gated)
+    return int((budget_s / per_token2) ** 0.5)
+
+
+def stacks_npz(stacks: dict[str, np.ndarray], tokens: list[str]) -> bytes:
+    """``tokens`` and one [L, H, n, n] array per map shown on the Overview page."""
+    buf = io.BytesIO()
+    np.savez(buf, tokens=np.array(tokens, dtype=str), **{k: np.asarray(v) for k, v in stacks.items()})
+    return buf.getvalue()

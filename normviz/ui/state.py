@@ -1,0 +1,167 @@
+"""The view shown by the app, and its round trip through the URL query string.
+
+Every field has a query-string form so a copied link reproduces the view. Parsing never raises: a bad value
+falls back to the default and is reported in ``problems`` so the page can say what it ignored.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Mapping
+
+DEFAULT_TEXT = "The cat sat on the mat because it was tired."
+DEFAULT_MODEL = "minilm"
+DEFAULT_MAPS = ("attention", "norm", "attn_res_ln", "ff_res_ln")
+VALUE_MODES = ("share", "raw")  # row shares (rows sum to 1) | the map's own values
+DEFAULT_TOKEN_CAP = 128
+
+
+@dataclass
+class ViewState:
+    text: str = DEFAULT_TEXT
+    pair: str = ""
+    model: str = DEFAULT_MODEL
+    layer: int = 0
+    head: int | None = None  # None = all heads (the layer-level map)
+    maps: tuple[str, ...] = DEFAULT_MAPS
+    hide_special: bool = False
+    shared_scale: bool = True
+    values: str = "share"
+    focus: int | None = None  # token index whose row is shown as bars
+    present: bool = False  # presentation mode (larger fonts)
+    overview_map: str = "attention"
+    overview_compare: str = "norm"
+    problems: list[str] = field(default_factory=list, compare=False, repr=False)
+
+    def to_query(self) -> dict[str, str]:
+        """Only fields that differ from the defaults, so links stay short."""
+        base = ViewState()
+        out: dict[str, str] = {}
+        for f in fields(self):
+            if f.name == "problems":
+                continue
+            value = getattr(self, f.name)
+            if value == getattr(base, f.name):
+                continue
+            out[f.name] = _encode(value)
+        return out
+
+    @classmethod
+    def from_query(cls, query: Mapping[str, object], base: "ViewState | None" = None) -> "ViewState":
+        view = replace(base) if base is not None else cls()
+        view.problems = []
+        for f in fields(cls):
+            if f.name == "problems" or f.name not in query:
+                continue
+            raw = query[f.name]
+            if isinstance(raw, (list, tuple)):
+                raw = raw[-1] if raw else ""
+            raw = str(raw)
+            try:
+                setattr(view, f.name, _decode(f.name, raw))
+            except ValueError as exc:
+                view.problems.append(f"Ignored the link's {f.name}={raw!r}: {exc}")
+        return view
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("problems")
+        return d
+
+
+def _encode(value) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if value is None:
+        return "all"
+    if isinstance(value, (tuple, list)):
+        return ",".join(value)
+    return str(value)
+
+
+def _decode(name: str, raw: str):
+    if name in ("text", "pair", "model", "overview_map", "overview_compare"):
+        if name == "model" and not raw.strip():
+            raise ValueError("the model name is empty")
+        return raw
+    if name in ("hide_special", "shared_scale", "present"):
+        low = raw.strip().lower()
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off"):
+            return False
+        raise ValueError("use 1 or 0")
+    if name in ("layer",):
+        return _int(raw, allow_negative=True)
+    if name in ("head", "focus"):
+        if raw.strip().lower() in ("all", "none", ""):
+            return None
+        return _int(raw)
+    if name == "maps":
+        keys = tuple(k.strip() for k in raw.split(",") if k.strip())
+        return keys
+    if name == "values":
+        if raw not in VALUE_MODES:
+            raise ValueError(f"use one of {', '.join(VALUE_MODES)}")
+        return raw
+    raise ValueError("unknown field")  # pragma: no cover
+
+
+def _int(raw: str, allow_negative: bool = False) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError("not a whole number") from None
+    if value < 0 and not allow_negative:
+        raise ValueError("must not be negative")
+    return value
+
+
+# --- deployment settings -----------------------------------------------------------------------------------
+
+def model_allowlist(env: Mapping[str, str] | None = None) -> list[str] | None:
+    """``NORMVIZ_ALLOWED_MODELS="minilm,smollm2"`` restricts the model field (public demos). None = anything."""
+    env = os.environ if env is None else env
+    raw = env.get("NORMVIZ_ALLOWED_MODELS", "").strip()
+    if not raw:
+        return None
+    return [m.strip() for m in raw.split(",") if m.strip()]
+
+
+def token_cap(env: Mapping[str, str] | None = None) -> int:
+    """``NORMVIZ_MAX_TOKENS`` caps the analysed length (default 128, sensible for a CPU)."""
+    env = os.environ if env is None else env
+    raw = env.get("NORMVIZ_MAX_TOKENS", "").strip()
+    if not raw:
+        return DEFAULT_TOKEN_CAP
+    try:
+        value = int(raw)
+    except ValueError:
+        return DEFAULT_TOKEN_CAP
+    return max(4, value)
+
+
+def check_model_allowed(name: str, allow: list[str] | None) -> str | None:
+    """A user-facing message when ``name`` is not allowed, else None."""
+    if allow is None:
+        return None
+    if name.strip().lower() in {a.lower() for a in allow}:
+        return None
+    return (f"The model {name!r} is not available on this deployment. Choose one of: {', '.join(allow)} "
+            "(set by NORMVIZ_ALLOWED_MODELS).")
+
+
+def load_examples(path) -> list[tuple[str, str]]:
+    """(sentence, second sentence or "") per non-comment line of ``assets/examples.txt``."""
+    out = []
+    try:
+        lines = open(path, encoding="utf-8").read().splitlines()
+    except OSError:
+        return [(DEFAULT_TEXT, "")]
+    for line in lines:
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        first, _, second = line.partition(" ||| ")
+        out.append((first.strip(), second.strip()))
+    return out or [(DEFAULT_TEXT, "")]

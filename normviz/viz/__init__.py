@@ -1,0 +1,5 @@
+"""Plotly figure builders. They take arrays and token labels and return ``plotly.graph_objects.Figure``s;
+nothing here knows about models or Streamlit."""
+from .figures import bars, grid, heatmap, special_share_scatter
+
+__all__ = ["bars", "grid", "heatmap", "special_share_scatter"]

@@ -1,0 +1,156 @@
+"""Heatmaps (rows = receiving token i, columns = contributing token j), focus bars, layers × heads grids."""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+SEQUENTIAL = "Viridis"
+DIVERGING = "RdBu_r"
+HOVER = "%{customdata[0]} ← %{customdata[1]}: %{z:.4g}<extra></extra>"
+
+
+def _title(text: str, font_size: int) -> dict:
+    """A title sitting just above the plot area, below plotly's toolbar (which takes the top-right)."""
+    return dict(text=text, font=dict(size=font_size + 2), x=0.0, xanchor="left", yref="paper", y=1.0,
+                yanchor="bottom", pad=dict(b=8))
+
+
+def _colorscale(zmin: float) -> tuple[str, float | None]:
+    return (DIVERGING, 0.0) if zmin < 0 else (SEQUENTIAL, None)
+
+
+def _fmt(positions, labels):
+    return [f"{lab} [{pos}]" for pos, lab in zip(positions, labels)]
+
+
+def heatmap(matrix: np.ndarray, row_labels: list[str], col_labels: list[str] | None = None, *, title: str = "",
+            zmin: float | None = None, zmax: float | None = None, positions: list[int] | None = None,
+            font_size: int = 12, colorbar: bool = True, colorbar_title: str = "",
+            height: int | None = None) -> go.Figure:
+    """One map as a heatmap. Axes are numeric positions with the tokens as tick text, so a token that occurs
+    twice keeps two rows and two columns. Hover reads "row token ← column token: value"."""
+    m = np.asarray(matrix, dtype=np.float64)
+    n_rows, n_cols = m.shape
+    col_labels = row_labels if col_labels is None else col_labels
+    positions = list(range(n_rows)) if positions is None else list(positions)
+    rows = _fmt(positions, row_labels)
+    cols = _fmt(positions if n_cols == n_rows else range(n_cols), col_labels)
+    custom = np.empty((n_rows, n_cols, 2), dtype=object)
+    custom[..., 0] = np.array(rows, dtype=object)[:, None]
+    custom[..., 1] = np.array(cols, dtype=object)[None, :]
+    zmin = float(np.nanmin(m)) if zmin is None else zmin
+    zmax = float(np.nanmax(m)) if zmax is None else zmax
+    scale, zmid = _colorscale(zmin)
+    fig = go.Figure(go.Heatmap(
+        z=m, x=list(range(n_cols)), y=list(range(n_rows)), zmin=zmin, zmax=zmax, zmid=zmid, colorscale=scale,
+        customdata=custom, hovertemplate=HOVER, showscale=colorbar,
+        colorbar=dict(title=dict(text=colorbar_title), thickness=14, len=0.9),
+    ))
+    tick_font = max(8, font_size - (2 if max(n_rows, n_cols) > 24 else 0))
+    fig.update_xaxes(tickmode="array", tickvals=list(range(n_cols)), ticktext=list(col_labels), tickangle=-60,
+                     tickfont=dict(size=tick_font), title=dict(text="contributing token (j)", font=dict(size=font_size)),
+                     side="bottom", showgrid=False, constrain="domain")
+    fig.update_yaxes(tickmode="array", tickvals=list(range(n_rows)), ticktext=list(row_labels), autorange="reversed",
+                     tickfont=dict(size=tick_font), title=dict(text="receiving token (i)", font=dict(size=font_size)),
+                     showgrid=False, scaleanchor="x", scaleratio=1, constrain="domain")
+    side = max(n_rows, n_cols)
+    fig.update_layout(
+        title=_title(title, font_size),
+        font=dict(size=font_size),
+        height=int(height or min(900, max(380, 170 + (font_size + 6) * side))),
+        margin=dict(l=10, r=10, t=60 + font_size, b=10),
+    )
+    return fig
+
+
+def bars(rows: dict[str, np.ndarray], labels: list[str], positions: list[list[int]] | None = None, *,
+         focus_label: str = "", font_size: int = 12) -> go.Figure:
+    """A token's row in every chosen map, one bar chart per map (they have different units)."""
+    titles = list(rows)
+    k = max(1, len(titles))
+    fig = make_subplots(rows=k, cols=1, subplot_titles=titles, vertical_spacing=min(0.12, 0.5 / k))
+    for r, title in enumerate(titles, start=1):
+        vals = np.asarray(rows[title], dtype=np.float64)
+        pos = positions[r - 1] if positions else list(range(len(vals)))
+        labs = [labels[p] if len(labels) > p else str(p) for p in pos] if positions else labels[: len(vals)]
+        fig.add_trace(go.Bar(
+            x=list(range(len(vals))), y=vals, name=title, showlegend=False,
+            customdata=np.array([[focus_label, f"{lab} [{p}]"] for lab, p in zip(labs, pos)], dtype=object),
+            hovertemplate="%{customdata[0]} ← %{customdata[1]}: %{y:.4g}<extra></extra>",
+        ), row=r, col=1)
+        fig.update_xaxes(tickmode="array", tickvals=list(range(len(vals))), ticktext=labs, tickangle=-60,
+                         tickfont=dict(size=font_size), row=r, col=1)
+    fig.update_annotations(font_size=font_size + 1)
+    fig.update_layout(height=int(max(300, (150 + 6 * font_size) * k)), font=dict(size=font_size),
+                      margin=dict(l=10, r=10, t=80 + 2 * font_size, b=10),
+                      title=dict(text=f"Row of “{focus_label}”: how much each token contributes to it",
+                                 font=dict(size=font_size + 2), x=0.0, xanchor="left", yref="container", y=1.0,
+                                 yanchor="top", pad=dict(t=6)))
+    return fig
+
+
+def grid(stack: np.ndarray, labels: list[str], *, title: str = "", font_size: int = 12,
+         head_names: list[str] | None = None, width_hint: int = 760) -> go.Figure:
+    """A layers × heads mosaic of small heatmaps ([L, H, n, n]) drawn as one heatmap with gaps, so hundreds
+    of heads stay fast. Hover says which layer, head and token pair a cell is."""
+    s = np.asarray(stack, dtype=np.float64)
+    L, H, n, _ = s.shape
+    cell = n + 1
+    z = np.full((L * cell - 1, H * cell - 1), np.nan)
+    custom = np.full(z.shape, "", dtype=object)
+    labs = np.array(labels[:n], dtype=object)
+    pair = np.char.add(np.char.add(labs[:, None].astype(str), " ← "), labs[None, :].astype(str)).astype(object)
+    head_names = head_names or [f"H{h}" for h in range(H)]
+    for li in range(L):
+        for h in range(H):
+            r0, c0 = li * cell, h * cell
+            z[r0:r0 + n, c0:c0 + n] = s[li, h]
+            custom[r0:r0 + n, c0:c0 + n] = f"L{li} {head_names[h]}: " + pair
+    lo, hi = float(np.nanmin(s)), float(np.nanmax(s))
+    scale, zmid = _colorscale(lo)
+    fig = go.Figure(go.Heatmap(
+        z=z, customdata=custom, hovertemplate="%{customdata}: %{z:.4g}<extra></extra>", colorscale=scale,
+        zmin=-max(abs(lo), abs(hi)) if lo < 0 else lo, zmax=max(abs(lo), abs(hi)) if lo < 0 else hi, zmid=zmid,
+        hoverongaps=False, colorbar=dict(thickness=14, len=0.9),
+    ))
+    fig.update_xaxes(tickmode="array", tickvals=[h * cell + (n - 1) / 2 for h in range(H)], ticktext=head_names,
+                     side="top", showgrid=False, zeroline=False, tickfont=dict(size=font_size),
+                     title=dict(text="head", font=dict(size=font_size)))
+    fig.update_yaxes(tickmode="array", tickvals=[li * cell + (n - 1) / 2 for li in range(L)],
+                     ticktext=[f"L{li}" for li in range(L)], autorange="reversed", showgrid=False, zeroline=False,
+                     tickfont=dict(size=font_size), title=dict(text="layer", font=dict(size=font_size)),
+                     scaleanchor="x", scaleratio=1, constrain="domain")
+    plot_w = max(200, width_hint - 140)  # minus axis labels and the colour bar
+    fig.update_layout(title=dict(text=title, font=dict(size=font_size + 2), x=0.0, xanchor="left", yref="container",
+                                 y=1.0, yanchor="top", pad=dict(t=6)),
+                      height=int(min(1400, max(320, plot_w * L / max(H, 1) + 150))), font=dict(size=font_size),
+                      margin=dict(l=10, r=10, t=70 + 2 * font_size, b=10), plot_bgcolor="rgba(0,0,0,0)")
+    return fig
+
+
+def special_share_scatter(share_a: np.ndarray, share_b: np.ndarray, name_a: str, name_b: str, *,
+                          font_size: int = 12) -> go.Figure:
+    """One point per head: share of map A vs share of map B that goes to special tokens. Heads far below the
+    diagonal put their weight on [CLS]/[SEP]/BOS but move little there: candidates for "no-op" heads."""
+    a = np.asarray(share_a, dtype=np.float64)
+    b = np.asarray(share_b, dtype=np.float64)
+    L, H = a.shape
+    names = [f"L{li} H{h}" for li in range(L) for h in range(H)]
+    layer = np.repeat(np.arange(L), H)
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", line=dict(dash="dot", color="gray"),
+                             hoverinfo="skip", showlegend=False))
+    fig.add_trace(go.Scatter(
+        x=a.ravel(), y=b.ravel(), mode="markers", text=names, showlegend=False,
+        marker=dict(size=max(8, font_size - 2), color=layer, colorscale="Plasma",
+                    colorbar=dict(title=dict(text="layer"), thickness=14)),
+        hovertemplate="%{text}<br>" + name_a + ": %{x:.2f}<br>" + name_b + ": %{y:.2f}<extra></extra>",
+    ))
+    fig.update_xaxes(range=[-0.02, 1.02], title=dict(text=f"share to special tokens: {name_a}"),
+                     tickfont=dict(size=font_size))
+    fig.update_yaxes(range=[-0.02, 1.02], title=dict(text=f"share to special tokens: {name_b}"),
+                     tickfont=dict(size=font_size))
+    fig.update_layout(height=480, font=dict(size=font_size), margin=dict(l=10, r=10, t=60 + font_size, b=10),
+                      title=_title("Per head: where the weight goes vs where the vectors go", font_size))
+    return fig

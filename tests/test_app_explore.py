@@ -1,0 +1,260 @@
+"""AppTest runs of the Explore page (app.py) on the embedded minilm."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from normviz.methods import registry
+from normviz.ui import st_parts
+
+from .app_helpers import app, arr, figures, heatmaps, no_exception, texts, title, z
+
+TEXT = "The cat sat on the mat because it was tired."
+N = 13  # [CLS] the cat sat on the mat because it was tired . [SEP]
+
+
+@pytest.fixture(autouse=True)
+def _env(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("NORMVIZ_ALLOWED_MODELS", raising=False)
+    monkeypatch.delenv("NORMVIZ_MAX_TOKENS", raising=False)
+
+
+@pytest.fixture
+def at():
+    a = app()
+    a.run()
+    no_exception(a)
+    return a
+
+
+def test_default_view_renders_four_heatmaps(at):
+    hms = heatmaps(at)
+    assert len(hms) == 4
+    assert [title(f).split(" · ")[0] for f in hms] == [
+        "Attention weights α", "Norm ‖α f(x)‖", "Attention + residual + norm",
+        "Feed-forward + residual + norm (whole layer)"]
+    for f in hms:
+        assert z(f).shape == (N, N)
+        assert f["layout"]["yaxis"]["ticktext"][:3] == ["[CLS]", "the", "cat"]
+        assert f["data"][0]["showscale"] is True
+    # one colour scale for all panels by default
+    assert len({(f["data"][0]["zmin"], f["data"][0]["zmax"]) for f in hms}) == 1
+    assert not at.error
+    assert any("device" in c.value and "cpu" in c.value for c in at.sidebar.caption)
+
+
+def test_layer_and_head_change_the_data_without_recomputing(at):
+    before = [z(f) for f in heatmaps(at)]
+    misses = st_parts.analysis_cache().misses
+    at.slider(key="w_layer").set_value(3).run()
+    no_exception(at)
+    after = heatmaps(at)
+    assert "layer 3" in title(after[0])
+    assert not np.allclose(before[0], z(after[0])) and not np.allclose(before[3], z(after[3]))
+    at.selectbox(key="w_head").set_value(5).run()
+    head5 = heatmaps(at)
+    assert "head 5" in title(head5[0]) and not np.allclose(z(after[0]), z(head5[0]))
+    assert np.allclose(z(after[3]), z(head5[3]))  # a layer-level map ignores the head
+    assert st_parts.analysis_cache().misses == misses  # slicing, not recomputing
+    assert at.query_params["layer"] == "3" and at.query_params["head"] == "5"
+
+
+def test_toggles_change_the_figures(at):
+    at.pills(key="w_maps").set_value(["attention", "ff"]).run()
+    hms = heatmaps(at)
+    assert len(hms) == 2 and title(hms[1]).startswith("Feed-forward ·")
+    shared = [(f["data"][0]["zmin"], f["data"][0]["zmax"]) for f in hms]
+    at.toggle(key="w_shared").set_value(False).run()
+    own = [(f["data"][0]["zmin"], f["data"][0]["zmax"]) for f in heatmaps(at)]
+    assert shared[0] == shared[1] and own[0] != own[1]
+    at.toggle(key="w_hide").set_value(True).run()
+    hidden = heatmaps(at)
+    assert z(hidden[0]).shape == (N - 2, N - 2)
+    assert "[CLS]" not in hidden[0]["layout"]["xaxis"]["ticktext"]
+    assert np.allclose(z(hidden[0]).sum(1), 1)
+    assert any("renormalised" in m for m in texts(at.info))
+    at.radio(key="w_values").set_value("raw").run()
+    raw = heatmaps(at)
+    assert not np.allclose(z(raw[1]).sum(1), 1)  # feed-forward norms in their own units
+
+
+def test_focus_token_shows_its_row_as_bars(at):
+    at.selectbox(key="w_focus").set_value(2).run()
+    no_exception(at)
+    bars = [f for f in figures(at) if f["data"][0]["type"] == "bar"]
+    assert len(bars) == 1 and len(bars[0]["data"]) == 4
+    hm = heatmaps(at)
+    assert np.allclose(arr(bars[0]["data"][0]["y"]), z(hm[0])[2])  # the "cat" row of the first panel
+    assert at.query_params["focus"] == "2"
+
+
+def test_downloads_offer_csv_and_npz(at):
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert labels == ["Download CSV", "Download NPZ"]
+
+
+def test_url_query_restores_a_view():
+    at = app(query={"text": "Dogs bark loudly.", "layer": "4", "head": "7", "maps": "norm,attn_res",
+                    "hide_special": "1", "shared_scale": "0"})
+    at.run()
+    no_exception(at)
+    assert at.text_input(key="w_text").value == "Dogs bark loudly."
+    assert at.slider(key="w_layer").value == 4 and at.selectbox(key="w_head").value == 7
+    assert at.toggle(key="w_hide").value is True and at.toggle(key="w_shared").value is False
+    hms = heatmaps(at)
+    assert [title(f) for f in hms] == ["Norm ‖α f(x)‖ · layer 4, head 7", "Attention + residual · layer 4"]
+    assert hms[0]["layout"]["xaxis"]["ticktext"] == ["dogs", "bark", "loudly", "."]
+
+
+def test_a_bad_link_value_is_reported_not_fatal():
+    at = app(query={"layer": "deep", "maps": "attention,nosuchmap"})
+    at.run()
+    no_exception(at)
+    warnings = " ".join(texts(at.warning))
+    assert "layer='deep'" in warnings and "nosuchmap" in warnings
+    assert len(heatmaps(at)) == 1
+
+
+def test_empty_text_says_so(at):
+    at.text_input(key="w_text").set_value("   ").run()
+    no_exception(at)
+    assert any("text is empty" in e for e in texts(at.error))
+    assert at.slider(key="w_layer") is not None  # the rest of the page keeps working
+    at.text_input(key="w_text").set_value("Birds sing.").run()
+    assert len(heatmaps(at)) == 4 and not at.error
+
+
+@pytest.mark.parametrize("model,expected", [
+    ("no such model!", "Unknown model"),
+    ("some-org/surely-missing-model", "Could not fetch"),
+])
+def test_bad_models_say_what_to_do(model, expected):
+    at = app(query={"model": model})
+    at.run()
+    no_exception(at)
+    assert any(expected in e for e in texts(at.error)), texts(at.error)
+    assert at.text_input(key="w_text").value  # the page is still there
+    at.sidebar.selectbox(key="w_model_choice").set_value("minilm").run()
+    assert len(heatmaps(at)) == 4 and not at.error
+
+
+def test_unsupported_architecture_is_refused(tmp_path):
+    import transformers
+
+    transformers.T5Config(num_layers=1, d_model=8, d_ff=8, num_heads=1, d_kv=8).save_pretrained(tmp_path)
+    at = app(query={"model": str(tmp_path)})
+    at.run()
+    no_exception(at)
+    assert any("normviz cannot analyse exactly" in e for e in texts(at.error)), texts(at.error)
+
+
+def test_too_long_text_is_cut_with_a_message(monkeypatch):
+    monkeypatch.setenv("NORMVIZ_MAX_TOKENS", "8")
+    at = app(query={"text": TEXT})
+    at.run()
+    no_exception(at)
+    assert any("limit of 8" in w for w in texts(at.warning)), texts(at.warning)
+    assert z(heatmaps(at)[0]).shape == (8, 8)
+
+
+def test_allowlist_restricts_the_model_field(monkeypatch):
+    monkeypatch.setenv("NORMVIZ_ALLOWED_MODELS", "minilm")
+    at = app(query={"model": "gpt2"})
+    at.run()
+    no_exception(at)
+    assert any("not available on this deployment" in e for e in texts(at.error))
+    assert at.sidebar.selectbox(key="w_model_choice").options == ["minilm"]
+    assert not [t for t in at.sidebar.text_input if t.key == "w_model_other"]
+    assert len(heatmaps(at)) == 4  # falls back to an allowed model
+
+
+@pytest.fixture
+def costly_method():
+    from normviz.errors import TooCostlyError
+
+    def compute(arrays, info, keys, options):
+        raise TooCostlyError("Attention flow is too costly for 13 tokens here; try a text under 10 tokens.")
+
+    key = "test_costly"
+    registry.register(registry.Method(
+        name=key, scope="model", opt_in=True, compute=compute,
+        keys=(registry.KeyInfo(key, "Costly test map", False, "raises TooCostlyError"),)))
+    yield key
+    registry._METHODS.pop(key, None)
+    registry._KEYS.pop(key, None)
+
+
+def test_a_too_costly_map_says_so_and_the_rest_still_shows(costly_method):
+    at = app(query={"maps": f"attention,{costly_method},norm"})
+    at.run()
+    no_exception(at)
+    assert any("too costly for 13 tokens" in e for e in texts(at.error)), texts(at.error)
+    assert len(heatmaps(at)) == 2
+
+
+def test_presentation_mode_enlarges_fonts(at):
+    small = heatmaps(at)[0]["layout"]["font"]["size"]
+    at.sidebar.toggle(key="w_present").set_value(True).run()
+    assert heatmaps(at)[0]["layout"]["font"]["size"] > small
+    assert at.query_params["present"] == "1"
+
+
+def test_feed_forward_maps_too_costly_for_the_cpu_budget_say_so(monkeypatch):
+    monkeypatch.setenv("NORMVIZ_FF_BUDGET", "0.0001")
+    at = app(query={"text": "A long enough sentence for this budget.", "maps": "attention,ff_res"})
+    at.run()
+    no_exception(at)
+    assert any("feed-forward maps of minilm" in e and "NORMVIZ_FF_BUDGET" in e for e in texts(at.error))
+    assert len(heatmaps(at)) == 1  # attention still shows
+    monkeypatch.delenv("NORMVIZ_FF_BUDGET")
+    at.run()
+    assert len(heatmaps(at)) == 2 and not at.error
+
+
+def test_adding_a_map_computes_its_method_once():
+    at = app(query={"text": "Only once, please.", "maps": "attention"})
+    at.run()
+    cache = st_parts.analysis_cache()
+    misses = cache.misses
+    at.pills(key="w_maps").set_value(["attention", "ff"]).run()
+    assert cache.misses == misses + 1  # the FF block, once
+    at.pills(key="w_maps").set_value(["attention", "ff", "ff_res"]).run()
+    at.slider(key="w_layer").set_value(2).run()
+    assert cache.misses == misses + 1 and len(heatmaps(at)) == 3
+
+
+def test_switching_to_the_llama_model_keeps_the_view_working(at):
+    at.slider(key="w_layer").set_value(5).run()
+    at.sidebar.selectbox(key="w_model_choice").set_value("smollm2").run()
+    no_exception(at)
+    assert not at.error and not at.warning
+    hms = heatmaps(at)
+    assert [title(f).split(" · ")[0] for f in hms] == [
+        "Attention weights α", "Norm ‖α f(x)‖", "Attention + residual + norm", "Feed-forward + residual"]
+    assert hms[0]["layout"]["yaxis"]["ticktext"][:2] == ["The", " cat"] and z(hms[0]).shape == (11, 11)
+    assert "layer 5" in title(hms[0])
+    at.slider(key="w_layer").set_value(29).run()  # 30 layers now
+    assert "layer 29" in title(heatmaps(at)[0])
+    assert any("smollm2" in c.value and "30 layers × 9 heads" in c.value for c in at.sidebar.caption)
+    assert at.query_params["model"] == "smollm2"
+
+
+def test_an_example_sentence_pair_fills_both_fields(at):
+    from normviz.ui.st_parts import OTHER  # noqa: F401  (the free-field choice exists)
+
+    i = next(i for i, opt in enumerate(at.selectbox(key="w_example").options) if "‖" in opt)
+    at.selectbox(key="w_example").set_value(i).run()
+    no_exception(at)
+    assert at.text_input(key="w_pair").value
+    ticks = heatmaps(at)[0]["layout"]["xaxis"]["ticktext"]
+    assert ticks.count("[SEP]") + ticks.count("[SEP]·2") == 2  # two segments
+    assert at.query_params["pair"] == at.text_input(key="w_pair").value
+
+
+def test_the_free_model_field_reports_a_bad_name(at):
+    at.sidebar.selectbox(key="w_model_choice").set_value(st_parts.OTHER).run()
+    assert any("Type a Hub id" in i for i in texts(at.sidebar.info))
+    at.sidebar.text_input(key="w_model_other").set_value("definitely not/a model").run()
+    no_exception(at)
+    assert any("Unknown model" in e for e in texts(at.error))

@@ -1,0 +1,193 @@
+"""Pure UI helpers: URL state, special-token hiding, colour ranges, exports, bounded caches."""
+import csv
+import io
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from normviz.ui import data, learn
+from normviz.ui.cache import BoundedCache
+from normviz.ui.state import ViewState, check_model_allowed, load_examples, model_allowlist, token_cap
+
+
+def test_view_round_trips_through_the_query_string():
+    v = ViewState(text="A b.", pair="C d.", model="smollm2", layer=4, head=2, maps=("norm", "ff"),
+                  hide_special=True, shared_scale=False, values="raw", focus=3, present=True)
+    q = v.to_query()
+    assert all(isinstance(x, str) for x in q.values())
+    back = ViewState.from_query(q)
+    assert back == v and back.problems == []
+
+
+def test_default_view_gives_an_empty_query_and_head_all():
+    assert ViewState().to_query() == {}
+    assert ViewState.from_query({"head": "all"}).head is None
+    assert ViewState.from_query({"layer": ["1", "2"]}).layer == 2  # a repeated key: the last value
+
+
+def test_bad_query_values_fall_back_and_are_reported():
+    v = ViewState.from_query({"layer": "two", "head": "-3", "values": "weird", "hide_special": "maybe", "text": "ok"})
+    assert v.layer == 0 and v.head is None and v.values == "share" and v.hide_special is False
+    assert v.text == "ok"
+    assert len(v.problems) == 4 and any("layer" in p for p in v.problems)
+
+
+def test_hiding_special_tokens_renormalises_rows():
+    m = np.array([[0.5, 0.25, 0.25], [0.6, 0.3, 0.1], [0.2, 0.2, 0.6]])
+    special = np.array([True, False, False])
+    shown, keep = data.shown_matrix(m, special, hide_special=True, values="share")
+    assert keep == [1, 2]
+    assert np.allclose(shown.sum(1), 1)
+    assert np.allclose(shown[0], [0.75, 0.25])
+    raw, _ = data.shown_matrix(m * 10, special, hide_special=True, values="raw")
+    assert np.allclose(raw.sum(1), (m * 10)[1:].sum(1))  # raw keeps each row's original total
+    same, keep = data.shown_matrix(m * 10, special, hide_special=False, values="raw")
+    assert keep == [0, 1, 2] and np.allclose(same, m * 10)
+
+
+def test_row_shares_handle_zero_rows_and_signs():
+    m = np.array([[0.0, 0.0], [-1.0, 3.0]])
+    s = data.row_shares(m)
+    assert np.allclose(s, [[0, 0], [-0.25, 0.75]])
+
+
+def test_color_ranges_shared_or_per_panel():
+    p1 = data.Panel("a", "A", np.array([[0.0, 1.0]]), ["x"], ["x"], [0])
+    p2 = data.Panel("b", "B", np.array([[0.0, 4.0]]), ["x"], ["x"], [0])
+    assert data.color_range([p1, p2], True) == [(0.0, 4.0), (0.0, 4.0)]
+    assert data.color_range([p1, p2], False) == [(0.0, 1.0), (0.0, 4.0)]
+    p3 = data.Panel("c", "C", np.array([[-2.0, 1.0]]), ["x"], ["x"], [0])
+    assert data.color_range([p3], False) == [(-2.0, 2.0)]
+
+
+def test_unique_labels_mark_repeats():
+    assert data.unique_labels(["the", "cat", "the", " "]) == ["the", "cat", "the·2", "' '"]
+
+
+def _panels():
+    m = np.array([[0.5, 0.5], [0.25, 0.75]])
+    return [data.Panel("norm", "Norm · layer 0", m, ["a", "b"], ["a", "b"], [1, 2])]
+
+
+def test_csv_export_has_every_shown_cell():
+    rows = list(csv.reader(io.StringIO(data.panels_csv(_panels()).decode())))
+    assert rows[0] == ["map", "panel", "row_position", "row_token", "column_position", "column_token", "value"]
+    assert len(rows) == 1 + 4
+    assert rows[2] == ["norm", "Norm · layer 0", "1", "a", "2", "b", "0.5"]
+
+
+def test_npz_export_round_trips():
+    z = np.load(io.BytesIO(data.panels_npz(_panels(), ["[CLS]", "a", "b"])))
+    assert list(z["tokens"]) == ["[CLS]", "a", "b"]
+    assert np.allclose(z["norm"], [[0.5, 0.5], [0.25, 0.75]]) and list(z["norm__positions"]) == [1, 2]
+
+
+def test_special_share_per_head():
+    stack = np.zeros((1, 2, 3, 3))
+    stack[0, 0, :, 0] = 1.0  # head 0: everything to token 0 (special)
+    stack[0, 1] = 1.0  # head 1: uniform
+    share = data.special_share(stack, np.array([True, False, False]))
+    assert np.allclose(share, [[1.0, 1 / 3]])
+
+
+def test_bounded_cache_evicts_oldest_and_computes_once():
+    c = BoundedCache(2)
+    c.put("a", 1)
+    c.put("b", 2)
+    assert c.get("a") == 1  # a is now the most recent
+    c.put("c", 3)
+    assert "b" not in c and "a" in c and len(c) == 2
+    calls = []
+
+    def slow():
+        calls.append(1)
+        time.sleep(0.2)
+        return 42
+
+    threads = [threading.Thread(target=lambda: c.get_or_compute("k", slow)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert calls == [1] and c.get("k") == 42 and c.misses == 1
+    with pytest.raises(ValueError):
+        BoundedCache(0)
+
+
+def test_deployment_settings_from_env():
+    assert model_allowlist({}) is None
+    allow = model_allowlist({"NORMVIZ_ALLOWED_MODELS": "minilm, smollm2"})
+    assert allow == ["minilm", "smollm2"]
+    assert check_model_allowed("MiniLM", allow) is None
+    assert "not available on this deployment" in check_model_allowed("gpt2", allow)
+    assert token_cap({}) == 128 and token_cap({"NORMVIZ_MAX_TOKENS": "40"}) == 40
+    assert token_cap({"NORMVIZ_MAX_TOKENS": "lots"}) == 128
+
+
+def test_examples_file_parses(tmp_path):
+    from pathlib import Path
+
+    ex = load_examples(Path(__file__).resolve().parents[1] / "assets" / "examples.txt")
+    assert len(ex) >= 4 and any(pair for _, pair in ex)
+    assert load_examples(tmp_path / "missing.txt")[0][0]
+
+
+def test_value_norms_recovered_from_a_head():
+    rng = np.random.default_rng(0)
+    alpha = rng.random((3, 3))
+    alpha /= alpha.sum(1, keepdims=True)
+    fx = np.array([0.5, 2.0, 1.0])
+    col, spread = learn.value_norms_from(alpha, alpha * fx[None, :])
+    assert np.allclose(col, fx) and spread < 1e-12
+
+
+def test_every_registered_map_of_the_design_has_a_lesson():
+    """Keys the design names get a written lesson; any other registered key falls back to its description."""
+    import normviz
+
+    design = {"attention", "norm", "norm_layer", "attn_res", "attn_res_ln", "ff", "ff_res", "ff_res_ln",
+              "rollout_attention", "rollout_attn_res", "rollout_attn_res_ln", "rollout_ff_res", "rollout_ff_res_ln",
+              "flow", "effective_attention", "alti", "rollout_alti", "value_zeroing"}
+    assert design <= set(learn.LESSONS)
+    for key in normviz.all_keys():
+        if key in design:
+            assert learn.LESSONS[key].latex and learn.LESSONS[key].papers
+
+
+def test_concurrent_analyses_of_one_shared_model_do_not_mix(monkeypatch):
+    """The app serialises passes per model: normviz records with forward hooks on the shared model."""
+    import normviz
+    from normviz.ui import st_parts
+
+    lm = normviz.load("minilm")
+    texts = ["The cat sat on the mat.", "Dogs bark at night, loudly and often."]
+    alone = [normviz.analyze(lm, t, methods=["attention", "norm"])["norm"] for t in texts]
+    results = {}
+
+    def run(i):
+        results[i] = st_parts._compute(lm, texts[i % 2], "", 64, ["attention", "norm"], None).analysis["norm"]
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i, arr in results.items():
+        assert np.allclose(arr, alone[i % 2], atol=1e-5)
+
+
+def test_ff_budget_lets_minilm_through_and_stops_long_smollm2_texts():
+    # minilm (6 × 384 × 1536, GELU) stays under a minute at the default 128-token cap;
+    # smollm2 (30 × 576 × 1536, SwiGLU) does not (measured ≈ 50 s at 24 tokens on 2 cores)
+    assert data.ff_seconds_estimate(128, 6, 384, 1536, gated=False) < 60
+    assert data.ff_token_limit(60, 6, 384, 1536, gated=False) >= 128
+    assert 15 <= data.ff_token_limit(60, 30, 576, 1536, gated=True) <= 40
+    assert data.ff_seconds_estimate(11, 30, 576, 1536, gated=True) < 60  # the default sentence still works
+
+
+def test_overview_npz_holds_every_grid():
+    s = np.random.default_rng(1).random((2, 3, 4, 4))
+    z = np.load(io.BytesIO(data.stacks_npz({"attention": s, "ff": s[:, :1]}, ["a", "b", "c", "d"])))
+    assert np.allclose(z["attention"], s) and z["ff"].shape == (2, 1, 4, 4) and list(z["tokens"]) == list("abcd")
