@@ -137,6 +137,11 @@ def analyze_encoded(lm: LoadedModel, encoded: list[Encoded], methods=None, optio
     options = dict(options or {})
     keys = resolve_keys(lm, methods)
     layer_methods, model_methods = _plan(keys)
+    longest = max((len(e.ids) for e in encoded), default=0)
+    for name in {**layer_methods, **model_methods}:
+        check = registry.methods()[name].precheck
+        if check is not None:
+            check(longest, lm.n_layers, options)  # refuse a costly input before the forward pass
     ids, mask = pad_batch(encoded, pad_id=0)
     if progress:
         progress(0.0, "forward pass")

@@ -67,6 +67,8 @@ def _run_export(args) -> int:
     for w in caught:
         print(f"warning: {w.message}", file=sys.stderr)
     analysis.to_npz(args.out)
+    for key, note in analysis.notes.items():
+        print(f"note: {key}: {note}", file=sys.stderr)
     shapes = ", ".join(f"{k} {tuple(v.shape)}" for k, v in analysis.arrays.items())
     print(f"wrote {args.out}: {analysis.n_tokens} tokens; {shapes}", file=sys.stderr)
     return 0

@@ -32,6 +32,8 @@ class Method:
     requires: tuple[str, ...] = ()
     opt_in: bool = False  # not computed unless asked for (costly)
     cost_note: str = ""
+    # precheck(n_tokens, n_layers, options) runs before the forward pass and may raise TooCostlyError
+    precheck: Callable | None = None
     references: tuple[str, ...] = field(default_factory=tuple)
 
 

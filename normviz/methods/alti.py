@@ -1,0 +1,63 @@
+"""ALTI, Aggregation of Layer-wise Token-to-token Interactions (Ferrando et al. 2022).
+
+Per layer, from the exact decomposition of the attention block through its residual and norm (the
+``attn_res_ln`` stage: post-LN LN1, pre-LN the norm in front of the FF):
+
+    y_i = Σ_j T_i(x_j) + b_i           T_i(x_j) = ℓ_ij (token parts), b_i the bias term (N(b^O)/s_i + β),
+                                        so y_i is the model's own normalised vector
+    c_ij = max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁)        (the Manhattan proximity of the part to the whole)
+    alti[i, j] = c_ij / Σ_k c_ik
+
+and across layers ``rollout_alti``: R_0 = C_0, R_l = C_l · R_{l−1} (the residual is already inside C;
+``rollout_normalization=receptive_field`` applies to decoders as for the other rollouts).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .registry import KeyInfo, Method, register
+from .rollout import finish, rollout
+
+
+def alti_layer(ctx) -> torch.Tensor:
+    """The ALTI map of one layer, [n, n], computed in row chunks of the per-pair vectors."""
+    out = torch.empty(ctx.n, ctx.n, dtype=ctx.dtype, device=ctx.device)
+    for rows in ctx.row_chunks():
+        parts, bias = ctx.attn_res_ln_vectors(rows)  # [c, n, d], [c, d]
+        parts = parts.to(ctx.acc)
+        y = parts.sum(1) + bias.to(ctx.acc)  # [c, d]
+        y_l1 = y.abs().sum(-1, keepdim=True)  # [c, 1]
+        dist = (y[:, None, :] - parts).abs().sum(-1)  # [c, n]
+        c = (y_l1 - dist).clamp_min(0)
+        s = c.sum(-1, keepdim=True)
+        out[rows] = torch.where(s > 0, c / torch.where(s > 0, s, torch.ones_like(s)), torch.zeros_like(c)).to(ctx.dtype)
+    return out
+
+
+ALTI = register(Method(
+    name="alti", scope="layer",
+    keys=(KeyInfo("alti", "ALTI (per layer)", False,
+                  "c_ij = max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁), row-normalised, from the attn_res_ln parts "
+                  "(Ferrando et al. 2022).", rows_sum_to_one=True),),
+    compute=lambda ctx, keys, options: {"alti": alti_layer(ctx)},
+    cost_note="O(n²·d) per layer, in row chunks",
+    references=("Ferrando et al. 2022, Measuring the Mixing of Contextual Information in the Transformer",),
+))
+
+
+def _rollout_alti(arrays, analysis, keys, options):
+    """R_l = C_l·R_{l−1}; for decoders the receptive-field option of the other rollouts applies too."""
+    a = arrays["alti"]
+    r = finish("rollout_alti", rollout(a.astype(np.float64)), False, analysis, options)
+    return {"rollout_alti": r.astype(a.dtype)}
+
+
+ROLLOUT_ALTI = register(Method(
+    name="rollout_alti", scope="model", requires=("alti",),
+    keys=(KeyInfo("rollout_alti", "ALTI rollout", False,
+                  "R_l = alti_l · R_{l−1}, cumulative up to layer l (Ferrando et al. 2022).", rows_sum_to_one=True),),
+    compute=_rollout_alti,
+    cost_note="O(L·n³) after alti",
+    references=("Ferrando et al. 2022",),
+))
