@@ -13,7 +13,8 @@ import pytest
 from scipy.stats import spearmanr
 
 import normviz
-from normviz.corpus.engine import process_chunk
+from normviz.corpus.engine import batch_maps, process_chunk
+from normviz.tokens import encode
 from normviz.corpus.results import tables
 from normviz.corpus.stats import CATEGORIES, STATISTICS, categorize, merge, rowwise_spearman
 
@@ -107,13 +108,15 @@ def setup(request, tiny_bert_dir, tiny_llama_dir):  # noqa: F811
     return lm, state, meta, tables(state, lm.n_layers, lm.n_heads), reference(lm, LINES)
 
 
-def test_fx_norm_method_matches_model_value_vectors(setup):
+def test_fx_norm_matches_model_value_vectors(setup):
     lm, *_ = setup
-    a = normviz.analyze(lm, LINES[0], methods=["fx_norm"])
-    mv = model_vectors(lm, a.token_ids)
+    enc = encode(lm.tokenizer, LINES[0])
+    got = batch_maps(lm, [enc], ["fx_norm"])[0]["fx_norm"]
+    mv = model_vectors(lm, enc.ids)
+    assert got.shape == (lm.n_layers, lm.n_heads, len(enc.ids))
     for l in range(lm.n_layers):
         expected = independent_head_vectors(lm, l, mv[l]["value"]).norm(dim=-1).numpy()
-        np.testing.assert_allclose(a["fx_norm"][l], expected, rtol=1e-10)
+        np.testing.assert_allclose(got[l], expected, rtol=1e-10)
 
 
 def test_every_statistic_matches_reference(setup):

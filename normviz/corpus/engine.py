@@ -84,9 +84,18 @@ def _to_device(rec, device):
     return LayerRecord(*(None if t is None else t.to(device) for t in (rec.x, rec.attn, rec.z_attn, rec.z_ff, rec.out)))
 
 
+FX_NORM = "fx_norm"  # ‖f^h(x_j)‖ [L, H, n]: a per-token quantity, not a token-to-token map (kept out of the map registry)
+
+
+def fx_norm(ctx) -> torch.Tensor:
+    """‖f^h(x_j)‖ for every head and token of one layer, [H, n] (Kobayashi et al. 2020, §4.1), with
+    f^h(x_j) = (x̂_j W^V_h + b^V_h) W^O_h from :attr:`LayerDecomposition.head_vectors` (b^O excluded)."""
+    return ctx.head_vectors.to(ctx.acc).norm(dim=-1).to(ctx.dtype)
+
+
 @torch.no_grad()
 def batch_maps(lm, encs: list[Encoded], keys: list[str]) -> list[dict[str, np.ndarray]]:
-    """The maps ``keys`` of each sequence of one right-padded batch (one forward pass), as numpy.
+    """The maps ``keys`` (plus ``fx_norm``) of each sequence of one right-padded batch (one forward pass).
 
     Same computation as :func:`normviz.analysis.analyze_encoded` (registry methods on a
     :class:`~normviz.decompose.LayerDecomposition` per layer); records are moved to each layer's own device
@@ -97,6 +106,8 @@ def batch_maps(lm, encs: list[Encoded], keys: list[str]) -> list[dict[str, np.nd
 
     by_method: dict[str, list[str]] = {}
     for k in keys:
+        if k == FX_NORM:
+            continue
         method, _ = registry.lookup(k)
         by_method.setdefault(method.name, []).append(k)
     ids, mask = pad_batch(encs, pad_id=0)
@@ -113,6 +124,8 @@ def batch_maps(lm, encs: list[Encoded], keys: list[str]) -> list[dict[str, np.nd
                 res = registry.methods()[name].compute(ctx, ks, {})
                 for k in ks:
                     per_key[k].append(res[k].to("cpu"))
+            if FX_NORM in per_key:
+                per_key[FX_NORM].append(fx_norm(ctx).to("cpu"))
         out.append({k: torch.stack(v).numpy() for k, v in per_key.items()})
     return out
 

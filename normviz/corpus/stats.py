@@ -53,7 +53,7 @@ def ff_after_keys(placement: str) -> tuple[str, ...]:
 
 
 def needed_keys(stats, placement: str) -> list[str]:
-    """The maps (registry keys) the chosen statistics need."""
+    """The maps the chosen statistics need: registry keys, plus ``fx_norm`` (‖f(x)‖ per head and token)."""
     keys: list[str] = []
 
     def add(*ks):
