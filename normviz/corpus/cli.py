@@ -17,7 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stats", nargs="*", default=None,
                    help="statistics to compute (default: all): " + "; ".join(f"{k} = {v}" for k, v in STAT_TITLES.items()))
     p.add_argument("--batch-size", type=int, default=16, help="sentences per forward pass (default 16)")
-    p.add_argument("--chunk-size", type=int, default=256, help="lines per checkpointed chunk (default 256)")
+    p.add_argument("--chunk-size", type=int, default=64, help="lines per checkpointed chunk (default 64)")
     p.add_argument("--max-tokens", type=int, default=None,
                    help="skip (and log) lines longer than this many tokens (default: the model's window)")
     p.add_argument("--limit", type=int, default=None, help="read at most this many lines")

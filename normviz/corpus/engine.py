@@ -38,7 +38,7 @@ class CorpusJob:
     out: str
     stats: tuple[str, ...] = STATISTICS
     batch_size: int = 16
-    chunk_size: int = 256
+    chunk_size: int = 64
     max_tokens: int | None = None  # longer lines are skipped and logged (default: the model's window)
     limit: int | None = None  # read at most this many lines
     dtype: str = "float32"
