@@ -1,0 +1,127 @@
+"""Plotly figures of corpus statistics (no Streamlit import): they take the tables of
+:mod:`normviz.corpus.results` and return ``go.Figure`` objects.
+
+Colours follow the app: one qualitative colour per map, the same across figures; Viridis for heatmaps
+(RdBu around 0 when the statistic is signed).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .results import PAPER_REFERENCE
+from .stats import CATEGORIES
+
+WEIGHT_COLOR = "#9aa5b8"
+NORM_COLOR = "#2a6fdb"
+MAP_COLORS = {
+    "attention": "#9aa5b8", "norm": "#2a6fdb", "norm_layer": "#2a6fdb", "attn_res": "#e8871e",
+    "attn_res_ln": "#c4302b", "ff": "#2e9e5b", "ff_res": "#7b4fc9", "ff_res_ln": "#1a1d24",
+}
+MAP_TITLES = {
+    "attention": "weights α", "norm": "norms ‖αf(x)‖", "norm_layer": "norms ‖Σ_h αf(x)‖", "attn_res": "+ residual",
+    "attn_res_ln": "+ residual + norm", "ff": "FF", "ff_res": "FF + residual", "ff_res_ln": "FF + residual + norm",
+}
+COLUMN_TITLES = {
+    "fx_cv": "CV of ‖f(x)‖ (per sentence)", "fx_cv_pooled": "CV of ‖f(x)‖ (whole corpus)",
+    "fx_norm_mean": "mean ‖f(x)‖", "rho_alpha_fx": "Spearman ρ(α, ‖f(x)‖)",
+    "rho_fx_freq": "Spearman ρ(‖f(x)‖, frequency rank)", "mixing_attention": "mixing ratio, weights",
+    "mixing_norm": "mixing ratio, norms ‖αf(x)‖",
+}
+
+
+def column_title(col: str) -> str:
+    if col in COLUMN_TITLES:
+        return COLUMN_TITLES[col]
+    for prefix, what in (("mixing_", "mixing ratio, "), ("ff_change_", "FF change, attn_res_ln → ")):
+        if col.startswith(prefix):
+            key = col[len(prefix):]
+            return what + (key if prefix == "ff_change_" else MAP_TITLES.get(key, key))
+    return col
+
+
+def _layout(fig: go.Figure, title: str, height: int = 380, font_size: int = 12) -> go.Figure:
+    fig.update_layout(title=dict(text=title, x=0.0, xanchor="left", font=dict(size=font_size + 2)),
+                      height=int(height * max(1.0, font_size / 12)), font=dict(size=font_size),
+                      margin=dict(l=10, r=10, t=60 + font_size, b=10), legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
+def category_shares(shares: pd.DataFrame, layers=None, heads=None, font_size: int = 12) -> go.Figure:
+    """Bars by token category: share of attention weight (left) vs share of norm ‖αf(x)‖ (right), averaged
+    over the chosen layers and heads (all by default). A dashed tick marks each category's share of tokens."""
+    df = shares
+    if layers is not None:
+        df = df[df["layer"].isin(list(layers))]
+    if heads is not None:
+        df = df[df["head"].isin(list(heads))]
+    mean = df.groupby("category", sort=False)[["weight_share", "norm_share", "token_share"]].mean()
+    mean = mean.reindex([c for c in CATEGORIES if c in mean.index])
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, subplot_titles=("attention weight α", "norm ‖αf(x)‖"))
+    for col, (name, color) in enumerate((("weight_share", WEIGHT_COLOR), ("norm_share", NORM_COLOR)), start=1):
+        fig.add_trace(go.Bar(x=list(mean.index), y=mean[name], marker_color=color, name=name.replace("_", " "),
+                             hovertemplate="%{x}: %{y:.3f}<extra></extra>"), row=1, col=col)
+        fig.add_trace(go.Scatter(x=list(mean.index), y=mean["token_share"], mode="markers",
+                                 marker=dict(symbol="line-ew-open", size=28, color="#1a1d24"),
+                                 name="share of tokens", showlegend=col == 1,
+                                 hovertemplate="%{x}: %{y:.3f} of tokens<extra></extra>"), row=1, col=col)
+    fig.update_yaxes(title_text="mean share received", row=1, col=1)
+    where = "all layers and heads" if layers is None and heads is None else "selected layers/heads"
+    return _layout(fig, f"What each token category receives ({where})", font_size=font_size)
+
+
+def category_by_layer(shares: pd.DataFrame, category: str, font_size: int = 12) -> go.Figure:
+    """Per-layer share (mean over heads) of one category under weights and under norms."""
+    df = shares[shares["category"] == category].groupby("layer")[["weight_share", "norm_share", "token_share"]].mean()
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=df.index, y=df["weight_share"], name="weight α", line=dict(color=WEIGHT_COLOR, width=3)))
+    fig.add_trace(go.Scatter(x=df.index, y=df["norm_share"], name="norm ‖αf(x)‖", line=dict(color=NORM_COLOR, width=3)))
+    fig.add_trace(go.Scatter(x=df.index, y=df["token_share"], name="share of tokens",
+                             line=dict(color="#1a1d24", dash="dot")))
+    fig.update_xaxes(title_text="layer", dtick=1 if len(df) <= 16 else None)
+    fig.update_yaxes(title_text="mean share received")
+    return _layout(fig, f"Share received by '{category}' tokens, per layer", font_size=font_size)
+
+
+def layer_lines(layer_stats: pd.DataFrame, columns: list[str], title: str = "", reference: bool = True,
+                font_size: int = 12) -> go.Figure:
+    """One line per statistic across layers; dashed lines mark the papers' BERT-base means where known."""
+    fig = go.Figure()
+    n_refs = 0
+    for col in columns:
+        if col not in layer_stats:
+            continue
+        key = col.split("_", 1)[1] if col.startswith("mixing_") else col
+        color = MAP_COLORS.get(key) if col.startswith("mixing_") else None
+        fig.add_trace(go.Scatter(x=layer_stats["layer"], y=layer_stats[col], mode="lines+markers",
+                                 name=column_title(col), line=dict(color=color, width=3)))
+        ref = PAPER_REFERENCE.get(col)
+        if reference and ref:
+            fig.add_hline(y=ref["value"], line=dict(color=color or "#1a1d24", dash="dash", width=1),
+                          annotation_text=f"BERT-base {ref['value']:g}",
+                          annotation_position="top left" if n_refs % 2 == 0 else "bottom right",
+                          annotation_font_size=10)
+            n_refs += 1
+    fig.update_xaxes(title_text="layer", dtick=1 if len(layer_stats) <= 16 else None)
+    return _layout(fig, title or ", ".join(column_title(c) for c in columns), font_size=font_size)
+
+
+def head_heatmap(head_stats: pd.DataFrame, column: str, font_size: int = 12) -> go.Figure:
+    """Head × layer heatmap of one per-head statistic."""
+    piv = head_stats.pivot(index="head", columns="layer", values=column)
+    z = piv.to_numpy(dtype=np.float64)
+    signed = np.nanmin(z) < 0 if np.isfinite(z).any() else False
+    fig = go.Figure(go.Heatmap(
+        z=z, x=list(piv.columns), y=list(piv.index), colorscale="RdBu_r" if signed else "Viridis",
+        zmid=0.0 if signed else None, colorbar=dict(thickness=14),
+        hovertemplate="layer %{x}, head %{y}: %{z:.4f}<extra></extra>",
+    ))
+    fig.update_xaxes(title_text="layer", dtick=1 if z.shape[1] <= 16 else None)
+    fig.update_yaxes(title_text="head", autorange="reversed", dtick=1)
+    return _layout(fig, f"{column_title(column)} per head", height=max(320, 80 + 24 * z.shape[0]), font_size=font_size)
+
+
+def head_columns(head_stats: pd.DataFrame) -> list[str]:
+    return [c for c in head_stats.columns if c not in ("layer", "head")]
