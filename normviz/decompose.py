@@ -119,9 +119,14 @@ class LayerDecomposition:
     def head_values(self) -> torch.Tensor:
         """v^h(x_j) = x̂_j W^V_h + b^V_h per query head (GQA: shared by its group), shape [H, n, head_dim]."""
         p = self.p
-        v = self.x_hat @ p.w_v
-        if p.b_v is not None:
-            v = v + p.b_v
+        width = p.n_kv_heads * p.head_dim
+        if self.rec.v is not None:  # recorded in the forward pass: exactly the values the model used
+            v = self.rec.v[:, -width:] if self.rec.v.shape[-1] != width else self.rec.v  # GPT-2: q|k|v → v
+            v = v.to(self.dtype)
+        else:
+            v = self.x_hat @ p.w_v
+            if p.b_v is not None:
+                v = v + p.b_v
         v = v.reshape(self.n, p.n_kv_heads, p.head_dim).transpose(0, 1)  # [KV, n, dh]
         if p.n_kv_heads != p.n_heads:
             v = v.repeat_interleave(p.n_heads // p.n_kv_heads, dim=0)
@@ -178,17 +183,16 @@ class LayerDecomposition:
         Computed in the working dtype: on the embedded models the float32 maps stay within 6e-7 (elementwise,
         relative) of a float64 Gram; float64 models get float64 throughout."""
         e = self._span_vectors
-        et = e.transpose(1, 2)
-        plain = torch.bmm(e, et)
+        plain = torch.bmm(e, e.transpose(1, 2))
         norm = self.ln_attn
-        g2 = norm.weight.to(self.dtype) ** 2
-        eg = e * g2
-        weighted = torch.bmm(eg, et)
+        g = norm.weight.to(self.dtype)
+        eg = e * g
+        weighted = torch.bmm(eg, eg.transpose(1, 2))  # Σ_k γ_k² a_k b_k
         if norm.kind == "layernorm":
-            s = eg.sum(-1)  # Σ_k γ_k² e_k, [n, H+1]
-            m = e.mean(-1)
+            s = eg @ g  # Σ_k γ_k² e_k, [n, H+1]
+            m = e @ torch.full_like(g, 1.0 / g.shape[0])  # ē
             weighted = (weighted - m.unsqueeze(1) * s.unsqueeze(2) - m.unsqueeze(2) * s.unsqueeze(1)
-                        + g2.sum() * m.unsqueeze(2) * m.unsqueeze(1))
+                        + (g @ g) * m.unsqueeze(2) * m.unsqueeze(1))
         return plain, weighted
 
     @staticmethod
@@ -214,20 +218,26 @@ class LayerDecomposition:
 
     @cached_property
     def _alpha_jih(self) -> torch.Tensor:
-        """α laid out [j, i, h] for products batched over the contributing token j."""
-        return self.alpha.permute(2, 1, 0).contiguous()
+        """α as a [j, i, h] view for products batched over the contributing token j (each head's [n, n] block
+        is transposed once, which is far cheaper than a full 3-d permutation)."""
+        return self.alpha.transpose(1, 2).contiguous().permute(1, 2, 0)
 
-    def _pair_norms(self, r: torch.Tensor) -> torch.Tensor:
-        """‖Σ_h α^h_ij f^h_j + δ_ij x_j‖ = ‖R_j c_ij‖, c_ij = (α_ij, δ_ij), as an [i, j] matrix."""
+    @cached_property
+    def _stage_norms(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """‖R_j c_ij‖ for c_ij = (α_ij, δ_ij) under both factors (plain, normed), as [i, j] matrices: one
+        batched product over j serves both stages."""
         H = self.alpha.shape[0]
-        b = torch.bmm(self._alpha_jih, r[:, :, :H].transpose(1, 2))  # [j, i, H+1]
+        r_plain, r_norm = self._factors
+        r = torch.cat([r_plain, r_norm], dim=1)  # [n, 2(H+1), H+1]
+        b = torch.bmm(self._alpha_jih, r[:, :, :H].transpose(1, 2))  # [j, i, 2(H+1)]
         idx = torch.arange(self.n, device=self.device)
-        b[idx, idx] += r[:, :, H]
-        return b.norm(dim=-1).T
+        b[idx, idx] += r[:, :, H]  # the residual x_j enters only at i = j
+        k = r_plain.shape[1]
+        return b[..., :k].norm(dim=-1).T, b[..., k:].norm(dim=-1).T
 
     @cached_property
     def _attn_res(self) -> torch.Tensor:
-        return self._pair_norms(self._factors[0])
+        return self._stage_norms[0]
 
     def attention(self) -> torch.Tensor:
         return self.rec.attn
@@ -254,7 +264,7 @@ class LayerDecomposition:
 
     def attn_res_ln(self) -> torch.Tensor:
         """‖N(u_ij)‖ / s_i with N = γ⊙centre (LayerNorm) or γ⊙· (RMSNorm), [n, n]."""
-        return self._pair_norms(self._factors[1]) / self.ln_scale[:, None]
+        return self._stage_norms[1] / self.ln_scale[:, None]
 
     # ---- per-pair vectors (row chunks)
     def _mix(self, f: torch.Tensor, x: torch.Tensor, rows: slice) -> torch.Tensor:

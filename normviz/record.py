@@ -7,6 +7,7 @@ For layer l the record holds
                     pre-LN: x + Attn(LN1 x) (LN2's input)
   z_ff   [n, d]     post-LN only: h + FF(h) (LN2's input)
   out    [n, d]     layer output
+  v      [n, ·]     the value projection's own output (GPT-2: the fused q|k|v output)
 Sequences of a batch are right-padded; records are cut back to each sequence's own length, so padded
 positions never reach a map.
 """
@@ -28,6 +29,7 @@ class LayerRecord:
     z_attn: torch.Tensor
     z_ff: torch.Tensor | None
     out: torch.Tensor
+    v: torch.Tensor | None = None  # output of the value projection (fused qkv for GPT-2), biases included
 
 
 def _first_tensor(args, kwargs, name="hidden_states"):
@@ -88,6 +90,7 @@ def _record(lm: LoadedModel, input_ids: torch.Tensor, attention_mask: torch.Tens
         for i, layer in enumerate(layers):
             handles.append(layer.register_forward_pre_hook(pre_hook((i, "x")), with_kwargs=True))
             handles.append(layer.register_forward_hook(out_hook((i, "out"))))
+            handles.append(get_path(layer, spec.value).register_forward_hook(out_hook((i, "v"))))
             if spec.placement == "post":
                 handles.append(get_path(layer, spec.norm1).register_forward_pre_hook(in_hook((i, "z_attn"))))
                 handles.append(get_path(layer, spec.norm2).register_forward_pre_hook(in_hook((i, "z_ff"))))
@@ -115,6 +118,7 @@ def _record(lm: LoadedModel, input_ids: torch.Tensor, attention_mask: torch.Tens
                 z_attn=store[(i, "z_attn")][b, :n],
                 z_ff=z_ff[b, :n] if z_ff is not None else None,
                 out=store[(i, "out")][b, :n],
+                v=store[(i, "v")][b, :n],
             ))
         records.append(seq)
     return records
