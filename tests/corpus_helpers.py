@@ -8,6 +8,8 @@ import pytest
 import torch
 import transformers as tf
 
+from .tiny import randomize_weights
+
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "assets" / "corpus" / "us_founding_documents.txt"
 PAIRS = REPO / "assets" / "corpus" / "us_declaration_pairs.tsv"
@@ -32,14 +34,7 @@ def make_tiny_dir(arch: str, path: Path, seed: int = 0) -> Path:
                              pad_token_id=0, **common)
     torch.manual_seed(seed)
     model = tf.AutoModel.from_config(cfg, attn_implementation="eager").eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name.lower() and name.endswith("weight"):
-                p.normal_(1.0, 0.3)
-            elif name.endswith("bias"):
-                p.normal_(0.0, 0.3)
-            else:
-                p.normal_(0.0, 0.35)
+    randomize_weights(model)
     model.save_pretrained(path)
     tok.save_pretrained(path)
     return path

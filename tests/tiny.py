@@ -40,20 +40,25 @@ def _configs():
 ARCHS = list(_configs())
 
 
+@torch.no_grad()
+def randomize_weights(model) -> None:
+    """Weights large enough to make every nonlinearity matter; norm scales around 1."""
+    for name, p in model.named_parameters():
+        if "norm" in name.lower() and name.endswith("weight"):
+            p.normal_(1.0, 0.3)
+        elif name.endswith("bias"):
+            p.normal_(0.0, 0.3)
+        else:
+            p.normal_(0.0, 0.35)
+
+
 def tiny_model(arch: str, seed: int = 0, dtype=torch.float64):
-    """A random base model whose weights are large enough to make every nonlinearity matter."""
+    """A random base model of one supported architecture, ready for analysis."""
     config = _configs()[arch]
     config._attn_implementation = "eager"
     torch.manual_seed(seed)
     model = tf.AutoModel.from_config(config, attn_implementation="eager").to(dtype).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name.lower() and name.endswith("weight"):
-                p.normal_(1.0, 0.3)
-            elif name.endswith("bias"):
-                p.normal_(0.0, 0.3)
-            else:
-                p.normal_(0.0, 0.35)
+    randomize_weights(model)
     return normviz.from_model(model, None, name=f"tiny-{arch}")
 
 
