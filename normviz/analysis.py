@@ -11,7 +11,7 @@ from . import methods as _methods  # registers built-in methods
 from .decompose import CHUNK_BYTES, LayerDecomposition
 from .errors import NormvizError, UnknownMethodError
 from .models.loading import LoadedModel
-from .record import record
+from .record import model_lock, record
 from .tokens import Encoded, encode, pad_batch
 
 registry = _methods
@@ -134,6 +134,12 @@ def _to_numpy(t: torch.Tensor) -> np.ndarray:
 def analyze_encoded(lm: LoadedModel, encoded: list[Encoded], methods=None, options: dict | None = None,
                     progress: Callable[[float, str], None] | None = None, chunk_bytes: int = CHUNK_BYTES,
                     texts: list[tuple[str, str | None]] | None = None) -> list[Analysis]:
+    # Recording and some methods (value zeroing) put hooks on the shared model: one analysis at a time per model.
+    with model_lock(lm.model):
+        return _analyze_encoded(lm, encoded, methods, options, progress, chunk_bytes, texts)
+
+
+def _analyze_encoded(lm, encoded, methods, options, progress, chunk_bytes, texts) -> list[Analysis]:
     options = dict(options or {})
     keys = resolve_keys(lm, methods)
     layer_methods, model_methods = _plan(keys)

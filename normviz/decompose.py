@@ -235,10 +235,6 @@ class LayerDecomposition:
         k = r_plain.shape[1]
         return b[..., :k].norm(dim=-1).T, b[..., k:].norm(dim=-1).T
 
-    @cached_property
-    def _attn_res(self) -> torch.Tensor:
-        return self._stage_norms[0]
-
     def attention(self) -> torch.Tensor:
         return self.rec.attn
 
@@ -251,7 +247,7 @@ class LayerDecomposition:
     def norm_layer(self) -> torch.Tensor:
         """‖Σ_h α^h_ij f^h(x_j)‖, [n, n]: attn_res off the diagonal, where the residual does not enter."""
         H = self.alpha.shape[0]
-        out = self._attn_res.clone()
+        out = self._stage_norms[0].clone()
         r = self._factors[0]
         diag_alpha = torch.diagonal(self.alpha, dim1=1, dim2=2).T  # [n, H] = α^h_jj
         idx = torch.arange(self.n, device=self.device)
@@ -260,7 +256,7 @@ class LayerDecomposition:
 
     def attn_res(self) -> torch.Tensor:
         """‖Σ_h α^h_ij f^h(x_j) + δ_ij x_j‖, [n, n]."""
-        return self._attn_res
+        return self._stage_norms[0]
 
     def attn_res_ln(self) -> torch.Tensor:
         """‖N(u_ij)‖ / s_i with N = γ⊙centre (LayerNorm) or γ⊙· (RMSNorm), [n, n]."""

@@ -6,7 +6,6 @@ by :mod:`normviz.viz`. Errors meant for users (``normviz.errors.NormvizError``) 
 from __future__ import annotations
 
 import os
-import threading
 import warnings
 from dataclasses import dataclass, field, replace
 
@@ -37,19 +36,6 @@ def model_cache() -> BoundedCache:
 def analysis_cache() -> BoundedCache:
     """Analyses keyed on (model source, revision, device, dtype, text, pair, token cap, maps)."""
     return BoundedCache(ANALYSIS_ENTRIES)
-
-
-@st.cache_resource(show_spinner=False)
-def _model_locks() -> dict:
-    return {"_guard": threading.Lock()}
-
-
-def model_lock(lm) -> threading.Lock:
-    """One lock per loaded model: normviz records a pass with forward hooks on the shared model, so two
-    sessions must not run it at the same time (their hooks would see each other's activations)."""
-    locks = _model_locks()
-    with locks["_guard"]:
-        return locks.setdefault(lm.cache_key, threading.Lock())
 
 
 # --- view state ------------------------------------------------------------------------------------------
@@ -187,11 +173,7 @@ def _analysis_key(lm, text: str, pair: str, cap: int, keys: tuple[str, ...]):
 
 
 def _compute(lm, text: str, pair: str | None, cap: int, keys: list[str], progress) -> Result:
-    with model_lock(lm):
-        return _compute_unlocked(lm, text, pair, cap, keys, progress)
-
-
-def _compute_unlocked(lm, text: str, pair: str | None, cap: int, keys: list[str], progress) -> Result:
+    """One analysis; normviz itself serialises analyses of a shared model (its hooks are per model)."""
     notes: list[str] = []
     errors: dict[str, str] = {}
     with warnings.catch_warnings(record=True) as caught:
