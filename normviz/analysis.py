@@ -126,6 +126,15 @@ def _plan(keys: list[str]):
     return layer_methods, model_methods
 
 
+def layer_contexts(lm: LoadedModel, records, chunk_bytes: int = CHUNK_BYTES):
+    """One :class:`LayerDecomposition` per layer of one sequence's records, each on its layer's device."""
+    for index, rec in enumerate(records):
+        params = lm.layer_params(index)
+        ctx = LayerDecomposition(rec.to(params.w_out.device), params, lm.spec.placement, chunk_bytes=chunk_bytes)
+        ctx.index, ctx.lm = index, lm
+        yield ctx
+
+
 def _to_numpy(t: torch.Tensor) -> np.ndarray:
     return t.detach().to("cpu").numpy()
 
@@ -157,10 +166,7 @@ def _analyze_encoded(lm, encoded, methods, options, progress, chunk_bytes, texts
     total_steps = len(batch_records) * L
     for b, records in enumerate(batch_records):
         arrays: dict[str, np.ndarray] = {}
-        for layer_index, rec in enumerate(records):
-            ctx = LayerDecomposition(rec, lm.layer_params(layer_index), lm.spec.placement, chunk_bytes=chunk_bytes)
-            ctx.index = layer_index
-            ctx.lm = lm
+        for layer_index, ctx in enumerate(layer_contexts(lm, records, chunk_bytes)):
             for name, ks in layer_methods.items():
                 out = registry.methods()[name].compute(ctx, ks, options)
                 for k in ks:

@@ -14,7 +14,7 @@ positions never reach a map.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import torch
 
@@ -30,6 +30,13 @@ class LayerRecord:
     z_ff: torch.Tensor | None
     out: torch.Tensor
     v: torch.Tensor | None = None  # output of the value projection (fused qkv for GPT-2), biases included
+
+    def to(self, device: torch.device) -> "LayerRecord":
+        """The same record on `device` (layers of a model sharded with device_map live on several devices)."""
+        if self.x.device == device:
+            return self
+        return replace(self, **{f.name: getattr(self, f.name).to(device) for f in fields(self)
+                                if getattr(self, f.name) is not None})
 
 
 def _first_tensor(args, kwargs, name="hidden_states"):

@@ -76,14 +76,6 @@ def validate_job(job: CorpusJob) -> None:
 
 
 # ---------------------------------------------------------------------------- maps of a batch
-def _to_device(rec, device):
-    from ..record import LayerRecord
-
-    if rec.x.device == device:
-        return rec
-    return LayerRecord(*(None if t is None else t.to(device) for t in (rec.x, rec.attn, rec.z_attn, rec.z_ff, rec.out)))
-
-
 FX_NORM = "fx_norm"  # ‖f^h(x_j)‖ [L, H, n]: a per-token quantity, not a token-to-token map (kept out of the map registry)
 
 
@@ -101,7 +93,7 @@ def batch_maps(lm, encs: list[Encoded], keys: list[str]) -> list[dict[str, np.nd
     :class:`~normviz.decompose.LayerDecomposition` per layer); records are moved to each layer's own device
     so that models sharded with ``device_map`` work too.
     """
-    from ..decompose import LayerDecomposition
+    from ..analysis import layer_contexts
     from ..record import record
 
     by_method: dict[str, list[str]] = {}
@@ -115,11 +107,7 @@ def batch_maps(lm, encs: list[Encoded], keys: list[str]) -> list[dict[str, np.nd
     out = []
     for seq in recs:
         per_key: dict[str, list] = {k: [] for k in keys}
-        for i, rec in enumerate(seq):
-            params = lm.layer_params(i)
-            rec = _to_device(rec, params.w_v.device)
-            ctx = LayerDecomposition(rec, params, lm.spec.placement)
-            ctx.index, ctx.lm = i, lm
+        for ctx in layer_contexts(lm, seq):
             for name, ks in by_method.items():
                 res = registry.methods()[name].compute(ctx, ks, {})
                 for k in ks:
