@@ -8,7 +8,8 @@ import numpy as np
 import torch
 
 from . import methods as _methods  # registers built-in methods
-from .decompose import CHUNK_BYTES, LayerDecomposition
+from . import norm_maps
+from .decompose import CHUNK_BYTES, LayerDecomposition, Workspace
 from .errors import NormvizError, UnknownMethodError
 from .models.loading import LoadedModel
 from .record import model_lock, record
@@ -126,17 +127,49 @@ def _plan(keys: list[str]):
     return layer_methods, model_methods
 
 
-def layer_contexts(lm: LoadedModel, records, chunk_bytes: int = CHUNK_BYTES):
-    """One :class:`LayerDecomposition` per layer of one sequence's records, each on its layer's device."""
+def layer_contexts(lm: LoadedModel, records, chunk_bytes: int = CHUNK_BYTES,
+                   targets: Callable[[int], dict[str, torch.Tensor]] | None = None):
+    """One :class:`LayerDecomposition` per layer of one sequence's records, each on its layer's device.
+
+    The layers share one :class:`Workspace` (scratch buffers); ``targets(layer)`` may give output buffers
+    that the maps of that layer are written into directly."""
+    workspace = Workspace()
     for index, rec in enumerate(records):
         params = lm.layer_params(index)
-        ctx = LayerDecomposition(rec.to(params.w_out.device), params, lm.spec.placement, chunk_bytes=chunk_bytes)
+        ctx = LayerDecomposition(rec.to(params.w_out.device), params, lm.spec.placement, chunk_bytes=chunk_bytes,
+                                 workspace=workspace, targets=targets(index) if targets else None)
         ctx.index, ctx.lm = index, lm
         yield ctx
 
 
 def _to_numpy(t: torch.Tensor) -> np.ndarray:
     return t.detach().to("cpu").numpy()
+
+
+def _norm_family_runs(ctxs, layer_methods: dict[str, list[str]], arrays: dict[str, np.ndarray]) -> set[str]:
+    """On CPU, the attention weights and the norm family of all layers up front, in runs of layers that share
+    each compiled kernel call (:mod:`normviz.norm_maps`), written into the result arrays. Returns the keys
+    done (none where the kernels can't serve these layers: the per-layer path then computes them)."""
+    keys = [k for k in layer_methods.get(_methods.core.NORM.name, []) if k in norm_maps.KEYS]
+    if not keys or not norm_maps.applicable(ctxs):
+        return set()
+    L, c0 = len(ctxs), ctxs[0]
+    H, n = c0.alpha.shape[0], c0.n
+    dtype = torch.empty(0, dtype=c0.dtype).numpy().dtype
+    fresh = {k: np.empty((L, H, n, n) if k == "norm" else (L, n, n), dtype=dtype) for k in keys}
+    alpha = None
+    if "attention" in layer_methods.get(_methods.core.ATTENTION.name, []):
+        fresh["attention"] = np.empty((L, H, n, n), dtype=dtype)
+        for layer, c in enumerate(ctxs):
+            fresh["attention"][layer] = _to_numpy(c.attention())
+        alpha = torch.from_numpy(fresh["attention"])
+    for run in norm_maps.runs(ctxs):
+        res = norm_maps.norm_family_run(ctxs[run], keys, {k: torch.from_numpy(fresh[k][run]) for k in keys},
+                                        alpha=alpha[run] if alpha is not None else None)
+        if res is None:  # kernels unavailable after all: leave everything to the per-layer path
+            return set()
+    arrays.update(fresh)
+    return set(fresh)
 
 
 @torch.no_grad()
@@ -166,14 +199,27 @@ def _analyze_encoded(lm, encoded, methods, options, progress, chunk_bytes, texts
     total_steps = len(batch_records) * L
     for b, records in enumerate(batch_records):
         arrays: dict[str, np.ndarray] = {}
-        for layer_index, ctx in enumerate(layer_contexts(lm, records, chunk_bytes)):
+
+        def targets(layer_index: int) -> dict[str, torch.Tensor]:
+            # maps are written straight into their slice of the result arrays once those exist
+            return {k: torch.from_numpy(a[layer_index]) for k, a in arrays.items()}
+
+        ctxs = list(layer_contexts(lm, records, chunk_bytes, targets))
+        done = _norm_family_runs(ctxs, layer_methods, arrays)
+        for layer_index in range(L):
+            ctx, ctxs[layer_index] = ctxs[layer_index], None  # each layer's caches go when it is done
             for name, ks in layer_methods.items():
+                ks = [k for k in ks if k not in done]
+                if not ks:
+                    continue
                 out = registry.methods()[name].compute(ctx, ks, options)
                 for k in ks:
-                    value = _to_numpy(out[k])
                     if k not in arrays:  # preallocate [L, ...] once instead of stacking at the end
+                        value = _to_numpy(out[k])
                         arrays[k] = np.empty((L,) + value.shape, dtype=value.dtype)
-                    arrays[k][layer_index] = value
+                    dest = arrays[k][layer_index]
+                    if out[k].device.type != "cpu" or out[k].data_ptr() != dest.ctypes.data:
+                        dest[...] = _to_numpy(out[k])
             del ctx
             if progress:
                 progress((b * L + layer_index + 1) / total_steps, f"layer {layer_index + 1}/{L}")

@@ -11,9 +11,10 @@ Stages (each: Σ_j part_ij + bias_i = the model's own vector):
   ff_res       ff_ij + (u_ij pre-LN | ℓ_ij post-LN)
   ff_res_ln    post-LN only: LN2 decomposed like attn_res_ln
 
-Norm maps never build [H,n,n,d]: every per-pair vector of contributing token j lies in span{f^1_j … f^H_j, x_j};
-with coordinates R_j of those H+1 vectors in an orthonormal basis (a factor of their Gram matrix),
-‖Σ_h c_h f^h_j + c_x x_j‖ = ‖R_j c‖, an (H+1)-vector per pair, one batched product per stage.
+Norm maps never build [H,n,n,d]: every per-pair vector of contributing token j is a combination
+Σ_h c_h f^h_j + c_x x_j of the H+1 span vectors of j, so its squared norm is cᵀ G_j c with G_j their
+(H+1)×(H+1) Gram matrix (plain, or under the norm's linear part). Off the diagonal c = α_ij (the residual
+enters only at i = j), which :mod:`normviz.pair_norms` sums in α's own layout; the n diagonal pairs add x_j.
 The FF maps are O(n²·d·d_ff) and are computed in row chunks of bounded memory.
 """
 from __future__ import annotations
@@ -24,6 +25,8 @@ import numpy as np
 import torch
 
 from .models.params import LayerParams
+from . import norm_maps
+from .pair_norms import pair_norms_torch
 from .record import LayerRecord
 
 CHUNK_BYTES = 32 * 2**20  # per row chunk of per-pair vectors: large enough for few chunks, small enough to reuse heap memory
@@ -90,11 +93,30 @@ def check_activation(act, gated: bool) -> str | None:
     return None
 
 
+# ---------------------------------------------------------------- scratch memory
+class Workspace:
+    """Scratch buffers reused from layer to layer (same shape each time), so that the large temporaries are
+    allocated and page-faulted in once per analysis instead of once per layer. Contents are only valid
+    inside the call that filled them."""
+
+    def __init__(self):
+        self._buffers: dict[str, torch.Tensor] = {}
+
+    def buffer(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        t = self._buffers.get(name)
+        if t is None or tuple(t.shape) != tuple(shape) or t.dtype != dtype or t.device != device:
+            t = torch.empty(shape, dtype=dtype, device=device)
+            self._buffers[name] = t
+        return t
+
+
 # ---------------------------------------------------------------- one layer
 class LayerDecomposition:
     """All maps of one layer, as pure functions of its record and parameters (lazily cached)."""
 
-    def __init__(self, rec: LayerRecord, params: LayerParams, placement: str, chunk_bytes: int = CHUNK_BYTES):
+    def __init__(self, rec: LayerRecord, params: LayerParams, placement: str, chunk_bytes: int = CHUNK_BYTES,
+                 workspace: "Workspace | None" = None, targets: dict[str, torch.Tensor] | None = None,
+                 use_kernel: bool | None = None):
         self.rec = rec
         self.p = params
         self.placement = placement
@@ -103,6 +125,9 @@ class LayerDecomposition:
         self.acc = accumulation_dtype(self.dtype, self.device)
         self.chunk_bytes = chunk_bytes
         self.n = rec.x.shape[0]
+        self.workspace = workspace if workspace is not None else Workspace()
+        self.targets = targets or {}  # key -> output buffer of this layer (e.g. a view of the result array)
+        self.use_kernel = use_kernel  # None: compiled kernels on CPU when available; False: torch only
 
     # ---- head vectors
     @cached_property
@@ -162,105 +187,114 @@ class LayerDecomposition:
         d = self.rec.x.shape[-1]
         return self.p.b_o if self.p.b_o is not None else torch.zeros(d, dtype=self.dtype, device=self.device)
 
-    # ---- norm family (per-token span coordinates)
-    @cached_property
-    def _span_vectors(self) -> torch.Tensor:
-        """[f^1_j … f^H_j, x_j] laid out [n, H+1, d]: every per-pair vector of the norm family with
-        contributing token j is a combination of these H+1 vectors (or of their images under a norm)."""
-        f = self.head_vectors
-        H = f.shape[0]
-        e = torch.empty(self.n, H + 1, f.shape[-1], dtype=self.dtype, device=self.device)
-        e[:, :H] = f.transpose(0, 1)
-        e[:, H] = self.rec.x
-        return e
+    # ---- norm family (per-token Gram matrices)
+    def target(self, key: str, shape: tuple[int, ...]) -> torch.Tensor:
+        """Where map ``key`` is written: the caller's output buffer when it gave one (same shape, dtype and
+        device), else a new tensor."""
+        t = self.targets.get(key)
+        if t is not None and tuple(t.shape) == shape and t.dtype == self.dtype and t.device == self.device:
+            return t
+        return torch.empty(shape, dtype=self.dtype, device=self.device)
 
     @cached_property
     def _grams(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per-token Gram matrices [n, H+1, H+1] of the span vectors, plain and under the norm N after the
-        attention residual: ⟨Na, Nb⟩ = Σ_k γ_k² a_k b_k (RMSNorm); for LayerNorm, with centring,
-        Σγ²ab − b̄ Σγ²a − ā Σγ²b + ā b̄ Σγ².
+        """Per-token Gram matrices [n, H+1, H+1] of e_j = [f^1_j … f^H_j, x_j], plain and under the linear
+        part N of the norm after the attention residual: ⟨Na, Nb⟩ = Σ_k γ_k² a_k b_k (RMSNorm); for LayerNorm,
+        with centring, Σγ²ab − b̄ Σγ²a − ā Σγ²b + ā b̄ Σγ².
 
-        Computed in the working dtype: on the embedded models the float32 maps stay within 6e-7 (elementwise,
-        relative) of a float64 Gram; float64 models get float64 throughout."""
-        e = self._span_vectors
+        On CPU a compiled kernel reads f and x once for both (:mod:`normviz.norm_maps`); elsewhere torch does
+        the same with two batched products. Computed in the working dtype: on the embedded models the
+        float32 maps stay within 6e-7 (elementwise, relative) of a float64 Gram; float64 models get float64."""
+        if norm_maps.applicable([self]):
+            grams = norm_maps.run_grams([self])
+            if grams is not None:
+                return grams[0][0], grams[1][0]
+        H, d = self.p.n_heads, self.rec.x.shape[-1]
+        f = self.workspace.buffer("head_vectors", (H, self.n, d), self.dtype, self.device)
+        torch.bmm(self.head_values, self.p.head_w_o().to(self.dtype), out=f)
+        return self._grams_torch(f, self.rec.x, self.ln_attn.weight.to(self.dtype), self.ln_attn.kind == "layernorm")
+
+    def _grams_torch(self, f: torch.Tensor, x: torch.Tensor, g: torch.Tensor, centre: bool):
+        """The same Grams with torch ops (any device): e laid out [n, H+1, d], then batched products."""
+        H, n, d = f.shape
+        e = self.workspace.buffer("span", (n, H + 1, d), self.dtype, self.device)
+        e[:, :H] = f.transpose(0, 1)
+        e[:, H] = x
         plain = torch.bmm(e, e.transpose(1, 2))
-        norm = self.ln_attn
-        g = norm.weight.to(self.dtype)
-        eg = e * g
+        eg = self.workspace.buffer("span_weighted", (n, H + 1, d), self.dtype, self.device)
+        torch.mul(e, g, out=eg)
         weighted = torch.bmm(eg, eg.transpose(1, 2))  # Σ_k γ_k² a_k b_k
-        if norm.kind == "layernorm":
+        if centre:
             s = eg @ g  # Σ_k γ_k² e_k, [n, H+1]
-            m = e @ torch.full_like(g, 1.0 / g.shape[0])  # ē
+            m = e.mean(-1)  # ē
             weighted = (weighted - m.unsqueeze(1) * s.unsqueeze(2) - m.unsqueeze(2) * s.unsqueeze(1)
                         + (g @ g) * m.unsqueeze(2) * m.unsqueeze(1))
         return plain, weighted
 
-    @staticmethod
-    def factor(gram: torch.Tensor) -> torch.Tensor:
-        """R with RᵀR = G for each PSD matrix G (Cholesky; eigen-factor Λ^½Vᵀ where G is singular)."""
-        solve_on = gram if gram.device.type != "mps" else gram.cpu()
-        lower, info = torch.linalg.cholesky_ex(solve_on)
-        r = lower.transpose(1, 2)
-        bad = torch.nonzero(info).flatten()
-        if bad.numel():
-            evals, evecs = torch.linalg.eigh(solve_on[bad])
-            r = r.clone()
-            r[bad] = evals.clamp_min(0).sqrt().unsqueeze(-1) * evecs.transpose(1, 2)
-        return r.to(gram.device)
-
-    @cached_property
-    def _factors(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Coordinates R_j (RᵀR = G_j) of the span vectors in an orthonormal basis, plain and under N, so that
-        ‖Σ_h c_h f^h_j + c_x x_j‖ = ‖R_j c‖ for any coefficients c (working dtype)."""
-        plain, normed = self._grams
-        r = self.factor(torch.cat([plain, normed], dim=0).to(self.acc)).to(self.dtype)
-        return r[: self.n], r[self.n:]
-
-    @cached_property
-    def _alpha_jih(self) -> torch.Tensor:
-        """α as a [j, i, h] view for products batched over the contributing token j (each head's [n, n] block
-        is transposed once, which is far cheaper than a full 3-d permutation)."""
-        return self.alpha.transpose(1, 2).contiguous().permute(1, 2, 0)
-
-    @cached_property
-    def _stage_norms(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """‖R_j c_ij‖ for c_ij = (α_ij, δ_ij) under both factors (plain, normed), as [i, j] matrices: one
-        batched product over j serves both stages."""
-        H = self.alpha.shape[0]
-        r_plain, r_norm = self._factors
-        r = torch.cat([r_plain, r_norm], dim=1)  # [n, 2(H+1), H+1]
-        b = torch.bmm(self._alpha_jih, r[:, :, :H].transpose(1, 2))  # [j, i, 2(H+1)]
-        idx = torch.arange(self.n, device=self.device)
-        b[idx, idx] += r[:, :, H]  # the residual x_j enters only at i = j
-        k = r_plain.shape[1]
-        return b[..., :k].norm(dim=-1).T, b[..., k:].norm(dim=-1).T
+    def _diagonal_with_residual(self, which: int) -> torch.Tensor:
+        """‖Σ_h α^h_jj f^h_j + x_j‖ (under N for which=1): c_jᵀ G_j c_j with c_j = (α^1_jj … α^H_jj, 1), [n]."""
+        diag_alpha = torch.diagonal(self.alpha, dim1=1, dim2=2).T  # [n, H] = α^h_jj
+        c = torch.cat([diag_alpha, torch.ones(self.n, 1, dtype=self.dtype, device=self.device)], dim=1)
+        gram = self._grams[which]
+        q = (torch.bmm(gram, c.unsqueeze(-1)).squeeze(-1) * c).sum(-1)
+        return q.clamp_min(0).sqrt()
 
     def attention(self) -> torch.Tensor:
         return self.rec.attn
 
+    @cached_property
+    def _head_norms(self) -> torch.Tensor:
+        """‖f^h(x_j)‖, [H, n]: square roots of the plain Gram's diagonal."""
+        H = self.alpha.shape[0]
+        return torch.diagonal(self._grams[0], dim1=1, dim2=2)[:, :H].clamp_min(0).sqrt().T.contiguous()
+
     def norm(self) -> torch.Tensor:
-        """‖α^h_ij f^h(x_j)‖ = α^h_ij ‖f^h(x_j)‖, [H, n, n] (‖f^h_j‖² is a Gram diagonal)."""
+        """‖α^h_ij f^h(x_j)‖ = α^h_ij ‖f^h(x_j)‖, [H, n, n]."""
         H = self.alpha.shape[0]
-        fnorm = torch.diagonal(self._grams[0], dim1=1, dim2=2)[:, :H].clamp_min(0).sqrt().T
-        return self.alpha * fnorm.to(self.dtype)[:, None, :]
+        return torch.mul(self.alpha, self._head_norms[:, None, :], out=self.target("norm", (H, self.n, self.n)))
 
-    def norm_layer(self) -> torch.Tensor:
-        """‖Σ_h α^h_ij f^h(x_j)‖, [n, n]: attn_res off the diagonal, where the residual does not enter."""
+    def norm_family(self, keys) -> dict[str, torch.Tensor]:
+        """The keys asked for among norm, norm_layer, attn_res, attn_res_ln, [n, n] each (norm: [H, n, n]).
+
+        norm_layer  ‖Σ_h α^h_ij f^h_j‖ = sqrt(α_ijᵀ G_j α_ij)
+        attn_res    ‖Σ_h α^h_ij f^h_j + δ_ij x_j‖: norm_layer off the diagonal, where x_j does not enter
+        attn_res_ln ‖N(u_ij)‖ / s_i with N = γ⊙centre (LayerNorm) or γ⊙· (RMSNorm), G under N
+        On CPU this is :func:`normviz.norm_maps.norm_family_run` (compiled kernels); the torch code below is
+        the same formula for other devices (:func:`normviz.pair_norms.pair_norms_torch`)."""
+        keys = list(keys)
+        if norm_maps.applicable([self]):  # CPU: the compiled kernels, as for a run of layers
+            run = norm_maps.norm_family_run([self], keys, targets={k: t[None] for k, t in self.targets.items()})
+            if run is not None:
+                return run[0]
+        out: dict[str, torch.Tensor] = {}
         H = self.alpha.shape[0]
-        out = self._stage_norms[0].clone()
-        r = self._factors[0]
-        diag_alpha = torch.diagonal(self.alpha, dim1=1, dim2=2).T  # [n, H] = α^h_jj
-        idx = torch.arange(self.n, device=self.device)
-        out[idx, idx] = torch.bmm(r[:, :, :H], diag_alpha.unsqueeze(-1)).squeeze(-1).norm(dim=-1)
-        return out
-
-    def attn_res(self) -> torch.Tensor:
-        """‖Σ_h α^h_ij f^h(x_j) + δ_ij x_j‖, [n, n]."""
-        return self._stage_norms[0]
-
-    def attn_res_ln(self) -> torch.Tensor:
-        """‖N(u_ij)‖ / s_i with N = γ⊙centre (LayerNorm) or γ⊙· (RMSNorm), [n, n]."""
-        return self._stage_norms[1] / self.ln_scale[:, None]
+        shape = (self.n, self.n)
+        grams, scales, dests = [], [], []
+        plain_key = next((k for k in ("norm_layer", "attn_res") if k in keys), None)
+        if plain_key:
+            grams.append(self._grams[0][:, :H, :H])
+            scales.append(torch.ones(self.n, dtype=self.dtype, device=self.device))
+            dests.append(self.target(plain_key, shape))
+        if "attn_res_ln" in keys:
+            inv_s = 1.0 / self.ln_scale.to(self.dtype)
+            grams.append(self._grams[1][:, :H, :H])
+            scales.append(inv_s)
+            dests.append(self.target("attn_res_ln", shape))
+        for gram, scale, dest in zip(grams, scales, dests):
+            pair_norms_torch(self.alpha, gram.to(self.dtype), scale, dest)
+        if "norm" in keys:
+            out["norm"] = self.norm()
+        if plain_key:
+            out[plain_key] = dests[0]
+            if plain_key == "norm_layer" and "attn_res" in keys:
+                out["attn_res"] = self.target("attn_res", shape)
+                out["attn_res"].copy_(dests[0])
+            if "attn_res" in out:
+                out["attn_res"].diagonal().copy_(self._diagonal_with_residual(0))
+        if "attn_res_ln" in keys:
+            out["attn_res_ln"] = dests[-1]
+            out["attn_res_ln"].diagonal().copy_(self._diagonal_with_residual(1) * inv_s)
+        return {k: out[k] for k in keys if k in out}
 
     # ---- per-pair vectors (row chunks)
     def _mix(self, f: torch.Tensor, x: torch.Tensor, rows: slice) -> torch.Tensor:

@@ -13,8 +13,7 @@ ATTENTION = register(Method(
 
 
 def _norm_family(ctx, keys, options):
-    fns = {"norm": ctx.norm, "norm_layer": ctx.norm_layer, "attn_res": ctx.attn_res, "attn_res_ln": ctx.attn_res_ln}
-    return {k: fns[k]() for k in keys}
+    return ctx.norm_family(keys)
 
 
 NORM = register(Method(

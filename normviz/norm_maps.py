@@ -1,0 +1,139 @@
+"""The norm family (norm, norm_layer, attn_res, attn_res_ln) for a run of layers at once, on CPU.
+
+Same maths as :meth:`normviz.decompose.LayerDecomposition.norm_family` (which is the reference, and the path
+on GPU/mps): per-token Gram matrices G_j of [f^1_j … f^H_j, x_j], then ‖Σ_h c_h f^h_j + c_x x_j‖² = cᵀ G_j c.
+Here the layers of a run share one call of each compiled kernel (:mod:`normviz.kernels`):
+
+  1. f^h = v^h W^O_h per layer (one batched product each, into one scratch buffer [L, H, n, d]);
+  2. ``span_grams``: plain and normed Grams of every layer and token, in one pass over f and x;
+  3. ``pair_norms``: every α-sized output (norm, and the plain/normed pair sums) in one pass over α;
+  4. the n diagonal pairs, where the residual x_j enters: c_j = (α^1_jj … α^H_jj, 1), batched in torch.
+
+Few large calls instead of dozens of small ones per layer: the CPU's threads are handed between torch and
+the kernels twice per run instead of four times per layer.
+"""
+from __future__ import annotations
+
+import torch
+
+from . import kernels
+from .pair_norms import doubled_upper
+
+KEYS = ("norm", "norm_layer", "attn_res", "attn_res_ln")
+RUN_BYTES = 24 * 2**20  # scratch for the head vectors f of one run (BERT-base: 12 layers at n ≤ 56, 5 at 128, 1 at 512)
+
+
+def applicable(ctxs) -> bool:
+    """Whether the compiled path can serve these layer contexts (CPU, float32/float64, numba present)."""
+    return (bool(ctxs) and kernels.available()
+            and all(c.device.type == "cpu" and c.dtype in (torch.float32, torch.float64)
+                    and c.use_kernel is not False for c in ctxs)
+            and len({(c.dtype, c.n, c.alpha.shape[0], c.rec.x.shape[-1], c.ln_attn.kind) for c in ctxs}) == 1)
+
+
+def runs(ctxs, run_bytes: int = RUN_BYTES):
+    """Consecutive runs of layers whose head vectors fit in ``run_bytes`` together (at least one layer)."""
+    c = ctxs[0]
+    per_layer = c.alpha.shape[0] * c.n * c.rec.x.shape[-1] * c.rec.x.element_size()
+    size = max(1, run_bytes // max(per_layer, 1))
+    for start in range(0, len(ctxs), size):
+        yield slice(start, min(len(ctxs), start + size))
+
+
+def run_grams(ctxs) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Plain and normed Grams [L, n, H+1, H+1] of the layers in ``ctxs`` (one kernel call), or None."""
+    c0 = ctxs[0]
+    L, H, n, d, dtype = len(ctxs), c0.alpha.shape[0], c0.n, c0.rec.x.shape[-1], c0.dtype
+    f = c0.workspace.buffer("head_vectors_run", (L, H, n, d), dtype, c0.device)
+    for layer, c in enumerate(ctxs):
+        torch.bmm(c.head_values, c.p.head_w_o().to(dtype), out=f[layer])
+    x = torch.stack([c.rec.x.to(dtype) for c in ctxs])
+    gamma2 = torch.stack([c.ln_attn.weight.to(dtype) for c in ctxs]).square()
+    plain = torch.empty(L, n, H + 1, H + 1, dtype=dtype)
+    weighted = torch.empty_like(plain)
+    centre = c0.ln_attn.kind == "layernorm"
+    if not kernels.run("span_grams", f.numpy(), x.numpy(), gamma2.numpy(), centre, plain.numpy(), weighted.numpy()):
+        return None
+    return plain, weighted
+
+
+def norm_family_run(ctxs, keys, targets: dict[str, torch.Tensor] | None = None,
+                    alpha: torch.Tensor | None = None) -> list[dict[str, torch.Tensor]] | None:
+    """The keys asked for (among :data:`KEYS`) for each layer of ``ctxs``, or None if the kernels can't run.
+
+    ``targets``: key → [L, …] tensors to write into (e.g. views of the result arrays); ``alpha``: the run's
+    attention weights already stacked [L, H, n, n] (e.g. the `attention` result), else they are stacked here.
+    Each context's Grams are left in its cache, so its other maps reuse them.
+    """
+    keys = [k for k in keys if k in KEYS]
+    grams = run_grams(ctxs)
+    if grams is None:
+        return None
+    plain, weighted = grams
+    for layer, c in enumerate(ctxs):
+        c.__dict__["_grams"] = (plain[layer], weighted[layer])
+    if not keys:
+        return [{} for _ in ctxs]
+    c0 = ctxs[0]
+    L, H, n, dtype = len(ctxs), c0.alpha.shape[0], c0.n, c0.dtype
+    targets = dict(targets or {})
+
+    def dest(key: str, shape: tuple[int, ...]) -> torch.Tensor:
+        t = targets.get(key)
+        if t is not None and tuple(t.shape) == shape and t.dtype == dtype and t.device.type == "cpu":
+            return t
+        return torch.empty(shape, dtype=dtype)
+
+    if alpha is None or tuple(alpha.shape) != (L, H, n, n) or alpha.dtype != dtype:
+        alpha = torch.stack([c.alpha for c in ctxs])
+    out: dict[str, torch.Tensor] = {}
+    stage_grams, stage_scales, stage_dests = [], [], []
+    plain_key = next((k for k in ("norm_layer", "attn_res") if k in keys), None)
+    if plain_key:
+        stage_grams.append(plain[..., :H, :H])
+        stage_scales.append(torch.ones(L, n, dtype=dtype))
+        stage_dests.append(dest(plain_key, (L, n, n)))
+    if "attn_res_ln" in keys:
+        inv_s = 1.0 / torch.stack([c.ln_scale.to(dtype) for c in ctxs])  # [L, n]
+        stage_grams.append(weighted[..., :H, :H])
+        stage_scales.append(inv_s)
+        stage_dests.append(dest("attn_res_ln", (L, n, n)))
+    with_norm = "norm" in keys
+    if with_norm:
+        out["norm"] = dest("norm", (L, H, n, n))
+    fnorm = torch.diagonal(plain, dim1=-2, dim2=-1)[..., :H].clamp_min(0).sqrt().transpose(1, 2).contiguous()
+    if stage_grams:
+        gram2 = torch.stack([doubled_upper(g) for g in stage_grams], dim=1).contiguous()  # [L, S, H, H, n]
+        scale = torch.stack(stage_scales, dim=1).contiguous()  # [L, S, n]
+        arrays = [t.numpy() for t in stage_dests] + ([out["norm"].numpy()] if with_norm else [])
+        direct = [kernels.c_contiguous_out(a) for a in arrays]
+        norm_np = direct[-1] if with_norm else direct[0][:, None]  # unused stand-in of the right rank
+        ok = kernels.run("pair_norms", alpha.contiguous().numpy(), gram2.numpy(), scale.numpy(),
+                         direct[0], direct[len(stage_dests) - 1], fnorm.numpy(), norm_np, with_norm)
+        if not ok:
+            return None
+        for a, o in zip(arrays, direct):
+            if a is not o:
+                a[...] = o
+    elif with_norm:
+        torch.mul(alpha, fnorm[:, :, None, :], out=out["norm"])
+    # the diagonal pairs i = j, where x_j enters: c_jᵀ G_j c_j with c_j = (α^1_jj … α^H_jj, 1)
+    if plain_key or "attn_res_ln" in keys:
+        diag_alpha = torch.diagonal(alpha, dim1=-2, dim2=-1).transpose(1, 2)  # [L, n, H]
+        coef = torch.cat([diag_alpha, torch.ones(L, n, 1, dtype=dtype)], dim=-1)  # [L, n, H+1]
+        idx = torch.arange(n)
+
+        def with_residual(gram: torch.Tensor) -> torch.Tensor:
+            return ((gram @ coef.unsqueeze(-1)).squeeze(-1) * coef).sum(-1).clamp_min(0).sqrt()  # [L, n]
+
+    if plain_key:
+        out[plain_key] = stage_dests[0]
+        if plain_key == "norm_layer" and "attn_res" in keys:
+            out["attn_res"] = dest("attn_res", (L, n, n))
+            out["attn_res"].copy_(stage_dests[0])
+        if "attn_res" in out:
+            out["attn_res"][:, idx, idx] = with_residual(plain)
+    if "attn_res_ln" in keys:
+        out["attn_res_ln"] = stage_dests[-1]
+        out["attn_res_ln"][:, idx, idx] = with_residual(weighted) * inv_s
+    return [{k: out[k][layer] for k in keys} for layer in range(L)]
