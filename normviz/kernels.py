@@ -78,37 +78,68 @@ def _build() -> dict[str, object]:
         # (h' > h used only); scale [L, S, n]; S ≤ 2 stages written to out0, out1 [L, n, n]:
         # out_s[l, i, j] = scale[l, s, i] · sqrt(q), q = Σ_h α_h Σ_{h' ≥ h} gram2[h, h'] α_h' = α_ijᵀ G_j α_ij;
         # with_norm: norm_out[l, h, i, j] = α^h_ij · fnorm[l, h, j] as well (same pass over α).
+        # Rows go four at a time so that each load of gram2 serves four rows.
         L, S, H, _, n = gram2.shape
-        for li in numba.prange(L * n):
-            l = li // n
-            i = li - l * n
-            t = np.empty(n, dtype=alpha.dtype)
-            q = np.empty(n, dtype=alpha.dtype)
+        R = 4
+        blocks = (n + R - 1) // R
+        for lb in numba.prange(L * blocks):
+            l = lb // blocks
+            i0 = (lb - l * blocks) * R
+            m = min(R, n - i0)
+            t = np.empty((R, n), dtype=alpha.dtype)
+            q = np.empty((R, n), dtype=alpha.dtype)
             if with_norm:
                 for h in range(H):
-                    a = alpha[l, h, i]
                     fn = fnorm[l, h]
-                    o = norm_out[l, h, i]
-                    for j in range(n):
-                        o[j] = a[j] * fn[j]
+                    for r in range(m):
+                        a = alpha[l, h, i0 + r]
+                        o = norm_out[l, h, i0 + r]
+                        for j in range(n):
+                            o[j] = a[j] * fn[j]
             for s in range(S):
                 q[:] = 0
                 for h in range(H):
                     g = gram2[l, s, h, h]
-                    a = alpha[l, h, i]
-                    for j in range(n):
-                        t[j] = g[j] * a[j]
+                    for r in range(m):
+                        a = alpha[l, h, i0 + r]
+                        tr = t[r]
+                        for j in range(n):
+                            tr[j] = g[j] * a[j]
                     for h2 in range(h + 1, H):
                         g2 = gram2[l, s, h, h2]
-                        a2 = alpha[l, h2, i]
+                        if m == R:
+                            a0 = alpha[l, h2, i0]
+                            a1 = alpha[l, h2, i0 + 1]
+                            a2 = alpha[l, h2, i0 + 2]
+                            a3 = alpha[l, h2, i0 + 3]
+                            t0 = t[0]
+                            t1 = t[1]
+                            t2 = t[2]
+                            t3 = t[3]
+                            for j in range(n):
+                                gj = g2[j]
+                                t0[j] += gj * a0[j]
+                                t1[j] += gj * a1[j]
+                                t2[j] += gj * a2[j]
+                                t3[j] += gj * a3[j]
+                        else:
+                            for r in range(m):
+                                ar = alpha[l, h2, i0 + r]
+                                tr = t[r]
+                                for j in range(n):
+                                    tr[j] += g2[j] * ar[j]
+                    for r in range(m):
+                        a = alpha[l, h, i0 + r]
+                        tr = t[r]
+                        qr = q[r]
                         for j in range(n):
-                            t[j] += g2[j] * a2[j]
+                            qr[j] += a[j] * tr[j]
+                for r in range(m):
+                    o = out0[l, i0 + r] if s == 0 else out1[l, i0 + r]
+                    c = scale[l, s, i0 + r]
+                    qr = q[r]
                     for j in range(n):
-                        q[j] += a[j] * t[j]
-                o = out0[l, i] if s == 0 else out1[l, i]
-                c = scale[l, s, i]
-                for j in range(n):
-                    o[j] = c * np.sqrt(max(q[j], 0))
+                        o[j] = c * np.sqrt(max(qr[j], 0))
 
     return {"span_grams": span_grams, "pair_norms": pair_norms}
 
