@@ -24,7 +24,7 @@ import torch  # noqa: E402
 import normviz  # noqa: E402
 from normviz.analysis import Analysis, _plan, resolve_keys  # noqa: E402
 from normviz.decompose import LayerDecomposition  # noqa: E402
-from normviz.errors import TruncationWarning  # noqa: E402
+from normviz.errors import TooCostlyError, TruncationWarning  # noqa: E402
 from normviz.methods import registry  # noqa: E402
 from normviz.record import record  # noqa: E402
 from normviz.tokens import Encoded, pad_batch  # noqa: E402
@@ -93,7 +93,11 @@ def run(model: str, n_tokens: int, repeat: int, methods: list[str] | None, optio
                     n_layers=lm.n_layers, n_heads=lm.n_heads, dtype=str(lm.dtype), device=str(lm.device), text=TEXT)
     for name, keys in model_methods.items():
         method = registry.methods()[name]
-        t = best(lambda: method.compute(arrays, info, keys, options), repeat)
+        try:
+            t = best(lambda: method.compute(arrays, info, keys, options), repeat)
+        except TooCostlyError as exc:  # a refusal is a result too (e.g. flow on 30 layers)
+            rows.append((name, f"{', '.join(keys)} — refused: {str(exc).split('(')[0].strip()}", float("nan")))
+            continue
         arrays.update(method.compute(arrays, info, keys, options))
         rows.append((name, ", ".join(keys), t))
     return [(name, keys, t, t / t_fwd) for name, keys, t in rows], lm, len(enc.ids)
