@@ -143,3 +143,23 @@ def test_analysis_without_kernels_is_the_same(monkeypatch):
     without = analyze_encoded(lm, [enc], methods=list(norm_maps.KEYS) + ["attention"])[0]
     for k in with_kernels.keys():
         np.testing.assert_allclose(with_kernels[k], without[k], rtol=1e-12, atol=1e-14)
+
+
+def test_kernel_failure_falls_back_to_torch_with_a_warning(monkeypatch):
+    """A kernel that can't be built (e.g. an unwritable numba cache) gives a warning and the torch results."""
+    lm = tiny_model("bert")
+    enc = encoded(6)
+    keys = list(norm_maps.KEYS)
+    reference = analyze_encoded(lm, [enc], methods=keys)[0]
+
+    def broken():
+        raise RuntimeError("cannot cache function")
+
+    monkeypatch.setattr(kernels, "_KERNELS", {})
+    monkeypatch.setattr(kernels, "_FAILED", False)
+    monkeypatch.setattr(kernels, "_build", broken)
+    with pytest.warns(RuntimeWarning, match="compiled kernels unavailable"):
+        got = analyze_encoded(lm, [enc], methods=keys)[0]
+    assert not kernels.available()
+    for k in keys:
+        np.testing.assert_allclose(got[k], reference[k], rtol=1e-12, atol=1e-14)
