@@ -37,6 +37,8 @@ def _build() -> dict[str, object]:
         L, H, n, d = f.shape
         K = H + 1
         zero = gamma2.dtype.type(0)  # accumulate in the working dtype (float32 stays float32, as in BLAS)
+        # fast-math lets the sums over k vectorise; the price: numba's freshly compiled and cached versions may
+        # differ in the last bit (pair_norms, elementwise over j, needs only contraction and has no such spread)
         for lj in numba.prange(L * n):
             l = lj // n
             j = lj - l * n
@@ -72,7 +74,7 @@ def _build() -> dict[str, object]:
                     weighted[l, j, a, b] = accw
                     weighted[l, j, b, a] = accw
 
-    @numba.njit(parallel=True, fastmath=True, cache=True, nogil=True)
+    @numba.njit(parallel=True, fastmath={"contract"}, cache=True, nogil=True)
     def pair_norms(alpha, gram2, scale, out0, out1, fnorm, norm_out, with_norm):  # pragma: no cover - compiled
         # Layers l, rows i: alpha [L, H, n, n]; gram2 [L, S, H, H, n] (j last) with off-diagonal entries doubled
         # (h' > h used only); scale [L, S, n]; S ≤ 2 stages written to out0, out1 [L, n, n]:
@@ -160,6 +162,23 @@ def run(name: str, *args) -> bool:
         warnings.warn(f"normviz: compiled kernels unavailable ({exc}); using the torch versions.",
                       RuntimeWarning, stacklevel=3)
         return False
+
+
+def warm() -> bool:
+    """Compile both kernels for float32 and float64 (or load them from numba's on-disk cache), on tiny inputs.
+
+    ``scripts/setup.sh`` runs this once, so that later processes load the same cached machine code instead of
+    compiling it on first use (seconds), and agree bit for bit."""
+    for dt in (np.float32, np.float64):
+        plain = np.empty((1, 2, 2, 2), dt)
+        if not run("span_grams", np.zeros((1, 1, 2, 4), dt), np.zeros((1, 2, 4), dt), np.ones((1, 4), dt), True,
+                   plain, np.empty_like(plain)):
+            return False
+        out = np.empty((1, 2, 2), dt)
+        if not run("pair_norms", np.zeros((1, 1, 2, 2), dt), np.zeros((1, 1, 1, 1, 2), dt), np.ones((1, 1, 2), dt),
+                   out, out, np.zeros((1, 1, 2), dt), np.empty((1, 1, 2, 2), dt), True):
+            return False
+    return True
 
 
 def c_contiguous_out(target: np.ndarray) -> np.ndarray:
