@@ -149,7 +149,7 @@ def _to_numpy(t: torch.Tensor) -> np.ndarray:
 def _norm_family_runs(ctxs, layer_methods: dict[str, list[str]], arrays: dict[str, np.ndarray]) -> set[str]:
     """On CPU, the attention weights and the norm family of all layers up front, in runs of layers that share
     each compiled kernel call (:mod:`normviz.norm_maps`), written into the result arrays. Returns the keys
-    done (none where the kernels can't serve these layers: the per-layer path then computes them)."""
+    done (none where the kernels can't serve these layers: the per-layer loop then computes them)."""
     keys = [k for k in layer_methods.get(_methods.core.NORM.name, []) if k in norm_maps.KEYS]
     if not keys or not norm_maps.applicable(ctxs):
         return set()
@@ -164,10 +164,8 @@ def _norm_family_runs(ctxs, layer_methods: dict[str, list[str]], arrays: dict[st
             fresh["attention"][layer] = _to_numpy(c.attention())
         alpha = torch.from_numpy(fresh["attention"])
     for run in norm_maps.runs(ctxs):
-        res = norm_maps.norm_family_run(ctxs[run], keys, {k: torch.from_numpy(fresh[k][run]) for k in keys},
-                                        alpha=alpha[run] if alpha is not None else None)
-        if res is None:  # kernels unavailable after all: leave everything to the per-layer path
-            return set()
+        norm_maps.norm_family_run(ctxs[run], keys, {k: torch.from_numpy(fresh[k][run]) for k in keys},
+                                  alpha=alpha[run] if alpha is not None else None)
     arrays.update(fresh)
     return set(fresh)
 

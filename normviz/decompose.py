@@ -14,8 +14,8 @@ Stages (each: Σ_j part_ij + bias_i = the model's own vector):
 Norm maps never build [H,n,n,d]: every per-pair vector of contributing token j is a combination
 Σ_h c_h f^h_j + c_x x_j of the H+1 span vectors of j, so its squared norm is cᵀ G_j c with G_j their
 (H+1)×(H+1) Gram matrix (plain, or under the norm's linear part). Off the diagonal c = α_ij (the residual
-enters only at i = j), summed in α's own layout (:mod:`normviz.norm_maps` with compiled kernels on CPU,
-:func:`normviz.pair_norms.pair_norms_torch` elsewhere); the n diagonal pairs add x_j.
+enters only at i = j), summed in α's own layout by :mod:`normviz.norm_maps` (compiled kernels on CPU,
+torch elsewhere); the n diagonal pairs add x_j.
 The FF maps are O(n²·d·d_ff) and are computed in row chunks of bounded memory.
 """
 from __future__ import annotations
@@ -27,7 +27,6 @@ import torch
 
 from . import norm_maps
 from .models.params import LayerParams
-from .pair_norms import pair_norms_torch
 from .record import LayerRecord
 
 CHUNK_BYTES = 32 * 2**20  # per row chunk of per-pair vectors: large enough for few chunks, small enough to reuse heap memory
@@ -189,14 +188,6 @@ class LayerDecomposition:
         return self.p.b_o if self.p.b_o is not None else torch.zeros(d, dtype=self.dtype, device=self.device)
 
     # ---- norm family (per-token Gram matrices)
-    def target(self, key: str, shape: tuple[int, ...]) -> torch.Tensor:
-        """Where map ``key`` is written: the caller's output buffer when it gave one (same shape, dtype and
-        device), else a new tensor."""
-        t = self.targets.get(key)
-        if t is not None and tuple(t.shape) == shape and t.dtype == self.dtype and t.device == self.device:
-            return t
-        return torch.empty(shape, dtype=self.dtype, device=self.device)
-
     @cached_property
     def _grams(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-token Gram matrices [n, H+1, H+1] of e_j = [f^1_j … f^H_j, x_j], plain and under the linear
@@ -233,70 +224,18 @@ class LayerDecomposition:
                         + (g @ g) * m.unsqueeze(2) * m.unsqueeze(1))
         return plain, weighted
 
-    def _diagonal_with_residual(self, which: int) -> torch.Tensor:
-        """‖Σ_h α^h_jj f^h_j + x_j‖ (under N for which=1): c_jᵀ G_j c_j with c_j = (α^1_jj … α^H_jj, 1), [n]."""
-        diag_alpha = torch.diagonal(self.alpha, dim1=1, dim2=2).T  # [n, H] = α^h_jj
-        c = torch.cat([diag_alpha, torch.ones(self.n, 1, dtype=self.dtype, device=self.device)], dim=1)
-        gram = self._grams[which]
-        q = (torch.bmm(gram, c.unsqueeze(-1)).squeeze(-1) * c).sum(-1)
-        return q.clamp_min(0).sqrt()
-
     def attention(self) -> torch.Tensor:
         return self.rec.attn
 
-    @cached_property
-    def _head_norms(self) -> torch.Tensor:
-        """‖f^h(x_j)‖, [H, n]: square roots of the plain Gram's diagonal."""
-        H = self.alpha.shape[0]
-        return torch.diagonal(self._grams[0], dim1=1, dim2=2)[:, :H].clamp_min(0).sqrt().T.contiguous()
-
-    def norm(self) -> torch.Tensor:
-        """‖α^h_ij f^h(x_j)‖ = α^h_ij ‖f^h(x_j)‖, [H, n, n]."""
-        H = self.alpha.shape[0]
-        return torch.mul(self.alpha, self._head_norms[:, None, :], out=self.target("norm", (H, self.n, self.n)))
-
     def norm_family(self, keys) -> dict[str, torch.Tensor]:
-        """The keys asked for among norm, norm_layer, attn_res, attn_res_ln, [n, n] each (norm: [H, n, n]).
+        """The keys asked for among norm [H, n, n], norm_layer, attn_res, attn_res_ln [n, n]:
 
+        norm        ‖α^h_ij f^h_j‖ = α^h_ij ‖f^h_j‖
         norm_layer  ‖Σ_h α^h_ij f^h_j‖ = sqrt(α_ijᵀ G_j α_ij)
         attn_res    ‖Σ_h α^h_ij f^h_j + δ_ij x_j‖: norm_layer off the diagonal, where x_j does not enter
         attn_res_ln ‖N(u_ij)‖ / s_i with N = γ⊙centre (LayerNorm) or γ⊙· (RMSNorm), G under N
-        On CPU this is :func:`normviz.norm_maps.norm_family_run` (compiled kernels); the torch code below is
-        the same formula for other devices (:func:`normviz.pair_norms.pair_norms_torch`)."""
-        keys = list(keys)
-        if norm_maps.applicable([self]):  # CPU: the compiled kernels, as for a run of layers
-            run = norm_maps.norm_family_run([self], keys, targets={k: t[None] for k, t in self.targets.items()})
-            if run is not None:
-                return run[0]
-        out: dict[str, torch.Tensor] = {}
-        H = self.alpha.shape[0]
-        shape = (self.n, self.n)
-        grams, scales, dests = [], [], []
-        plain_key = next((k for k in ("norm_layer", "attn_res") if k in keys), None)
-        if plain_key:
-            grams.append(self._grams[0][:, :H, :H])
-            scales.append(torch.ones(self.n, dtype=self.dtype, device=self.device))
-            dests.append(self.target(plain_key, shape))
-        if "attn_res_ln" in keys:
-            inv_s = 1.0 / self.ln_scale.to(self.dtype)
-            grams.append(self._grams[1][:, :H, :H])
-            scales.append(inv_s)
-            dests.append(self.target("attn_res_ln", shape))
-        for gram, scale, dest in zip(grams, scales, dests):
-            pair_norms_torch(self.alpha, gram.to(self.dtype), scale, dest)
-        if "norm" in keys:
-            out["norm"] = self.norm()
-        if plain_key:
-            out[plain_key] = dests[0]
-            if plain_key == "norm_layer" and "attn_res" in keys:
-                out["attn_res"] = self.target("attn_res", shape)
-                out["attn_res"].copy_(dests[0])
-            if "attn_res" in out:
-                out["attn_res"].diagonal().copy_(self._diagonal_with_residual(0))
-        if "attn_res_ln" in keys:
-            out["attn_res_ln"] = dests[-1]
-            out["attn_res_ln"].diagonal().copy_(self._diagonal_with_residual(1) * inv_s)
-        return {k: out[k] for k in keys if k in out}
+        computed by :func:`normviz.norm_maps.norm_family_run` for this one layer (written into ``targets``)."""
+        return norm_maps.norm_family_run([self], keys, targets={k: t[None] for k, t in self.targets.items()})[0]
 
     # ---- per-pair vectors (row chunks)
     def _mix(self, f: torch.Tensor, x: torch.Tensor, rows: slice) -> torch.Tensor:

@@ -1,8 +1,7 @@
-"""The norm family (norm, norm_layer, attn_res, attn_res_ln) for a run of layers at once, on CPU.
+"""The norm family (norm, norm_layer, attn_res, attn_res_ln) for a run of layers at once.
 
-Same maths as :meth:`normviz.decompose.LayerDecomposition.norm_family` (which is the reference, and the path
-on GPU/mps): per-token Gram matrices G_j of [f^1_j … f^H_j, x_j], then ‖Σ_h c_h f^h_j + c_x x_j‖² = cᵀ G_j c.
-Here the layers of a run share one call of each compiled kernel (:mod:`normviz.kernels`):
+Per-token Gram matrices G_j of [f^1_j … f^H_j, x_j], then ‖Σ_h c_h f^h_j + c_x x_j‖² = cᵀ G_j c.
+On CPU the layers of a run share one call of each compiled kernel (:mod:`normviz.kernels`):
 
   1. f^h = v^h W^O_h per layer (one batched product each, into one scratch buffer [L, H, n, d]);
   2. ``span_grams``: plain and normed Grams of every layer and token, in one pass over f and x;
@@ -10,14 +9,15 @@ Here the layers of a run share one call of each compiled kernel (:mod:`normviz.k
   4. the n diagonal pairs, where the residual x_j enters: c_j = (α^1_jj … α^H_jj, 1), batched in torch.
 
 Few large calls instead of dozens of small ones per layer: the CPU's threads are handed between torch and
-the kernels twice per run instead of four times per layer.
+the kernels twice per run instead of four times per layer. Elsewhere (GPU/mps, no numba) steps 2–3 are
+torch: each layer's ``LayerDecomposition._grams`` and :func:`normviz.pair_norms.pair_norms_torch`.
 """
 from __future__ import annotations
 
 import torch
 
 from . import kernels
-from .pair_norms import doubled_upper
+from .pair_norms import doubled_upper, pair_norms_torch
 
 KEYS = ("norm", "norm_layer", "attn_res", "attn_res_ln")
 RUN_BYTES = 24 * 2**20  # scratch for the head vectors f of one run (BERT-base: 12 layers at n ≤ 56, 5 at 128, 1 at 512)
@@ -57,74 +57,87 @@ def run_grams(ctxs) -> tuple[torch.Tensor, torch.Tensor] | None:
     return plain, weighted
 
 
-def norm_family_run(ctxs, keys, targets: dict[str, torch.Tensor] | None = None,
-                    alpha: torch.Tensor | None = None) -> list[dict[str, torch.Tensor]] | None:
-    """The keys asked for (among :data:`KEYS`) for each layer of ``ctxs``, or None if the kernels can't run.
+def _pair_kernel(alpha, stage_grams, stage_scales, stage_dests, fnorm, norm_out) -> bool:
+    """Every α-sized output of the run in one ``pair_norms`` kernel call (written through contiguous
+    stand-ins where a destination is strided); False if the kernel can't run."""
+    gram2 = torch.stack([doubled_upper(g) for g in stage_grams], dim=1).contiguous()  # [L, S, H, H, n]
+    scale = torch.stack(stage_scales, dim=1).contiguous()  # [L, S, n]
+    arrays = [t.numpy() for t in stage_dests] + ([norm_out.numpy()] if norm_out is not None else [])
+    direct = [kernels.c_contiguous_out(a) for a in arrays]
+    norm_np = direct[-1] if norm_out is not None else direct[0][:, None]  # unused stand-in of the right rank
+    if not kernels.run("pair_norms", alpha.contiguous().numpy(), gram2.numpy(), scale.numpy(), direct[0],
+                       direct[len(stage_dests) - 1], fnorm.numpy(), norm_np, norm_out is not None):
+        return False
+    for a, o in zip(arrays, direct):
+        if a is not o:
+            a[...] = o
+    return True
 
+
+def norm_family_run(ctxs, keys, targets: dict[str, torch.Tensor] | None = None,
+                    alpha: torch.Tensor | None = None) -> list[dict[str, torch.Tensor]]:
+    """The keys asked for (among :data:`KEYS`) for each layer of ``ctxs`` (same n, H, d, dtype, device).
+
+    With :func:`applicable` contexts the compiled kernels do the Grams and the pair sums (falling back to
+    torch if they can't run); otherwise each layer's torch Grams and :func:`pair_norms_torch` (GPU/mps).
     ``targets``: key → [L, …] tensors to write into (e.g. views of the result arrays); ``alpha``: the run's
     attention weights already stacked [L, H, n, n] (e.g. the `attention` result), else they are stacked here.
     Each context's Grams are left in its cache, so its other maps reuse them.
     """
     keys = [k for k in keys if k in KEYS]
-    grams = run_grams(ctxs)
-    if grams is None:
-        return None
-    plain, weighted = grams
-    for layer, c in enumerate(ctxs):
-        c.__dict__["_grams"] = (plain[layer], weighted[layer])
+    c0 = ctxs[0]
+    L, H, n, dtype, device = len(ctxs), c0.alpha.shape[0], c0.n, c0.dtype, c0.device
+    use_kernels = applicable(ctxs)
+    grams = run_grams(ctxs) if use_kernels else None
+    if grams is not None:
+        plain, weighted = grams
+        for layer, c in enumerate(ctxs):
+            c.__dict__["_grams"] = (plain[layer], weighted[layer])
+    else:
+        use_kernels = False
+        plain = torch.stack([c._grams[0] for c in ctxs])
+        weighted = torch.stack([c._grams[1] for c in ctxs])
     if not keys:
         return [{} for _ in ctxs]
-    c0 = ctxs[0]
-    L, H, n, dtype = len(ctxs), c0.alpha.shape[0], c0.n, c0.dtype
     targets = dict(targets or {})
 
     def dest(key: str, shape: tuple[int, ...]) -> torch.Tensor:
         t = targets.get(key)
-        if t is not None and tuple(t.shape) == shape and t.dtype == dtype and t.device.type == "cpu":
+        if t is not None and tuple(t.shape) == shape and t.dtype == dtype and t.device == device:
             return t
-        return torch.empty(shape, dtype=dtype)
+        return torch.empty(shape, dtype=dtype, device=device)
 
-    if alpha is None or tuple(alpha.shape) != (L, H, n, n) or alpha.dtype != dtype:
+    if alpha is None or tuple(alpha.shape) != (L, H, n, n) or alpha.dtype != dtype or alpha.device != device:
         alpha = torch.stack([c.alpha for c in ctxs])
     out: dict[str, torch.Tensor] = {}
     stage_grams, stage_scales, stage_dests = [], [], []
     plain_key = next((k for k in ("norm_layer", "attn_res") if k in keys), None)
     if plain_key:
         stage_grams.append(plain[..., :H, :H])
-        stage_scales.append(torch.ones(L, n, dtype=dtype))
+        stage_scales.append(torch.ones(L, n, dtype=dtype, device=device))
         stage_dests.append(dest(plain_key, (L, n, n)))
     if "attn_res_ln" in keys:
         inv_s = 1.0 / torch.stack([c.ln_scale.to(dtype) for c in ctxs])  # [L, n]
         stage_grams.append(weighted[..., :H, :H])
         stage_scales.append(inv_s)
         stage_dests.append(dest("attn_res_ln", (L, n, n)))
-    with_norm = "norm" in keys
-    if with_norm:
+    if "norm" in keys:
         out["norm"] = dest("norm", (L, H, n, n))
     fnorm = torch.diagonal(plain, dim1=-2, dim2=-1)[..., :H].clamp_min(0).sqrt().transpose(1, 2).contiguous()
-    if stage_grams:
-        gram2 = torch.stack([doubled_upper(g) for g in stage_grams], dim=1).contiguous()  # [L, S, H, H, n]
-        scale = torch.stack(stage_scales, dim=1).contiguous()  # [L, S, n]
-        arrays = [t.numpy() for t in stage_dests] + ([out["norm"].numpy()] if with_norm else [])
-        direct = [kernels.c_contiguous_out(a) for a in arrays]
-        norm_np = direct[-1] if with_norm else direct[0][:, None]  # unused stand-in of the right rank
-        ok = kernels.run("pair_norms", alpha.contiguous().numpy(), gram2.numpy(), scale.numpy(),
-                         direct[0], direct[len(stage_dests) - 1], fnorm.numpy(), norm_np, with_norm)
-        if not ok:
-            return None
-        for a, o in zip(arrays, direct):
-            if a is not o:
-                a[...] = o
-    elif with_norm:
-        torch.mul(alpha, fnorm[:, :, None, :], out=out["norm"])
+    if not (use_kernels and stage_grams
+            and _pair_kernel(alpha, stage_grams, stage_scales, stage_dests, fnorm, out.get("norm"))):
+        for layer in range(L):
+            for gram, scale, d in zip(stage_grams, stage_scales, stage_dests):
+                pair_norms_torch(alpha[layer], gram[layer], scale[layer], d[layer])
+        if "norm" in out:
+            torch.mul(alpha, fnorm[:, :, None, :], out=out["norm"])
     # the diagonal pairs i = j, where x_j enters: c_jᵀ G_j c_j with c_j = (α^1_jj … α^H_jj, 1)
-    if plain_key or "attn_res_ln" in keys:
-        diag_alpha = torch.diagonal(alpha, dim1=-2, dim2=-1).transpose(1, 2)  # [L, n, H]
-        coef = torch.cat([diag_alpha, torch.ones(L, n, 1, dtype=dtype)], dim=-1)  # [L, n, H+1]
-        idx = torch.arange(n)
+    diag_alpha = torch.diagonal(alpha, dim1=-2, dim2=-1).transpose(1, 2)  # [L, n, H]
+    coef = torch.cat([diag_alpha, torch.ones(L, n, 1, dtype=dtype, device=device)], dim=-1)  # [L, n, H+1]
+    idx = torch.arange(n, device=device)
 
-        def with_residual(gram: torch.Tensor) -> torch.Tensor:
-            return ((gram @ coef.unsqueeze(-1)).squeeze(-1) * coef).sum(-1).clamp_min(0).sqrt()  # [L, n]
+    def with_residual(gram: torch.Tensor) -> torch.Tensor:
+        return ((gram @ coef.unsqueeze(-1)).squeeze(-1) * coef).sum(-1).clamp_min(0).sqrt()  # [L, n]
 
     if plain_key:
         out[plain_key] = stage_dests[0]
