@@ -2,14 +2,17 @@
 
 >>> import normviz
 >>> lm = normviz.load("minilm")
->>> a = normviz.analyze(lm, "The cat sat on the mat.")
+>>> session = normviz.Session(lm, "The cat sat on the mat.")   # tokenised; recorded on first need
+>>> a = session.get(["attention", "norm"])                      # one forward pass
 >>> a["norm"].shape      # [layers, heads, n, n]
+>>> session.get(["attn_res_ln"])                                # no forward pass: the records are kept
 """
 from . import errors
-from .analysis import Analysis, analyze, analyze_batch
-from .methods import all_keys, key_info
-from .models import EMBEDDED, LoadedModel, from_model, load
+from .analysis import Analysis
+from .methods import all_keys, key_info, register_family
+from .models import EMBEDDED, LoadedModel, from_model, load, register_architecture
+from .session import Session, analyze, analyze_batch
 
-__all__ = ["Analysis", "EMBEDDED", "LoadedModel", "all_keys", "analyze", "analyze_batch", "errors", "from_model",
-           "key_info", "load"]
+__all__ = ["Analysis", "EMBEDDED", "LoadedModel", "Session", "all_keys", "analyze", "analyze_batch", "errors",
+           "from_model", "key_info", "load", "register_architecture", "register_family"]
 __version__ = "0.1.0"

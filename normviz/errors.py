@@ -29,6 +29,10 @@ class UnknownMethodError(NormvizError):
     """A requested map/method name is not registered."""
 
 
+class NotApplicableError(UnknownMethodError):
+    """A map key exists but does not apply to this model (e.g. ``ff_res_ln`` on a pre-LN model)."""
+
+
 class TooCostlyError(NormvizError):
     """A method refuses an input that would take too long or too much memory."""
 

@@ -3,11 +3,14 @@
 For layer l the record holds
   x      [n, d]     layer input (residual stream)
   attn   [H, n, n]  attention weights α^h_ij of the same pass
-  z_attn [n, d]     the real vector entering the norm after attention: post-LN: x + Attn(x) (LN1's input);
-                    pre-LN: x + Attn(LN1 x) (LN2's input)
-  z_ff   [n, d]     post-LN only: h + FF(h) (LN2's input)
+  z_attn [n, d]     the real vector entering the norm after the attention residual: post-LN x + Attn(x)
+                    (the input of ``norm_after_attn``); pre-LN x + Attn(LN(x)) (the input of ``norm_before_ff``)
+  z_ff   [n, d]     post-LN only: h + FF(h) (the input of ``norm_after_ff``)
   out    [n, d]     layer output
-  v      [n, ·]     the value projection's own output (GPT-2: the fused q|k|v output)
+  v      [n, ·]     the value projection's own output (fused layouts: the whole q|k|v output)
+  call   (args, kwargs) the layer's own call arguments in this pass, without the hidden states (attention
+                    mask, rotary position embeddings …), cut to this sequence: a method that reruns a layer
+                    (value zeroing) calls it exactly as the model did, with no second pass.
 Sequences of a batch are right-padded; records are cut back to each sequence's own length, so padded
 positions never reach a map.
 """
@@ -15,11 +18,14 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING
 
 import torch
 
-from .models.loading import LoadedModel
 from .models.params import get_path
+
+if TYPE_CHECKING:  # type hints only: no import cycle with the loader
+    from .models.loading import LoadedModel
 
 
 @dataclass
@@ -30,31 +36,34 @@ class LayerRecord:
     z_ff: torch.Tensor | None
     out: torch.Tensor
     v: torch.Tensor | None = None  # output of the value projection (fused qkv for GPT-2), biases included
+    call: tuple[tuple, dict] | None = None  # the layer's call arguments besides the hidden states
 
     def to(self, device: torch.device) -> "LayerRecord":
         """The same record on `device` (layers of a model sharded with device_map live on several devices)."""
         if self.x.device == device:
             return self
-        return replace(self, **{f.name: getattr(self, f.name).to(device) for f in fields(self)
-                                if getattr(self, f.name) is not None})
+        moved = {f.name: getattr(self, f.name).to(device) for f in fields(self)
+                 if isinstance(getattr(self, f.name), torch.Tensor)}
+        if self.call is not None:
+            args, kwargs = self.call
+            moved["call"] = (tuple(_to(a, device) for a in args), {k: _to(v, device) for k, v in kwargs.items()})
+        return replace(self, **moved)
 
 
-def _first_tensor(args, kwargs, name="hidden_states"):
-    if name in kwargs and kwargs[name] is not None:
-        return kwargs[name]
-    return args[0]
-
-
-def _out_tensor(output):
-    return output[0] if isinstance(output, (tuple, list)) else output
+def _to(value, device):
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, tuple):
+        return tuple(_to(v, device) for v in value)
+    return value
 
 
 _LOCKS_GUARD = threading.Lock()
 
 
 def model_lock(model: torch.nn.Module) -> threading.RLock:
-    """One lock per torch model: recording installs hooks on the shared model, so two threads recording
-    at once would read each other's activations."""
+    """One lock per torch model, held only while hooks are on it (recording, layer reruns): two threads
+    hooking the shared model at once would read each other's activations."""
     with _LOCKS_GUARD:
         lock = model.__dict__.get("_normviz_lock")
         if lock is None:
@@ -63,24 +72,79 @@ def model_lock(model: torch.nn.Module) -> threading.RLock:
         return lock
 
 
+# ---------------------------------------------------------------- layer call arguments
+_DROPPED_KWARGS = ("past_key_values", "past_key_value", "cache", "layer_past", "use_cache")
+
+
+def _cut(value, b: int, n: int, batch: int, length: int, name: str = ""):
+    """``value`` (a layer call argument of the padded batch) for sequence b of length n.
+
+    Tensors with the batch on dim 0 keep row b; the sequence axes named by the argument (the last two
+    of an attention mask, axis 1 of position ids and position embeddings, axis 0 of cache positions) are
+    cut to n. Anything else is passed through unchanged (value zeroing checks that the rerun reproduces
+    the recorded output)."""
+    if isinstance(value, tuple):
+        return tuple(_cut(v, b, n, batch, length, name) for v in value)
+    if not isinstance(value, torch.Tensor) or (batch == 1 and n == length):
+        return value
+    if name == "cache_position":
+        return value[:n] if value.ndim == 1 and value.shape[0] == length else value
+    if value.ndim >= 1 and value.shape[0] == batch:
+        value = value[b:b + 1]
+    if name in ("attention_mask", "encoder_attention_mask", "causal_mask") and value.ndim == 4:
+        q = slice(0, n) if value.shape[-2] == length else slice(None)
+        k = slice(0, n) if value.shape[-1] == length else slice(None)
+        return value[..., q, k]
+    if name in ("position_ids", "position_embeddings") and value.ndim >= 2 and value.shape[1] == length:
+        return value[:, :n]
+    return value
+
+
+def _named(layer: torch.nn.Module, args: tuple, kwargs: dict) -> dict:
+    """Positional arguments after the hidden states given their parameter names (BERT passes its mask
+    positionally), so that each can be cut by name."""
+    import inspect
+
+    params = [p for p in inspect.signature(layer.forward).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][1:]  # [0] is the hidden states
+    if len(args) > len(params):
+        raise RuntimeError(f"{type(layer).__name__} was called with more positional arguments than it names")
+    return {**{p.name: a for p, a in zip(params, args)}, **kwargs}
+
+
+def layer_call(layer: torch.nn.Module, args: tuple, kwargs: dict, b: int, n: int, batch: int, length: int
+               ) -> tuple[tuple, dict]:
+    """The call of one layer for sequence b, as keyword arguments, without the hidden states and any KV cache."""
+    named = _named(layer, args, kwargs)
+    named = {k: _cut(v, b, n, batch, length, k) for k, v in named.items()
+             if k not in _DROPPED_KWARGS and k != "hidden_states"}
+    named["output_attentions"] = False
+    return (), named
+
+
+# ---------------------------------------------------------------- the recording pass
 @torch.no_grad()
-def record(lm: LoadedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor, extra: dict | None = None
-           ) -> list[list[LayerRecord]]:
+def record(lm: "LoadedModel", input_ids: torch.Tensor, attention_mask: torch.Tensor,
+           token_type_ids: torch.Tensor | None = None) -> list[list[LayerRecord]]:
     """Run the model once on a right-padded batch; return records[b][layer] trimmed to each length."""
     with model_lock(lm.model):
-        return _record(lm, input_ids, attention_mask, extra)
+        return _record(lm, input_ids, attention_mask, token_type_ids)
 
 
-def _record(lm: LoadedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor, extra: dict | None
-            ) -> list[list[LayerRecord]]:
+def _record(lm, input_ids, attention_mask, token_type_ids) -> list[list[LayerRecord]]:
     spec = lm.spec
     layers = lm.layers
-    store: dict[tuple[int, str], torch.Tensor] = {}
+    store: dict[tuple[int, str], object] = {}
     handles = []
 
-    def pre_hook(key):
+    def layer_in(index):
         def fn(module, args, kwargs):
-            store[key] = _first_tensor(args, kwargs)
+            if "hidden_states" in kwargs and kwargs["hidden_states"] is not None:
+                store[(index, "x")] = kwargs["hidden_states"]
+                store[(index, "call")] = (args, kwargs)
+            else:
+                store[(index, "x")] = args[0]
+                store[(index, "call")] = (args[1:], kwargs)
         return fn
 
     def in_hook(key):
@@ -90,20 +154,22 @@ def _record(lm: LoadedModel, input_ids: torch.Tensor, attention_mask: torch.Tens
 
     def out_hook(key):
         def fn(module, args, output):
-            store[key] = _out_tensor(output)
+            store[key] = output[0] if isinstance(output, (tuple, list)) else output
         return fn
 
     try:
         for i, layer in enumerate(layers):
-            handles.append(layer.register_forward_pre_hook(pre_hook((i, "x")), with_kwargs=True))
+            handles.append(layer.register_forward_pre_hook(layer_in(i), with_kwargs=True))
             handles.append(layer.register_forward_hook(out_hook((i, "out"))))
             handles.append(get_path(layer, spec.value).register_forward_hook(out_hook((i, "v"))))
-            if spec.placement == "post":
-                handles.append(get_path(layer, spec.norm1).register_forward_pre_hook(in_hook((i, "z_attn"))))
-                handles.append(get_path(layer, spec.norm2).register_forward_pre_hook(in_hook((i, "z_ff"))))
-            else:
-                handles.append(get_path(layer, spec.norm2).register_forward_pre_hook(in_hook((i, "z_attn"))))
-        kwargs = dict(extra or {})
+            handles.append(get_path(layer, spec.norm_on_attn_residual).register_forward_pre_hook(in_hook((i, "z_attn"))))
+            if spec.norm_on_ff_residual:
+                handles.append(get_path(layer, spec.norm_on_ff_residual).register_forward_pre_hook(in_hook((i, "z_ff"))))
+        kwargs = {}
+        if token_type_ids is not None:
+            kwargs["token_type_ids"] = token_type_ids.to(lm.device)
+        if getattr(lm.config, "use_cache", False):
+            kwargs["use_cache"] = False  # no KV cache: nothing reads it, and layers are rerun without one
         out = lm.model(input_ids=input_ids.to(lm.device), attention_mask=attention_mask.to(lm.device),
                        output_attentions=True, **kwargs)
     finally:
@@ -112,6 +178,7 @@ def _record(lm: LoadedModel, input_ids: torch.Tensor, attention_mask: torch.Tens
     attentions = out.attentions
     if attentions is None or len(attentions) != len(layers) or any(a is None for a in attentions):
         raise RuntimeError("the model returned no attention weights; it must run with attn_implementation='eager'")
+    batch, length = input_ids.shape
     lengths = attention_mask.sum(-1).tolist()
     records = []
     for b, n in enumerate(lengths):
@@ -119,6 +186,7 @@ def _record(lm: LoadedModel, input_ids: torch.Tensor, attention_mask: torch.Tens
         seq = []
         for i in range(len(layers)):
             z_ff = store.get((i, "z_ff"))
+            args, kw = store[(i, "call")]
             seq.append(LayerRecord(
                 x=store[(i, "x")][b, :n],
                 attn=attentions[i][b, :, :n, :n],
@@ -126,6 +194,7 @@ def _record(lm: LoadedModel, input_ids: torch.Tensor, attention_mask: torch.Tens
                 z_ff=z_ff[b, :n] if z_ff is not None else None,
                 out=store[(i, "out")][b, :n],
                 v=store[(i, "v")][b, :n],
+                call=layer_call(layers[i], args, kw, b, n, batch, length),
             ))
         records.append(seq)
     return records

@@ -18,9 +18,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   quiet .venv/bin/python -m pip install -q --no-deps -e .
   echo "$want" > "$stamp"
 fi
-# Compile the numba kernels once into numba's cache (normviz/__pycache__): later processes load them
-if ! ls normviz/__pycache__/kernels.*.nbi >/dev/null 2>&1; then
-  .venv/bin/python -c "import normviz.kernels as k; k.warm() or print('numba kernels unavailable: the torch versions will run')"
+# Compile the numba kernels once into numba's cache (normviz/methods/norms/__pycache__): later processes load them
+if ! ls normviz/methods/norms/__pycache__/kernels.*.nbi >/dev/null 2>&1; then
+  .venv/bin/python -c "import normviz.methods.norms.kernels as k; k.warm() or print('numba kernels unavailable: the torch versions will run')"
 fi
 
 # The browser test drives Debian's Chromium through Selenium. scripts/test.sh asks for it (NORMVIZ_SETUP_BROWSER=1):

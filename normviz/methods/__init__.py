@@ -1,6 +1,21 @@
-"""Map families. Importing this package registers every built-in method."""
-from . import core  # noqa: F401  (registers attention, norm, ff)
-from . import rollout, effective, alti, flow, value_zeroing  # noqa: F401,E402  (cross-layer and alternative maps)
-from .registry import KeyInfo, Method, all_keys, key_info, lookup, methods, register
+"""Map families, one module each (see :mod:`normviz.methods.base`). Importing this package registers them.
 
-__all__ = ["KeyInfo", "Method", "all_keys", "key_info", "lookup", "methods", "register"]
+    weights        attention
+    norms          norm, norm_layer, attn_res, attn_res_ln
+    feedforward    ff, ff_res, ff_res_ln
+    rollouts       rollout_attention, rollout_attn_res, rollout_attn_res_ln, rollout_ff_res, rollout_ff_res_ln
+    effective      effective_attention
+    interactions   alti, rollout_alti
+    maxflow        flow (opt-in)
+    zeroing        value_zeroing (opt-in)
+"""
+from . import effective, feedforward, interactions, maxflow, norms, rollouts, weights, zeroing
+from .base import Inputs, KeyInfo, Output, Request
+from .registry import (all_keys, check, families, family_of, is_opt_in, key_info, lookup, references,
+                       register_family, requires)
+
+for _family in (weights, norms, feedforward, rollouts, effective, interactions, maxflow, zeroing):
+    register_family(_family)
+
+__all__ = ["Inputs", "KeyInfo", "Output", "Request", "all_keys", "check", "families", "family_of", "is_opt_in",
+           "key_info", "lookup", "references", "register_family", "requires"]

@@ -26,7 +26,16 @@ from __future__ import annotations
 import torch
 
 from ..errors import NormvizError
-from .registry import KeyInfo, Method, register
+from .base import Inputs, KeyInfo, Output, Request, per_layer
+
+NAME = "effective"
+KEYS = (KeyInfo("effective_attention", "Effective attention", True,
+                "α^h minus its projection on the left null space of T^h = x̂W^V_h(+b^V)W^O_h "
+                "(Brunner et al. 2020); equals α when n ≤ head size."),)
+REQUIRES: dict = {}
+NEEDS_MODEL = False
+OPT_IN = ()
+REFERENCES = ("Brunner et al. 2020, On Identifiability in Transformers",)
 
 
 def _work_dtype(t: torch.Tensor) -> torch.dtype:
@@ -149,23 +158,20 @@ def head_vectors64(ctx) -> torch.Tensor:
     return torch.einsum("hnk,hkd->hnd", _values64(ctx), ctx.p.head_w_o().to(ctx.acc))
 
 
-def _compute(ctx, keys, options):
+def _options(options: dict) -> tuple[float | None, str]:
     rtol = options.get("effective_rtol")
-    rtol = float(rtol) if rtol is not None else None
     mode = str(options.get("effective_causal", "prefix")).lower()
     if mode not in ("prefix", "full"):
         raise NormvizError(f"effective_causal={mode!r} is not known; use prefix (default) or full.")
-    causal = ctx.placement == "pre" and mode == "prefix"
-    fn = effective_attention_causal if causal else effective_attention
-    return {"effective_attention": fn(ctx.alpha, None, rtol, reduced=reduced_factor(ctx)).to(ctx.dtype)}
+    return (float(rtol) if rtol is not None else None), mode
 
 
-EFFECTIVE = register(Method(
-    name="effective_attention", scope="layer",
-    keys=(KeyInfo("effective_attention", "Effective attention", True,
-                  "α^h minus its projection on the left null space of T^h = x̂W^V_h(+b^V)W^O_h "
-                  "(Brunner et al. 2020); equals α when n ≤ head size."),),
-    compute=_compute,
-    cost_note="one SVD of an n×d matrix per head",
-    references=("Brunner et al. 2020, On Identifiability in Transformers",),
-))
+def check(request: Request, key: str, options: dict) -> None:
+    _options(options)
+
+
+def compute(inputs: Inputs, keys, options) -> Output:
+    rtol, mode = _options(options)
+    fn = effective_attention_causal if inputs.request.causal and mode == "prefix" else effective_attention
+    return Output(per_layer(inputs, NAME, keys, lambda ctx: {
+        "effective_attention": fn(ctx.alpha, None, rtol, reduced=reduced_factor(ctx)).to(ctx.dtype)}))

@@ -1,5 +1,6 @@
-"""Model loading and per-architecture adapters."""
-from .arch import ARCHITECTURES, ArchSpec, supported_text
+"""Model loading and the architecture table."""
+from .arch import ARCHITECTURES, ArchSpec, register_architecture, supported_text
 from .loading import EMBEDDED, LoadedModel, from_model, load
 
-__all__ = ["ARCHITECTURES", "ArchSpec", "EMBEDDED", "LoadedModel", "from_model", "load", "supported_text"]
+__all__ = ["ARCHITECTURES", "ArchSpec", "EMBEDDED", "LoadedModel", "from_model", "load", "register_architecture",
+           "supported_text"]

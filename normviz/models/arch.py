@@ -1,100 +1,158 @@
 """Architecture differences as data: one row per model type, naming where a layer's parts live.
 
-Every supported model is one of three shapes:
+Every supported model is one of two shapes:
 
-* ``post`` (BERT family): ``z = x + Attn(x)``; ``h = LN1(z)``; ``out = LN2(h + FF(h))``.
-* ``pre`` (GPT-2, Llama family): ``z = x + Attn(LN1(x))``; ``out = z + FF(LN2(z))``.
+* ``post`` (BERT family): ``z = x + Attn(x)``; ``h = norm_after_attn(z)``; ``out = norm_after_ff(h + FF(h))``.
+* ``pre`` (GPT-2, Llama family): ``z = x + Attn(norm_before_attn(x))``; ``out = z + FF(norm_before_ff(z))``.
 
-Paths are relative to one layer module; ``layers`` is relative to the base model.
+Paths are relative to one layer module; ``layers`` is relative to the base model. A family that differs
+from these rows only in names is one :func:`register_architecture` call away; nothing else in normviz
+branches on model types.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ConfigFields:
+    """Config attribute names, first present wins (families name the same size differently)."""
+
+    d_model: tuple[str, ...] = ("hidden_size", "n_embd", "dim", "d_model")
+    d_ff: tuple[str, ...] = ("intermediate_size", "n_inner", "hidden_dim", "d_ff")
+    heads: tuple[str, ...] = ("num_attention_heads", "n_head", "n_heads")
+    kv_heads: tuple[str, ...] = ("num_key_value_heads",)
+    head_dim: tuple[str, ...] = ("head_dim",)
+    window: tuple[str, ...] = ("max_position_embeddings", "n_positions")
+
+    @staticmethod
+    def get(config, names: tuple[str, ...], default=None):
+        for name in names:
+            value = getattr(config, name, None)
+            if value is not None:
+                return value
+        return default
 
 
 @dataclass(frozen=True)
 class ArchSpec:
-    family: str  # "bert" | "gpt2" | "llama"
-    placement: str  # "post" | "pre"
+    family: str  # "bert" | "gpt2" | "llama" | a user's own
+    placement: str  # "post" | "pre": where the norms sit relative to the residual
+    causal: bool  # decoder (each token sees its prefix) or encoder
     layers: str
-    value: str  # value projection, or the fused qkv projection when fused_qkv
+    value: str  # value projection, or the fused projection when qkv_layout == "fused_qkv"
     out: str
-    norm1: str  # post: norm after attention + residual; pre: norm in front of attention
-    norm2: str  # post: norm after FF + residual; pre: norm in front of FF
     norm_kind: str  # "layernorm" | "rmsnorm"
     ff_kind: str  # "mlp" | "gated"
     ff_in: str  # mlp: first linear; gated: gate projection
     ff_out: str
     act: str
     ff_up: str | None = None  # gated only
+    norm_before_attn: str | None = None  # pre-LN
+    norm_before_ff: str | None = None  # pre-LN
+    norm_after_attn: str | None = None  # post-LN
+    norm_after_ff: str | None = None  # post-LN
     conv1d: bool = False  # GPT-2 style Conv1D weights [in, out]
-    fused_qkv: bool = False
+    qkv_layout: str = "separate"  # "separate" | "fused_qkv": one projection whose output is q | k | v
+    window_offset: str = "none"  # "none" | "pad_plus_one": positions start after pad_token_id (RoBERTa)
+    fields: ConfigFields = field(default_factory=ConfigFields)
+
+    def __post_init__(self):
+        roles = (("norm_after_attn", "norm_after_ff") if self.placement == "post"
+                 else ("norm_before_attn", "norm_before_ff"))
+        missing = [r for r in roles if getattr(self, r) is None]
+        if self.placement not in ("post", "pre") or missing:
+            raise ValueError(f"ArchSpec({self.family}): placement {self.placement!r} needs the norms {roles}")
 
     @property
-    def keys(self) -> tuple[str, ...]:
-        base = ("attention", "norm", "norm_layer", "attn_res", "attn_res_ln", "ff", "ff_res")
-        return base + (("ff_res_ln",) if self.placement == "post" else ())
+    def norm_on_attn_residual(self) -> str:
+        """The norm applied to z = x + Attn(·): post-LN norm_after_attn, pre-LN norm_before_ff."""
+        return self.norm_after_attn if self.placement == "post" else self.norm_before_ff
+
+    @property
+    def norm_on_ff_residual(self) -> str | None:
+        """The norm applied after the FF residual (post-LN norm_after_ff); pre-LN models have none."""
+        return self.norm_after_ff if self.placement == "post" else None
+
+    @property
+    def norm_on_input(self) -> str | None:
+        """The norm applied to the layer input before attention (pre-LN norm_before_attn)."""
+        return self.norm_before_attn if self.placement == "pre" else None
+
+    def value_columns(self, n_heads: int, n_kv_heads: int, head_dim: int) -> slice:
+        """Where the value vectors sit in the output (and weight columns) of the ``value`` module."""
+        width = n_kv_heads * head_dim
+        if self.qkv_layout == "fused_qkv":  # q | k | v
+            start = 2 * n_heads * head_dim
+            return slice(start, start + width)
+        return slice(0, width)
 
 
 _BERT = ArchSpec(
-    family="bert", placement="post", layers="encoder.layer",
+    family="bert", placement="post", causal=False, layers="encoder.layer",
     value="attention.self.value", out="attention.output.dense",
-    norm1="attention.output.LayerNorm", norm2="output.LayerNorm", norm_kind="layernorm",
+    norm_after_attn="attention.output.LayerNorm", norm_after_ff="output.LayerNorm", norm_kind="layernorm",
     ff_kind="mlp", ff_in="intermediate.dense", ff_out="output.dense", act="intermediate.intermediate_act_fn",
 )
+_ROBERTA = ArchSpec(**{**_BERT.__dict__, "window_offset": "pad_plus_one"})
 _DISTILBERT = ArchSpec(
-    family="bert", placement="post", layers="transformer.layer",
+    family="bert", placement="post", causal=False, layers="transformer.layer",
     value="attention.v_lin", out="attention.out_lin",
-    norm1="sa_layer_norm", norm2="output_layer_norm", norm_kind="layernorm",
+    norm_after_attn="sa_layer_norm", norm_after_ff="output_layer_norm", norm_kind="layernorm",
     ff_kind="mlp", ff_in="ffn.lin1", ff_out="ffn.lin2", act="ffn.activation",
 )
 _GPT2 = ArchSpec(
-    family="gpt2", placement="pre", layers="h",
-    value="attn.c_attn", out="attn.c_proj", norm1="ln_1", norm2="ln_2", norm_kind="layernorm",
-    ff_kind="mlp", ff_in="mlp.c_fc", ff_out="mlp.c_proj", act="mlp.act", conv1d=True, fused_qkv=True,
+    family="gpt2", placement="pre", causal=True, layers="h",
+    value="attn.c_attn", out="attn.c_proj", norm_before_attn="ln_1", norm_before_ff="ln_2", norm_kind="layernorm",
+    ff_kind="mlp", ff_in="mlp.c_fc", ff_out="mlp.c_proj", act="mlp.act", conv1d=True, qkv_layout="fused_qkv",
 )
 _LLAMA = ArchSpec(
-    family="llama", placement="pre", layers="layers",
+    family="llama", placement="pre", causal=True, layers="layers",
     value="self_attn.v_proj", out="self_attn.o_proj",
-    norm1="input_layernorm", norm2="post_attention_layernorm", norm_kind="rmsnorm",
+    norm_before_attn="input_layernorm", norm_before_ff="post_attention_layernorm", norm_kind="rmsnorm",
     ff_kind="gated", ff_in="mlp.gate_proj", ff_up="mlp.up_proj", ff_out="mlp.down_proj", act="mlp.act_fn",
 )
 
-ARCHITECTURES: dict[str, ArchSpec] = {
-    "bert": _BERT,
-    "roberta": _BERT,
-    "xlm-roberta": _BERT,
-    "camembert": _BERT,
-    "electra": _BERT,
-    "distilbert": _DISTILBERT,
-    "gpt2": _GPT2,
-    "llama": _LLAMA,
-    "mistral": _LLAMA,
-    "qwen2": _LLAMA,
-    "qwen3": _LLAMA,  # q/k norms only change attention weights, which are recorded
-}
+ARCHITECTURES: dict[str, ArchSpec] = {}
+FAMILIES: dict[str, list[str]] = {}
 
-FAMILIES = {
-    "BERT family (post-LN)": ["bert", "roberta", "xlm-roberta", "camembert", "electra", "distilbert"],
-    "GPT-2 (pre-LN)": ["gpt2"],
-    "Llama family (pre-RMSNorm, GQA, SwiGLU)": ["llama", "mistral", "qwen2", "qwen3"],
-}
+
+def register_architecture(model_type: str, spec: ArchSpec, family_label: str | None = None) -> ArchSpec:
+    """Add (or replace) the row of ``model_type`` (a transformers ``config.model_type``).
+
+    ``family_label`` is how the supported-models message groups it (default: the spec's family)."""
+    ARCHITECTURES[model_type] = spec
+    label = family_label or spec.family
+    for types in FAMILIES.values():
+        if model_type in types:
+            types.remove(model_type)
+    FAMILIES.setdefault(label, []).append(model_type)
+    return spec
+
+
+for _mt in ("bert", "electra"):
+    register_architecture(_mt, _BERT, "BERT family (post-LN)")
+for _mt in ("roberta", "xlm-roberta", "camembert"):
+    register_architecture(_mt, _ROBERTA, "BERT family (post-LN)")
+register_architecture("distilbert", _DISTILBERT, "BERT family (post-LN)")
+register_architecture("gpt2", _GPT2, "GPT-2 (pre-LN)")
+for _mt in ("llama", "mistral", "qwen2", "qwen3"):  # qwen3's q/k norms only change α, which is recorded
+    register_architecture(_mt, _LLAMA, "Llama family (pre-RMSNorm, GQA, SwiGLU)")
 
 
 def supported_text() -> str:
-    return "; ".join(f"{fam}: {', '.join(types)}" for fam, types in FAMILIES.items())
+    return "; ".join(f"{fam}: {', '.join(types)}" for fam, types in FAMILIES.items() if types)
 
 
-def unsupported_config_reason(config) -> str | None:
-    """Return why a config of a known type still can't be analysed exactly, or None."""
+def unsupported_config_reason(config, spec: ArchSpec) -> str | None:
+    """Why a config of a known type still can't be analysed exactly, or None."""
     mt = getattr(config, "model_type", None)
     if getattr(config, "add_cross_attention", False):
         return f"{mt} with cross-attention (an encoder-decoder setup) is not supported"
-    if mt in ("llama", "mistral", "qwen2", "qwen3"):
+    if spec.ff_kind == "gated":
         act = getattr(config, "hidden_act", "silu")
         if act not in ("silu", "swish"):
             return f"{mt} with hidden_act={act!r}: gated FF units are decomposed for SiLU only"
-    if mt in ("bert", "roberta", "xlm-roberta", "camembert", "electra"):
-        if getattr(config, "is_decoder", False):
-            return f"{mt} configured as a decoder is not supported"
+    if not spec.causal and getattr(config, "is_decoder", False):
+        return f"{mt} configured as a decoder is not supported"
     return None

@@ -16,9 +16,10 @@ from pathlib import Path
 import torch
 
 from ..backend import parse_dtype, pick_device
+from ..activations import check_activation
 from ..errors import HubUnreachableError, MissingPackageError, UnknownModelError, UnsupportedModelError
 from .arch import ARCHITECTURES, ArchSpec, supported_text, unsupported_config_reason
-from .params import LayerParams, get_path, head_counts, layer_params
+from .params import LayerParams, get_path, head_counts, layer_params, sizes
 
 log = logging.getLogger(__name__)
 
@@ -79,11 +80,16 @@ class LoadedModel:
 
     @property
     def n_heads(self) -> int:
-        return head_counts(self.model.config)[0]
+        return head_counts(self.model.config, self.spec)[0]
+
+    @property
+    def sizes(self) -> tuple[int, int]:
+        """(d_model, d_ff)."""
+        return sizes(self.model.config, self.spec)
 
     @property
     def is_causal(self) -> bool:
-        return self.spec.placement == "pre"
+        return self.spec.causal
 
     @property
     def layers(self):
@@ -251,15 +257,15 @@ def check_supported(config, name: str) -> ArchSpec:
         raise UnsupportedModelError(
             f"{name!r} is a {mt!r} model, which normviz cannot analyse exactly. Supported families: {supported_text()}."
         )
-    reason = unsupported_config_reason(config)
+    reason = unsupported_config_reason(config, spec)
     if reason:
         raise UnsupportedModelError(f"{name!r}: {reason}. Supported families: {supported_text()}.")
     return spec
 
 
-def _max_length(config, tokenizer) -> int:
-    window = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None) or 512
-    if config.model_type in ("roberta", "xlm-roberta", "camembert"):
+def _max_length(config, tokenizer, spec: ArchSpec) -> int:
+    window = spec.fields.get(config, spec.fields.window, 512)
+    if spec.window_offset == "pad_plus_one":  # RoBERTa's positions start after pad_token_id
         window -= (getattr(config, "pad_token_id", 1) or 1) + 1
     tok_max = getattr(tokenizer, "model_max_length", None)
     if tok_max and tok_max < 1_000_000:
@@ -267,42 +273,53 @@ def _max_length(config, tokenizer) -> int:
     return int(window)
 
 
-def load(name: str, device=None, dtype=None, progress=None) -> LoadedModel:
-    """Load ``name`` (``"minilm"``, ``"smollm2"``, a Hub id or a local dir) ready for :func:`normviz.analyze`."""
+def load(name: str, device=None, dtype=None, device_map=None, progress=None) -> LoadedModel:
+    """Load ``name`` (``"minilm"``, ``"smollm2"``, a Hub id or a local dir) ready for analysis.
+
+    ``device``: cpu, cuda or mps (default: the best available); ``dtype``: float32 (default) or float64;
+    ``device_map`` (``"auto"``, ``"balanced"``, a dict; needs accelerate): spread the layers of a model too
+    large for one GPU over the devices; each layer's records are decomposed on that layer's device."""
     from transformers import AutoModel, AutoTokenizer
 
-    dev = pick_device(device)
-    dt = parse_dtype(dtype, dev)
+    if device_map is not None and importlib.util.find_spec("accelerate") is None:
+        raise MissingPackageError("device_map needs accelerate: pip install 'accelerate==1.15.0'.")
+    dev = pick_device(device) if device_map is None else None
+    dt = parse_dtype(dtype, dev or torch.device("cuda" if torch.cuda.is_available() else "cpu"))
     source, revision = resolve(name, progress)
     config = load_config(source, revision, name)
     spec = check_supported(config, name)
     if progress:
-        progress(f"Loading {name}…")
+        progress(f"Loading {name}…" if device_map is None else f"Loading {name} with device_map={device_map!r}…")
     offline = {"local_files_only": True} if revision == "hub" and _in_local_cache(source) else {}
+    placement = {"dtype": torch.float32} if device_map is None else {"dtype": dt, "device_map": device_map}
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False, **offline)
-        model = AutoModel.from_pretrained(
-            source, config=config, attn_implementation="eager", trust_remote_code=False, dtype=torch.float32,
-            **offline,
-        )
+        model = AutoModel.from_pretrained(source, config=config, attn_implementation="eager",
+                                          trust_remote_code=False, **placement, **offline)
     except OSError as exc:
         if revision == "hub":
             raise _hub_error(name, exc) from None
         raise UnknownModelError(f"Could not load {name!r}: {exc}") from None
-    if get_path(model, spec.layers) is None:  # pragma: no cover - defensive
-        raise UnsupportedModelError(f"{name!r}: could not find its layers at {spec.layers!r}.")
-    model = model.to(device=dev, dtype=dt).eval()
-    model.requires_grad_(False)
+    if device_map is None:
+        model = model.to(device=dev, dtype=dt)
+    else:
+        emb = model.get_input_embeddings()
+        dev = emb.weight.device if emb is not None else next(model.parameters()).device
+        revision += f"|map:{device_map}"
+    model.eval().requires_grad_(False)
     return _validated(LoadedModel(
         name=name, model=model, tokenizer=tokenizer, spec=spec, source=source, revision=revision,
-        device=dev, dtype=dt, max_length=_max_length(config, tokenizer),
+        device=dev, dtype=dt, max_length=_max_length(config, tokenizer, spec),
     ))
+
+
+def layer_devices(lm: LoadedModel) -> list[str]:
+    """The device of each layer (to report how a model was sharded with device_map)."""
+    return [str(next(layer.parameters()).device) for layer in lm.layers]
 
 
 def _validated(lm: LoadedModel) -> LoadedModel:
     """Refuse, with a message, a model whose FF activation we cannot split exactly."""
-    from ..decompose import check_activation
-
     reason = check_activation(lm.layer_params(0).act, gated=lm.spec.ff_kind == "gated")
     if reason:
         raise UnsupportedModelError(f"{lm.name!r}: {reason}. Supported families: {supported_text()}.")
@@ -318,5 +335,5 @@ def from_model(model, tokenizer, name: str = "custom") -> LoadedModel:
     p = next(model.parameters())
     return _validated(LoadedModel(
         name=name, model=model, tokenizer=tokenizer, spec=spec, source=name, revision="memory:" + str(id(model)),
-        device=p.device, dtype=p.dtype, max_length=_max_length(model.config, tokenizer) if tokenizer else 10**9,
+        device=p.device, dtype=p.dtype, max_length=_max_length(model.config, tokenizer, spec) if tokenizer else 10**9,
     ))

@@ -62,6 +62,10 @@ def _norm_params(mod: nn.Module, kind: str) -> NormParams:
     return NormParams(module=mod, kind=kind, weight=mod.weight, bias=getattr(mod, "bias", None), eps=float(eps))
 
 
+def _norm(layer: nn.Module, path: str | None, kind: str) -> NormParams | None:
+    return _norm_params(get_path(layer, path), kind) if path else None
+
+
 @dataclass
 class LayerParams:
     """What the decomposition needs from one layer."""
@@ -73,8 +77,9 @@ class LayerParams:
     b_v: torch.Tensor | None
     w_o: torch.Tensor  # [n_heads*head_dim, d]
     b_o: torch.Tensor | None
-    norm1: NormParams
-    norm2: NormParams
+    norm_on_input: NormParams | None  # pre-LN: the norm before attention
+    norm_on_attn_residual: NormParams  # post-LN: norm_after_attn; pre-LN: norm_before_ff
+    norm_on_ff_residual: NormParams | None  # post-LN: norm_after_ff
     ff_kind: str
     w_in: torch.Tensor  # mlp: [d, d_ff]; gated: gate [d, d_ff]
     b_in: torch.Tensor | None
@@ -89,24 +94,28 @@ class LayerParams:
         return self.w_o.reshape(self.n_heads, self.head_dim, -1)
 
 
-def head_counts(config) -> tuple[int, int, int]:
-    """(n_heads, n_kv_heads, head_dim) from a config of any supported family."""
-    n_heads = getattr(config, "num_attention_heads", None) or getattr(config, "n_head", None) or config.n_heads
-    n_kv = getattr(config, "num_key_value_heads", None) or n_heads
-    hidden = getattr(config, "hidden_size", None) or getattr(config, "n_embd", None) or config.dim
-    head_dim = getattr(config, "head_dim", None) or hidden // n_heads
+def head_counts(config, spec: ArchSpec) -> tuple[int, int, int]:
+    """(n_heads, n_kv_heads, head_dim) from the config fields the spec names."""
+    f = spec.fields
+    n_heads = f.get(config, f.heads)
+    n_kv = f.get(config, f.kv_heads, n_heads)
+    head_dim = f.get(config, f.head_dim) or f.get(config, f.d_model) // n_heads
     return int(n_heads), int(n_kv), int(head_dim)
 
 
+def sizes(config, spec: ArchSpec) -> tuple[int, int]:
+    """(d_model, d_ff) from the config fields the spec names (d_ff defaults to 4·d, as GPT-2's n_inner)."""
+    f = spec.fields
+    d = int(f.get(config, f.d_model))
+    return d, int(f.get(config, f.d_ff, 4 * d))
+
+
 def layer_params(layer: nn.Module, spec: ArchSpec, config) -> LayerParams:
-    n_heads, n_kv, head_dim = head_counts(config)
+    n_heads, n_kv, head_dim = head_counts(config, spec)
     vmod = get_path(layer, spec.value)
-    w_v = _weight(vmod, spec.conv1d)
-    b_v = vmod.bias
-    if spec.fused_qkv:  # GPT-2 c_attn: [d, 3d] = q | k | v
-        width = n_heads * head_dim
-        w_v = w_v[:, 2 * width:3 * width]
-        b_v = b_v[2 * width:3 * width] if b_v is not None else None
+    cols = spec.value_columns(n_heads, n_kv, head_dim)
+    w_v = _weight(vmod, spec.conv1d)[:, cols]
+    b_v = vmod.bias[cols] if vmod.bias is not None else None
     omod = get_path(layer, spec.out)
     fin = get_path(layer, spec.ff_in)
     fout = get_path(layer, spec.ff_out)
@@ -114,8 +123,9 @@ def layer_params(layer: nn.Module, spec: ArchSpec, config) -> LayerParams:
     return LayerParams(
         n_heads=n_heads, n_kv_heads=n_kv, head_dim=head_dim,
         w_v=w_v, b_v=b_v, w_o=_weight(omod, spec.conv1d), b_o=omod.bias,
-        norm1=_norm_params(get_path(layer, spec.norm1), spec.norm_kind),
-        norm2=_norm_params(get_path(layer, spec.norm2), spec.norm_kind),
+        norm_on_input=_norm(layer, spec.norm_on_input, spec.norm_kind),
+        norm_on_attn_residual=_norm(layer, spec.norm_on_attn_residual, spec.norm_kind),
+        norm_on_ff_residual=_norm(layer, spec.norm_on_ff_residual, spec.norm_kind),
         ff_kind=spec.ff_kind,
         w_in=_weight(fin, spec.conv1d), b_in=fin.bias,
         w_up=_weight(fup, spec.conv1d) if fup is not None else None,

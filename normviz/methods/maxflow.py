@@ -27,8 +27,8 @@ from scipy.sparse import csr_array
 from scipy.sparse.csgraph import maximum_flow
 
 from ..errors import NormvizError, TooCostlyError
-from .registry import KeyInfo, Method, register
-from .rollout import attention_with_residual, row_normalize
+from .base import Inputs, KeyInfo, Output, Request
+from .rollouts import attention_with_residual, row_normalize
 
 SCALE = 2 ** 29
 MAX_TOKENS = 96
@@ -38,6 +38,11 @@ MAX_WORK = 2e8
 def estimated_work(n: int, n_layers: int) -> float:
     """Σ_l n² problems × (l+1)·n² edges: a proxy for the solver's cost."""
     return float(n) ** 4 * n_layers * (n_layers + 1) / 2
+
+
+def check(request: Request, key: str, options: dict) -> None:
+    solver_option(options)
+    check_cost(request.n_tokens, request.n_layers, options)
 
 
 def check_cost(n: int, n_layers: int, options: dict | None = None) -> None:
@@ -125,23 +130,19 @@ def attention_flow(a_hat: np.ndarray, solver: str = "auto") -> np.ndarray:
     return row_normalize(out)
 
 
-def _compute(arrays, analysis, keys, options):
-    att = arrays["attention"]
-    check_cost(att.shape[-1], att.shape[0], options)
+NAME = "maxflow"
+KEYS = (KeyInfo("flow", "Attention flow", False,
+                "Max flow from token i at layer l to input token j on the layered graph with capacities "
+                "Â = rownorm(0.5·A + 0.5·I), rows normalised (Abnar & Zuidema 2020)."),)
+REQUIRES = {"flow": ("attention",)}
+NEEDS_MODEL = False
+OPT_IN = ("flow",)
+REFERENCES = ("Abnar & Zuidema 2020, Quantifying Attention Flow in Transformers",)
+
+
+def compute(inputs: Inputs, keys, options) -> Output:
+    att = inputs.arrays["attention"]
     a_hat = attention_with_residual(att.astype(np.float64))
     solver = solver_option(options)
-    if analysis is not None and hasattr(analysis, "notes"):
-        analysis.notes["flow"] = f"max flow on capacities Â = rownorm(0.5·A + 0.5·I), rows normalised; solver: {solver}"
-    return {"flow": attention_flow(a_hat, solver).astype(att.dtype)}
-
-
-FLOW = register(Method(
-    name="flow", scope="model", requires=("attention",), opt_in=True,
-    keys=(KeyInfo("flow", "Attention flow", False,
-                  "Max flow from token i at layer l to input token j on the layered graph with capacities "
-                  "Â = rownorm(0.5·A + 0.5·I), rows normalised (Abnar & Zuidema 2020).", rows_sum_to_one=True),),
-    compute=_compute, precheck=check_cost,
-    cost_note=f"n²·L max-flow problems; refused above {MAX_TOKENS} tokens or estimated work {MAX_WORK:.0e} "
-              "(options flow_max_tokens, flow_max_work)",
-    references=("Abnar & Zuidema 2020, Quantifying Attention Flow in Transformers",),
-))
+    note = f"max flow on capacities Â = rownorm(0.5·A + 0.5·I), rows normalised; solver: {solver}"
+    return Output({"flow": attention_flow(a_hat, solver).astype(att.dtype)}, {"flow": note})

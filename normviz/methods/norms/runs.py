@@ -1,7 +1,7 @@
 """The norm family (norm, norm_layer, attn_res, attn_res_ln) for a run of layers at once.
 
 Per-token Gram matrices G_j of [f^1_j … f^H_j, x_j], then ‖Σ_h c_h f^h_j + c_x x_j‖² = cᵀ G_j c.
-On CPU the layers of a run share one call of each compiled kernel (:mod:`normviz.kernels`):
+With the compiled backend (CPU) the layers of a run share one call of each kernel (:mod:`.kernels`):
 
   1. f^h = v^h W^O_h per layer (one batched product each, into one scratch buffer [L, H, n, d]);
   2. ``span_grams``: plain and normed Grams of every layer and token, in one pass over f and x;
@@ -9,8 +9,8 @@ On CPU the layers of a run share one call of each compiled kernel (:mod:`normviz
   4. the n diagonal pairs, where the residual x_j enters: c_j = (α^1_jj … α^H_jj, 1), batched in torch.
 
 Few large calls instead of dozens of small ones per layer: the CPU's threads are handed between torch and
-the kernels twice per run instead of four times per layer. Elsewhere (GPU/mps, no numba) steps 2–3 are
-torch: each layer's ``LayerDecomposition._grams`` and :func:`normviz.pair_norms.pair_norms_torch`.
+the kernels twice per run instead of four times per layer. The torch backend (GPU/mps, no numba) does
+steps 2–3 with batched products (:func:`grams_torch`, :func:`.pair_norms.pair_norms_torch`).
 """
 from __future__ import annotations
 
@@ -23,12 +23,14 @@ KEYS = ("norm", "norm_layer", "attn_res", "attn_res_ln")
 RUN_BYTES = 24 * 2**20  # scratch for the head vectors f of one run (BERT-base: 12 layers at n ≤ 56, 5 at 128, 1 at 512)
 
 
-def applicable(ctxs) -> bool:
-    """Whether the compiled path can serve these layer contexts (CPU, float32/float64, numba present)."""
-    return (bool(ctxs) and kernels.available()
-            and all(c.device.type == "cpu" and c.dtype in (torch.float32, torch.float64)
-                    and c.use_kernel is not False for c in ctxs)
-            and len({(c.dtype, c.n, c.alpha.shape[0], c.rec.x.shape[-1], c.ln_attn.kind) for c in ctxs}) == 1)
+def backend(ctxs) -> str:
+    """"kernels" where the compiled path can serve these layers (CPU, float32/float64, numba present, one
+    shape), else "torch". The one place this is decided."""
+    ok = (bool(ctxs) and kernels.available()
+          and all(c.device.type == "cpu" and c.dtype in (torch.float32, torch.float64)
+                  and c.use_kernel is not False for c in ctxs)
+          and len({(c.dtype, c.n, c.alpha.shape[0], c.rec.x.shape[-1], c.ln_attn.kind) for c in ctxs}) == 1)
+    return "kernels" if ok else "torch"
 
 
 def runs(ctxs, run_bytes: int = RUN_BYTES):
@@ -40,13 +42,21 @@ def runs(ctxs, run_bytes: int = RUN_BYTES):
         yield slice(start, min(len(ctxs), start + size))
 
 
-def run_grams(ctxs) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """Plain and normed Grams [L, n, H+1, H+1] of the layers in ``ctxs`` (one kernel call), or None."""
+def _head_vectors(ctxs) -> torch.Tensor:
+    """f [L, H, n, d] of the run, in one scratch buffer."""
     c0 = ctxs[0]
     L, H, n, d, dtype = len(ctxs), c0.alpha.shape[0], c0.n, c0.rec.x.shape[-1], c0.dtype
     f = c0.workspace.buffer("head_vectors_run", (L, H, n, d), dtype, c0.device)
     for layer, c in enumerate(ctxs):
         torch.bmm(c.head_values, c.p.head_w_o().to(dtype), out=f[layer])
+    return f
+
+
+def grams_kernel(ctxs) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Plain and normed Grams [L, n, H+1, H+1] of the run (one kernel call), or None if it can't run."""
+    c0 = ctxs[0]
+    L, H, n, dtype = len(ctxs), c0.alpha.shape[0], c0.n, c0.dtype
+    f = _head_vectors(ctxs)
     x = torch.stack([c.rec.x.to(dtype) for c in ctxs])
     gamma2 = torch.stack([c.ln_attn.weight.to(dtype) for c in ctxs]).square()
     plain = torch.empty(L, n, H + 1, H + 1, dtype=dtype)
@@ -55,6 +65,31 @@ def run_grams(ctxs) -> tuple[torch.Tensor, torch.Tensor] | None:
     if not kernels.run("span_grams", f.numpy(), x.numpy(), gamma2.numpy(), centre, plain.numpy(), weighted.numpy()):
         return None
     return plain, weighted
+
+
+def grams_torch(ctxs) -> tuple[torch.Tensor, torch.Tensor]:
+    """The same Grams with torch ops (any device): e laid out [n, H+1, d], then batched products. Under N:
+    ⟨Na, Nb⟩ = Σ_k γ_k² a_k b_k (RMSNorm); for LayerNorm, with centring, Σγ²ab − b̄ Σγ²a − ā Σγ²b + ā b̄ Σγ²."""
+    f_run = _head_vectors(ctxs)
+    plains, weighteds = [], []
+    for f, c in zip(f_run, ctxs):
+        H, n, d = f.shape
+        g = c.ln_attn.weight.to(c.dtype)
+        e = c.workspace.buffer("span", (n, H + 1, d), c.dtype, c.device)
+        e[:, :H] = f.transpose(0, 1)
+        e[:, H] = c.rec.x
+        plain = torch.bmm(e, e.transpose(1, 2))
+        eg = c.workspace.buffer("span_weighted", (n, H + 1, d), c.dtype, c.device)
+        torch.mul(e, g, out=eg)
+        weighted = torch.bmm(eg, eg.transpose(1, 2))  # Σ_k γ_k² a_k b_k
+        if c.ln_attn.kind == "layernorm":
+            s = eg @ g  # Σ_k γ_k² e_k, [n, H+1]
+            m = e.mean(-1)  # ē
+            weighted = (weighted - m.unsqueeze(1) * s.unsqueeze(2) - m.unsqueeze(2) * s.unsqueeze(1)
+                        + (g @ g) * m.unsqueeze(2) * m.unsqueeze(1))
+        plains.append(plain)
+        weighteds.append(weighted)
+    return torch.stack(plains), torch.stack(weighteds)
 
 
 def _pair_kernel(alpha, stage_grams, stage_scales, stage_dests, fnorm, norm_out) -> bool:
@@ -74,31 +109,23 @@ def _pair_kernel(alpha, stage_grams, stage_scales, stage_dests, fnorm, norm_out)
     return True
 
 
-def norm_family_run(ctxs, keys, targets: dict[str, torch.Tensor] | None = None,
-                    alpha: torch.Tensor | None = None) -> list[dict[str, torch.Tensor]]:
-    """The keys asked for (among :data:`KEYS`) for each layer of ``ctxs`` (same n, H, d, dtype, device).
+def norm_family_run(ctxs, keys, use: str = "torch", targets: dict[str, torch.Tensor] | None = None,
+                    alpha: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """The keys asked for (among :data:`KEYS`) for the layers of ``ctxs`` (same n, H, d, dtype, device), as
+    {key: [L_run, …]} tensors.
 
-    With :func:`applicable` contexts the compiled kernels do the Grams and the pair sums (falling back to
-    torch if they can't run); otherwise each layer's torch Grams and :func:`pair_norms_torch` (GPU/mps).
-    ``targets``: key → [L, …] tensors to write into (e.g. views of the result arrays); ``alpha``: the run's
-    attention weights already stacked [L, H, n, n] (e.g. the `attention` result), else they are stacked here.
-    Each context's Grams are left in its cache, so its other maps reuse them.
+    ``use``: the backend from :func:`backend` ("kernels" falls back to torch if a kernel can't run).
+    ``targets``: key → [L_run, …] tensors to write into (e.g. views of the result arrays); ``alpha``: the
+    run's attention weights already stacked [L_run, H, n, n], else they are stacked here.
     """
     keys = [k for k in keys if k in KEYS]
     c0 = ctxs[0]
     L, H, n, dtype, device = len(ctxs), c0.alpha.shape[0], c0.n, c0.dtype, c0.device
-    use_kernels = applicable(ctxs)
-    grams = run_grams(ctxs) if use_kernels else None
-    if grams is not None:
-        plain, weighted = grams
-        for layer, c in enumerate(ctxs):
-            c.__dict__["_grams"] = (plain[layer], weighted[layer])
-    else:
-        use_kernels = False
-        plain = torch.stack([c._grams[0] for c in ctxs])
-        weighted = torch.stack([c._grams[1] for c in ctxs])
+    grams = grams_kernel(ctxs) if use == "kernels" else None
+    use_kernels = grams is not None
+    plain, weighted = grams if use_kernels else grams_torch(ctxs)
     if not keys:
-        return [{} for _ in ctxs]
+        return {}
     targets = dict(targets or {})
 
     def dest(key: str, shape: tuple[int, ...]) -> torch.Tensor:
@@ -149,4 +176,4 @@ def norm_family_run(ctxs, keys, targets: dict[str, torch.Tensor] | None = None,
     if "attn_res_ln" in keys:
         out["attn_res_ln"] = stage_dests[-1]
         out["attn_res_ln"][:, idx, idx] = with_residual(weighted) * inv_s
-    return [{k: out[k][layer] for k in keys} for layer in range(L)]
+    return {k: out[k] for k in keys}

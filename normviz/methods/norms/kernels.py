@@ -5,7 +5,7 @@
 * ``pair_norms``: scale_i · sqrt(α_ijᵀ G_j α_ij) for one or two Grams, in one pass over α (j innermost, α's
   own [H, n, n] layout), optionally writing ‖α^h_ij f^h_j‖ = α^h_ij ‖f^h_j‖ in the same pass.
 
-torch versions of the same formulas live next to their callers and run on GPU/mps, or wherever numba is
+torch versions of the same formulas (:mod:`.runs`, :mod:`.pair_norms`) and run on GPU/mps, or wherever numba is
 missing or fails; tests check that both agree. numba is imported and the kernels compiled (or loaded from
 numba's on-disk cache) on first use only.
 """

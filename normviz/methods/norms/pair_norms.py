@@ -9,7 +9,7 @@ both α's last axis and G, so the sum vectorises over j in α's own [H, n, n] la
 [n, n, H]-sized temporary.
 
 Two implementations of the same formula:
-  * a compiled CPU kernel (:mod:`normviz.kernels`, driven by :mod:`normviz.norm_maps`; rows in parallel,
+  * a compiled CPU kernel (:mod:`.kernels`, driven by :mod:`.runs`; rows in parallel,
     j innermost) — the default on CPU;
   * :func:`pair_norms_torch` (batched over j) — on GPU/mps, and wherever numba is missing.
 Both are tested against each other and against per-pair vectors built explicitly.

@@ -16,8 +16,22 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .registry import KeyInfo, Method, register
-from .rollout import finish, rollout
+from .base import Inputs, KeyInfo, Output, no_check, per_layer
+from .rollouts import finish, rollout
+
+NAME = "interactions"
+KEYS = (
+    KeyInfo("alti", "ALTI (per layer)", False,
+            "c_ij = max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁), row-normalised, from the attn_res_ln parts "
+            "(Ferrando et al. 2022)."),
+    KeyInfo("rollout_alti", "ALTI rollout", False,
+            "R_l = alti_l · R_{l−1}, cumulative up to layer l (Ferrando et al. 2022)."),
+)
+REQUIRES = {"rollout_alti": ("alti",)}
+NEEDS_MODEL = False
+OPT_IN = ()
+REFERENCES = ("Ferrando et al. 2022, Measuring the Mixing of Contextual Information in the Transformer",)
+check = no_check
 
 
 def alti_layer(ctx) -> torch.Tensor:
@@ -35,29 +49,12 @@ def alti_layer(ctx) -> torch.Tensor:
     return out
 
 
-ALTI = register(Method(
-    name="alti", scope="layer",
-    keys=(KeyInfo("alti", "ALTI (per layer)", False,
-                  "c_ij = max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁), row-normalised, from the attn_res_ln parts "
-                  "(Ferrando et al. 2022).", rows_sum_to_one=True),),
-    compute=lambda ctx, keys, options: {"alti": alti_layer(ctx)},
-    cost_note="O(n²·d) per layer, in row chunks",
-    references=("Ferrando et al. 2022, Measuring the Mixing of Contextual Information in the Transformer",),
-))
-
-
-def _rollout_alti(arrays, analysis, keys, options):
-    """R_l = C_l·R_{l−1}; for decoders the receptive-field option of the other rollouts applies too."""
-    a = arrays["alti"]
-    r = finish("rollout_alti", rollout(a.astype(np.float64)), False, analysis, options)
-    return {"rollout_alti": r.astype(a.dtype)}
-
-
-ROLLOUT_ALTI = register(Method(
-    name="rollout_alti", scope="model", requires=("alti",),
-    keys=(KeyInfo("rollout_alti", "ALTI rollout", False,
-                  "R_l = alti_l · R_{l−1}, cumulative up to layer l (Ferrando et al. 2022).", rows_sum_to_one=True),),
-    compute=_rollout_alti,
-    cost_note="O(L·n³) after alti",
-    references=("Ferrando et al. 2022",),
-))
+def compute(inputs: Inputs, keys, options) -> Output:
+    arrays, notes = {}, {}
+    if "alti" in keys:
+        arrays.update(per_layer(inputs, NAME, ["alti"], lambda ctx: {"alti": alti_layer(ctx)}))
+    if "rollout_alti" in keys:
+        a = arrays.get("alti", inputs.arrays.get("alti"))
+        r, notes["rollout_alti"] = finish(rollout(a.astype(np.float64)), False, inputs.request.causal, options)
+        arrays["rollout_alti"] = r.astype(a.dtype)
+    return Output(arrays, notes)

@@ -5,7 +5,7 @@ Attention rollout (Abnar & Zuidema 2020), ``rollout_attention``:
     Â_l  = rownorm(0.5·A_l + 0.5·I)             (the residual as an identity; rows sum to 1)
     R_0  = Â_0,  R_l = Â_l · R_{l−1}           (R_l[i, j]: share of input token j in token i after layer l)
 
-Rollout of the norm-based maps (GlobEnc-style), ``rollout_attn_res``, ``rollout_attn_res_ln``,
+Rollout of the norm-based maps, ``rollout_attn_res``, ``rollout_attn_res_ln``,
 ``rollout_ff_res``, ``rollout_ff_res_ln`` (post-LN only): the per-layer map M_l already contains the
 residual, so no identity is added: M̂_l = rownorm(M_l), R_l = M̂_l · R_{l−1}.
 
@@ -18,14 +18,14 @@ the others), the corrected map is
     R̃_l[i, j] = (R_l[i, j] / B_l[i, j]) / Σ_k (R_l[i, k] / B_l[i, k])      (j ≤ i)
 so that a model that attends uniformly over its receptive field gets uniform rows 1/(i+1), and values are
 read relative to that baseline. The default, ``"standard"``, is the paper's rollout. Which one was used is
-recorded in ``Analysis.notes[key]``. For encoders the option changes nothing (every token sees all tokens).
+stated in ``Analysis.notes[key]``. For encoders the option changes nothing (every token sees all tokens).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..errors import NormvizError
-from .registry import KeyInfo, Method, register
+from .base import Inputs, KeyInfo, Output, Request
 
 NORMALIZATIONS = ("standard", "receptive_field")
 
@@ -82,10 +82,9 @@ def normalization_option(options: dict) -> str:
     return value
 
 
-def finish(key: str, r: np.ndarray, with_identity: bool, analysis, options: dict) -> np.ndarray:
-    """Apply the chosen normalisation to a rollout and record the choice in ``analysis.notes``."""
+def finish(r: np.ndarray, with_identity: bool, causal: bool, options: dict) -> tuple[np.ndarray, str]:
+    """Apply the chosen normalisation to a rollout; returns it with a note saying which one."""
     mode = normalization_option(options)
-    causal = getattr(analysis, "placement", "post") == "pre"
     if mode == "receptive_field" and causal:
         n = r.shape[-1]
         u = uniform_causal(n)
@@ -93,66 +92,52 @@ def finish(key: str, r: np.ndarray, with_identity: bool, analysis, options: dict
         baseline = rollout(np.repeat(base_layer[None], r.shape[0], axis=0))
         note = ("receptive-field normalised: each entry divided by the rollout of uniform causal attention, "
                 "rows renormalised (option rollout_normalization=receptive_field)")
-        out = np.stack([receptive_field_correct(r[l], baseline[l]) for l in range(r.shape[0])])
-    else:
-        note = "standard rollout (rows sum to 1)"
-        if mode == "receptive_field":
-            note += "; receptive_field normalisation ignored: an encoder's tokens all see every token"
-        elif causal:
-            note += "; for this decoder, --option rollout_normalization=receptive_field corrects the bias to early tokens"
-        out = r
-    if analysis is not None and hasattr(analysis, "notes"):
-        analysis.notes[key] = note
-    return out
+        return np.stack([receptive_field_correct(r[l], baseline[l]) for l in range(r.shape[0])]), note
+    note = "standard rollout (rows sum to 1)"
+    if mode == "receptive_field":
+        note += "; receptive_field normalisation ignored: an encoder's tokens all see every token"
+    elif causal:
+        note += "; for this decoder, --option rollout_normalization=receptive_field corrects the bias to early tokens"
+    return r, note
 
 
-def _compute_attention(arrays, analysis, keys, options):
-    a_hat = attention_with_residual(arrays["attention"])
-    return {"rollout_attention": finish("rollout_attention", rollout(a_hat), True, analysis, options)}
+_OPTION_NOTE = "Decoders: --option rollout_normalization=receptive_field (see normviz.methods.rollouts)."
+
+NAME = "rollouts"
+KEYS = (
+    KeyInfo("rollout_attention", "Attention rollout", False,
+            "R_l = Â_l·R_{l−1}, Â = rownorm(0.5·mean_h α + 0.5·I), cumulative up to layer l. " + _OPTION_NOTE),
+    KeyInfo("rollout_attn_res", "Rollout of attention + residual", False,
+            "R_l = rownorm(attn_res_l)·R_{l−1} (residual already inside; no identity added). " + _OPTION_NOTE),
+    KeyInfo("rollout_attn_res_ln", "Rollout of attention + residual + norm", False,
+            "R_l = rownorm(attn_res_ln_l)·R_{l−1}: the norm rollout of the attention block with residual and "
+            "norm (the \"norm rollout\" baseline of Ferrando et al. 2022). " + _OPTION_NOTE),
+    KeyInfo("rollout_ff_res", "Rollout of feed-forward + residual", False,
+            "R_l = rownorm(ff_res_l)·R_{l−1}; for pre-LN models ff_res is the whole layer. " + _OPTION_NOTE),
+    KeyInfo("rollout_ff_res_ln", "Rollout of the whole layer (FF + residual + norm)", False,
+            "Post-LN only: R_l = rownorm(ff_res_ln_l)·R_{l−1}.", placements=("post",)),
+)
+REQUIRES = {"rollout_attention": ("attention",), **{k: (v,) for k, v in NORM_SOURCES.items()}}
+NEEDS_MODEL = False
+OPT_IN = ()
+REFERENCES = ("Abnar & Zuidema 2020, Quantifying Attention Flow in Transformers",
+              "Ferrando et al. 2022, Measuring the Mixing of Contextual Information in the Transformer",
+              "Kobayashi et al. 2021/2024")
 
 
-def _compute_norm(arrays, analysis, keys, options):
-    out = {}
+def check(request: Request, key: str, options: dict) -> None:
+    normalization_option(options)  # an unknown option value is refused before the forward pass
+
+
+def compute(inputs: Inputs, keys, options) -> Output:
+    arrays, notes = {}, {}
+    causal = inputs.request.causal
     for key in keys:
-        m = row_normalize(arrays[NORM_SOURCES[key]].astype(np.float64))
-        out[key] = finish(key, rollout(m), False, analysis, options).astype(arrays[NORM_SOURCES[key]].dtype)
-    return out
-
-
-_OPTION_NOTE = "Decoders: --option rollout_normalization=receptive_field (see normviz.methods.rollout)."
-
-ROLLOUT_ATTENTION = register(Method(
-    name="rollout_attention", scope="model", requires=("attention",),
-    keys=(KeyInfo("rollout_attention", "Attention rollout", False,
-                  "R_l = Â_l·R_{l−1}, Â = rownorm(0.5·mean_h α + 0.5·I), cumulative up to layer l. " + _OPTION_NOTE,
-                  rows_sum_to_one=True),),
-    compute=_compute_attention,
-    cost_note="O(L·n³), negligible",
-    references=("Abnar & Zuidema 2020, Quantifying Attention Flow in Transformers",),
-))
-
-_NORM_KEYS = {
-    "rollout_attn_res": KeyInfo(
-        "rollout_attn_res", "Rollout of attention + residual", False,
-        "R_l = rownorm(attn_res_l)·R_{l−1} (residual already inside; no identity added). " + _OPTION_NOTE,
-        rows_sum_to_one=True),
-    "rollout_attn_res_ln": KeyInfo(
-        "rollout_attn_res_ln", "Rollout of attention + residual + norm (GlobEnc)", False,
-        "R_l = rownorm(attn_res_ln_l)·R_{l−1} (Modarressi et al. 2022, GlobEnc). " + _OPTION_NOTE,
-        rows_sum_to_one=True),
-    "rollout_ff_res": KeyInfo(
-        "rollout_ff_res", "Rollout of feed-forward + residual", False,
-        "R_l = rownorm(ff_res_l)·R_{l−1}; for pre-LN models ff_res is the whole layer. " + _OPTION_NOTE,
-        rows_sum_to_one=True),
-    "rollout_ff_res_ln": KeyInfo(
-        "rollout_ff_res_ln", "Rollout of the whole layer (FF + residual + norm)", False,
-        "Post-LN only: R_l = rownorm(ff_res_ln_l)·R_{l−1}.", placements=("post",), rows_sum_to_one=True),
-}
-
-# one method per key, so that asking for one rollout computes only the per-layer map it needs
-for _key, _info in _NORM_KEYS.items():
-    register(Method(
-        name=_key, scope="model", requires=(NORM_SOURCES[_key],), keys=(_info,), compute=_compute_norm,
-        cost_note="O(L·n³) after the per-layer map",
-        references=("Modarressi et al. 2022, GlobEnc", "Kobayashi et al. 2021/2024"),
-    ))
+        if key == "rollout_attention":
+            a_hat = attention_with_residual(inputs.arrays["attention"])
+            arrays[key], notes[key] = finish(rollout(a_hat), True, causal, options)
+        else:
+            src = inputs.arrays[NORM_SOURCES[key]]
+            r, notes[key] = finish(rollout(row_normalize(src.astype(np.float64))), False, causal, options)
+            arrays[key] = r.astype(src.dtype)
+    return Output(arrays, notes)

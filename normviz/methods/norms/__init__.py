@@ -1,0 +1,62 @@
+"""The norm family of Kobayashi et al. 2020/2021: norm, norm_layer, attn_res, attn_res_ln.
+
+    norm        ‖α^h_ij f^h_j‖ = α^h_ij ‖f^h_j‖                                 [L, H, n, n]
+    norm_layer  ‖Σ_h α^h_ij f^h_j‖ = sqrt(α_ijᵀ G_j α_ij)                        [L, n, n]
+    attn_res    ‖Σ_h α^h_ij f^h_j + δ_ij x_j‖: norm_layer off the diagonal        [L, n, n]
+    attn_res_ln ‖N(u_ij)‖ / s_i, N = γ⊙centre (LayerNorm) or γ⊙· (RMSNorm)      [L, n, n]
+
+with G_j the Gram matrix of token j's span vectors [f^1_j … f^H_j, x_j] (plain, or under N). The work:
+:mod:`.runs` (runs of layers per call), :mod:`.kernels` (compiled CPU kernels), :mod:`.pair_norms` (the
+torch version of the pair sums). Which of the two runs is decided once, by :func:`.runs.backend`.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..base import Inputs, KeyInfo, Output, no_check, to_numpy
+from .runs import KEYS as _NAMES, backend, norm_family_run, runs
+
+NAME = "norms"
+KEYS = (
+    KeyInfo("norm", "Norm ‖α f(x)‖", True, "‖α^h_ij f^h(x_j)‖ per head (Kobayashi et al. 2020)."),
+    KeyInfo("norm_layer", "Norm, heads summed ‖Σ_h α f(x)‖", False,
+            "‖Σ_h α^h_ij f^h(x_j)‖: head vectors summed, then the norm (2020)."),
+    KeyInfo("attn_res", "Attention + residual", False,
+            "‖Σ_h α^h_ij f^h(x_j) + δ_ij x_j‖ (Kobayashi et al. 2021, ATB)."),
+    KeyInfo("attn_res_ln", "Attention + residual + norm", False,
+            "The norm after the residual decomposed: ‖γ⊙(u_ij − mean u_ij)‖/s_i (2021, ATBN)."),
+)
+REQUIRES: dict = {}
+NEEDS_MODEL = False
+OPT_IN = ()
+REFERENCES = ("Kobayashi et al. 2020, Attention is Not Only a Weight",
+              "Kobayashi et al. 2021, Incorporating Residual and Normalization Layers into Analysis of Masked "
+              "Language Models")
+check = no_check
+
+
+def compute(inputs: Inputs, keys, options) -> Output:
+    """The keys asked for, in runs of layers (one kernel call per run on CPU); written straight into the
+    result arrays. The `attention` result, when already computed, is the α the runs read."""
+    layers = list(inputs.layers)
+    keys = [k for k in _NAMES if k in keys]
+    L, c0 = len(layers), layers[0]
+    H, n = c0.alpha.shape[0], c0.n
+    dtype = to_numpy(c0.alpha[:0]).dtype
+    out = {k: np.empty((L, H, n, n) if k == "norm" else (L, n, n), dtype=dtype) for k in keys}
+    attention = inputs.arrays.get("attention")
+    alpha = torch.from_numpy(attention) if attention is not None and c0.device.type == "cpu" else None
+    use = backend(layers)
+    for run in runs(layers):
+        res = norm_family_run(layers[run], keys, use, alpha=alpha[run] if alpha is not None else None,
+                              targets={k: torch.from_numpy(out[k][run]) for k in keys})
+        for k in keys:  # already in place on CPU; copied from the device elsewhere
+            dest = out[k][run]
+            if res[k].device.type != "cpu" or res[k].data_ptr() != dest.ctypes.data:
+                dest[...] = to_numpy(res[k])
+        for ctx in layers[run]:
+            ctx.clear()
+        if inputs.progress:
+            inputs.progress(run.stop / L, f"{NAME}: layers {run.start + 1}–{run.stop}/{L}")
+    return Output(out)

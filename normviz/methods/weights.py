@@ -1,0 +1,23 @@
+"""Attention weights α^h_ij, as the model computed them in the recorded pass (Vaswani et al. 2017)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .base import Inputs, KeyInfo, Output, no_check, to_numpy
+
+NAME = "weights"
+KEYS = (KeyInfo("attention", "Attention weights α", True, "α^h_ij, the softmax weights of head h."),)
+REQUIRES: dict = {}
+NEEDS_MODEL = False
+OPT_IN = ()
+REFERENCES = ("Vaswani et al. 2017, Attention Is All You Need",)
+check = no_check
+
+
+def compute(inputs: Inputs, keys, options) -> Output:
+    layers = inputs.layers
+    c0 = layers[0]
+    out = np.empty((len(layers),) + tuple(c0.rec.attn.shape), dtype=to_numpy(c0.alpha[:0]).dtype)
+    for index, ctx in enumerate(layers):
+        out[index] = to_numpy(ctx.alpha)
+    return Output({"attention": out})
