@@ -91,17 +91,17 @@ if not view.text.strip():
     st.error("The text is empty. Type a sentence (or two) to analyse, or pick an example.")
     st.stop()
 
-# --- the heavy part: one cached analysis; layer/head/map changes only slice it ------------------------------
-res, errors = ui.analysis_for(lm, view.text, view.pair, list(view.maps))
-if res is None:
+# --- the heavy part: one cached session per text; each map computed once, layer/head changes only slice ----
+session = ui.session_for(lm, view.text, view.pair)
+if session is None:
     st.stop()
-for note in res.notes:
-    st.warning(note)
-a = res.analysis
+a = ui.get_maps(session, list(view.maps))
+if a is None:
+    st.stop()
 labels = data.unique_labels(list(a.labels))
 for k in view.maps:
-    if k in errors:
-        st.error(f"{ui.title(k)}: {errors[k]}")
+    if k in a.refused:
+        st.error(f"{ui.title(k)}: {a.refused[k]}")
 panels = data.build_panels(a, [k for k in view.maps if k in a], view.layer, view.head, view.hide_special, view.values)
 
 with cf:  # the focus picker sits in the control row; its bars go below the panels

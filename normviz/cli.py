@@ -28,8 +28,9 @@ def _add_export(p: argparse.ArgumentParser) -> None:
     p.add_argument("--text", required=True, help="the text to analyse")
     p.add_argument("--text-pair", default=None, help="optional second sentence (sentence-pair input)")
     p.add_argument("--out", required=True, help="output .npz file")
-    p.add_argument("--methods", nargs="*", default=None,
-                   help="maps to compute (default: every default map of the model); comma or space separated")
+    p.add_argument("--maps", "--methods", dest="maps", nargs="*", default=None, metavar="MAP_KEY",
+                   help="map keys to compute (default: every default map of the model), or family names; comma or "
+                        "space separated (--methods is the older name)")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     p.add_argument("--device", default=None, help="cpu, cuda or mps (default: best available)")
     p.add_argument("--max-tokens", type=int, default=None, help="truncate longer text (default: the model's window)")
@@ -56,13 +57,13 @@ def _parse_options(items: list[str]) -> dict:
 def _run_export(args) -> int:
     from . import analyze, load
 
-    methods = None
-    if args.methods:
-        methods = [m for item in args.methods for m in item.split(",") if m.strip()]
+    keys = None
+    if args.maps:
+        keys = [m for item in args.maps for m in item.split(",") if m.strip()]
     lm = load(args.model, device=args.device, dtype=args.dtype, progress=lambda msg: print(msg, file=sys.stderr))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TruncationWarning)
-        analysis = analyze(lm, args.text, text_pair=args.text_pair, methods=methods, max_tokens=args.max_tokens,
+        analysis = analyze(lm, args.text, text_pair=args.text_pair, keys=keys, max_tokens=args.max_tokens,
                            options=_parse_options(args.option))
     for w in caught:
         print(f"warning: {w.message}", file=sys.stderr)
@@ -89,7 +90,7 @@ def _load_plugins() -> None:
     """Import modules that add subcommands (they may be absent in a minimal install)."""
     import importlib
 
-    for mod in ("normviz.corpus.cli", "normviz.bench_cli"):
+    for mod in ("normviz.corpus.cli",):
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as exc:

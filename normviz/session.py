@@ -218,6 +218,21 @@ class Session:
                 refused={k: str(e) for k, e in refused.items()},
             )
 
+    def _free_siblings(self, family, ks: list[str]) -> list[str]:
+        """A family that declares COMPUTED_TOGETHER computes its other keys in the same pass at little extra
+        cost (the norm family's stages share the Grams, the FF stages the per-pair vectors): they are kept,
+        so asking for them later computes nothing. Option ``compute_together=False`` (the corpus engine, which
+        knows what it needs) computes only the keys asked for."""
+        if not getattr(family, "COMPUTED_TOGETHER", False) or not self.options.get("compute_together", True):
+            return []
+        out = []
+        for info in family.KEYS:
+            k = info.key
+            if k in ks or k in self._arrays or registry.is_opt_in(k) or self.refusal(k) is not None:
+                continue
+            out.append(k)
+        return out
+
     def _compute(self, todo: list[str], refused: dict, strict: bool, progress: Progress | None) -> None:
         order = list(registry.families())
         steps = len({registry.family_of(k).NAME for k in todo})
@@ -242,6 +257,7 @@ class Session:
                 groups.setdefault(registry.family_of(k).NAME, []).append(k)
             for name, ks in groups.items():
                 family = registry.families()[name]
+                ks = ks + self._free_siblings(family, ks)
                 inputs = Inputs(request=self.request, layer_views=layer_views, arrays=dict(self._arrays),
                                 model=self.lm if getattr(family, "NEEDS_MODEL", False) else None,
                                 progress=lambda f, m: report(f, m))

@@ -39,15 +39,16 @@ with c2:
                                          format_func=lambda k: k if k == "(none)" else ui.title(k))
 ui.save_view(view)
 
-res, errors = ui.analysis_for(lm, view.text, view.pair, [view.overview_map, view.overview_compare])
-if res is None:
+session = ui.session_for(lm, view.text, view.pair)
+if session is None:
     st.stop()
-for note in res.notes:
-    st.warning(note)
-a = res.analysis
+# the per-head summary below compares attention with norm
+a = ui.get_maps(session, [view.overview_map, view.overview_compare, "attention", "norm"])
+if a is None:
+    st.stop()
 for k in (view.overview_map, view.overview_compare):
-    if k in errors:
-        st.error(f"{ui.title(k)}: {errors[k]}")
+    if k in a.refused:
+        st.error(f"{ui.title(k)}: {a.refused[k]}")
 per_head = [k for k in a.keys() if a[k].ndim == 4]
 
 labels = data.unique_labels(list(a.labels))

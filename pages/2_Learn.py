@@ -39,10 +39,12 @@ with c1:
 if not text.strip():
     st.error("The text is empty. Type a word or two.")
     st.stop()
-res, errors = ui.analysis_for(lm, text, "", ui.default_keys(lm))
-if res is None:
+session = ui.session_for(lm, text, "")
+if session is None:
     st.stop()
-a = res.analysis
+a = ui.get_maps(session, ui.default_keys(lm))
+if a is None:
+    st.stop()
 labels = data.unique_labels(list(a.labels))
 with c2:
     layer = st.slider("Layer", 0, lm.n_layers - 1, 0, key="w_learn_layer")
@@ -57,11 +59,11 @@ def table(m: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame(np.round(m, 4), index=[f"{lab} ←" for lab in labels], columns=labels)
 
 
-def links(keys) -> str:
-    return " · ".join(f"[{learn.PAPERS[p][0]}]({learn.PAPERS[p][1]})" for p in keys)
+def links(key: str) -> str:
+    return " · ".join(f"[{p.title}]({p.url})" for p in learn.papers_of(key))
 
 
-for k, msg in errors.items():
+for k, msg in a.refused.items():
     st.error(f"{ui.title(k)}: {msg}")
 keys = [k for k in a.keys()]
 tabs = st.tabs([registry.key_info(k).title for k in keys])
@@ -103,5 +105,4 @@ for tab, key in zip(tabs, keys):
             st.markdown("The sum over heads of each head's length, Σ_h ‖α^h f^h‖, is never smaller (triangle "
                         "inequality); their ratio shows how much the heads cancel:")
             st.dataframe(table(ratio), width="content")
-        if lesson:
-            st.markdown("Papers: " + links(lesson.papers))
+        st.markdown("Papers: " + links(key))

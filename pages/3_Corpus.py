@@ -11,9 +11,10 @@ from pathlib import Path
 
 import streamlit as st
 
-from normviz.corpus import STAT_TITLES, STATISTICS, CorpusJob, plots, run_corpus
+from normviz.corpus import STAT_TITLES, STATISTICS, CorpusJob, run_corpus
 from normviz.corpus.samples import SAMPLES
 from normviz.errors import NormvizError
+from normviz.viz import corpus as plots
 from normviz.ui import st_parts as ui
 
 MAX_LINES = int(os.environ.get("NORMVIZ_CORPUS_MAX_LINES", "200"))  # cap for public demos

@@ -5,7 +5,8 @@
 >>> res.summary["statistics"]["mixing_attn_res"]
 
 Definitions of every statistic: :mod:`normviz.corpus.stats`. Engines: in-process (default) or Ray Data
-(:mod:`normviz.corpus.ray_engine`); sharded models with accelerate: :mod:`normviz.corpus.sharded`.
+(:mod:`normviz.corpus.ray_engine`); one chunk of lines: :mod:`normviz.corpus.chunks`; sharded models:
+``CorpusJob(device_map="auto")`` (:func:`normviz.load`'s ``device_map``).
 """
 from .engine import CorpusJob, CorpusResult, run_corpus
 from .stats import CATEGORIES, STAT_TITLES, STATISTICS

@@ -8,7 +8,6 @@ the Ray engines (same chunks, same batches) give the same numbers.
 """
 from __future__ import annotations
 
-import io
 import json
 import os
 import sys
@@ -18,13 +17,11 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-import torch
 
 from ..errors import NormvizError
-from ..methods import registry
-from ..tokens import Encoded, encode, pad_batch
-from .reader import BadLine, file_digest, parse_line, read_lines
-from .stats import STATISTICS, Accumulator, merge, needed_keys
+from .chunks import process_chunk, state_from_bytes, state_to_bytes
+from .reader import file_digest, read_lines
+from .stats import STATISTICS, merge
 
 FORMAT_VERSION = 1
 
@@ -75,115 +72,7 @@ def validate_job(job: CorpusJob) -> None:
         raise NormvizError(f"Unknown format {job.fmt!r}; use 'parquet' or 'csv'.")
 
 
-# ---------------------------------------------------------------------------- maps of a batch
-FX_NORM = "fx_norm"  # ‖f^h(x_j)‖ [L, H, n]: a per-token quantity, not a token-to-token map (kept out of the map registry)
-
-
-def fx_norm(ctx) -> torch.Tensor:
-    """‖f^h(x_j)‖ for every head and token of one layer, [H, n] (Kobayashi et al. 2020, §4.1), with
-    f^h(x_j) = (x̂_j W^V_h + b^V_h) W^O_h from :attr:`LayerDecomposition.head_vectors` (b^O excluded)."""
-    return ctx.head_vectors.to(ctx.acc).norm(dim=-1).to(ctx.dtype)
-
-
-@torch.no_grad()
-def batch_maps(lm, encs: list[Encoded], keys: list[str]) -> list[dict[str, np.ndarray]]:
-    """The maps ``keys`` (plus ``fx_norm``) of each sequence of one right-padded batch (one forward pass).
-
-    Same computation as :func:`normviz.analysis.analyze_encoded` (registry methods on a
-    :class:`~normviz.decompose.LayerDecomposition` per layer); records are moved to each layer's own device
-    so that models sharded with ``device_map`` work too.
-    """
-    from ..analysis import layer_contexts
-    from ..record import record
-
-    by_method: dict[str, list[str]] = {}
-    for k in keys:
-        if k == FX_NORM:
-            continue
-        method, _ = registry.lookup(k)
-        by_method.setdefault(method.name, []).append(k)
-    ids, mask = pad_batch(encs, pad_id=0)
-    recs = record(lm, ids, mask)
-    out = []
-    for seq in recs:
-        per_key: dict[str, list] = {k: [] for k in keys}
-        for ctx in layer_contexts(lm, seq):
-            for name, ks in by_method.items():
-                res = registry.methods()[name].compute(ctx, ks, {})
-                for k in ks:
-                    per_key[k].append(res[k].to("cpu"))
-            if FX_NORM in per_key:
-                per_key[FX_NORM].append(fx_norm(ctx).to("cpu"))
-        out.append({k: torch.stack(v).numpy() for k, v in per_key.items()})
-    return out
-
-
-# ---------------------------------------------------------------------------- one chunk
-def process_chunk(lm, lines: list[tuple[int, bytes]], stats, batch_size: int, max_tokens: int | None,
-                  on_batch: Callable[[int], None] | None = None) -> tuple[dict[str, np.ndarray], dict]:
-    """Parse, tokenise, batch and accumulate one chunk. Returns (state, meta) with meta = lines analysed,
-    their token counts and the bad lines ``[[line, reason], …]``. ``on_batch(k)``: k sentences done."""
-    limit = min(max_tokens, lm.max_length) if max_tokens else lm.max_length
-    keys = needed_keys(stats, lm.spec.placement)
-    acc = Accumulator(lm.n_layers, lm.n_heads, lm.spec.placement, stats)
-    bad: list[list] = []
-    good: list[tuple[int, Encoded]] = []
-    for line, raw in lines:
-        try:
-            item = parse_line(line, raw)
-            enc = encode(lm.tokenizer, item.text, item.pair, max_length=None, warn=False)
-            if len(enc.ids) > limit:
-                raise BadLine(f"too long: {len(enc.ids)} tokens, the limit is {limit} (--max-tokens)")
-            if len(enc.ids) < 2:
-                raise BadLine("only one token: nothing to contextualise")
-            good.append((line, enc))
-        except BadLine as exc:
-            bad.append([line, str(exc)])
-        except NormvizError as exc:
-            bad.append([line, str(exc)])
-    good.sort(key=lambda le: (-len(le[1].ids), le[0]))
-    done: list[int] = []
-    n_tok: list[int] = []
-    for start in range(0, len(good), batch_size):
-        batch = good[start:start + batch_size]
-        try:
-            results = batch_maps(lm, [e for _, e in batch], keys)
-            pairs = list(zip(batch, results))
-        except (RuntimeError, ValueError) as exc:  # e.g. out of memory: retry one by one, log what fails
-            if lm.device.type == "cuda":
-                torch.cuda.empty_cache()
-            pairs = []
-            for le in batch:
-                try:
-                    pairs.append((le, batch_maps(lm, [le[1]], keys)[0]))
-                except (RuntimeError, ValueError) as exc1:
-                    bad.append([le[0], f"analysis failed: {type(exc1).__name__}: {exc1}"])
-            del exc
-        for (line, enc), maps in pairs:
-            acc.add(maps, enc.ids, enc.tokens, enc.labels, enc.special)
-            done.append(line)
-            n_tok.append(len(enc.ids))
-        if on_batch:
-            on_batch(len(batch))
-    bad.sort()
-    return acc.state(), {"lines": done, "n_tokens": n_tok, "bad": bad, "n_layers": lm.n_layers,
-                         "n_heads": lm.n_heads, "placement": lm.spec.placement}
-
-
 # ---------------------------------------------------------------------------- checkpoints
-def state_to_bytes(state: dict, meta: dict) -> bytes:
-    buf = io.BytesIO()
-    np.savez(buf, __meta__=np.array(json.dumps(meta)), **state)
-    return buf.getvalue()
-
-
-def state_from_bytes(data: bytes) -> tuple[dict, dict]:
-    with np.load(io.BytesIO(data), allow_pickle=False) as z:
-        meta = json.loads(str(z["__meta__"]))
-        state = {k: z[k] for k in z.files if k != "__meta__"}
-    return state, meta
-
-
 class Checkpoints:
     """``<out>/checkpoint/``: ``manifest.json`` (the job's identity) and one ``chunk_NNNNNN.npz`` per chunk."""
 
@@ -231,11 +120,8 @@ class CorpusResult:
 def load_model(job: CorpusJob, progress_msg: Callable[[str], None] | None = None):
     from .. import load
 
-    if job.device_map:
-        from .sharded import load_sharded
-
-        return load_sharded(job.model, device_map=job.device_map, dtype=job.dtype, progress=progress_msg)
-    return load(job.model, device=job.device, dtype=job.dtype, progress=progress_msg)
+    return load(job.model, device=None if job.device_map else job.device, dtype=job.dtype,
+                device_map=job.device_map, progress=progress_msg)
 
 
 def run_corpus(job: CorpusJob, lm=None, progress: Callable[[int, int], None] | None = None,
@@ -353,4 +239,4 @@ def finalize(job: CorpusJob, ck: Checkpoints, n_chunks: int, lm, elapsed: float)
     return CorpusResult(tables=tabs, summary=summ, files=files, bad_lines=bad)
 
 
-__all__ = ["CorpusJob", "CorpusResult", "batch_maps", "process_chunk", "run_corpus"]
+__all__ = ["CorpusJob", "CorpusResult", "process_chunk", "run_corpus"]

@@ -39,7 +39,7 @@ class ChunkWorker:
         self.stats, self.batch_size, self.max_tokens = tuple(stats), batch_size, max_tokens
 
     def __call__(self, batch: dict) -> dict:
-        from .engine import process_chunk, state_to_bytes
+        from .chunks import process_chunk, state_to_bytes
 
         out_chunks, out_states = [], []
         for k, payload in zip(batch["chunk"], batch["lines"]):

@@ -7,6 +7,7 @@ A family is one module under ``normviz/methods/`` with
     REQUIRES    {key: (keys it needs computed first)}; e.g. a rollout needs its per-layer map
     NEEDS_MODEL whether ``compute`` reruns parts of the live model (then ``inputs.model`` is given)
     OPT_IN      keys not computed unless asked for by name (costly)
+    COMPUTED_TOGETHER  (optional) True: the session computes every applicable key of the family at once
     REFERENCES  the papers, for the Learn page and the docs
 
     check(request, key, options)     before any forward pass: raise NotApplicableError or TooCostlyError

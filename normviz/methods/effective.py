@@ -27,6 +27,7 @@ import torch
 
 from ..errors import NormvizError
 from .base import Inputs, KeyInfo, Output, Request, per_layer
+from . import papers
 
 NAME = "effective"
 KEYS = (KeyInfo("effective_attention", "Effective attention", True,
@@ -35,7 +36,7 @@ KEYS = (KeyInfo("effective_attention", "Effective attention", True,
 REQUIRES: dict = {}
 NEEDS_MODEL = False
 OPT_IN = ()
-REFERENCES = ("Brunner et al. 2020, On Identifiability in Transformers",)
+REFERENCES = (papers.BRUNNER_2020,)
 
 
 def _work_dtype(t: torch.Tensor) -> torch.dtype:

@@ -21,6 +21,7 @@ import torch
 from ..activations import activation_ratio, silu_path_integral
 from ..errors import TooCostlyError
 from .base import Inputs, KeyInfo, Output, Request, per_layer
+from . import papers
 
 NAME = "feedforward"
 KEYS = (
@@ -33,7 +34,8 @@ KEYS = (
 REQUIRES: dict = {}
 NEEDS_MODEL = False
 OPT_IN = ()
-REFERENCES = ("Kobayashi et al. 2024, Analyzing Feed-Forward Blocks in Transformers through the Lens of Attention Maps",)
+COMPUTED_TOGETHER = True  # the stages share the per-pair vectors: asking for one key computes them all
+REFERENCES = (papers.KOBAYASHI_2024,)
 
 FLOPS_PER_SECOND = {"cpu": 4e10}  # what the FF maps achieve here (benchmarks/bench_ff.py); other devices: no estimate
 

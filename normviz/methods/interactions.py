@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from .base import Inputs, KeyInfo, Output, no_check, per_layer
+from . import papers
 from .rollouts import finish, rollout
 
 NAME = "interactions"
@@ -30,7 +31,7 @@ KEYS = (
 REQUIRES = {"rollout_alti": ("alti",)}
 NEEDS_MODEL = False
 OPT_IN = ()
-REFERENCES = ("Ferrando et al. 2022, Measuring the Mixing of Contextual Information in the Transformer",)
+REFERENCES = (papers.FERRANDO_2022,)
 check = no_check
 
 

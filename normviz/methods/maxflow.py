@@ -28,6 +28,7 @@ from scipy.sparse.csgraph import maximum_flow
 
 from ..errors import NormvizError, TooCostlyError
 from .base import Inputs, KeyInfo, Output, Request
+from . import papers
 from .rollouts import attention_with_residual, row_normalize
 
 SCALE = 2 ** 29
@@ -137,7 +138,7 @@ KEYS = (KeyInfo("flow", "Attention flow", False,
 REQUIRES = {"flow": ("attention",)}
 NEEDS_MODEL = False
 OPT_IN = ("flow",)
-REFERENCES = ("Abnar & Zuidema 2020, Quantifying Attention Flow in Transformers",)
+REFERENCES = (papers.ABNAR_2020,)
 
 
 def compute(inputs: Inputs, keys, options) -> Output:

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..errors import NormvizError
 from .base import Inputs, KeyInfo, Output, Request
+from . import papers
 
 NORMALIZATIONS = ("standard", "receptive_field")
 
@@ -120,9 +121,7 @@ KEYS = (
 REQUIRES = {"rollout_attention": ("attention",), **{k: (v,) for k, v in NORM_SOURCES.items()}}
 NEEDS_MODEL = False
 OPT_IN = ()
-REFERENCES = ("Abnar & Zuidema 2020, Quantifying Attention Flow in Transformers",
-              "Ferrando et al. 2022, Measuring the Mixing of Contextual Information in the Transformer",
-              "Kobayashi et al. 2021/2024")
+REFERENCES = (papers.ABNAR_2020, papers.FERRANDO_2022, papers.KOBAYASHI_2021, papers.KOBAYASHI_2024)
 
 
 def check(request: Request, key: str, options: dict) -> None:

@@ -4,13 +4,14 @@ from __future__ import annotations
 import numpy as np
 
 from .base import Inputs, KeyInfo, Output, no_check, to_numpy
+from . import papers
 
 NAME = "weights"
 KEYS = (KeyInfo("attention", "Attention weights α", True, "α^h_ij, the softmax weights of head h."),)
 REQUIRES: dict = {}
 NEEDS_MODEL = False
 OPT_IN = ()
-REFERENCES = ("Vaswani et al. 2017, Attention Is All You Need",)
+REFERENCES = (papers.VASWANI_2017,)
 check = no_check
 
 

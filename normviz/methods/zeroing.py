@@ -22,6 +22,7 @@ import torch
 
 from ..models.params import get_path
 from .base import Inputs, KeyInfo, Output, no_check, per_layer
+from . import papers
 
 NAME = "zeroing"
 KEYS = (KeyInfo("value_zeroing", "Value zeroing", False,
@@ -30,7 +31,7 @@ KEYS = (KeyInfo("value_zeroing", "Value zeroing", False,
 REQUIRES: dict = {}
 NEEDS_MODEL = True
 OPT_IN = ("value_zeroing",)
-REFERENCES = ("Mohebbi et al. 2023, Quantifying Context Mixing in Transformers",)
+REFERENCES = (papers.MOHEBBI_2023,)
 check = no_check
 
 CHUNK_BYTES = 256 * 2**20

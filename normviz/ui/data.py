@@ -160,23 +160,6 @@ def crop_tokens(analysis_n: int, n_cells_heads: int, limit_cells: int = 1_500_00
     return m
 
 
-# --- cost guard -------------------------------------------------------------------------------------------
-
-FF_KEYS = {"ff", "ff_res", "ff_res_ln"}
-_UNITS_PER_SECOND = 5e9  # measured on a 2-core CPU: minilm, 112 tokens, all maps ≈ 9 s
-_GATED_FACTOR = 16  # SwiGLU units are integrated numerically (measured: smollm2, 24 tokens ≈ 50 s)
-
-
-def ff_seconds_estimate(n: int, n_layers: int, d_model: int, d_ff: int, gated: bool) -> float:
-    """Rough CPU seconds for the feed-forward maps: O(L · n² · d · d_ff), more for gated units."""
-    return n * n * n_layers * d_model * d_ff * (_GATED_FACTOR if gated else 1) / _UNITS_PER_SECOND
-
-
-def ff_token_limit(budget_s: float, n_layers: int, d_model: int, d_ff: int, gated: bool) -> int:
-    per_token2 = ff_seconds_estimate(1, n_layers, d_model, d_ff, gated)
-    return int((budget_s / per_token2) ** 0.5)
-
-
 def stacks_npz(stacks: dict[str, np.ndarray], tokens: list[str]) -> bytes:
     """``tokens`` and one [L, H, n, n] array per map shown on the Overview page."""
     buf = io.BytesIO()

@@ -1,27 +1,16 @@
-"""What the Learn page says about each map. The prose and formulas live here; every number the page shows
-is computed from a live analysis (see :func:`worked_example`)."""
+"""What the Learn page says about each map. The prose and formulas live here; the papers come from each map
+family's ``REFERENCES``; every number the page shows is computed from a live analysis (see :func:`worked_example`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
 
-PAPERS = {
-    "vaswani": ("Vaswani et al. 2017, Attention Is All You Need", "https://arxiv.org/abs/1706.03762"),
-    "k2020": ("Kobayashi et al. 2020, Attention is Not Only a Weight: Analyzing Transformers with Vector Norms (EMNLP)",
-              "https://arxiv.org/abs/2004.10102"),
-    "k2021": ("Kobayashi et al. 2021, Incorporating Residual and Normalization Layers into Analysis of Masked "
-              "Language Models (EMNLP)", "https://arxiv.org/abs/2109.07152"),
-    "k2024": ("Kobayashi et al. 2024, Analyzing Feed-Forward Blocks in Transformers through the Lens of Attention "
-              "Maps (ICLR)", "https://arxiv.org/abs/2302.00456"),
-    "abnar": ("Abnar & Zuidema 2020, Quantifying Attention Flow in Transformers (ACL)",
-              "https://arxiv.org/abs/2005.00928"),
-    "brunner": ("Brunner et al. 2020, On Identifiability in Transformers (ICLR)", "https://arxiv.org/abs/1908.04211"),
-    "alti": ("Ferrando et al. 2022, Measuring the Mixing of Contextual Information in the Transformer (EMNLP)",
-             "https://arxiv.org/abs/2203.04212"),
-    "vz": ("Mohebbi et al. 2023, Quantifying Context Mixing in Transformers (EACL)",
-           "https://arxiv.org/abs/2301.12971"),
-}
+from ..methods import registry
+
+def papers_of(key: str):
+    """The papers behind a map key: its family's REFERENCES."""
+    return registry.family_of(key).REFERENCES
 
 
 @dataclass(frozen=True)
@@ -30,7 +19,6 @@ class Lesson:
     what: str
     shows: str
     hides: str
-    papers: tuple[str, ...]
 
 
 _LN = (r"\quad g_{z_i}(u) = \frac{\gamma \odot (u - \mathrm{mean}(u))}{\sqrt{\mathrm{Var}(z_i)+\epsilon}}"
@@ -42,91 +30,77 @@ LESSONS: dict[str, Lesson] = {
         "How much head h of token i looks at token j: the softmax weights.",
         "Where each head's query matches keys. Each row sums to 1.",
         "What is actually moved: a large weight on a token whose transformed vector f(x_j) is tiny moves "
-        "almost nothing. Weights on [CLS]/[SEP] are often large and empty.",
-        ("vaswani", "k2020")),
+        "almost nothing. Weights on [CLS]/[SEP] are often large and empty."),
     "norm": Lesson(
         r"\|\alpha^h_{ij} f^h(x_j)\|, \qquad f^h(x) = (\hat{x} W^V_h + b^V_h)\, W^O_h",
         "The length of the vector that head h actually adds to token i from token j.",
         "Weight and vector length together. Since α ≥ 0, it equals α_ij · ‖f(x_j)‖: a token whose "
         "transformed vector is short gets little through, whatever its weight.",
-        "Direction: two contributions of the same length may point in opposite directions and cancel.",
-        ("k2020",)),
+        "Direction: two contributions of the same length may point in opposite directions and cancel."),
     "norm_layer": Lesson(
         r"\Big\|\sum_h \alpha^h_{ij} f^h(x_j)\Big\|",
         "All heads of the layer at once: sum the head vectors from j to i first, then take the length.",
         "The layer's attention block as a whole; heads that cancel each other show less than their sum.",
-        "The residual connection and the normalisation that follow.",
-        ("k2020",)),
+        "The residual connection and the normalisation that follow."),
     "attn_res": Lesson(
         r"\Big\|\sum_h \alpha^h_{ij} f^h(x_j) + \delta_{ij}\, x_j\Big\|",
         "The attention block plus the residual connection: token i keeps its own vector x_i.",
         "How much of the new vector is the token itself (the diagonal) versus mixing from others.",
-        "The layer normalisation that rescales the sum.",
-        ("k2021",)),
+        "The layer normalisation that rescales the sum."),
     "attn_res_ln": Lesson(
         r"\|g_{z_i}(u_{ij})\|,\ u_{ij} = \sum_h \alpha^h_{ij} f^h(x_j) + \delta_{ij} x_j" + _LN,
         "The normalisation after the residual, split into one part per token (β is not a token's part).",
         "The whole attention block of a layer as the next block sees it.",
-        "The feed-forward block that follows.",
-        ("k2021",)),
+        "The feed-forward block that follows."),
     "ff": Lesson(
         r"\mathrm{FF}(y_i) = W_2\, g(W_1 y_i + b_1) + b_2 = \sum_j c_{ij} + \text{bias},"
         r"\quad c_{ij} = W_2\Big[g(h_i) \odot \tfrac{h_{ij}}{h_i}\Big]",
         "The feed-forward output split into token parts: linear before the activation, integrated gradients "
-        "(from a zero baseline) through it; SwiGLU gates integrated numerically.",
+        "(from a zero baseline) through it; SwiGLU units by the same integrated gradients, in closed form.",
         "How the FF block remixes tokens even though it acts on each position separately.",
-        "The residual around it; biases are their own term, not any token's part.",
-        ("k2024",)),
+        "The residual around it; biases are their own term, not any token's part."),
     "ff_res": Lesson(
         r"\|c_{ij} + y_{ij}\|",
         "FF parts plus the residual around the FF. For pre-LN models this is the whole layer.",
         "How much of the layer output still comes from token j.",
-        "Post-LN: the final layer normalisation.",
-        ("k2024",)),
+        "Post-LN: the final layer normalisation."),
     "ff_res_ln": Lesson(
         r"\|g_{z_i}(c_{ij} + y_{ij})\|" + _LN,
         "Post-LN models: the second layer normalisation decomposed as well: the whole layer.",
         "Each token's part of the layer output exactly as the next layer receives it.",
-        "Only one layer: chain layers with rollout to see the whole model.",
-        ("k2024",)),
+        "Only one layer: chain layers with rollout to see the whole model."),
     "rollout_attention": Lesson(
         r"R_\ell = \hat{A}_\ell R_{\ell-1},\quad \hat{A} = \mathrm{rownorm}(0.5\,\bar{A} + 0.5\,I)",
         "Attention rollout: layer maps multiplied through the stack (rows: tokens at layer ℓ, columns: inputs).",
         "How information could have travelled from the input to layer ℓ.",
-        "Assumes contributions mix linearly and the residual is half of every layer.",
-        ("abnar",)),
+        "Assumes contributions mix linearly and the residual is half of every layer."),
     "flow": Lesson(
         r"\text{maxflow}(x_j^{(0)} \to x_i^{(\ell)}) \text{ on the layered attention graph}",
         "Attention flow: the maximum flow through the layer graph with attention weights as capacities.",
         "The bottleneck paths from input token j to token i at layer ℓ.",
-        "Costly (a max-flow per pair) and still built from raw weights.",
-        ("abnar",)),
+        "Costly (a max-flow per pair) and still built from raw weights."),
     "effective_attention": Lesson(
         r"\tilde{\alpha}^h_i = \alpha^h_i - \mathrm{proj}_{\mathrm{null}_\mathrm{left}(T^h)}(\alpha^h_i),\quad T^h = \hat{x} W^V_h W^O_h",
         "Effective attention: each row of α minus its part in the left null space of T (which changes nothing).",
         "The part of the weights that affects the output.",
-        "Can be negative; rows no longer sum to 1.",
-        ("brunner",)),
+        "Can be negative; rows no longer sum to 1."),
     "alti": Lesson(
         r"c_{ij} = \frac{\max(0, -d_1(y_i, t_{ij}) + \|y_i\|_1)}{\sum_k \max(0, -d_1(y_i, t_{ik}) + \|y_i\|_1)}",
         "ALTI: contributions measured by how close each transformed vector is to the output (L1).",
         "Contribution as proximity rather than length.",
-        "A different notion of contribution; compare with attn_res_ln.",
-        ("alti",)),
+        "A different notion of contribution; compare with attn_res_ln."),
     "value_zeroing": Lesson(
         r"C_{ij} = 1 - \cos(\tilde{x}_i^{\neg j}, \tilde{x}_i)",
         "Value zeroing: zero token j's value vector and measure how much token i's output changes.",
         "The effect of removing j, nonlinearities included.",
-        "Needs one extra forward pass per token: costly for long texts.",
-        ("vz",)),
+        "Needs one extra forward pass per token: costly for long texts."),
 }
 for _k, _src in (("rollout_attn_res", "attn_res"), ("rollout_attn_res_ln", "attn_res_ln"),
                  ("rollout_ff_res", "ff_res"), ("rollout_ff_res_ln", "ff_res_ln"), ("rollout_alti", "alti")):
     LESSONS[_k] = Lesson(
         r"R_\ell = \mathrm{rownorm}(M_\ell)\, R_{\ell-1}", f"Rollout of the {_src} maps: row-normalised layer maps "
         "multiplied through the stack; the residual is already inside, so no identity is added.",
-        "Which input tokens the token at layer ℓ is made of.", "Treats the norm shares as if they mixed linearly.",
-        ("abnar", "k2021"))
+        "Which input tokens the token at layer ℓ is made of.", "Treats the norm shares as if they mixed linearly.")
 
 
 def worked_example(matrix: np.ndarray) -> dict[str, np.ndarray]:

@@ -1,29 +1,28 @@
 """Streamlit glue shared by the pages: shared caches, the view in the URL, the sidebar, loading with progress.
 
-Pages stay thin: they read widgets, call :func:`load_model` / :func:`load_analysis` and place figures built
-by :mod:`normviz.viz`. Errors meant for users (``normviz.errors.NormvizError``) become ``st.error`` boxes.
+Pages read top to bottom: widgets → :func:`load_model` → :func:`session_for` (one cached
+:class:`normviz.Session` per model, text, pair and token cap) → :func:`get_maps` (``session.get(keys)``; a
+refused key arrives in ``Analysis.refused`` and is shown in its panel's place) → figures from
+:mod:`normviz.viz`. Errors meant for users (``normviz.errors.NormvizError``) become ``st.error`` boxes.
 """
 from __future__ import annotations
 
 import os
 import warnings
-from dataclasses import dataclass, field, replace
 
 import streamlit as st
 
 import normviz
-from normviz.errors import NormvizError, TooCostlyError, TruncationWarning
-from normviz.analysis import resolve_keys
+from normviz.errors import NormvizError, TruncationWarning
 from normviz.methods import registry
 
-from . import data
 from .cache import BoundedCache
 from .state import ViewState, check_model_allowed, model_allowlist, token_cap
 
 VIEW = "_normviz_view"
 EMBEDDED_CHOICES = ["minilm", "smollm2"]
 OTHER = "Other (Hub id or local path)…"
-ANALYSIS_ENTRIES = 24
+SESSION_ENTRIES = 12  # each keeps its records (one forward pass's tensors) and the maps computed so far
 
 
 @st.cache_resource(show_spinner=False)
@@ -33,9 +32,10 @@ def model_cache() -> BoundedCache:
 
 
 @st.cache_resource(show_spinner=False)
-def analysis_cache() -> BoundedCache:
-    """Analyses keyed on (model source, revision, device, dtype, text, pair, token cap, maps)."""
-    return BoundedCache(ANALYSIS_ENTRIES)
+def session_cache() -> BoundedCache:
+    """Sessions keyed on (model source, revision, device, dtype, text, pair, token cap, options), shared by
+    every visitor: a text analysed once is never recorded again, and each map of it is computed once."""
+    return BoundedCache(SESSION_ENTRIES)
 
 
 # --- view state ------------------------------------------------------------------------------------------
@@ -161,156 +161,69 @@ def load_model(name: str):
     return None
 
 
-@dataclass
-class Result:
-    analysis: object | None
-    errors: dict[str, str] = field(default_factory=dict)  # key -> message for maps that could not be computed
-    notes: list[str] = field(default_factory=list)
-
-
-def _analysis_key(lm, text: str, pair: str, cap: int, keys: tuple[str, ...]):
-    return lm.cache_key + (text, pair, cap, keys)
-
-
-def _compute(lm, text: str, pair: str | None, cap: int, keys: list[str], progress) -> Result:
-    """One analysis; normviz itself serialises analyses of a shared model (its hooks are per model)."""
-    notes: list[str] = []
-    errors: dict[str, str] = {}
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", TruncationWarning)
-        try:
-            a = normviz.analyze(lm, text, pair or None, methods=keys, max_tokens=cap, progress=progress)
-        except TooCostlyError:
-            # one costly map must not take the others down: compute method by method
-            a = None
-            by_method: dict[str, list[str]] = {}
-            for k in keys:
-                by_method.setdefault(registry.lookup(k)[0].name, []).append(k)
-            for ks in by_method.values():
-                try:
-                    part = normviz.analyze(lm, text, pair or None, methods=ks, max_tokens=cap)
-                except TooCostlyError as exc:
-                    for k in ks:
-                        errors[k] = str(exc)
-                    continue
-                if a is None:
-                    a = part
-                else:
-                    a.arrays.update(part.arrays)
-            if a is None:
-                raise TooCostlyError(next(iter(errors.values())))
-    for w in caught:
-        if issubclass(w.category, TruncationWarning):
-            notes.append(f"{w.message} Set NORMVIZ_MAX_TOKENS to change the limit.")
-    return Result(a, errors, notes)
-
-
-def _ff_too_costly(lm, text: str, pair: str, cap: int, keys: list[str]) -> str | None:
-    """On a CPU, refuse feed-forward maps that would take minutes (NORMVIZ_FF_BUDGET seconds, default 60)."""
-    if lm.device.type != "cpu":
-        return None
-    try:  # what the keys need, e.g. a rollout of ff_res needs the FF maps
-        needed = set(resolve_keys(lm, keys))
-    except NormvizError:
-        needed = set(keys)
-    if not needed & data.FF_KEYS:
-        return None
+def session_options(lm) -> dict:
+    """Options every session of this deployment gets: the FF cost budget on a CPU (NORMVIZ_FF_BUDGET seconds,
+    default 60), checked by the feedforward family before anything runs."""
     try:
         budget = float(os.environ.get("NORMVIZ_FF_BUDGET", "60"))
     except ValueError:
         budget = 60.0
-    cfg = lm.config
-    d = getattr(cfg, "hidden_size", None) or getattr(cfg, "n_embd", None) or getattr(cfg, "dim", 768)
-    d_ff = getattr(cfg, "intermediate_size", None) or getattr(cfg, "n_inner", None) or getattr(cfg, "hidden_dim", None) or 4 * d
-    gated = lm.spec.ff_kind == "gated"
-    n = min(cap, len(lm.tokenizer(text, pair or None)["input_ids"]))
-    est = data.ff_seconds_estimate(n, lm.n_layers, d, d_ff, gated)
-    if est <= budget:
-        return None
-    limit = data.ff_token_limit(budget, lm.n_layers, d, d_ff, gated)
-    return (f"The feed-forward maps of {lm.name} for {n} tokens would take about {est / 60:.0f} min on this CPU. "
-            f"Shorten the text to about {limit} tokens, pick maps without the feed-forward block, or raise "
-            "NORMVIZ_FF_BUDGET (seconds).")
+    return {"ff_budget_s": budget}
 
 
-def _groups(lm, keys: list[str]) -> list[list[str]]:
-    """The registry methods behind ``keys`` (always attention and norm first), each with all its keys."""
-    placement = lm.spec.placement
-    names = ["attention", "norm"]
-    for k in keys:
-        try:
-            name = registry.lookup(k)[0].name
-        except NormvizError:
-            continue
-        if name not in names:
-            names.append(name)
-    methods = registry.methods()
-    out = []
-    for name in names:
-        if name not in methods:
-            continue
-        ks = [i.key for i in methods[name].keys if placement in i.placements]
-        if methods[name].scope == "model":  # cross-layer maps: only those asked for (each may need costly inputs)
-            ks = [k for k in ks if k in keys]
-        if ks:
-            out.append(ks)
-    return out
-
-
-def analysis_for(lm, text: str, pair: str, wanted: list[str]) -> tuple[Result | None, dict[str, str]]:
-    """One analysis holding the attention and norm maps plus the maps in ``wanted``.
-
-    Each registry method is computed (and cached) on its own, so asking for a feed-forward map computes the
-    FF block once, layer/head changes only slice cached arrays, and a map that is too costly says so in its
-    place while the rest still shows. None (after an error box) when even the base maps cannot be computed.
-    """
+def session_for(lm, text: str, pair: str):
+    """The shared session of this text (tokenised once; recorded on its first map), or None after an error
+    box. A text cut at the token cap says so."""
     cap = token_cap()
-    cache = analysis_cache()
-    base: Result | None = None
-    errors: dict[str, str] = {}
-    extra: dict[str, object] = {}
-    for ks in _groups(lm, wanted):
-        key = _analysis_key(lm, text, pair, cap, tuple(ks))
-        if key not in cache:
-            refuse = _ff_too_costly(lm, text, pair, cap, ks)
-            if refuse:
-                errors.update({k: refuse for k in ks})
-                continue
-        bar = st.empty() if key not in cache else None
-        try:
-            if bar is not None:
-                prog = bar.progress(0.0, text=f"Analysing ({', '.join(ks)})…")
-                res = cache.get_or_compute(key, lambda: _compute(
-                    lm, text, pair, cap, ks, lambda f, m: prog.progress(min(1.0, f), text=f"{', '.join(ks)}: {m}")))
-                bar.empty()
-            else:
-                res = cache.get(key)
-        except NormvizError as exc:
-            if bar is not None:
-                bar.empty()
-            if base is None and "attention" in ks:
-                st.error(str(exc))
-                return None, errors
-            errors.update({k: str(exc) for k in ks})
-            continue
-        except Exception as exc:  # never a traceback in the page
-            if bar is not None:
-                bar.empty()
-            if base is None and "attention" in ks:
-                st.error(f"The analysis failed: {type(exc).__name__}: {exc}")
-                return None, errors
-            errors.update({k: f"{type(exc).__name__}: {exc}" for k in ks})
-            continue
-        errors.update(res.errors)
-        if base is None:
-            base = res
-        elif res.analysis is not None:
-            extra.update({k: v for k, v in res.analysis.arrays.items() if k not in base.analysis.arrays})
-    if base is None or base.analysis is None:
-        return None, errors
-    if extra:  # a shallow copy: cached analyses are shared by sessions and stay as they were
-        base = Result(replace(base.analysis, arrays={**base.analysis.arrays, **extra}), base.errors, base.notes)
-    return base, errors
+    options = session_options(lm)
+    key = lm.cache_key + (text, pair, cap, tuple(sorted(options.items())))
+
+    def make():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", TruncationWarning)
+            session = normviz.Session(lm, text, pair or None, max_tokens=cap, options=options)
+        notes = [f"{w.message} Set NORMVIZ_MAX_TOKENS to change the limit." for w in caught
+                 if issubclass(w.category, TruncationWarning)]
+        return session, notes
+
+    try:
+        session, notes = session_cache().get_or_compute(key, make)
+    except NormvizError as exc:
+        st.error(str(exc))
+        return None
+    except Exception as exc:  # anything unexpected still reads as a message, never a traceback
+        st.error(f"The text could not be prepared: {type(exc).__name__}: {exc}")
+        return None
+    for note in notes:
+        st.warning(note)
+    return session
+
+
+def get_maps(session, keys: list[str]):
+    """``session.get(keys)`` with a progress bar while anything is computed; refusals per key in
+    ``Analysis.refused``. None (after an error box) if the analysis itself failed."""
+    keys = [k for k in dict.fromkeys(keys) if k in registry.all_keys()]
+    missing = [k for k in keys if k not in session.computed()]
+    bar = st.empty() if missing else None
+    try:
+        if bar is not None:
+            prog = bar.progress(0.0, text=f"Analysing ({', '.join(missing)})…")
+            analysis = session.get(keys, strict=False,
+                                   progress=lambda f, m: prog.progress(min(1.0, f), text=f"Analysing: {m}"))
+            bar.empty()
+        else:
+            analysis = session.get(keys, strict=False)
+    except NormvizError as exc:
+        if bar is not None:
+            bar.empty()
+        st.error(str(exc))
+        return None
+    except Exception as exc:  # never a traceback in the page
+        if bar is not None:
+            bar.empty()
+        st.error(f"The analysis failed: {type(exc).__name__}: {exc}")
+        return None
+    return analysis
 
 
 def default_keys(lm) -> list[str]:

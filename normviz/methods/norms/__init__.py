@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from ..base import Inputs, KeyInfo, Output, no_check, to_numpy
+from .. import papers
 from .runs import KEYS as _NAMES, backend, norm_family_run, runs
 
 NAME = "norms"
@@ -30,9 +31,8 @@ KEYS = (
 REQUIRES: dict = {}
 NEEDS_MODEL = False
 OPT_IN = ()
-REFERENCES = ("Kobayashi et al. 2020, Attention is Not Only a Weight",
-              "Kobayashi et al. 2021, Incorporating Residual and Normalization Layers into Analysis of Masked "
-              "Language Models")
+COMPUTED_TOGETHER = True  # the stages share the Grams: asking for one key computes them all
+REFERENCES = (papers.KOBAYASHI_2020, papers.KOBAYASHI_2021)
 check = no_check
 
 

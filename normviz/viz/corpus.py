@@ -11,18 +11,16 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .results import PAPER_REFERENCE
-from .stats import CATEGORIES
+from ..corpus.results import PAPER_REFERENCE
+from ..errors import NormvizError
+from ..methods import registry
+from ..corpus.stats import CATEGORIES
 
 WEIGHT_COLOR = "#9aa5b8"
 NORM_COLOR = "#2a6fdb"
 MAP_COLORS = {
     "attention": "#9aa5b8", "norm": "#2a6fdb", "norm_layer": "#2a6fdb", "attn_res": "#e8871e",
     "attn_res_ln": "#c4302b", "ff": "#2e9e5b", "ff_res": "#7b4fc9", "ff_res_ln": "#1a1d24",
-}
-MAP_TITLES = {
-    "attention": "weights α", "norm": "norms ‖αf(x)‖", "norm_layer": "norms ‖Σ_h αf(x)‖", "attn_res": "+ residual",
-    "attn_res_ln": "+ residual + norm", "ff": "FF", "ff_res": "FF + residual", "ff_res_ln": "FF + residual + norm",
 }
 COLUMN_TITLES = {
     "fx_cv": "CV of ‖f(x)‖ (per sentence)", "fx_cv_pooled": "CV of ‖f(x)‖ (whole corpus)",
@@ -32,13 +30,20 @@ COLUMN_TITLES = {
 }
 
 
+def _map_title(key: str) -> str:
+    try:
+        return registry.key_info(key).title
+    except NormvizError:
+        return key
+
+
 def column_title(col: str) -> str:
     if col in COLUMN_TITLES:
         return COLUMN_TITLES[col]
     for prefix, what in (("mixing_", "mixing ratio, "), ("ff_change_", "FF change, attn_res_ln → ")):
         if col.startswith(prefix):
             key = col[len(prefix):]
-            return what + (key if prefix == "ff_change_" else MAP_TITLES.get(key, key))
+            return what + (key if prefix == "ff_change_" else _map_title(key))
     return col
 
 
