@@ -92,10 +92,8 @@ class LayerDecomposition:
     def head_values(self) -> torch.Tensor:
         """v^h(x_j) = x̂_j W^V_h + b^V_h per query head (GQA: shared by its group), shape [H, n, head_dim]."""
         p = self.p
-        width = p.n_kv_heads * p.head_dim
         if self.rec.v is not None:  # recorded in the forward pass: exactly the values the model used
-            v = self.rec.v[:, -width:] if self.rec.v.shape[-1] != width else self.rec.v  # fused q|k|v → v
-            v = v.to(self.dtype)
+            v = self.rec.v[:, p.value_columns].to(self.dtype)
         else:
             v = self.x_hat @ p.w_v
             if p.b_v is not None:

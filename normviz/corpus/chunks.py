@@ -54,7 +54,7 @@ def process_chunk(lm, lines: list[tuple[int, bytes]], stats, batch_size: int, ma
     their token counts and the bad lines ``[[line, reason], …]``. ``on_batch(k)``: k sentences done."""
     limit = min(max_tokens, lm.max_length) if max_tokens else lm.max_length
     keys = needed_keys(stats, lm.spec.placement)
-    acc = Accumulator(lm.n_layers, lm.n_heads, lm.spec.placement, stats)
+    acc = Accumulator(lm.n_layers, lm.n_heads, lm.spec.placement, stats, causal=lm.spec.causal)
     bad: list[list] = []
     good: list[tuple[int, Encoded]] = []
     for line, raw in lines:

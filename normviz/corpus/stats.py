@@ -109,9 +109,10 @@ def rowwise_spearman(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 class Accumulator:
     """Sums and counts of every chosen statistic; ``add`` one sequence, ``state`` to save, ``merge`` to combine."""
 
-    def __init__(self, n_layers: int, n_heads: int, placement: str, stats=STATISTICS):
+    def __init__(self, n_layers: int, n_heads: int, placement: str, stats=STATISTICS, causal: bool | None = None):
         self.L, self.H, self.placement = n_layers, n_heads, placement
-        self.causal = placement == "pre"
+        # causal: from the model's ArchSpec (the engine passes it); every pre-LN family we know is a decoder
+        self.causal = placement == "pre" if causal is None else causal
         self.stats = tuple(s for s in STATISTICS if s in set(stats))
         L, H, C = n_layers, n_heads, len(CATEGORIES)
         z = np.zeros

@@ -37,11 +37,6 @@ check = no_check
 CHUNK_BYTES = 256 * 2**20
 
 
-def _value_slice(lm) -> slice:
-    p = lm.layer_params(0)
-    return lm.spec.value_columns(p.n_heads, p.n_kv_heads, p.head_dim)
-
-
 @torch.no_grad()
 def rerun_zeroed(lm, index: int, x: torch.Tensor, targets: torch.Tensor, call: tuple[tuple, dict]) -> torch.Tensor:
     """Layer ``index`` called as in the recorded pass (``call`` = its other arguments, from the record) on a
@@ -49,7 +44,7 @@ def rerun_zeroed(lm, index: int, x: torch.Tensor, targets: torch.Tensor, call: t
     Returns [B, n, d]."""
     layer = lm.layers[index]
     args, kwargs = call
-    sl = _value_slice(lm)
+    sl = lm.layer_params(index).value_columns
     batch = targets.shape[0]
 
     def zero_values(module, inputs, output):

@@ -75,6 +75,7 @@ class LayerParams:
     head_dim: int
     w_v: torch.Tensor  # [d, n_kv*head_dim]
     b_v: torch.Tensor | None
+    value_columns: slice  # where v sits in the value module's output (ArchSpec.value_columns)
     w_o: torch.Tensor  # [n_heads*head_dim, d]
     b_o: torch.Tensor | None
     norm_on_input: NormParams | None  # pre-LN: the norm before attention
@@ -122,7 +123,7 @@ def layer_params(layer: nn.Module, spec: ArchSpec, config) -> LayerParams:
     fup = get_path(layer, spec.ff_up) if spec.ff_up else None
     return LayerParams(
         n_heads=n_heads, n_kv_heads=n_kv, head_dim=head_dim,
-        w_v=w_v, b_v=b_v, w_o=_weight(omod, spec.conv1d), b_o=omod.bias,
+        w_v=w_v, b_v=b_v, value_columns=cols, w_o=_weight(omod, spec.conv1d), b_o=omod.bias,
         norm_on_input=_norm(layer, spec.norm_on_input, spec.norm_kind),
         norm_on_attn_residual=_norm(layer, spec.norm_on_attn_residual, spec.norm_kind),
         norm_on_ff_residual=_norm(layer, spec.norm_on_ff_residual, spec.norm_kind),
