@@ -3,6 +3,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+import normviz
+
 from normviz import viz
 from normviz.methods import registry
 from normviz.ui import data, learn
@@ -25,14 +27,14 @@ if lm is None:
 ui.show_device(lm)
 
 
-def three_token_text(tokenizer) -> str:
+def three_token_text(lm) -> str:
     for text in ("cats", "The cat sat", "Cats sleep", "I am here", "Hello world"):
-        if len(tokenizer(text)["input_ids"]) == 3:
+        if normviz.Session(lm, text).n_tokens == 3:  # tokenises only; nothing runs until a map is asked for
             return text
     return "cats"
 
 
-ui.seed("w_learn_text", three_token_text(lm.tokenizer))
+ui.seed("w_learn_text", three_token_text(lm))
 c1, c2, c3 = st.columns([3, 3, 2])
 with c1:
     text = st.text_input("Worked example text (3 tokens read best)", key="w_learn_text")
