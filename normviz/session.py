@@ -12,6 +12,8 @@ from __future__ import annotations
 import threading
 from typing import Callable, Iterable
 
+import numpy as np
+
 from . import methods as registry
 from .analysis import Analysis
 from .decompose import CHUNK_BYTES, LayerDecomposition, Workspace
@@ -190,11 +192,7 @@ class Session:
             refused: dict[str, NormvizError] = {}
             request = self.request
             for k in wanted:
-                if k in self._arrays:
-                    continue
-                blocked = next((r for r in registry.requires(k) if r in refused), None)
-                if blocked is not None:
-                    refused[k] = type(refused[blocked])(f"needs {blocked!r}: {refused[blocked]}")
+                if k in self._arrays or _refuse_dependent(k, refused):
                     continue
                 try:
                     registry.check(request, k, self.options)
@@ -210,12 +208,12 @@ class Session:
             lm = self.lm
             return Analysis(
                 model_name=lm.name, model_type=lm.model_type, placement=lm.spec.placement, causal=lm.spec.causal,
-                tokens=enc.tokens, labels=enc.labels, token_ids=enc.ids, special=_bools(enc.special),
+                tokens=enc.tokens, labels=enc.labels, token_ids=enc.ids, special=np.array(enc.special, dtype=bool),
                 arrays={k: self._arrays[k] for k in keep}, n_layers=lm.n_layers, n_heads=lm.n_heads,
                 dtype=str(lm.dtype).replace("torch.", ""), device=str(lm.device), text=self.text,
                 text_pair=self.text_pair, dropped=enc.dropped,
                 notes={k: self._notes[k] for k in keep if k in self._notes},
-                refused={k: str(e) for k, e in refused.items()},
+                refused={k: str(refused[k]) for k in wanted if k in refused},
             )
 
     def _free_siblings(self, family, ks: list[str]) -> list[str]:
@@ -260,7 +258,7 @@ class Session:
                 ks = ks + self._free_siblings(family, ks)
                 inputs = Inputs(request=self.request, layer_views=layer_views, arrays=dict(self._arrays),
                                 model=self.lm if getattr(family, "NEEDS_MODEL", False) else None,
-                                progress=lambda f, m: report(f, m))
+                                progress=report)
                 try:
                     if inputs.model is not None:  # the family hooks the shared model: hold its lock
                         with model_lock(self.lm.model):
@@ -279,20 +277,22 @@ class Session:
                     self._arrays.update({k: out.arrays[k] for k in ks})
                     self._notes.update({k: v for k, v in out.notes.items() if k in ks})
                 done_steps += 1
-            for k in list(pending):  # keys whose requirement failed are refused too
-                blocked = next((r for r in registry.requires(k) if r in refused), None)
-                if blocked is not None and k not in refused:
-                    refused[k] = type(refused[blocked])(f"needs {blocked!r}: {refused[blocked]}")
+            for k in pending:  # keys whose requirement failed are refused too
+                if k not in refused:
+                    _refuse_dependent(k, refused)
             pending = [k for k in pending if k not in self._arrays and k not in refused]
         if self._views is not None:
             for v in self._views:
                 v.clear()
 
 
-def _bools(values):
-    import numpy as np
-
-    return np.array(values, dtype=bool)
+def _refuse_dependent(key: str, refused: dict) -> bool:
+    """Refuse ``key`` (in place) when a key it requires was refused; True if so."""
+    blocked = next((r for r in registry.requires(key) if r in refused), None)
+    if blocked is None:
+        return False
+    refused[key] = type(refused[blocked])(f"needs {blocked!r}: {refused[blocked]}")
+    return True
 
 
 def analyze(lm: LoadedModel, text: str, text_pair: str | None = None, keys: Iterable[str] | None = None,
