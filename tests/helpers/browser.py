@@ -1,6 +1,6 @@
 """Drive the real app in headless Chromium (Debian's chromium + chromedriver, through Selenium).
 
-Used by tests/test_app_browser.py and scripts/screenshots.py.
+Used by tests/app/test_app_browser.py and scripts/screenshots.py (through the shim tests/browser.py).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = [os.environ.get("NORMVIZ_CHROMIUM", ""), "/usr/bin/chromium", "/usr/bin/chromium-browser",
             "/usr/bin/google-chrome"]
 DRIVERS = [os.environ.get("NORMVIZ_CHROMEDRIVER", ""), "/usr/bin/chromedriver", shutil.which("chromedriver") or ""]

@@ -4,13 +4,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pytest
 import torch
 import transformers as tf
 
 from .tiny import randomize_weights
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "assets" / "corpus" / "us_founding_documents.txt"
 PAIRS = REPO / "assets" / "corpus" / "us_declaration_pairs.tsv"
 
@@ -38,16 +37,6 @@ def make_tiny_dir(arch: str, path: Path, seed: int = 0) -> Path:
     model.save_pretrained(path)
     tok.save_pretrained(path)
     return path
-
-
-@pytest.fixture(scope="session")
-def tiny_bert_dir(tmp_path_factory):
-    return make_tiny_dir("bert", tmp_path_factory.mktemp("tiny_bert"))
-
-
-@pytest.fixture(scope="session")
-def tiny_llama_dir(tmp_path_factory):
-    return make_tiny_dir("llama", tmp_path_factory.mktemp("tiny_llama"))
 
 
 def sample_lines(n: int, start: int = 0) -> list[str]:

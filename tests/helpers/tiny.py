@@ -1,4 +1,5 @@
-"""Tiny randomly initialised models of every supported architecture, in float64."""
+"""Tiny randomly initialised models of every supported architecture, in float64 (the conftest fixture
+``tiny_model(arch)`` caches them per session; :func:`build` makes a fresh one)."""
 from __future__ import annotations
 
 import torch
@@ -52,7 +53,7 @@ def randomize_weights(model) -> None:
             p.normal_(0.0, 0.35)
 
 
-def tiny_model(arch: str, seed: int = 0, dtype=torch.float64):
+def build(arch: str, seed: int = 0, dtype=torch.float64):
     """A random base model of one supported architecture, ready for analysis."""
     config = _configs()[arch]
     config._attn_implementation = "eager"
@@ -67,3 +68,16 @@ def encoded(n: int = 9, seed: int = 1, vocab: int = 97) -> Encoded:
     ids = torch.randint(3, vocab, (n,), generator=g).tolist()
     return Encoded(ids=ids, tokens=[f"t{i}" for i in ids], labels=[f"t{i}" for i in ids], special=[False] * n,
                    dropped=0)
+
+
+def distinct(n: int) -> Encoded:
+    """n different tokens. (Repeated tokens have equal value vectors at layer 0 of a model without position
+    embeddings in the residual stream (Llama), which is a genuine rank deficiency of T.)"""
+    ids = list(range(11, 11 + 5 * n, 5))
+    return Encoded(ids=ids, tokens=[f"t{i}" for i in ids], labels=[f"t{i}" for i in ids], special=[False] * n,
+                   dropped=0)
+
+
+def from_ids(ids: list[int]) -> Encoded:
+    return Encoded(ids=list(ids), tokens=[str(i) for i in ids], labels=[str(i) for i in ids],
+                   special=[False] * len(ids), dropped=0)

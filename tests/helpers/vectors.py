@@ -27,12 +27,13 @@ def model_vectors(lm, ids: list[int]) -> list[dict[str, torch.Tensor]]:
         handles.append(layer.register_forward_hook(out_hook((i, "layer_out"))))
         handles.append(get_path(layer, spec.out).register_forward_hook(out_hook((i, "attn_out"))))
         handles.append(get_path(layer, spec.value).register_forward_hook(out_hook((i, "value"))))
-        ln = spec.norm1 if spec.placement == "post" else spec.norm2
+        ln = spec.norm_after_attn if spec.placement == "post" else spec.norm_before_ff  # on x + Attn(·)
         handles.append(get_path(layer, ln).register_forward_hook(out_hook((i, "ln_out"))))
         handles.append(get_path(layer, ln).register_forward_pre_hook(in_hook((i, "z")), with_kwargs=True))
         handles.append(get_path(layer, spec.ff_out).register_forward_hook(out_hook((i, "ff_out"))))
         if spec.placement == "post":
-            handles.append(get_path(layer, spec.norm2).register_forward_pre_hook(in_hook((i, "z_ff")), with_kwargs=True))
+            handles.append(get_path(layer, spec.norm_after_ff).register_forward_pre_hook(in_hook((i, "z_ff")),
+                                                                                         with_kwargs=True))
     try:
         out = lm.model(input_ids=torch.tensor([ids], device=lm.device), output_attentions=True)
     finally:
@@ -58,7 +59,7 @@ def independent_head_vectors(lm, layer_index: int, value_out: torch.Tensor) -> t
     omod = get_path(layer, lm.spec.out)
     w_o = omod.weight if lm.spec.conv1d else omod.weight.T  # [H*dh, d]
     head_dim = w_o.shape[0] // n_heads
-    if lm.spec.fused_qkv:
+    if lm.spec.qkv_layout == "fused_qkv":  # q | k | v
         value_out = value_out[:, 2 * n_heads * head_dim:]
     n_kv = value_out.shape[1] // head_dim
     v = value_out.reshape(n, n_kv, head_dim).transpose(0, 1)

@@ -7,7 +7,7 @@ import pytest
 import normviz
 from normviz.ui import st_parts
 
-from .app_helpers import app, figures, heatmaps, no_exception, texts, title, z
+from ..helpers.app import app, figures, heatmaps, no_exception, texts, title, z
 
 
 @pytest.fixture(autouse=True)

@@ -4,10 +4,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import normviz
 from normviz.methods import registry
 from normviz.ui import st_parts
 
-from .app_helpers import app, arr, figures, heatmaps, no_exception, texts, title, z
+from ..helpers.app import app, arr, figures, heatmaps, no_exception, texts, title, z
+from ..helpers.maps import count_forward
 
 TEXT = "The cat sat on the mat because it was tired."
 N = 13  # [CLS] the cat sat on the mat because it was tired . [SEP]
@@ -18,6 +20,23 @@ def _env(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.delenv("NORMVIZ_ALLOWED_MODELS", raising=False)
     monkeypatch.delenv("NORMVIZ_MAX_TOKENS", raising=False)
+
+
+def cached_minilm():
+    """The app's own model object (AppTest runs in-process, so hooks on it count the app's passes)."""
+    return st_parts.model_cache().get_or_compute("minilm", lambda: normviz.load("minilm"))
+
+
+@pytest.fixture
+def computes(monkeypatch):
+    """Calls of every registered family's compute, as (family, keys)."""
+    calls = []
+    for name, family in registry.families().items():
+        def compute(inputs, keys, options, _real=family.compute, _name=name):
+            calls.append((_name, tuple(keys)))
+            return _real(inputs, keys, options)
+        monkeypatch.setattr(family, "compute", compute)
+    return calls
 
 
 @pytest.fixture
@@ -44,9 +63,11 @@ def test_default_view_renders_four_heatmaps(at):
     assert any("device" in c.value and "cpu" in c.value for c in at.sidebar.caption)
 
 
-def test_layer_and_head_change_the_data_without_recomputing(at):
+def test_layer_and_head_change_the_data_without_recomputing(at, computes):
     before = [z(f) for f in heatmaps(at)]
-    misses = st_parts.analysis_cache().misses
+    lm = cached_minilm()
+    forward = count_forward(lm.model)
+    calls = forward.__enter__()
     at.slider(key="w_layer").set_value(3).run()
     no_exception(at)
     after = heatmaps(at)
@@ -56,7 +77,8 @@ def test_layer_and_head_change_the_data_without_recomputing(at):
     head5 = heatmaps(at)
     assert "head 5" in title(head5[0]) and not np.allclose(z(after[0]), z(head5[0]))
     assert np.allclose(z(after[3]), z(head5[3]))  # a layer-level map ignores the head
-    assert st_parts.analysis_cache().misses == misses  # slicing, not recomputing
+    forward.__exit__(None, None, None)
+    assert calls[0] == 0 and computes == []  # slicing, not recomputing
     assert at.query_params["layer"] == "3" and at.query_params["head"] == "5"
 
 
@@ -171,17 +193,32 @@ def test_allowlist_restricts_the_model_field(monkeypatch):
 
 @pytest.fixture
 def costly_method():
+    """A user's own family (a plain module) whose check refuses every input as too costly."""
+    import types
+
     from normviz.errors import TooCostlyError
+    from normviz.methods.base import KeyInfo
 
-    def compute(arrays, info, keys, options):
-        raise TooCostlyError("Attention flow is too costly for 13 tokens here; try a text under 10 tokens.")
+    key, name = "test_costly", "test_costly_family"
+    family = types.ModuleType(name)
+    family.NAME = name
+    family.KEYS = (KeyInfo(key, "Costly test map", False, "raises TooCostlyError"),)
+    family.REQUIRES = {}
+    family.NEEDS_MODEL = False
+    family.OPT_IN = (key,)
+    family.REFERENCES = ()
 
-    key = "test_costly"
-    registry.register(registry.Method(
-        name=key, scope="model", opt_in=True, compute=compute,
-        keys=(registry.KeyInfo(key, "Costly test map", False, "raises TooCostlyError"),)))
+    def check(request, key, options):
+        raise TooCostlyError(f"Attention flow is too costly for {request.n_tokens} tokens here; "
+                             "try a text under 10 tokens.")
+
+    def compute(inputs, keys, options):
+        raise AssertionError("a refused key is never computed")
+
+    family.check, family.compute = check, compute
+    registry.register_family(family)
     yield key
-    registry._METHODS.pop(key, None)
+    registry._FAMILIES.pop(name, None)
     registry._KEYS.pop(key, None)
 
 
@@ -205,23 +242,45 @@ def test_feed_forward_maps_too_costly_for_the_cpu_budget_say_so(monkeypatch):
     at = app(query={"text": "A long enough sentence for this budget.", "maps": "attention,ff_res"})
     at.run()
     no_exception(at)
-    assert any("feed-forward maps of minilm" in e and "NORMVIZ_FF_BUDGET" in e for e in texts(at.error))
+    assert any("feed-forward maps for" in e and "NORMVIZ_FF_BUDGET" in e for e in texts(at.error)), texts(at.error)
     assert len(heatmaps(at)) == 1  # attention still shows
     monkeypatch.delenv("NORMVIZ_FF_BUDGET")
     at.run()
     assert len(heatmaps(at)) == 2 and not at.error
 
 
-def test_adding_a_map_computes_its_method_once():
+def test_adding_a_map_computes_its_method_once(computes):
     at = app(query={"text": "Only once, please.", "maps": "attention"})
     at.run()
-    cache = st_parts.analysis_cache()
-    misses = cache.misses
-    at.pills(key="w_maps").set_value(["attention", "ff"]).run()
-    assert cache.misses == misses + 1  # the FF block, once
-    at.pills(key="w_maps").set_value(["attention", "ff", "ff_res"]).run()
-    at.slider(key="w_layer").set_value(2).run()
-    assert cache.misses == misses + 1 and len(heatmaps(at)) == 3
+    no_exception(at)
+    lm = cached_minilm()
+    assert [c[0] for c in computes] == ["weights"]
+    with count_forward(lm.model) as calls:
+        at.pills(key="w_maps").set_value(["attention", "ff"]).run()
+        assert [c[0] for c in computes] == ["weights", "feedforward"]  # the FF block, once
+        at.pills(key="w_maps").set_value(["attention", "ff", "ff_res"]).run()
+        at.slider(key="w_layer").set_value(2).run()
+    assert [c[0] for c in computes] == ["weights", "feedforward"] and len(heatmaps(at)) == 3
+    assert calls[0] == 0  # the text's records are kept: no second forward pass
+
+
+def test_the_default_view_runs_the_forward_pass_once_and_a_layer_change_none():
+    st_parts.session_cache().clear()  # the session cache is shared by every AppTest run in this process
+    lm = cached_minilm()
+    with count_forward(lm.model) as calls:
+        at = app()
+        at.run()
+        no_exception(at)
+        assert len(heatmaps(at)) == 4
+        assert calls[0] == 1
+        at.slider(key="w_layer").set_value(4).run()
+        at.selectbox(key="w_head").set_value(2).run()
+        no_exception(at)
+        assert "layer 4" in title(heatmaps(at)[0])
+        at.pills(key="w_maps").set_value(["attention", "norm", "attn_res_ln", "ff_res_ln", "norm_layer",
+                                          "rollout_attention"]).run()
+        assert len(heatmaps(at)) == 6
+    assert calls[0] == 1
 
 
 def test_switching_to_the_llama_model_keeps_the_view_working(at):

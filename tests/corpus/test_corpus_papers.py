@@ -13,7 +13,7 @@ import pytest
 
 from normviz.corpus import CorpusJob, run_corpus
 
-from .corpus_helpers import SAMPLE
+from ..helpers.corpus import SAMPLE
 
 
 class PaperDifference(UserWarning):

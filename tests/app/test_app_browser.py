@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from .browser import chromium, find_browser, streamlit_server, wait_for_app
+from ..helpers.browser import chromium, find_browser, streamlit_server, wait_for_app
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(420)]
 

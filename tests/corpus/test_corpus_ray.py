@@ -9,7 +9,7 @@ ray = pytest.importorskip("ray", reason="ray is not installed: pip install 'ray=
 
 from normviz.corpus import CorpusJob, run_corpus  # noqa: E402
 
-from .corpus_helpers import assert_tables_equal, sample_lines, tiny_bert_dir  # noqa: E402,F401
+from ..helpers.corpus import assert_tables_equal, sample_lines  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +21,7 @@ def ray_local():
     ray.shutdown()
 
 
-def test_ray_engine_is_identical_to_local(tiny_bert_dir, tmp_path, ray_local):  # noqa: F811
+def test_ray_engine_is_identical_to_local(tiny_bert_dir, tmp_path, ray_local):
     src = tmp_path / "c.txt"
     src.write_text("\n".join(sample_lines(8)) + "\n\n", encoding="utf-8")  # the last line is empty: logged
     job = dict(model=str(tiny_bert_dir), input=str(src), chunk_size=3, batch_size=2, dtype="float64")

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "3_Corpus.py")
+PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "3_Corpus.py")
 
 
 @pytest.fixture()
@@ -55,7 +55,7 @@ def test_upload_without_file_and_empty_stats_are_clear_errors(app):
 def test_plot_builders_take_the_tables():
     import numpy as np
 
-    from normviz.corpus import plots
+    from normviz.viz import corpus as plots
     from normviz.corpus.results import tables
     from normviz.corpus.stats import STATISTICS, Accumulator
 

@@ -129,7 +129,7 @@ def test_deployment_settings_from_env():
 def test_examples_file_parses(tmp_path):
     from pathlib import Path
 
-    ex = load_examples(Path(__file__).resolve().parents[1] / "assets" / "examples.txt")
+    ex = load_examples(Path(__file__).resolve().parents[2] / "assets" / "examples.txt")
     assert len(ex) >= 4 and any(pair for _, pair in ex)
     assert load_examples(tmp_path / "missing.txt")[0][0]
 
@@ -153,38 +153,69 @@ def test_every_registered_map_of_the_design_has_a_lesson():
     assert design <= set(learn.LESSONS)
     for key in normviz.all_keys():
         if key in design:
-            assert learn.LESSONS[key].latex and learn.LESSONS[key].papers
+            assert learn.LESSONS[key].latex and learn.papers_of(key)  # papers: the family's REFERENCES
 
 
-def test_concurrent_analyses_of_one_shared_model_do_not_mix(monkeypatch):
-    """The app serialises passes per model: normviz records with forward hooks on the shared model."""
+def test_concurrent_analyses_of_one_shared_model_do_not_mix(minilm):
+    """The app's sessions (ui.session_for / ui.get_maps) of one shared model in threads: normviz records with
+    forward hooks on the shared model, so passes must not mix."""
     import normviz
     from normviz.ui import st_parts
 
-    lm = normviz.load("minilm")
-    texts = ["The cat sat on the mat.", "Dogs bark at night, loudly and often."]
-    alone = [normviz.analyze(lm, t, methods=["attention", "norm"])["norm"] for t in texts]
+    texts = ["The cat sat on the mat, a thread test.", "Dogs bark at night, loudly and often, in threads."]
+    alone = [normviz.analyze(minilm, t, methods=["attention", "norm"])["norm"] for t in texts]
     results = {}
 
     def run(i):
-        results[i] = st_parts._compute(lm, texts[i % 2], "", 64, ["attention", "norm"], None).analysis["norm"]
+        session = st_parts.session_for(minilm, texts[i % 2], "")
+        results[i] = st_parts.get_maps(session, ["attention", "norm"])["norm"]
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    assert len(results) == 4
     for i, arr in results.items():
         assert np.allclose(arr, alone[i % 2], atol=1e-5)
+    assert st_parts.session_for(minilm, texts[0], "").forward_passes == 1  # one shared session per text
+
+
+def _ff_request(n, n_layers, d, d_ff, gated):
+    from normviz.methods.base import Request
+
+    return Request(n_tokens=n, n_layers=n_layers, n_heads=1, d_model=d, d_ff=d_ff,
+                   placement="pre" if gated else "post", causal=gated, gated=gated, device="cpu")
 
 
 def test_ff_budget_lets_minilm_through_and_stops_long_smollm2_texts():
-    # minilm (6 × 384 × 1536, GELU) stays under a minute at the default 128-token cap;
-    # smollm2 (30 × 576 × 1536, SwiGLU) does not (measured ≈ 50 s at 24 tokens on 2 cores)
-    assert data.ff_seconds_estimate(128, 6, 384, 1536, gated=False) < 60
-    assert data.ff_token_limit(60, 6, 384, 1536, gated=False) >= 128
-    assert 15 <= data.ff_token_limit(60, 30, 576, 1536, gated=True) <= 40
-    assert data.ff_seconds_estimate(11, 30, 576, 1536, gated=True) < 60  # the default sentence still works
+    """The feedforward family's cost check (option ff_budget_s, set by the app from NORMVIZ_FF_BUDGET).
+    minilm (6 × 384 × 1536, GELU) stays under a minute at the default 128-token cap;
+    smollm2 (30 × 576 × 1536, SwiGLU) does not (measured ≈ 50 s at 24 tokens on 2 cores)."""
+    from normviz.errors import TooCostlyError
+    from normviz.methods import feedforward
+
+    rate = feedforward.FLOPS_PER_SECOND["cpu"]
+    budget = {"ff_budget_s": 60}
+    assert feedforward.estimated_seconds(_ff_request(128, 6, 384, 1536, False), {}) < 60
+    feedforward.check(_ff_request(128, 6, 384, 1536, False), "ff", budget)
+    assert feedforward.token_limit(_ff_request(1, 6, 384, 1536, False), 60, rate) >= 128
+    assert 15 <= feedforward.token_limit(_ff_request(1, 30, 576, 1536, True), 60, rate) <= 40
+    assert feedforward.estimated_seconds(_ff_request(11, 30, 576, 1536, True), {}) < 60  # the default sentence works
+    feedforward.check(_ff_request(11, 30, 576, 1536, True), "ff_res", budget)
+    with pytest.raises(TooCostlyError, match="NORMVIZ_FF_BUDGET"):
+        feedforward.check(_ff_request(41, 30, 576, 1536, True), "ff_res", budget)
+
+
+def test_session_options_carry_the_ff_budget(monkeypatch):
+    from normviz.ui import st_parts
+
+    monkeypatch.delenv("NORMVIZ_FF_BUDGET", raising=False)
+    assert st_parts.session_options(None) == {"ff_budget_s": 60.0}
+    monkeypatch.setenv("NORMVIZ_FF_BUDGET", "5")
+    assert st_parts.session_options(None) == {"ff_budget_s": 5.0}
+    monkeypatch.setenv("NORMVIZ_FF_BUDGET", "lots")
+    assert st_parts.session_options(None) == {"ff_budget_s": 60.0}
 
 
 def test_overview_npz_holds_every_grid():

@@ -13,13 +13,13 @@ import pytest
 from scipy.stats import spearmanr
 
 import normviz
-from normviz.corpus.engine import batch_maps, process_chunk
+from normviz.corpus.chunks import batch_maps, process_chunk
 from normviz.tokens import encode
 from normviz.corpus.results import tables
 from normviz.corpus.stats import CATEGORIES, STATISTICS, categorize, merge, rowwise_spearman
 
-from .corpus_helpers import sample_lines, tiny_bert_dir, tiny_llama_dir  # noqa: F401
-from .vectors import independent_head_vectors, model_vectors
+from ..helpers.corpus import sample_lines
+from ..helpers.vectors import independent_head_vectors, model_vectors
 
 LINES = sample_lines(5, start=3) + ["Short one, here.\tAnd a second sentence, as a pair."]
 
@@ -100,7 +100,7 @@ def reference(lm, lines):
 
 
 @pytest.fixture(scope="module", params=["bert", "llama"])
-def setup(request, tiny_bert_dir, tiny_llama_dir):  # noqa: F811
+def setup(request, tiny_bert_dir, tiny_llama_dir):
     path = tiny_bert_dir if request.param == "bert" else tiny_llama_dir
     lm = normviz.load(str(path), device="cpu", dtype="float64")
     raw = [(i + 1, ln.encode()) for i, ln in enumerate(LINES)]

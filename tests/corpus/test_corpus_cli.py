@@ -10,7 +10,7 @@ from normviz.cli import main
 from normviz.corpus import CorpusJob, run_corpus
 from normviz.errors import NormvizError
 
-from .corpus_helpers import assert_tables_equal, sample_lines, tiny_bert_dir, tiny_llama_dir  # noqa: F401
+from ..helpers.corpus import assert_tables_equal, sample_lines
 
 
 @pytest.fixture()
@@ -34,7 +34,7 @@ def corpus_file(tmp_path):
     return path
 
 
-def test_cli_writes_tables_summary_and_logs_bad_lines(tiny_bert_dir, corpus_file, tmp_path, capsys):  # noqa: F811
+def test_cli_writes_tables_summary_and_logs_bad_lines(tiny_bert_dir, corpus_file, tmp_path, capsys):
     out = tmp_path / "out"
     rc = main(["corpus", "--model", str(tiny_bert_dir), "--input", str(corpus_file), "--out", str(out),
                "--max-tokens", "60", "--chunk-size", "4", "--batch-size", "3", "--quiet"])
@@ -61,7 +61,7 @@ def test_cli_writes_tables_summary_and_logs_bad_lines(tiny_bert_dir, corpus_file
     assert sorted((out / "checkpoint").glob("chunk_*.npz"))[-1].name == "chunk_000002.npz"
 
 
-def test_resume_after_interruption_gives_the_same_results(tiny_llama_dir, corpus_file, tmp_path):  # noqa: F811
+def test_resume_after_interruption_gives_the_same_results(tiny_llama_dir, corpus_file, tmp_path):
     job = dict(model=str(tiny_llama_dir), input=str(corpus_file), chunk_size=3, batch_size=2, max_tokens=60,
                stats=("cv", "shares", "mixing", "ff_change"))
     full = run_corpus(CorpusJob(out=str(tmp_path / "full"), **job), show_bar=False)
@@ -79,7 +79,7 @@ def test_resume_after_interruption_gives_the_same_results(tiny_llama_dir, corpus
     assert full.bad_lines == resumed.bad_lines
 
 
-def test_checkpoints_of_another_run_are_refused(tiny_bert_dir, corpus_file, tmp_path):  # noqa: F811
+def test_checkpoints_of_another_run_are_refused(tiny_bert_dir, corpus_file, tmp_path):
     out = tmp_path / "o"
     run_corpus(CorpusJob(model=str(tiny_bert_dir), input=str(corpus_file), out=str(out), stats=("cv",)), show_bar=False)
     with pytest.raises(NormvizError, match="different run"):
@@ -96,7 +96,7 @@ def test_missing_input_is_a_clear_error(tmp_path, capsys):
     assert "not found" in capsys.readouterr().err
 
 
-def test_device_map_auto_equals_plain_load(tiny_bert_dir, corpus_file, tmp_path):  # noqa: F811
+def test_device_map_auto_equals_plain_load(tiny_bert_dir, corpus_file, tmp_path):
     job = dict(model=str(tiny_bert_dir), input=str(corpus_file), max_tokens=60, stats=("cv", "shares", "mixing"))
     plain = run_corpus(CorpusJob(out=str(tmp_path / "a"), **job), show_bar=False)
     sharded = run_corpus(CorpusJob(out=str(tmp_path / "b"), device_map="auto", **job), show_bar=False)

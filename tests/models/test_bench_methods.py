@@ -6,7 +6,7 @@ from pathlib import Path
 
 
 def test_bench_methods_smoke(capsys):
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_methods.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_methods.py"
     spec = importlib.util.spec_from_file_location("bench_methods", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)

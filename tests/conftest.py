@@ -1,0 +1,62 @@
+"""Fixtures shared by every test directory.
+
+    tiny_model(arch, seed=0, dtype=float64)   a random base model of one supported architecture (cached)
+    records(arch, enc=None, n=9, seed=1)      (lm, enc, [LayerRecord per layer]) of one recorded sequence
+    minilm, smollm2                           the embedded models, loaded once per session (float32, CPU)
+    tiny_bert_dir, tiny_llama_dir             tiny random models saved with a real tokenizer (corpus tests)
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import normviz
+from normviz.record import record
+from normviz.tokens import pad_batch
+
+from .helpers import tiny
+from .helpers.corpus import make_tiny_dir
+
+
+@pytest.fixture(scope="session")
+def tiny_model():
+    cache: dict = {}
+
+    def make(arch: str, seed: int = 0, dtype=torch.float64):
+        key = (arch, seed, dtype)
+        if key not in cache:
+            cache[key] = tiny.build(arch, seed=seed, dtype=dtype)
+        return cache[key]
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def records(tiny_model):
+    def make(arch: str, enc=None, n: int = 9, seed: int = 1):
+        lm = tiny_model(arch)
+        enc = enc if enc is not None else tiny.encoded(n=n, seed=seed)
+        ids, mask = pad_batch([enc])
+        return lm, enc, record(lm, ids, mask)[0]
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    return normviz.load("minilm", device="cpu")
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    return normviz.load("smollm2", device="cpu")
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory):
+    return make_tiny_dir("bert", tmp_path_factory.mktemp("tiny_bert"))
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_dir(tmp_path_factory):
+    return make_tiny_dir("llama", tmp_path_factory.mktemp("tiny_llama"))

@@ -1,0 +1,64 @@
+"""Shared helpers of the model tests: per-layer views of a tiny model's records, analyses through the public
+Session entry points, exactness comparisons and a forward-pass counter."""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+import normviz
+from normviz.decompose import LayerDecomposition
+from normviz.methods.feedforward import ff_vectors
+
+TOL = 1e-6
+
+
+def close(parts_sum: torch.Tensor, target: torch.Tensor, tol: float = TOL):
+    scale = target.abs().max().item()
+    err = (parts_sum - target).abs().max().item()
+    assert err <= tol * scale, f"max error {err:.3e} > {tol} × {scale:.3e}"
+
+
+def decompositions(lm, recs, chunk_bytes: int = 4096, use_kernel=None) -> list[LayerDecomposition]:
+    """One LayerDecomposition per layer of one sequence's records (small row chunks by default)."""
+    return [LayerDecomposition(r, lm.layer_params(i), index=i, chunk_bytes=chunk_bytes, use_kernel=use_kernel)
+            for i, r in enumerate(recs)]
+
+
+def all_rows(ctx, fn):
+    """Concatenate chunked per-pair vectors over every row chunk (the tests use tiny chunks)."""
+    parts, biases = [], []
+    for rows in ctx.row_chunks():
+        p, b = fn(rows)
+        parts.append(p)
+        biases.append(b)
+    return torch.cat(parts), torch.cat(biases)
+
+
+def ff_stage(ctx, key: str):
+    """(parts [n, n, d], bias [n, d]) of one FF stage over all row chunks."""
+    return all_rows(ctx, lambda rows: ff_vectors(ctx, rows)[key])
+
+
+def analyses(lm, encs, keys=None, options=None) -> list:
+    """The maps ``keys`` of already tokenised sequences, recorded in one right-padded pass."""
+    return [s.get(keys) for s in normviz.Session.from_encoded(lm, list(encs), options=options)]
+
+
+def analysis(lm, enc, keys=None, options=None):
+    return analyses(lm, [enc], keys, options)[0]
+
+
+@contextlib.contextmanager
+def count_forward(module: torch.nn.Module):
+    """Counts calls of ``module`` (a pre-hook): ``with count_forward(lm.model) as calls: …; calls[0]``."""
+    calls = [0]
+
+    def hook(mod, args, kwargs):
+        calls[0] += 1
+
+    handle = module.register_forward_pre_hook(hook, with_kwargs=True)
+    try:
+        yield calls
+    finally:
+        handle.remove()
