@@ -90,15 +90,10 @@ def test_value_zeroing_is_opt_in_and_flow_too(tiny_model):
     assert "value_zeroing" in resolve_keys(lm, ["value_zeroing"])
 
 
-@pytest.mark.parametrize("arch", [
-    "bert",
-    pytest.param("llama", marks=pytest.mark.xfail(
-        strict=True, raises=RuntimeError,
-        reason="normviz bug: Llama's eager attention takes its softmax in float32 even in a float64 model, so a "
-               "padded batch's record differs from an unpadded rerun by ~1e-7 (relative) and value zeroing's "
-               "reproduction check (1e-9 for float64, normviz/methods/zeroing.py) refuses it")),
-])
-def test_new_maps_in_a_padded_batch_equal_single_runs(tiny_model, arch):
+# Llama's eager attention takes its softmax in float32 even in a float64 model, so a padded batch's records
+# differ from a single run by ~1e-7 (relative): every map of it agrees to that, not to float64 rounding.
+@pytest.mark.parametrize("arch, rtol", [("bert", 1e-9), ("llama", 2e-6)])
+def test_new_maps_in_a_padded_batch_equal_single_runs(tiny_model, arch, rtol):
     """Right-padded batches: every new key of each sequence equals its own single run."""
     keys = ["rollout_attention", "rollout_attn_res_ln", "effective_attention", "alti", "rollout_alti",
             "value_zeroing", "flow"]
@@ -108,4 +103,4 @@ def test_new_maps_in_a_padded_batch_equal_single_runs(tiny_model, arch):
     for enc, got in zip(encs, batch):
         single = analysis(lm, enc, keys)
         for key in keys:
-            np.testing.assert_allclose(got[key], single[key], rtol=1e-9, atol=1e-12, err_msg=f"{arch} {key}")
+            np.testing.assert_allclose(got[key], single[key], rtol=rtol, atol=1e-12, err_msg=f"{arch} {key}")
