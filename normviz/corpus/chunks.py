@@ -60,7 +60,7 @@ def process_chunk(lm, lines: list[tuple[int, bytes]], stats, batch_size: int, ma
     for line, raw in lines:
         try:
             item = parse_line(line, raw)
-            enc = encode(lm.tokenizer, item.text, item.pair, max_length=None, warn=False)
+            enc = encode(lm.tokenizer, item.text, item.pair, max_length=None, warn=False, decoder=lm.spec.causal)
             if len(enc.ids) > limit:
                 raise BadLine(f"too long: {len(enc.ids)} tokens, the limit is {limit} (--max-tokens)")
             if len(enc.ids) < 2:
