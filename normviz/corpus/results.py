@@ -85,8 +85,8 @@ def tables(state: dict, n_layers: int, n_heads: int) -> dict[str, pd.DataFrame]:
             "fx_norm_mean": (state["type_fx_sum"].mean((0, 1)) / np.maximum(counts, 1))[order],
         })
     if "mixing_head_rows" in state:
-        for k in HEAD_MIX_KEYS:
-            hs[f"mixing_{k}"] = _div(state[f"mixing_head_{k}_sum"], state["mixing_head_rows"]).ravel()
+        hs["mixing_attention"] = _div(state["mixing_head_attention_sum"], state["mixing_head_rows"]).ravel()
+        hs["mixing_norm"] = _div(state["mixing_head_norm_sum"], state["mixing_head_norm_rows"]).ravel()
         hs["mixing_share_norm"] = _div(state["mixing_head_share_norm_sum"], state["mixing_head_rows"]).ravel()
         for k in PAPER_MIX_KEYS:
             ls[f"mixing_{k}"] = _div(state[f"mixing_{k}_sum"], state[f"mixing_{k}_rows"])

@@ -152,6 +152,7 @@ class Accumulator:
                 self.s[f"mixing_head_{k}_sum"] = z((L, H))
             self.s["mixing_head_share_norm_sum"] = z((L, H))
             self.s["mixing_head_rows"] = z(())
+            self.s["mixing_head_norm_rows"] = z(())
             for k in PAPER_MIX_KEYS:
                 self.s[f"mixing_{k}_sum"] = z(L)
                 self.s[f"mixing_{k}_rows"] = z(L)
@@ -232,16 +233,20 @@ class Accumulator:
                 a = a.astype(np.float64) * vis
                 return ((a.sum(-1) - a[..., eye].reshape(a.shape[:-2] + (n,))) * rows).sum(-1)
 
-            ratios = maps[MIX_RATIOS]
+            # the paper's vector ratios need the stage vectors (maps[MIX_RATIOS], from batch_maps); a caller that
+            # passes maps only gets them left out (NaN in the tables), never replaced by the share statistic
+            ratios = maps.get(MIX_RATIOS)
             s["mixing_head_rows"] += rows.sum()
             s["mixing_head_attention_sum"] += off_weight(maps["attention"])
-            s["mixing_head_norm_sum"] += (ratios["norm"].astype(np.float64) * rows).sum(-1)
             s["mixing_head_share_norm_sum"] += share(maps["norm"])
             s["mixing_attention_sum"] += off_weight(maps["attention"].mean(1))
-            for k in PAPER_MIX_KEYS[1:]:
-                s[f"mixing_{k}_sum"] += (ratios[k].astype(np.float64) * rows).sum(-1)
-            for k in PAPER_MIX_KEYS:
-                s[f"mixing_{k}_rows"] += rows.sum()
+            s["mixing_attention_rows"] += rows.sum()
+            if ratios is not None:
+                s["mixing_head_norm_sum"] += (ratios["norm"].astype(np.float64) * rows).sum(-1)
+                s["mixing_head_norm_rows"] += rows.sum()
+                for k in PAPER_MIX_KEYS[1:]:
+                    s[f"mixing_{k}_sum"] += (ratios[k].astype(np.float64) * rows).sum(-1)
+                    s[f"mixing_{k}_rows"] += rows.sum()
             for k in self._share_mix_keys():
                 s[f"mixing_share_{k}_sum"] += share(maps[k])
                 s[f"mixing_share_{k}_rows"] += rows.sum()
