@@ -102,6 +102,8 @@ labels = data.unique_labels(list(a.labels))
 for k in view.maps:
     if k in a.refused:
         st.error(f"{ui.title(k)}: {a.refused[k]}")
+if "pair" in a.notes:
+    st.caption(f"Sentence pair: {a.notes['pair']}.")
 panels = data.build_panels(a, [k for k in view.maps if k in a], view.layer, view.head, view.hide_special, view.values)
 
 with cf:  # the focus picker sits in the control row; its bars go below the panels

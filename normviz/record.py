@@ -122,11 +122,33 @@ def layer_call(layer: torch.nn.Module, args: tuple, kwargs: dict, b: int, n: int
     return (), named
 
 
+# ---------------------------------------------------------------- segment ids
+def segment_ids(lm: "LoadedModel", token_type_ids: torch.Tensor | None) -> torch.Tensor | None:
+    """The segment ids to give the model: the tokenizer's ``token_type_ids`` (from ``pad_batch``) when the
+    model has segment embeddings (its forward takes ``token_type_ids`` and ``config.type_vocab_size`` covers
+    the ids), else None. They change only the embeddings, so a layer rerun from its recorded input (value
+    zeroing) needs nothing more."""
+    if token_type_ids is None:
+        return None
+    import inspect
+
+    try:
+        takes = "token_type_ids" in inspect.signature(lm.model.forward).parameters
+    except (TypeError, ValueError):  # pragma: no cover - forward without a signature
+        takes = False
+    size = getattr(lm.config, "type_vocab_size", None)
+    if not takes or size is None or int(token_type_ids.max()) >= int(size):
+        return None
+    return token_type_ids
+
+
 # ---------------------------------------------------------------- the recording pass
 @torch.no_grad()
 def record(lm: "LoadedModel", input_ids: torch.Tensor, attention_mask: torch.Tensor,
            token_type_ids: torch.Tensor | None = None) -> list[list[LayerRecord]]:
-    """Run the model once on a right-padded batch; return records[b][layer] trimmed to each length."""
+    """Run the model once on a right-padded batch; return records[b][layer] trimmed to each length.
+
+    ``token_type_ids``: segment ids of sentence pairs (see :func:`segment_ids`), passed to the model."""
     with model_lock(lm.model):
         return _record(lm, input_ids, attention_mask, token_type_ids)
 

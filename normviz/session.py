@@ -20,7 +20,7 @@ from .decompose import CHUNK_BYTES, LayerDecomposition, Workspace
 from .errors import NormvizError, NotApplicableError, TooCostlyError, UnknownMethodError
 from .methods.base import Inputs, Request
 from .models.loading import LoadedModel
-from .record import model_lock, record
+from .record import model_lock, record, segment_ids
 from .tokens import Encoded, encode, pad_batch
 
 Progress = Callable[[float, str], None]
@@ -80,8 +80,8 @@ class _Recording:
     def records(self, b: int):
         with self._lock:
             if self._records is None:
-                ids, mask = pad_batch(self.encoded, pad_id=0)
-                self._records = record(self.lm, ids, mask)
+                ids, mask, types = pad_batch(self.encoded, pad_id=0, with_token_types=True)
+                self._records = record(self.lm, ids, mask, segment_ids(self.lm, types))
                 self.passes += 1
             return self._records[b]
 
@@ -89,16 +89,25 @@ class _Recording:
 class Session:
     """One text (or sentence pair) of one model: tokenised now, recorded on first need, maps on demand.
 
+    A pair is the model's real pair input: encoders get the tokenizer's segment ids (``token_type_ids``) in
+    the recording pass; decoders get the two texts joined by a separator token (see :mod:`normviz.tokens`).
+    How it was encoded is ``Analysis.notes["pair"]``.
+
     ``max_tokens`` (default: the model's window) truncates with a TruncationWarning. ``options`` go to every
     family (e.g. ``rollout_normalization``, ``ff_budget_s``, ``flow_max_tokens``, ``chunk_bytes``)."""
 
     def __init__(self, lm: LoadedModel, text: str, text_pair: str | None = None, *, max_tokens: int | None = None,
                  options: dict | None = None):
         limit = min(max_tokens, lm.max_length) if max_tokens else lm.max_length
-        enc = encode(lm.tokenizer, text, text_pair, max_length=limit)
+        enc = encode(lm.tokenizer, text, text_pair, max_length=limit, decoder=lm.spec.causal)
         self._setup(lm, enc, text, text_pair, options, _Recording(lm, [enc]), 0)
 
     def _setup(self, lm, enc: Encoded, text, text_pair, options, recording: _Recording, index: int) -> None:
+        if enc.note and enc.token_type_ids and any(enc.token_type_ids):
+            import torch
+
+            if segment_ids(lm, torch.tensor([enc.token_type_ids])) is None:
+                enc.note += "; this model has no segment embeddings for them, so they were not passed"
         self.lm, self.encoded = lm, enc
         self.text, self.text_pair = text, (text_pair if text_pair and str(text_pair).strip() else None)
         self.options = dict(options or {})
@@ -128,7 +137,7 @@ class Session:
         """Sessions of several texts (or pairs) recorded in one right-padded forward pass."""
         limit = min(max_tokens, lm.max_length) if max_tokens else lm.max_length
         pairs = [(t, None) if isinstance(t, str) else (t[0], t[1]) for t in texts]
-        encoded = [encode(lm.tokenizer, t, p, max_length=limit) for t, p in pairs]
+        encoded = [encode(lm.tokenizer, t, p, max_length=limit, decoder=lm.spec.causal) for t, p in pairs]
         return cls.from_encoded(lm, encoded, pairs, options)
 
     # ---- what is known without computing
@@ -212,7 +221,8 @@ class Session:
                 arrays={k: self._arrays[k] for k in keep}, n_layers=lm.n_layers, n_heads=lm.n_heads,
                 dtype=str(lm.dtype).replace("torch.", ""), device=str(lm.device), text=self.text,
                 text_pair=self.text_pair, dropped=enc.dropped,
-                notes={k: self._notes[k] for k in keep if k in self._notes},
+                notes={**({"pair": enc.note} if enc.note else {}),
+                       **{k: self._notes[k] for k in keep if k in self._notes}},
                 refused={k: str(refused[k]) for k in wanted if k in refused},
             )
 

@@ -101,11 +101,21 @@ if "category_shares" in tabs:
     cat = st.selectbox("Category per layer", list(tabs["category_shares"]["category"].unique()), key="corpus_cat")
     st.plotly_chart(plots.category_by_layer(tabs["category_shares"], cat, font_size=fs), width="stretch")
 ls = tabs["layer_stats"]
-mix = [c for c in ls.columns if c.startswith("mixing_")]
+mix = [c for c in ls.columns if c.startswith("mixing_") and not c.startswith("mixing_share_")]
+share = [c for c in ls.columns if c.startswith("mixing_share_")]
 if mix:
     st.subheader("Context-mixing ratio per layer")
-    st.caption("Share of the non-self contribution; dashed lines: BERT-base means of Kobayashi et al. 2021, Table 2.")
+    st.caption("The 2021 paper's definition, as its code computes it: r_i = ‖Σ_{j≠i} v_ij‖ / (‖Σ_{j≠i} v_ij‖ + "
+               "‖v_ii‖) (the vectors from other tokens summed, then the norm); for weights Σ_{j≠i} ᾱ_ij with heads "
+               "averaged. Pooled over tokens per layer. Dashed lines: BERT-base means of Kobayashi et al. 2021, "
+               "Table 2.")
     st.plotly_chart(plots.layer_lines(ls, mix, "Mixing ratio", font_size=fs), width="stretch")
+if share:
+    with st.expander("Share of non-self norms (a different statistic, not comparable with Table 2)"):
+        st.caption("Σ_{j≠i} ‖v_ij‖ / Σ_j ‖v_ij‖: the share of the norms of the other tokens' parts. Norms of parts "
+                   "add up to more than the norm of their sum, so this is larger than the paper's ratio.")
+        st.plotly_chart(plots.layer_lines(ls, share, "Share of non-self norms", reference=False, font_size=fs),
+                        width="stretch")
 ffc = [c for c in ls.columns if c.startswith("ff_change_")]
 if ffc:
     st.subheader("Contextualisation change by the FF block")

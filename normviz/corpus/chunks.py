@@ -17,7 +17,7 @@ from ..errors import NormvizError
 from ..session import Session
 from ..tokens import Encoded, encode
 from .reader import BadLine, parse_line
-from .stats import Accumulator, needed_keys
+from .stats import MIX_RATIOS, Accumulator, needed_keys
 
 FX_NORM = "fx_norm"  # ‖f^h(x_j)‖ [L, H, n]: a per-token quantity, not a token-to-token map (kept out of the map registry)
 
@@ -32,17 +32,62 @@ def fx_norm(session: Session) -> np.ndarray:
     return torch.stack(out).numpy()
 
 
+def _ratio(off: torch.Tensor, own: torch.Tensor) -> torch.Tensor:
+    """‖off‖ / (‖off‖ + ‖own‖) over the last axis (0 where both vanish)."""
+    a, b = off.norm(dim=-1), own.norm(dim=-1)
+    den = a + b
+    return torch.where(den > 0, a / torch.where(den > 0, den, torch.ones_like(den)), torch.zeros_like(den))
+
+
+@torch.no_grad()
+def mixing_ratios(session: Session) -> dict[str, np.ndarray]:
+    """The 2021 paper's mixing ratios r_i = ‖Σ_{j≠i} v_ij‖ / (‖Σ_{j≠i} v_ij‖ + ‖v_ii‖) per layer and token:
+    ``norm_layer``, ``attn_res``, ``attn_res_ln`` [L, n] and per head ``norm`` [L, H, n].
+
+    Σ_j v_ij is each stage's total vector from the recorded pass, so only the self parts v_ii are formed:
+      Attn-N       v_ii = Σ_h α^h_ii f^h(x_i);   Σ_{j≠i} = z_i − x_i − b^O − v_ii   (z_i: the recorded x + Attn)
+      AttnRes-N    u_ii = v_ii + x_i;            Σ_{j≠i} = z_i − b^O − u_ii        (the same vector as Attn-N's)
+      AttnResLn-N  ℓ_ii = N(u_ii)/s_i;           Σ_{j≠i} = norm(z_i) − (N(b^O)/s_i + β) − ℓ_ii, norm(z_i) the
+                   norm's output for the recorded z_i (post-LN LN1, pre-LN the norm before the FF), by the
+                   norm's formula in float64 (Llama's RMSNorm module rounds to float32 even in float64 models)
+      per head     v^h_ij = α^h_ij f^h(x_j);     Σ_j v^h_ij = (α^h f^h)_i, one [H, n, d] product
+    In float64 (float32 on mps)."""
+    out: dict[str, list] = {"norm": [], "norm_layer": [], "attn_res": [], "attn_res_ln": []}
+    for ctx in session.layers():
+        acc = ctx.acc
+        f = ctx.head_vectors.to(acc)  # [H, n, d]
+        alpha = ctx.alpha.to(acc)
+        diag = torch.diagonal(alpha, dim1=-2, dim2=-1)  # [H, n]
+        own_h = diag[..., None] * f  # α^h_ii f^h(x_i)
+        out["norm"].append(_ratio(torch.bmm(alpha, f) - own_h, own_h))
+        x, z, b_o = ctx.rec.x.to(acc), ctx.rec.z_attn.to(acc), ctx.b_o.to(acc)
+        own = own_h.sum(0)  # v_ii
+        off = z - x - b_o - own
+        out["norm_layer"].append(_ratio(off, own))
+        u_own = own + x
+        out["attn_res"].append(_ratio(z - b_o - u_own, u_own))
+        ln = ctx.ln_attn
+        s = ln.scale(z)[:, None]
+        ln_own = ln.linear_part(u_own) / s
+        bias = ln.linear_part(b_o) / s + (ln.bias.to(acc) if ln.bias is not None else 0)
+        out["attn_res_ln"].append(_ratio(ln.apply(z) - bias - ln_own, ln_own))
+        ctx.clear()
+    return {k: torch.stack(v).cpu().numpy() for k, v in out.items()}
+
+
 @torch.no_grad()
 def batch_maps(lm, encs: list[Encoded], keys: list[str]) -> list[dict[str, np.ndarray]]:
     """The maps ``keys`` (plus ``fx_norm``) of each sequence of one right-padded batch (one forward pass,
     shared by the batch's sessions; records sit on each layer's own device, so models sharded with
     ``device_map`` work too)."""
-    maps = [k for k in keys if k != FX_NORM]
+    maps = [k for k in keys if k not in (FX_NORM, MIX_RATIOS)]
     out = []
     for session in Session.from_encoded(lm, encs, options={"compute_together": False}):
         arrays = dict(session.get(maps).arrays) if maps else {}
         if FX_NORM in keys:
             arrays[FX_NORM] = fx_norm(session)
+        if MIX_RATIOS in keys:
+            arrays[MIX_RATIOS] = mixing_ratios(session)
         out.append({k: arrays[k] for k in keys})
     return out
 
@@ -60,7 +105,7 @@ def process_chunk(lm, lines: list[tuple[int, bytes]], stats, batch_size: int, ma
     for line, raw in lines:
         try:
             item = parse_line(line, raw)
-            enc = encode(lm.tokenizer, item.text, item.pair, max_length=None, warn=False)
+            enc = encode(lm.tokenizer, item.text, item.pair, max_length=None, warn=False, decoder=lm.spec.causal)
             if len(enc.ids) > limit:
                 raise BadLine(f"too long: {len(enc.ids)} tokens, the limit is {limit} (--max-tokens)")
             if len(enc.ids) < 2:

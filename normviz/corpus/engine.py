@@ -23,7 +23,7 @@ from .chunks import process_chunk, state_from_bytes, state_to_bytes
 from .reader import file_digest, read_lines
 from .stats import STATISTICS, merge
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the 2021 mixing ratio (mixing_share_* for the earlier one)
 
 
 @dataclass

@@ -1,8 +1,12 @@
 """Turn a merged state (see :mod:`normviz.corpus.stats`) into tidy tables and a JSON summary.
 
 Tables (one row per observation, long where a dimension varies):
-  head_stats       layer, head, fx_cv, fx_cv_pooled, rho_alpha_fx, rho_fx_freq, mixing_attention, mixing_norm
-  layer_stats      layer, the head means of the above, mixing_<map>, ff_change_<map>
+  head_stats       layer, head, fx_cv, fx_cv_pooled, rho_alpha_fx, rho_fx_freq, mixing_attention, mixing_norm,
+                   mixing_share_norm
+  layer_stats      layer, the head means of the above, mixing_<map> (the 2021 paper's ratio),
+                   mixing_share_<map> (normviz's earlier share of norms), ff_change_<map>
+The summary keeps the paper's statistics under ``statistics`` (next to ``paper_reference_bert_base``) and
+the share statistics apart, under ``other_definitions``; ``definitions`` says which formula each uses.
   category_shares  layer, head, category, weight_share, norm_share, token_share
   tokens           token_id, token, count, freq_rank, fx_norm_mean (mean over layers and heads)
 """
@@ -11,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .stats import CATEGORIES, HEAD_MIX_KEYS, LAYER_MIX_KEYS, FF_AFTER, rowwise_spearman
+from .stats import (CATEGORIES, FF_AFTER, HEAD_MIX_KEYS, LAYER_MIX_KEYS, MIX_DEFINITION, PAPER_MIX_KEYS,
+                    SHARE_DEFINITION, rowwise_spearman)
 
 # Values the papers report for BERT-base (for the summary; what a small model shows may differ).
 PAPER_REFERENCE = {
@@ -80,11 +85,14 @@ def tables(state: dict, n_layers: int, n_heads: int) -> dict[str, pd.DataFrame]:
             "fx_norm_mean": (state["type_fx_sum"].mean((0, 1)) / np.maximum(counts, 1))[order],
         })
     if "mixing_head_rows" in state:
-        for k in HEAD_MIX_KEYS:
-            hs[f"mixing_{k}"] = _div(state[f"mixing_head_{k}_sum"], state["mixing_head_rows"]).ravel()
+        hs["mixing_attention"] = _div(state["mixing_head_attention_sum"], state["mixing_head_rows"]).ravel()
+        hs["mixing_norm"] = _div(state["mixing_head_norm_sum"], state["mixing_head_norm_rows"]).ravel()
+        hs["mixing_share_norm"] = _div(state["mixing_head_share_norm_sum"], state["mixing_head_rows"]).ravel()
+        for k in PAPER_MIX_KEYS:
+            ls[f"mixing_{k}"] = _div(state[f"mixing_{k}_sum"], state[f"mixing_{k}_rows"])
         for k in LAYER_MIX_KEYS:
-            if f"mixing_{k}_sum" in state:
-                ls[f"mixing_{k}"] = _div(state[f"mixing_{k}_sum"], state[f"mixing_{k}_rows"])
+            if f"mixing_share_{k}_sum" in state:
+                ls[f"mixing_share_{k}"] = _div(state[f"mixing_share_{k}_sum"], state[f"mixing_share_{k}_rows"])
     for k in FF_AFTER:
         if f"ff_change_{k}_sum" in state:
             ls[f"ff_change_{k}"] = _div(state[f"ff_change_{k}_sum"], state[f"ff_change_{k}_count"])
@@ -109,16 +117,24 @@ def summary(state: dict, tabs: dict[str, pd.DataFrame]) -> dict:
     out: dict = {"sequences": int(state["n_sequences"]), "tokens": int(state["n_tokens"]), "statistics": {}}
     stats = out["statistics"]
     ls = tabs["layer_stats"]
+    other: dict = {}
     for col in ls.columns:
         if col == "layer":
             continue
-        stats[col] = _float(np.nanmean(ls[col].to_numpy(dtype=np.float64)))
+        (other if col.startswith("mixing_share_") else stats)[col] = _float(np.nanmean(ls[col].to_numpy(dtype=np.float64)))
     if "head_stats" in tabs and "fx_cv_pooled" in tabs["head_stats"]:
         stats["fx_cv_pooled"] = _float(np.nanmean(tabs["head_stats"]["fx_cv_pooled"]))
     if "category_shares" in tabs:
         cs = tabs["category_shares"].groupby("category", sort=False)[["weight_share", "norm_share", "token_share"]].mean()
         stats["category_shares"] = {c: {k: _float(v) for k, v in cs.loc[c].items()} for c in cs.index}
     out["paper_reference_bert_base"] = {k: v for k, v in PAPER_REFERENCE.items()}
+    if other:
+        out["other_definitions"] = other  # not comparable with the paper's numbers
+    defs = {k: MIX_DEFINITION + "; pooled over tokens per layer, mean over layers (2021 Table 2)"
+            for k in stats if k.startswith("mixing_")}
+    defs.update({k: SHARE_DEFINITION for k in other})
+    if defs:
+        out["definitions"] = defs
     return out
 
 

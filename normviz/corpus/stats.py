@@ -18,11 +18,29 @@ Statistics (all in float64):
 ``rho_fx_freq``     Spearman ρ, over token types (special tokens excluded), between the type's mean
                     ‖f^h(x)‖ and its frequency rank in this corpus (1 = most frequent; 2020 §4.3:
                     frequent tokens get small ‖f(x)‖, i.e. ρ > 0).
-``mixing_<key>``    context-mixing ratio r_i = Σ_{j≠i} m_ij / Σ_j m_ij, the share of the non-self
-                    contribution, averaged over receiving tokens i that see at least two tokens (a
-                    decoder's first token only sees itself). For ``attention`` at layer level m is α
-                    averaged over heads. Kobayashi et al. 2021, Table 2, BERT-base means over layers:
-                    97.1 (weights) / 85.2 (norms ‖Σ_h αf‖) / 22.3 (+residual) / 18.8 (+LayerNorm) %.
+``mixing_<key>``    context-mixing ratio of Kobayashi et al. 2021 (§5, Table 2), exactly as their code
+                    computes it: for the per-pair vectors v_ij of a stage,
+                        r_i = ‖Σ_{j≠i} v_ij‖ / (‖Σ_{j≠i} v_ij‖ + ‖v_ii‖)
+                    (the vectors mixed in from other tokens summed first, then the norm), for the stages
+                    ``norm_layer`` (v_ij = Σ_h α^h_ij f^h(x_j), Attn-N), ``attn_res`` (+ δ_ij x_j, AttnRes-N)
+                    and ``attn_res_ln`` (the norm's linear part over s_i, AttnResLn-N). Σ_j v_ij is the stage's
+                    own total vector from the recorded pass (z_i − b^O for ``attn_res``, the norm's output
+                    minus its bias term for ``attn_res_ln``, z_i − x_i − b^O for ``norm_layer``), so
+                    Σ_{j≠i} v_ij = total − v_ii and no [n, n, d] tensor is built
+                    (:func:`normviz.corpus.chunks.mixing_ratios`). For ``attention``: r_i = Σ_{j≠i} ᾱ_ij with
+                    ᾱ the head mean of α (Attn-W). Per head (``head_stats``): ``mixing_attention`` Σ_{j≠i} α^h_ij
+                    and ``mixing_norm`` with v_ij = α^h_ij f^h(x_j). Averaged as Table 2 averages: pooled over
+                    every receiving token i of every sentence (special tokens included) per layer, then the
+                    mean over layers (the paper's mean over all (sentence, layer, token) ratios, since every
+                    layer has the same tokens). Tokens that see only themselves (a decoder's first token)
+                    are left out. The paper's BERT-base means: 97.1 (Attn-W) / 85.2 (Attn-N) /
+                    22.3 (AttnRes-N) / 18.8 (AttnResLn-N) %; note their inputs had 12 % of the words replaced
+                    by [MASK] (the MLM setting), ours are the corpus as given.
+``mixing_share_<key>`` normviz's earlier, different statistic: the share of the non-self *norms*,
+                    Σ_{j≠i} m_ij / Σ_j m_ij with m the map (``norm_layer``, ``attn_res``, ``attn_res_ln``, and
+                    ``ff``, ``ff_res``, ``ff_res_ln`` when ``ff_change`` is chosen; per head ``norm``). Larger than
+                    the paper's ratio (norms of parts add up to more than the norm of their sum); never compare
+                    it with Table 2.
 ``ff_change_<key>`` contextualisation change by the feed-forward block: 1 − Spearman ρ between the map
                     before the FF (``attn_res_ln``) and the map after it (``ff``, ``ff_res``,
                     ``ff_res_ln``) over the visible pairs of one sequence, averaged over sequences with
@@ -40,11 +58,15 @@ STAT_TITLES = {
     "shares": "Share of weight vs norm received by token categories",
     "spearman": "Spearman ρ between α and ‖f(x)‖",
     "frequency": "Spearman ρ between ‖f(x)‖ and token frequency rank",
-    "mixing": "Context-mixing ratio (2021, Table 2)",
+    "mixing": "Context-mixing ratio (2021, Table 2 definition)",
     "ff_change": "Contextualisation change by the FF block (2024)",
 }
 LAYER_MIX_KEYS = ("attention", "norm_layer", "attn_res", "attn_res_ln", "ff", "ff_res", "ff_res_ln")
 HEAD_MIX_KEYS = ("attention", "norm")
+PAPER_MIX_KEYS = ("attention", "norm_layer", "attn_res", "attn_res_ln")  # Table 2's four rows (W, N, ResN, ResLnN)
+MIX_RATIOS = "mixing_ratios"  # per-token ratios of the paper's definition (not a map key; see corpus.chunks)
+MIX_DEFINITION = "r_i = ‖Σ_{j≠i} v_ij‖ / (‖Σ_{j≠i} v_ij‖ + ‖v_ii‖) (Kobayashi et al. 2021; attention: Σ_{j≠i} ᾱ_ij)"
+SHARE_DEFINITION = "Σ_{j≠i} ‖v_ij‖ / Σ_j ‖v_ij‖ (share of the non-self norms; not the paper's ratio)"
 FF_AFTER = ("ff", "ff_res", "ff_res_ln")
 
 
@@ -67,7 +89,7 @@ def needed_keys(stats, placement: str) -> list[str]:
     if "shares" in stats:
         add("norm")
     if "mixing" in stats:
-        add("attention", "norm", "norm_layer", "attn_res", "attn_res_ln")
+        add("attention", "norm", "norm_layer", "attn_res", "attn_res_ln", MIX_RATIOS)
     if "ff_change" in stats:
         add("attn_res_ln", *ff_after_keys(placement))
     return keys
@@ -128,10 +150,15 @@ class Accumulator:
         if "mixing" in self.stats:
             for k in HEAD_MIX_KEYS:
                 self.s[f"mixing_head_{k}_sum"] = z((L, H))
+            self.s["mixing_head_share_norm_sum"] = z((L, H))
             self.s["mixing_head_rows"] = z(())
-            for k in self._layer_mix_keys():
+            self.s["mixing_head_norm_rows"] = z(())
+            for k in PAPER_MIX_KEYS:
                 self.s[f"mixing_{k}_sum"] = z(L)
                 self.s[f"mixing_{k}_rows"] = z(L)
+            for k in self._share_mix_keys():
+                self.s[f"mixing_share_{k}_sum"] = z(L)
+                self.s[f"mixing_share_{k}_rows"] = z(L)
         if "ff_change" in self.stats:
             for k in ff_after_keys(placement):
                 self.s[f"ff_change_{k}_sum"] = z(L)
@@ -141,8 +168,8 @@ class Accumulator:
         self._type_count = np.zeros(0)
         self._type_fx = np.zeros((L, H, 0))
 
-    def _layer_mix_keys(self):
-        keys = list(LAYER_MIX_KEYS[:4])
+    def _share_mix_keys(self):
+        keys = list(LAYER_MIX_KEYS[1:4])
         if "ff_change" in self.stats:
             keys += list(ff_after_keys(self.placement))
         return keys
@@ -195,20 +222,34 @@ class Accumulator:
             rows = vis.sum(-1) >= 2  # receiving tokens that can mix at all
             eye = np.eye(n, dtype=bool)
 
-            def ratio(m):
+            def share(m):  # the earlier statistic: Σ_{j≠i} m_ij / Σ_j m_ij
                 m = m.astype(np.float64) * vis
                 tot = m.sum(-1)
                 off = tot - m[..., eye].reshape(m.shape[:-2] + (n,))
                 r = np.divide(off, tot, out=np.zeros_like(tot), where=tot > 0)
                 return (r * rows).sum(-1)
 
+            def off_weight(a):  # Σ_{j≠i} α_ij
+                a = a.astype(np.float64) * vis
+                return ((a.sum(-1) - a[..., eye].reshape(a.shape[:-2] + (n,))) * rows).sum(-1)
+
+            # the paper's vector ratios need the stage vectors (maps[MIX_RATIOS], from batch_maps); a caller that
+            # passes maps only gets them left out (NaN in the tables), never replaced by the share statistic
+            ratios = maps.get(MIX_RATIOS)
             s["mixing_head_rows"] += rows.sum()
-            for k in HEAD_MIX_KEYS:
-                s[f"mixing_head_{k}_sum"] += ratio(maps[k])
-            for k in self._layer_mix_keys():
-                m = maps[k].mean(1) if k == "attention" else maps[k]
-                s[f"mixing_{k}_sum"] += ratio(m)
-                s[f"mixing_{k}_rows"] += rows.sum()
+            s["mixing_head_attention_sum"] += off_weight(maps["attention"])
+            s["mixing_head_share_norm_sum"] += share(maps["norm"])
+            s["mixing_attention_sum"] += off_weight(maps["attention"].mean(1))
+            s["mixing_attention_rows"] += rows.sum()
+            if ratios is not None:
+                s["mixing_head_norm_sum"] += (ratios["norm"].astype(np.float64) * rows).sum(-1)
+                s["mixing_head_norm_rows"] += rows.sum()
+                for k in PAPER_MIX_KEYS[1:]:
+                    s[f"mixing_{k}_sum"] += (ratios[k].astype(np.float64) * rows).sum(-1)
+                    s[f"mixing_{k}_rows"] += rows.sum()
+            for k in self._share_mix_keys():
+                s[f"mixing_share_{k}_sum"] += share(maps[k])
+                s[f"mixing_share_{k}_rows"] += rows.sum()
         if "ff_change" in self.stats and n >= 2:
             before = maps["attn_res_ln"].astype(np.float64).reshape(self.L, -1)[:, flat]
             for k in ff_after_keys(self.placement):

@@ -20,6 +20,13 @@ is therefore projected onto the column space of T^h_{≤i}: α̃_i[:i+1] = α_i[
 SVD of T^h_{≤i} (same relative tolerance) and α̃_i[j] = 0 for j > i. Rows with i + 1 ≤ head size keep α
 (generically). Option ``effective_causal="full"`` applies the encoder formula with the whole T^h instead,
 which can move weight onto future tokens.
+
+The value bias. T^h as above includes b^V_h (the head's output really is Σ_j α_ij T^h_j, bias included), the
+default. Option ``effective_value_bias=False`` uses T^h = x̂ W^V_h W^O_h instead, the form of Brunner et
+al.'s derivation (which writes the value map without a bias): since Σ_j α_ij = 1, the bias part
+Σ_j α_ij b^V_h W^O_h is the same for every attention row, so one may leave it out of T and project on the
+column space of the token-dependent part only. The two differ only when the bias direction is outside that
+column space (n > head size). Which was used is stated in ``Analysis.notes["effective_attention"]``.
 """
 from __future__ import annotations
 
@@ -32,7 +39,7 @@ from . import papers
 NAME = "effective"
 KEYS = (KeyInfo("effective_attention", "Effective attention", True,
                 "α^h minus its projection on the left null space of T^h = x̂W^V_h(+b^V)W^O_h "
-                "(Brunner et al. 2020); equals α when n ≤ head size."),)
+                "(Brunner et al. 2020); equals α when n ≤ head size. Option effective_value_bias=false: T without b^V."),)
 REQUIRES: dict = {}
 NEEDS_MODEL = False
 OPT_IN = ()
@@ -123,12 +130,12 @@ def effective_attention_causal(alpha: torch.Tensor, t: torch.Tensor | None, rtol
     return out.to(alpha.dtype)
 
 
-def _values64(ctx) -> torch.Tensor:
-    """x̂ W^V_h + b^V_h per head in float64 (float32 on mps, which has none), [H, n, head_dim]
-    (KV heads repeated for GQA)."""
+def _values64(ctx, value_bias: bool = True) -> torch.Tensor:
+    """x̂ W^V_h + b^V_h (``value_bias=False``: without b^V_h) per head in float64 (float32 on mps, which has
+    none), [H, n, head_dim] (KV heads repeated for GQA)."""
     p = ctx.p
     v = ctx.x_hat.to(ctx.acc) @ p.w_v.to(ctx.acc)
-    if p.b_v is not None:
+    if p.b_v is not None and value_bias:
         v = v + p.b_v.to(ctx.acc)
     v = v.reshape(ctx.n, p.n_kv_heads, p.head_dim).transpose(0, 1)
     if p.n_kv_heads != p.n_heads:
@@ -136,12 +143,12 @@ def _values64(ctx) -> torch.Tensor:
     return v
 
 
-def reduced_factor(ctx) -> tuple[torch.Tensor, int]:
+def reduced_factor(ctx, value_bias: bool = True) -> tuple[torch.Tensor, int]:
     """(B, d) with T^h = B^h Qᵀ, Q with orthonormal columns, B^h = V^h C^h [H, n, head_dim], where
     C^h C^hᵀ = W^O_h W^O_hᵀ (Cholesky; then C⁻¹W^O_h has orthonormal rows). B has T's left singular vectors
     and singular values at the cost of head_dim instead of d columns, and rank ≤ head size by construction.
     Falls back to the QR of Tᵀ when W^O_h is rank deficient."""
-    v = _values64(ctx)
+    v = _values64(ctx, value_bias)
     w = ctx.p.head_w_o().to(ctx.acc)  # [H, dh, d]
     c, info = torch.linalg.cholesky_ex(w @ w.transpose(-1, -2))
     d = w.shape[-1]
@@ -150,21 +157,33 @@ def reduced_factor(ctx) -> tuple[torch.Tensor, int]:
     return v @ c, d
 
 
-def head_vectors64(ctx) -> torch.Tensor:
+def head_vectors64(ctx, value_bias: bool = True) -> torch.Tensor:
     """T^h = (x̂ W^V_h + b^V_h) W^O_h computed in float64 from the model's weights and its own x̂, [H, n, d].
 
     In float64 the rank bound rank(T^h) ≤ head size holds to ~1e-16, so the default relative tolerance
     separates the true null space from small but real singular values also for float32 models (whose
     float32 T would carry rounding noise of ~1e-7 in every direction)."""
-    return torch.einsum("hnk,hkd->hnd", _values64(ctx), ctx.p.head_w_o().to(ctx.acc))
+    return torch.einsum("hnk,hkd->hnd", _values64(ctx, value_bias), ctx.p.head_w_o().to(ctx.acc))
 
 
-def _options(options: dict) -> tuple[float | None, str]:
+def _flag(value, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise NormvizError(f"{name}={value!r} is not a yes/no value; use true or false.")
+
+
+def _options(options: dict) -> tuple[float | None, str, bool]:
     rtol = options.get("effective_rtol")
     mode = str(options.get("effective_causal", "prefix")).lower()
     if mode not in ("prefix", "full"):
         raise NormvizError(f"effective_causal={mode!r} is not known; use prefix (default) or full.")
-    return (float(rtol) if rtol is not None else None), mode
+    bias = _flag(options.get("effective_value_bias", True), "effective_value_bias")
+    return (float(rtol) if rtol is not None else None), mode, bias
 
 
 def check(request: Request, key: str, options: dict) -> None:
@@ -172,7 +191,10 @@ def check(request: Request, key: str, options: dict) -> None:
 
 
 def compute(inputs: Inputs, keys, options) -> Output:
-    rtol, mode = _options(options)
+    rtol, mode, bias = _options(options)
     fn = effective_attention_causal if inputs.request.causal and mode == "prefix" else effective_attention
-    return Output(per_layer(inputs, NAME, keys, lambda ctx: {
-        "effective_attention": fn(ctx.alpha, None, rtol, reduced=reduced_factor(ctx)).to(ctx.dtype)}))
+    arrays = per_layer(inputs, NAME, keys, lambda ctx: {
+        "effective_attention": fn(ctx.alpha, None, rtol, reduced=reduced_factor(ctx, bias)).to(ctx.dtype)})
+    note = ("T^h = (x̂W^V_h + b^V_h)W^O_h, value bias inside (option effective_value_bias=true, the default)" if bias
+            else "T^h = x̂W^V_h W^O_h, value bias left out (option effective_value_bias=false)")
+    return Output(arrays, {"effective_attention": note})

@@ -28,3 +28,7 @@ FERRANDO_2022 = Paper("Ferrando et al. 2022, Measuring the Mixing of Contextual 
                       "(EMNLP)", "https://arxiv.org/abs/2203.04212")
 MOHEBBI_2023 = Paper("Mohebbi et al. 2023, Quantifying Context Mixing in Transformers (EACL)",
                      "https://arxiv.org/abs/2301.12971")
+MODARRESSI_2022 = Paper("Modarressi et al. 2022, GlobEnc: Quantifying Global Token Attribution by Incorporating the "
+                        "Whole Encoder Layer in Transformers (NAACL)", "https://aclanthology.org/2022.naacl-main.19/")
+MODARRESSI_2023 = Paper("Modarressi et al. 2023, DecompX: Explaining Transformers Decisions by Propagating Token "
+                        "Decomposition (ACL)", "https://aclanthology.org/2023.acl-long.149/")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from ..errors import NotApplicableError, UnknownMethodError
+from ..errors import NotApplicableError, TooCostlyError, UnknownMethodError
 from .base import KeyInfo, Request
 
 _FAMILIES: dict[str, ModuleType] = {}
@@ -69,6 +69,10 @@ def check(request: Request, key: str, options: dict) -> None:
     """Applicability (the key's placements) and the family's own check; raises per key."""
     family, info = lookup(key)
     if request.placement not in info.placements:
+        try:  # the family may say more precisely why (and what to use instead)
+            family.check(request, key, options)
+        except TooCostlyError:
+            pass
         raise NotApplicableError(
             f"{key!r} applies to {'/'.join(info.placements)}-LN models only; this model is {request.placement}-LN.")
     family.check(request, key, options)

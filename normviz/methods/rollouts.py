@@ -7,7 +7,14 @@ Attention rollout (Abnar & Zuidema 2020), ``rollout_attention``:
 
 Rollout of the norm-based maps, ``rollout_attn_res``, ``rollout_attn_res_ln``,
 ``rollout_ff_res``, ``rollout_ff_res_ln`` (post-LN only): the per-layer map M_l already contains the
-residual, so no identity is added: M̂_l = rownorm(M_l), R_l = M̂_l · R_{l−1}.
+residual, so no identity is added: M̂_l = rownorm(M_l), R_l = M̂_l · R_{l−1}. ``rollout_attn_res_ln`` is the
+"norm rollout" of attention + residual + norm, the baseline of Ferrando et al. 2022 (ALTI) — not GlobEnc,
+which also splits the second LayerNorm and multiplies raw maps (:mod:`normviz.methods.globenc`).
+
+Value-zeroing rollout, ``rollout_value_zeroing`` (opt-in, as ``value_zeroing``): the same with
+M_l = value_zeroing_l, whose rows are already normalised and whose reruns include the residual; no identity
+is added — the authors' ``compute_joint_attention(scores, res=False)`` (Mohebbi et al. 2023, github
+hmohebbi/ValueZeroing, ``scoring/value_zeroing.py``).
 
 Causal models (decoders) see only their prefix, so every rollout drifts toward the first tokens merely
 because they are in every receptive field (Abnar & Zuidema 2020, §5). Option
@@ -36,6 +43,7 @@ NORM_SOURCES = {
     "rollout_attn_res_ln": "attn_res_ln",
     "rollout_ff_res": "ff_res",
     "rollout_ff_res_ln": "ff_res_ln",
+    "rollout_value_zeroing": "value_zeroing",
 }
 
 
@@ -112,16 +120,20 @@ KEYS = (
             "R_l = rownorm(attn_res_l)·R_{l−1} (residual already inside; no identity added). " + _OPTION_NOTE),
     KeyInfo("rollout_attn_res_ln", "Rollout of attention + residual + norm", False,
             "R_l = rownorm(attn_res_ln_l)·R_{l−1}: the norm rollout of the attention block with residual and "
-            "norm (the \"norm rollout\" baseline of Ferrando et al. 2022). " + _OPTION_NOTE),
+            "norm (the \"norm rollout\" baseline of Ferrando et al. 2022; not GlobEnc, see globenc). " + _OPTION_NOTE),
     KeyInfo("rollout_ff_res", "Rollout of feed-forward + residual", False,
             "R_l = rownorm(ff_res_l)·R_{l−1}; for pre-LN models ff_res is the whole layer. " + _OPTION_NOTE),
     KeyInfo("rollout_ff_res_ln", "Rollout of the whole layer (FF + residual + norm)", False,
             "Post-LN only: R_l = rownorm(ff_res_ln_l)·R_{l−1}.", placements=("post",)),
+    KeyInfo("rollout_value_zeroing", "Value-zeroing rollout", False,
+            "R_l = value_zeroing_l·R_{l−1} (rows normalised, no identity), as Mohebbi et al. 2023 compute it. "
+            "Opt-in: needs value_zeroing (n+1 reruns of every layer)."),
 )
 REQUIRES = {"rollout_attention": ("attention",), **{k: (v,) for k, v in NORM_SOURCES.items()}}
 NEEDS_MODEL = False
-OPT_IN = ()
-REFERENCES = (papers.ABNAR_2020, papers.FERRANDO_2022, papers.KOBAYASHI_2021, papers.KOBAYASHI_2024)
+OPT_IN = ("rollout_value_zeroing",)
+REFERENCES = (papers.ABNAR_2020, papers.FERRANDO_2022, papers.KOBAYASHI_2021, papers.KOBAYASHI_2024,
+              papers.MOHEBBI_2023)
 
 
 def check(request: Request, key: str, options: dict) -> None:

@@ -80,8 +80,10 @@ LESSONS: dict[str, Lesson] = {
         "The bottleneck paths from input token j to token i at layer ℓ.",
         "Costly (a max-flow per pair) and still built from raw weights."),
     "effective_attention": Lesson(
-        r"\tilde{\alpha}^h_i = \alpha^h_i - \mathrm{proj}_{\mathrm{null}_\mathrm{left}(T^h)}(\alpha^h_i),\quad T^h = \hat{x} W^V_h W^O_h",
-        "Effective attention: each row of α minus its part in the left null space of T (which changes nothing).",
+        r"\tilde{\alpha}^h_i = \alpha^h_i - \mathrm{proj}_{\mathrm{null}_\mathrm{left}(T^h)}(\alpha^h_i),\quad T^h = (\hat{x} W^V_h + b^V_h) W^O_h",
+        "Effective attention: each row of α minus its part in the left null space of T (which changes nothing). "
+        "The value bias is inside T by default; option effective_value_bias=false leaves it out (Brunner et al.'s "
+        "bias-free form).",
         "The part of the weights that affects the output.",
         "Can be negative; rows no longer sum to 1."),
     "alti": Lesson(
@@ -94,6 +96,25 @@ LESSONS: dict[str, Lesson] = {
         "Value zeroing: zero token j's value vector and measure how much token i's output changes.",
         "The effect of removing j, nonlinearities included.",
         "Needs one extra forward pass per token: costly for long texts."),
+    "globenc_layer": Lesson(
+        r"\|g'_{z'_i}(\ell_{ij})\|,\ \ell_{ij} = g_{z_i}(u_{ij}),\quad g'_{z'_i}(v) = "
+        r"\frac{\gamma_2 \odot (v - \mathrm{mean}(v))}{\sqrt{\mathrm{Var}(z'_i)+\epsilon_2}},\ z'_i = h_i + \mathrm{FF}(h_i)",
+        "GlobEnc's per-layer map (N-Enc, Modarressi et al. 2022): the attention + residual + LN1 parts carried "
+        "through the second LayerNorm's linear part. Post-LN encoders only.",
+        "The whole encoder layer except the FF's own mixing: the FF output enters only through LN2's scale.",
+        "How the FF block remixes tokens (see ff_res_ln, DecompX); β₁, β₂ and b^O are no token's part."),
+    "globenc": Lesson(
+        r"G_\ell = N_\ell\, G_{\ell-1},\quad G_0 = N_0 \quad (N_\ell = \texttt{globenc\_layer}_\ell)",
+        "GlobEnc: the per-layer maps multiplied through the stack as the authors' code does: raw products, "
+        "no identity, no row normalisation.",
+        "Which input tokens the layer-ℓ token is built from, on the authors' scale (rows do not sum to 1).",
+        "Treats norms as if they composed linearly across layers."),
+    "rollout_value_zeroing": Lesson(
+        r"R_\ell = C_\ell\, R_{\ell-1},\quad C_\ell = \texttt{value\_zeroing}_\ell \text{ (rows sum to 1)}",
+        "Value-zeroing rollout (Mohebbi et al. 2023): the row-normalised value-zeroing maps multiplied "
+        "through the stack, no identity added (the reruns already include the residual).",
+        "Which input tokens a token at layer ℓ depends on, by removal effects.",
+        "Costly (value zeroing's reruns); treats removal effects as if they composed linearly."),
 }
 for _k, _src in (("rollout_attn_res", "attn_res"), ("rollout_attn_res_ln", "attn_res_ln"),
                  ("rollout_ff_res", "ff_res"), ("rollout_ff_res_ln", "ff_res_ln"), ("rollout_alti", "alti")):
@@ -101,6 +122,11 @@ for _k, _src in (("rollout_attn_res", "attn_res"), ("rollout_attn_res_ln", "attn
         r"R_\ell = \mathrm{rownorm}(M_\ell)\, R_{\ell-1}", f"Rollout of the {_src} maps: row-normalised layer maps "
         "multiplied through the stack; the residual is already inside, so no identity is added.",
         "Which input tokens the token at layer ℓ is made of.", "Treats the norm shares as if they mixed linearly.")
+LESSONS["rollout_attn_res_ln"] = Lesson(
+    LESSONS["rollout_attn_res_ln"].latex,
+    LESSONS["rollout_attn_res_ln"].what + " This is the \"norm rollout\" baseline of Ferrando et al. 2022, not "
+    "GlobEnc (which also splits the second LayerNorm and multiplies raw maps: see globenc).",
+    LESSONS["rollout_attn_res_ln"].shows, LESSONS["rollout_attn_res_ln"].hides)
 
 
 def worked_example(matrix: np.ndarray) -> dict[str, np.ndarray]:

@@ -26,7 +26,7 @@ COLUMN_TITLES = {
     "fx_cv": "CV of ‖f(x)‖ (per sentence)", "fx_cv_pooled": "CV of ‖f(x)‖ (whole corpus)",
     "fx_norm_mean": "mean ‖f(x)‖", "rho_alpha_fx": "Spearman ρ(α, ‖f(x)‖)",
     "rho_fx_freq": "Spearman ρ(‖f(x)‖, frequency rank)", "mixing_attention": "mixing ratio, weights",
-    "mixing_norm": "mixing ratio, norms ‖αf(x)‖",
+    "mixing_norm": "mixing ratio, norms ‖αf(x)‖", "mixing_share_norm": "share of non-self norms, ‖αf(x)‖",
 }
 
 
@@ -40,7 +40,8 @@ def _map_title(key: str) -> str:
 def column_title(col: str) -> str:
     if col in COLUMN_TITLES:
         return COLUMN_TITLES[col]
-    for prefix, what in (("mixing_", "mixing ratio, "), ("ff_change_", "FF change, attn_res_ln → ")):
+    for prefix, what in (("mixing_share_", "share of non-self norms, "), ("mixing_", "mixing ratio, "),
+                         ("ff_change_", "FF change, attn_res_ln → ")):
         if col.startswith(prefix):
             key = col[len(prefix):]
             return what + (key if prefix == "ff_change_" else _map_title(key))
@@ -98,7 +99,7 @@ def layer_lines(layer_stats: pd.DataFrame, columns: list[str], title: str = "", 
     for col in columns:
         if col not in layer_stats:
             continue
-        key = col.split("_", 1)[1] if col.startswith("mixing_") else col
+        key = col.removeprefix("mixing_share_").removeprefix("mixing_") if col.startswith("mixing_") else col
         color = MAP_COLORS.get(key) if col.startswith("mixing_") else None
         fig.add_trace(go.Scatter(x=layer_stats["layer"], y=layer_stats[col], mode="lines+markers",
                                  name=column_title(col), line=dict(color=color, width=3)))
