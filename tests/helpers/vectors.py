@@ -7,7 +7,7 @@ from normviz.models.params import get_path
 
 
 @torch.no_grad()
-def model_vectors(lm, ids: list[int]) -> list[dict[str, torch.Tensor]]:
+def model_vectors(lm, ids: list[int], token_type_ids: list[int] | None = None) -> list[dict[str, torch.Tensor]]:
     spec = lm.spec
     store: dict = {}
     handles = []
@@ -35,7 +35,8 @@ def model_vectors(lm, ids: list[int]) -> list[dict[str, torch.Tensor]]:
             handles.append(get_path(layer, spec.norm_after_ff).register_forward_pre_hook(in_hook((i, "z_ff")),
                                                                                          with_kwargs=True))
     try:
-        out = lm.model(input_ids=torch.tensor([ids], device=lm.device), output_attentions=True)
+        extra = {"token_type_ids": torch.tensor([token_type_ids], device=lm.device)} if token_type_ids else {}
+        out = lm.model(input_ids=torch.tensor([ids], device=lm.device), output_attentions=True, **extra)
     finally:
         for h in handles:
             h.remove()
