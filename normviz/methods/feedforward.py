@@ -96,6 +96,20 @@ def _pre_activation_parts(ctx, key: str, w: torch.Tensor, b: torch.Tensor | None
     return parts, bias, total
 
 
+def unit_factors(ctx, total: torch.Tensor, up_total: torch.Tensor | None = None) -> list[torch.Tensor]:
+    """The integrated-gradients factors [rows, d_ff] that multiply the pre-activation parts, from the real
+    pre-activation(s) of the rows: mlp [g(p)/p]; SwiGLU [b·∫₀¹t·silu′(ta)dt, ∫₀¹silu(ta)dt] for the gate
+    parts a_c and the up parts b_c (gate pre-activation a, up pre-activation b)."""
+    if up_total is None:
+        return [activation_ratio(ctx.p.act, total)]
+    a = total.to(ctx.acc)
+    i2 = silu_path_integral(a)
+    a_i1 = a * torch.sigmoid(a) - i2  # a·∫_0^1 t·silu′(t a) dt
+    safe = torch.where(a == 0, torch.ones_like(a), a)
+    i1 = torch.where(a == 0, torch.full_like(a, 0.25), a_i1 / safe)
+    return [(up_total.to(ctx.acc) * i1).to(ctx.dtype), i2.to(ctx.dtype)]
+
+
 def ff_vectors(ctx, rows: slice, fin: FFInputs | None = None) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """Per-pair vectors of ff, ff_res (and ff_res_ln post-LN) for rows, with their bias terms."""
     fin = fin or FFInputs(ctx)
@@ -103,18 +117,12 @@ def ff_vectors(ctx, rows: slice, fin: FFInputs | None = None) -> dict[str, tuple
     ln_parts, ln_bias = ctx.attn_res_ln_vectors(rows)
     pa, pb, ptot = _pre_activation_parts(ctx, "in", p.w_in, p.b_in, rows, ln_bias, fin)
     if p.ff_kind == "mlp":
-        r = activation_ratio(p.act, ptot)
+        (r,) = unit_factors(ctx, ptot)
         attr = pa * r[:, None, :]
         attr_b = pb * r
     else:
         ua, ub, utot = _pre_activation_parts(ctx, "up", p.w_up, p.b_up, rows, ln_bias, fin)
-        a = ptot.to(ctx.acc)
-        i2 = silu_path_integral(a)
-        a_i1 = a * torch.sigmoid(a) - i2  # a·∫_0^1 t·silu′(t a) dt
-        safe = torch.where(a == 0, torch.ones_like(a), a)
-        i1 = torch.where(a == 0, torch.full_like(a, 0.25), a_i1 / safe)
-        coef_gate = (utot.to(ctx.acc) * i1).to(ctx.dtype)
-        coef_up = i2.to(ctx.dtype)
+        coef_gate, coef_up = unit_factors(ctx, ptot, utot)
         attr = pa * coef_gate[:, None, :] + ua * coef_up[:, None, :]
         attr_b = pb * coef_gate + ub * coef_up
     ff = attr @ p.w_out
@@ -139,16 +147,75 @@ def ff_vectors(ctx, rows: slice, fin: FFInputs | None = None) -> dict[str, tuple
     return out
 
 
-def ff_maps(ctx, keys) -> dict[str, torch.Tensor]:
-    """Norms ‖part_ij‖ of the FF stages in `keys`, [n, n] each, chunked over rows."""
-    keys = [k for k in keys if k in ("ff", "ff_res", "ff_res_ln")]
-    out = {k: torch.empty(ctx.n, ctx.n, dtype=ctx.dtype, device=ctx.device) for k in keys}
+# ---------------------------------------------------------------- norms only (the maps)
+def _bytes_per_cell(ctx) -> int:
+    """What one pair (i, j) holds at once in :func:`ff_maps`: the mixed pre-activation part(s) (d_ff each) and
+    a few d-vectors (the FF part, the residual part, the second norm's temporaries)."""
     d_ff, d = ctx.p.w_out.shape
-    fin = FFInputs(ctx)
-    for rows in ctx.row_chunks((3 * d_ff + 6 * d) * ctx.rec.x.element_size()):
-        vec = ff_vectors(ctx, rows, fin)
-        for k in keys:
-            out[k][rows] = vec[k][0].norm(dim=-1)
+    return ((1 if ctx.p.ff_kind == "mlp" else 2) * d_ff + 5 * d) * ctx.rec.x.element_size()
+
+
+def rows_per_chunk(ctx) -> int:
+    """Sending tokens per chunk of :func:`ff_maps` (each chunk: one [that·n, d_ff] @ [d_ff, d] GEMM)."""
+    return next(iter(ctx.row_chunks(_bytes_per_cell(ctx)))).stop
+
+
+def ff_maps(ctx, keys) -> dict[str, torch.Tensor]:
+    """Norms ‖part_ij‖ of the FF stages in `keys`, [n, n] each: the parts of :func:`ff_vectors` without their
+    bias terms. The residual is one more head, with attention δ_ij and head vector N(x_j) (x_j pre-LN), so
+
+      m_ij  = Σ_h' α^h'_ij q^h'_j                 q^h' = N(f^h') W_in (per layer: one GEMM)
+      ff_ij = (m_ij ⊙ r_i / s_i) W_out            r_i: :func:`unit_factors` (SwiGLU: Σ over the gate's and up's m)
+      ff_res_ij = ff_ij + Σ_h' α^h'_ij N(f^h'_j) / s_i  (pre-LN: f^h'_j, no 1/s_i);  ff_res_ln_ij = ‖N2(ff_res_ij)‖/s2_i
+
+    in chunks of sending tokens j, held as [j, i, ·]: each mixing is one bmm over j that reads each q_j once
+    per layer, the W_out product one [c·n, d_ff] @ [d_ff, d] GEMM. Rows i whose parts from the chunk are
+    exactly zero (no attention to it, not in it: causal models' i < j) are skipped; their norms are 0."""
+    keys = [k for k in keys if k in ("ff", "ff_res", "ff_res_ln")]
+    p, n, ws, dt = ctx.p, ctx.n, ctx.workspace, ctx.dtype
+    d_ff, d = p.w_out.shape
+    out = {k: torch.zeros(n, n, dtype=dt, device=ctx.device) for k in keys}
+    eye = torch.eye(n, dtype=dt, device=ctx.device)
+    alpha = torch.cat([ctx.alpha, eye[None]]).permute(2, 1, 0).contiguous()  # [j, i, h'], h' = heads + residual
+    first_row = (alpha != 0).any(dim=2).to(torch.int8).argmax(dim=1).tolist()  # per j: the first i it reaches
+    heads_ln = torch.cat([ctx.head_vectors_ln, ctx.x_ln[None]]).transpose(0, 1)  # [j, h', d]
+    ff_input = ctx.ln_attn.module(ctx.rec.z_attn)
+    inputs = [(p.w_in, p.b_in)] + ([(p.w_up, p.b_up)] if p.ff_kind != "mlp" else [])
+    totals = [ff_input @ w + b if b is not None else ff_input @ w for w, b in inputs]
+    factors = [f / ctx.ln_scale[:, None] for f in unit_factors(ctx, *totals)]
+    projected = [heads_ln @ w for w, _ in inputs]  # [j, h', d_ff]
+    want_res = "ff_res" in keys or "ff_res_ln" in keys
+    if want_res and ctx.residual_from_norm:  # ℓ_ij: the attention residual's parts through its norm
+        res_alpha, res_heads = alpha / ctx.ln_scale[None, :, None], heads_ln.contiguous()
+    elif want_res:  # u_ij
+        res_alpha = alpha
+        res_heads = torch.cat([ctx.head_vectors, ctx.rec.x[None]]).transpose(0, 1).contiguous()
+    norm2 = p.norm_on_ff_residual
+    s2 = norm2.scale(ctx.rec.z_ff) if "ff_res_ln" in keys else None
+    size = rows_per_chunk(ctx) * n
+
+    def buffer(name: str, c: int, m: int, width: int) -> torch.Tensor:
+        return ws.buffer(name, (size * width,), dt, ctx.device)[: c * m * width].view(c, m, width)
+
+    for cols in ctx.row_chunks(_bytes_per_cell(ctx)):  # the same slices, of sending tokens j
+        first = min(first_row[cols])
+        c, m = cols.stop - cols.start, n - first
+        attr = None
+        for k, (q, r) in enumerate(zip(projected, factors)):
+            mk = torch.bmm(alpha[cols, first:], q[cols], out=buffer(f"ff_m{k}", c, m, d_ff))
+            mk *= r[first:]
+            attr = mk if attr is None else attr.add_(mk)
+        ff = torch.mm(attr.view(c * m, d_ff), p.w_out, out=buffer("ff_out", c, m, d).view(c * m, d)).view(c, m, d)
+        if "ff" in keys:
+            out["ff"][first:, cols] = torch.linalg.vector_norm(ff, dim=-1).T
+        if not want_res:
+            continue
+        res = torch.baddbmm(ff, res_alpha[cols, first:], res_heads[cols], out=buffer("ff_res", c, m, d))
+        if "ff_res" in keys:
+            out["ff_res"][first:, cols] = torch.linalg.vector_norm(res, dim=-1).T
+        if "ff_res_ln" in keys:
+            out["ff_res_ln"][first:, cols] = (torch.linalg.vector_norm(norm2.linear_part(res), dim=-1).T
+                                              / s2[first:, None])
     return out
 
 
