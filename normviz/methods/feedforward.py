@@ -148,16 +148,25 @@ def ff_vectors(ctx, rows: slice, fin: FFInputs | None = None) -> dict[str, tuple
 
 
 # ---------------------------------------------------------------- norms only (the maps)
-def _bytes_per_cell(ctx) -> int:
+STAGES = ("ff", "ff_res", "ff_res_ln")
+
+
+def _stages(ctx, keys) -> int:
+    """How many of the stages ff → ff_res → ff_res_ln :func:`ff_maps` builds for `keys`."""
+    wanted = [STAGES.index(k) for k in keys if k in STAGES and (k != "ff_res_ln" or ctx.p.norm_on_ff_residual)]
+    return max(wanted) + 1 if wanted else 0
+
+
+def _bytes_per_cell(ctx, stages: int = 3) -> int:
     """What one pair (i, j) holds at once in :func:`ff_maps`: the mixed pre-activation part(s) (d_ff each) and
-    a few d-vectors (the FF part, the residual part, the second norm's temporaries)."""
+    one d-vector per stage."""
     d_ff, d = ctx.p.w_out.shape
-    return ((1 if ctx.p.ff_kind == "mlp" else 2) * d_ff + 5 * d) * ctx.rec.x.element_size()
+    return ((1 if ctx.p.ff_kind == "mlp" else 2) * d_ff + stages * d) * ctx.rec.x.element_size()
 
 
-def rows_per_chunk(ctx) -> int:
+def rows_per_chunk(ctx, keys=STAGES) -> int:
     """Sending tokens per chunk of :func:`ff_maps` (each chunk: one [that·n, d_ff] @ [d_ff, d] GEMM)."""
-    return next(iter(ctx.row_chunks(_bytes_per_cell(ctx)))).stop
+    return next(iter(ctx.row_chunks(_bytes_per_cell(ctx, _stages(ctx, keys))))).stop
 
 
 def ff_maps(ctx, keys) -> dict[str, torch.Tensor]:
@@ -169,12 +178,14 @@ def ff_maps(ctx, keys) -> dict[str, torch.Tensor]:
       ff_res_ij = ff_ij + Σ_h' α^h'_ij N(f^h'_j) / s_i  (pre-LN: f^h'_j, no 1/s_i);  ff_res_ln_ij = ‖N2(ff_res_ij)‖/s2_i
 
     in chunks of sending tokens j, held as [j, i, ·]: each mixing is one bmm over j that reads each q_j once
-    per layer, the W_out product one [c·n, d_ff] @ [d_ff, d] GEMM. Rows i whose parts from the chunk are
-    exactly zero (no attention to it, not in it: causal models' i < j) are skipped; their norms are 0."""
-    keys = [k for k in keys if k in ("ff", "ff_res", "ff_res_ln")]
-    p, n, ws, dt = ctx.p, ctx.n, ctx.workspace, ctx.dtype
+    per layer, the W_out product one [c·n, d_ff] @ [d_ff, d] GEMM, the stages' vectors side by side in one
+    buffer for one norm call. Rows i whose parts from the chunk are exactly zero (no attention to it, not in
+    it: causal models' i < j) are skipped; their norms are 0."""
+    stages = _stages(ctx, keys)
+    if not stages:
+        return {}
+    p, n, dt = ctx.p, ctx.n, ctx.dtype
     d_ff, d = p.w_out.shape
-    out = {k: torch.zeros(n, n, dtype=dt, device=ctx.device) for k in keys}
     eye = torch.eye(n, dtype=dt, device=ctx.device)
     alpha = torch.cat([ctx.alpha, eye[None]]).permute(2, 1, 0).contiguous()  # [j, i, h'], h' = heads + residual
     first_row = (alpha != 0).any(dim=2).to(torch.int8).argmax(dim=1).tolist()  # per j: the first i it reaches
@@ -184,38 +195,38 @@ def ff_maps(ctx, keys) -> dict[str, torch.Tensor]:
     totals = [ff_input @ w + b if b is not None else ff_input @ w for w, b in inputs]
     factors = [f / ctx.ln_scale[:, None] for f in unit_factors(ctx, *totals)]
     projected = [heads_ln @ w for w, _ in inputs]  # [j, h', d_ff]
-    want_res = "ff_res" in keys or "ff_res_ln" in keys
-    if want_res and ctx.residual_from_norm:  # ℓ_ij: the attention residual's parts through its norm
+    if stages > 1 and ctx.residual_from_norm:  # ℓ_ij: the attention residual's parts through its norm
         res_alpha, res_heads = alpha / ctx.ln_scale[None, :, None], heads_ln.contiguous()
-    elif want_res:  # u_ij
+    elif stages > 1:  # u_ij
         res_alpha = alpha
         res_heads = torch.cat([ctx.head_vectors, ctx.rec.x[None]]).transpose(0, 1).contiguous()
     norm2 = p.norm_on_ff_residual
-    s2 = norm2.scale(ctx.rec.z_ff) if "ff_res_ln" in keys else None
-    size = rows_per_chunk(ctx) * n
-
-    def buffer(name: str, c: int, m: int, width: int) -> torch.Tensor:
-        return ws.buffer(name, (size * width,), dt, ctx.device)[: c * m * width].view(c, m, width)
-
-    for cols in ctx.row_chunks(_bytes_per_cell(ctx)):  # the same slices, of sending tokens j
+    norms = torch.zeros(stages, n, n, dtype=dt, device=ctx.device)  # [stage, j, i]
+    chunk = rows_per_chunk(ctx, keys) * n
+    mixed = [ctx.workspace.buffer(f"ff_m{k}", (chunk * d_ff,), dt, ctx.device) for k in range(len(inputs))]
+    vectors = ctx.workspace.buffer("ff_vectors", (stages * chunk * d,), dt, ctx.device)
+    for cols in ctx.row_chunks(_bytes_per_cell(ctx, stages)):  # the same slices, of sending tokens j
         first = min(first_row[cols])
         c, m = cols.stop - cols.start, n - first
+        vec = vectors[: stages * c * m * d].view(stages, c, m, d)
         attr = None
-        for k, (q, r) in enumerate(zip(projected, factors)):
-            mk = torch.bmm(alpha[cols, first:], q[cols], out=buffer(f"ff_m{k}", c, m, d_ff))
+        for q, r, buf in zip(projected, factors, mixed):
+            mk = torch.bmm(alpha[cols, first:], q[cols], out=buf[: c * m * d_ff].view(c, m, d_ff))
             mk *= r[first:]
             attr = mk if attr is None else attr.add_(mk)
-        ff = torch.mm(attr.view(c * m, d_ff), p.w_out, out=buffer("ff_out", c, m, d).view(c * m, d)).view(c, m, d)
-        if "ff" in keys:
-            out["ff"][first:, cols] = torch.linalg.vector_norm(ff, dim=-1).T
-        if not want_res:
-            continue
-        res = torch.baddbmm(ff, res_alpha[cols, first:], res_heads[cols], out=buffer("ff_res", c, m, d))
-        if "ff_res" in keys:
-            out["ff_res"][first:, cols] = torch.linalg.vector_norm(res, dim=-1).T
-        if "ff_res_ln" in keys:
-            out["ff_res_ln"][first:, cols] = (torch.linalg.vector_norm(norm2.linear_part(res), dim=-1).T
-                                              / s2[first:, None])
+        torch.mm(attr.view(c * m, d_ff), p.w_out, out=vec[0].view(c * m, d))
+        if stages > 1:
+            torch.baddbmm(vec[0], res_alpha[cols, first:], res_heads[cols], out=vec[1])
+        if stages > 2:  # N2's linear part: γ⊙(u − mean u) (LayerNorm) or γ⊙u; 1/s2_i below
+            if norm2.kind == "layernorm":
+                torch.sub(vec[1], vec[1].mean(-1, keepdim=True), out=vec[2])
+                vec[2] *= norm2.weight
+            else:
+                torch.mul(vec[1], norm2.weight, out=vec[2])
+        norms[:, cols, first:] = torch.linalg.vector_norm(vec, dim=-1)
+    out = {k: norms[STAGES.index(k)].T.contiguous() for k in keys if k in STAGES[:stages]}
+    if "ff_res_ln" in out:
+        out["ff_res_ln"] /= norm2.scale(ctx.rec.z_ff)[:, None]
     return out
 
 
