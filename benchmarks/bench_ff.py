@@ -10,10 +10,11 @@ what ``Session.get(["ff", "ff_res", "ff_res_ln"])`` spends after the recording p
 At large n only the first ``--layers`` layers are timed (every layer has the same shapes) and the time is
 scaled to all layers; the table says how many were timed.
 
-FLOPs counted (multiply-adds ×2), per layer, for n tokens, H heads:
-  W_out product        2·n²·d_ff·d             (the dominant term)
-  pre-activation mix   2·n²·H·d_ff             Σ_h α^h_ij q^h_j  (×2 for a gated unit: gate and up)
-  residual mix         2·n²·H·d                Σ_h α^h_ij N(f^h_j)  (ff_res)
+FLOPs counted (multiply-adds ×2), per layer, over the P = n² pairs (a causal model: P = n(n+1)/2, the pairs
+i ≥ j, the only ones ff_maps computes), H heads; the same terms as ``feedforward.flops``:
+  W_out product        2·P·d_ff·d              (the dominant term)
+  pre-activation mix   2·P·H·d_ff              Σ_h α^h_ij q^h_j  (×2 for a gated unit: gate and up)
+  residual mix         2·P·H·d                 Σ_h α^h_ij N(f^h_j)  (ff_res)
 Not counted: the per-layer projections of the head vectors through W_in (O(n·H·d·d_ff), ~H/n of the W_out
 term), the element-wise work (activation factors, norms) and the first norm's centring.
 
@@ -40,10 +41,12 @@ from normviz.methods import feedforward  # noqa: E402
 from normviz.tokens import Encoded  # noqa: E402
 
 
-def ff_flops(n_layers: int, n: int, heads: int, d: int, d_ff: int, gated: bool) -> dict[str, float]:
-    return {"w_out": 2.0 * n_layers * n * n * d_ff * d,
-            "mix_in": 2.0 * n_layers * n * n * heads * d_ff * (2 if gated else 1),
-            "mix_res": 2.0 * n_layers * n * n * heads * d}
+def ff_flops(n_layers: int, n: int, heads: int, d: int, d_ff: int, gated: bool, causal: bool) -> dict[str, float]:
+    """The terms of ``feedforward.flops`` (the cost estimate), counted over the pairs a causal model needs."""
+    pairs = n * (n + 1) / 2 if causal else n * n
+    return {"w_out": 2.0 * n_layers * pairs * d_ff * d,
+            "mix_in": 2.0 * n_layers * pairs * heads * d_ff * (2 if gated else 1),
+            "mix_res": 2.0 * n_layers * pairs * heads * d}
 
 
 def bert_base():
@@ -115,7 +118,7 @@ def measure(lm, keys, n: int, layers: int | None, repeats: int, gemm_seconds: fl
     for _ in range(repeats):
         ff.append(run_ff())
         gemm.append(gemm_rate(a, b, out, gemm_seconds))
-    flops = ff_flops(len(timed), n, p.n_heads, d, d_ff, p.ff_kind != "mlp")
+    flops = ff_flops(len(timed), n, p.n_heads, d, d_ff, p.ff_kind != "mlp", lm.spec.causal)
     t = statistics.median(ff)
     g = statistics.median(gemm)
     total = sum(flops.values())
@@ -128,9 +131,9 @@ def measure(lm, keys, n: int, layers: int | None, repeats: int, gemm_seconds: fl
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, nargs="*", default=[32, 128, 512])
-    ap.add_argument("--repeats", type=int, default=None, help="FF runs per n (default: 3 at n ≤ 128, else 1)")
+    ap.add_argument("--repeats", type=int, default=None, help="FF runs per n (default: 3 at n ≤ 32, 2 at n ≤ 128, else 1)")
     ap.add_argument("--layers", type=int, default=None,
-                    help="layers timed (default: all at n ≤ 128, 2 at n = 512; gated: 6)")
+                    help="layers timed (default: all at n ≤ 128, else 1; gated: 6)")
     ap.add_argument("--gemm-seconds", type=float, default=1.0, help="length of each GEMM timing block")
     ap.add_argument("--gated-n", type=int, default=128, help="tokens of the gated line")
     ap.add_argument("--no-gated", action="store_true")
@@ -142,8 +145,8 @@ def main() -> None:
     rows = []
     lm, keys = bert_base()
     for n in args.n:
-        layers = args.layers or (None if n <= 128 else 2)
-        repeats = args.repeats or (3 if n <= 128 else 1)
+        layers = args.layers or (None if n <= 128 else 1)
+        repeats = args.repeats or (3 if n <= 32 else 2 if n <= 128 else 1)
         rows.append(measure(lm, keys, n, layers, repeats, args.gemm_seconds))
         r = rows[-1]
         print(f"{r['model']} n={n}: {r['seconds']:.2f} s ({r['layers_timed']}/{r['n_layers']} layers timed), "

@@ -10,9 +10,10 @@ a = Σ a_c, b = Σ b_c gives part c  a_c·b·∫₀¹t·silu′(ta)dt + b_c·∫
   ff_res     ‖FF part + the residual's part‖ (pre-LN: the whole layer)
   ff_res_ln  post-LN only: norm_after_ff decomposed like attn_res_ln; the whole layer
 
-O(n²·d·d_ff) per layer by nature; computed in row chunks of bounded memory. ``check`` refuses an input
-whose estimated time exceeds the option ``ff_budget_s`` (seconds; no limit by default), estimated from
-the FLOPs 2·L·n²·d·d_ff(·2 for gated units) at ``ff_flops_per_second``.
+O(n²·d·d_ff) per layer by nature (causal models: the n(n+1)/2 pairs i ≥ j): :func:`ff_maps` computes the
+norms in chunks of bounded memory, each one GEMM through W_out; :func:`ff_vectors` gives the per-pair
+vectors themselves. ``check`` refuses an input whose estimated time exceeds the option ``ff_budget_s``
+(seconds; no limit by default), estimated from :func:`flops` at ``ff_flops_per_second``.
 """
 from __future__ import annotations
 
@@ -39,9 +40,13 @@ FLOPS_PER_SECOND = {"cpu": 4e10}  # what the FF maps achieve here (benchmarks/be
 
 
 def flops(request: Request) -> float:
-    """2·L·n²·d·d_ff multiply-adds of the per-pair vectors through W_out (twice the input side for gated units)."""
+    """Multiply-adds ×2 of the FF maps over the n² pairs (n(n+1)/2 causal), per layer and pair: the W_out
+    product 2·d_ff·d, the mixing of the pre-activation parts 2·H·d_ff (gated: gate and up, twice) and of the
+    residual 2·H·d. (Not counted: the per-layer projections through W_in, O(n·H·d·d_ff), and element-wise work.)"""
     n = request.n_tokens
-    return 2.0 * request.n_layers * n * n * request.d_model * request.d_ff * (1.5 if request.gated else 1.0)
+    pairs = n * (n + 1) / 2 if request.causal else n * n
+    d, d_ff, heads = request.d_model, request.d_ff, request.n_heads
+    return 2.0 * request.n_layers * pairs * (d_ff * d + heads * d_ff * (2 if request.gated else 1) + heads * d)
 
 
 def estimated_seconds(request: Request, options: dict) -> float | None:
@@ -50,8 +55,8 @@ def estimated_seconds(request: Request, options: dict) -> float | None:
 
 
 def token_limit(request: Request, budget_s: float, rate: float) -> int:
-    per_token2 = flops(Request(**{**request.__dict__, "n_tokens": 1})) / rate
-    return int((budget_s / per_token2) ** 0.5)
+    pairs = budget_s * rate / flops(Request(**{**request.__dict__, "n_tokens": 1}))  # one token: one pair
+    return int(((8 * pairs + 1) ** 0.5 - 1) / 2 if request.causal else pairs ** 0.5)
 
 
 def check(request: Request, key: str, options: dict) -> None:
