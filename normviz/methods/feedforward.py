@@ -10,9 +10,10 @@ a = Σ a_c, b = Σ b_c gives part c  a_c·b·∫₀¹t·silu′(ta)dt + b_c·∫
   ff_res     ‖FF part + the residual's part‖ (pre-LN: the whole layer)
   ff_res_ln  post-LN only: norm_after_ff decomposed like attn_res_ln; the whole layer
 
-O(n²·d·d_ff) per layer by nature; computed in row chunks of bounded memory. ``check`` refuses an input
-whose estimated time exceeds the option ``ff_budget_s`` (seconds; no limit by default), estimated from
-the FLOPs 2·L·n²·d·d_ff(·2 for gated units) at ``ff_flops_per_second``.
+O(n²·d·d_ff) per layer by nature (causal models: the n(n+1)/2 pairs i ≥ j): :func:`ff_maps` computes the
+norms in chunks of bounded memory, each one GEMM through W_out; :func:`ff_vectors` gives the per-pair
+vectors themselves. ``check`` refuses an input whose estimated time exceeds the option ``ff_budget_s``
+(seconds; no limit by default), estimated from :func:`flops` at ``ff_flops_per_second``.
 """
 from __future__ import annotations
 
@@ -37,13 +38,19 @@ OPT_IN = ()
 COMPUTED_TOGETHER = True  # the stages share the per-pair vectors: asking for one key computes them all
 REFERENCES = (papers.KOBAYASHI_2024,)
 
-FLOPS_PER_SECOND = {"cpu": 4e10}  # what the FF maps achieve here (benchmarks/bench_ff.py); other devices: no estimate
+# flops()/s the FF maps achieve (benchmarks/bench_ff.py, BERT-base n ≥ 128, 2 threads): 18–23e9 on the shared
+# 2-core CPU under load, 27–47e9 when quieter; the low end, so that the budget errs on refusing. Others: none.
+FLOPS_PER_SECOND = {"cpu": 2e10}
 
 
 def flops(request: Request) -> float:
-    """2·L·n²·d·d_ff multiply-adds of the per-pair vectors through W_out (twice the input side for gated units)."""
+    """Multiply-adds ×2 of the FF maps over the n² pairs (n(n+1)/2 causal), per layer and pair: the W_out
+    product 2·d_ff·d, the mixing of the pre-activation parts 2·H·d_ff (gated: gate and up, twice) and of the
+    residual 2·H·d. (Not counted: the per-layer projections through W_in, O(n·H·d·d_ff), and element-wise work.)"""
     n = request.n_tokens
-    return 2.0 * request.n_layers * n * n * request.d_model * request.d_ff * (1.5 if request.gated else 1.0)
+    pairs = n * (n + 1) / 2 if request.causal else n * n
+    d, d_ff, heads = request.d_model, request.d_ff, request.n_heads
+    return 2.0 * request.n_layers * pairs * (d_ff * d + heads * d_ff * (2 if request.gated else 1) + heads * d)
 
 
 def estimated_seconds(request: Request, options: dict) -> float | None:
@@ -52,8 +59,8 @@ def estimated_seconds(request: Request, options: dict) -> float | None:
 
 
 def token_limit(request: Request, budget_s: float, rate: float) -> int:
-    per_token2 = flops(Request(**{**request.__dict__, "n_tokens": 1})) / rate
-    return int((budget_s / per_token2) ** 0.5)
+    pairs = budget_s * rate / flops(Request(**{**request.__dict__, "n_tokens": 1}))  # one token: one pair
+    return int(((8 * pairs + 1) ** 0.5 - 1) / 2 if request.causal else pairs ** 0.5)
 
 
 def check(request: Request, key: str, options: dict) -> None:
@@ -98,6 +105,20 @@ def _pre_activation_parts(ctx, key: str, w: torch.Tensor, b: torch.Tensor | None
     return parts, bias, total
 
 
+def unit_factors(ctx, total: torch.Tensor, up_total: torch.Tensor | None = None) -> list[torch.Tensor]:
+    """The integrated-gradients factors [rows, d_ff] that multiply the pre-activation parts, from the real
+    pre-activation(s) of the rows: mlp [g(p)/p]; SwiGLU [b·∫₀¹t·silu′(ta)dt, ∫₀¹silu(ta)dt] for the gate
+    parts a_c and the up parts b_c (gate pre-activation a, up pre-activation b)."""
+    if up_total is None:
+        return [activation_ratio(ctx.p.act, total)]
+    a = total.to(ctx.acc)
+    i2 = silu_path_integral(a)
+    a_i1 = a * torch.sigmoid(a) - i2  # a·∫_0^1 t·silu′(t a) dt
+    safe = torch.where(a == 0, torch.ones_like(a), a)
+    i1 = torch.where(a == 0, torch.full_like(a, 0.25), a_i1 / safe)
+    return [(up_total.to(ctx.acc) * i1).to(ctx.dtype), i2.to(ctx.dtype)]
+
+
 def ff_vectors(ctx, rows: slice, fin: FFInputs | None = None) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """Per-pair vectors of ff, ff_res (and ff_res_ln post-LN) for rows, with their bias terms."""
     fin = fin or FFInputs(ctx)
@@ -105,18 +126,12 @@ def ff_vectors(ctx, rows: slice, fin: FFInputs | None = None) -> dict[str, tuple
     ln_parts, ln_bias = ctx.attn_res_ln_vectors(rows)
     pa, pb, ptot = _pre_activation_parts(ctx, "in", p.w_in, p.b_in, rows, ln_bias, fin)
     if p.ff_kind == "mlp":
-        r = activation_ratio(p.act, ptot)
+        (r,) = unit_factors(ctx, ptot)
         attr = pa * r[:, None, :]
         attr_b = pb * r
     else:
         ua, ub, utot = _pre_activation_parts(ctx, "up", p.w_up, p.b_up, rows, ln_bias, fin)
-        a = ptot.to(ctx.acc)
-        i2 = silu_path_integral(a)
-        a_i1 = a * torch.sigmoid(a) - i2  # a·∫_0^1 t·silu′(t a) dt
-        safe = torch.where(a == 0, torch.ones_like(a), a)
-        i1 = torch.where(a == 0, torch.full_like(a, 0.25), a_i1 / safe)
-        coef_gate = (utot.to(ctx.acc) * i1).to(ctx.dtype)
-        coef_up = i2.to(ctx.dtype)
+        coef_gate, coef_up = unit_factors(ctx, ptot, utot)
         attr = pa * coef_gate[:, None, :] + ua * coef_up[:, None, :]
         attr_b = pb * coef_gate + ub * coef_up
     ff = attr @ p.w_out
@@ -141,16 +156,86 @@ def ff_vectors(ctx, rows: slice, fin: FFInputs | None = None) -> dict[str, tuple
     return out
 
 
-def ff_maps(ctx, keys) -> dict[str, torch.Tensor]:
-    """Norms ‖part_ij‖ of the FF stages in `keys`, [n, n] each, chunked over rows."""
-    keys = [k for k in keys if k in ("ff", "ff_res", "ff_res_ln")]
-    out = {k: torch.empty(ctx.n, ctx.n, dtype=ctx.dtype, device=ctx.device) for k in keys}
+# ---------------------------------------------------------------- norms only (the maps)
+STAGES = ("ff", "ff_res", "ff_res_ln")
+
+
+def _stages(ctx, keys) -> int:
+    """How many of the stages ff → ff_res → ff_res_ln :func:`ff_maps` builds for `keys`."""
+    wanted = [STAGES.index(k) for k in keys if k in STAGES and (k != "ff_res_ln" or ctx.p.norm_on_ff_residual)]
+    return max(wanted) + 1 if wanted else 0
+
+
+def _bytes_per_cell(ctx, stages: int = 3) -> int:
+    """What one pair (i, j) holds at once in :func:`ff_maps`: the mixed pre-activation part(s) (d_ff each) and
+    one d-vector per stage."""
     d_ff, d = ctx.p.w_out.shape
-    fin = FFInputs(ctx)
-    for rows in ctx.row_chunks((3 * d_ff + 6 * d) * ctx.rec.x.element_size()):
-        vec = ff_vectors(ctx, rows, fin)
-        for k in keys:
-            out[k][rows] = vec[k][0].norm(dim=-1)
+    return ((1 if ctx.p.ff_kind == "mlp" else 2) * d_ff + stages * d) * ctx.rec.x.element_size()
+
+
+def rows_per_chunk(ctx, keys=STAGES) -> int:
+    """Sending tokens per chunk of :func:`ff_maps` (each chunk: one [that·n, d_ff] @ [d_ff, d] GEMM)."""
+    return next(iter(ctx.row_chunks(_bytes_per_cell(ctx, _stages(ctx, keys))))).stop
+
+
+def ff_maps(ctx, keys) -> dict[str, torch.Tensor]:
+    """Norms ‖part_ij‖ of the FF stages in `keys`, [n, n] each: the parts of :func:`ff_vectors` without their
+    bias terms. The residual is one more head, with attention δ_ij and head vector N(x_j) (x_j pre-LN), so
+
+      m_ij  = Σ_h' α^h'_ij q^h'_j                 q^h' = N(f^h') W_in (per layer: one GEMM)
+      ff_ij = (m_ij ⊙ r_i / s_i) W_out            r_i: :func:`unit_factors` (SwiGLU: Σ over the gate's and up's m)
+      ff_res_ij = ff_ij + Σ_h' α^h'_ij N(f^h'_j) / s_i  (pre-LN: f^h'_j, no 1/s_i);  ff_res_ln_ij = ‖N2(ff_res_ij)‖/s2_i
+
+    in chunks of sending tokens j, held as [j, i, ·]: each mixing is one bmm over j that reads each q_j once
+    per layer, the W_out product one [c·n, d_ff] @ [d_ff, d] GEMM, the stages' vectors side by side in one
+    buffer for one norm call. Rows i whose parts from the chunk are exactly zero (no attention to it, not in
+    it: causal models' i < j) are skipped; their norms are 0."""
+    stages = _stages(ctx, keys)
+    if not stages:
+        return {}
+    p, n, dt = ctx.p, ctx.n, ctx.dtype
+    d_ff, d = p.w_out.shape
+    eye = torch.eye(n, dtype=dt, device=ctx.device)
+    alpha = torch.cat([ctx.alpha, eye[None]]).permute(2, 1, 0).contiguous()  # [j, i, h'], h' = heads + residual
+    first_row = (alpha != 0).any(dim=2).to(torch.int8).argmax(dim=1).tolist()  # per j: the first i it reaches
+    heads_ln = torch.cat([ctx.head_vectors_ln, ctx.x_ln[None]]).transpose(0, 1)  # [j, h', d]
+    ff_input = ctx.ln_attn.module(ctx.rec.z_attn)
+    inputs = [(p.w_in, p.b_in)] + ([(p.w_up, p.b_up)] if p.ff_kind != "mlp" else [])
+    totals = [ff_input @ w + b if b is not None else ff_input @ w for w, b in inputs]
+    factors = [f / ctx.ln_scale[:, None] for f in unit_factors(ctx, *totals)]
+    projected = [heads_ln @ w for w, _ in inputs]  # [j, h', d_ff]
+    if stages > 1 and ctx.residual_from_norm:  # ℓ_ij: the attention residual's parts through its norm
+        res_alpha, res_heads = alpha / ctx.ln_scale[None, :, None], heads_ln.contiguous()
+    elif stages > 1:  # u_ij
+        res_alpha = alpha
+        res_heads = torch.cat([ctx.head_vectors, ctx.rec.x[None]]).transpose(0, 1).contiguous()
+    norm2 = p.norm_on_ff_residual
+    norms = torch.zeros(stages, n, n, dtype=dt, device=ctx.device)  # [stage, j, i]
+    chunk = rows_per_chunk(ctx, keys) * n
+    mixed = [ctx.workspace.buffer(f"ff_m{k}", (chunk * d_ff,), dt, ctx.device) for k in range(len(inputs))]
+    vectors = ctx.workspace.buffer("ff_vectors", (stages * chunk * d,), dt, ctx.device)
+    for cols in ctx.row_chunks(_bytes_per_cell(ctx, stages)):  # the same slices, of sending tokens j
+        first = min(first_row[cols])
+        c, m = cols.stop - cols.start, n - first
+        vec = vectors[: stages * c * m * d].view(stages, c, m, d)
+        attr = None
+        for q, r, buf in zip(projected, factors, mixed):
+            mk = torch.bmm(alpha[cols, first:], q[cols], out=buf[: c * m * d_ff].view(c, m, d_ff))
+            mk *= r[first:]
+            attr = mk if attr is None else attr.add_(mk)
+        torch.mm(attr.view(c * m, d_ff), p.w_out, out=vec[0].view(c * m, d))
+        if stages > 1:
+            torch.baddbmm(vec[0], res_alpha[cols, first:], res_heads[cols], out=vec[1])
+        if stages > 2:  # N2's linear part: γ⊙(u − mean u) (LayerNorm) or γ⊙u; 1/s2_i below
+            if norm2.kind == "layernorm":
+                torch.sub(vec[1], vec[1].mean(-1, keepdim=True), out=vec[2])
+                vec[2] *= norm2.weight
+            else:
+                torch.mul(vec[1], norm2.weight, out=vec[2])
+        norms[:, cols, first:] = torch.linalg.vector_norm(vec, dim=-1)
+    out = {k: norms[STAGES.index(k)].T.contiguous() for k in keys if k in STAGES[:stages]}
+    if "ff_res_ln" in out:
+        out["ff_res_ln"] /= norm2.scale(ctx.rec.z_ff)[:, None]
     return out
 
 
