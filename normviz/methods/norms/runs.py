@@ -14,10 +14,11 @@ steps 2–3 with batched products (:func:`grams_torch`, :func:`.pair_norms.pair_
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from . import kernels
-from .pair_norms import doubled_upper, pair_norms_torch
+from .pair_norms import pair_norms_torch
 
 KEYS = ("norm", "norm_layer", "attn_res", "attn_res_ln")
 RUN_BYTES = 24 * 2**20  # scratch for the head vectors f of one run (BERT-base: 12 layers at n ≤ 56, 5 at 128, 1 at 512)
@@ -52,21 +53,6 @@ def _head_vectors(ctxs) -> torch.Tensor:
     return f
 
 
-def grams_kernel(ctxs) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """Plain and normed Grams [L, n, H+1, H+1] of the run (one kernel call), or None if it can't run."""
-    c0 = ctxs[0]
-    L, H, n, dtype = len(ctxs), c0.alpha.shape[0], c0.n, c0.dtype
-    f = _head_vectors(ctxs)
-    x = torch.stack([c.rec.x.to(dtype) for c in ctxs])
-    gamma2 = torch.stack([c.ln_attn.weight.to(dtype) for c in ctxs]).square()
-    plain = torch.empty(L, n, H + 1, H + 1, dtype=dtype)
-    weighted = torch.empty_like(plain)
-    centre = c0.ln_attn.kind == "layernorm"
-    if not kernels.run("span_grams", f.numpy(), x.numpy(), gamma2.numpy(), centre, plain.numpy(), weighted.numpy()):
-        return None
-    return plain, weighted
-
-
 def grams_torch(ctxs) -> tuple[torch.Tensor, torch.Tensor]:
     """The same Grams with torch ops (any device): e laid out [n, H+1, d], then batched products. Under N:
     ⟨Na, Nb⟩ = Σ_k γ_k² a_k b_k (RMSNorm); for LayerNorm, with centring, Σγ²ab − b̄ Σγ²a − ā Σγ²b + ā b̄ Σγ²."""
@@ -92,21 +78,45 @@ def grams_torch(ctxs) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.stack(plains), torch.stack(weighteds)
 
 
-def _pair_kernel(alpha, stage_grams, stage_scales, stage_dests, fnorm, norm_out) -> bool:
-    """Every α-sized output of the run in one ``pair_norms`` kernel call (written through contiguous
-    stand-ins where a destination is strided); False if the kernel can't run."""
-    gram2 = torch.stack([doubled_upper(g) for g in stage_grams], dim=1).contiguous()  # [L, S, H, H, n]
-    scale = torch.stack(stage_scales, dim=1).contiguous()  # [L, S, n]
-    arrays = [t.numpy() for t in stage_dests] + ([norm_out.numpy()] if norm_out is not None else [])
-    direct = [kernels.c_contiguous_out(a) for a in arrays]
-    norm_np = direct[-1] if norm_out is not None else direct[0][:, None]  # unused stand-in of the right rank
-    if not kernels.run("pair_norms", alpha.contiguous().numpy(), gram2.numpy(), scale.numpy(), direct[0],
-                       direct[len(stage_dests) - 1], fnorm.numpy(), norm_np, norm_out is not None):
-        return False
-    for a, o in zip(arrays, direct):
-        if a is not o:
-            a[...] = o
-    return True
+def _stacked(tensors, dtype) -> torch.Tensor:
+    return torch.stack([t.to(dtype) for t in tensors])
+
+
+def kernel_run(ctxs, keys, dest, alpha: torch.Tensor | None) -> dict[str, torch.Tensor] | None:
+    """The compiled path for a run of layers: f per layer (torch), then two kernel calls — ``span_grams_packed``
+    (Grams in the pair kernel's layout, ‖f‖, 1/s) and ``pair_norms_fused`` (every output, diagonal included,
+    in one pass over α). None if a kernel can't run (the caller then takes the torch path)."""
+    c0 = ctxs[0]
+    L, H, n, d, dtype, ws = len(ctxs), c0.alpha.shape[0], c0.n, c0.rec.x.shape[-1], c0.dtype, c0.workspace
+    Hp = -(-H // 4) * 4
+    f = _head_vectors(ctxs)
+    x = _stacked([c.rec.x for c in ctxs], dtype)
+    z = _stacked([c.rec.z_attn for c in ctxs], dtype)
+    gamma2 = _stacked([c.ln_attn.weight for c in ctxs], dtype).square()
+    gram = ws.buffer("norms_gram", (L, 2, Hp, Hp, n), dtype, c0.device)
+    gx = ws.buffer("norms_gram_x", (L, 2, H + 1, n), dtype, c0.device)
+    fnorm = ws.buffer("norms_fnorm", (L, H, n), dtype, c0.device)
+    inv_s = ws.buffer("norms_inv_s", (L, n), dtype, c0.device)
+    if not kernels.run("span_grams_packed", f.numpy(), x.numpy(), z.numpy(), gamma2.numpy(),
+                       c0.ln_attn.kind == "layernorm", float(c0.ln_attn.eps), gram.numpy(), gx.numpy(),
+                       fnorm.numpy(), inv_s.numpy()):
+        return None
+    if alpha is None:
+        alpha = torch.stack([c.alpha for c in ctxs])
+    out = {k: dest(k, (L, H, n, n) if k == "norm" else (L, n, n)) for k in keys}
+    arrays = {k: t.numpy() for k, t in out.items()}
+    direct = {k: kernels.c_contiguous_out(a) for k, a in arrays.items()}
+    unused = np.empty((1, 1, 1), dtype=gram.numpy().dtype)
+    a = alpha.numpy() if alpha.is_contiguous() else alpha.contiguous().numpy()
+    if not kernels.run("pair_norms_fused", a, gram.numpy(), gx.numpy(), fnorm.numpy(), inv_s.numpy(),
+                       direct.get("norm", unused[None]), direct.get("norm_layer", unused),
+                       direct.get("attn_res", unused), direct.get("attn_res_ln", unused),
+                       "norm" in keys, "norm_layer" in keys, "attn_res" in keys, "attn_res_ln" in keys):
+        return None
+    for k, arr in arrays.items():
+        if direct[k] is not arr:
+            arr[...] = direct[k]
+    return out
 
 
 def norm_family_run(ctxs, keys, use: str = "torch", targets: dict[str, torch.Tensor] | None = None,
@@ -121,9 +131,6 @@ def norm_family_run(ctxs, keys, use: str = "torch", targets: dict[str, torch.Ten
     keys = [k for k in keys if k in KEYS]
     c0 = ctxs[0]
     L, H, n, dtype, device = len(ctxs), c0.alpha.shape[0], c0.n, c0.dtype, c0.device
-    grams = grams_kernel(ctxs) if use == "kernels" else None
-    use_kernels = grams is not None
-    plain, weighted = grams if use_kernels else grams_torch(ctxs)
     if not keys:
         return {}
     targets = dict(targets or {})
@@ -134,7 +141,15 @@ def norm_family_run(ctxs, keys, use: str = "torch", targets: dict[str, torch.Ten
             return t
         return torch.empty(shape, dtype=dtype, device=device)
 
-    if alpha is None or tuple(alpha.shape) != (L, H, n, n) or alpha.dtype != dtype or alpha.device != device:
+    if alpha is not None and (tuple(alpha.shape) != (L, H, n, n) or alpha.dtype != dtype or alpha.device != device):
+        alpha = None
+    if use == "kernels":
+        out = kernel_run(ctxs, keys, dest, alpha)
+        if out is not None:
+            return {k: out[k] for k in keys}
+    # the torch path (also where a kernel could not run)
+    plain, weighted = grams_torch(ctxs)
+    if alpha is None:
         alpha = torch.stack([c.alpha for c in ctxs])
     out: dict[str, torch.Tensor] = {}
     stage_grams, stage_scales, stage_dests = [], [], []
@@ -151,13 +166,11 @@ def norm_family_run(ctxs, keys, use: str = "torch", targets: dict[str, torch.Ten
     if "norm" in keys:
         out["norm"] = dest("norm", (L, H, n, n))
     fnorm = torch.diagonal(plain, dim1=-2, dim2=-1)[..., :H].clamp_min(0).sqrt().transpose(1, 2).contiguous()
-    if not (use_kernels and stage_grams
-            and _pair_kernel(alpha, stage_grams, stage_scales, stage_dests, fnorm, out.get("norm"))):
-        for layer in range(L):
-            for gram, scale, d in zip(stage_grams, stage_scales, stage_dests):
-                pair_norms_torch(alpha[layer], gram[layer], scale[layer], d[layer])
-        if "norm" in out:
-            torch.mul(alpha, fnorm[:, :, None, :], out=out["norm"])
+    for layer in range(L):
+        for gram, scale, d in zip(stage_grams, stage_scales, stage_dests):
+            pair_norms_torch(alpha[layer], gram[layer], scale[layer], d[layer])
+    if "norm" in out:
+        torch.mul(alpha, fnorm[:, :, None, :], out=out["norm"])
     # the diagonal pairs i = j, where x_j enters: c_jᵀ G_j c_j with c_j = (α^1_jj … α^H_jj, 1)
     diag_alpha = torch.diagonal(alpha, dim1=-2, dim2=-1).transpose(1, 2)  # [L, n, H]
     coef = torch.cat([diag_alpha, torch.ones(L, n, 1, dtype=dtype, device=device)], dim=-1)  # [L, n, H+1]
