@@ -20,14 +20,13 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 import torch  # noqa: E402
 import transformers as tf  # noqa: E402
 
 import normviz  # noqa: E402
 from normviz.methods import feedforward  # noqa: E402
-from tiny import encoded, randomize_weights, tiny_model  # noqa: E402  (read only; tests/ is not edited)
+from tests.helpers.tiny import build as tiny_model, encoded, randomize_weights  # noqa: E402
 
 KEYS = ["ff", "ff_res", "ff_res_ln"]
 TOL = {torch.float64: 1e-12, torch.float32: 1e-5}

@@ -198,14 +198,14 @@ def ff_maps(ctx, keys) -> dict[str, torch.Tensor]:
     eye = torch.eye(n, dtype=dt, device=ctx.device)
     alpha = torch.cat([ctx.alpha, eye[None]]).permute(2, 1, 0).contiguous()  # [j, i, h'], h' = heads + residual
     first_row = (alpha != 0).any(dim=2).to(torch.int8).argmax(dim=1).tolist()  # per j: the first i it reaches
-    heads_ln = torch.cat([ctx.head_vectors_ln, ctx.x_ln[None]]).transpose(0, 1)  # [j, h', d]
+    heads_ln = torch.cat([ctx.head_vectors_ln, ctx.x_ln[None]]).transpose(0, 1).contiguous()  # [j, h', d]
     ff_input = ctx.ln_attn.module(ctx.rec.z_attn)
     inputs = [(p.w_in, p.b_in)] + ([(p.w_up, p.b_up)] if p.ff_kind != "mlp" else [])
     totals = [ff_input @ w + b if b is not None else ff_input @ w for w, b in inputs]
     factors = [f / ctx.ln_scale[:, None] for f in unit_factors(ctx, *totals)]
-    projected = [heads_ln @ w for w, _ in inputs]  # [j, h', d_ff]
+    projected = [(heads_ln.view(-1, d) @ w).view(n, -1, d_ff) for w, _ in inputs]  # [j, h', d_ff], one GEMM each
     if stages > 1 and ctx.residual_from_norm:  # ℓ_ij: the attention residual's parts through its norm
-        res_alpha, res_heads = alpha / ctx.ln_scale[None, :, None], heads_ln.contiguous()
+        res_alpha, res_heads = alpha / ctx.ln_scale[None, :, None], heads_ln
     elif stages > 1:  # u_ij
         res_alpha = alpha
         res_heads = torch.cat([ctx.head_vectors, ctx.rec.x[None]]).transpose(0, 1).contiguous()
