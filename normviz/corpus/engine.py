@@ -312,6 +312,13 @@ def finalize(job: CorpusJob, ck: Checkpoints, n_chunks: int, lm, elapsed: float)
         s, m = ck.read(k)
         states.append(s)
         metas.append(m)
+    if not any(m["lines"] for m in metas):  # nothing analysed: no statistics, and the run must not look done
+        bad = sorted(b for m in metas for b in m["bad"])
+        path = Path(job.out) / "bad_lines.csv"
+        pd.DataFrame({"line": [b[0] for b in bad], "reason": [b[1] for b in bad]}).to_csv(path, index=False)
+        first = f"; e.g. line {bad[0][0]}: {bad[0][1]}" if bad else ""
+        raise NormvizError(f"No line of {job.input} could be analysed ({len(bad)} skipped{first}). The reasons are "
+                           f"in {path}.")
     merged = merge(states)
     L, H = metas[0]["n_layers"], metas[0]["n_heads"]
     tabs = tables(merged, L, H)
@@ -323,12 +330,6 @@ def finalize(job: CorpusJob, ck: Checkpoints, n_chunks: int, lm, elapsed: float)
     bad = sorted(b for m in metas for b in m["bad"])
     tabs["bad_lines"] = pd.DataFrame({"line": [b[0] for b in bad], "reason": [b[1] for b in bad]},
                                      columns=["line", "reason"]).astype({"line": "int64"})
-    if not seq_lines:  # nothing analysed: no statistics to report, and the run must not look like a success
-        path = Path(job.out) / "bad_lines.csv"
-        tabs["bad_lines"].to_csv(path, index=False)
-        first = f"; e.g. line {bad[0][0]}: {bad[0][1]}" if bad else ""
-        raise NormvizError(f"No line of {job.input} could be analysed ({len(bad)} skipped{first}). The reasons are "
-                           f"in {path}.")
     summ = summary(merged, tabs)
     summ = {"model": job.model, "input": str(job.input), "engine": job.engine, "statistics_chosen": list(job.stats),
             "lines_read": sum(len(m["lines"]) + len(m["bad"]) for m in metas), "bad_lines": len(bad),
