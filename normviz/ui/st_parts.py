@@ -295,6 +295,7 @@ def get_maps(session, keys: list[str]):
     keys = [k for k in dict.fromkeys(keys) if k in registry.all_keys()]
     missing = [k for k in keys if k not in session.computed()]
     bar = st.empty() if missing else None
+    waited = _wait_for_model(session.lm) if missing else 0.0
     try:
         if bar is not None:
             prog = bar.progress(0.0, text=f"Analysing ({', '.join(missing)})…")
@@ -313,7 +314,28 @@ def get_maps(session, keys: list[str]):
             bar.empty()
         say("error", f"The analysis failed: {type(exc).__name__}: {shorten_error(exc)}")
         return None
+    if waited >= 0.5:
+        st.caption(f"Waited {waited:.1f} s for another visitor's analysis on this model before this one could start.")
     return analysis
+
+
+def _wait_for_model(lm) -> float:
+    """If another request holds this model's lock (recording a pass or rerunning layers), say so while waiting
+    for it; the seconds waited (0 when it was free). The lock is released again at once: the session takes it
+    itself only around what hooks the shared model."""
+    from normviz.record import model_lock
+
+    lock = model_lock(lm.model)
+    if lock.acquire(blocking=False):
+        lock.release()
+        return 0.0
+    note = st.empty()
+    note.info("Another visitor's analysis is using this model; yours starts when it is done…")
+    t0 = time.perf_counter()
+    with lock:
+        pass
+    note.empty()
+    return time.perf_counter() - t0
 
 
 def default_keys(lm) -> list[str]:
