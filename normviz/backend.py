@@ -11,7 +11,15 @@ _DTYPES = {"float32": torch.float32, "float64": torch.float64, "fp32": torch.flo
 def pick_device(device: str | torch.device | None = None) -> torch.device:
     """Return the requested device, or the best available one (cuda > mps > cpu)."""
     if device is not None:
-        dev = torch.device(device)
+        try:
+            dev = torch.device(device)
+        except (RuntimeError, TypeError, ValueError):
+            raise NormvizError(f"Unknown device {str(device)[:40]!r}; use cpu, cuda, cuda:N or mps.") from None
+        if dev.type not in ("cpu", "cuda", "mps"):
+            raise NormvizError(f"Device {str(device)[:40]!r} is not supported; use cpu, cuda, cuda:N or mps.")
+        if dev.type == "cuda" and dev.index is not None and torch.cuda.is_available() \
+                and dev.index >= torch.cuda.device_count():
+            raise NormvizError(f"{device!r}: this machine has {torch.cuda.device_count()} CUDA device(s).")
         if dev.type == "cuda" and not torch.cuda.is_available():
             raise NormvizError("device='cuda' was requested but no CUDA GPU is available; use device='cpu'.")
         if dev.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):

@@ -6,6 +6,7 @@ their own without editing the parser here.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 from typing import Callable
@@ -56,31 +57,55 @@ def _parse_options(items: list[str]) -> dict:
 
 def _run_export(args) -> int:
     from . import analyze, load
+    from .inputs import check_device, check_max_tokens, check_model_name, check_text, output_file
 
+    # every user mistake that can be seen without the model is refused before it loads
+    check_model_name(args.model)
+    check_text(args.text, "--text")
+    check_text(args.text_pair, "--text-pair")
+    check_max_tokens(args.max_tokens)
+    check_device(args.device)
+    out = output_file(args.out)
+    options = _parse_options(args.option)
     keys = None
     if args.maps:
         keys = [m for item in args.maps for m in item.split(",") if m.strip()]
+        from .methods import registry
+
+        for k in keys:
+            if k != "all" and k not in registry.families():
+                registry.lookup(k)  # an unknown key is refused by name, before the model loads
     lm = load(args.model, device=args.device, dtype=args.dtype, progress=lambda msg: print(msg, file=sys.stderr))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TruncationWarning)
         analysis = analyze(lm, args.text, text_pair=args.text_pair, keys=keys, max_tokens=args.max_tokens,
-                           options=_parse_options(args.option))
+                           options=options)
     for w in caught:
         print(f"warning: {w.message}", file=sys.stderr)
-    analysis.to_npz(args.out)
+    try:
+        analysis.to_npz(out)
+    except OSError as exc:
+        raise NormvizError(f"Could not write {str(out)!r}: {exc.strerror or exc}.") from None
     for key, note in analysis.notes.items():
         print(f"note: {key}: {note}", file=sys.stderr)
     shapes = ", ".join(f"{k} {tuple(v.shape)}" for k, v in analysis.arrays.items())
-    print(f"wrote {args.out}: {analysis.n_tokens} tokens; {shapes}", file=sys.stderr)
+    print(f"wrote {out}: {analysis.n_tokens} tokens; {shapes}", file=sys.stderr)
     return 0
 
 
 subcommand("export", "analyse one text and write every map to an .npz file")((_add_export, _run_export))
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage mistakes on one line (``error: … (see --help)``), exit code 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {message.splitlines()[0] if message else 'bad arguments'} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m normviz", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="python -m normviz", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name, (add, _run, help_text) in SUBCOMMANDS.items():
         add(sub.add_parser(name, help=help_text))
     return parser
@@ -104,5 +129,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return SUBCOMMANDS[args.command][1](args)
     except NormvizError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug, not a user mistake: still one line (NORMVIZ_DEBUG=1 for the traceback)
+        if os.environ.get("NORMVIZ_DEBUG"):
+            raise
+        print(f"error: unexpected {type(exc).__name__}: {_one_line(exc)} (set NORMVIZ_DEBUG=1 for the traceback)",
+              file=sys.stderr)
+        return 1
+
+
+def _one_line(exc: BaseException, limit: int = 600) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[:limit] + "…"

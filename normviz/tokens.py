@@ -17,6 +17,8 @@ import torch
 
 from .errors import EmptyInputError, TruncationWarning
 
+MAX_CHARS_PER_TOKEN = 50  # text beyond max_length × 50 characters is cut before tokenising (bounded time and memory)
+
 
 @dataclass
 class Encoded:
@@ -75,6 +77,14 @@ def encode(tokenizer, text: str, text_pair: str | None = None, max_length: int |
         raise EmptyInputError("The text is empty. Type a sentence (or two) to analyse.")
     if text_pair is not None and not str(text_pair).strip():
         text_pair = None
+    if max_length is not None:  # bounded time and memory: never tokenise far more text than can be kept
+        cap = max_length * MAX_CHARS_PER_TOKEN
+        if len(text) > cap or len(text_pair or "") > cap:
+            if warn:
+                warnings.warn(f"The text is {len(text) + len(text_pair or ''):,} characters long, more than "
+                              f"{MAX_CHARS_PER_TOKEN} per token of the limit of {max_length}; it was cut to {cap:,} "
+                              "characters before tokenising.", TruncationWarning, stacklevel=3)
+            text, text_pair = text[:cap], (text_pair[:cap] if text_pair else text_pair)
     note = None
     types = None
     if text_pair is not None and decoder:

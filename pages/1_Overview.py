@@ -8,100 +8,111 @@ from normviz.ui import data
 from normviz.ui import st_parts as ui
 
 st.set_page_config(page_title="normviz · Overview", page_icon="🧭", layout="wide")
-view = ui.load_view()
-view = ui.sidebar(view)
-ui.apply_style(view)
-fs = ui.font_size(view)
+def page() -> None:
+    view = ui.load_view()
+    view = ui.sidebar(view)
+    ui.apply_style(view)
+    fs = ui.font_size(view)
 
-st.subheader("Overview: every layer and head at once")
-ui.seed("w_text", view.text)
-view.text = st.text_input("Text", key="w_text")
-if view.pair.strip():
-    st.caption(f"Second sentence (set on Explore): {view.pair}")
-ui.save_view(view)
-lm = ui.load_model(view.model)
-if lm is None:
-    st.stop()
-ui.show_device(lm)
-if not view.text.strip():
-    st.error("The text is empty. Type a sentence (or two) to analyse.")
-    st.stop()
+    st.subheader("Overview: every layer and head at once")
+    ui.seed("w_text", view.text)
+    view.text = st.text_input("Text", key="w_text", max_chars=ui.settings().max_text_chars)
+    if view.pair.strip():
+        st.caption("Second sentence (set on Explore): " + ui.plain(view.pair))
+    ui.save_view(view)
+    lm = ui.load_model(view.model)
+    if lm is None:
+        st.stop()
+    ui.show_device(lm)
+    if not view.text.strip():
+        st.error("The text is empty. Type a sentence (or two) to analyse.")
+        st.stop()
 
-keys = ui.default_keys(lm) + ui.opt_in_keys(lm)
-c1, c2 = st.columns(2)
-with c1:
-    ui.seed("w_ov_map", view.overview_map if view.overview_map in keys else keys[0])
-    view.overview_map = st.selectbox("Map", keys, key="w_ov_map", format_func=ui.title)
-with c2:
-    compare_opts = ["(none)"] + keys
-    ui.seed("w_ov_compare", view.overview_compare if view.overview_compare in keys else "(none)")
-    view.overview_compare = st.selectbox("Compare with", compare_opts, key="w_ov_compare",
-                                         format_func=lambda k: k if k == "(none)" else ui.title(k))
-ui.save_view(view)
+    keys = ui.default_keys(lm) + ui.opt_in_keys(lm)
+    c1, c2 = st.columns(2)
+    with c1:
+        if "w_ov_map" not in st.session_state and view.overview_map not in keys:
+            ui.say("warning", f"The link's overview_map={view.overview_map!r} is not a map of {lm.name}; showing {keys[0]}.")
+        ui.seed("w_ov_map", view.overview_map if view.overview_map in keys else keys[0])
+        view.overview_map = st.selectbox("Map", keys, key="w_ov_map", format_func=ui.title)
+    with c2:
+        compare_opts = ["(none)"] + keys
+        if "w_ov_compare" not in st.session_state and view.overview_compare not in keys + ["(none)"]:
+            ui.say("warning", f"The link's overview_compare={view.overview_compare!r} is not a map of {lm.name}; "
+                              "comparing with none.")
+        ui.seed("w_ov_compare", view.overview_compare if view.overview_compare in keys else "(none)")
+        view.overview_compare = st.selectbox("Compare with", compare_opts, key="w_ov_compare",
+                                             format_func=lambda k: k if k == "(none)" else ui.title(k))
+    ui.save_view(view)
 
-session = ui.session_for(lm, view.text, view.pair)
-if session is None:
-    st.stop()
-# the per-head summary below compares attention with norm
-a = ui.get_maps(session, [view.overview_map, view.overview_compare, "attention", "norm"])
-if a is None:
-    st.stop()
-for k in (view.overview_map, view.overview_compare):
-    if k in a.refused:
-        st.error(f"{ui.title(k)}: {a.refused[k]}")
-per_head = [k for k in a.keys() if a[k].ndim == 4]
+    session = ui.session_for(lm, view.text, view.pair)
+    if session is None:
+        st.stop()
+    # the per-head summary below compares attention with norm
+    a = ui.get_maps(session, [view.overview_map, view.overview_compare, "attention", "norm"])
+    if a is None:
+        st.stop()
+    for k in dict.fromkeys((view.overview_map, view.overview_compare)):
+        if k in a.refused:
+            ui.say("error", f"{ui.title(k)}: {a.refused[k]}")
+    per_head = [k for k in a.keys() if a[k].ndim == 4]
 
-labels = data.unique_labels(list(a.labels))
-shown = [k for k in (view.overview_map, view.overview_compare) if k in a]
-if not shown:
-    st.stop()
-stacks = {k: data.per_head_stack(a, k) for k in shown}
-cells = sum(s.shape[0] * s.shape[1] for s in stacks.values())
-m = data.crop_tokens(a.n_tokens, cells, limit_cells=400_000)
-if m < a.n_tokens:
-    st.info(f"The grid shows the first {m} of {a.n_tokens} tokens so the page stays responsive.")
-st.caption("Each small square is one head's map (rows receive, columns contribute); one colour scale per grid. "
-           "Hover a cell for layer, head and token pair.")
-for k in shown:  # one grid per row: each head's square stays big enough to read
-    s = stacks[k][:, :, :m, :m]
-    heads = None if s.shape[1] > 1 else ["layer"]
-    st.plotly_chart(viz.grid(s, labels[:m], title=ui.title(k), font_size=fs, head_names=heads,
-                             width_hint=820 if s.shape[1] > 1 else 300), key=f"grid_{k}")
+    labels = data.unique_labels(list(a.labels))
+    shown = [k for k in dict.fromkeys((view.overview_map, view.overview_compare)) if k in a]  # same map: once
+    if view.overview_compare == view.overview_map:
+        st.caption("Map and Compare are the same map; it is shown once.")
+    if not shown:
+        st.stop()
+    stacks = {k: data.per_head_stack(a, k) for k in shown}
+    cells = sum(s.shape[0] * s.shape[1] for s in stacks.values())
+    m = data.crop_tokens(a.n_tokens, cells, limit_cells=400_000)
+    if m < a.n_tokens:
+        st.info(f"The grid shows the first {m} of {a.n_tokens} tokens so the page stays responsive.")
+    st.caption("Each small square is one head's map (rows receive, columns contribute); one colour scale per grid. "
+               "Hover a cell for layer, head and token pair.")
+    for k in shown:  # one grid per row: each head's square stays big enough to read
+        s = stacks[k][:, :, :m, :m]
+        heads = None if s.shape[1] > 1 else ["layer"]
+        st.plotly_chart(viz.grid(s, labels[:m], title=ui.title(k), font_size=fs, head_names=heads,
+                                 width_hint=820 if s.shape[1] > 1 else 300), key=f"grid_{k}")
 
-st.download_button("Download the grids' numbers (NPZ)",
-                   data.stacks_npz({k: stacks[k][:, :, :m, :m] for k in shown}, list(a.tokens[:m])),
-                   file_name=f"normviz_overview_{lm.name.replace('/', '_')}.npz", mime="application/octet-stream")
+    st.download_button("Download the grids' numbers (NPZ)",
+                       data.stacks_npz({k: stacks[k][:, :, :m, :m] for k in shown}, list(a.tokens[:m])),
+                       file_name=f"normviz_overview_{lm.name.replace('/', '_')}.npz", mime="application/octet-stream")
 
-st.subheader("Which heads are no-op heads?")
-if "attention" in per_head and "norm" in per_head:
-    sink = a.special.astype(bool)
-    sink_name = ", ".join(sorted({a.labels[i] for i in np.flatnonzero(sink)}))
-    if not sink.any() and lm.is_causal:
-        # decoders without a BOS token park attention on the first token (an "attention sink")
-        sink = np.zeros(a.n_tokens, dtype=bool)
-        sink[0] = True
-        sink_name = f"the first token “{a.labels[0]}”, the attention sink of a decoder"
-    if not sink.any():
-        st.info("This text has no special tokens, so there is no share to compare.")
+    st.subheader("Which heads are no-op heads?")
+    if "attention" in per_head and "norm" in per_head:
+        sink = a.special.astype(bool)
+        sink_name = ", ".join(sorted({a.labels[i] for i in np.flatnonzero(sink)}))
+        if not sink.any() and lm.is_causal:
+            # decoders without a BOS token park attention on the first token (an "attention sink")
+            sink = np.zeros(a.n_tokens, dtype=bool)
+            sink[0] = True
+            sink_name = f"the first token “{a.labels[0]}”, the attention sink of a decoder"
+        if not sink.any():
+            st.info("This text has no special tokens, so there is no share to compare.")
+        else:
+            wa = data.special_share(a["attention"], sink)
+            wn = data.special_share(a["norm"], sink)
+            st.caption(f"Share of each head's attention weight that lands on {ui.plain(sink_name)}, against the share of its "
+                       "norm ‖α f(x)‖. Heads far below the diagonal attend there but move little: their weight says "
+                       "more than their effect.")
+            left, right = st.columns([3, 2])
+            with left:
+                st.plotly_chart(viz.special_share_scatter(wa, wn, "attention weight", "norm", font_size=fs),
+                                key="noop_scatter")
+            with right:
+                L, H = wa.shape
+                table = pd.DataFrame({
+                    "layer": np.repeat(np.arange(L), H), "head": np.tile(np.arange(H), L),
+                    "weight → special": wa.ravel().round(3), "norm → special": wn.ravel().round(3),
+                })
+                table["gap"] = (table["weight → special"] - table["norm → special"]).round(3)
+                st.dataframe(table.sort_values("gap", ascending=False).head(12), hide_index=True, width="stretch")
+                st.download_button("Per-head summary (CSV)", table.to_csv(index=False).encode(),
+                                   file_name="normviz_heads_special_share.csv", mime="text/csv")
     else:
-        wa = data.special_share(a["attention"], sink)
-        wn = data.special_share(a["norm"], sink)
-        st.caption(f"Share of each head's attention weight that lands on {sink_name}, against the share of its "
-                   "norm ‖α f(x)‖. Heads far below the diagonal attend there but move little: their weight says "
-                   "more than their effect.")
-        left, right = st.columns([3, 2])
-        with left:
-            st.plotly_chart(viz.special_share_scatter(wa, wn, "attention weight", "norm", font_size=fs),
-                            key="noop_scatter")
-        with right:
-            L, H = wa.shape
-            table = pd.DataFrame({
-                "layer": np.repeat(np.arange(L), H), "head": np.tile(np.arange(H), L),
-                "weight → special": wa.ravel().round(3), "norm → special": wn.ravel().round(3),
-            })
-            table["gap"] = (table["weight → special"] - table["norm → special"]).round(3)
-            st.dataframe(table.sort_values("gap", ascending=False).head(12), hide_index=True, width="stretch")
-            st.download_button("Per-head summary (CSV)", table.to_csv(index=False).encode(),
-                               file_name="normviz_heads_special_share.csv", mime="text/csv")
-else:
-    st.info("The per-head summary needs the attention and norm maps.")
+        st.info("The per-head summary needs the attention and norm maps.")
+
+
+ui.run_page(page)

@@ -15,7 +15,7 @@ import torch
 
 from ..errors import NormvizError
 from ..session import Session
-from ..tokens import Encoded, encode
+from ..tokens import MAX_CHARS_PER_TOKEN, Encoded, encode
 from .reader import BadLine, parse_line
 from .stats import MIX_RATIOS, Accumulator, needed_keys
 
@@ -102,9 +102,16 @@ def process_chunk(lm, lines: list[tuple[int, bytes]], stats, batch_size: int, ma
     acc = Accumulator(lm.n_layers, lm.n_heads, lm.spec.placement, stats, causal=lm.spec.causal)
     bad: list[list] = []
     good: list[tuple[int, Encoded]] = []
+    max_chars = limit * MAX_CHARS_PER_TOKEN  # more characters than this cannot fit: refused before decoding
     for line, raw in lines:
         try:
+            if len(raw) > 4 * max_chars:
+                raise BadLine(f"too long: {len(raw):,} bytes, more than {MAX_CHARS_PER_TOKEN} characters per token "
+                              f"of the limit of {limit} tokens (--max-tokens); not tokenised")
             item = parse_line(line, raw)
+            if len(item.text) + len(item.pair or "") > max_chars:
+                raise BadLine(f"too long: {len(item.text) + len(item.pair or ''):,} characters, more than "
+                              f"{MAX_CHARS_PER_TOKEN} per token of the limit of {limit} tokens; not tokenised")
             enc = encode(lm.tokenizer, item.text, item.pair, max_length=None, warn=False, decoder=lm.spec.causal)
             if len(enc.ids) > limit:
                 raise BadLine(f"too long: {len(enc.ids)} tokens, the limit is {limit} (--max-tokens)")

@@ -38,8 +38,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
+    from ..errors import NormvizError
+    from ..inputs import check_device, check_max_tokens, check_model_name, output_dir
     from .engine import CorpusJob, run_corpus
 
+    check_model_name(args.model)
+    check_max_tokens(args.max_tokens)
+    if args.limit is not None and args.limit < 1:
+        raise NormvizError(f"--limit must be at least 1, got {args.limit}.")
+    if args.device_map is None:
+        check_device(args.device)
+    output_dir(args.out)
     stats = STATISTICS
     if args.stats:
         stats = tuple(s for item in args.stats for s in item.split(",") if s.strip())
@@ -55,6 +64,9 @@ def run(args) -> int:
     for line, reason in res.bad_lines:
         print(f"skipped line {line}: {reason}", file=sys.stderr)
     s = res.summary
+    if not s["sequences"]:  # pragma: no cover - run_corpus raises first
+        print("error: no line could be analysed", file=sys.stderr)
+        return 2
     print(f"{s['sequences']} sequences, {s['tokens']} tokens, {s['bad_lines']} bad lines; "
           f"wrote {', '.join(res.files.values())}", file=sys.stderr)
     print(json.dumps(s["statistics"], indent=1, ensure_ascii=False))

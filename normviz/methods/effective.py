@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import torch
 
-from ..errors import NormvizError
+from ..errors import NormvizError, TooCostlyError
 from .base import Inputs, KeyInfo, Output, Request, per_layer
 from . import papers
 
@@ -186,8 +186,6 @@ def _options(options: dict) -> tuple[float | None, str, bool]:
     return (float(rtol) if rtol is not None else None), mode, bias
 
 
-def check(request: Request, key: str, options: dict) -> None:
-    _options(options)
 
 
 def compute(inputs: Inputs, keys, options) -> Output:
@@ -198,3 +196,19 @@ def compute(inputs: Inputs, keys, options) -> Output:
     note = ("T^h = (x̂W^V_h + b^V_h)W^O_h, value bias inside (option effective_value_bias=true, the default)" if bias
             else "T^h = x̂W^V_h W^O_h, value bias left out (option effective_value_bias=false)")
     return Output(arrays, {"effective_attention": note})
+
+
+def check(request: Request, key: str, options: dict) -> None:
+    """Refuse before anything runs when the estimated time exceeds option ``effective_budget_s`` (seconds; the app sets
+    it from NORMVIZ_COST_BUDGET; no limit by default). Estimated as one SVD of an n × d matrix per layer and head at 4e10 FLOP/s on a CPU
+    (option ``cost_flops_per_second``); other devices: no estimate."""
+    _options(options)
+    budget = options.get("effective_budget_s")
+    rate = options.get("cost_flops_per_second") or {"cpu": 4e10}.get(request.device)
+    if budget is None or not rate:
+        return
+    n, d, L = request.n_tokens, request.d_model, request.n_layers
+    est = L * 4.0 * request.n_heads * n * d * min(n, d) / float(rate)
+    if est > float(budget):
+        raise TooCostlyError(f"{key} would take about {est:.0f} s for {n} tokens on this machine (budget "
+                             f"{float(budget):.0f} s, option effective_budget_s; in the app NORMVIZ_COST_BUDGET). Shorten the text.")

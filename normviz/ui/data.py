@@ -165,3 +165,14 @@ def stacks_npz(stacks: dict[str, np.ndarray], tokens: list[str]) -> bytes:
     buf = io.BytesIO()
     np.savez(buf, tokens=np.array(tokens, dtype=str), **{k: np.asarray(v) for k, v in stacks.items()})
     return buf.getvalue()
+
+
+# --- corpus uploads ---------------------------------------------------------------------------------------
+
+def upload_refusal(name: str, size: int, max_bytes: int) -> str | None:
+    """Why an uploaded file is refused before it is read (too large), or None. Streamlit's own
+    ``server.maxUploadSize`` stops larger bodies earlier; this check holds whatever that is set to."""
+    if size > max_bytes:
+        return (f"The file {name[:100]!r} is {size / 2**20:.1f} MB; this deployment accepts files up to "
+                f"{max_bytes / 2**20:.1f} MB (NORMVIZ_MAX_UPLOAD_MB). Upload fewer lines.")
+    return None

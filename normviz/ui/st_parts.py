@@ -7,7 +7,10 @@ refused key arrives in ``Analysis.refused`` and is shown in its panel's place) �
 """
 from __future__ import annotations
 
-import os
+import sys
+import time
+import traceback
+import uuid
 import warnings
 
 import streamlit as st
@@ -17,6 +20,8 @@ from normviz.errors import NormvizError, TruncationWarning
 from normviz.methods import registry
 
 from .cache import BoundedCache
+from .safe import lit, plain, redact
+from .settings import settings
 from .state import ViewState, check_model_allowed, model_allowlist, token_cap
 
 VIEW = "_normviz_view"
@@ -38,18 +43,59 @@ def session_cache() -> BoundedCache:
     return BoundedCache(SESSION_ENTRIES)
 
 
+# --- every page runs inside this ----------------------------------------------------------------------
+
+def run_page(body) -> None:
+    """Run a page's ``body()``; an unexpected error becomes a short message (details in a collapsed section,
+    none at all with ``NORMVIZ_PUBLIC=1``), never a traceback. Streamlit's own stop/rerun pass through."""
+    from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
+
+    conf = settings()
+    if conf.public:
+        try:
+            st.set_option("client.showErrorDetails", "none")
+        except Exception:  # pragma: no cover - older Streamlit
+            pass
+    try:
+        body()
+    except ScriptControlException:
+        raise
+    except Exception as exc:  # the top-level catch: nothing below reaches the visitor as a traceback
+        ref = uuid.uuid4().hex[:8]
+        print(f"normviz: unexpected error {ref} on {getattr(body, '__module__', '?')}:", file=sys.stderr)
+        traceback.print_exc(file=sys.stderr)
+        st.error(f"Something went wrong on this page (error {ref}). Change the input or reload the page; "
+                 "if it keeps happening, tell the operator this error number.")
+        if not conf.public:
+            with st.expander("Details", expanded=False):
+                st.text(f"{type(exc).__name__}: {shorten_error(exc)}")
+                st.text("".join(traceback.format_exception(exc))[-4000:])
+
+
+def shorten_error(exc: BaseException, limit: int = 300) -> str:
+    text = str(exc)
+    if settings().public:
+        text = redact(text)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def say(kind: str, message: str) -> None:
+    """``st.error``/``warning``/``info`` of a message that may hold visitor input: shown as plain text."""
+    getattr(st, kind)(plain(message, limit=1200))
+
+
 # --- view state ------------------------------------------------------------------------------------------
 
 def load_view() -> ViewState:
     """The session's view: from the URL on the session's first run, then kept across pages."""
     ss = st.session_state
     if VIEW not in ss:
-        view = ViewState.from_query(st.query_params.to_dict())
+        view = ViewState.from_query(st.query_params.to_dict(), max_text_chars=settings().max_text_chars)
         ss[VIEW] = view
-        ss["_normviz_problems"] = list(view.problems)
+        ss["_normviz_problems"] = list(settings().problems) + list(view.problems)
     view = ss[VIEW]
     for p in ss.pop("_normviz_problems", []):
-        st.warning(p)
+        say("warning", p)
     return view
 
 
@@ -62,6 +108,22 @@ def seed(key: str, value) -> None:
     """Give widget ``key`` its value from the view unless the widget already holds one."""
     if key not in st.session_state:
         st.session_state[key] = value
+
+
+def seed_index(key: str, value: int | None, n: int, what: str, fallback=None, fallback_text: str | None = None) -> None:
+    """Seed widget ``key`` with a position 0 … n-1 from the link (None is kept). A value out of range is
+    replaced, with a visible note: by ``fallback`` when ``fallback_text`` is given, else clamped into range.
+    Only on the widget's first run (later the widget holds its own value)."""
+    if key in st.session_state:
+        return
+    if value is None or 0 <= value < n:
+        st.session_state[key] = value
+        return
+    if fallback_text is None:
+        fallback = n - 1 if value >= n else 0
+        fallback_text = f"{what} {fallback}"
+    st.session_state[key] = fallback
+    say("warning", f"The link's {what}={value} is out of range (0 … {n - 1}); showing {fallback_text}.")
 
 
 def font_size(view: ViewState) -> int:
@@ -94,7 +156,7 @@ def sidebar(view: ViewState) -> ViewState:
             if current is None and view.model:
                 msg = check_model_allowed(view.model, allow)
                 if msg:
-                    st.error(msg)
+                    say("error", msg)
             seed("w_model_choice", current or choices[0])
             if st.session_state["w_model_choice"] not in choices:
                 st.session_state["w_model_choice"] = choices[0]
@@ -125,7 +187,7 @@ def sidebar(view: ViewState) -> ViewState:
 
 def show_device(lm) -> None:
     with st.sidebar:
-        st.caption(f"**{lm.name}** · {lm.spec.placement}-LN · {lm.n_layers} layers × {lm.n_heads} heads  \n"
+        st.caption(f"**{plain(lm.name, 80)}** · {lm.spec.placement}-LN · {lm.n_layers} layers × {lm.n_heads} heads  \n"
                    f"device **{lm.device}** · dtype **{str(lm.dtype).replace('torch.', '')}**")
 
 
@@ -135,7 +197,7 @@ def load_model(name: str):
     """The loaded model, or None after showing why not. A first load shows its progress."""
     msg = check_model_allowed(name, model_allowlist())
     if msg:
-        st.error(msg)
+        say("error", msg)
         return None
     if not name.strip():
         st.error("No model chosen: pick one in the sidebar.")
@@ -146,35 +208,63 @@ def load_model(name: str):
         return cache.get(key)
     slot = st.empty()
     try:
-        with slot.status(f"Loading {key}… (first use only)", expanded=True) as status:
+        with slot.status(f"Loading {plain(key, 80)}… (first use only)", expanded=True) as status:
             def progress(message):
-                status.write(message)
+                status.text(str(message)[:300])
             lm = cache.get_or_compute(key, lambda: normviz.load(key, progress=progress))
         slot.empty()
         return lm
     except NormvizError as exc:
         slot.empty()
-        st.error(str(exc))
+        say("error", _load_failure(key, exc))
     except Exception as exc:  # anything unexpected still reads as a message, never a traceback
         slot.empty()
-        st.error(f"Could not load {name!r}: {type(exc).__name__}: {exc}")
+        say("error", _load_failure(key, exc, unexpected=True))
     return None
 
 
-def session_options(lm) -> dict:
-    """Options every session of this deployment gets: the FF cost budget on a CPU (NORMVIZ_FF_BUDGET seconds,
-    default 60), checked by the feedforward family before anything runs."""
+def _path_like(name: str) -> bool:
+    import os
+
     try:
-        budget = float(os.environ.get("NORMVIZ_FF_BUDGET", "60"))
-    except ValueError:
-        budget = 60.0
-    return {"ff_budget_s": budget}
+        exists = os.path.exists(name)
+    except (OSError, ValueError):
+        exists = False
+    return name.startswith((".", "/", "~", "\\")) or name.count("/") > 1 or "\\" in name or exists
+
+
+def _load_failure(name: str, exc: Exception, unexpected: bool = False) -> str:
+    """Why a model could not be loaded; for a name that looks like a server path the message is the same
+    whether or not the directory exists, so the field cannot be used to explore the server's files."""
+    if _path_like(name):
+        return (f"Could not load {name[:200]!r}: it is not an embedded model ({', '.join(normviz.EMBEDDED)}) nor a "
+                "model directory this server can load. (The server's operator can run `python -m normviz export "
+                "--model DIR …` there for the exact reason.)")
+    if unexpected:
+        return f"Could not load {name[:200]!r}: {type(exc).__name__}: {shorten_error(exc)}"
+    return shorten_error(exc, 600)
+
+
+def session_options(lm) -> dict:
+    """Options every session of this deployment gets: the cost budgets checked by the costly families before
+    anything runs (NORMVIZ_FF_BUDGET seconds for the feed-forward maps, NORMVIZ_COST_BUDGET for value
+    zeroing, ALTI and effective attention; default 60 each)."""
+    conf = settings()
+    b = conf.cost_budget_s
+    return {"ff_budget_s": conf.ff_budget_s, "value_zeroing_budget_s": b, "alti_budget_s": b,
+            "effective_budget_s": b}
 
 
 def session_for(lm, text: str, pair: str):
     """The shared session of this text (tokenised once; recorded on its first map), or None after an error
     box. A text cut at the token cap says so."""
     cap = token_cap()
+    limit = settings().max_text_chars
+    if len(text) + len(pair or "") > limit:  # cut before tokenising: bounded time and memory for any input
+        say("warning", f"The text is {len(text) + len(pair or ''):,} characters long; only the first {limit:,} "
+                       f"are analysed (NORMVIZ_MAX_TOKENS × 50).")
+        text = text[:limit]
+        pair = (pair or "")[:max(0, limit - len(text))]
     options = session_options(lm)
     key = lm.cache_key + (text, pair, cap, tuple(sorted(options.items())))
 
@@ -189,13 +279,13 @@ def session_for(lm, text: str, pair: str):
     try:
         session, notes = session_cache().get_or_compute(key, make)
     except NormvizError as exc:
-        st.error(str(exc))
+        say("error", shorten_error(exc, 600))
         return None
     except Exception as exc:  # anything unexpected still reads as a message, never a traceback
-        st.error(f"The text could not be prepared: {type(exc).__name__}: {exc}")
+        say("error", f"The text could not be prepared: {type(exc).__name__}: {shorten_error(exc)}")
         return None
     for note in notes:
-        st.warning(note)
+        say("warning", note)
     return session
 
 
@@ -205,6 +295,7 @@ def get_maps(session, keys: list[str]):
     keys = [k for k in dict.fromkeys(keys) if k in registry.all_keys()]
     missing = [k for k in keys if k not in session.computed()]
     bar = st.empty() if missing else None
+    waited = _wait_for_model(session.lm) if missing else 0.0
     try:
         if bar is not None:
             prog = bar.progress(0.0, text=f"Analysing ({', '.join(missing)})…")
@@ -216,14 +307,35 @@ def get_maps(session, keys: list[str]):
     except NormvizError as exc:
         if bar is not None:
             bar.empty()
-        st.error(str(exc))
+        say("error", shorten_error(exc, 600))
         return None
     except Exception as exc:  # never a traceback in the page
         if bar is not None:
             bar.empty()
-        st.error(f"The analysis failed: {type(exc).__name__}: {exc}")
+        say("error", f"The analysis failed: {type(exc).__name__}: {shorten_error(exc)}")
         return None
+    if waited >= 0.5:
+        st.caption(f"Waited {waited:.1f} s for another visitor's analysis on this model before this one could start.")
     return analysis
+
+
+def _wait_for_model(lm) -> float:
+    """If another request holds this model's lock (recording a pass or rerunning layers), say so while waiting
+    for it; the seconds waited (0 when it was free). The lock is released again at once: the session takes it
+    itself only around what hooks the shared model."""
+    from normviz.record import model_lock
+
+    lock = model_lock(lm.model)
+    if lock.acquire(blocking=False):
+        lock.release()
+        return 0.0
+    note = st.empty()
+    note.info("Another visitor's analysis is using this model; yours starts when it is done…")
+    t0 = time.perf_counter()
+    with lock:
+        pass
+    note.empty()
+    return time.perf_counter() - t0
 
 
 def default_keys(lm) -> list[str]:

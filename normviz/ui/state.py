@@ -5,9 +5,10 @@ falls back to the default and is reported in ``problems`` so the page can say wh
 """
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Mapping
+
+from .settings import settings
 
 DEFAULT_TEXT = "The cat sat on the mat because it was tired."
 DEFAULT_MODEL = "minilm"
@@ -47,7 +48,10 @@ class ViewState:
         return out
 
     @classmethod
-    def from_query(cls, query: Mapping[str, object], base: "ViewState | None" = None) -> "ViewState":
+    def from_query(cls, query: Mapping[str, object], base: "ViewState | None" = None,
+                   max_text_chars: int | None = None) -> "ViewState":
+        """Never raises: a bad value keeps the default and says so in ``problems``; a text longer than
+        ``max_text_chars`` is cut there (with a note); repeated map names are dropped (with a note)."""
         view = replace(base) if base is not None else cls()
         view.problems = []
         for f in fields(cls):
@@ -57,10 +61,23 @@ class ViewState:
             if isinstance(raw, (list, tuple)):
                 raw = raw[-1] if raw else ""
             raw = str(raw)
+            if f.name in ("text", "pair") and max_text_chars is not None and len(raw) > max_text_chars:
+                view.problems.append(f"The link's {f.name} is {len(raw):,} characters long; only the first "
+                                     f"{max_text_chars:,} are used (NORMVIZ_MAX_TOKENS × 50).")
+                raw = raw[:max_text_chars]
+            elif len(raw) > 1000 and f.name not in ("text", "pair"):
+                view.problems.append(f"Ignored the link's {f.name}: {len(raw):,} characters is too long.")
+                continue
             try:
-                setattr(view, f.name, _decode(f.name, raw))
+                value = _decode(f.name, raw)
             except ValueError as exc:
-                view.problems.append(f"Ignored the link's {f.name}={raw!r}: {exc}")
+                view.problems.append(f"Ignored the link's {f.name}={_short(raw)!r}: {exc}")
+                continue
+            if f.name == "maps" and len(set(value)) < len(value):
+                twice = sorted({k for k in value if value.count(k) > 1})
+                view.problems.append(f"The link names the map(s) {', '.join(twice)} more than once; each is shown once.")
+                value = tuple(dict.fromkeys(value))
+            setattr(view, f.name, value)
         return view
 
     def as_dict(self) -> dict:
@@ -107,9 +124,13 @@ def _decode(name: str, raw: str):
     raise ValueError("unknown field")  # pragma: no cover
 
 
+def _short(raw: str, limit: int = 60) -> str:
+    return raw if len(raw) <= limit else raw[:limit] + "…"
+
+
 def _int(raw: str, allow_negative: bool = False) -> int:
     try:
-        value = int(raw)
+        value = int(raw.strip()) if len(raw.strip()) <= 12 else int("x")
     except ValueError:
         raise ValueError("not a whole number") from None
     if value < 0 and not allow_negative:
@@ -120,25 +141,15 @@ def _int(raw: str, allow_negative: bool = False) -> int:
 # --- deployment settings -----------------------------------------------------------------------------------
 
 def model_allowlist(env: Mapping[str, str] | None = None) -> list[str] | None:
-    """``NORMVIZ_ALLOWED_MODELS="minilm,smollm2"`` restricts the model field (public demos). None = anything."""
-    env = os.environ if env is None else env
-    raw = env.get("NORMVIZ_ALLOWED_MODELS", "").strip()
-    if not raw:
-        return None
-    return [m.strip() for m in raw.split(",") if m.strip()]
+    """``NORMVIZ_ALLOWED_MODELS="minilm,smollm2"`` restricts the model field (public demos). None = anything.
+    With ``NORMVIZ_PUBLIC=1`` and no list: the embedded models. Validated in :mod:`normviz.ui.settings`."""
+    allowed = settings(env).allowed_models
+    return None if allowed is None else list(allowed)
 
 
 def token_cap(env: Mapping[str, str] | None = None) -> int:
     """``NORMVIZ_MAX_TOKENS`` caps the analysed length (default 128, sensible for a CPU)."""
-    env = os.environ if env is None else env
-    raw = env.get("NORMVIZ_MAX_TOKENS", "").strip()
-    if not raw:
-        return DEFAULT_TOKEN_CAP
-    try:
-        value = int(raw)
-    except ValueError:
-        return DEFAULT_TOKEN_CAP
-    return max(4, value)
+    return settings(env).max_tokens
 
 
 def check_model_allowed(name: str, allow: list[str] | None) -> str | None:
