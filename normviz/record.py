@@ -159,8 +159,14 @@ def _record(lm, input_ids, attention_mask, token_type_ids) -> list[list[LayerRec
     store: dict[tuple[int, str], object] = {}
     handles = []
 
+    # The hooks sit on modules shared by every thread; a map computed meanwhile in another thread may call
+    # one of them (e.g. a norm module on a recorded vector), and must not overwrite this pass's records.
+    owner = threading.get_ident()
+
     def layer_in(index):
         def fn(module, args, kwargs):
+            if threading.get_ident() != owner:
+                return
             if "hidden_states" in kwargs and kwargs["hidden_states"] is not None:
                 store[(index, "x")] = kwargs["hidden_states"]
                 store[(index, "call")] = (args, kwargs)
@@ -171,12 +177,14 @@ def _record(lm, input_ids, attention_mask, token_type_ids) -> list[list[LayerRec
 
     def in_hook(key):
         def fn(module, args):
-            store[key] = args[0]
+            if threading.get_ident() == owner:
+                store[key] = args[0]
         return fn
 
     def out_hook(key):
         def fn(module, args, output):
-            store[key] = output[0] if isinstance(output, (tuple, list)) else output
+            if threading.get_ident() == owner:
+                store[key] = output[0] if isinstance(output, (tuple, list)) else output
         return fn
 
     try:

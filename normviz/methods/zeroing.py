@@ -18,6 +18,8 @@ The family reruns layers of the live model (``NEEDS_MODEL``); the session holds 
 """
 from __future__ import annotations
 
+import threading
+
 import torch
 
 from ..models.params import get_path
@@ -47,7 +49,11 @@ def rerun_zeroed(lm, index: int, x: torch.Tensor, targets: torch.Tensor, call: t
     sl = lm.layer_params(index).value_columns
     batch = targets.shape[0]
 
+    owner = threading.get_ident()
+
     def zero_values(module, inputs, output):
+        if threading.get_ident() != owner:  # the module is shared: leave other threads' calls alone
+            return output
         out = output.clone()
         b = torch.nonzero(targets >= 0).flatten()
         out[b, targets[b], sl] = 0

@@ -283,3 +283,32 @@ def test_value_zeroing_in_a_padded_batch_reuses_the_recorded_calls(tiny_model, a
         single = analysis(lm, enc, ["value_zeroing"])
         np.testing.assert_allclose(g["value_zeroing"], single["value_zeroing"], rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(g["value_zeroing"].sum(-1), 1, atol=1e-12)
+
+
+def test_a_norm_module_called_by_another_thread_during_recording_leaves_the_records_alone(tiny_model):
+    """The recording hooks sit on shared modules; a map computed in another thread meanwhile may call one of
+    them (the FF maps call the norm module on recorded vectors). The recording keeps its own pass's inputs."""
+    import threading
+
+    import torch
+
+    from normviz.models.params import get_path
+
+    lm = tiny_model("bert")
+    enc = encoded(n=9)
+    reference = normviz.Session.from_encoded(lm, [enc])[0].layers()[0].rec.z_attn.clone()
+    norm0 = get_path(lm.layers[0], lm.spec.norm_on_attn_residual)
+    stray = torch.randn(3, reference.shape[-1], dtype=reference.dtype)
+
+    def other_thread_calls_norm0(module, args, kwargs):  # runs in the recording pass, after layer 0's norm
+        t = threading.Thread(target=lambda: norm0(stray))
+        t.start()
+        t.join()
+
+    handle = lm.layers[1].register_forward_pre_hook(other_thread_calls_norm0, with_kwargs=True)
+    try:
+        got = normviz.Session.from_encoded(lm, [enc])[0].layers()[0].rec.z_attn
+    finally:
+        handle.remove()
+    assert got.shape == reference.shape
+    torch.testing.assert_close(got, reference, rtol=0, atol=0)

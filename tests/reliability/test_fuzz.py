@@ -111,9 +111,6 @@ TEXTS = [f"Sentence {i}: the quick brown fox number {i} jumps over {i % 3} lazy 
 KEYS = ["attention", "norm", "attn_res_ln"]
 
 
-@pytest.mark.xfail(strict=False, reason="found by this suite: concurrent Session.get on one shared model can fail in "
-                   "normviz/methods/norms/runs.py (RuntimeError: stack expects each tensor to be equal size, got [] "
-                   "at entry 0); the norm internals are being reworked elsewhere")
 def test_eight_concurrent_sessions_match_independent_analyses():
     lm = normviz.load("minilm")
     alone = [normviz.Session(lm, t).get(KEYS) for t in TEXTS]
