@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import normviz
+from normviz.errors import UnsupportedModelError
 from normviz.methods import registry
 from normviz.ui import st_parts
 
@@ -168,7 +169,12 @@ def test_unsupported_architecture_is_refused(tmp_path):
     at = app(query={"model": str(tmp_path)})
     at.run()
     no_exception(at)
-    assert any("normviz cannot analyse exactly" in e for e in texts(at.error)), texts(at.error)
+    # the page names no reason (it would tell a visitor which server directories exist and what they hold)
+    # but where to find it; the library's own message is the exact one
+    assert any("Could not load" in e and "normviz export --model DIR" in e for e in texts(at.error)), texts(at.error)
+    assert not heatmaps(at)
+    with pytest.raises(UnsupportedModelError, match="normviz cannot analyse exactly"):
+        normviz.load(str(tmp_path))
 
 
 def test_too_long_text_is_cut_with_a_message(monkeypatch):
@@ -238,8 +244,9 @@ def test_presentation_mode_enlarges_fonts(at):
 
 
 def test_feed_forward_maps_too_costly_for_the_cpu_budget_say_so(monkeypatch):
-    monkeypatch.setenv("NORMVIZ_FF_BUDGET", "0.0001")
-    at = app(query={"text": "A long enough sentence for this budget.", "maps": "attention,ff_res"})
+    monkeypatch.setenv("NORMVIZ_FF_BUDGET", "0.1")  # the smallest budget the setting accepts
+    text = "A sentence long enough for this budget, with many words, " * 3
+    at = app(query={"text": text, "maps": "attention,ff_res"})
     at.run()
     no_exception(at)
     assert any("feed-forward maps for" in e and "NORMVIZ_FF_BUDGET" in e for e in texts(at.error)), texts(at.error)

@@ -213,15 +213,18 @@ def test_ff_budget_lets_minilm_through_and_stops_long_smollm2_texts():
         feedforward.check(_ff_request(41, 30, 576, 1536, True), "ff_res", {"ff_budget_s": 0.01})
 
 
-def test_session_options_carry_the_ff_budget(monkeypatch):
+def test_session_options_carry_the_budgets(monkeypatch):
     from normviz.ui import st_parts
 
-    monkeypatch.delenv("NORMVIZ_FF_BUDGET", raising=False)
-    assert st_parts.session_options(None) == {"ff_budget_s": 60.0}
+    for name in ("NORMVIZ_FF_BUDGET", "NORMVIZ_COST_BUDGET"):
+        monkeypatch.delenv(name, raising=False)
+    costly = ("value_zeroing_budget_s", "alti_budget_s", "effective_budget_s")
+    assert st_parts.session_options(None) == {"ff_budget_s": 60.0, **{k: 60.0 for k in costly}}
     monkeypatch.setenv("NORMVIZ_FF_BUDGET", "5")
-    assert st_parts.session_options(None) == {"ff_budget_s": 5.0}
-    monkeypatch.setenv("NORMVIZ_FF_BUDGET", "lots")
-    assert st_parts.session_options(None) == {"ff_budget_s": 60.0}
+    monkeypatch.setenv("NORMVIZ_COST_BUDGET", "7")
+    assert st_parts.session_options(None) == {"ff_budget_s": 5.0, **{k: 7.0 for k in costly}}
+    monkeypatch.setenv("NORMVIZ_FF_BUDGET", "lots")  # an invalid value falls back to the default
+    assert st_parts.session_options(None)["ff_budget_s"] == 60.0
 
 
 def test_overview_npz_holds_every_grid():

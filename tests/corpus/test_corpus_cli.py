@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -58,7 +59,8 @@ def test_cli_writes_tables_summary_and_logs_bad_lines(tiny_bert_dir, corpus_file
     assert len(hs) == 2 * 4 and {"fx_cv", "rho_alpha_fx", "mixing_norm"} <= set(hs.columns)
     ls = pd.read_parquet(out / "layer_stats.parquet")
     assert {"mixing_attn_res_ln", "ff_change_ff_res_ln"} <= set(ls.columns)
-    assert sorted((out / "checkpoint").glob("chunk_*.npz"))[-1].name == "chunk_000002.npz"
+    # chunk files: index and a hash of the job's identity (input and options), so no other run reuses them
+    assert re.fullmatch(r"chunk_000002_[0-9a-f]{16}\.npz", sorted((out / "checkpoint").glob("chunk_*.npz"))[-1].name)
 
 
 def test_resume_after_interruption_gives_the_same_results(tiny_llama_dir, corpus_file, tmp_path):
@@ -68,7 +70,8 @@ def test_resume_after_interruption_gives_the_same_results(tiny_llama_dir, corpus
     out = tmp_path / "resumed"
     assert run_corpus(CorpusJob(out=str(out), **job), show_bar=False, stop_after=2) is None  # "interrupted"
     done = sorted((out / "checkpoint").glob("chunk_*.npz"))
-    assert [p.name for p in done] == ["chunk_000000.npz", "chunk_000001.npz"]
+    assert [p.name[:12] for p in done] == ["chunk_000000", "chunk_000001"]
+    assert len({p.name[13:] for p in done}) == 1  # one job identity
     mtimes = {p.name: p.stat().st_mtime_ns for p in done}
     seen = []
     resumed = run_corpus(CorpusJob(out=str(out), **job), show_bar=False, progress=lambda d, t: seen.append((d, t)))

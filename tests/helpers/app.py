@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -48,7 +49,9 @@ def title(fig: dict) -> str:
 
 
 def texts(elements) -> list[str]:
-    return [e.value for e in elements]
+    """The text a visitor reads in each element: the app escapes Markdown punctuation in messages that may hold
+    visitor input and breaks autolinks with a word joiner (normviz.ui.safe.plain); both undone here."""
+    return [re.sub(r"\\([^A-Za-z0-9\s])", r"\1", e.value).replace("\u2060", "") for e in elements]
 
 
 def no_exception(at: AppTest) -> None:
