@@ -68,11 +68,14 @@ def _build(n: int):
 
 
 def _runner(config: str, lm, model, ids, torch):
-    from normviz.analysis import analyze_encoded
+    from normviz import Session
     from normviz.tokens import Encoded
 
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     from naive import naive_bert_maps
+
+    def analyze_encoded(lm, encs, methods):  # a fresh session each call: recording pass included
+        return [s.get(methods) for s in Session.from_encoded(lm, encs)]
 
     enc = Encoded(ids=ids[0].tolist(), tokens=[""] * ids.shape[1], labels=[""] * ids.shape[1],
                   special=[False] * ids.shape[1], dropped=0)
@@ -132,14 +135,14 @@ def paired(n: int, repeats: int) -> dict:
 def check_agreement(n: int = 48) -> float:
     """Max relative difference between normviz and the naive implementation (sanity check of the baseline)."""
     torch, model, lm, ids = _build(n)
-    from normviz.analysis import analyze_encoded
+    from normviz import Session
 
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     from naive import naive_bert_maps
     from normviz.tokens import Encoded
 
     enc = Encoded(ids=ids[0].tolist(), tokens=[""] * n, labels=[""] * n, special=[False] * n, dropped=0)
-    ours = analyze_encoded(lm, [enc], methods=["attention", "norm", "norm_layer", "attn_res", "attn_res_ln"])[0]
+    ours = Session.from_encoded(lm, [enc])[0].get(["attention", "norm", "norm_layer", "attn_res", "attn_res_ln"])
     ref = naive_bert_maps(model, ids)
     worst = 0.0
     for k, layers in ref.items():

@@ -25,6 +25,8 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import torch
 
+from ..errors import TooCostlyError
+
 
 @dataclass(frozen=True)
 class KeyInfo:
@@ -96,6 +98,24 @@ def per_layer(inputs: Inputs, family: str, keys: Sequence[str],
         ctx.clear()
         inputs.layer_done(family, index)
     return out
+
+
+COST_FLOPS_PER_SECOND = {"cpu": 4e10}  # a rough rate for the estimates below (option cost_flops_per_second)
+
+
+def refuse_over_budget(request: Request, key: str, options: dict, budget_option: str, flops: float) -> None:
+    """Raise TooCostlyError when ``flops`` at the device's rate would take longer than ``options[budget_option]``
+    seconds (the app sets these budgets from NORMVIZ_COST_BUDGET; no limit by default; devices without a
+    rate: no estimate)."""
+    budget = options.get(budget_option)
+    rate = options.get("cost_flops_per_second") or COST_FLOPS_PER_SECOND.get(request.device)
+    if budget is None or not rate:
+        return
+    est = flops / float(rate)
+    if est > float(budget):
+        raise TooCostlyError(f"{key} would take about {est:.0f} s for {request.n_tokens} tokens on this machine "
+                             f"(budget {float(budget):.0f} s, option {budget_option}; in the app NORMVIZ_COST_BUDGET). "
+                             "Shorten the text.")
 
 
 def no_check(request: Request, key: str, options: dict) -> None:

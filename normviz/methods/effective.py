@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import torch
 
-from ..errors import NormvizError, TooCostlyError
-from .base import Inputs, KeyInfo, Output, Request, per_layer
+from ..errors import NormvizError
+from .base import Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
 from . import papers
 
 NAME = "effective"
@@ -199,16 +199,8 @@ def compute(inputs: Inputs, keys, options) -> Output:
 
 
 def check(request: Request, key: str, options: dict) -> None:
-    """Refuse before anything runs when the estimated time exceeds option ``effective_budget_s`` (seconds; the app sets
-    it from NORMVIZ_COST_BUDGET; no limit by default). Estimated as one SVD of an n × d matrix per layer and head at 4e10 FLOP/s on a CPU
-    (option ``cost_flops_per_second``); other devices: no estimate."""
+    """Refuse before anything runs when one SVD of an n × d matrix per layer and head (4·L·H·n·d·min(n, d) FLOPs) would take longer than option ``effective_budget_s``
+    seconds (:func:`~normviz.methods.base.refuse_over_budget`)."""
     _options(options)
-    budget = options.get("effective_budget_s")
-    rate = options.get("cost_flops_per_second") or {"cpu": 4e10}.get(request.device)
-    if budget is None or not rate:
-        return
     n, d, L = request.n_tokens, request.d_model, request.n_layers
-    est = L * 4.0 * request.n_heads * n * d * min(n, d) / float(rate)
-    if est > float(budget):
-        raise TooCostlyError(f"{key} would take about {est:.0f} s for {n} tokens on this machine (budget "
-                             f"{float(budget):.0f} s, option effective_budget_s; in the app NORMVIZ_COST_BUDGET). Shorten the text.")
+    refuse_over_budget(request, key, options, "effective_budget_s", L * 4.0 * request.n_heads * n * d * min(n, d))

@@ -16,8 +16,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..errors import TooCostlyError
-from .base import Inputs, KeyInfo, Output, Request, per_layer
+from .base import Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
 from . import papers
 from .rollouts import finish, rollout
 
@@ -62,15 +61,7 @@ def compute(inputs: Inputs, keys, options) -> Output:
 
 
 def check(request: Request, key: str, options: dict) -> None:
-    """Refuse before anything runs when the estimated time exceeds option ``alti_budget_s`` (seconds; the app sets
-    it from NORMVIZ_COST_BUDGET; no limit by default). Estimated as the n² per-pair vectors of every layer and head at 4e10 FLOP/s on a CPU
-    (option ``cost_flops_per_second``); other devices: no estimate."""
-    budget = options.get("alti_budget_s")
-    rate = options.get("cost_flops_per_second") or {"cpu": 4e10}.get(request.device)
-    if budget is None or not rate:
-        return
+    """Refuse before anything runs when the n² per-pair vectors of every layer and head (4·L·H·n²·d FLOPs) would take longer than option ``alti_budget_s``
+    seconds (:func:`~normviz.methods.base.refuse_over_budget`)."""
     n, d, L = request.n_tokens, request.d_model, request.n_layers
-    est = L * 4.0 * request.n_heads * n * n * d / float(rate)
-    if est > float(budget):
-        raise TooCostlyError(f"{key} would take about {est:.0f} s for {n} tokens on this machine (budget "
-                             f"{float(budget):.0f} s, option alti_budget_s; in the app NORMVIZ_COST_BUDGET). Shorten the text.")
+    refuse_over_budget(request, key, options, "alti_budget_s", L * 4.0 * request.n_heads * n * n * d)

@@ -23,8 +23,7 @@ import threading
 import torch
 
 from ..models.params import get_path
-from ..errors import TooCostlyError
-from .base import Inputs, KeyInfo, Output, Request, per_layer
+from .base import Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
 from . import papers
 
 NAME = "zeroing"
@@ -117,15 +116,7 @@ def compute(inputs: Inputs, keys, options) -> Output:
 
 
 def check(request: Request, key: str, options: dict) -> None:
-    """Refuse before anything runs when the estimated time exceeds option ``value_zeroing_budget_s`` (seconds; the app sets
-    it from NORMVIZ_COST_BUDGET; no limit by default). Estimated as L·(n+1) reruns of a layer on n tokens at 4e10 FLOP/s on a CPU
-    (option ``cost_flops_per_second``); other devices: no estimate."""
-    budget = options.get("value_zeroing_budget_s")
-    rate = options.get("cost_flops_per_second") or {"cpu": 4e10}.get(request.device)
-    if budget is None or not rate:
-        return
+    """Refuse before anything runs when L·(n+1) reruns of a layer on n tokens would take longer than option ``value_zeroing_budget_s``
+    seconds (:func:`~normviz.methods.base.refuse_over_budget`)."""
     n, d, L = request.n_tokens, request.d_model, request.n_layers
-    est = L * (n + 1) * 2.0 * n * (4 * d * d + 2 * d * request.d_ff + 2 * n * d) / float(rate)
-    if est > float(budget):
-        raise TooCostlyError(f"{key} would take about {est:.0f} s for {n} tokens on this machine (budget "
-                             f"{float(budget):.0f} s, option value_zeroing_budget_s; in the app NORMVIZ_COST_BUDGET). Shorten the text.")
+    refuse_over_budget(request, key, options, "value_zeroing_budget_s", L * (n + 1) * 2.0 * n * (4 * d * d + 2 * d * request.d_ff + 2 * n * d))

@@ -1,6 +1,6 @@
 """GlobEnc (issue 10, item 3), the value-zeroing rollout and effective attention's value-bias option (items
 5, 6), against independent implementations written here from the model's weights and forward pass, in the
-way the authors' code computes them. Self-contained: tiny random float64 models built in this file."""
+way the authors' code computes them. Tiny random float64 models built in this file (weights from tests/helpers/tiny.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,23 +12,14 @@ import normviz
 from normviz.errors import NotApplicableError
 from normviz.tokens import Encoded
 
-
-@torch.no_grad()
-def _randomize(model) -> None:
-    for name, p in model.named_parameters():
-        if "norm" in name.lower() and name.endswith("weight"):
-            p.normal_(1.0, 0.3)
-        elif name.endswith("bias"):
-            p.normal_(0.0, 0.3)
-        else:
-            p.normal_(0.0, 0.35)
+from ..helpers.tiny import randomize_weights
 
 
 def _tiny(config):
     config._attn_implementation = "eager"
     torch.manual_seed(0)
     model = tf.AutoModel.from_config(config, attn_implementation="eager").to(torch.float64).eval()
-    _randomize(model)
+    randomize_weights(model)
     return normviz.from_model(model, None, name="tiny")
 
 

@@ -14,16 +14,7 @@ from normviz.corpus.results import summary, tables
 from normviz.corpus.stats import Accumulator, needed_keys
 from normviz.tokens import Encoded
 
-
-@torch.no_grad()
-def _randomize(model) -> None:
-    for name, p in model.named_parameters():
-        if "norm" in name.lower() and name.endswith("weight"):
-            p.normal_(1.0, 0.3)
-        elif name.endswith("bias"):
-            p.normal_(0.0, 0.3)
-        else:
-            p.normal_(0.0, 0.35)
+from ..helpers.tiny import randomize_weights
 
 
 def _tiny(arch: str):
@@ -34,7 +25,7 @@ def _tiny(arch: str):
     cfg._attn_implementation = "eager"
     torch.manual_seed(0)
     model = tf.AutoModel.from_config(cfg, attn_implementation="eager").to(torch.float64).eval()
-    _randomize(model)
+    randomize_weights(model)
     return normviz.from_model(model, None, name=f"tiny-{arch}")
 
 

@@ -12,25 +12,16 @@ import normviz
 from normviz.models.loading import _minilm_dir, smollm2_dir
 from normviz.tokens import decoder_pair_ids, encode, pad_batch
 
+from ..helpers.tiny import randomize_weights
+
 A, B = "The cat sat on the mat.", "It was very happy there."
-
-
-@torch.no_grad()
-def _randomize(model) -> None:
-    for name, p in model.named_parameters():
-        if "norm" in name.lower() and name.endswith("weight"):
-            p.normal_(1.0, 0.3)
-        elif name.endswith("bias"):
-            p.normal_(0.0, 0.3)
-        else:
-            p.normal_(0.0, 0.35)
 
 
 def _tiny(config, tokenizer, seed=0):
     config._attn_implementation = "eager"
     torch.manual_seed(seed)
     model = tf.AutoModel.from_config(config, attn_implementation="eager").to(torch.float64).eval()
-    _randomize(model)
+    randomize_weights(model)
     return normviz.from_model(model, tokenizer, name="tiny")
 
 
