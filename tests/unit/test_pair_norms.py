@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from normviz.methods.norms import kernels
-from normviz.methods.norms.pair_norms import doubled_upper, pair_norms_torch
+from normviz.methods.norms.pair_norms import pair_norms_torch
 
 needs_kernel = pytest.mark.skipif(not kernels.available(), reason="numba is not installed")
 TOL = {torch.float64: 1e-12, torch.float32: 3e-6}
@@ -41,37 +41,44 @@ def _close(got, want, dtype):
 @needs_kernel
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("centre", [True, False])
-def test_span_grams_kernel(dtype, centre):
-    alpha, f, x, gamma, want = _problem(dtype=dtype)
+@pytest.mark.parametrize("H", [5, 4, 1])  # padded to a multiple of 4 heads inside, or not
+def test_fused_kernels_against_per_pair_vectors(dtype, centre, H):
+    """span_grams_packed + pair_norms_fused (the path the family runs on CPU) against vectors built explicitly:
+    norm = α‖f‖, norm_layer = ‖u_ij‖, attn_res = ‖u_ij + δ_ij x_j‖, attn_res_ln = ‖N(u_ij + δ_ij x_j)‖ / s_i with
+    u_ij = Σ_h α^h_ij f^h_j, N = γ⊙centre(·) (LayerNorm) or γ⊙· (RMSNorm), s_i from the norm's real input z_i."""
+    alpha, f, x, gamma, _ = _problem(H=H, dtype=torch.float64)
     L, H, n, d = f.shape
-    plain = torch.empty(L, n, H + 1, H + 1, dtype=dtype)
-    weighted = torch.empty_like(plain)
-    assert kernels.run("span_grams", f.numpy(), x.numpy(), (gamma * gamma).numpy(), centre, plain.numpy(),
-                       weighted.numpy())
-    _close(plain, want["plain"], dtype)
-    _close(weighted, want["centred" if centre else "weighted"], dtype)
-
-
-@needs_kernel
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-@pytest.mark.parametrize("with_norm", [True, False])
-def test_pair_norms_kernel(dtype, with_norm):
-    alpha, f, x, gamma, want = _problem(dtype=dtype)
-    L, H, n, d = f.shape
-    grams = [want["plain"][..., :H, :H], want["weighted"][..., :H, :H]]
-    gram2 = torch.stack([doubled_upper(g) for g in grams], dim=1).contiguous()
-    scale = torch.rand(L, 2, n, dtype=dtype) + 0.5
-    out0, out1 = torch.empty(L, n, n, dtype=dtype), torch.empty(L, n, n, dtype=dtype)
-    norm_out = torch.full((L, H, n, n), -1.0, dtype=dtype)
-    fnorm = f.norm(dim=-1).contiguous()
-    assert kernels.run("pair_norms", alpha.numpy(), gram2.numpy(), scale.numpy(), out0.numpy(), out1.numpy(),
-                       fnorm.numpy(), norm_out.numpy(), with_norm)
-    _close(out0, want["pairs"] * scale[:, 0, :, None], dtype)
-    _close(out1, want["pairs_weighted"] * scale[:, 1, :, None], dtype)
-    if with_norm:
-        _close(norm_out, want["norm"], dtype)
-    else:
-        assert bool((norm_out == -1).all())  # untouched
+    g = torch.Generator().manual_seed(3)
+    z = torch.randn(L, n, d, generator=g, dtype=torch.float64)
+    eps = 1e-5
+    zc = z - z.mean(-1, keepdim=True) if centre else z
+    s = (zc.square().mean(-1) + eps).sqrt()  # [L, n]
+    v = torch.einsum("lhij,lhjd->lijd", alpha, f) + torch.eye(n, dtype=torch.float64)[None, :, :, None] * x[:, None]
+    lin = (v - v.mean(-1, keepdim=True) if centre else v) * gamma[:, None, None]
+    u = torch.einsum("lhij,lhjd->lijd", alpha, f)
+    want = {"norm": alpha * f.norm(dim=-1)[:, :, None, :], "norm_layer": u.norm(dim=-1), "attn_res": v.norm(dim=-1),
+            "attn_res_ln": lin.norm(dim=-1) / s[:, :, None]}
+    alpha, f, x, z, gamma = (t.to(dtype) for t in (alpha, f, x, z, gamma))
+    Hp = -(-H // 4) * 4
+    gram, gx = torch.empty(L, 2, Hp, Hp, n, dtype=dtype), torch.empty(L, 2, H + 1, n, dtype=dtype)
+    fnorm, inv_s = torch.empty(L, H, n, dtype=dtype), torch.empty(L, n, dtype=dtype)
+    assert kernels.run("span_grams_packed", f.numpy(), x.numpy(), z.numpy(), (gamma * gamma).numpy(), centre, eps,
+                       gram.numpy(), gx.numpy(), fnorm.numpy(), inv_s.numpy())
+    _close(fnorm, f.norm(dim=-1), dtype)
+    _close(inv_s, (1 / s).to(dtype), dtype)
+    got = {"norm": torch.full((L, H, n, n), -1.0, dtype=dtype), **{k: torch.empty(L, n, n, dtype=dtype)
+                                                                  for k in ("norm_layer", "attn_res", "attn_res_ln")}}
+    assert kernels.run("pair_norms_fused", alpha.contiguous().numpy(), gram.numpy(), gx.numpy(), fnorm.numpy(),
+                       inv_s.numpy(), *(got[k].numpy() for k in ("norm", "norm_layer", "attn_res", "attn_res_ln")),
+                       True, True, True, True)
+    for k, w in want.items():
+        _close(got[k], w.to(dtype), dtype)
+    # a key not asked for is left untouched
+    untouched = torch.full((L, H, n, n), -1.0, dtype=dtype)
+    assert kernels.run("pair_norms_fused", alpha.contiguous().numpy(), gram.numpy(), gx.numpy(), fnorm.numpy(),
+                       inv_s.numpy(), untouched.numpy(), got["norm_layer"].numpy(), got["attn_res"].numpy(),
+                       got["attn_res_ln"].numpy(), False, True, True, True)
+    assert bool((untouched == -1).all())
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])

@@ -1,11 +1,12 @@
 """Compiled CPU kernels (numba) for the two memory-bound steps of the norm maps. numpy in, numpy out.
 
-* ``span_grams``: per-token Gram matrices of the span vectors [f^1_j … f^H_j, x_j], plain and weighted by γ²
-  (centred first for LayerNorm), read straight from f's [H, n, d] layout: no [n, H+1, d] copy.
-* ``pair_norms``: scale_i · sqrt(α_ijᵀ G_j α_ij) for one or two Grams, in one pass over α (j innermost, α's
-  own [H, n, n] layout), optionally writing ‖α^h_ij f^h_j‖ = α^h_ij ‖f^h_j‖ in the same pass.
+* ``span_grams_packed``: per-token Gram matrices of the span vectors [f^1_j … f^H_j, x_j], plain and weighted by
+  γ² (centred first for LayerNorm), read straight from f's [H, n, d] layout (no [n, H+1, d] copy) and written
+  in the layout the pair kernel reads, with ‖f^h_j‖ and 1/s_j of the norm's real input.
+* ``pair_norms_fused``: ‖α^h_ij f^h_j‖ and sqrt(c_ijᵀ G_j c_ij) (· 1/s_i for the normed stage) for all four keys
+  in one pass over α (j innermost, α's own [H, n, n] layout), the residual on the diagonal included.
 
-torch versions of the same formulas (:mod:`.runs`, :mod:`.pair_norms`) and run on GPU/mps, or wherever numba is
+torch versions of the same formulas (:mod:`.runs`, :mod:`.pair_norms`) run on GPU/mps, or wherever numba is
 missing or fails; tests check that both agree. numba is imported and the kernels compiled (or loaded from
 numba's on-disk cache) on first use only.
 """
@@ -30,122 +31,8 @@ def _build() -> dict[str, object]:
     import numba
 
     @numba.njit(parallel=True, fastmath=True, cache=True, nogil=True)
-    def span_grams(f, x, gamma2, centre, plain, weighted):  # pragma: no cover - compiled
-        # Layers l, tokens j: f [L, H, n, d], x [L, n, d], gamma2 [L, d]; vector a of (l, j) is f[l, a, j]
-        # (a < H) or x[l, j] (a = H). plain[l, j, a, b] = Σ_k e_a e_b; weighted[l, j, a, b] = Σ_k γ_k² e_a e_b,
-        # or with centre (LayerNorm) Σ_k γ_k² (e_a − ē_a)(e_b − ē_b) = Σγ²e_a e_b − ē_a Σγ²e_b − ē_b Σγ²e_a + ē_a ē_b Σγ².
-        L, H, n, d = f.shape
-        K = H + 1
-        zero = gamma2.dtype.type(0)  # accumulate in the working dtype (float32 stays float32, as in BLAS)
-        # fast-math lets the sums over k vectorise; the price: numba's freshly compiled and cached versions may
-        # differ in the last bit (pair_norms, elementwise over j, needs only contraction and has no such spread)
-        for lj in numba.prange(L * n):
-            l = lj // n
-            j = lj - l * n
-            g2 = gamma2[l]
-            gsum = zero
-            for k in range(d):
-                gsum += g2[k]
-            sw = np.empty(K, dtype=gamma2.dtype)
-            sm = np.empty(K, dtype=gamma2.dtype)
-            for a in range(K):
-                ra = f[l, a, j] if a < H else x[l, j]
-                accw = zero
-                acc = zero
-                for k in range(d):
-                    accw += g2[k] * ra[k]
-                    acc += ra[k]
-                sw[a] = accw
-                sm[a] = acc / d
-            for a in range(K):
-                ra = f[l, a, j] if a < H else x[l, j]
-                for b in range(a, K):
-                    rb = f[l, b, j] if b < H else x[l, j]
-                    acc = zero
-                    accw = zero
-                    for k in range(d):
-                        prod = ra[k] * rb[k]
-                        acc += prod
-                        accw += g2[k] * prod
-                    if centre:
-                        accw = accw - sm[a] * sw[b] - sm[b] * sw[a] + sm[a] * sm[b] * gsum
-                    plain[l, j, a, b] = acc
-                    plain[l, j, b, a] = acc
-                    weighted[l, j, a, b] = accw
-                    weighted[l, j, b, a] = accw
-
-    @numba.njit(parallel=True, fastmath={"contract"}, cache=True, nogil=True)
-    def pair_norms(alpha, gram2, scale, out0, out1, fnorm, norm_out, with_norm):  # pragma: no cover - compiled
-        # Layers l, rows i: alpha [L, H, n, n]; gram2 [L, S, H, H, n] (j last) with off-diagonal entries doubled
-        # (h' > h used only); scale [L, S, n]; S ≤ 2 stages written to out0, out1 [L, n, n]:
-        # out_s[l, i, j] = scale[l, s, i] · sqrt(q), q = Σ_h α_h Σ_{h' ≥ h} gram2[h, h'] α_h' = α_ijᵀ G_j α_ij;
-        # with_norm: norm_out[l, h, i, j] = α^h_ij · fnorm[l, h, j] as well (same pass over α).
-        # Rows go four at a time so that each load of gram2 serves four rows.
-        L, S, H, _, n = gram2.shape
-        R = 4
-        blocks = (n + R - 1) // R
-        for lb in numba.prange(L * blocks):
-            l = lb // blocks
-            i0 = (lb - l * blocks) * R
-            m = min(R, n - i0)
-            t = np.empty((R, n), dtype=alpha.dtype)
-            q = np.empty((R, n), dtype=alpha.dtype)
-            if with_norm:
-                for h in range(H):
-                    fn = fnorm[l, h]
-                    for r in range(m):
-                        a = alpha[l, h, i0 + r]
-                        o = norm_out[l, h, i0 + r]
-                        for j in range(n):
-                            o[j] = a[j] * fn[j]
-            for s in range(S):
-                q[:] = 0
-                for h in range(H):
-                    g = gram2[l, s, h, h]
-                    for r in range(m):
-                        a = alpha[l, h, i0 + r]
-                        tr = t[r]
-                        for j in range(n):
-                            tr[j] = g[j] * a[j]
-                    for h2 in range(h + 1, H):
-                        g2 = gram2[l, s, h, h2]
-                        if m == R:
-                            a0 = alpha[l, h2, i0]
-                            a1 = alpha[l, h2, i0 + 1]
-                            a2 = alpha[l, h2, i0 + 2]
-                            a3 = alpha[l, h2, i0 + 3]
-                            t0 = t[0]
-                            t1 = t[1]
-                            t2 = t[2]
-                            t3 = t[3]
-                            for j in range(n):
-                                gj = g2[j]
-                                t0[j] += gj * a0[j]
-                                t1[j] += gj * a1[j]
-                                t2[j] += gj * a2[j]
-                                t3[j] += gj * a3[j]
-                        else:
-                            for r in range(m):
-                                ar = alpha[l, h2, i0 + r]
-                                tr = t[r]
-                                for j in range(n):
-                                    tr[j] += g2[j] * ar[j]
-                    for r in range(m):
-                        a = alpha[l, h, i0 + r]
-                        tr = t[r]
-                        qr = q[r]
-                        for j in range(n):
-                            qr[j] += a[j] * tr[j]
-                for r in range(m):
-                    o = out0[l, i0 + r] if s == 0 else out1[l, i0 + r]
-                    c = scale[l, s, i0 + r]
-                    qr = q[r]
-                    for j in range(n):
-                        o[j] = c * np.sqrt(max(qr[j], 0))
-
-    @numba.njit(parallel=True, fastmath=True, cache=True, nogil=True)
     def span_grams_packed(f, x, z, gamma2, centre, eps, gram, gx, fnorm, inv_s):  # pragma: no cover - compiled
-        # The Grams of span_grams, laid out for pair_norms_fused, plus what that kernel needs per token.
+        # The per-token Grams of [f^1_j … f^H_j, x_j], laid out for pair_norms_fused, plus what it needs per token.
         # f [L, H, n, d], x [L, n, d], z [L, n, d] (the real input of the norm), gamma2 [L, d]. Writes
         #   gram [L, 2, Hp, Hp, n]  stage 0 plain, 1 weighted (centred for LayerNorm); j last; entry (a, b),
         #                           a ≤ b < H: G_ab (a = b) or 2 G_ab (a < b); heads H ≤ a or b < Hp: 0
@@ -315,8 +202,7 @@ def _build() -> dict[str, object]:
                             o[j] = c * np.sqrt(max(q[j], zero))
                         o[i] = c * np.sqrt(max(qd, zero))
 
-    return {"span_grams": span_grams, "pair_norms": pair_norms, "span_grams_packed": span_grams_packed,
-            "pair_norms_fused": pair_norms_fused}
+    return {"span_grams_packed": span_grams_packed, "pair_norms_fused": pair_norms_fused}
 
 
 def run(name: str, *args) -> bool:
@@ -343,14 +229,7 @@ def warm() -> bool:
     ``scripts/setup.sh`` runs this once, so that later processes load the same cached machine code instead of
     compiling it on first use (seconds), and agree bit for bit."""
     for dt in (np.float32, np.float64):
-        plain = np.empty((1, 2, 2, 2), dt)
-        if not run("span_grams", np.zeros((1, 1, 2, 4), dt), np.zeros((1, 2, 4), dt), np.ones((1, 4), dt), True,
-                   plain, np.empty_like(plain)):
-            return False
         out = np.empty((1, 2, 2), dt)
-        if not run("pair_norms", np.zeros((1, 1, 2, 2), dt), np.zeros((1, 1, 1, 1, 2), dt), np.ones((1, 1, 2), dt),
-                   out, out, np.zeros((1, 1, 2), dt), np.empty((1, 1, 2, 2), dt), True):
-            return False
         # the family's own path (runs.kernel_run): H = 1 head padded to 4, n = 2, d = 4
         gram, gx = np.empty((1, 2, 4, 4, 2), dt), np.empty((1, 2, 2, 2), dt)
         fnorm, inv_s = np.empty((1, 1, 2), dt), np.empty((1, 2), dt)

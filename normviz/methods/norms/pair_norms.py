@@ -24,10 +24,3 @@ def pair_norms_torch(alpha: torch.Tensor, gram: torch.Tensor, scale: torch.Tenso
     a = alpha.permute(2, 1, 0)  # [j, i, h]
     q = (torch.bmm(a, gram) * a).sum(-1)  # [j, i]
     out.copy_(q.clamp_min(0).sqrt().T * scale[:, None])
-
-
-def doubled_upper(gram: torch.Tensor) -> torch.Tensor:
-    """[..., n, H, H] → [..., H, H, n] with entries h' > h doubled (the compiled kernel sums h' ≥ h only)."""
-    H = gram.shape[-1]
-    w = torch.ones(H, H, dtype=gram.dtype, device=gram.device).triu(1) + 1  # 1 on the diagonal, 2 above
-    return (gram * w).movedim(-3, -1)

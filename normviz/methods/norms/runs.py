@@ -4,13 +4,14 @@ Per-token Gram matrices G_j of [f^1_j … f^H_j, x_j], then ‖Σ_h c_h f^h_j + 
 With the compiled backend (CPU) the layers of a run share one call of each kernel (:mod:`.kernels`):
 
   1. f^h = v^h W^O_h per layer (one batched product each, into one scratch buffer [L, H, n, d]);
-  2. ``span_grams``: plain and normed Grams of every layer and token, in one pass over f and x;
-  3. ``pair_norms``: every α-sized output (norm, and the plain/normed pair sums) in one pass over α;
-  4. the n diagonal pairs, where the residual x_j enters: c_j = (α^1_jj … α^H_jj, 1), batched in torch.
+  2. ``span_grams_packed``: plain and normed Grams of every layer and token in one pass over f and x, laid out
+     for the next kernel, with ‖f^h_j‖ and 1/s_j;
+  3. ``pair_norms_fused``: every α-sized output (norm, norm_layer, attn_res, attn_res_ln) in one pass over α,
+     the diagonal pairs (where the residual x_j enters, c_j = (α^1_jj … α^H_jj, 1)) included.
 
-Few large calls instead of dozens of small ones per layer: the CPU's threads are handed between torch and
-the kernels twice per run instead of four times per layer. The torch backend (GPU/mps, no numba) does
-steps 2–3 with batched products (:func:`grams_torch`, :func:`.pair_norms.pair_norms_torch`).
+Two large calls instead of dozens of small ones per layer: the CPU's threads are handed between torch and
+the kernels twice per run. The torch backend (GPU/mps, no numba) does the same with batched products
+(:func:`grams_torch`, :func:`.pair_norms.pair_norms_torch`) and the diagonal fixed up in torch.
 """
 from __future__ import annotations
 
