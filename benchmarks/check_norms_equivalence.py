@@ -34,6 +34,7 @@ sys.path.insert(0, ROOT)
 import normviz  # noqa: E402
 from normviz.methods.norms import kernels  # noqa: E402
 from normviz.tokens import Encoded  # noqa: E402
+from tests.helpers.tiny import randomize_weights  # noqa: E402
 
 KEYS = ["attention", "norm", "norm_layer", "attn_res", "attn_res_ln"]
 SUBSETS = [["norm"], ["attn_res_ln"], ["attn_res"], ["norm_layer"], ["norm", "attn_res"],
@@ -58,23 +59,12 @@ def _tiny_config(arch: str):
     }[arch]()
 
 
-@torch.no_grad()
-def _randomize(model) -> None:  # as tests/tiny.py: weights large enough that every nonlinearity matters
-    for name, p in model.named_parameters():
-        if "norm" in name.lower() and name.endswith("weight"):
-            p.normal_(1.0, 0.3)
-        elif name.endswith("bias"):
-            p.normal_(0.0, 0.3)
-        else:
-            p.normal_(0.0, 0.35)
-
-
 def tiny_model(arch: str):
     config = _tiny_config(arch)
     config._attn_implementation = "eager"
     torch.manual_seed(0)
     model = tf.AutoModel.from_config(config, attn_implementation="eager").to(torch.float64).eval()
-    _randomize(model)
+    randomize_weights(model)
     return normviz.from_model(model, None, name=f"tiny-{arch}")
 
 

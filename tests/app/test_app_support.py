@@ -11,6 +11,8 @@ from normviz.ui import data, learn
 from normviz.ui.cache import BoundedCache
 from normviz.ui.state import ViewState, check_model_allowed, load_examples, model_allowlist, token_cap
 
+from ..helpers.maps import in_threads
+
 
 def test_view_round_trips_through_the_query_string():
     v = ViewState(text="A b.", pair="C d.", model="smollm2", layer=4, head=2, maps=("norm", "ff"),
@@ -170,11 +172,7 @@ def test_concurrent_analyses_of_one_shared_model_do_not_mix(minilm):
         session = st_parts.session_for(minilm, texts[i % 2], "")
         results[i] = st_parts.get_maps(session, ["attention", "norm"])["norm"]
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads(run, 4)
     assert len(results) == 4
     for i, arr in results.items():
         assert np.allclose(arr, alone[i % 2], atol=1e-5)

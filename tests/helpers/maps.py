@@ -62,3 +62,21 @@ def count_forward(module: torch.nn.Module):
         yield calls
     finally:
         handle.remove()
+
+
+def in_threads(fn, n: int, barrier: bool = False) -> None:
+    """Run fn(i) for i < n in n threads at once (all released together with ``barrier``) and wait for them."""
+    import threading
+
+    gate = threading.Barrier(n) if barrier else None
+
+    def go(i):
+        if gate is not None:
+            gate.wait()
+        fn(i)
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()

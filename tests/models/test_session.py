@@ -14,7 +14,7 @@ from normviz.errors import NotApplicableError, TooCostlyError, UnsupportedModelE
 from normviz.methods import feedforward, weights
 from normviz.models import arch as arch_table
 
-from ..helpers.maps import analysis, count_forward
+from ..helpers.maps import analysis, count_forward, in_threads
 from ..helpers.tiny import encoded, randomize_weights
 
 FOUR_POST = ["attention", "norm", "attn_res_ln", "ff_res_ln"]
@@ -149,11 +149,7 @@ def test_concurrent_sessions_of_one_shared_model_do_not_mix(minilm):
     def run(i):
         results[i] = normviz.Session(minilm, texts[i % 2], max_tokens=64).get(["attention", "norm"])["norm"]
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads(run, 4)
     assert len(results) == 4
     for i, arr in results.items():
         assert np.allclose(arr, alone[i % 2], atol=1e-5)
