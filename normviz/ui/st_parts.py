@@ -20,10 +20,12 @@ from normviz.errors import NormvizError, TruncationWarning
 from normviz.methods import registry
 
 from .cache import BoundedCache
+from .memory import bound_heap
 from .safe import lit, plain, redact
 from .settings import settings
 from .state import ViewState, check_model_allowed, model_allowlist, token_cap
 
+bound_heap()  # the server process: large freed buffers go back to the system (normviz.ui.memory)
 VIEW = "_normviz_view"
 EMBEDDED_CHOICES = ["minilm", "smollm2"]
 OTHER = "Other (Hub id or local path)…"

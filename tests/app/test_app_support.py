@@ -229,3 +229,16 @@ def test_overview_npz_holds_every_grid():
     s = np.random.default_rng(1).random((2, 3, 4, 4))
     z = np.load(io.BytesIO(data.stacks_npz({"attention": s, "ff": s[:, :1]}, ["a", "b", "c", "d"])))
     assert np.allclose(z["attention"], s) and z["ff"].shape == (2, 1, 4, 4) and list(z["tokens"]) == list("abcd")
+
+
+def test_the_server_process_fixes_the_mmap_threshold():
+    """normviz.ui.memory: large freed buffers go back to the system (the RSS bound itself: the slow
+    tests/reliability RSS test)."""
+    import sys
+
+    from normviz.ui.memory import bound_heap
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("glibc's mallopt is Linux-only")
+    assert bound_heap() is True
+    assert bound_heap() is True  # once per process, idempotent

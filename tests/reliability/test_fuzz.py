@@ -133,6 +133,8 @@ def test_eight_concurrent_sessions_match_independent_analyses():
 
 RSS_PROBE = r"""
 import gc, json, sys, psutil, normviz
+from normviz.ui.memory import bound_heap
+bound_heap()  # as the app's server process does (normviz.ui.st_parts)
 lm = normviz.load("minilm")
 proc = psutil.Process()
 n = int(sys.argv[1])
