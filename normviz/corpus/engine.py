@@ -109,10 +109,15 @@ class OutputLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            try:
-                other = json.loads(os.pread(fd, 4096, 0).decode("utf-8", "replace") or "{}")
-            except ValueError:
-                other = {}
+            other = {}
+            for _ in range(20):  # the holder writes who it is just after taking the lock: give it a moment
+                try:
+                    other = json.loads(os.pread(fd, 4096, 0).decode("utf-8", "replace") or "{}")
+                except ValueError:
+                    other = {}
+                if other:
+                    break
+                time.sleep(0.05)
             os.close(fd)
             who = ", ".join(f"{k} {other[k]}" for k in ("pid", "host", "started", "input") if k in other) or "details unknown"
             raise NormvizError(f"{self.path.parent} is in use by another normviz corpus run ({who}). Wait for it to "
