@@ -24,6 +24,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import alternate  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = ("a_forward", "b_all", "c_no_ff", "d_naive")
 
@@ -119,15 +122,7 @@ def paired(n: int, repeats: int) -> dict:
     torch, model, lm, ids = _build(n)
     torch.set_grad_enabled(False)
     runs = {c: _runner(c, lm, model, ids, torch) for c in ("a_forward", "c_no_ff")}
-    times = {c: [] for c in runs}
-    for c, run in runs.items():  # warm-up: first-call costs (kernel loading, allocator) are not per-analysis
-        run()
-    for _ in range(repeats):
-        for c, run in runs.items():
-            t0 = time.perf_counter()
-            run()
-            times[c].append(time.perf_counter() - t0)
-    med = {c: statistics.median(v) for c, v in times.items()}
+    _, med = alternate(runs, repeats)  # warm-up first: first-call costs (kernels, allocator) are not per-analysis
     return {"n": n, "a_seconds": med["a_forward"], "c_seconds": med["c_no_ff"],
             "ratio": med["c_no_ff"] / med["a_forward"], "repeats": repeats}
 

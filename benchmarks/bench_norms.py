@@ -23,6 +23,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import alternate  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KEYS = ["attention", "norm", "norm_layer", "attn_res", "attn_res_ln"]
 SIZES = {
@@ -61,15 +64,7 @@ def child(model_name: str, n: int, repeats: int, profile: bool) -> dict:
     }
     _, _, ids8, enc8 = build(model_name, 8)
     normviz.Session.from_encoded(lm, [enc8])[0].get(KEYS)  # first-call costs: kernels loaded from numba's cache
-    times = {c: [] for c in runs}
-    for run in runs.values():  # warm-up at full size (allocator, page faults of the first large arrays)
-        run()
-    for _ in range(repeats):
-        for c, run in runs.items():
-            t0 = time.perf_counter()
-            run()
-            times[c].append(time.perf_counter() - t0)
-    med = {c: statistics.median(v) for c, v in times.items()}
+    times, med = alternate(runs, repeats)  # warm-up at full size first (allocator, first large arrays' pages)
     row = {"model": model_name, "n": n, "forward_s": med["forward"], "norms_s": med["norms"],
            "ratio": med["norms"] / med["forward"], "repeats": repeats, "threads": torch.get_num_threads(),
            "ratios_each": [b / a for a, b in zip(times["forward"], times["norms"])]}

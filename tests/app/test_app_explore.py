@@ -16,13 +16,6 @@ TEXT = "The cat sat on the mat because it was tired."
 N = 13  # [CLS] the cat sat on the mat because it was tired . [SEP]
 
 
-@pytest.fixture(autouse=True)
-def _env(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.delenv("NORMVIZ_ALLOWED_MODELS", raising=False)
-    monkeypatch.delenv("NORMVIZ_MAX_TOKENS", raising=False)
-
-
 def cached_minilm():
     """The app's own model object (AppTest runs in-process, so hooks on it count the app's passes)."""
     return st_parts.model_cache().get_or_compute("minilm", lambda: normviz.load("minilm"))

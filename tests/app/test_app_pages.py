@@ -2,19 +2,11 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 import normviz
 from normviz.ui import st_parts
 
 from ..helpers.app import app, figures, heatmaps, no_exception, texts, title, z
-
-
-@pytest.fixture(autouse=True)
-def _env(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.delenv("NORMVIZ_ALLOWED_MODELS", raising=False)
-    monkeypatch.delenv("NORMVIZ_MAX_TOKENS", raising=False)
 
 
 def test_overview_default_shows_two_grids_and_the_head_summary():

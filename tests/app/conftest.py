@@ -1,0 +1,9 @@
+"""Every app test runs offline, without a deployment's allowlist or token cap from the environment."""
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _env(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("NORMVIZ_ALLOWED_MODELS", raising=False)
+    monkeypatch.delenv("NORMVIZ_MAX_TOKENS", raising=False)
