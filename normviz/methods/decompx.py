@@ -69,27 +69,36 @@ def flops(request: Request) -> float:
     return request.n_layers * (2.0 * n * n * d * (2 * d + 2 * d_ff) + 2.0 * n ** 3 * d)
 
 
+# flops()/s on this 2-core CPU (benchmarks/bench_decompx.py, minilm float32): 0.4–1.0e10 at n = 32/128 while
+# other processes loaded both cores (load average 7–9), 45 % of a plain GEMM of the FF's shape timed alongside.
+# 2e10 assumes a less busy machine but still errs on refusing. Other devices: no estimate unless the option
+# cost_flops_per_second is given.
+FLOPS_PER_SECOND = {"cpu": 2e10}
+
+
 def check(request: Request, key: str, options: dict) -> None:
     if request.gated:
         raise NotApplicableError(
             f"{key!r} (DecompX) linearises an element-wise FF activation by its zero-origin slope g(h)/h; this "
             "model's gated FF (SwiGLU) multiplies two sums of token parts and has no such split. Use ff / ff_res "
             "(integrated gradients through the gate) or rollout_ff_res instead.")
-    refuse_over_budget(request, key, options, "decompx_budget_s", flops(request))
+    rate = options.get("cost_flops_per_second") or FLOPS_PER_SECOND.get(request.device)
+    refuse_over_budget(request, key, {**options, "cost_flops_per_second": rate}, "decompx_budget_s", flops(request))
 
 
 # ---------------------------------------------------------------- the pieces (row chunks [c, n, ·])
 def split_bias(parts: torch.Tensor, bias: torch.Tensor, rows: slice) -> torch.Tensor:
     """parts[i, k] += w_ik·bias (in place), w_ik = |⟨parts_ik, bias⟩| / Σ_k |⟨parts_ik, bias⟩| ("absdot");
-    a row whose dot products are all zero gives the bias to k = i. bias: [e] or per row [c, e]."""
-    b = bias.expand(parts.shape[0], -1) if bias.dim() == 1 else bias
-    w = torch.einsum("ike,ie->ik", parts, b).abs_()
+    a row whose dot products are all zero gives the bias to k = i. parts [c, n, e] contiguous, bias [e]."""
+    c, n, e = parts.shape
+    flat = parts.view(c * n, e)
+    w = (flat @ bias).view(c, n).abs_()
     den = w.sum(-1, keepdim=True)
     w /= torch.where(den > 0, den, torch.ones_like(den))
     dead = (den[:, 0] == 0).nonzero().flatten()
     if dead.numel():
         w[dead, dead + rows.start] = 1.0
-    parts.add_(w[:, :, None] * b[:, None, :])
+    flat.addmm_(w.view(-1, 1), bias.view(1, -1))  # one rank-1 update, no [c, n, e] temporary
     return parts
 
 
@@ -98,7 +107,7 @@ def norm_parts(parts: torch.Tensor, norm, z: torch.Tensor, rows: slice) -> torch
     input z [c, d] of the norm; β split by absdot."""
     if norm.kind == "layernorm":
         parts.sub_(parts.mean(-1, keepdim=True))
-    parts.mul_(norm.weight).div_(norm.scale(z)[:, None, None])
+    parts.mul_(norm.weight / norm.scale(z)[:, None, None])
     if norm.bias is not None:
         split_bias(parts, norm.bias, rows)
     return parts
