@@ -47,7 +47,7 @@ from typing import Iterator, Sequence
 import torch
 
 from ..activations import activation_ratio
-from ..errors import NotApplicableError
+from ..errors import NotApplicableError, TooCostlyError
 from .base import Inputs, KeyInfo, Output, Request, refuse_over_budget, to_numpy
 from . import papers
 
@@ -83,7 +83,24 @@ def check(request: Request, key: str, options: dict) -> None:
             "model's gated FF (SwiGLU) multiplies two sums of token parts and has no such split. Use ff / ff_res "
             "(integrated gradients through the gate) or rollout_ff_res instead.")
     rate = options.get("cost_flops_per_second") or FLOPS_PER_SECOND.get(request.device)
-    refuse_over_budget(request, key, {**options, "cost_flops_per_second": rate}, "decompx_budget_s", flops(request))
+    try:
+        refuse_over_budget(request, key, {**options, "cost_flops_per_second": rate}, "decompx_budget_s",
+                           flops(request))
+    except TooCostlyError as exc:
+        fits = token_limit(request, float(options["decompx_budget_s"]) * float(rate))
+        raise TooCostlyError(f"{exc} DecompX fits the budget up to about {fits} tokens here.") from None
+
+
+def token_limit(request: Request, max_flops: float) -> int:
+    """The longest input whose :func:`flops` stay within ``max_flops`` (flops grow with n)."""
+    lo, hi = 0, request.n_tokens
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if flops(Request(**{**request.__dict__, "n_tokens": mid})) <= max_flops:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 # ---------------------------------------------------------------- the pieces (row chunks [c, n, ·])

@@ -52,7 +52,7 @@ def test_parts_sum_to_every_layer_output(tiny_model, arch):
         assert np.abs(np.triu(a, 1)).max() == 0
 
 
-@pytest.mark.parametrize("arch", ["bert", "gpt2"])
+@pytest.mark.parametrize("arch", ["bert", "roberta", "electra", "gpt2"])
 def test_matches_the_plain_implementation(tiny_model, arch):
     lm = tiny_model(arch)
     enc = tiny.encoded(n=11, seed=3)
@@ -115,6 +115,11 @@ def test_opt_in_and_cost_budget(tiny_model):
     assert "decompx" not in s.get().arrays  # not computed by default
     with pytest.raises(TooCostlyError, match="decompx_budget_s"):
         s.get(["decompx"])
+    from normviz.methods.decompx import FLOPS_PER_SECOND, flops, token_limit
+    request = s.request
+    fits = token_limit(request, 1.0 * FLOPS_PER_SECOND["cpu"])  # a 1 s budget
+    assert flops(type(request)(**{**request.__dict__, "n_tokens": fits})) <= FLOPS_PER_SECOND["cpu"]
+    assert f"up to about {token_limit(request, 1e-9 * FLOPS_PER_SECOND['cpu'])} tokens" in s.refusal("decompx")
     assert "decompx" in (s.refusal("decompx") or "")
     fresh = _session(lm, tiny.encoded(n=9), options={"decompx_budget_s": 1e-9})
     with pytest.raises(TooCostlyError):
