@@ -77,7 +77,7 @@ def heatmap(matrix: np.ndarray, row_labels: list[str], col_labels: list[str] | N
         col_positions = positions if n_cols == n_rows else list(range(n_cols))
     base_font = max(font_size, 18) if present else font_size
     longest = max((len(x) for x in list(row_labels) + list(col_labels)), default=1)
-    right = 110 if colorbar else 20
+    right = 120 if colorbar else 20
 
     def label_px(tick: int, max_chars: int) -> int:  # room for the tick labels and the axis title
         return int(0.62 * tick * min(max_chars + 2, longest)) + base_font + 30
@@ -119,6 +119,8 @@ def heatmap(matrix: np.ndarray, row_labels: list[str], col_labels: list[str] | N
                      ticktext=[abbreviate(s, size.max_chars) for s in row_labels], autorange="reversed",
                      tickfont=dict(size=tick), title=dict(text="receiving token (i)", font=dict(size=base_font)),
                      showgrid=False, zeroline=False, scaleanchor="x", scaleratio=1, constrain="domain")
+    top = 50 + 2 * base_font
+    left = bottom = label_px(tick, size.max_chars)
     k = divider_index(positions, boundary) if n_rows == n_cols else None
     if k is not None:
         line = dict(color="white", width=3)
@@ -128,12 +130,10 @@ def heatmap(matrix: np.ndarray, row_labels: list[str], col_labels: list[str] | N
                       line=dict(color="black", width=1, dash="dot"))
         fig.add_shape(type="line", x0=-0.5, x1=n_cols - 0.5, y0=k - 0.5, y1=k - 0.5,
                       line=dict(color="black", width=1, dash="dot"))
-    top = 50 + 2 * base_font
-    left = bottom = label_px(tick, size.max_chars)
     fig.update_layout(
         title=title_dict(title, base_font), font=dict(size=base_font), plot_bgcolor=MASKED_BG,
         height=int(height or (size.side + top + bottom)),
-        margin=dict(l=10, r=10, t=top, b=10),
+        margin=dict(l=left, r=right, t=top, b=bottom),  # plotly widens them if the labels need more
         meta=dict(normviz="heatmap", divider=k, masked=int(mask.sum())),
     )
     if width is not None or size.grown:

@@ -59,12 +59,14 @@ def _top_text(m: np.ndarray, names: list[str], axis: int, k: int = 3) -> list[st
 
 def lines(matrix: np.ndarray, labels: list[str], *, positions: list[int] | None = None, threshold: float = 0.0,
           focus: int | None = None, title: str = "", font_size: int = 12, present: bool = False,
-          height: int | None = None, boundary: int | None = None, bins: int = 6) -> go.Figure:
+          height: int | None = None, width: int | None = None, boundary: int | None = None,
+          bins: int = 6) -> go.Figure:
     """A square map [n, n] as links between two token columns (left: contributing j, right: receiving i).
 
     ``positions``: original positions of the shown tokens; ``focus``: an original position whose links alone
     are drawn (highlighted); ``threshold``: hide links below this fraction of max |value| (0…1);
-    ``boundary``: original position of a pair's second segment (a dashed divider across both columns)."""
+    ``boundary``: original position of a pair's second segment (a dashed divider across both columns);
+    ``width``: the figure's width in px (default 600, presentation 900), so the columns stay close."""
     m = np.nan_to_num(np.asarray(matrix, dtype=np.float64))
     n = m.shape[0]
     positions = list(range(n)) if positions is None else list(positions)
@@ -111,7 +113,7 @@ def lines(matrix: np.ndarray, labels: list[str], *, positions: list[int] | None 
     row_px = tick * 1.45
     fig.update_layout(
         title=title_dict(title, base_font), font=dict(size=base_font), hovermode="closest",
-        height=int(height or max(300, n * row_px + 90 + 2 * base_font)),
+        height=int(height or max(300, n * row_px + 90 + 2 * base_font)), width=int(width or (900 if present else 600)),
         margin=dict(l=10, r=10, t=50 + 2 * base_font, b=10), plot_bgcolor="rgba(0,0,0,0)",
         meta=dict(normviz="lines", bins=bins, n=n, links=links.tolist(), focus=fidx,
                   matrix=np.where(np.isfinite(m), m, 0.0).tolist()),
