@@ -78,9 +78,11 @@ def show(analysis, maps: list[str] | str | None = None, layer: int = 0, head: in
 
     Returns a **list**, one figure per map in the order given; with ``strip=True`` the ‖f(x_j)‖ strip
     (:func:`normviz.viz.fx_strip`) follows the ``norm`` map (or ``norm_layer`` without it): per head, or
-    the mean over heads for ``head=None``; it needs ``attention`` and ``norm`` computed. ``view``: "heatmap", "lines" (bertviz-style;
-    ``threshold`` hides links below that fraction of the largest value, ``focus`` isolates one token's
-    links) or "player" (the map animated through the layers). ``values="share"``: rows normalised to 1.
+    the mean over heads for ``head=None``; it needs ``attention`` and ``norm`` computed.
+    ``view``: "heatmap", "lines" (bertviz-style) or "player" (the map animated through the layers).
+    ``threshold`` (0…1): hide links / draw cells as 0 below that fraction of the largest value; ``focus``
+    (a token position): isolate its links in the lines view, outline its row and column in heatmaps.
+    ``values="share"``: rows normalised to 1.
     ``shared_scale``: one colour range for all heatmaps. Causal masks and a pair's divider come from the
     Analysis. ``head=None`` for per-head keys is the layer view (:meth:`Analysis.map`)."""
     if view not in VIEWS:
@@ -114,10 +116,11 @@ def show(analysis, maps: list[str] | str | None = None, layer: int = 0, head: in
                                          start=layer % stack.shape[0], width=width, **common))
         else:
             figs.append(viz.heatmap(m, labels, title=title, zmin=lo, zmax=hi, causal=analysis.causal,
-                                    boundary=boundary, colorbar_title=unit(k, values), width=width, **common))
+                                    boundary=boundary, colorbar_title=unit(k, values), width=width,
+                                    threshold=threshold, focus=focus, **common))
         if strip and k == _strip_key(keys, head) and (f := fx_for(analysis, layer, head)) is not None:
             what = "mean over heads of ‖f^h(x_j)‖" if head is None else f"‖f(x_j)‖, head {head}"
-            figs.append(viz.fx_strip(f, labels, title=f"{what} · layer {layer}", width=width, **common))
+            figs.append(viz.fx_strip(f, labels, title=f"{what} · layer {layer}", width=width, focus=focus, **common))
     return figs
 
 

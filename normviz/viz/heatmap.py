@@ -14,6 +14,7 @@ from .labels import abbreviate, occurrence_note, sizing, with_positions
 SEQUENTIAL = "Viridis"
 DIVERGING = "RdBu_r"
 MASKED_BG = "#c8c8c8"  # the ground that masked (NaN) cells show
+FOCUS_LINE = "#ff7f0e"  # the focus token's row and column
 MASKED_TEXT = "masked (causal): a decoder's token i cannot see a later token j"
 HOVER = ("%{customdata[0]} ← %{customdata[1]}: %{customdata[4]}"
          "%{customdata[2]}%{customdata[3]}<extra></extra>")
@@ -59,7 +60,8 @@ def heatmap(matrix: np.ndarray, row_labels: list[str], col_labels: list[str] | N
             font_size: int = 12, colorbar: bool = True, colorbar_title: str = "",
             height: int | None = None, causal: bool = False, masked: np.ndarray | None = None,
             boundary: int | None = None, present: bool = False, width: int | None = None,
-            col_positions: list[int] | None = None) -> go.Figure:
+            col_positions: list[int] | None = None, threshold: float = 0.0,
+            focus: int | None = None) -> go.Figure:
     """One [n_rows, n_cols] map as a heatmap with numeric axes (a repeated token keeps its own row/column).
 
     ``positions`` / ``col_positions``: original token positions of the shown rows / columns (hover names
@@ -68,7 +70,10 @@ def heatmap(matrix: np.ndarray, row_labels: list[str], col_labels: list[str] | N
     (sentence pairs) — a divider is drawn before it. ``width``: the pixel width the page gives the panel
     (None: the chart stretches to its container); ``layout.width`` is then set, and it grows beyond
     ``width`` when n labels need more room (show the chart at its own width, with a scroll bar).
-    ``present``: labels ≥ 18 px. ``height`` overrides the computed height (older callers)."""
+    ``present``: labels ≥ 18 px. ``height`` overrides the computed height (older callers).
+    ``threshold``: cells with |value| below this fraction of the largest |value| are drawn as 0 (the hover
+    keeps the value and says it is hidden). ``focus``: an original position whose row and column are
+    outlined (the token picked in every panel)."""
     m = np.array(matrix, dtype=np.float64)
     n_rows, n_cols = m.shape
     col_labels = row_labels if col_labels is None else col_labels
@@ -99,6 +104,11 @@ def heatmap(matrix: np.ndarray, row_labels: list[str], col_labels: list[str] | N
     custom[..., 4] = np.vectorize(lambda v: f"{v:.4g}", otypes=[object])(m) if m.size else m
     custom[..., 4][mask] = MASKED_TEXT
     m[mask] = np.nan
+    if threshold > 0 and np.isfinite(m).any():
+        small = np.abs(np.nan_to_num(m)) < threshold * np.nanmax(np.abs(m))
+        small &= ~mask
+        custom[..., 4][small] = custom[..., 4][small] + f" (drawn as 0: below {threshold:g} × the largest)"
+        m[small] = 0.0
 
     finite = m[np.isfinite(m)]
     zmin = (float(finite.min()) if finite.size else 0.0) if zmin is None else zmin
@@ -130,11 +140,18 @@ def heatmap(matrix: np.ndarray, row_labels: list[str], col_labels: list[str] | N
                       line=dict(color="black", width=1, dash="dot"))
         fig.add_shape(type="line", x0=-0.5, x1=n_cols - 0.5, y0=k - 0.5, y1=k - 0.5,
                       line=dict(color="black", width=1, dash="dot"))
+    r = positions.index(focus) if focus is not None and focus in positions else None
+    c = col_positions.index(focus) if focus is not None and focus in col_positions else None
+    outline = dict(color=FOCUS_LINE, width=2.5)
+    if r is not None:
+        fig.add_shape(type="rect", x0=-0.5, x1=n_cols - 0.5, y0=r - 0.5, y1=r + 0.5, line=outline)
+    if c is not None:
+        fig.add_shape(type="rect", x0=c - 0.5, x1=c + 0.5, y0=-0.5, y1=n_rows - 0.5, line=outline)
     fig.update_layout(
         title=title_dict(title, base_font), font=dict(size=base_font), plot_bgcolor=MASKED_BG,
         height=int(height or (size.side + top + bottom)),
         margin=dict(l=left, r=right, t=top, b=bottom),  # plotly widens them if the labels need more
-        meta=dict(normviz="heatmap", divider=k, masked=int(mask.sum())),
+        meta=dict(normviz="heatmap", divider=k, masked=int(mask.sum()), focus=r),
     )
     if width is not None or size.grown:
         fig.update_layout(width=int(max(width or 0, size.side + left + right)))

@@ -12,12 +12,12 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from .heatmap import FOCUS_LINE as FOCUS
 from .heatmap import divider_index, title_dict
 from .labels import abbreviate, sizing, with_positions
 
 POSITIVE = "#1f63b4"
 NEGATIVE = "#c0392b"
-FOCUS = "#ff7f0e"
 LEFT_X, RIGHT_X = 0.0, 1.0
 
 

@@ -142,3 +142,21 @@ def test_layer_player_has_one_frame_per_layer_on_one_scale():
         assert np.allclose(np.nan_to_num(z), np.tril(s[li])) and np.isnan(z[0, 1])
     assert fig.data[0].zmin == s.min() and fig.data[0].zmax == s.max()
     assert np.allclose(np.nan_to_num(np.asarray(fig.data[0].z, dtype=float)), s[1])
+
+
+def test_heatmap_threshold_draws_small_cells_as_zero_and_keeps_their_value_in_the_hover():
+    m = np.array([[1.0, 0.05], [0.2, 0.5]])
+    fig = viz.heatmap(m, ["a", "b"], threshold=0.1)
+    z = np.asarray(fig.data[0].z, dtype=float)
+    assert z[0, 1] == 0 and z[1, 0] == 0.2 and z[0, 0] == 1.0
+    assert np.asarray(fig.data[0].customdata)[0, 1, 4].startswith("0.05 (drawn as 0")
+
+
+def test_focus_token_is_outlined_in_the_heatmap_and_coloured_in_the_strip():
+    fig = viz.heatmap(_rand(4), ["a", "b", "c", "d"], positions=[0, 2, 3, 5], focus=3)
+    rects = [s for s in fig.layout.shapes if s.type == "rect"]
+    assert {(s.y0, s.y1) for s in rects} >= {(1.5, 2.5)} and {(s.x0, s.x1) for s in rects} >= {(1.5, 2.5)}
+    assert not [s for s in viz.heatmap(_rand(4), list("abcd"), focus=9).layout.shapes]
+    strip = viz.fx_strip(np.ones(3), ["a", "b", "c"], focus=1)
+    colours = list(strip.data[0].marker.color)
+    assert colours[1] != colours[0] == colours[2]
