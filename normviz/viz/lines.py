@@ -109,7 +109,7 @@ def lines(matrix: np.ndarray, labels: list[str], *, positions: list[int] | None 
     for x, text in ((LEFT_X, "contributing (j)"), (RIGHT_X, "receiving (i)")):
         fig.add_annotation(x=x, y=-1.2, text=text, showarrow=False, font=dict(size=base_font), yanchor="bottom")
     fig.update_xaxes(visible=False, range=[-0.7, 1.7], fixedrange=True)
-    fig.update_yaxes(visible=False, range=[n - 0.5, -1.6], fixedrange=False)
+    fig.update_yaxes(visible=False, range=[n - 0.5, -2.4], fixedrange=False)  # room for the column headers
     row_px = tick * 1.45
     fig.update_layout(
         title=title_dict(title, base_font), font=dict(size=base_font), hovermode="closest",

@@ -160,3 +160,24 @@ def test_focus_token_is_outlined_in_the_heatmap_and_coloured_in_the_strip():
     strip = viz.fx_strip(np.ones(3), ["a", "b", "c"], focus=1)
     colours = list(strip.data[0].marker.color)
     assert colours[1] != colours[0] == colours[2]
+
+
+@pytest.mark.slow
+def test_png_and_svg_files_through_kaleido():
+    pytest.importorskip("kaleido")
+    from tests.helpers.browser import find_browser
+    if find_browser() is None:
+        pytest.skip("no Chromium for kaleido")
+    fig = viz.heatmap(np.tril(_rand(4)), list("abcd"), causal=True, title="t")
+    svg = viz.to_svg(fig)
+    assert svg.lstrip().startswith(b"<svg") and b"contributing token" in svg
+    assert viz.to_png(fig).startswith(b"\x89PNG")
+
+
+def test_image_export_without_kaleido_says_what_to_install(monkeypatch):
+    import sys
+
+    from normviz.errors import MissingPackageError
+    monkeypatch.setitem(sys.modules, "kaleido", None)
+    with pytest.raises(MissingPackageError, match="pip install kaleido"):
+        viz.to_svg(viz.heatmap(np.eye(2), ["a", "b"]))
