@@ -1,23 +1,24 @@
 """One map as a heatmap: rows = receiving token i, columns = contributing token j.
 
 Readable at any n (sizes from :func:`normviz.viz.labels.sizing`), square cells, a colour bar of fixed
-height, causal (j > i) cells masked as NaN on a grey ground and named so in the hover, an optional divider
-between the two segments of a sentence pair, and repeated-token suffixes ('the·2') explained in the hover.
+height, causal (j > i) cells masked (NaN in the map, drawn by a flat grey layer that names them in the
+hover), an optional divider between the two segments of a sentence pair, and repeated-token suffixes
+('the·2') explained in the hover. The axes are categories named 'token [position]', so the hover needs no
+per-cell strings (a 128-token panel stays small and quick to send).
 """
 from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
 
-from .labels import abbreviate, occurrence_note, sizing, with_positions
+from .labels import abbreviate, occurrence_note, sizing
 
 SEQUENTIAL = "Viridis"
 DIVERGING = "RdBu_r"
 MASKED_BG = "#c8c8c8"  # the ground that masked (NaN) cells show
 FOCUS_LINE = "#ff7f0e"  # the focus token's row and column
 MASKED_TEXT = "masked (causal): a decoder's token i cannot see a later token j"
-HOVER = ("%{customdata[0]} ← %{customdata[1]}: %{customdata[4]}"
-         "%{customdata[2]}%{customdata[3]}<extra></extra>")
+HOVER = "%{y} ← %{x}: %{z:.4g}<extra></extra>"
 
 
 def title_dict(text: str, font_size: int) -> dict:
@@ -50,9 +51,11 @@ def divider_index(positions, boundary: int | None) -> int | None:
     return k if k is not None and 0 < k < len(positions) else None
 
 
-def _notes(labels: list[str], prefix: str) -> np.ndarray:
-    return np.array([f"<br>{prefix}{lab} = {note}" if (note := occurrence_note(lab)) else "" for lab in labels],
-                    dtype=object)
+def hover_names(positions, labels) -> list[str]:
+    """Category names of the axes, read by the hover: 'cat [2]', 'the·2 [5] (the 2nd occurrence of 'the')'.
+    Unique (positions are), so a repeated token keeps its own row and column."""
+    return [f"{lab} [{pos}]" + (f" ({note})" if (note := occurrence_note(lab)) else "")
+            for pos, lab in zip(positions, labels)]
 
 
 def heatmap(matrix: np.ndarray, row_labels: list[str], col_labels: list[str] | None = None, *, title: str = "",
@@ -96,36 +99,37 @@ def heatmap(matrix: np.ndarray, row_labels: list[str], col_labels: list[str] | N
         masked = causal_mask(positions, col_positions)
     mask = np.zeros(m.shape, bool) if masked is None else np.asarray(masked, bool)
 
-    custom = np.empty((n_rows, n_cols, 5), dtype=object)
-    custom[..., 0] = np.array(with_positions(positions, row_labels), dtype=object)[:, None]
-    custom[..., 1] = np.array(with_positions(col_positions, col_labels), dtype=object)[None, :]
-    custom[..., 2] = _notes(row_labels, "")[:, None]
-    custom[..., 3] = _notes(col_labels, "")[None, :]
-    custom[..., 4] = np.vectorize(lambda v: f"{v:.4g}", otypes=[object])(m) if m.size else m
-    custom[..., 4][mask] = MASKED_TEXT
+    rows = hover_names(positions, row_labels)
+    cols = hover_names(col_positions, col_labels)
     m[mask] = np.nan
+    hover, custom = HOVER, None
     if threshold > 0 and np.isfinite(m).any():
-        small = np.abs(np.nan_to_num(m)) < threshold * np.nanmax(np.abs(m))
-        small &= ~mask
-        custom[..., 4][small] = custom[..., 4][small] + f" (drawn as 0: below {threshold:g} × the largest)"
+        small = (np.abs(np.nan_to_num(m)) < threshold * np.nanmax(np.abs(m))) & ~mask
+        custom = m.copy()  # the true values, for the hover (numbers travel compactly, strings would not)
         m[small] = 0.0
+        hover = ("%{y} ← %{x}: %{customdata:.4g}" + f"<br>(cells below {threshold:g} × the largest are drawn as 0)"
+                 "<extra></extra>")
 
     finite = m[np.isfinite(m)]
     zmin = (float(finite.min()) if finite.size else 0.0) if zmin is None else zmin
     zmax = (float(finite.max()) if finite.size else 1.0) if zmax is None else zmax
     scale, zmid = colorscale_for(zmin)
     fig = go.Figure(go.Heatmap(
-        z=m, x=list(range(n_cols)), y=list(range(n_rows)), zmin=zmin, zmax=zmax, zmid=zmid, colorscale=scale,
-        customdata=custom, hovertemplate=HOVER, hoverongaps=True, showscale=colorbar,
+        z=m, x=cols, y=rows, zmin=zmin, zmax=zmax, zmid=zmid, colorscale=scale, customdata=custom,
+        hovertemplate=hover, hoverongaps=False, showscale=colorbar,
         colorbar=colorbar_dict(colorbar_title, size.side, base_font),
     ))
+    if mask.any():  # masked cells: a flat grey layer of their own, which says so in the hover
+        fig.add_trace(go.Heatmap(z=np.where(mask, 1.0, np.nan), x=cols, y=rows, showscale=False, hoverongaps=False,
+                                 colorscale=[[0, MASKED_BG], [1, MASKED_BG]], meta=dict(role="masked"),
+                                 hovertemplate="%{y} ← %{x}: " + MASKED_TEXT + "<extra></extra>"))
     tick = size.tick_font
     angle = -90 if max(n_rows, n_cols) > 12 else -45
-    fig.update_xaxes(tickmode="array", tickvals=list(range(n_cols)),
+    fig.update_xaxes(tickmode="array", tickvals=cols, type="category",
                      ticktext=[abbreviate(s, size.max_chars) for s in col_labels], tickangle=angle,
                      tickfont=dict(size=tick), title=dict(text="contributing token (j)", font=dict(size=base_font)),
                      side="bottom", showgrid=False, zeroline=False, constrain="domain")
-    fig.update_yaxes(tickmode="array", tickvals=list(range(n_rows)),
+    fig.update_yaxes(tickmode="array", tickvals=rows, type="category",
                      ticktext=[abbreviate(s, size.max_chars) for s in row_labels], autorange="reversed",
                      tickfont=dict(size=tick), title=dict(text="receiving token (i)", font=dict(size=base_font)),
                      showgrid=False, zeroline=False, scaleanchor="x", scaleratio=1, constrain="domain")

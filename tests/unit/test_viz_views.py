@@ -23,10 +23,12 @@ def test_causal_cells_are_nan_on_grey_and_say_masked_while_zeros_stay_zeros():
     upper = np.triu(np.ones((5, 5), bool), 1)
     assert np.isnan(z[upper]).all() and not np.isnan(z[~upper]).any()
     assert z[3, 1] == 0.0
-    custom = np.asarray(fig.data[0].customdata)
-    assert custom[1, 3, 4] == MASKED_TEXT and custom[3, 1, 4] == "0"
-    assert fig.layout.plot_bgcolor and fig.data[0].hoverongaps
-    assert not np.isnan(np.asarray(viz.heatmap(m, LABELS).data[0].z, dtype=float)).any()
+    layer = fig.data[1]  # the grey layer that draws (and names) exactly the masked cells
+    assert layer.meta["role"] == "masked" and not layer.showscale and MASKED_TEXT in layer.hovertemplate
+    assert np.array_equal(np.isfinite(np.asarray(layer.z, dtype=float)), upper)
+    assert not fig.data[0].hoverongaps and not layer.hoverongaps  # each cell hovers from one layer only
+    plain = viz.heatmap(m, LABELS)
+    assert len(plain.data) == 1 and not np.isnan(np.asarray(plain.data[0].z, dtype=float)).any()
 
 
 def test_causal_mask_follows_original_positions_when_tokens_are_hidden():
@@ -49,9 +51,9 @@ def test_pair_divider_sits_before_the_second_segment():
 def test_repeated_token_suffix_is_explained_in_the_hover():
     assert unique_labels(["the", "cat", "the"]) == ["the", "cat", "the·2"]
     assert occurrence_note("the·2") == "the 2nd occurrence of 'the'" and occurrence_note("cat") == ""
-    custom = np.asarray(viz.heatmap(_rand(5), LABELS).data[0].customdata)
-    assert "2nd occurrence of 'the'" in custom[3, 0, 2] and custom[1, 0, 2] == ""
-    assert "2nd occurrence of 'the'" in custom[0, 3, 3]
+    hm = viz.heatmap(_rand(5), LABELS).data[0]
+    assert hm.y[3] == "the·2 [3] (the 2nd occurrence of 'the')" and hm.y[1] == "the [1]"
+    assert hm.x[3] == hm.y[3]
 
 
 @pytest.mark.parametrize("n", [5, 40, 128])
@@ -72,7 +74,7 @@ def test_long_tokens_are_abbreviated_on_the_axis_and_whole_in_the_hover():
     labels = ["internationalisation", "organisation·2", "a"]
     fig = viz.heatmap(_rand(3), labels)
     assert fig.layout.xaxis.ticktext[0] != "internationalisation" and fig.layout.xaxis.ticktext[0].endswith("…")
-    assert np.asarray(fig.data[0].customdata)[0, 0, 0] == "internationalisation [0]"
+    assert fig.data[0].y[0] == "internationalisation [0]"
 
 
 def test_colour_bar_has_a_fixed_modest_height_and_its_units():
@@ -149,7 +151,8 @@ def test_heatmap_threshold_draws_small_cells_as_zero_and_keeps_their_value_in_th
     fig = viz.heatmap(m, ["a", "b"], threshold=0.1)
     z = np.asarray(fig.data[0].z, dtype=float)
     assert z[0, 1] == 0 and z[1, 0] == 0.2 and z[0, 0] == 1.0
-    assert np.asarray(fig.data[0].customdata)[0, 1, 4].startswith("0.05 (drawn as 0")
+    assert np.asarray(fig.data[0].customdata, dtype=float)[0, 1] == 0.05  # the hover keeps the value
+    assert "customdata" in fig.data[0].hovertemplate and "drawn as 0" in fig.data[0].hovertemplate
 
 
 def test_focus_token_is_outlined_in_the_heatmap_and_coloured_in_the_strip():
