@@ -50,6 +50,8 @@ def test_grid_tiles_layers_by_heads_with_gaps():
     assert list(fig.layout.xaxis.ticktext) == ["H0", "H1", "H2", "H3"]
     assert list(fig.layout.yaxis.ticktext) == ["L0", "L1", "L2"]
     assert np.asarray(fig.data[0].customdata)[6, 13].startswith("L1 H2: a ← b")
+    cb = viz.grid(s, list("abcde"), colorbar_title="weight α").data[0].colorbar
+    assert cb.title.text == "weight α" and cb.lenmode == "pixels" and cb.len <= 260
 
 
 def test_special_share_scatter_one_point_per_head():
