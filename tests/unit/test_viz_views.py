@@ -184,3 +184,10 @@ def test_image_export_without_kaleido_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "kaleido", None)
     with pytest.raises(MissingPackageError, match="pip install kaleido"):
         viz.to_svg(viz.heatmap(np.eye(2), ["a", "b"]))
+
+
+def test_a_clicked_cell_names_its_token_positions():
+    from normviz.viz.labels import position_of
+    hm = viz.heatmap(_rand(5), LABELS, positions=[0, 1, 2, 7, 9]).data[0]
+    assert [position_of(y) for y in hm.y] == [0, 1, 2, 7, 9]
+    assert position_of("[CLS]") is None and position_of(None) is None and position_of("a [x]") is None
