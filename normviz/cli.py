@@ -37,6 +37,12 @@ def _add_export(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int, default=None, help="truncate longer text (default: the model's window)")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="method option, e.g. --option rollout_normalization=receptive_field")
+    p.add_argument("--html", default=None, metavar="FILE.html",
+                   help="also write a standalone page of the maps (plotly.js embedded: opens offline)")
+    p.add_argument("--html-layer", type=int, default=0, help="layer shown in the --html page (default 0)")
+    p.add_argument("--html-head", type=int, default=None, help="head shown there (default: all heads)")
+    p.add_argument("--html-view", default="heatmap", choices=["heatmap", "lines", "player"],
+                   help="heatmaps, bertviz-style lines, or each map animated through the layers")
 
 
 def _parse_options(items: list[str]) -> dict:
@@ -66,6 +72,7 @@ def _run_export(args) -> int:
     check_max_tokens(args.max_tokens)
     check_device(args.device)
     out = output_file(args.out)
+    html_out = _html_file(args.html) if args.html is not None else None
     options = _parse_options(args.option)
     keys = None
     if args.maps:
@@ -86,11 +93,39 @@ def _run_export(args) -> int:
         analysis.to_npz(out)
     except OSError as exc:
         raise NormvizError(f"Could not write {str(out)!r}: {exc.strerror or exc}.") from None
+    if html_out is not None:
+        _write_html(analysis, html_out, args)
     for key, note in analysis.notes.items():
         print(f"note: {key}: {note}", file=sys.stderr)
     shapes = ", ".join(f"{k} {tuple(v.shape)}" for k, v in analysis.arrays.items())
     print(f"wrote {out}: {analysis.n_tokens} tokens; {shapes}", file=sys.stderr)
     return 0
+
+
+def _html_file(name: str):
+    """The --html file, checked writable before the model loads (as --out is)."""
+    from .inputs import output_file
+
+    try:
+        return output_file(name, suffix=".html")
+    except NormvizError as exc:
+        raise NormvizError(str(exc).replace("--out", "--html")) from None
+
+
+def _write_html(analysis, path, args) -> None:
+    """The --html page: :func:`normviz.notebook.default_view` in :func:`normviz.viz.standalone_html`."""
+    from .notebook import default_view
+    from .viz import standalone_html
+
+    figs, captions = default_view(analysis, layer=args.html_layer, head=args.html_head, view=args.html_view)
+    pair = f" / {analysis.text_pair}" if analysis.text_pair else ""
+    page = standalone_html(figs, title=f"normviz · {analysis.model_name}", captions=captions,
+                           description=f"{analysis.text}{pair}")
+    try:
+        path.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise NormvizError(f"Could not write {str(path)!r}: {exc.strerror or exc}.") from None
+    print(f"wrote {path}: {len(figs)} panels", file=sys.stderr)
 
 
 subcommand("export", "analyse one text and write every map to an .npz file")((_add_export, _run_export))
