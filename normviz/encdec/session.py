@@ -142,7 +142,8 @@ class Seq2SeqSession:
     """One source text and its target (given, or generated greedily when None) of an encoder–decoder.
 
     ``max_tokens`` (default: the model's window) truncates the source and a given target; ``max_new_tokens``
-    caps a generated target (default 2 × source tokens + 10, at most 256). ``options`` go to every family.
+    (or option ``max_new_tokens``) caps a generated target (default 2 × source tokens + 10, at most 256).
+    ``options`` go to every family.
     ``normviz.Session(lm, …)`` returns one of these when ``lm.is_encoder_decoder``."""
 
     def __init__(self, lm, text: str, text_pair: str | None = None, *, target: str | None = None,
@@ -160,7 +161,7 @@ class Seq2SeqSession:
             self.target_text, self.generated = target, False
             note = "given (teacher-forced on it)" + (f"; {dropped} tokens dropped from its end" if dropped else "")
         else:
-            cap = int(max_new_tokens or default_max_new_tokens(len(self.source.ids)))
+            cap = int(max_new_tokens or self.options.get("max_new_tokens") or default_max_new_tokens(len(self.source.ids)))
             if not 1 <= cap <= max(MAX_NEW_TOKENS, 1):
                 raise NormvizError(f"max_new_tokens must be between 1 and {MAX_NEW_TOKENS}, got {cap}.")
             tgt_ids, labels, ended = generate(lm, self.source.ids, min(cap, limit))
@@ -277,7 +278,7 @@ class Seq2SeqSession:
             arrays=arrays, n_layers=lm.n_layers, n_heads=lm.n_heads, dtype=str(lm.dtype).replace("torch.", ""),
             device=str(lm.device), text=self.text, dropped=src.dropped, notes=notes,
             refused={k: str(refused[k]) for k in wanted if k in refused},
-            src_tokens=src.tokens, tgt_tokens=tgt.tokens, out_tokens=out.tokens, src_labels=src.labels,
+            tgt_special=np.array(tgt.special, dtype=bool), src_tokens=src.tokens, tgt_tokens=tgt.tokens, out_tokens=out.tokens, src_labels=src.labels,
             tgt_labels=tgt.labels, out_labels=out.labels, src_ids=src.ids, tgt_ids=tgt.ids, out_ids=out.ids,
             predicted_ids=rec.predicted if rec is not None else None, target_text=self.target_text,
         )
