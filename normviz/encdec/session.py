@@ -153,7 +153,7 @@ class Seq2SeqSession:
             raise NormvizError("An encoder–decoder model takes a source text and a target (target=…, --target), "
                                "not a sentence pair (text_pair, --text-pair).")
         limit = min(max_tokens, lm.max_length) if max_tokens else lm.max_length
-        self.lm, self.text, self.options = lm, text, dict(options or {})
+        self.options = dict(options or {})
         self.source = encode(lm.tokenizer, text, None, max_length=limit)
         if target is not None and str(target).strip():
             labels, dropped = target_labels(lm, target, limit)
@@ -170,13 +170,39 @@ class Seq2SeqSession:
             note = (f"generated greedily ({len(labels)} tokens, "
                     + ("ended with the end-of-sentence token" if ended else f"cut at max_new_tokens={min(cap, limit)}")
                     + "), then teacher-forced on the generated ids")
+        self._setup(lm, self.source, encoded_ids(lm.tokenizer, tgt_ids, dropped), encoded_ids(lm.tokenizer, labels),
+                    text, note, self.options)
+
+    @classmethod
+    def from_ids(cls, lm, src_ids: list[int], tgt_ids: list[int], out_ids: list[int] | None = None,
+                 options: dict | None = None) -> "Seq2SeqSession":
+        """A session of given ids: ``src_ids`` the encoder's input, ``tgt_ids`` the decoder's (start token
+        first); ``out_ids`` the labels (default: tgt_ids[1:] + the eos id). Tokens from the tokenizer when
+        the model has one, else the ids as text."""
+        require_seq2seq(lm)
+        eos = getattr(lm.config, "eos_token_id", None)
+        out_ids = list(out_ids) if out_ids is not None else list(tgt_ids[1:]) + ([int(eos)] if eos is not None else [])
+
+        def enc(ids):
+            if lm.tokenizer is not None:
+                return encoded_ids(lm.tokenizer, ids)
+            return Encoded(ids=list(ids), tokens=[str(i) for i in ids], labels=[str(i) for i in ids],
+                           special=[False] * len(ids), dropped=0)
+
+        s = cls.__new__(cls)
+        s.generated = False
+        s.target_text = lm.tokenizer.decode(out_ids, skip_special_tokens=True) if lm.tokenizer is not None else ""
+        s._setup(lm, enc(src_ids), enc(tgt_ids), enc(out_ids), "", "given as ids", dict(options or {}))
+        return s
+
+    def _setup(self, lm, source: Encoded, target: Encoded, labels: Encoded, text: str, note: str,
+               options: dict) -> None:
+        self.lm, self.text, self.options = lm, text, options
+        self.source, self.target, self.labels_encoded = source, target, labels
         self.notes = {"target": note}
-        self.target = encoded_ids(lm.tokenizer, tgt_ids, dropped)
-        self.labels_encoded = encoded_ids(lm.tokenizer, labels)
-        self._pass = _Pass(lm, self.source.ids, self.target.ids)
-        self.encoder = _stack_session(lm, self.source, text, self.options, self._pass.stack("encoder"))
-        self.decoder = _stack_session(decoder_view(lm), self.target, self.target_text, self.options,
-                                      self._pass.stack("decoder"))
+        self._pass = _Pass(lm, source.ids, target.ids)
+        self.encoder = _stack_session(lm, source, text, options, self._pass.stack("encoder"))
+        self.decoder = _stack_session(decoder_view(lm), target, self.target_text, options, self._pass.stack("decoder"))
         self._cross: dict[str, np.ndarray] = {}
         self._lock = threading.RLock()
 

@@ -147,6 +147,17 @@ def test_one_forward_pass_and_memoised(tiny):
     assert {"cross_norm", "encoder_norm", "decoder_attn_res"} <= set(s.computed())
 
 
+def test_session_from_ids_equals_text_session(tiny):
+    from normviz.encdec import Seq2SeqSession
+
+    lm = tiny("t5")
+    a = normviz.Session(lm, SRC, target=TGT).get(["cross_norm", "decoder_norm"])
+    b = Seq2SeqSession.from_ids(lm, a.src_ids, a.tgt_ids).get(["cross_norm", "decoder_norm"])
+    assert b.out_ids == a.out_ids and b.tgt_tokens == a.tgt_tokens and b.target_text == TGT
+    for key in a.keys():
+        np.testing.assert_array_equal(a[key], b[key])
+
+
 def test_generated_target_is_greedy(tiny):
     """target=None: the greedy continuation, capped; under teacher forcing on it each row's argmax is the next id."""
     lm = tiny("marian")
