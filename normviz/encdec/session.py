@@ -27,7 +27,7 @@ from ..decompose import CHUNK_BYTES
 from ..errors import NormvizError, NotApplicableError, TooCostlyError, TruncationWarning, UnsupportedModelError
 from ..record import model_lock
 from ..session import Progress, Session
-from ..tokens import Encoded, encode, encoded_ids
+from ..tokens import MAX_CHARS_PER_TOKEN, Encoded, encode, encoded_ids
 from . import cross as cross_maps
 from . import keys as keyspace
 from .params import cross_params, decoder_view, require_seq2seq
@@ -46,6 +46,12 @@ def target_labels(lm, target: str, limit: int) -> tuple[list[int], int]:
     """The tokenizer's target ids of ``target`` (``text_target``: Marian's target vocabulary), cut to
     ``limit`` with a TruncationWarning; (labels, dropped)."""
     tok = lm.tokenizer
+    cap = limit * MAX_CHARS_PER_TOKEN  # bounded time and memory, as for the source (normviz.tokens.encode)
+    if len(target) > cap:
+        warnings.warn(f"The target is {len(target):,} characters long, more than {MAX_CHARS_PER_TOKEN} per token of "
+                      f"the limit of {limit}; it was cut to {cap:,} characters before tokenising.", TruncationWarning,
+                      stacklevel=4)
+        target = target[:cap]
     labels = list(tok(text_target=target, add_special_tokens=True)["input_ids"])
     if not labels:
         raise NormvizError("The target gave no tokens. Type a translation, or leave it empty to generate one.")

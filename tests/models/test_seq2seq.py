@@ -209,6 +209,18 @@ def test_wrong_inputs(tiny, tiny_model):
         normviz.Session(tiny("bart"), "the cat", "the dog")
 
 
+def test_long_inputs_are_cut_with_a_warning(tiny):
+    from normviz.errors import TruncationWarning
+
+    lm = tiny("marian")
+    with pytest.warns(TruncationWarning):
+        a = normviz.Session(lm, SRC, target=" ".join(["cat"] * 5000), max_tokens=12).get(["cross_norm"])
+    assert len(a.tgt_tokens) == 12
+    with pytest.warns(TruncationWarning):
+        a = normviz.Session(lm, " ".join(["cat"] * 50), target=TGT, max_tokens=10).get(["cross_norm"])
+    assert len(a.src_tokens) == 10
+
+
 def test_load_local_dir(tmp_path):
     path = seq2seq.save_dir("bart", tmp_path / "bart")
     lm = normviz.load(str(path), device="cpu", dtype="float64")
