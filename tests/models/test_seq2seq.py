@@ -209,6 +209,26 @@ def test_wrong_inputs(tiny, tiny_model):
         normviz.Session(tiny("bart"), "the cat", "the dog")
 
 
+@pytest.mark.parametrize("arch", ["t5", "marian"])
+def test_base_model_built_with_sdpa(arch):
+    """A base model (no LM head) built with transformers' default attention: from_model switches every
+    sub-config to eager; a target is needed, since it cannot generate."""
+    import transformers as tf
+
+    cls = {"t5": tf.T5Model, "marian": tf.MarianModel}[arch]
+    torch.manual_seed(0)
+    model = cls(seq2seq._configs()[arch]).double().eval()
+    seq2seq.randomize_weights(model)
+    lm = normviz.from_model(model, seq2seq.tokenizer())
+    a = normviz.Session(lm, SRC, target=TGT).get(["cross_norm", "cross_norm_layer", "cross_source_share"])
+    assert a.predicted_ids is None
+    enc, dec, ys, out = seq2seq.model_vectors(lm, a.src_ids, a.tgt_ids)
+    for key, expected in seq2seq.independent_cross_maps(lm, out, ys, dec).items():
+        np.testing.assert_allclose(a[key], expected.numpy(), rtol=1e-9, atol=1e-12, err_msg=key)
+    with pytest.raises(UnsupportedModelError, match="target"):
+        normviz.Session(lm, SRC)
+
+
 def test_long_inputs_are_cut_with_a_warning(tiny):
     from normviz.errors import TruncationWarning
 
