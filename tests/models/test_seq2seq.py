@@ -200,6 +200,23 @@ def test_refusals(tiny):
         gated.get(["encoder_rollout_ff_res"])
 
 
+def test_key_space(tiny):
+    from normviz.encdec import all_keys, default_keys, key_info
+    from normviz.encdec.keys import expand
+
+    lm = tiny("t5")
+    assert expand(lm, ["encoder_norms"]) == ["encoder_norm", "encoder_norm_layer", "encoder_attn_res",
+                                             "encoder_attn_res_ln"]
+    assert expand(lm, "decoder_norms") == ["decoder_norm", "decoder_norm_layer", "decoder_attn_res",
+                                           "decoder_attn_res_ln"]
+    keys = default_keys(lm)
+    assert "encoder_ff_res_ln" not in keys and "encoder_value_zeroing" not in keys  # pre-LN; opt-in
+    assert "encoder_value_zeroing" in all_keys(lm) and "cross_source_share" in keys
+    assert key_info("cross_norm").per_head and not key_info("decoder_attn_res").per_head
+    assert key_info("encoder_norm").title.startswith("Encoder")
+    assert "encoder_ff" not in default_keys(tiny("t5_gated"))
+
+
 def test_wrong_inputs(tiny, tiny_model):
     with pytest.raises(NormvizError, match="encoder–decoder"):
         normviz.Session(tiny_model("bert"), "a b", target="c d")
