@@ -17,8 +17,8 @@ from .methods import all_keys, key_info, register_family
 from .models import EMBEDDED, LoadedModel, from_model, load, register_architecture
 from .fx import transformed_norms
 from .session import Session, analyze, analyze_batch
-from .notebook import show
 from . import encdec  # noqa: E402  (after session: its Session dispatches to encdec's)
+from .notebook import show
 
 __all__ = ["Analysis", "EMBEDDED", "LoadedModel", "Session", "all_keys", "analyze", "analyze_batch", "encdec",
            "errors", "from_model", "key_info", "load", "register_architecture", "register_family", "show",
