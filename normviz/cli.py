@@ -88,6 +88,11 @@ def _run_export(args) -> int:
             if k != "all" and k not in registry.families() and not is_seq2seq_key(k):
                 registry.lookup(k)  # an unknown key is refused by name, before the model loads
     lm = load(args.model, device=args.device, dtype=args.dtype, progress=lambda msg: print(msg, file=sys.stderr))
+    if html_out is not None and lm.is_encoder_decoder:
+        raise NormvizError("--html draws the maps of encoder-only and decoder-only models; for an encoder–decoder, "
+                           "export the .npz without --html (or use the app's Translate page).")
+    if args.target is not None and not lm.is_encoder_decoder:
+        raise NormvizError(f"--target is for encoder–decoder models (Marian, BART, T5, toy-mt); {args.model!r} is not one.")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TruncationWarning)
         analysis = analyze(lm, args.text, text_pair=args.text_pair, keys=keys, max_tokens=args.max_tokens,
