@@ -31,6 +31,7 @@ class Analysis:
     dropped: int = 0
     notes: dict[str, str] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)
+    waited_s: float = 0.0  # seconds this request waited for others (the same text's session, a busy worker)
 
     def __getitem__(self, key: str) -> np.ndarray:
         try:

@@ -62,8 +62,9 @@ _LOCKS_GUARD = threading.Lock()
 
 
 def model_lock(model: torch.nn.Module) -> threading.RLock:
-    """One lock per torch model, held only while hooks are on it (recording, layer reruns): two threads
-    hooking the shared model at once would read each other's activations."""
+    """One lock per torch model, held only while hooks are added to or removed from it (microseconds), never
+    around a forward pass: every normviz hook acts only in the thread that added it (:func:`owner_only`), so
+    passes of other threads run through it unchanged and concurrently."""
     with _LOCKS_GUARD:
         lock = model.__dict__.get("_normviz_lock")
         if lock is None:
@@ -148,53 +149,76 @@ def record(lm: "LoadedModel", input_ids: torch.Tensor, attention_mask: torch.Ten
            token_type_ids: torch.Tensor | None = None) -> list[list[LayerRecord]]:
     """Run the model once on a right-padded batch; return records[b][layer] trimmed to each length.
 
-    ``token_type_ids``: segment ids of sentence pairs (see :func:`segment_ids`), passed to the model."""
-    with model_lock(lm.model):
-        return _record(lm, input_ids, attention_mask, token_type_ids)
+    ``token_type_ids``: segment ids of sentence pairs (see :func:`segment_ids`), passed to the model.
+    Passes of several threads run at once: the hooks record only this thread's pass."""
+    return _record(lm, input_ids, attention_mask, token_type_ids)
+
+
+def owner_only(fn):
+    """A hook that runs ``fn`` only in the thread that created it; in any other thread it returns None (no
+    change). It accepts any arguments: torch decides whether to pass a pre-hook's kwargs by looking the hook
+    up *after* it took its list of hooks, so a hook removed meanwhile by its owner can be called without them."""
+    owner = threading.get_ident()
+
+    def hook(*args):
+        if threading.get_ident() == owner:
+            return fn(*args)
+        return None
+    return hook
+
+
+def add_hooks(model: torch.nn.Module, adders) -> list:
+    """Register the hooks ``adders`` (callables returning a RemovableHandle) under the model's lock."""
+    with model_lock(model):
+        return [add() for add in adders]
+
+
+def remove_hooks(model: torch.nn.Module, handles) -> None:
+    with model_lock(model):
+        for h in handles:
+            h.remove()
 
 
 def _record(lm, input_ids, attention_mask, token_type_ids) -> list[list[LayerRecord]]:
     spec = lm.spec
     layers = lm.layers
     store: dict[tuple[int, str], object] = {}
-    handles = []
 
     # The hooks sit on modules shared by every thread; a map computed meanwhile in another thread may call
-    # one of them (e.g. a norm module on a recorded vector), and must not overwrite this pass's records.
-    owner = threading.get_ident()
-
+    # one of them (e.g. a norm module on a recorded vector, or another visitor's recording pass), and must
+    # not overwrite this pass's records: each acts only in this thread (owner_only).
     def layer_in(index):
         def fn(module, args, kwargs):
-            if threading.get_ident() != owner:
-                return
             if "hidden_states" in kwargs and kwargs["hidden_states"] is not None:
                 store[(index, "x")] = kwargs["hidden_states"]
                 store[(index, "call")] = (args, kwargs)
             else:
                 store[(index, "x")] = args[0]
                 store[(index, "call")] = (args[1:], kwargs)
-        return fn
+        return owner_only(fn)
 
     def in_hook(key):
         def fn(module, args):
-            if threading.get_ident() == owner:
-                store[key] = args[0]
-        return fn
+            store[key] = args[0]
+        return owner_only(fn)
 
     def out_hook(key):
         def fn(module, args, output):
-            if threading.get_ident() == owner:
-                store[key] = output[0] if isinstance(output, (tuple, list)) else output
-        return fn
+            store[key] = output[0] if isinstance(output, (tuple, list)) else output
+        return owner_only(fn)
 
+    adders = []
+    for i, layer in enumerate(layers):
+        adders.append(lambda layer=layer, i=i: layer.register_forward_pre_hook(layer_in(i), with_kwargs=True))
+        adders.append(lambda layer=layer, i=i: layer.register_forward_hook(out_hook((i, "out"))))
+        adders.append(lambda layer=layer, i=i: get_path(layer, spec.value).register_forward_hook(out_hook((i, "v"))))
+        adders.append(lambda layer=layer, i=i: get_path(layer, spec.norm_on_attn_residual).register_forward_pre_hook(
+            in_hook((i, "z_attn"))))
+        if spec.norm_on_ff_residual:
+            adders.append(lambda layer=layer, i=i: get_path(layer, spec.norm_on_ff_residual).register_forward_pre_hook(
+                in_hook((i, "z_ff"))))
+    handles = add_hooks(lm.model, adders)
     try:
-        for i, layer in enumerate(layers):
-            handles.append(layer.register_forward_pre_hook(layer_in(i), with_kwargs=True))
-            handles.append(layer.register_forward_hook(out_hook((i, "out"))))
-            handles.append(get_path(layer, spec.value).register_forward_hook(out_hook((i, "v"))))
-            handles.append(get_path(layer, spec.norm_on_attn_residual).register_forward_pre_hook(in_hook((i, "z_attn"))))
-            if spec.norm_on_ff_residual:
-                handles.append(get_path(layer, spec.norm_on_ff_residual).register_forward_pre_hook(in_hook((i, "z_ff"))))
         kwargs = {}
         if token_type_ids is not None:
             kwargs["token_type_ids"] = token_type_ids.to(lm.device)
@@ -203,8 +227,7 @@ def _record(lm, input_ids, attention_mask, token_type_ids) -> list[list[LayerRec
         out = lm.model(input_ids=input_ids.to(lm.device), attention_mask=attention_mask.to(lm.device),
                        output_attentions=True, **kwargs)
     finally:
-        for h in handles:
-            h.remove()
+        remove_hooks(lm.model, handles)
     attentions = out.attentions
     if attentions is None or len(attentions) != len(layers) or any(a is None for a in attentions):
         raise RuntimeError("the model returned no attention weights; it must run with attn_implementation='eager'")
