@@ -1,17 +1,19 @@
 """Two real visitors on one local server: does visitor A's heavy analysis slow down visitor B's short one?
 
-    python benchmarks/bench_two_visitors.py [--repeats 3] [--workers 1 0] [--json out.json]
+    python benchmarks/bench_two_visitors.py [--repeats 3] [--workers 1 0] [--baseline /work/main] [--json out.json]
 
 For each server configuration (``NORMVIZ_HEAVY_WORKERS``: 1 = the costly maps in the worker process of
-:mod:`normviz.workers`, 0 = everything in the server's threads, as before) a real ``streamlit run app.py`` is
+:mod:`normviz.workers`, 0 = everything in the server's threads; ``--baseline DIR``: the same pages with the
+``normviz`` package of another checkout, e.g. the code before this change) a real ``streamlit run app.py`` is
 started and two headless Chromium browsers (two Streamlit sessions) open it through URL query parameters:
 
   A: a 128-token text (the cap) with FF maps, value zeroing, ALTI, effective attention and flow (flow is refused
      by its token limit at 128 tokens: that refusal is part of what a visitor gets);
   B: a short sentence with one map (norm).
 
-Per repeat, alternating which comes first: B alone, and B started while A's analysis is running (A is started,
-B once A's progress bar shows its heavy maps underway). Every A and B text is new (a word changes), so
+Per repeat, alternating which comes first: B alone, and B while A's analysis runs: A is started, then B is
+opened once A's progress bar shows its FF maps underway, and again (a new sentence) once it shows value
+zeroing underway (the phase in which the code before this change held the model's lock). Every A and B text is new (a word changes), so
 nothing comes from the server's caches. B's latency: from opening the page to its heatmap drawn and the
 app idle. Reported: the medians, B during A / B alone (target ≤ 2), and whether A was still running when B
 finished. The server is warmed first (model loaded, kernels compiled, worker started) with one A and one B.
@@ -74,19 +76,21 @@ def open_and_wait(driver, address: str, timeout: float = 600.0) -> tuple[float, 
     raise RuntimeError(f"no result within {timeout:.0f} s: {s}")
 
 
-def start_heavy(driver, address: str, timeout: float = 300.0) -> float:
-    """Open A's page and return once its progress bar shows a heavy map being computed (seconds taken)."""
+def wait_phase(driver, words: tuple[str, ...], timeout: float = 600.0) -> bool:
+    """Wait until A's progress bar names one of ``words``; False if A finished first."""
     t0 = time.perf_counter()
-    driver.get(address)
     while time.perf_counter() - t0 < timeout:
         s = state(driver)
-        p = s["progress"].lower()
-        if any(k in p for k in ("feedforward", "zeroing", "interactions", "effective", "worker", "ff_res")):
-            return time.perf_counter() - t0
+        if any(w in s["progress"].lower() for w in words):
+            return True
         if done(s):
-            raise RuntimeError(f"A finished before B could start: {s}")
+            return False
         time.sleep(0.05)
-    raise RuntimeError("A's heavy maps never started")
+    raise RuntimeError(f"A never reached {words}")
+
+
+FF_PHASE = ("feedforward",)
+VZ_PHASE = ("zeroing: layer",)
 
 
 def wait_idle(driver, timeout: float = 900.0) -> float:
@@ -98,55 +102,73 @@ def wait_idle(driver, timeout: float = 900.0) -> float:
     raise RuntimeError("A did not finish")
 
 
-def run_config(workers: int, repeats: int, log_dir: str) -> dict:
+def run_config(workers: int, repeats: int, log_dir: str, baseline: str | None = None) -> dict:
     env = {"NORMVIZ_HEAVY_WORKERS": str(workers)}
-    solo, shared, a_running, a_total = [], [], [], []
-    with streamlit_server(env, log_path=os.path.join(log_dir, f"server_w{workers}.log")) as base, \
-            chromium() as da, chromium() as db:
+    if baseline:
+        env["PYTHONPATH"] = os.path.abspath(baseline)  # its normviz (and normviz.ui) under these pages
+    solo, during = [], {"ff": [], "vz": []}
+    a_running, a_total = [], []
+    name = "baseline" if baseline else f"workers={workers}"
+    with streamlit_server(env, log_path=os.path.join(log_dir, f"server_{'baseline' if baseline else workers}.log")) \
+            as base, chromium() as da, chromium() as db:
         # warm-up: model load, numba kernels, the worker process and its model
         open_and_wait(db, url(base, "Warm up the server with a short sentence.", SHORT_MAP))
         open_and_wait(da, url(base, "Warm-up. " + PARAGRAPH, HEAVY_MAPS))
         for r in range(repeats):
-            b_solo_text = f"The cat number {r} sat quietly on the warm mat."
-            b_shared_text = f"A dog number {r} barked loudly at the night sky."
-            a_text = f"Run {r}. " + PARAGRAPH
             order = ["solo", "shared"] if r % 2 == 0 else ["shared", "solo"]
             for what in order:
                 if what == "solo":
-                    t, _ = open_and_wait(db, url(base, b_solo_text, SHORT_MAP))
+                    t, _ = open_and_wait(db, url(base, f"The cat number {r} sat quietly on the warm mat.", SHORT_MAP))
                     solo.append(t)
-                else:
-                    t_a0 = time.perf_counter()
-                    start_heavy(da, url(base, a_text, HEAVY_MAPS))
+                    print(f"{name} repeat {r} B alone: {t:.2f} s", flush=True)
+                    continue
+                t_a0 = time.perf_counter()
+                da.get(url(base, f"Run {r}. " + PARAGRAPH, HEAVY_MAPS))
+                for phase, words, text in (("ff", FF_PHASE, f"A dog number {r} barked loudly at the night sky."),
+                                           ("vz", VZ_PHASE, f"Snow number {r} fell softly on the quiet town.")):
+                    if not wait_phase(da, words):
+                        print(f"{name} repeat {r}: A finished before its {phase} phase was seen", flush=True)
+                        continue
                     time.sleep(0.5)
-                    t, _ = open_and_wait(db, url(base, b_shared_text, SHORT_MAP))
-                    shared.append(t)
+                    t, _ = open_and_wait(db, url(base, text, SHORT_MAP))
+                    during[phase].append(t)
                     a_running.append(not done(state(da)))
-                    wait_idle(da)
-                    a_total.append(time.perf_counter() - t_a0)
-                print(f"workers={workers} repeat {r} {what}: B {t:.2f} s", flush=True)
-    ms, mh = statistics.median(solo), statistics.median(shared)
-    return {"heavy_workers": workers, "b_solo_s": solo, "b_during_a_s": shared, "a_still_running": a_running,
-            "a_total_s": a_total, "b_solo_median_s": ms, "b_during_a_median_s": mh, "ratio": mh / ms,
-            "a_median_s": statistics.median(a_total)}
+                    print(f"{name} repeat {r} B during A's {phase}: {t:.2f} s (A still running: {a_running[-1]})",
+                          flush=True)
+                wait_idle(da)
+                a_total.append(time.perf_counter() - t_a0)
+    ms = statistics.median(solo)
+    out = {"heavy_workers": None if baseline else workers, "baseline": baseline, "b_solo_s": solo,
+           "b_during_a_ff_s": during["ff"], "b_during_a_vz_s": during["vz"], "a_still_running": a_running,
+           "a_total_s": a_total, "b_solo_median_s": ms, "a_median_s": statistics.median(a_total)}
+    for phase in ("ff", "vz"):
+        if during[phase]:
+            out[f"b_during_a_{phase}_median_s"] = statistics.median(during[phase])
+            out[f"ratio_{phase}"] = out[f"b_during_a_{phase}_median_s"] / ms
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--workers", type=int, nargs="+", default=[1, 0], help="NORMVIZ_HEAVY_WORKERS values to run")
+    ap.add_argument("--workers", type=int, nargs="*", default=[1, 0], help="NORMVIZ_HEAVY_WORKERS values to run")
+    ap.add_argument("--baseline", help="also run the pages with the normviz package of this checkout")
     ap.add_argument("--json", help="write the figures here")
     ap.add_argument("--logs", default=os.environ.get("TMPDIR", "/tmp"), help="directory for the servers' logs")
     args = ap.parse_args()
     if find_browser() is None:
         sys.exit("no chromium/chromedriver found")
     out = {"load_1min": os.getloadavg()[0], "cpus": os.cpu_count(), "configs": []}
-    for w in args.workers:
-        res = run_config(w, args.repeats, args.logs)
+    configs = [(w, None) for w in args.workers] + ([(0, args.baseline)] if args.baseline else [])
+    for w, baseline in configs:
+        res = run_config(w, args.repeats, args.logs, baseline)
         out["configs"].append(res)
-        print(f"NORMVIZ_HEAVY_WORKERS={w}: B alone {res['b_solo_median_s']:.2f} s, B while A runs "
-              f"{res['b_during_a_median_s']:.2f} s (ratio {res['ratio']:.2f}; A still running at B's end: "
-              f"{sum(res['a_still_running'])}/{len(res['a_still_running'])}; A took {res['a_median_s']:.0f} s)",
+        name = f"baseline {baseline}" if baseline else f"NORMVIZ_HEAVY_WORKERS={w}"
+        print(f"{name}: B alone {res['b_solo_median_s']:.2f} s; B during A's FF maps "
+              f"{res.get('b_during_a_ff_median_s', float('nan')):.2f} s (ratio {res.get('ratio_ff', float('nan')):.2f}), "
+              f"during its value zeroing {res.get('b_during_a_vz_median_s', float('nan')):.2f} s "
+              f"(ratio {res.get('ratio_vz', float('nan')):.2f}); A still running at B's end: "
+              f"{sum(res['a_still_running'])}/{len(res['a_still_running'])}; A took {res['a_median_s']:.0f} s",
               flush=True)
     out["load_1min_end"] = os.getloadavg()[0]
     if args.json:

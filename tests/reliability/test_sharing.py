@@ -186,3 +186,13 @@ def test_the_page_says_how_long_a_request_waited():
     assert [i.value for i in at.info] == [
         "This analysis waited 3.2 s for other visitors' analyses before it could run "
         "(the server computes costly maps one visitor at a time)."]
+
+
+@pytest.mark.parametrize("raw,expect", [("abc", 1), ("-1", 0), ("9", 4), ("2", 2), ("0", 0)])
+def test_the_heavy_workers_setting_is_validated(raw, expect):
+    from normviz.ui.settings import load_settings
+
+    s = load_settings({"NORMVIZ_HEAVY_WORKERS": raw})
+    assert s.heavy_workers == expect
+    assert bool(s.problems) == (raw in ("abc", "-1", "9"))
+    assert all("NORMVIZ_HEAVY_WORKERS" in p for p in s.problems)
