@@ -57,7 +57,13 @@ def url(base: str, text: str, maps: str) -> str:
 
 
 def state(driver) -> dict:
-    return driver.execute_script(STATE_JS)
+    """The page's state; a page too busy to answer (a script timeout on this loaded machine) reads as running."""
+    from selenium.common.exceptions import TimeoutException
+
+    try:
+        return driver.execute_script(STATE_JS)
+    except TimeoutException:
+        return {"charts": 0, "progress": "", "running": 1, "skeleton": 0, "exceptions": 0, "alerts": []}
 
 
 def done(s: dict) -> bool:
@@ -148,6 +154,48 @@ def run_config(workers: int, repeats: int, log_dir: str, baseline: str | None = 
     return out
 
 
+def library(repeats: int) -> dict:
+    """The same question without browser and server: B's ``Session.get(["norm"])`` of a short sentence alone
+    and while A's costly maps run in another thread of this process, with and without the worker."""
+    import threading
+
+    import normviz
+    from normviz.workers import HeavyWorker
+
+    lm = normviz.load("minilm")
+    heavy = HEAVY_MAPS.split(",")
+    out = {}
+    for mode in ("worker", "threads"):
+        worker = HeavyWorker(1) if mode == "worker" else None
+        normviz.Session(lm, "Warm-up. " + PARAGRAPH, worker=worker).get(heavy + ["norm"], strict=False)
+        normviz.Session(lm, f"Warm up the short path too, {mode}.").get(["norm"])
+        solo, during = [], []
+        for r in range(repeats):
+            for k in range(3):  # spaced like the measurements during A
+                time.sleep(1.0)
+                t0 = time.perf_counter()
+                normviz.Session(lm, f"The cat number {r}.{k} sat on the mat, {mode}.").get(["norm"])
+                solo.append(time.perf_counter() - t0)
+            a = threading.Thread(target=lambda: normviz.Session(lm, f"Run {r} {mode}. " + PARAGRAPH, worker=worker)
+                                 .get(heavy, strict=False))
+            a.start()
+            time.sleep(2.0)
+            for k in range(3):
+                t0 = time.perf_counter()
+                normviz.Session(lm, f"A dog number {r}.{k} barked at the sky, {mode}.").get(["norm"])
+                during.append(time.perf_counter() - t0)
+                time.sleep(1.0)
+            a.join()
+        if worker is not None:
+            worker.shutdown()
+        out[mode] = {"b_solo_s": solo, "b_during_a_s": during, "b_solo_median_s": statistics.median(solo),
+                     "b_during_a_median_s": statistics.median(during),
+                     "ratio": statistics.median(during) / statistics.median(solo)}
+        print(f"library, {mode}: B alone {out[mode]['b_solo_median_s'] * 1e3:.0f} ms, during A "
+              f"{out[mode]['b_during_a_median_s'] * 1e3:.0f} ms (ratio {out[mode]['ratio']:.2f})", flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=3)
@@ -155,7 +203,14 @@ def main() -> None:
     ap.add_argument("--baseline", help="also run the pages with the normviz package of this checkout")
     ap.add_argument("--json", help="write the figures here")
     ap.add_argument("--logs", default=os.environ.get("TMPDIR", "/tmp"), help="directory for the servers' logs")
+    ap.add_argument("--library", action="store_true", help="only the in-process measurement (no browser, no server)")
     args = ap.parse_args()
+    if args.library:
+        res = {"load_1min": os.getloadavg()[0], "library": library(args.repeats), "load_1min_end": os.getloadavg()[0]}
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(res, f, indent=1)
+        return
     if find_browser() is None:
         sys.exit("no chromium/chromedriver found")
     out = {"load_1min": os.getloadavg()[0], "cpus": os.cpu_count(), "configs": []}
@@ -163,6 +218,9 @@ def main() -> None:
     for w, baseline in configs:
         res = run_config(w, args.repeats, args.logs, baseline)
         out["configs"].append(res)
+        if args.json:  # after each configuration: a later one that fails keeps the earlier figures
+            with open(args.json, "w") as f:
+                json.dump(out, f, indent=1)
         name = f"baseline {baseline}" if baseline else f"NORMVIZ_HEAVY_WORKERS={w}"
         print(f"{name}: B alone {res['b_solo_median_s']:.2f} s; B during A's FF maps "
               f"{res.get('b_during_a_ff_median_s', float('nan')):.2f} s (ratio {res.get('ratio_ff', float('nan')):.2f}), "

@@ -2,10 +2,11 @@
 does not make another visitor's short request wait.
 
     server thread: session.get(["norm", "value_zeroing", "ff_res", …])
-        norm, rollouts …           computed here, in the server's own threads
-        value_zeroing, ff_res …    HeavyWorker.compute ─► worker process (python -m normviz.workers): os.nice(+10), one torch and one numba
-                                   thread, its own copy of the model (loaded by name, as the server did); it
-                                   re-records the same token ids and returns the arrays
+        norm, rollouts …          computed here, in the server's own threads
+        value_zeroing, ff_res …   HeavyWorker.compute ─► worker process (python -m normviz.workers):
+                                  os.nice(+10), one torch/numba/BLAS thread, its own copy of the model
+                                  (loaded by name, as the server did); it re-records the same token ids,
+                                  streams its progress back and returns the arrays (pickled over its pipes)
 
 Why a process and not a thread: the server's sessions share one Python process, and there the heavy families'
 torch/numba threads take both cores while their Python parts hold the GIL; torch's thread count is

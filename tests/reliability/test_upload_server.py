@@ -138,15 +138,19 @@ def test_a_50_mb_one_line_upload_is_refused_fast_with_little_memory(tmp_path):
                 yield chunk
             yield f"\r\n--{boundary}--\r\n".encode()
 
+        xsrf = {c["name"]: c["value"] for c in driver.get_cookies()}.get("_streamlit_xsrf", "")
+        headers = {"Content-Type": f"multipart/form-data; boundary={boundary}", "X-Xsrftoken": xsrf}
         base_rss = _server_rss(port)
         with _Peak(port) as peak:
             t0 = time.perf_counter()
             try:
-                r = requests.put(target, data=body(), timeout=30,
-                                 headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+                r = requests.put(target, data=body(), timeout=30, headers=headers,
+                                 cookies={"_streamlit_xsrf": xsrf} if xsrf else None)
                 status = r.status_code
             except requests.ConnectionError:  # the server may close the connection once past the cap
                 status = "closed"
+            else:
+                figures["client_detail"] = r.text[:200]
             client_s = time.perf_counter() - t0
             time.sleep(0.5)
         figures["client"] = {"refused_s": client_s, "extra_rss_mb": (peak.peak - base_rss) / 2**20, "status": status}
