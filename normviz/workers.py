@@ -8,12 +8,14 @@ does not make another visitor's short request wait.
                                   (loaded by name, as the server did); it re-records the same token ids,
                                   streams its progress back and returns the arrays (pickled over its pipes)
 
-Why a process and not a thread: the server's sessions share one Python process, and there the heavy families'
-torch/numba threads take both cores while their Python parts hold the GIL; torch's thread count is
-process-wide. In a process of its own, at a lower priority and with one thread, a heavy job leaves the cores
-to short requests (measured in ``benchmarks/bench_two_visitors.py``: a short request's latency with and
-without the worker while another visitor's heavy one runs). One process by default: heavy jobs of several
-visitors queue, and the waiting is reported (``Analysis.waited_s`` and the progress message).
+Why a process and not a thread: the server's sessions share one Python process, where the heavy families'
+torch/numba threads compete with short requests for the cores and their Python parts for the GIL, and
+torch's thread count is process-wide (it cannot be lowered for one thread only). In a process of its own, at a
+lower priority and with one thread, a heavy job yields the cores to short requests. On this shared 2-core
+machine the end-to-end benchmark (``benchmarks/bench_two_visitors.py``) found a short request within 2× of its
+solo time both with the worker and without it (once no lock is held around passes), too noisy to separate
+the two. One process by default: heavy jobs of several visitors queue, and the waiting is reported
+(``Analysis.waited_s`` and the progress message).
 
 Only CPU models loaded by name (``normviz.load``) go to the worker; a model built in memory, sharded with
 ``device_map`` or on a GPU is computed in the server as before, and so are texts shorter than ``min_tokens``
