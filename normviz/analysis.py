@@ -44,6 +44,7 @@ class Analysis:
     tgt_special: np.ndarray | None = None  # special-token flags of tgt_tokens (``special`` is the source's)
     predicted_ids: list[int] | None = None  # argmax of the LM head per decoder row (None without one)
     target_text: str | None = None  # the target given, or the one generated
+    waited_s: float = 0.0  # seconds this request waited for others (the same text's session, a busy worker)
 
     def __getitem__(self, key: str) -> np.ndarray:
         try:

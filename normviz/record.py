@@ -62,8 +62,9 @@ _LOCKS_GUARD = threading.Lock()
 
 
 def model_lock(model: torch.nn.Module) -> threading.RLock:
-    """One lock per torch model, held only while hooks are on it (recording, layer reruns): two threads
-    hooking the shared model at once would read each other's activations."""
+    """One lock per torch model, held only while hooks are added to or removed from it (microseconds), never
+    around a forward pass: every normviz hook acts only in the thread that added it (:func:`owner_only`), so
+    passes of other threads run through it unchanged and concurrently."""
     with _LOCKS_GUARD:
         lock = model.__dict__.get("_normviz_lock")
         if lock is None:
@@ -148,55 +149,83 @@ def record(lm: "LoadedModel", input_ids: torch.Tensor, attention_mask: torch.Ten
            token_type_ids: torch.Tensor | None = None) -> list[list[LayerRecord]]:
     """Run the model once on a right-padded batch; return records[b][layer] trimmed to each length.
 
-    ``token_type_ids``: segment ids of sentence pairs (see :func:`segment_ids`), passed to the model."""
-    with model_lock(lm.model):
-        return _record(lm, input_ids, attention_mask, token_type_ids)
+    ``token_type_ids``: segment ids of sentence pairs (see :func:`segment_ids`), passed to the model.
+    Passes of several threads run at once: the hooks record only this thread's pass."""
+    return _record(lm, input_ids, attention_mask, token_type_ids)
+
+
+def owner_only(fn):
+    """A hook that runs ``fn`` only in the thread that created it; in any other thread it returns None (no
+    change). It accepts any arguments: torch decides whether to pass a pre-hook's kwargs by looking the hook
+    up *after* it took its list of hooks, so a hook removed meanwhile by its owner can be called without them."""
+    owner = threading.get_ident()
+
+    def hook(*args):
+        if threading.get_ident() == owner:
+            return fn(*args)
+        return None
+    return hook
+
+
+def add_hooks(model: torch.nn.Module, adders) -> list:
+    """Register the hooks ``adders`` (callables returning a RemovableHandle) under the model's lock."""
+    with model_lock(model):
+        return [add() for add in adders]
+
+
+def remove_hooks(model: torch.nn.Module, handles) -> None:
+    with model_lock(model):
+        for h in handles:
+            h.remove()
 
 
 class Hooks:
-    """Forward hooks that write into ``store``, for the recording thread only.
+    """Forward hooks that write into ``store``, for the recording thread only (:func:`owner_only`).
 
     The hooks sit on modules shared by every thread; a map computed meanwhile in another thread may call
-    one of them (e.g. a norm module on a recorded vector), and must not overwrite this pass's records."""
+    one of them (e.g. a norm module on a recorded vector, or another visitor's recording pass), and must not
+    overwrite this pass's records. They are collected first and added under the model's lock by
+    :meth:`install` (:func:`add_hooks`); no lock is held during the pass itself."""
 
     def __init__(self, store: dict):
         self.store = store
-        self.owner = threading.get_ident()
+        self._adders: list = []
+        self._model: torch.nn.Module | None = None
         self.handles: list = []
-
-    def _mine(self) -> bool:
-        return threading.get_ident() == self.owner
 
     def layer_input(self, module: torch.nn.Module, key) -> None:
         """(key, "x"): the hidden states a layer is called with; (key, "call"): its other arguments."""
-        def fn(mod, args, kwargs):
-            if not self._mine():
-                return
+        def fn(mod, args, kwargs=None):
+            kwargs = kwargs or {}
             if "hidden_states" in kwargs and kwargs["hidden_states"] is not None:
                 self.store[(key, "x")] = kwargs["hidden_states"]
                 self.store[(key, "call")] = (args, kwargs)
             else:
                 self.store[(key, "x")] = args[0]
                 self.store[(key, "call")] = (args[1:], kwargs)
-        self.handles.append(module.register_forward_pre_hook(fn, with_kwargs=True))
+        self._adders.append(lambda: module.register_forward_pre_hook(owner_only(fn), with_kwargs=True))
 
     def first_input(self, module: torch.nn.Module, key) -> None:
         def fn(mod, args):
-            if self._mine():
-                self.store[key] = args[0]
-        self.handles.append(module.register_forward_pre_hook(fn))
+            self.store[key] = args[0]
+        self._adders.append(lambda: module.register_forward_pre_hook(owner_only(fn)))
 
     def output(self, module: torch.nn.Module, key) -> None:
         """The module's output (its first element when it returns a tuple)."""
         def fn(mod, args, out):
-            if self._mine():
-                self.store[key] = out[0] if isinstance(out, (tuple, list)) else out
-        self.handles.append(module.register_forward_hook(fn))
+            self.store[key] = out[0] if isinstance(out, (tuple, list)) else out
+        self._adders.append(lambda: module.register_forward_hook(owner_only(fn)))
+
+    def install(self, model: torch.nn.Module) -> None:
+        """Add every collected hook, under the model's lock."""
+        self._model = model
+        self.handles = add_hooks(model, self._adders)
+        self._adders = []
 
     def remove(self) -> None:
-        for h in self.handles:
-            h.remove()
-        self.handles.clear()
+        if self._model is not None:
+            remove_hooks(self._model, self.handles)
+        self.handles = []
 
 
 def hook_stack(hooks: Hooks, layers, spec, tag: str = "", with_ff: bool = True) -> None:
@@ -243,6 +272,7 @@ def _record(lm, input_ids, attention_mask, token_type_ids) -> list[list[LayerRec
     hooks = Hooks(store)
     try:
         hook_stack(hooks, lm.layers, lm.spec)
+        hooks.install(lm.model)
         kwargs = {}
         if token_type_ids is not None:
             kwargs["token_type_ids"] = token_type_ids.to(lm.device)

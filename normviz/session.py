@@ -10,6 +10,7 @@ forward pass are a batch of sessions (:meth:`Session.batch`), which the corpus e
 from __future__ import annotations
 
 import threading
+import time
 from typing import Callable, Iterable
 
 import numpy as np
@@ -94,7 +95,9 @@ class Session:
     How it was encoded is ``Analysis.notes["pair"]``.
 
     ``max_tokens`` (default: the model's window) truncates with a TruncationWarning. ``options`` go to every
-    family (e.g. ``rollout_normalization``, ``ff_budget_s``, ``flow_max_tokens``, ``chunk_bytes``)."""
+    family (e.g. ``rollout_normalization``, ``ff_budget_s``, ``flow_max_tokens``, ``chunk_bytes``).
+    ``worker``: a :class:`normviz.workers.HeavyWorker` that computes the costly families in another process
+    (the app's server gives one, so that one visitor's heavy maps do not slow down another's short request)."""
 
     def __new__(cls, lm: LoadedModel | None = None, *args, **kwargs):
         """An encoder–decoder model gets a :class:`normviz.encdec.Seq2SeqSession` (source, ``target=``)."""
@@ -105,12 +108,17 @@ class Session:
         return super().__new__(cls)
 
     def __init__(self, lm: LoadedModel, text: str, text_pair: str | None = None, *, max_tokens: int | None = None,
-                 options: dict | None = None, target: str | None = None):
+                 options: dict | None = None, worker=None, target: str | None = None):
         if target is not None:
             raise NormvizError(f"target= is for encoder–decoder models; {lm.name!r} is not one.")
         limit = min(max_tokens, lm.max_length) if max_tokens else lm.max_length
         enc = encode(lm.tokenizer, text, text_pair, max_length=limit, decoder=lm.spec.causal)
         self._setup(lm, enc, text, text_pair, options, _Recording(lm, [enc]), 0)
+        self.worker = worker
+        if worker is not None:
+            worker.prepare(self)
+
+    worker = None  # sessions of a batch (Session.batch, from_encoded) compute everything here
 
     def _setup(self, lm, enc: Encoded, text, text_pair, options, recording: _Recording, index: int) -> None:
         if enc.note and enc.token_type_ids and any(enc.token_type_ids):
@@ -126,6 +134,11 @@ class Session:
         self._notes: dict[str, str] = {}
         self._lock = threading.RLock()
         self._views: list[LayerDecomposition] | None = None
+        self._waits = threading.local()  # seconds the current get() of each thread waited for other requests
+
+    def add_wait(self, seconds: float) -> None:
+        """Count ``seconds`` as waited for another request in the current get() (:mod:`normviz.workers`)."""
+        self._waits.s = getattr(self._waits, "s", 0.0) + float(seconds)
 
     # ---- constructors for several texts (one padded forward pass)
     @classmethod
@@ -210,36 +223,51 @@ class Session:
 
         Computes only keys not computed before. Each key is checked before anything runs; ``strict``:
         raise the first refusal (TooCostlyError, NotApplicableError); otherwise refused keys (and the keys
-        that need them) are left out and listed in ``Analysis.refused``."""
-        with self._lock:
-            wanted = resolve_keys(self.lm, keys)
-            refused: dict[str, NormvizError] = {}
-            request = self.request
-            for k in wanted:
-                if k in self._arrays or _refuse_dependent(k, refused):
-                    continue
-                try:
-                    registry.check(request, k, self.options)
-                except (TooCostlyError, NotApplicableError) as exc:
-                    refused[k] = exc
-            if strict and refused:
-                raise next(iter(refused.values()))
-            todo = [k for k in wanted if k not in self._arrays and k not in refused]
-            if todo:
-                self._compute(todo, refused, strict, progress)
-            keep = [k for k in wanted if k in self._arrays]
-            enc = self.encoded
-            lm = self.lm
-            return Analysis(
-                model_name=lm.name, model_type=lm.model_type, placement=lm.spec.placement, causal=lm.spec.causal,
-                tokens=enc.tokens, labels=enc.labels, token_ids=enc.ids, special=np.array(enc.special, dtype=bool),
-                arrays={k: self._arrays[k] for k in keep}, n_layers=lm.n_layers, n_heads=lm.n_heads,
-                dtype=str(lm.dtype).replace("torch.", ""), device=str(lm.device), text=self.text,
-                text_pair=self.text_pair, dropped=enc.dropped,
-                notes={**({"pair": enc.note} if enc.note else {}),
-                       **{k: self._notes[k] for k in keep if k in self._notes}},
-                refused={k: str(refused[k]) for k in wanted if k in refused},
-            )
+        that need them) are left out and listed in ``Analysis.refused``. ``Analysis.waited_s``: the seconds
+        this call waited for other requests (another thread's get() of this session, which computes the maps
+        both need once; a heavy-methods worker busy with another visitor's job), said in ``progress`` too."""
+        self._waits.s = 0.0
+        if not self._lock.acquire(blocking=False):
+            if progress:
+                progress(0.0, "waiting for another visitor's analysis of this same text (its maps are shared)")
+            t0 = time.perf_counter()
+            self._lock.acquire()
+            self.add_wait(time.perf_counter() - t0)
+        try:
+            return self._get(keys, strict, progress)
+        finally:
+            self._lock.release()
+
+    def _get(self, keys, strict: bool, progress: Progress | None) -> Analysis:
+        wanted = resolve_keys(self.lm, keys)
+        refused: dict[str, NormvizError] = {}
+        request = self.request
+        for k in wanted:
+            if k in self._arrays or _refuse_dependent(k, refused):
+                continue
+            try:
+                registry.check(request, k, self.options)
+            except (TooCostlyError, NotApplicableError) as exc:
+                refused[k] = exc
+        if strict and refused:
+            raise next(iter(refused.values()))
+        todo = [k for k in wanted if k not in self._arrays and k not in refused]
+        if todo:
+            self._compute(todo, refused, strict, progress)
+        keep = [k for k in wanted if k in self._arrays]
+        enc = self.encoded
+        lm = self.lm
+        return Analysis(
+            model_name=lm.name, model_type=lm.model_type, placement=lm.spec.placement, causal=lm.spec.causal,
+            tokens=enc.tokens, labels=enc.labels, token_ids=enc.ids, special=np.array(enc.special, dtype=bool),
+            arrays={k: self._arrays[k] for k in keep}, n_layers=lm.n_layers, n_heads=lm.n_heads,
+            dtype=str(lm.dtype).replace("torch.", ""), device=str(lm.device), text=self.text,
+            text_pair=self.text_pair, dropped=enc.dropped,
+            notes={**({"pair": enc.note} if enc.note else {}),
+                   **{k: self._notes[k] for k in keep if k in self._notes}},
+            refused={k: str(refused[k]) for k in wanted if k in refused},
+            waited_s=self._waits.s,
+        )
 
     def _free_siblings(self, family, ks: list[str]) -> list[str]:
         """A family that declares COMPUTED_TOGETHER computes its other keys in the same pass at little extra
@@ -285,11 +313,7 @@ class Session:
                                 model=self.lm if getattr(family, "NEEDS_MODEL", False) else None,
                                 progress=report)
                 try:
-                    if inputs.model is not None:  # the family hooks the shared model: hold its lock
-                        with model_lock(self.lm.model):
-                            out = family.compute(inputs, ks, self.options)
-                    else:
-                        out = family.compute(inputs, ks, self.options)
+                    out = self._run_family(family, inputs, ks, report)
                 except NormvizError as exc:
                     if strict:
                         raise
@@ -309,6 +333,18 @@ class Session:
         if self._views is not None:
             for v in self._views:
                 v.clear()
+
+
+    def _run_family(self, family, inputs: Inputs, ks: list[str], report: Progress):
+        """One family's keys: in the heavy-methods worker when the session has one that takes them
+        (:mod:`normviz.workers`), else here. A family that reruns the shared model with hooks that do not
+        keep to their own thread (no ``HOOKS_OWN_THREAD``) holds the model's lock meanwhile."""
+        if self.worker is not None and self.worker.takes(self, family, ks):
+            return self.worker.compute(self, family, ks, report)
+        if inputs.model is not None and not getattr(family, "HOOKS_OWN_THREAD", False):
+            with model_lock(self.lm.model):
+                return family.compute(inputs, ks, self.options)
+        return family.compute(inputs, ks, self.options)
 
 
 def _refuse_dependent(key: str, refused: dict) -> bool:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from ..models.params import get_path
-from ..record import Hooks, LayerRecord, hook_stack, model_lock, stack_records
+from ..record import Hooks, LayerRecord, hook_stack, stack_records
 from .params import decoder_view
 
 
@@ -54,9 +54,9 @@ class Seq2SeqRecord:
 
 @torch.no_grad()
 def record_seq2seq(lm, src_ids: list[int], tgt_ids: list[int]) -> Seq2SeqRecord:
-    """Run ``lm`` once on (src_ids, decoder_input_ids=tgt_ids) and record every stack."""
-    with model_lock(lm.model):
-        return _record(lm, src_ids, tgt_ids)
+    """Run ``lm`` once on (src_ids, decoder_input_ids=tgt_ids) and record every stack. Passes of several
+    threads run at once: the hooks record only this thread's pass (:class:`normviz.record.Hooks`)."""
+    return _record(lm, src_ids, tgt_ids)
 
 
 def _record(lm, src_ids, tgt_ids) -> Seq2SeqRecord:
@@ -73,6 +73,7 @@ def _record(lm, src_ids, tgt_ids) -> Seq2SeqRecord:
             hooks.output(get_path(layer, cross.attn), (("x", i), "y"))
             hooks.output(get_path(layer, cross.value), (("x", i), "v"))
             hooks.first_input(get_path(layer, cross.norm_on_residual), (("x", i), "z"))
+        hooks.install(lm.model)
         out = lm.model(input_ids=src, attention_mask=torch.ones_like(src), decoder_input_ids=tgt,
                        output_attentions=True, use_cache=False)
     finally:

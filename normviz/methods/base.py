@@ -6,6 +6,8 @@ A family is one module under ``normviz/methods/`` with
     KEYS        tuple of :class:`KeyInfo`: the map keys it computes
     REQUIRES    {key: (keys it needs computed first)}; e.g. a rollout needs its per-layer map
     NEEDS_MODEL whether ``compute`` reruns parts of the live model (then ``inputs.model`` is given)
+    HOOKS_OWN_THREAD (optional) True: its hooks act only in their own thread (``normviz.record.owner_only``),
+                so the session need not hold the model's lock while it runs (otherwise it does)
     OPT_IN      keys not computed unless asked for by name (costly)
     COMPUTED_TOGETHER  (optional) True: the session computes every applicable key of the family at once
     REFERENCES  the papers, for the Learn page and the docs

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from ..errors import NotApplicableError
-from .base import Inputs, KeyInfo, Output, Request, per_layer
+from .base import Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
 from . import papers
 from .rollouts import rollout
 
@@ -49,7 +49,19 @@ OPT_IN = ()
 REFERENCES = (papers.MODARRESSI_2022,)
 
 
+def flops(request: Request) -> float:
+    """The n² vectors ℓ_ij of every layer, Σ_h α^h_ij f^h_j + the residual (2·H·d each), then LN2's linear part
+    and the norm (≈ 4·d): L·n²·2·d·(H + 2). (The rollout's L products of n × n matrices are not counted.)"""
+    n = request.n_tokens
+    return request.n_layers * n * n * 2.0 * request.d_model * (request.n_heads + 2)
+
+
 def check(request: Request, key: str, options: dict) -> None:
+    """Post-LN only; refused before anything runs when :func:`flops` would take longer than option
+    ``globenc_budget_s`` seconds (:func:`~normviz.methods.base.refuse_over_budget`; the app sets it from
+    NORMVIZ_COST_BUDGET)."""
+    if request.placement == "post":
+        refuse_over_budget(request, key, options, "globenc_budget_s", flops(request))
     if request.placement != "post":
         raise NotApplicableError(
             f"{key!r} (GlobEnc) is defined for post-LN encoders (BERT family), whose second LayerNorm follows the "

@@ -14,15 +14,15 @@ the model called it in the recorded pass, with the call arguments kept in the la
 mask, rotary position embeddings …), and a forward hook on the value projection (fused layouts: the value
 columns) zeroes the slice. One extra batch element reruns the layer unmodified; it must reproduce the
 recorded layer output, and is the o_i above. Costs about n+1 layer passes per layer, so the map is opt-in.
-The family reruns layers of the live model (``NEEDS_MODEL``); the session holds the model's lock meanwhile.
+The family reruns layers of the live model (``NEEDS_MODEL``); its hook acts only in its own thread, so other
+threads' passes through the shared model run meanwhile, unchanged.
 """
 from __future__ import annotations
-
-import threading
 
 import torch
 
 from ..models.params import get_path
+from ..record import add_hooks, owner_only, remove_hooks
 from .base import Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
 from . import papers
 
@@ -32,6 +32,7 @@ KEYS = (KeyInfo("value_zeroing", "Value zeroing", False,
                 "rows normalised (Mohebbi et al. 2023). Opt-in: n+1 reruns of every layer."),)
 REQUIRES: dict = {}
 NEEDS_MODEL = True
+HOOKS_OWN_THREAD = True  # its hook acts only in the thread that added it: the session need not lock the model
 OPT_IN = ("value_zeroing",)
 REFERENCES = (papers.MOHEBBI_2023,)
 
@@ -48,22 +49,20 @@ def rerun_zeroed(lm, index: int, x: torch.Tensor, targets: torch.Tensor, call: t
     sl = lm.layer_params(index).value_columns
     batch = targets.shape[0]
 
-    owner = threading.get_ident()
-
     def zero_values(module, inputs, output):
-        if threading.get_ident() != owner:  # the module is shared: leave other threads' calls alone
-            return output
         out = output.clone()
         b = torch.nonzero(targets >= 0).flatten()
         out[b, targets[b], sl] = 0
         return out
 
-    handle = get_path(layer, lm.spec.value).register_forward_hook(zero_values)
+    # the module is shared: the hook leaves other threads' calls alone (owner_only)
+    hook = owner_only(zero_values)
+    handles = add_hooks(lm.model, [lambda: get_path(layer, lm.spec.value).register_forward_hook(hook)])
     try:
         hs = x.unsqueeze(0).expand(batch, -1, -1).contiguous()
         out = layer(hs, *args, **kwargs)
     finally:
-        handle.remove()
+        remove_hooks(lm.model, handles)
     return out[0] if isinstance(out, (tuple, list)) else out
 
 

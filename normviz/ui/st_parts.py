@@ -250,11 +250,11 @@ def _load_failure(name: str, exc: Exception, unexpected: bool = False) -> str:
 def session_options(lm) -> dict:
     """Options every session of this deployment gets: the cost budgets checked by the costly families before
     anything runs (NORMVIZ_FF_BUDGET seconds for the feed-forward maps, NORMVIZ_COST_BUDGET for value
-    zeroing, ALTI, effective attention and DecompX; default 60 each)."""
+    zeroing, ALTI, effective attention, GlobEnc and DecompX; default 60 each)."""
     conf = settings()
     b = conf.cost_budget_s
     return {"ff_budget_s": conf.ff_budget_s, "value_zeroing_budget_s": b, "alti_budget_s": b,
-            "effective_budget_s": b, "decompx_budget_s": b}
+            "effective_budget_s": b, "globenc_budget_s": b, "decompx_budget_s": b}
 
 
 def session_for(lm, text: str, pair: str):
@@ -273,7 +273,7 @@ def session_for(lm, text: str, pair: str):
     def make():
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", TruncationWarning)
-            session = normviz.Session(lm, text, pair or None, max_tokens=cap, options=options)
+            session = normviz.Session(lm, text, pair or None, max_tokens=cap, options=options, worker=heavy_worker())
         notes = [f"{w.message} Set NORMVIZ_MAX_TOKENS to change the limit." for w in caught
                  if issubclass(w.category, TruncationWarning)]
         return session, notes
@@ -297,7 +297,6 @@ def get_maps(session, keys: list[str]):
     keys = [k for k in dict.fromkeys(keys) if k in registry.all_keys()]
     missing = [k for k in keys if k not in session.computed()]
     bar = st.empty() if missing else None
-    waited = _wait_for_model(session.lm) if missing else 0.0
     try:
         if bar is not None:
             prog = bar.progress(0.0, text=f"Analysing ({', '.join(missing)})…")
@@ -316,28 +315,24 @@ def get_maps(session, keys: list[str]):
             bar.empty()
         say("error", f"The analysis failed: {type(exc).__name__}: {shorten_error(exc)}")
         return None
-    if waited >= 0.5:
-        st.caption(f"Waited {waited:.1f} s for another visitor's analysis on this model before this one could start.")
+    notice_waited(analysis)
     return analysis
 
 
-def _wait_for_model(lm) -> float:
-    """If another request holds this model's lock (recording a pass or rerunning layers), say so while waiting
-    for it; the seconds waited (0 when it was free). The lock is released again at once: the session takes it
-    itself only around what hooks the shared model."""
-    from normviz.record import model_lock
+def notice_waited(analysis, at_least_s: float = 0.5) -> None:
+    """Say how long this request waited for other visitors' analyses (``Analysis.waited_s``: the same text's
+    shared session busy, or the heavy-methods worker busy with another visitor's job), when it did."""
+    waited = float(getattr(analysis, "waited_s", 0.0) or 0.0)
+    if waited >= at_least_s:
+        st.info(f"This analysis waited {waited:.1f} s for other visitors' analyses before it could run "
+                "(the server computes costly maps one visitor at a time).")
 
-    lock = model_lock(lm.model)
-    if lock.acquire(blocking=False):
-        lock.release()
-        return 0.0
-    note = st.empty()
-    note.info("Another visitor's analysis is using this model; yours starts when it is done…")
-    t0 = time.perf_counter()
-    with lock:
-        pass
-    note.empty()
-    return time.perf_counter() - t0
+
+def heavy_worker():
+    """The server's worker process(es) for the costly maps (NORMVIZ_HEAVY_WORKERS; None: 0, all in-process)."""
+    from normviz.workers import shared_worker
+
+    return shared_worker(settings().heavy_workers)
 
 
 def default_keys(lm) -> list[str]:

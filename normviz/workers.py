@@ -1,0 +1,297 @@
+"""The costly map families in a separate, lower-priority worker process, so that one visitor's heavy analysis
+does not make another visitor's short request wait.
+
+    server thread: session.get(["norm", "value_zeroing", "ff_res", …])
+        norm, rollouts …          computed here, in the server's own threads
+        value_zeroing, ff_res …   HeavyWorker.compute ─► worker process (python -m normviz.workers):
+                                  os.nice(+10), one torch/numba/BLAS thread, its own copy of the model
+                                  (loaded by name, as the server did); it re-records the same token ids,
+                                  streams its progress back and returns the arrays (pickled over its pipes)
+
+Why a process and not a thread: the server's sessions share one Python process, where the heavy families'
+torch/numba threads compete with short requests for the cores and their Python parts for the GIL, and
+torch's thread count is process-wide (it cannot be lowered for one thread only). In a process of its own, at a
+lower priority and with one thread, a heavy job yields the cores to short requests. On this shared 2-core
+machine the end-to-end benchmark (``benchmarks/bench_two_visitors.py``) found a short request within 2× of its
+solo time both with the worker and without it (once no lock is held around passes), too noisy to separate
+the two. One process by default: heavy jobs of several visitors queue, and the waiting is reported
+(``Analysis.waited_s`` and the progress message).
+
+Only CPU models loaded by name (``normviz.load``) go to the worker; a model built in memory, sharded with
+``device_map`` or on a GPU is computed in the server as before, and so are texts shorter than ``min_tokens``
+(there the heavy families take milliseconds and a round trip would cost more).
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import queue
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+HEAVY_FAMILIES = ("feedforward", "zeroing", "interactions", "effective", "maxflow", "global_encoder", "decompx")
+POLL_S = 0.25
+
+
+@dataclass(frozen=True)
+class Job:
+    """What the worker needs to compute ``keys`` of one session exactly as the server would."""
+
+    model: str  # the name normviz.load was given
+    device: str
+    dtype: str
+    cache_key: tuple  # the server's LoadedModel.cache_key: the worker checks it loaded the same model
+    encoded: object  # normviz.tokens.Encoded: the same token ids (and segment ids)
+    text: str
+    text_pair: str | None
+    options: dict
+    keys: tuple[str, ...]
+
+
+@dataclass
+class Result:
+    arrays: dict
+    notes: dict
+    error: tuple[str, str] | None  # (exception class name, message) of a NormvizError raised in the worker
+    seconds: float  # how long it ran there
+
+
+class _Process:
+    """One worker process (``python -m normviz.workers``): pickled messages on its stdin and stdout."""
+
+    def __init__(self, nice: int, threads: int, max_models: int):
+        env = {**os.environ, "NORMVIZ_WORKER_NICE": str(nice), "NORMVIZ_WORKER_MODELS": str(max_models),
+               **{v: str(threads) for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                              "NUMBA_NUM_THREADS")}}
+        path = os.pathsep.join(p for p in sys.path if p)  # the same normviz as the server
+        env["PYTHONPATH"] = path
+        self.proc = subprocess.Popen([sys.executable, "-m", "normviz.workers"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, env=env)
+
+    def send(self, message) -> None:
+        pickle.dump(message, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+        self.proc.stdin.flush()
+
+    def receive(self):
+        return pickle.load(self.proc.stdout)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self) -> None:
+        if self.alive():
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=5)
+            except Exception:
+                self.proc.kill()
+
+
+class HeavyWorker:
+    """``processes`` worker processes for the families in ``families`` (see the module docstring).
+
+    Processes start on first need (:meth:`prepare`, :meth:`start` or the first job); each loads a model on
+    first use and keeps the last ``max_models``. A job waits for a free process; the time it waited is the
+    session's wait (``Analysis.waited_s``), and the progress message says so meanwhile."""
+
+    def __init__(self, processes: int = 1, *, nice: int = 10, threads: int = 1, min_tokens: int = 24,
+                 max_models: int = 2, families: tuple[str, ...] = HEAVY_FAMILIES):
+        self.processes, self.nice, self.threads = processes, nice, threads
+        self.min_tokens, self.max_models, self.families = min_tokens, max_models, tuple(families)
+        self._lock = threading.Lock()
+        self._free: queue.Queue[_Process] = queue.Queue()
+        self._all: list[_Process] = []
+        self.busy = 0  # jobs running now
+
+    # ---- which work goes there
+    def _eligible(self, session) -> bool:
+        lm = session.lm
+        return (session.n_tokens >= self.min_tokens and lm.device.type == "cpu"
+                and not str(lm.revision).startswith("memory:") and "|map:" not in str(lm.revision))
+
+    def takes(self, session, family, keys) -> bool:
+        return family.NAME in self.families and self._eligible(session)
+
+    def prepare(self, session) -> None:
+        """Start the processes and load the session's model there, in the background, when this session's
+        costly maps would go to the worker: its first heavy map then does not wait for a process to start."""
+        if not self._all and self._eligible(session):
+            self.start(warm_model=session.lm.name)
+
+    # ---- the processes
+    def start(self, warm_model: str | None = None) -> "HeavyWorker":
+        with self._lock:
+            while len(self._all) < self.processes:
+                p = _Process(self.nice, self.threads, self.max_models)
+                if warm_model:
+                    p.send(("warm", warm_model))
+                self._all.append(p)
+                self._free.put(p)
+        return self
+
+    def shutdown(self) -> None:
+        with self._lock:
+            procs, self._all = self._all, []
+            self._free = queue.Queue()
+        for p in procs:
+            p.stop()
+
+    def _replace(self, dead: _Process) -> None:
+        with self._lock:
+            if dead in self._all:
+                self._all.remove(dead)
+            dead.stop()
+            p = _Process(self.nice, self.threads, self.max_models)
+            self._all.append(p)
+        self._free.put(p)
+
+    # ---- one job
+    def compute(self, session, family, keys, progress=None):
+        """``family``'s ``keys`` of ``session``, computed in a worker process; a ``methods.base.Output``."""
+        from . import errors
+        from .methods import base
+
+        lm = session.lm
+        job = Job(model=lm.name, device=str(lm.device), dtype=str(lm.dtype).replace("torch.", ""),
+                  cache_key=tuple(lm.cache_key), encoded=session.encoded, text=session.text,
+                  text_pair=session.text_pair, options=dict(session.options), keys=tuple(keys))
+        names = ", ".join(keys)
+        if not self._all:
+            self.start()
+        t0 = time.perf_counter()
+        proc = None
+        while proc is None:
+            try:
+                proc = self._free.get(timeout=POLL_S)
+            except queue.Empty:
+                if progress:
+                    progress(0.0, f"waiting for another visitor's costly maps to finish "
+                                  f"({time.perf_counter() - t0:.0f} s so far); then {names}")
+        waited = time.perf_counter() - t0
+        if waited >= POLL_S:
+            session.add_wait(waited)
+        self.busy += 1
+        try:
+            try:
+                proc.send(("job", job))
+                while True:
+                    kind, *payload = proc.receive()
+                    if kind == "progress":
+                        if progress:
+                            progress(*payload)
+                        continue
+                    result: Result = payload[0]
+                    break
+            except (EOFError, OSError, pickle.UnpicklingError) as exc:
+                self._replace(proc)
+                proc = None
+                raise errors.NormvizError(f"The costly-maps worker stopped while computing {names} "
+                                          f"({type(exc).__name__}); try again, or with a shorter text.") from None
+        finally:
+            self.busy -= 1
+            if proc is not None:
+                self._free.put(proc)
+        if result.error is not None:
+            cls = getattr(errors, result.error[0], None)
+            if not (isinstance(cls, type) and issubclass(cls, errors.NormvizError)):
+                cls = errors.NormvizError
+            raise cls(result.error[1])
+        return base.Output(arrays=result.arrays, notes=result.notes)
+
+
+# ---------------------------------------------------------------- in the worker process
+_MODELS: dict = {}
+
+
+def _model(name: str, device: str, dtype: str, cache_key: tuple | None = None):
+    import normviz
+
+    key = (name, device, dtype)
+    lm = _MODELS.pop(key, None)
+    if lm is None:
+        lm = normviz.load(name, device=device, dtype=dtype)
+    if cache_key is not None and tuple(lm.cache_key) != tuple(cache_key):
+        raise RuntimeError(f"the worker loaded {lm.cache_key}, not the server's {cache_key}")
+    _MODELS[key] = lm
+    while len(_MODELS) > int(os.environ.get("NORMVIZ_WORKER_MODELS", "2")):
+        _MODELS.pop(next(iter(_MODELS)))
+    return lm
+
+
+def _run(job: Job, progress) -> Result:
+    from .errors import NormvizError
+    from .session import Session
+
+    t0 = time.perf_counter()
+    try:
+        lm = _model(job.model, job.device, job.dtype, job.cache_key)
+        session = Session.from_encoded(lm, [job.encoded], [(job.text, job.text_pair)], job.options)[0]
+        a = session.get(list(job.keys), strict=True, progress=progress)
+        arrays = {k: a.arrays[k] for k in job.keys}
+        notes = {k: a.notes[k] for k in job.keys if k in a.notes}
+        return Result(arrays, notes, None, time.perf_counter() - t0)
+    except NormvizError as exc:
+        return Result({}, {}, (type(exc).__name__, str(exc)), time.perf_counter() - t0)
+
+
+def serve() -> None:
+    """The worker's loop: ("warm", model name) loads a model; ("job", Job) answers ("progress", f, text)…
+    then ("result", Result). Ends when stdin closes. Its stdout carries only these messages (prints go to stderr)."""
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    inp = sys.stdin.buffer
+    try:
+        os.nice(int(os.environ.get("NORMVIZ_WORKER_NICE", "10")))
+    except (AttributeError, OSError):  # pragma: no cover - platforms without nice
+        pass
+    import torch
+
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+
+    def send(message) -> None:
+        pickle.dump(message, out, protocol=pickle.HIGHEST_PROTOCOL)
+        out.flush()
+
+    while True:
+        try:
+            kind, payload = pickle.load(inp)
+        except EOFError:
+            return
+        if kind == "warm":
+            try:
+                _model(payload, "cpu", "float32")
+            except Exception as exc:  # a model the worker cannot load: the job will say so
+                print(f"normviz worker: could not preload {payload!r}: {exc}", file=sys.stderr)
+            continue
+        try:
+            result = _run(payload, lambda f, m: send(("progress", f, m)))
+        except Exception as exc:  # unexpected: the server shows it as a message, never a traceback
+            result = Result({}, {}, ("NormvizError", f"{type(exc).__name__}: {exc}"), 0.0)
+        send(("result", result))
+
+
+_SHARED: HeavyWorker | None = None
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_worker(processes: int = 1) -> HeavyWorker | None:
+    """The process-wide worker of the app's server (None when ``processes`` is 0: everything in-process)."""
+    global _SHARED
+    if processes <= 0:
+        return None
+    with _SHARED_LOCK:
+        if _SHARED is None or _SHARED.processes != processes:
+            _SHARED = HeavyWorker(processes)
+        return _SHARED
+
+
+if __name__ == "__main__":  # as normviz.workers, so that pickled Results name that module, not __main__
+    from normviz.workers import serve as _serve
+
+    _serve()
+
+
+__all__ = ["HEAVY_FAMILIES", "HeavyWorker", "Job", "Result", "shared_worker"]
