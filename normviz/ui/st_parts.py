@@ -96,9 +96,33 @@ def load_view() -> ViewState:
         ss[VIEW] = view
         ss["_normviz_problems"] = list(settings().problems) + list(view.problems)
     view = ss[VIEW]
+    forget_widgets_on_page_change()
     for p in ss.pop("_normviz_problems", []):
         say("warning", p)
     return view
+
+
+def current_page() -> str:
+    """An id of the page this run draws (Streamlit's page hash: one per page under ``st.navigation``)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return getattr(ctx, "page_script_hash", "") or "" if ctx is not None else ""
+
+
+def forget_widgets_on_page_change() -> None:
+    """On the first run of a page after another page, drop every widget value (``w_*`` keys) so the page's
+    widgets are seeded from the shared view again. A widget's value belongs to the page that drew it:
+    Streamlit gives the same key on another page a new widget, which would start empty (the text was lost
+    between Explore and Overview, issue 13) -- the view, kept in session state and the URL, is what pages share."""
+    ss = st.session_state
+    page = current_page()
+    if ss.get("_normviz_page") == page:
+        return
+    if "_normviz_page" in ss:
+        for k in [k for k in ss if isinstance(k, str) and k.startswith("w_")]:
+            del ss[k]
+    ss["_normviz_page"] = page
 
 
 def save_view(view: ViewState) -> None:

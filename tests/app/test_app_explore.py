@@ -1,4 +1,4 @@
-"""AppTest runs of the Explore page (app.py) on the embedded minilm."""
+"""AppTest runs of the Explore page (app.py runs it as the default page) on the embedded minilm."""
 from __future__ import annotations
 
 import numpy as np
