@@ -6,13 +6,17 @@
 >>> a = session.get(["attention", "norm"])                      # one forward pass
 >>> a["norm"].shape      # [layers, heads, n, n]
 >>> session.get(["attn_res_ln"])                                # no forward pass: the records are kept
+>>> figs = normviz.show(a, maps=["attention", "norm"], layer=2)  # plotly figures (see normviz.show)
 """
 from . import errors
 from .analysis import Analysis
 from .methods import all_keys, key_info, register_family
 from .models import EMBEDDED, LoadedModel, from_model, load, register_architecture
+from .fx import transformed_norms
 from .session import Session, analyze, analyze_batch
+from .notebook import show
 
 __all__ = ["Analysis", "EMBEDDED", "LoadedModel", "Session", "all_keys", "analyze", "analyze_batch", "errors",
-           "from_model", "key_info", "load", "register_architecture", "register_family"]
+           "from_model", "key_info", "load", "register_architecture", "register_family", "show",
+           "transformed_norms"]
 __version__ = "0.1.0"

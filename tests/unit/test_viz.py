@@ -29,7 +29,7 @@ def test_heatmap_signed_values_use_a_diverging_scale_centred_on_zero():
 
 def test_heatmap_positions_label_hover_with_original_indices():
     fig = viz.heatmap(np.eye(2), ["cat", "sat"], positions=[2, 3])
-    assert np.asarray(fig.data[0].customdata)[0, 1].tolist() == ["cat [2]", "sat [3]"]
+    assert np.asarray(fig.data[0].customdata)[0, 1, :2].tolist() == ["cat [2]", "sat [3]"]
 
 
 def test_bars_one_subplot_per_map():

@@ -1,0 +1,141 @@
+"""One map as a heatmap: rows = receiving token i, columns = contributing token j.
+
+Readable at any n (sizes from :func:`normviz.viz.labels.sizing`), square cells, a colour bar of fixed
+height, causal (j > i) cells masked as NaN on a grey ground and named so in the hover, an optional divider
+between the two segments of a sentence pair, and repeated-token suffixes ('the·2') explained in the hover.
+"""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .labels import abbreviate, occurrence_note, sizing, with_positions
+
+SEQUENTIAL = "Viridis"
+DIVERGING = "RdBu_r"
+MASKED_BG = "#c8c8c8"  # the ground that masked (NaN) cells show
+MASKED_TEXT = "masked (causal): a decoder's token i cannot see a later token j"
+HOVER = ("%{customdata[0]} ← %{customdata[1]}: %{customdata[4]}"
+         "%{customdata[2]}%{customdata[3]}<extra></extra>")
+
+
+def title_dict(text: str, font_size: int) -> dict:
+    """A title just above the plot area, below plotly's toolbar (which takes the top-right)."""
+    return dict(text=text, font=dict(size=font_size + 2), x=0.0, xanchor="left", yref="paper", y=1.0,
+                yanchor="bottom", pad=dict(b=8))
+
+
+def colorscale_for(zmin: float) -> tuple[str, float | None]:
+    """Diverging and centred on 0 when values go below 0, else sequential."""
+    return (DIVERGING, 0.0) if zmin < 0 else (SEQUENTIAL, None)
+
+
+def colorbar_dict(title: str, side: int, font_size: int) -> dict:
+    """A colour bar of fixed, modest height (≤ 260 px), its title (the units) on top."""
+    return dict(title=dict(text=title, side="top", font=dict(size=font_size)), thickness=14, lenmode="pixels",
+                len=int(min(260, max(120, 0.6 * side))), y=1.0, yanchor="top", tickfont=dict(size=font_size))
+
+
+def causal_mask(row_positions, col_positions) -> np.ndarray:
+    """True where the contributing token comes after the receiving one (j > i in original positions)."""
+    return np.asarray(col_positions)[None, :] > np.asarray(row_positions)[:, None]
+
+
+def divider_index(positions, boundary: int | None) -> int | None:
+    """Shown index of the first token of the second segment (original position ``boundary``), or None."""
+    if boundary is None:
+        return None
+    k = next((i for i, p in enumerate(positions) if p >= boundary), None)
+    return k if k is not None and 0 < k < len(positions) else None
+
+
+def _notes(labels: list[str], prefix: str) -> np.ndarray:
+    return np.array([f"<br>{prefix}{lab} = {note}" if (note := occurrence_note(lab)) else "" for lab in labels],
+                    dtype=object)
+
+
+def heatmap(matrix: np.ndarray, row_labels: list[str], col_labels: list[str] | None = None, *, title: str = "",
+            zmin: float | None = None, zmax: float | None = None, positions: list[int] | None = None,
+            font_size: int = 12, colorbar: bool = True, colorbar_title: str = "",
+            height: int | None = None, causal: bool = False, masked: np.ndarray | None = None,
+            boundary: int | None = None, present: bool = False, width: int | None = None,
+            col_positions: list[int] | None = None) -> go.Figure:
+    """One [n_rows, n_cols] map as a heatmap with numeric axes (a repeated token keeps its own row/column).
+
+    ``positions`` / ``col_positions``: original token positions of the shown rows / columns (hover names
+    'label [position]'). ``causal``: mask cells whose column comes after their row (decoders); ``masked``:
+    an explicit boolean mask instead. ``boundary``: original position of the second segment's first token
+    (sentence pairs) — a divider is drawn before it. ``width``: the pixel width the page gives the panel
+    (None: the chart stretches to its container); ``layout.width`` is then set, and it grows beyond
+    ``width`` when n labels need more room (show the chart at its own width, with a scroll bar).
+    ``present``: labels ≥ 18 px. ``height`` overrides the computed height (older callers)."""
+    m = np.array(matrix, dtype=np.float64)
+    n_rows, n_cols = m.shape
+    col_labels = row_labels if col_labels is None else col_labels
+    positions = list(range(n_rows)) if positions is None else list(positions)
+    if col_positions is None:
+        col_positions = positions if n_cols == n_rows else list(range(n_cols))
+    base_font = max(font_size, 18) if present else font_size
+    longest = max((len(x) for x in list(row_labels) + list(col_labels)), default=1)
+    right = 110 if colorbar else 20
+
+    def label_px(tick: int, max_chars: int) -> int:  # room for the tick labels and the axis title
+        return int(0.62 * tick * min(max_chars + 2, longest)) + base_font + 30
+
+    side_hint = None
+    if width is not None:  # the panel's whole width: the plot side is what the labels and colour bar leave
+        first = sizing(max(n_rows, n_cols), width=width, font_size=font_size, present=present)
+        side_hint = max(120, int(width) - label_px(first.tick_font, first.max_chars) - right)
+    size = sizing(max(n_rows, n_cols), width=side_hint, font_size=font_size, present=present)
+    if masked is None and causal and n_rows == n_cols:
+        masked = causal_mask(positions, col_positions)
+    mask = np.zeros(m.shape, bool) if masked is None else np.asarray(masked, bool)
+
+    custom = np.empty((n_rows, n_cols, 5), dtype=object)
+    custom[..., 0] = np.array(with_positions(positions, row_labels), dtype=object)[:, None]
+    custom[..., 1] = np.array(with_positions(col_positions, col_labels), dtype=object)[None, :]
+    custom[..., 2] = _notes(row_labels, "")[:, None]
+    custom[..., 3] = _notes(col_labels, "")[None, :]
+    custom[..., 4] = np.vectorize(lambda v: f"{v:.4g}", otypes=[object])(m) if m.size else m
+    custom[..., 4][mask] = MASKED_TEXT
+    m[mask] = np.nan
+
+    finite = m[np.isfinite(m)]
+    zmin = (float(finite.min()) if finite.size else 0.0) if zmin is None else zmin
+    zmax = (float(finite.max()) if finite.size else 1.0) if zmax is None else zmax
+    scale, zmid = colorscale_for(zmin)
+    fig = go.Figure(go.Heatmap(
+        z=m, x=list(range(n_cols)), y=list(range(n_rows)), zmin=zmin, zmax=zmax, zmid=zmid, colorscale=scale,
+        customdata=custom, hovertemplate=HOVER, hoverongaps=True, showscale=colorbar,
+        colorbar=colorbar_dict(colorbar_title, size.side, base_font),
+    ))
+    tick = size.tick_font
+    angle = -90 if max(n_rows, n_cols) > 12 else -45
+    fig.update_xaxes(tickmode="array", tickvals=list(range(n_cols)),
+                     ticktext=[abbreviate(s, size.max_chars) for s in col_labels], tickangle=angle,
+                     tickfont=dict(size=tick), title=dict(text="contributing token (j)", font=dict(size=base_font)),
+                     side="bottom", showgrid=False, zeroline=False, constrain="domain")
+    fig.update_yaxes(tickmode="array", tickvals=list(range(n_rows)),
+                     ticktext=[abbreviate(s, size.max_chars) for s in row_labels], autorange="reversed",
+                     tickfont=dict(size=tick), title=dict(text="receiving token (i)", font=dict(size=base_font)),
+                     showgrid=False, zeroline=False, scaleanchor="x", scaleratio=1, constrain="domain")
+    k = divider_index(positions, boundary) if n_rows == n_cols else None
+    if k is not None:
+        line = dict(color="white", width=3)
+        fig.add_shape(type="line", x0=k - 0.5, x1=k - 0.5, y0=-0.5, y1=n_rows - 0.5, line=line)
+        fig.add_shape(type="line", x0=-0.5, x1=n_cols - 0.5, y0=k - 0.5, y1=k - 0.5, line=line)
+        fig.add_shape(type="line", x0=k - 0.5, x1=k - 0.5, y0=-0.5, y1=n_rows - 0.5,
+                      line=dict(color="black", width=1, dash="dot"))
+        fig.add_shape(type="line", x0=-0.5, x1=n_cols - 0.5, y0=k - 0.5, y1=k - 0.5,
+                      line=dict(color="black", width=1, dash="dot"))
+    top = 50 + 2 * base_font
+    left = bottom = label_px(tick, size.max_chars)
+    fig.update_layout(
+        title=title_dict(title, base_font), font=dict(size=base_font), plot_bgcolor=MASKED_BG,
+        height=int(height or (size.side + top + bottom)),
+        margin=dict(l=10, r=10, t=top, b=10),
+        meta=dict(normviz="heatmap", divider=k, masked=int(mask.sum())),
+    )
+    if width is not None or size.grown:
+        fig.update_layout(width=int(max(width or 0, size.side + left + right)))
+    return fig
