@@ -2,12 +2,25 @@
 
 Every ``pages/<n>_<Name>.py`` is a page, in the order of ``n``; ``0_Explore.py`` is the default (the root URL),
 the others live at ``/<Name>``. Each page also runs on its own (``AppTest.from_file("pages/1_Overview.py")``).
+With ``NORMVIZ_TIMING=1`` each run's server time goes to stderr (``normviz-timing <page> <seconds>``), which
+the real-browser test reads to split a redraw into server and browser time.
 """
+import os
+import sys
+import time
 from pathlib import Path
 
 import streamlit as st
 
 from normviz.ui.pages import discover
 
-st.navigation([st.Page(str(p.path), title=p.title, icon=p.icon, url_path=p.url_path, default=p.default)
-               for p in discover(Path(__file__).parent / "pages")]).run()
+pages = discover(Path(__file__).parent / "pages")
+nav = st.navigation([st.Page(str(p.path), title=p.title, icon=p.icon, url_path=p.url_path, default=p.default)
+                     for p in pages])
+t0 = time.perf_counter()
+try:
+    nav.run()
+finally:
+    if os.environ.get("NORMVIZ_TIMING", "").strip() in ("1", "true", "yes", "on"):
+        print(f"normviz-timing {nav.url_path or 'Explore'} {time.perf_counter() - t0:.4f}", file=sys.stderr,
+              flush=True)

@@ -152,8 +152,7 @@ def page() -> None:
     if session is None:
         st.stop()
     view.maps = tuple(dict.fromkeys(view.maps))  # a map named twice is shown once
-    extra = ["attention", "norm"] if view.fx and any(k in ("norm", "norm_layer") for k in view.maps) else []
-    a = ui.get_maps(session, list(view.maps) + extra)
+    a = ui.get_maps(session, list(view.maps))
     if a is None:
         st.stop()
     labels = data.unique_labels(list(a.labels))
@@ -201,7 +200,7 @@ def page() -> None:
     figures, captions = [], []
     width = ui.panel_width(2, view.present)  # two per row at any width (one panel: the left half)
 
-    def draw(p, rng, analysis, model, tag: str, bound, layer: int, head):
+    def draw(p, rng, sess, model, tag: str, bound, layer: int, head):
         if view.draw == "lines":
             fig = viz.lines(p.matrix, p.row_labels, positions=p.index, threshold=view.threshold, focus=view.focus,
                             title=p.title, font_size=fs, present=view.present, boundary=bound,
@@ -219,8 +218,9 @@ def page() -> None:
         st.caption(ui.plain(learn.caption(p.key), None))
         if tag == "":
             ui.learn_link(p.key, "What is this?")
-        if view.fx and p.key in ("norm", "norm_layer") and "attention" in analysis and "norm" in analysis:
-            vals, what = data.fx_strip(analysis, layer, head, p.index)
+        norms = ui.fx_norms(sess, layer) if view.fx and p.key in ("norm", "norm_layer") else None
+        if norms is not None:
+            vals, what = data.fx_strip(norms, head, p.index)
             strip = viz.fx_strip(vals, p.row_labels, positions=p.index, title=what, font_size=fs, present=view.present,
                                  width=width)
             ui.chart(strip, key=f"fx_{tag}{p.key}", filename=f"{stem}_fx")
@@ -233,19 +233,19 @@ def page() -> None:
             cols = st.columns(per_row, gap="medium")
             for col, p, rng in zip(cols, panels[start:start + per_row], ranges[start:start + per_row]):
                 with col:
-                    draw(p, rng, a, lm, "", boundary, view.layer, view.head)
+                    draw(p, rng, session, lm, "", boundary, view.layer, view.head)
     else:
-        name_b, b, panels_b, lm_b = second
+        name_b, b, panels_b, lm_b, session_b = second
         st.caption(ui.plain(f"Left: {lm.name} on the text above. Right: {name_b}. Same maps, layer and head.", None))
         ranges_b = data.color_range(panels_b, view.shared_scale)
         by_key = {p.key: (p, r) for p, r in zip(panels_b, ranges_b)}
         for p, rng in zip(panels, ranges):
             left, right = st.columns(2, gap="medium")
             with left:
-                draw(p, rng, a, lm, "", boundary, view.layer, view.head)
+                draw(p, rng, session, lm, "", boundary, view.layer, view.head)
             with right:
                 if p.key in by_key:
-                    draw(by_key[p.key][0], by_key[p.key][1], b, lm_b, "b_", data.pair_boundary(b),
+                    draw(by_key[p.key][0], by_key[p.key][1], session_b, lm_b, "b_", data.pair_boundary(b),
                          min(view.layer, lm_b.n_layers - 1), ui.clamp_head(view.head, lm_b))
                 else:
                     st.info(ui.plain(f"{ui.title(p.key)} is not available for {name_b}.", None))

@@ -159,12 +159,16 @@ def why_weight_is_not_contribution(view, lm, fs) -> None:
     with c3:
         i = st.selectbox("Receiving token i (a row)", list(range(n)), key="w_why_row",
                          format_func=lambda k: f"{labels[k]} [{k}]")
-    w = learn.why_rows(a.map("attention", layer, head)[i], a.map("norm", layer, head)[i])
+    norms = ui.fx_norms(session, layer)
+    if norms is None:
+        return
+    w = learn.why_rows(a.map("attention", layer, head)[i], norms[head], a.map("norm", layer, head)[i])
     rows = pd.DataFrame({
         "token j": [f"{lab} [{j}]" for j, lab in enumerate(labels)],
         "α_ij (weight)": np.round(w["alpha"], 4),
         "‖f(x_j)‖ (vector length)": np.round(w["fx"], 3),
-        "‖α_ij f(x_j)‖ = α · ‖f‖": np.round(w["norm"], 4),
+        "α · ‖f(x_j)‖": np.round(w["product"], 4),
+        "‖α_ij f(x_j)‖ (the norm map)": np.round(w["norm"], 4),
         "rank by weight": w["rank_alpha"] + 1,
         "rank by norm": w["rank_norm"] + 1,
     })

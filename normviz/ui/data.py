@@ -258,33 +258,13 @@ def thresholded(matrix: np.ndarray, threshold: float) -> np.ndarray:
     return np.where(np.abs(m) >= threshold * top, m, np.nan)
 
 
-def value_norms(attention: np.ndarray, norm: np.ndarray) -> np.ndarray:
-    """‖f(x_j)‖ per column from one head's α and ‖α f(x)‖ ([n, n] each): the median over rows i with α_ij > 0
-    of ‖α_ij f(x_j)‖ / α_ij (every such row gives the same number, since α ≥ 0). Causal maps: the rows that
-    see j. NaN where no row attends to j."""
-    a = np.asarray(attention, dtype=np.float64)
-    n = np.asarray(norm, dtype=np.float64)
-    ok = a > 1e-9
-    ratio = np.where(ok, n / np.where(ok, a, 1.0), np.nan)
-    with np.errstate(all="ignore"):
-        out = np.full(a.shape[1], np.nan)
-        cols = ok.any(0)
-        out[cols] = np.nanmedian(ratio[:, cols], axis=0)
-    return out
-
-
-def fx_strip(analysis, layer: int, head: int | None, keep: list[int]) -> tuple[np.ndarray, str]:
-    """‖f(x_j)‖ of the shown tokens at ``layer``: of ``head``, or the mean over heads; and its label."""
+def fx_strip(norms: np.ndarray, head: int | None, keep: list[int]) -> tuple[np.ndarray, str]:
+    """The ‖f(x_j)‖ strip of the shown tokens from ``normviz.transformed_norms(session, layer)`` ([H, n]):
+    of ``head``, or the mean over heads; and its title."""
+    norms = np.asarray(norms, dtype=np.float64)
     if head is None:
-        per = np.stack([value_norms(analysis["attention"][layer, h], analysis["norm"][layer, h])
-                        for h in range(analysis.n_heads)])
-        with np.errstate(all="ignore"):
-            vals = np.nanmean(per, axis=0)
-        what = "‖f(x_j)‖, mean over heads"
-    else:
-        vals = value_norms(analysis["attention"][layer, head], analysis["norm"][layer, head])
-        what = f"‖f(x_j)‖, head {head}"
-    return vals[keep], what
+        return norms.mean(0)[keep], "‖f(x_j)‖, mean over heads"
+    return norms[head][keep], f"‖f(x_j)‖, head {head}"
 
 
 def layer_stack(analysis, key: str, head: int | None, hide_special: bool, values: str) -> tuple[np.ndarray, list[int]]:

@@ -225,14 +225,15 @@ SYMBOLS: list[tuple[str, str]] = [
 ]
 
 
-def why_rows(alpha_row: np.ndarray, norm_row: np.ndarray) -> dict[str, np.ndarray]:
-    """One row i of one head: α_ij, ‖f(x_j)‖ (= ‖α f(x_j)‖ / α_ij, since α ≥ 0) and their product ‖α f(x_j)‖,
-    each also as a share of its row, and the rank of every token by weight and by norm (0 = largest)."""
+def why_rows(alpha_row: np.ndarray, fx: np.ndarray, norm_row: np.ndarray) -> dict[str, np.ndarray]:
+    """One row i of one head: α_ij, ‖f(x_j)‖ (``normviz.transformed_norms``) and the map's ‖α_ij f(x_j)‖, which
+    equals α_ij · ‖f(x_j)‖ since α ≥ 0 (``product``: that product, to show the identity), each also as a share
+    of its row, and the rank of every token by weight and by norm (0 = largest)."""
     a = np.asarray(alpha_row, dtype=np.float64)
     n = np.asarray(norm_row, dtype=np.float64)
-    fx = np.divide(n, a, out=np.full_like(n, np.nan), where=a > 1e-9)
+    fx = np.asarray(fx, dtype=np.float64)
     share_a = a / a.sum() if a.sum() > 0 else a
     share_n = n / n.sum() if n.sum() > 0 else n
     rank = lambda v: np.argsort(np.argsort(-v, kind="stable"), kind="stable")  # noqa: E731
-    return {"alpha": a, "fx": fx, "norm": n, "share_alpha": share_a, "share_norm": share_n,
+    return {"alpha": a, "fx": fx, "norm": n, "product": a * fx, "share_alpha": share_a, "share_norm": share_n,
             "rank_alpha": rank(a), "rank_norm": rank(n)}

@@ -473,7 +473,7 @@ def second_model_picker(current: str) -> str:
 
 
 def comparison(view: ViewState, lm, keys: list[str]):
-    """The right-hand side of a comparison: (what it is, analysis, panels, model) with the same maps, layer
+    """The right-hand side of a comparison: (what it is, analysis, panels, model, session) with the same maps, layer
     and head as the left (clamped to the second model's size, with a note), or None after a message."""
     from . import data
 
@@ -491,7 +491,7 @@ def comparison(view: ViewState, lm, keys: list[str]):
     if session is None:
         return None
     placement_ok = [k for k in keys if k in registry.all_keys(lm_b.spec.placement)]
-    b = get_maps(session, placement_ok + (["attention", "norm"] if view.fx else []))
+    b = get_maps(session, placement_ok)
     if b is None:
         return None
     layer = min(view.layer, lm_b.n_layers - 1)
@@ -500,7 +500,17 @@ def comparison(view: ViewState, lm, keys: list[str]):
         st.caption(plain(f"{name} has {lm_b.n_layers} layers × {lm_b.n_heads} heads: its side shows layer {layer}"
                          + ("" if head is None else f", head {head}") + ".", None))
     panels = data.build_panels(b, [k for k in placement_ok if k in b], layer, head, view.hide_special, view.values)
-    return name, b, panels, lm_b
+    return name, b, panels, lm_b, session
+
+
+def fx_norms(session, layer: int):
+    """‖f^h(x_j)‖ of one layer ([H, n], ``normviz.transformed_norms``) from the session's records, or None
+    (after a caption) when they cannot be had."""
+    try:
+        return normviz.transformed_norms(session, layer)
+    except Exception as exc:  # never a traceback: the strip is an extra
+        st.caption(plain(f"The ‖f(x)‖ strip is not available: {type(exc).__name__}: {shorten_error(exc)}", None))
+        return None
 
 
 def outline_token(fig, k: int, n: int) -> None:
