@@ -9,7 +9,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-ICONS = {"Explore": "🔎", "Overview": "🧭", "Learn": "🎓", "Corpus": "📚", "Translate": "🔤"}
+# Material icons (Streamlit bundles the font: they show in any browser, unlike emoji without an emoji font)
+ICONS = {"Explore": ":material/search:", "Overview": ":material/grid_view:", "Learn": ":material/school:",
+         "Corpus": ":material/library_books:", "Translate": ":material/translate:"}
 _NAME = re.compile(r"^(\d+)_(\w+)\.py$")
 
 

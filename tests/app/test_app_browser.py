@@ -79,7 +79,7 @@ def _measure(driver, url: str, log: str, rounds: int) -> dict:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    for r, word in enumerate(["lighthouse", "pineapple", "volcano"][:max(1, min(3, rounds))]):
+    for r, word in enumerate(["river", "garden", "doctor"][:max(1, min(3, rounds))]):
         def type_sentence(w=word):
             box = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stMain"] [data-testid="stTextInput"] input')[0]
             box.send_keys(Keys.CONTROL, "a")

@@ -178,8 +178,11 @@ def timed(driver, log_path: str, action, done: str, timeout: float = 120) -> tup
 def press_on_slider(driver, index: int, key: str) -> None:
     from selenium.webdriver.common.by import By
 
-    thumbs = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stMain"] [data-testid="stSlider"] [role="slider"]')
-    thumbs[index].send_keys(key)
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    thumbs = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stMain"] [data-testid="stSlider"] input[type="range"]')
+    driver.execute_script("arguments[0].focus();", thumbs[index])
+    ActionChains(driver).send_keys(key).perform()
 
 
 def choose_in_selectbox(driver, label: str, option: str) -> None:
@@ -211,7 +214,7 @@ def click_nav(driver, title: str) -> None:
     from selenium.webdriver.common.by import By
 
     for a in driver.find_elements(By.CSS_SELECTOR, '[data-testid="stSidebarNav"] a'):
-        if a.text.strip() == title:
+        if a.text.strip().splitlines()[-1].strip() == title:
             a.click()
             return
     raise LookupError(f"no page {title!r} in the sidebar")
