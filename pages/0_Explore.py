@@ -190,8 +190,6 @@ def page() -> None:
                 + (", keeping its original total." if view.values == "raw" else "."))
     if view.values == "raw" and view.shared_scale and len(panels) > 1:
         notes.append("Raw values of different maps have different units; per-panel scales may read better.")
-    for n in notes:
-        st.caption(n)
 
     # --- the panels: two per row (or A | B when comparing) ------------------------------------------------------
     boundary = data.pair_boundary(a)
@@ -250,38 +248,38 @@ def page() -> None:
                 else:
                     st.info(ui.plain(f"{ui.title(p.key)} is not available for {name_b}.", None))
 
+    for n in notes:  # under the panels, so that they start high on the screen
+        st.caption(n)
+
     # --- beside the maps: difference, player, focus bars ------------------------------------------------------
+    def beside(fig, tag: str, heading: str, explanation: str) -> None:
+        """A figure in the left column with what it shows on its right; it goes into the HTML export too."""
+        col, text_col = st.columns(2, gap="medium")
+        with col:
+            ui.chart(fig, key=f"panel_{tag}", filename=f"{stem}_{tag}")
+        with text_col:
+            st.markdown(f"**{heading}**")
+            st.caption(ui.plain(explanation, None))
+        figures.append(fig)
+        captions.append(f"{heading}: {explanation}")
+
     by_key = {p.key: p for p in panels}
     if view.diff and all(k in by_key for k in view.diff):
         pa, pb = by_key[view.diff[0]], by_key[view.diff[1]]
         fig = viz.difference(pa.matrix, pb.matrix, pa.row_labels, name_a=ui.title(pa.key), name_b=ui.title(pb.key),
                              positions=pa.index, causal=lm.is_causal, boundary=boundary, font_size=fs,
                              present=view.present, width=width)
-        col, text_col = st.columns(2, gap="medium")
-        with col:
-            ui.chart(fig, key="panel_diff", filename=f"{stem}_diff")
-        with text_col:
-            st.markdown("**Difference A − B**")
-            st.caption(ui.plain(f"Each row of A ({ui.title(pa.key)}) and of B ({ui.title(pb.key)}) as shares of "
-                                "the row, then A − B: red where A gives a token pair more than B, blue where less "
-                                "(0 = they agree).", None))
-        figures.append(fig)
-        captions.append("A − B of row shares.")
+        beside(fig, "diff", "Difference A − B",
+               f"Each row of A ({ui.title(pa.key)}) and of B ({ui.title(pb.key)}) as shares of the row, then A − B: "
+               "red where A gives a token pair more than B, blue where less (0 = they agree).")
     if view.player and view.player in a:
         stack, keep = data.layer_stack(a, view.player, view.head, view.hide_special, view.values)
         fig = viz.layer_player(stack, [labels[i] for i in keep], title=f"{ui.title(view.player)} through the layers",
                                positions=keep, causal=lm.is_causal, boundary=boundary, font_size=fs,
                                present=view.present, colorbar_title=data.unit(view.player, view.values),
                                start=view.layer, width=width)
-        col, text_col = st.columns(2, gap="medium")
-        with col:
-            ui.chart(fig, key="panel_player", filename=f"{stem}_player")
-        with text_col:
-            st.markdown("**Layer player**")
-            st.caption("▶ plays the map from layer 0 to the last; drag the slider to stop at a layer. One colour "
-                       "scale for all layers, so colours compare across frames.")
-        figures.append(fig)
-        captions.append("The map through the layers.")
+        beside(fig, "player", "Layer player", "▶ plays the map from layer 0 to the last; drag the slider to stop at "
+               "a layer. One colour scale for all layers, so colours compare across frames.")
     if view.focus is not None:
         rows = data.focus_rows(panels, view.focus)
         fig = viz.bars(rows, labels, [p.index for p in panels if view.focus in p.index],

@@ -165,25 +165,26 @@ def why_weight_is_not_contribution(view, lm, fs) -> None:
     w = learn.why_rows(a.map("attention", layer, head)[i], norms[head], a.map("norm", layer, head)[i])
     rows = pd.DataFrame({
         "token j": [f"{lab} [{j}]" for j, lab in enumerate(labels)],
-        "α_ij (weight)": np.round(w["alpha"], 4),
-        "‖f(x_j)‖ (vector length)": np.round(w["fx"], 3),
-        "α · ‖f(x_j)‖": np.round(w["product"], 4),
-        "‖α_ij f(x_j)‖ (the norm map)": np.round(w["norm"], 4),
-        "rank by weight": w["rank_alpha"] + 1,
-        "rank by norm": w["rank_norm"] + 1,
+        "α_ij": np.round(w["alpha"], 4),
+        "‖f(x_j)‖": np.round(w["fx"], 3),
+        "α_ij·‖f(x_j)‖": np.round(w["product"], 4),
+        "‖α_ij f(x_j)‖ (map)": np.round(w["norm"], 4),
+        "rank α": w["rank_alpha"] + 1,
+        "rank ‖αf‖": w["rank_norm"] + 1,
     })
+    st.markdown("**1.** Head " + str(head) + " of layer " + str(layer) + " gives token "
+                + ui.lit(labels[i]) + " a weight α_ij for every token j (the row sums to 1).  \n"
+                "**2.** What it adds from j is α_ij times f(x_j), token j's vector transformed by the head; its "
+                "length ‖f(x_j)‖ differs a lot from token to token.  \n"
+                "**3.** So the length of what really arrives is the product ‖α_ij f(x_j)‖ = α_ij · ‖f(x_j)‖ "
+                "(the last two number columns agree).")
     left, right = st.columns([1, 1], gap="medium")
     with left:
-        st.markdown("**1.** Head " + str(head) + " of layer " + str(layer) + " gives token "
-                    + ui.lit(labels[i]) + " a weight α_ij for every token j (the row sums to 1).  \n"
-                    "**2.** What it adds from j is α_ij times f(x_j), token j's vector transformed by the head. "
-                    "Its length ‖f(x_j)‖ differs a lot from token to token.  \n"
-                    "**3.** So the length of what really arrives is the product ‖α_ij f(x_j)‖ = α_ij · ‖f(x_j)‖.")
         st.dataframe(rows, hide_index=True, width="stretch")
     with right:
-        fig = viz.bars({"share of the weight α": w["share_alpha"], "share of the norm ‖α f(x)‖": w["share_norm"]},
-                       labels, focus_label=f"{labels[i]} [{i}]", font_size=fs)
-        ui.chart(fig, key="why_bars", filename=f"normviz_why_L{layer}_H{head}")
+        for name, share in (("weight α", w["share_alpha"]), ("norm ‖α f(x)‖", w["share_norm"])):
+            fig = viz.bars({f"share of the {name}": share}, labels, focus_label=f"{labels[i]} [{i}]", font_size=fs)
+            ui.chart(fig, key=f"why_bars_{name.split()[0]}", filename=f"normviz_why_L{layer}_H{head}")
     top_a, top_n = int(np.argmax(w["alpha"])), int(np.argmax(w["norm"]))
     if top_a != top_n:
         msg = (f"Here the largest weight goes to {labels[top_a]} (α = {w['alpha'][top_a]:.2f}), but its vector is "

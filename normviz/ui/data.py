@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..methods import registry
+from ..viz.labels import unique_labels  # noqa: F401  (the pages' axis labels: 'the', 'the·2')
 
 
 @dataclass
@@ -31,17 +32,6 @@ def panel_title(key: str, layer: int, head: int | None) -> str:
     if info.per_head:
         where += f", {head_label(head)}"
     return f"{info.title} · {where}"
-
-
-def unique_labels(labels: list[str]) -> list[str]:
-    """Axis labels that keep repeated tokens apart: 'the', 'the' → 'the', 'the·2' (position shown on hover)."""
-    seen: dict[str, int] = {}
-    out = []
-    for lab in labels:
-        lab = lab if lab.strip() else repr(lab)
-        seen[lab] = seen.get(lab, 0) + 1
-        out.append(lab if seen[lab] == 1 else f"{lab}·{seen[lab]}")
-    return out
 
 
 def row_shares(matrix: np.ndarray) -> np.ndarray:

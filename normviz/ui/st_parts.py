@@ -158,9 +158,8 @@ def font_size(view: ViewState) -> int:
 
 def apply_style(view: ViewState) -> None:
     st.html("""<style>
-        [data-testid="stMainBlockContainer"] { padding: 3.2rem 1.5rem 2rem 1.5rem; max-width: none; }
+        [data-testid="stMainBlockContainer"] { padding: 4rem 1.5rem 2rem 1.5rem; max-width: none; }
         [data-testid="stSidebarHeader"] { height: 1.2rem; margin-bottom: 0; }
-        section[data-testid="stSidebar"][aria-expanded="true"] { width: 260px !important; min-width: 260px !important; }
     </style>""")
     if view.present:
         st.html("""<style>

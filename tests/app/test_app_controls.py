@@ -2,22 +2,14 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 import normviz
+import normviz.viz
 from normviz.ui import data, learn, st_parts
 
 from ..helpers.app import app, arr, figures, heatmaps, no_exception, texts, title, z
 
 N = 13  # [CLS] the cat sat on the mat because it was tired . [SEP]
-
-
-@pytest.fixture
-def at():
-    a = app()
-    a.run()
-    no_exception(a)
-    return a
 
 
 def panels(at) -> list[dict]:
@@ -192,6 +184,6 @@ def test_learn_has_a_tab_per_key_symbols_and_the_walk_through():
     symbols = at.table[0].value
     assert "α_ij (α^h_ij)" in symbols.index and "‖v‖" in symbols.index
     why = at.dataframe[0].value
-    assert np.allclose(why["α · ‖f(x_j)‖"], why["‖α_ij f(x_j)‖ (the norm map)"], rtol=1e-3, atol=1e-4)
-    assert abs(why["α_ij (weight)"].sum() - 1) < 1e-3
+    assert np.allclose(why["α_ij·‖f(x_j)‖"], why["‖α_ij f(x_j)‖ (map)"], rtol=1e-3, atol=1e-4)
+    assert abs(why["α_ij"].sum() - 1) < 1e-3
     assert any("weight" in m for m in texts(at.info))

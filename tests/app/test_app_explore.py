@@ -33,14 +33,6 @@ def computes(monkeypatch):
     return calls
 
 
-@pytest.fixture
-def at():
-    a = app()
-    a.run()
-    no_exception(a)
-    return a
-
-
 def test_default_view_renders_four_heatmaps(at):
     hms = heatmaps(at)
     assert len(hms) == 4
