@@ -96,7 +96,11 @@ def load_view() -> ViewState:
         ss[VIEW] = view
         ss["_normviz_problems"] = list(settings().problems) + list(view.problems)
     view = ss[VIEW]
-    forget_widgets_on_page_change()
+    if forget_widgets_on_page_change():  # a page link's query (e.g. Learn's lesson, a head to open) applies
+        view = ViewState.from_query(st.query_params.to_dict(), base=view, max_text_chars=settings().max_text_chars)
+        ss[VIEW] = view
+        for p in view.problems:
+            say("warning", p)
     for p in ss.pop("_normviz_problems", []):
         say("warning", p)
     return view
@@ -110,19 +114,22 @@ def current_page() -> str:
     return getattr(ctx, "page_script_hash", "") or "" if ctx is not None else ""
 
 
-def forget_widgets_on_page_change() -> None:
+def forget_widgets_on_page_change() -> bool:
     """On the first run of a page after another page, drop every widget value (``w_*`` keys) so the page's
     widgets are seeded from the shared view again. A widget's value belongs to the page that drew it:
     Streamlit gives the same key on another page a new widget, which would start empty (the text was lost
-    between Explore and Overview, issue 13) -- the view, kept in session state and the URL, is what pages share."""
+    between Explore and Overview, issue 13) -- the view, kept in session state and the URL, is what pages share.
+    True when the page changed (not on the session's first run)."""
     ss = st.session_state
     page = current_page()
     if ss.get("_normviz_page") == page:
-        return
-    if "_normviz_page" in ss:
+        return False
+    changed = "_normviz_page" in ss
+    if changed:
         for k in [k for k in ss if isinstance(k, str) and k.startswith("w_")]:
             del ss[k]
     ss["_normviz_page"] = page
+    return changed
 
 
 def save_view(view: ViewState) -> None:
@@ -423,10 +430,10 @@ def map_picker(current: tuple[str, ...], available: list[str], default: list[str
 
 def learn_link(key: str, label: str = "Learn more") -> None:
     """A link to the map's tab on the Learn page (the view travels in session state; ``lesson`` picks the tab)."""
-    link_to_page("pages/2_Learn.py", f"{label} ↗", {"lesson": key}, key=f"learn_{key}")
+    link_to_page("pages/2_Learn.py", f"{label} ↗", {"lesson": key})
 
 
-def link_to_page(path: str, label: str, changes: dict, key: str | None = None) -> None:
+def link_to_page(path: str, label: str, changes: dict) -> None:
     """A link to another page of the app that carries the current view with ``changes`` applied (a page link
     under ``st.navigation``; when a page runs on its own, a plain link to the same query)."""
     from dataclasses import replace as _replace

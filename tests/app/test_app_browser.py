@@ -110,10 +110,15 @@ def test_redraw_latency_page_switching_and_screenshots(tmp_path):
             click_nav(driver, page)
             wait_until(driver, f"return window.location.pathname.endsWith({json.dumps('' if page == 'Explore' else page)})")
             wait_for_app(driver, min_charts=want_chart)
-            assert "text=Dogs" in driver.current_url, (page, driver.current_url)
+            keeps = ("return window.location.search.includes('text=Dogs') && "
+                     "window.location.search.includes('layer=2')")
             if page != "Corpus":
-                assert TEXT in text_inputs(driver), (page, text_inputs(driver))
-            assert "layer=2" in driver.current_url, (page, driver.current_url)
+                keeps += (" && Array.from(document.querySelectorAll('[data-testid=\"stMain\"] "
+                          "[data-testid=\"stTextInput\"] input')).some(i => i.value === " + json.dumps(TEXT) + ")")
+            try:
+                wait_until(driver, keeps + ";", timeout=90)
+            except TimeoutError:
+                raise AssertionError((page, driver.current_url, text_inputs(driver))) from None
             assert not driver.execute_script("return document.querySelectorAll('[data-testid=\"stException\"]').length")
 
         shots = screenshots(driver, url, out / "screenshots", query="text=" + TEXT.replace(" ", "+"))

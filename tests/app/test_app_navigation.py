@@ -1,6 +1,7 @@
 """The app as one multi-page app (app.py's st.navigation): pages named in the sidebar, state shared by all."""
 from __future__ import annotations
 
+import normviz
 from normviz.ui.pages import discover
 
 from ..helpers.app import ROOT, app, no_exception, texts
@@ -47,3 +48,25 @@ def test_text_typed_on_overview_reaches_explore():
     no_exception(at)
     assert at.text_input(key="w_text").value == "Birds sing."
     assert at.query_params["text"] == "Birds sing."
+
+
+def test_a_page_link_query_applies_on_the_next_page():
+    """Explore's "What is this?" links carry ?lesson=<key>; the Learn page opens that tab."""
+    at = app("app.py", query={"text": "Dogs bark."})
+    at.run()
+    at.query_params["lesson"] = "flow"
+    at.switch_page("pages/2_Learn.py")
+    at.run()
+    no_exception(at)
+    assert at.query_params["lesson"] == "flow" and at.query_params["text"] == "Dogs bark."
+    assert tab_container(at._tree).tab_container.default_tab_index == normviz.all_keys("post").index("flow")
+
+
+def tab_container(node):
+    for child in getattr(node, "children", {}).values():
+        if getattr(child, "type", "") == "tab_container":
+            return child.proto
+        found = tab_container(child)
+        if found is not None:
+            return found
+    return None
