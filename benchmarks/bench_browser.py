@@ -14,27 +14,13 @@ import json
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.app.test_app_browser import _measure  # noqa: E402
-from tests.helpers.browser import chromium, press_on_slider, streamlit_server, wait_for_app, wait_until  # noqa: E402
-
-
-def floor(driver, url: str, rounds: int) -> float:
-    driver.get(url)
-    wait_for_app(driver, min_charts=4)
-    times = []
-    for r in range(rounds):
-        t0 = time.perf_counter()
-        press_on_slider(driver, 0, "\ue014")
-        wait_until(driver, "return Array.from(document.querySelectorAll('.gtitle')).filter(t => "
-                           f"t.textContent.endsWith('layer {r + 1}')).length === 4;")
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+from tests.app.test_app_browser import _measure, streamlit_floor as floor  # noqa: E402
+from tests.helpers.browser import chromium, streamlit_server  # noqa: E402
 
 
 def main() -> None:

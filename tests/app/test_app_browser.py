@@ -98,8 +98,11 @@ def test_redraw_latency_page_switching_and_screenshots(tmp_path):
     out = Path(os.environ.get("NORMVIZ_SCREENSHOTS") or tmp_path)
     out.mkdir(parents=True, exist_ok=True)
     log = str(out / "streamlit.log")
-    with streamlit_server(env={"NORMVIZ_TIMING": "1"}, log_path=log) as url, chromium(1280, 800) as driver:
-        figures = _measure(driver, url, log, rounds=int(os.environ.get("NORMVIZ_LATENCY_ROUNDS", "4")))
+    with streamlit_server(script="benchmarks/apps/bare_slider.py", log_path=str(out / "bare.log")) as bare, \
+            streamlit_server(env={"NORMVIZ_TIMING": "1"}, log_path=log) as url, chromium(1280, 800) as driver:
+        rounds = int(os.environ.get("NORMVIZ_LATENCY_ROUNDS", "4"))
+        floor = streamlit_floor(driver, bare, rounds)  # Streamlit itself on this machine now
+        figures = {"streamlit_floor_s": round(floor, 3), **_measure(driver, url, log, rounds)}
         (out / "latency.json").write_text(json.dumps(figures, indent=1))
         print(json.dumps(figures, indent=1))
 
@@ -123,5 +126,21 @@ def test_redraw_latency_page_switching_and_screenshots(tmp_path):
 
         shots = screenshots(driver, url, out / "screenshots", query="text=" + TEXT.replace(" ", "+"))
     assert len(shots) == 2 * 3 * 4 and all(f.stat().st_size > 10_000 for f in shots)
-    bound = float(os.environ.get("NORMVIZ_REDRAW_BOUND_S", "5"))  # loose: the machine is shared
-    assert figures["layer change"]["median_s"] < bound and figures["head change"]["median_s"] < bound, figures
+    # against the floor measured in the same run (a bare page redrawing four heatmaps), so a loaded machine
+    # does not fail it: on a quiet one the floor is ~0.1 s
+    bound = float(os.environ.get("NORMVIZ_REDRAW_BOUND_X", "10")) * floor
+    assert figures["layer change"]["median_s"] < bound and figures["map on"]["median_s"] < bound, figures
+
+
+def streamlit_floor(driver, url: str, rounds: int) -> float:
+    """Median seconds for a bare Streamlit page (benchmarks/apps/bare_slider.py) to redraw four heatmaps."""
+    driver.get(url)
+    wait_for_app(driver, min_charts=4)
+    times = []
+    for r in range(rounds):
+        t0 = time.perf_counter()
+        press_on_slider(driver, 0, "\ue014")
+        wait_until(driver, "return Array.from(document.querySelectorAll('.gtitle')).filter(t => "
+                           f"t.textContent.endsWith('layer {r + 1}')).length === 4;")
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
