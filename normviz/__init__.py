@@ -7,6 +7,9 @@
 >>> a["norm"].shape      # [layers, heads, n, n]
 >>> session.get(["attn_res_ln"])                                # no forward pass: the records are kept
 >>> figs = normviz.show(a, maps=["attention", "norm"], layer=2)  # plotly figures (see normviz.show)
+
+Encoder–decoders (``normviz.load("toy-mt")``, Marian, BART, T5 …): ``Session(lm, source, target=…)``, keys
+``encoder_…``, ``decoder_…``, ``cross_…`` (see :mod:`normviz.encdec`).
 """
 from . import errors
 from .analysis import Analysis
@@ -15,8 +18,9 @@ from .models import EMBEDDED, LoadedModel, from_model, load, register_architectu
 from .fx import transformed_norms
 from .session import Session, analyze, analyze_batch
 from .notebook import show
+from . import encdec  # noqa: E402  (after session: its Session dispatches to encdec's)
 
-__all__ = ["Analysis", "EMBEDDED", "LoadedModel", "Session", "all_keys", "analyze", "analyze_batch", "errors",
-           "from_model", "key_info", "load", "register_architecture", "register_family", "show",
+__all__ = ["Analysis", "EMBEDDED", "LoadedModel", "Session", "all_keys", "analyze", "analyze_batch", "encdec",
+           "errors", "from_model", "key_info", "load", "register_architecture", "register_family", "show",
            "transformed_norms"]
 __version__ = "0.1.0"

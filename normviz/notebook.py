@@ -20,14 +20,14 @@ WEIGHT_KEYS = {"attention", "effective_attention"}  # α-like values; the rest a
 
 
 def unit(key: str, values: str = "raw") -> str:
-    """The colour bar's title: what one cell's number is."""
+    """The colour bar's title: what one cell's number is (two short lines, so the bar stays narrow)."""
     if values == "share":
         return "share of the row"
     if key in WEIGHT_KEYS:
         return "weight α"
     if key.startswith(("rollout_", "flow", "alti", "value_zeroing", "globenc")):
-        return "score (rows sum to ~1)" if key != "globenc" else "score"
-    return "‖vector‖ (hidden-state units)"
+        return "score<br>(rows sum to ~1)" if key != "globenc" else "score"
+    return "‖vector‖<br>(hidden-state units)"
 
 
 def pair_boundary(analysis) -> int | None:
@@ -51,6 +51,19 @@ def fx_for(analysis, layer: int, head: int | None) -> np.ndarray | None:
     return f.mean(0) if head is None else f[head]
 
 
+def square_keys(analysis) -> list[str]:
+    """The computed token-to-token maps ([L,H,n,n] or [L,n,n]) of an Analysis."""
+    n = analysis.n_tokens
+    return [k for k, v in analysis.arrays.items() if v.ndim in (3, 4) and v.shape[-2:] == (n, n)]
+
+
+def _strip_key(keys: list[str], head: int | None) -> str | None:
+    """The map the ‖f(x_j)‖ strip follows: ``norm``, or ``norm_layer`` for all heads when ``norm`` is absent."""
+    if "norm" in keys:
+        return "norm"
+    return "norm_layer" if head is None and "norm_layer" in keys else None
+
+
 def _title(key: str, layer: int, head: int | None, values: str) -> str:
     info = registry.key_info(key)
     where = f"layer {layer}" + ((", all heads" if head is None else f", head {head}") if info.per_head else "")
@@ -64,19 +77,19 @@ def show(analysis, maps: list[str] | str | None = None, layer: int = 0, head: in
     """Plotly figures of ``maps`` (default: every computed [n, n] map) at ``layer``/``head`` of an Analysis.
 
     Returns a **list**, one figure per map in the order given; with ``strip=True`` the ‖f(x_j)‖ strip
-    (:func:`normviz.viz.fx_strip`) follows the ``norm`` map (per head, or the mean over heads for
-    ``head=None``; needs ``attention`` and ``norm`` computed). ``view``: "heatmap", "lines" (bertviz-style;
-    ``threshold`` hides links below that fraction of the largest value, ``focus`` isolates one token's
-    links) or "player" (the map animated through the layers). ``values="share"``: rows normalised to 1.
+    (:func:`normviz.viz.fx_strip`) follows the ``norm`` map (or ``norm_layer`` without it): per head, or
+    the mean over heads for ``head=None``; it needs ``attention`` and ``norm`` computed.
+    ``view``: "heatmap", "lines" (bertviz-style) or "player" (the map animated through the layers).
+    ``threshold`` (0…1): hide links / draw cells as 0 below that fraction of the largest value; ``focus``
+    (a token position): isolate its links in the lines view, outline its row and column in heatmaps.
+    ``values="share"``: rows normalised to 1.
     ``shared_scale``: one colour range for all heatmaps. Causal masks and a pair's divider come from the
     Analysis. ``head=None`` for per-head keys is the layer view (:meth:`Analysis.map`)."""
     if view not in VIEWS:
         raise NormvizError(f"view must be one of {', '.join(VIEWS)}, got {view!r}.")
     if values not in VALUES:
         raise NormvizError(f"values must be 'raw' or 'share', got {values!r}.")
-    n = analysis.n_tokens
-    keys = [maps] if isinstance(maps, str) else list(maps) if maps is not None else [
-        k for k, v in analysis.arrays.items() if v.ndim in (3, 4) and v.shape[-2:] == (n, n)]
+    keys = [maps] if isinstance(maps, str) else list(maps) if maps is not None else square_keys(analysis)
     labels = unique_labels(list(analysis.labels))
     boundary = pair_boundary(analysis)
     mats = {}
@@ -93,7 +106,7 @@ def show(analysis, maps: list[str] | str | None = None, layer: int = 0, head: in
         title = _title(k, layer, head, values)
         if view == "lines":
             figs.append(viz.lines(m, labels, threshold=threshold, focus=focus, title=title, boundary=boundary,
-                                  **common))
+                                  width=width, **common))
         elif view == "player":
             arr = analysis[k]
             stack = arr if arr.ndim == 3 else np.stack([analysis.map(k, li, head) for li in range(arr.shape[0])])
@@ -103,8 +116,34 @@ def show(analysis, maps: list[str] | str | None = None, layer: int = 0, head: in
                                          start=layer % stack.shape[0], width=width, **common))
         else:
             figs.append(viz.heatmap(m, labels, title=title, zmin=lo, zmax=hi, causal=analysis.causal,
-                                    boundary=boundary, colorbar_title=unit(k, values), width=width, **common))
-        if strip and k == "norm" and (f := fx_for(analysis, layer, head)) is not None:
+                                    boundary=boundary, colorbar_title=unit(k, values), width=width,
+                                    threshold=threshold, focus=focus, **common))
+        if strip and k == _strip_key(keys, head) and (f := fx_for(analysis, layer, head)) is not None:
             what = "mean over heads of ‖f^h(x_j)‖" if head is None else f"‖f(x_j)‖, head {head}"
-            figs.append(viz.fx_strip(f, labels, title=f"{what} · layer {layer}", width=width, **common))
+            figs.append(viz.fx_strip(f, labels, title=f"{what} · layer {layer}", width=width, focus=focus, **common))
     return figs
+
+
+def default_view(analysis, layer: int = 0, head: int | None = None, view: str = "heatmap",
+                 width: int = 600) -> tuple[list, list[str]]:
+    """The page ``python -m normviz export … --html`` writes: every computed [n, n] map at ``layer``/``head``
+    (with the ‖f(x_j)‖ strip after ``norm``), then attention − norm (rows normalised) when both are there.
+    Returns (figures, captions); captions are each key's one-line definition."""
+    keys = square_keys(analysis)
+    if head is None and "norm_layer" in keys and "norm" in keys:
+        keys.remove("norm")  # its all-heads view is norm_layer: the same numbers twice
+    figs = show(analysis, keys, layer=layer, head=head, view=view, strip=True, width=width)
+    captions = []
+    for k in keys:
+        captions.append(registry.key_info(k).description)
+        if k == _strip_key(keys, head) and "attention" in analysis and "norm" in analysis:
+            captions.append("‖f(x_j)‖: how long token j's transformed vector is; ‖α_ij f(x_j)‖ = α_ij · ‖f(x_j)‖.")
+    if "attention" in analysis and "norm" in analysis and view != "player":
+        labels = unique_labels(list(analysis.labels))
+        figs.append(viz.difference(analysis.map("attention", layer, head), analysis.map("norm", layer, head), labels,
+                                   name_a="attention", name_b="norm", causal=analysis.causal,
+                                   boundary=pair_boundary(analysis), width=width,
+                                   title=f"attention − norm (rows normalised to sum 1) · layer {layer}"))
+        captions.append("Red: the weight gives the pair a larger share than the vectors do; blue: smaller "
+                        "(Kobayashi et al. 2020: weight ≠ contribution).")
+    return figs, captions

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .heatmap import heatmap, title_dict
+from .heatmap import FOCUS_LINE, heatmap, title_dict
 from .labels import abbreviate, occurrence_note, sizing, with_positions
 
 NORMALISE = {"rows": "rows normalised to sum 1", "raw": "raw values"}
@@ -42,9 +42,11 @@ def difference(a: np.ndarray, b: np.ndarray, labels: list[str], *, name_a: str =
 
 def fx_strip(values: np.ndarray, labels: list[str], *, positions: list[int] | None = None,
              title: str = "‖f(x_j)‖: length of each token's transformed vector", font_size: int = 12,
-             present: bool = False, width: int | None = None, height: int | None = None) -> go.Figure:
+             present: bool = False, width: int | None = None, height: int | None = None,
+             focus: int | None = None) -> go.Figure:
     """One bar per token j: ‖f(x_j)‖ (input [n]). Placed under a norm-based map it shows why a column can
-    matter little despite large weights: ‖α_ij f(x_j)‖ = α_ij · ‖f(x_j)‖."""
+    matter little despite large weights: ‖α_ij f(x_j)‖ = α_ij · ‖f(x_j)‖. ``focus``: an original position
+    whose bar is drawn in the focus colour."""
     v = np.asarray(values, dtype=np.float64).ravel()
     n = v.size
     positions = list(range(n)) if positions is None else list(positions)
@@ -52,7 +54,8 @@ def fx_strip(values: np.ndarray, labels: list[str], *, positions: list[int] | No
     base_font = max(font_size, 18) if present else font_size
     names = with_positions(positions, labels)
     notes = [f"<br>{lab} = {note}" if (note := occurrence_note(lab)) else "" for lab in labels]
-    fig = go.Figure(go.Bar(x=list(range(n)), y=v, marker_color="#6a51a3", showlegend=False,
+    colours = [FOCUS_LINE if p == focus else "#6a51a3" for p in positions]
+    fig = go.Figure(go.Bar(x=list(range(n)), y=v, marker_color=colours, showlegend=False,
                            customdata=np.stack([names, notes], axis=1) if n else None,
                            hovertemplate="%{customdata[0]}: ‖f(x)‖ = %{y:.4g}%{customdata[1]}<extra></extra>"))
     fig.update_xaxes(tickmode="array", tickvals=list(range(n)),

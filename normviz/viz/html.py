@@ -96,8 +96,8 @@ window.addEventListener("load", function () {
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 16px; color: #222; }
 h1 { font-size: 22px; margin: 0 0 4px 0; } p.nv-desc { margin: 0 0 12px 0; color: #555; }
-.nv-grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(520px, 1fr)); gap: 16px; }
-.nv-panel { overflow: auto; } .nv-caption { font-size: 14px; color: #444; margin: 4px 0 0 0; }
+.nv-grid { display: flex; flex-wrap: wrap; gap: 16px; align-items: flex-start; }
+.nv-panel { flex: 1 1 520px; max-width: 100%; overflow-x: auto; } .nv-panel.nv-fixed { flex: 0 0 auto; } .nv-caption { font-size: 14px; color: #444; margin: 4px 0 0 0; }
 """
 
 
@@ -112,7 +112,8 @@ def standalone_html(figures: list[go.Figure], title: str = "normviz", *, descrip
         div = fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"nv-panel-{k}", config=config,
                           auto_play=False)
         cap = f'<p class="nv-caption">{_html.escape(captions[k])}</p>' if k < len(captions) and captions[k] else ""
-        panels.append(f'<div class="nv-panel">{div}{cap}</div>')
+        fixed = f' nv-fixed" style="width:{int(fig.layout.width)}px' if fig.layout.width else ""  # keeps its width
+        panels.append(f'<div class="nv-panel{fixed}">{div}{cap}</div>')
         numbers.append(panel_numbers(fig))
     data = json.dumps({"title": title, "panels": numbers}, allow_nan=False).replace("</", "<\\/")
     desc = f'<p class="nv-desc">{_html.escape(description)}</p>' if description else ""

@@ -74,3 +74,13 @@ def unique_labels(labels: list[str]) -> list[str]:
         seen[lab] = seen.get(lab, 0) + 1
         out.append(lab if seen[lab] == 1 else f"{lab}·{seen[lab]}")
     return out
+
+
+_POSITION = re.compile(r"\[(\d+)\](?: \(.*\))?$")
+
+
+def position_of(name) -> int | None:
+    """The token position in a heatmap axis name ('the·2 [5] (the 2nd occurrence of 'the')' → 5), e.g. from
+    a Streamlit plotly selection event (``point["x"]`` / ``point["y"]``); None for anything else."""
+    m = _POSITION.search(str(name)) if name is not None else None
+    return int(m.group(1)) if m else None

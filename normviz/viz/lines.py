@@ -12,12 +12,12 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from .heatmap import FOCUS_LINE as FOCUS
 from .heatmap import divider_index, title_dict
 from .labels import abbreviate, sizing, with_positions
 
 POSITIVE = "#1f63b4"
 NEGATIVE = "#c0392b"
-FOCUS = "#ff7f0e"
 LEFT_X, RIGHT_X = 0.0, 1.0
 
 
@@ -33,13 +33,13 @@ def link_levels(matrix: np.ndarray, threshold: float = 0.0, bins: int = 6) -> np
     return np.stack([i, j, level, np.where(m[i, j] < 0, -1, 1)], axis=1).astype(int)
 
 
-def _segments(links: np.ndarray, level: int, sign: int) -> tuple[list, list]:
-    xs, ys = [], []
-    for i, j, lv, sg in links:
-        if lv == level and sg == sign:
-            xs += [LEFT_X, RIGHT_X, None]
-            ys += [int(j), int(i), None]
-    return xs, ys
+def _segments(links: np.ndarray, level: int, sign: int) -> tuple[np.ndarray, np.ndarray]:
+    """x, y of the links of one strength and sign: [left, right, NaN] per link (NaN breaks the line)."""
+    sel = links[(links[:, 2] == level) & (links[:, 3] == sign)]
+    k = len(sel)
+    x = np.tile([LEFT_X, RIGHT_X, np.nan], k)
+    y = np.column_stack([sel[:, 1], sel[:, 0], np.full(k, np.nan)]).ravel() if k else np.zeros(0)
+    return x, y
 
 
 def _style(level: int, bins: int) -> tuple[float, float]:
@@ -59,12 +59,14 @@ def _top_text(m: np.ndarray, names: list[str], axis: int, k: int = 3) -> list[st
 
 def lines(matrix: np.ndarray, labels: list[str], *, positions: list[int] | None = None, threshold: float = 0.0,
           focus: int | None = None, title: str = "", font_size: int = 12, present: bool = False,
-          height: int | None = None, boundary: int | None = None, bins: int = 6) -> go.Figure:
+          height: int | None = None, width: int | None = None, boundary: int | None = None,
+          bins: int = 6) -> go.Figure:
     """A square map [n, n] as links between two token columns (left: contributing j, right: receiving i).
 
     ``positions``: original positions of the shown tokens; ``focus``: an original position whose links alone
     are drawn (highlighted); ``threshold``: hide links below this fraction of max |value| (0…1);
-    ``boundary``: original position of a pair's second segment (a dashed divider across both columns)."""
+    ``boundary``: original position of a pair's second segment (a dashed divider across both columns);
+    ``width``: the figure's width in px (default 600, presentation 900), so the columns stay close."""
     m = np.nan_to_num(np.asarray(matrix, dtype=np.float64))
     n = m.shape[0]
     positions = list(range(n)) if positions is None else list(positions)
@@ -76,44 +78,46 @@ def lines(matrix: np.ndarray, labels: list[str], *, positions: list[int] | None 
     if fidx is not None:
         links = links[(links[:, 0] == fidx) | (links[:, 1] == fidx)]
 
-    fig = go.Figure()
+    traces = []
     for sign, colour in ((1, POSITIVE), (-1, NEGATIVE)):
         for level in range(1, bins + 1):
             xs, ys = _segments(links, level, sign)
             w, op = _style(level, bins)
-            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
+            traces.append(go.Scatter(x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
                                      opacity=1.0 if fidx is not None else op,
                                      line=dict(width=w, color=FOCUS if fidx is not None else colour),
                                      meta=dict(role="links", level=level, sign=sign)))
     for level in range(1, bins + 1):  # empty until a token is hovered in the standalone HTML
-        fig.add_trace(go.Scatter(x=[], y=[], mode="lines", hoverinfo="skip", showlegend=False,
+        traces.append(go.Scatter(x=[], y=[], mode="lines", hoverinfo="skip", showlegend=False,
                                  line=dict(width=_style(level, bins)[0] + 1, color=FOCUS),
                                  meta=dict(role="highlight", level=level)))
-    short = [abbreviate(s, size.max_chars) for s in labels]
-    bold = [f"<b>{s}</b>" if t == fidx else s for t, s in enumerate(short)]
+    short = [abbreviate(x, size.max_chars) for x in labels]
+    bold = [f"<b>{x}</b>" if t == fidx else x for t, x in enumerate(short)]
     common = dict(mode="markers+text", showlegend=False, y=list(range(n)), text=bold,
                   textfont=dict(size=tick), marker=dict(size=max(6, tick // 2), color="#888"))
-    fig.add_trace(go.Scatter(x=[LEFT_X] * n, textposition="middle left", customdata=np.stack(
+    traces.append(go.Scatter(x=[LEFT_X] * n, textposition="middle left", customdata=np.stack(
         [names, _top_text(m, names, axis=0)], axis=1) if n else None, meta=dict(role="tokens", side="left"),
         hovertemplate="%{customdata[0]} contributes most to: %{customdata[1]}<extra></extra>", **common))
-    fig.add_trace(go.Scatter(x=[RIGHT_X] * n, textposition="middle right", customdata=np.stack(
+    traces.append(go.Scatter(x=[RIGHT_X] * n, textposition="middle right", customdata=np.stack(
         [names, _top_text(m, names, axis=1)], axis=1) if n else None, meta=dict(role="tokens", side="right"),
         hovertemplate="%{customdata[0]} receives most from: %{customdata[1]}<extra></extra>", **common))
     k = divider_index(positions, boundary)
-    if k is not None:
-        for x0, x1 in ((LEFT_X - 0.45, LEFT_X + 0.05), (RIGHT_X - 0.05, RIGHT_X + 0.45)):
-            fig.add_shape(type="line", x0=x0, x1=x1, y0=k - 0.5, y1=k - 0.5, line=dict(color="gray", dash="dash"))
+    shapes = [] if k is None else [
+        dict(type="line", x0=x0, x1=x1, y0=k - 0.5, y1=k - 0.5, line=dict(color="gray", dash="dash"))
+        for x0, x1 in ((LEFT_X - 0.45, LEFT_X + 0.05), (RIGHT_X - 0.05, RIGHT_X + 0.45))]
     base_font = max(font_size, 18) if present else font_size
-    for x, text in ((LEFT_X, "contributing (j)"), (RIGHT_X, "receiving (i)")):
-        fig.add_annotation(x=x, y=-1.2, text=text, showarrow=False, font=dict(size=base_font), yanchor="bottom")
-    fig.update_xaxes(visible=False, range=[-0.7, 1.7], fixedrange=True)
-    fig.update_yaxes(visible=False, range=[n - 0.5, -1.6], fixedrange=False)
+    headers = [dict(x=x, y=-1.2, text=text, showarrow=False, font=dict(size=base_font), yanchor="bottom")
+               for x, text in ((LEFT_X, "contributing (j)"), (RIGHT_X, "receiving (i)"))]
     row_px = tick * 1.45
-    fig.update_layout(
+    layout = dict(
         title=title_dict(title, base_font), font=dict(size=base_font), hovermode="closest",
-        height=int(height or max(300, n * row_px + 90 + 2 * base_font)),
+        xaxis=dict(visible=False, range=[-0.7, 1.7], fixedrange=True),
+        yaxis=dict(visible=False, range=[n - 0.5, -2.4], fixedrange=False),  # room for the column headers
+        shapes=shapes, annotations=headers,
+        height=int(height or max(300, n * row_px + 90 + 2 * base_font)), width=int(width or (900 if present else 600)),
         margin=dict(l=10, r=10, t=50 + 2 * base_font, b=10), plot_bgcolor="rgba(0,0,0,0)",
         meta=dict(normviz="lines", bins=bins, n=n, links=links.tolist(), focus=fidx,
                   matrix=np.where(np.isfinite(m), m, 0.0).tolist()),
     )
+    fig = go.Figure(data=traces, layout=layout)  # built once: plotly's per-call updates are slow
     return fig

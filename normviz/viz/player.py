@@ -4,10 +4,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .heatmap import MASKED_TEXT, heatmap
-
-HOVER = ("%{customdata[0]} ← %{customdata[1]}: %{z:.4g}%{customdata[4]}"
-         "%{customdata[2]}%{customdata[3]}<extra></extra>")
+from .heatmap import heatmap
 
 
 def layer_player(stack: np.ndarray, labels: list[str], *, title: str = "", positions: list[int] | None = None,
@@ -16,18 +13,14 @@ def layer_player(stack: np.ndarray, labels: list[str], *, title: str = "", posit
                  start: int = 0, frame_ms: int = 700) -> go.Figure:
     """``stack`` [L, n, n]: one heatmap whose frames are the layers, with ▶/❚❚ buttons and a layer slider.
     One colour scale for all layers (min/max over the stack), so colours compare across frames. Frames carry
-    only z (the hover names are shared), which keeps the HTML small."""
+    only the main trace's z (names and the masked layer are shared), which keeps the HTML small."""
     s = np.asarray(stack, dtype=np.float64)
     L = s.shape[0]
     names = layer_names or [f"layer {li}" for li in range(L)]
     fig = heatmap(s[start], labels, title=f"{title} · {names[start]}" if title else names[start], positions=positions,
                   causal=causal, boundary=boundary, font_size=font_size, present=present, width=width,
                   colorbar_title=colorbar_title, zmin=float(np.nanmin(s)), zmax=float(np.nanmax(s)))
-    hm = fig.data[0]
-    mask = np.isnan(np.asarray(hm.z, dtype=np.float64))
-    custom = np.asarray(hm.customdata, dtype=object).copy()
-    custom[..., 4] = np.where(mask, " — " + MASKED_TEXT, "")
-    hm.update(customdata=custom, hovertemplate=HOVER)
+    mask = np.isnan(np.asarray(fig.data[0].z, dtype=np.float64))  # the causal mask (the same in every layer)
 
     def z_of(li):
         z = s[li].copy()

@@ -23,10 +23,12 @@ def test_causal_cells_are_nan_on_grey_and_say_masked_while_zeros_stay_zeros():
     upper = np.triu(np.ones((5, 5), bool), 1)
     assert np.isnan(z[upper]).all() and not np.isnan(z[~upper]).any()
     assert z[3, 1] == 0.0
-    custom = np.asarray(fig.data[0].customdata)
-    assert custom[1, 3, 4] == MASKED_TEXT and custom[3, 1, 4] == "0"
-    assert fig.layout.plot_bgcolor and fig.data[0].hoverongaps
-    assert not np.isnan(np.asarray(viz.heatmap(m, LABELS).data[0].z, dtype=float)).any()
+    layer = fig.data[1]  # the grey layer that draws (and names) exactly the masked cells
+    assert layer.meta["role"] == "masked" and not layer.showscale and MASKED_TEXT in layer.hovertemplate
+    assert np.array_equal(np.isfinite(np.asarray(layer.z, dtype=float)), upper)
+    assert not fig.data[0].hoverongaps and not layer.hoverongaps  # each cell hovers from one layer only
+    plain = viz.heatmap(m, LABELS)
+    assert len(plain.data) == 1 and not np.isnan(np.asarray(plain.data[0].z, dtype=float)).any()
 
 
 def test_causal_mask_follows_original_positions_when_tokens_are_hidden():
@@ -49,9 +51,9 @@ def test_pair_divider_sits_before_the_second_segment():
 def test_repeated_token_suffix_is_explained_in_the_hover():
     assert unique_labels(["the", "cat", "the"]) == ["the", "cat", "the·2"]
     assert occurrence_note("the·2") == "the 2nd occurrence of 'the'" and occurrence_note("cat") == ""
-    custom = np.asarray(viz.heatmap(_rand(5), LABELS).data[0].customdata)
-    assert "2nd occurrence of 'the'" in custom[3, 0, 2] and custom[1, 0, 2] == ""
-    assert "2nd occurrence of 'the'" in custom[0, 3, 3]
+    hm = viz.heatmap(_rand(5), LABELS).data[0]
+    assert hm.y[3] == "the·2 [3] (the 2nd occurrence of 'the')" and hm.y[1] == "the [1]"
+    assert hm.x[3] == hm.y[3]
 
 
 @pytest.mark.parametrize("n", [5, 40, 128])
@@ -72,7 +74,7 @@ def test_long_tokens_are_abbreviated_on_the_axis_and_whole_in_the_hover():
     labels = ["internationalisation", "organisation·2", "a"]
     fig = viz.heatmap(_rand(3), labels)
     assert fig.layout.xaxis.ticktext[0] != "internationalisation" and fig.layout.xaxis.ticktext[0].endswith("…")
-    assert np.asarray(fig.data[0].customdata)[0, 0, 0] == "internationalisation [0]"
+    assert fig.data[0].y[0] == "internationalisation [0]"
 
 
 def test_colour_bar_has_a_fixed_modest_height_and_its_units():
@@ -85,7 +87,7 @@ def test_lines_threshold_hides_small_links_and_widths_grow_with_value():
     m = _rand(6, seed=3)
     for t in (0.0, 0.5, 0.9):
         fig = viz.lines(m, [str(i) for i in range(6)], threshold=t)
-        shown = sum(len([x for x in tr.x if x is None]) for tr in fig.data if tr.meta["role"] == "links")
+        shown = sum(int(np.isnan(np.asarray(tr.x, dtype=float)).sum()) for tr in fig.data if tr.meta["role"] == "links")
         assert shown == int((m / m.max() >= t).sum()) == len(fig.layout.meta["links"])
     links = [tr for tr in fig.data if tr.meta["role"] == "links" and tr.meta["sign"] == 1]
     widths = [tr.line.width for tr in links]
@@ -99,14 +101,14 @@ def test_lines_focus_draws_only_that_tokens_links():
     fig = viz.lines(m, LABELS, positions=[0, 1, 2, 3, 4], focus=2)
     links = np.asarray(fig.layout.meta["links"])
     assert ((links[:, 0] == 2) | (links[:, 1] == 2)).all() and len(links) == 9  # its row and column
-    drawn = [tr for tr in fig.data if tr.meta["role"] == "links" and tr.x]
+    drawn = [tr for tr in fig.data if tr.meta["role"] == "links" and len(tr.x)]
     assert drawn and {tr.line.color for tr in drawn} == {viz.lines.__globals__["FOCUS"]}
 
 
 def test_lines_signed_values_use_two_colours_and_the_pair_divider():
     m = _rand(5, signed=True)
     fig = viz.lines(m, LABELS, boundary=3)
-    signs = {tr.meta["sign"] for tr in fig.data if tr.meta["role"] == "links" and tr.x}
+    signs = {tr.meta["sign"] for tr in fig.data if tr.meta["role"] == "links" and len(tr.x)}
     assert signs == {1, -1}
     assert {s.y0 for s in fig.layout.shapes} == {2.5}
 
@@ -142,3 +144,50 @@ def test_layer_player_has_one_frame_per_layer_on_one_scale():
         assert np.allclose(np.nan_to_num(z), np.tril(s[li])) and np.isnan(z[0, 1])
     assert fig.data[0].zmin == s.min() and fig.data[0].zmax == s.max()
     assert np.allclose(np.nan_to_num(np.asarray(fig.data[0].z, dtype=float)), s[1])
+
+
+def test_heatmap_threshold_draws_small_cells_as_zero_and_keeps_their_value_in_the_hover():
+    m = np.array([[1.0, 0.05], [0.2, 0.5]])
+    fig = viz.heatmap(m, ["a", "b"], threshold=0.1)
+    z = np.asarray(fig.data[0].z, dtype=float)
+    assert z[0, 1] == 0 and z[1, 0] == 0.2 and z[0, 0] == 1.0
+    assert np.asarray(fig.data[0].customdata, dtype=float)[0, 1] == 0.05  # the hover keeps the value
+    assert "customdata" in fig.data[0].hovertemplate and "drawn as 0" in fig.data[0].hovertemplate
+
+
+def test_focus_token_is_outlined_in_the_heatmap_and_coloured_in_the_strip():
+    fig = viz.heatmap(_rand(4), ["a", "b", "c", "d"], positions=[0, 2, 3, 5], focus=3)
+    rects = [s for s in fig.layout.shapes if s.type == "rect"]
+    assert {(s.y0, s.y1) for s in rects} >= {(1.5, 2.5)} and {(s.x0, s.x1) for s in rects} >= {(1.5, 2.5)}
+    assert not [s for s in viz.heatmap(_rand(4), list("abcd"), focus=9).layout.shapes]
+    strip = viz.fx_strip(np.ones(3), ["a", "b", "c"], focus=1)
+    colours = list(strip.data[0].marker.color)
+    assert colours[1] != colours[0] == colours[2]
+
+
+@pytest.mark.slow
+def test_png_and_svg_files_through_kaleido():
+    pytest.importorskip("kaleido")
+    from tests.helpers.browser import find_browser
+    if find_browser() is None:
+        pytest.skip("no Chromium for kaleido")
+    fig = viz.heatmap(np.tril(_rand(4)), list("abcd"), causal=True, title="t")
+    svg = viz.to_svg(fig)
+    assert svg.lstrip().startswith(b"<svg") and b"contributing token" in svg
+    assert viz.to_png(fig).startswith(b"\x89PNG")
+
+
+def test_image_export_without_kaleido_says_what_to_install(monkeypatch):
+    import sys
+
+    from normviz.errors import MissingPackageError
+    monkeypatch.setitem(sys.modules, "kaleido", None)
+    with pytest.raises(MissingPackageError, match="pip install kaleido"):
+        viz.to_svg(viz.heatmap(np.eye(2), ["a", "b"]))
+
+
+def test_a_clicked_cell_names_its_token_positions():
+    from normviz.viz.labels import position_of
+    hm = viz.heatmap(_rand(5), LABELS, positions=[0, 1, 2, 7, 9]).data[0]
+    assert [position_of(y) for y in hm.y] == [0, 1, 2, 7, 9]
+    assert position_of("[CLS]") is None and position_of(None) is None and position_of("a [x]") is None
