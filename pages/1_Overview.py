@@ -7,7 +7,7 @@ from normviz import viz
 from normviz.ui import data
 from normviz.ui import st_parts as ui
 
-st.set_page_config(page_title="normviz · Overview", page_icon="🧭", layout="wide")
+ui.page_config("Overview", "🧭")
 def page() -> None:
     view = ui.load_view()
     view = ui.sidebar(view)
@@ -69,12 +69,18 @@ def page() -> None:
     if m < a.n_tokens:
         st.info(f"The grid shows the first {m} of {a.n_tokens} tokens so the page stays responsive.")
     st.caption("Each small square is one head's map (rows receive, columns contribute); one colour scale per grid. "
-               "Hover a cell for layer, head and token pair.")
-    for k in shown:  # one grid per row: each head's square stays big enough to read
-        s = stacks[k][:, :, :m, :m]
-        heads = None if s.shape[1] > 1 else ["layer"]
-        st.plotly_chart(viz.grid(s, labels[:m], title=ui.title(k), font_size=fs, head_names=heads,
-                                 width_hint=820 if s.shape[1] > 1 else 300), key=f"grid_{k}")
+               "Hover a cell for layer, head and token pair; pick a head below to see it large, with its tokens.")
+    grid_cols = st.columns([3, 2], gap="medium") if len(shown) == 1 else [st.container()]
+    with grid_cols[0]:
+        for k in shown:  # one grid per row: each head's square stays big enough to read
+            s = stacks[k][:, :, :m, :m]
+            heads = None if s.shape[1] > 1 else ["layer"]
+            fig = viz.grid(s, labels[:m], title=ui.title(k), font_size=fs, head_names=heads,
+                           width_hint=1100 if s.shape[1] > 1 else 300)
+            fig.update_traces(colorbar=dict(title=dict(text=data.unit(k, "raw")), len=min(1.0, 420 / max(
+                1, fig.layout.height or 420))))
+            ui.chart(fig, key=f"grid_{k}", filename=f"normviz_overview_{k}")
+    zoom_head(view, lm, a, shown, labels, fs, grid_cols[-1] if len(shown) == 1 else st.container())
 
     st.download_button("Download the grids' numbers (NPZ)",
                        data.stacks_npz({k: stacks[k][:, :, :m, :m] for k in shown}, list(a.tokens[:m])),
@@ -97,7 +103,7 @@ def page() -> None:
             st.caption(f"Share of each head's attention weight that lands on {ui.plain(sink_name)}, against the share of its "
                        "norm ‖α f(x)‖. Heads far below the diagonal attend there but move little: their weight says "
                        "more than their effect.")
-            left, right = st.columns([3, 2])
+            left, right = st.columns([1, 1])
             with left:
                 st.plotly_chart(viz.special_share_scatter(wa, wn, "attention weight", "norm", font_size=fs),
                                 key="noop_scatter")
@@ -108,11 +114,51 @@ def page() -> None:
                     "weight → special": wa.ravel().round(3), "norm → special": wn.ravel().round(3),
                 })
                 table["gap"] = (table["weight → special"] - table["norm → special"]).round(3)
-                st.dataframe(table.sort_values("gap", ascending=False).head(12), hide_index=True, width="stretch")
+                top = table.sort_values("gap", ascending=False).head(12)
+                top["open"] = [explore_url(view, int(r.layer), int(r.head)) for r in top.itertuples()]
+                st.dataframe(top, hide_index=True, width="stretch", column_config={
+                    "layer": st.column_config.NumberColumn("layer", width="small"),
+                    "head": st.column_config.NumberColumn("head", width="small"),
+                    "open": st.column_config.LinkColumn("open", display_text="Explore ↗", width="small",
+                                                        help="This head on the Explore page (same text)")})
                 st.download_button("Per-head summary (CSV)", table.to_csv(index=False).encode(),
                                    file_name="normviz_heads_special_share.csv", mime="text/csv")
     else:
         st.info("The per-head summary needs the attention and norm maps.")
+
+
+def explore_url(view, layer: int, head: int) -> str:
+    """A relative link to Explore showing ``layer``/``head`` of this view (every value percent-encoded)."""
+    from dataclasses import replace
+    from urllib.parse import urlencode
+
+    return "./?" + urlencode(replace(view, layer=layer, head=head).to_query())
+
+
+def zoom_head(view, lm, a, shown, labels, fs, where) -> None:
+    """One head of the grid, large and with its token labels, and a link that opens it on Explore."""
+    with where:
+        st.markdown("**Zoom into a head**")
+        L, H = lm.n_layers, lm.n_heads
+        ui.seed_index("w_ov_layer", view.layer % L if -L <= view.layer < 0 else view.layer, L, "layer")
+        ui.seed("w_ov_head", view.head if view.head is not None and 0 <= view.head < H else 0)
+        if st.session_state["w_ov_head"] not in range(H):
+            st.session_state["w_ov_head"] = 0
+        c1, c2 = st.columns(2)
+        with c1:
+            view.layer = st.number_input("Layer", 0, L - 1, key="w_ov_layer")
+        with c2:
+            head = st.number_input("Head", 0, H - 1, key="w_ov_head")
+        per_head = [k for k in shown if a[k].ndim == 4]
+        view.head = int(head) if per_head else view.head
+        ui.save_view(view)
+        k = shown[0]
+        m = a.map(k, int(view.layer), int(head) if a[k].ndim == 4 else None)
+        title = data.panel_title(k, int(view.layer), int(head) if a[k].ndim == 4 else None)
+        fig = viz.heatmap(m, labels, title=title, font_size=fs, colorbar_title=data.unit(k, "raw"),
+                          causal=lm.is_causal, boundary=data.pair_boundary(a), present=view.present)
+        ui.chart(fig, key="zoom_head", filename=f"normviz_L{view.layer}_H{head}_{k}")
+        ui.link_to_page("pages/0_Explore.py", f"Open layer {view.layer}, head {head} in Explore", {})
 
 
 ui.run_page(page)

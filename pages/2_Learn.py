@@ -1,4 +1,5 @@
-"""normviz · Learn: each map explained, with a worked 3-token example computed live."""
+"""normviz · Learn: why a weight is not a contribution (on your sentence), then every map explained, with a
+worked 3-token example computed live."""
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -10,30 +11,39 @@ from normviz.methods import registry
 from normviz.ui import data, learn
 from normviz.ui import st_parts as ui
 
-st.set_page_config(page_title="normviz · Learn", page_icon="🎓", layout="wide")
+ui.page_config("Learn", "🎓")
+
+
 def page() -> None:
     view = ui.load_view()
     view = ui.sidebar(view)
     ui.apply_style(view)
+    fs = ui.font_size(view)
 
     st.header("Learn: what each map measures")
     st.markdown(
         "A transformer layer mixes token vectors. **Attention weights** say where a head looks; the maps of "
         "Kobayashi et al. measure the **vectors** that actually move, through more and more of the layer: "
         "the attention heads, the residual connection, the layer normalisation, the feed-forward block. "
-        "Every number below is computed now from the model in the sidebar, on a 3-token text.")
+        "Every number below is computed now from the model in the sidebar.")
     lm = ui.load_model(view.model)
     if lm is None:
         st.stop()
     ui.show_device(lm)
+    with st.expander("The symbols used on this page", expanded=False):
+        st.table(pd.DataFrame(learn.SYMBOLS, columns=["symbol", "meaning"]).set_index("symbol"))
 
+    why_weight_is_not_contribution(view, lm, fs)
+    ui.save_view(view)
+
+    # --- every map, on a 3-token text -----------------------------------------------------------------------
+    st.subheader("Every map, on a 3-token text")
 
     def three_token_text(lm) -> str:
         for text in ("cats", "The cat sat", "Cats sleep", "I am here", "Hello world"):
             if normviz.Session(lm, text).n_tokens == 3:  # tokenises only; nothing runs until a map is asked for
                 return text
         return "cats"
-
 
     ui.seed("w_learn_text", three_token_text(lm))
     c1, c2, c3 = st.columns([3, 3, 2])
@@ -46,7 +56,8 @@ def page() -> None:
     session = ui.session_for(lm, text, "")
     if session is None:
         st.stop()
-    a = ui.get_maps(session, ui.default_keys(lm))
+    every = registry.all_keys(lm.spec.placement, include_opt_in=True)  # the opt-in ones are cheap at 3 tokens
+    a = ui.get_maps(session, every)
     if a is None:
         st.stop()
     labels = data.unique_labels(list(a.labels))
@@ -59,19 +70,20 @@ def page() -> None:
                + " — rows receive, columns "
                "contribute. Model: " + f"{ui.plain(lm.name, 80)} ({lm.spec.placement}-LN).")
 
-
     def table(m: np.ndarray) -> pd.DataFrame:
         return pd.DataFrame(np.round(m, 4), index=[f"{lab} ←" for lab in labels], columns=labels)
-
 
     def links(key: str) -> str:
         return " · ".join(f"[{p.title}]({p.url})" for p in learn.papers_of(key))
 
-
     for k, msg in a.refused.items():
         ui.say("error", f"{ui.title(k)}: {msg}")
-    keys = [k for k in a.keys()]
-    tabs = st.tabs([registry.key_info(k).title for k in keys])
+    keys = [k for k in every if k in a]
+    titles = [registry.key_info(k).title for k in keys]
+    default = registry.key_info(view.lesson).title if view.lesson in keys else None
+    if view.lesson and view.lesson not in keys and view.lesson in registry.all_keys():
+        ui.say("info", f"{view.lesson} does not apply to {lm.name} ({lm.spec.placement}-LN); showing the first map.")
+    tabs = st.tabs(titles, default=default)
     for tab, key in zip(tabs, keys):
         info = registry.key_info(key)
         lesson = learn.LESSONS.get(key)
@@ -81,6 +93,7 @@ def page() -> None:
                 st.markdown(lesson.what)
             else:
                 st.markdown(info.description)
+            st.caption(learn.caption(key))
             m = a.map(key, layer, head if info.per_head else None)
             where = f"layer {layer}" + (f", head {head}" if info.per_head else "")
             left, right = st.columns([3, 2])
@@ -92,7 +105,7 @@ def page() -> None:
                             + "  \nShare of each row on the token itself (diagonal): "
                             + ui.plain(", ".join(f"{labels[i]} {v:.1%}" for i, v in enumerate(ex["self_share"])), None))
             with right:
-                st.plotly_chart(viz.heatmap(m, labels, title=where, font_size=ui.font_size(view), height=340),
+                st.plotly_chart(viz.heatmap(m, labels, title=where, font_size=fs, height=340, causal=lm.is_causal),
                                 key=f"learn_{key}")
             if lesson:
                 st.markdown(f"**Shows:** {lesson.shows}\n\n**Hides:** {lesson.hides}")
@@ -111,6 +124,77 @@ def page() -> None:
                             "inequality); their ratio shows how much the heads cancel:")
                 st.dataframe(table(ratio), width="content")
             st.markdown("Papers: " + links(key))
+
+
+def why_weight_is_not_contribution(view, lm, fs) -> None:
+    """α, ‖f(x)‖ and their product ‖α f(x)‖ for one row of one head, on the visitor's own sentence."""
+    st.subheader("Why a weight is not a contribution — on your sentence")
+    ui.seed("w_text", view.text)
+    view.text = st.text_input("Your sentence (the same text as on Explore)", key="w_text",
+                              max_chars=ui.settings().max_text_chars)
+    if not view.text.strip():
+        st.info("Type a sentence to step through it.")
+        return
+    session = ui.session_for(lm, view.text, view.pair)
+    if session is None:
+        return
+    a = ui.get_maps(session, ["attention", "norm"])
+    if a is None or "attention" not in a or "norm" not in a:
+        return
+    labels = data.unique_labels(list(a.labels))
+    L, H, n = lm.n_layers, lm.n_heads, a.n_tokens
+    ui.seed_index("w_why_layer", view.layer % L if -L <= view.layer < 0 else view.layer, L, "layer")
+    ui.seed("w_why_head", view.head if view.head is not None and 0 <= view.head < H else 0)
+    if st.session_state["w_why_head"] not in range(H):
+        st.session_state["w_why_head"] = 0
+    default_row = view.focus if view.focus is not None and 0 <= view.focus < n else min(2, n - 1)
+    ui.seed("w_why_row", default_row)
+    if st.session_state["w_why_row"] not in range(n):
+        st.session_state["w_why_row"] = default_row
+    c1, c2, c3 = st.columns([3, 2, 3])
+    with c1:
+        layer = st.slider("Layer", 0, L - 1, key="w_why_layer")
+    with c2:
+        head = st.selectbox("Head", list(range(H)), key="w_why_head", format_func=lambda h: f"head {h}")
+    with c3:
+        i = st.selectbox("Receiving token i (a row)", list(range(n)), key="w_why_row",
+                         format_func=lambda k: f"{labels[k]} [{k}]")
+    norms = ui.fx_norms(session, layer)
+    if norms is None:
+        return
+    w = learn.why_rows(a.map("attention", layer, head)[i], norms[head], a.map("norm", layer, head)[i])
+    rows = pd.DataFrame({
+        "token j": [f"{lab} [{j}]" for j, lab in enumerate(labels)],
+        "α_ij": np.round(w["alpha"], 4),
+        "‖f(x_j)‖": np.round(w["fx"], 3),
+        "α_ij·‖f(x_j)‖": np.round(w["product"], 4),
+        "‖α_ij f(x_j)‖ (map)": np.round(w["norm"], 4),
+        "rank α": w["rank_alpha"] + 1,
+        "rank ‖αf‖": w["rank_norm"] + 1,
+    })
+    st.markdown("**1.** Head " + str(head) + " of layer " + str(layer) + " gives token "
+                + ui.lit(labels[i]) + " a weight α_ij for every token j (the row sums to 1).  \n"
+                "**2.** What it adds from j is α_ij times f(x_j), token j's vector transformed by the head; its "
+                "length ‖f(x_j)‖ differs a lot from token to token.  \n"
+                "**3.** So the length of what really arrives is the product ‖α_ij f(x_j)‖ = α_ij · ‖f(x_j)‖ "
+                "(the last two number columns agree).")
+    left, right = st.columns([1, 1], gap="medium")
+    with left:
+        st.dataframe(rows, hide_index=True, width="stretch")
+    with right:
+        for name, share in (("weight α", w["share_alpha"]), ("norm ‖α f(x)‖", w["share_norm"])):
+            fig = viz.bars({f"share of the {name}": share}, labels, focus_label=f"{labels[i]} [{i}]", font_size=fs)
+            ui.chart(fig, key=f"why_bars_{name.split()[0]}", filename=f"normviz_why_L{layer}_H{head}")
+    top_a, top_n = int(np.argmax(w["alpha"])), int(np.argmax(w["norm"]))
+    if top_a != top_n:
+        msg = (f"Here the largest weight goes to {labels[top_a]} (α = {w['alpha'][top_a]:.2f}), but its vector is "
+               f"short (‖f‖ = {w['fx'][top_a]:.2f}): by norm it ranks {int(w['rank_norm'][top_a]) + 1}. "
+               f"The largest contribution comes from {labels[top_n]} (α = {w['alpha'][top_n]:.2f}, "
+               f"‖f‖ = {w['fx'][top_n]:.2f}).")
+    else:
+        msg = (f"Here weight and norm agree on the top token, {labels[top_a]}; look at the ranks below it, or try "
+               "another head or row: heads that put their weight on [CLS]/[SEP]/BOS usually disagree.")
+    st.info(ui.plain(msg, None))
 
 
 ui.run_page(page)

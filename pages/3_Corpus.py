@@ -19,7 +19,7 @@ from normviz.ui import st_parts as ui
 
 MAX_LINES = ui.settings().corpus_max_lines  # NORMVIZ_CORPUS_MAX_LINES, validated: cap for public demos
 
-st.set_page_config(page_title="normviz · Corpus", page_icon="📚", layout="wide")
+ui.page_config("Corpus", "📚")
 
 
 def page() -> None:

@@ -1,33 +1,40 @@
-"""Take 1280×800 screenshots of every page: python scripts/screenshots.py OUT_DIR [page-query …]."""
+"""Screenshots of every page at 1280×800 and 1920×1080 in light, dark and presentation modes.
+
+    .venv/bin/python scripts/screenshots.py OUT_DIR [--text "A sentence."] [--model smollm2] [--sizes 1280x800 ...]
+
+Files: OUT_DIR/<page>_<w>x<h>_<mode>.png (the same helper as the real-browser test, tests/helpers/browser.py).
+"""
 from __future__ import annotations
 
+import argparse
 import sys
-import time
 from pathlib import Path
+from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.browser import chromium, streamlit_server, wait_for_app  # noqa: E402
-
-PAGES = [("explore", "/", 4), ("explore_focus", "/?focus=2&head=3&layer=2", 5), ("overview", "/Overview", 2),
-         ("learn", "/Learn", 1), ("explore_present", "/?present=1", 2), ("explore_dark", "/?layer=1", 4),
-         ("explore_smollm2", "/?model=smollm2&layer=20", 4)]
+from tests.helpers.browser import MODES, SHOT_PAGES, SIZES, chromium, screenshots, streamlit_server  # noqa: E402
 
 
-def main(out: str, only: list[str]) -> None:
-    out_dir = Path(out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with streamlit_server(log_path=str(out_dir / "streamlit.log")) as url, chromium() as driver:
-        for name, path, charts in PAGES:
-            if only and name not in only:
-                continue
-            driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [
-                {"name": "prefers-color-scheme", "value": "dark" if name.endswith("_dark") else "light"}]})
-            driver.get(url + path)
-            state = wait_for_app(driver, charts)
-            time.sleep(1)
-            driver.save_screenshot(str(out_dir / f"{name}.png"))
-            print(name, state)
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out")
+    ap.add_argument("--text", default="The cat sat on the mat because it was tired.")
+    ap.add_argument("--pair", default="")
+    ap.add_argument("--model", default="minilm")
+    ap.add_argument("--sizes", nargs="*", default=[f"{w}x{h}" for w, h in SIZES])
+    ap.add_argument("--modes", nargs="*", default=MODES, choices=MODES)
+    ap.add_argument("--pages", nargs="*", default=[p for p, _ in SHOT_PAGES], choices=[p for p, _ in SHOT_PAGES])
+    args = ap.parse_args(argv)
+    sizes = [tuple(int(x) for x in s.lower().split("x")) for s in args.sizes]
+    query = urlencode({k: v for k, v in (("text", args.text), ("pair", args.pair), ("model", args.model)) if v})
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with streamlit_server(log_path=str(out / "streamlit.log")) as url, chromium() as driver:
+        files = screenshots(driver, url, out, query=query, pages=[p for p in SHOT_PAGES if p[0] in args.pages],
+                            sizes=sizes, modes=args.modes)
+    for f in files:
+        print(f)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2:])
+    main()

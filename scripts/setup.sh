@@ -7,7 +7,8 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.normviz-reqs
-want=$(cat requirements.txt requirements-nodeps.txt requirements-dev.txt | sha256sum | cut -d' ' -f1)
+# pyproject.toml too: its [project.scripts] (the .venv/bin/normviz command) comes with the editable install
+want=$(cat requirements.txt requirements-nodeps.txt requirements-dev.txt pyproject.toml | sha256sum | cut -d' ' -f1)
 quiet() {  # pip, minus this machine's notes about local mirror folders that don't exist
   "$@" 2>&1 | { grep -v "^WARNING: Location 'file:" || true; }
 }

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..methods import registry
+from ..viz.labels import unique_labels  # noqa: F401  (the pages' axis labels: 'the', 'the·2')
 
 
 @dataclass
@@ -31,17 +32,6 @@ def panel_title(key: str, layer: int, head: int | None) -> str:
     if info.per_head:
         where += f", {head_label(head)}"
     return f"{info.title} · {where}"
-
-
-def unique_labels(labels: list[str]) -> list[str]:
-    """Axis labels that keep repeated tokens apart: 'the', 'the' → 'the', 'the·2' (position shown on hover)."""
-    seen: dict[str, int] = {}
-    out = []
-    for lab in labels:
-        lab = lab if lab.strip() else repr(lab)
-        seen[lab] = seen.get(lab, 0) + 1
-        out.append(lab if seen[lab] == 1 else f"{lab}·{seen[lab]}")
-    return out
 
 
 def row_shares(matrix: np.ndarray) -> np.ndarray:
@@ -176,3 +166,130 @@ def upload_refusal(name: str, size: int, max_bytes: int) -> str | None:
         return (f"The file {name[:100]!r} is {size / 2**20:.1f} MB; this deployment accepts files up to "
                 f"{max_bytes / 2**20:.1f} MB (NORMVIZ_MAX_UPLOAD_MB). Upload fewer lines.")
     return None
+
+
+# --- the map picker ---------------------------------------------------------------------------------------
+
+GROUPS = ("per layer", "across layers", "alternatives")
+_KOBAYASHI = ("attention", "norm", "norm_layer", "attn_res", "attn_res_ln", "ff", "ff_res", "ff_res_ln")
+_ACROSS = ("globenc", "flow")
+SHORT = {  # labels that fit a pill; the full title is in the panel
+    "attention": "α weights", "norm": "‖αf‖ norm", "norm_layer": "‖Σαf‖ heads summed", "attn_res": "+ residual",
+    "attn_res_ln": "+ residual + LN", "ff": "FF", "ff_res": "FF + residual", "ff_res_ln": "whole layer",
+    "rollout_attention": "α rollout", "rollout_attn_res": "+ residual", "rollout_attn_res_ln": "+ residual + LN",
+    "rollout_ff_res": "FF + residual", "rollout_ff_res_ln": "whole layer", "rollout_alti": "ALTI",
+    "rollout_value_zeroing": "value zeroing", "globenc": "GlobEnc", "flow": "attention flow",
+    "effective_attention": "effective α", "alti": "ALTI", "globenc_layer": "GlobEnc layer",
+    "value_zeroing": "value zeroing", "decompx": "DecompX",
+}
+
+
+def group_of(key: str) -> str:
+    """Kobayashi et al.'s per-layer maps | maps chained through the layers | other methods' per-layer maps."""
+    if key in _KOBAYASHI:
+        return GROUPS[0]
+    if key.startswith("rollout_") or key in _ACROSS:
+        return GROUPS[1]
+    return GROUPS[2]
+
+
+def grouped(keys: list[str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {g: [] for g in GROUPS}
+    for k in keys:
+        out[group_of(k)].append(k)
+    return out
+
+
+def short_label(key: str, limit: int = 22) -> str:
+    if key in SHORT:
+        return SHORT[key]
+    try:
+        t = registry.key_info(key).title
+    except Exception:
+        t = key
+    return t if len(t) <= limit else t[:limit - 1] + "…"
+
+
+def dedupe_all_heads(keys: list[str], head: int | None) -> tuple[list[str], str]:
+    """With all heads, ``norm`` is ``norm_layer`` (the head vectors summed, then the norm): one panel, and a
+    note saying so. Returns the keys to show and the note ("" when nothing was merged)."""
+    if head is None and "norm" in keys and "norm_layer" in keys:
+        return [k for k in keys if k != "norm"], ("With all heads, ‖α f(x)‖ is the norm of the heads' vectors "
+                                                  "summed — the same numbers as ‖Σ_h α f(x)‖ — so it is shown once.")
+    return list(keys), ""
+
+
+def all_heads_note(keys: list[str], head: int | None) -> str:
+    """What "all heads" means for the per-head maps among ``keys`` (empty when a head is chosen)."""
+    if head is not None:
+        return ""
+    per_head = [k for k in keys if registry.key_info(k).per_head]
+    if not per_head:
+        return ""
+    parts = []
+    if "attention" in per_head:
+        parts.append("α: the mean of the heads' weights")
+    if "norm" in per_head:
+        parts.append("‖α f(x)‖: the norm of the heads' vectors summed (= ‖Σ_h α f(x)‖)")
+    others = [k for k in per_head if k not in ("attention", "norm")]
+    if others:
+        parts.append(", ".join(short_label(k) for k in others) + ": the mean over heads")
+    return "All heads, for per-head maps — " + "; ".join(parts) + ". Pick a head to see one."
+
+
+# --- panel transforms ---------------------------------------------------------------------------------------
+
+def thresholded(matrix: np.ndarray, threshold: float) -> np.ndarray:
+    """Cells whose |value| is below ``threshold`` × the largest |value| become NaN (drawn empty)."""
+    m = np.asarray(matrix, dtype=np.float64)
+    if threshold <= 0 or not np.isfinite(m).any():
+        return m
+    top = np.nanmax(np.abs(m))
+    return np.where(np.abs(m) >= threshold * top, m, np.nan)
+
+
+def fx_strip(norms: np.ndarray, head: int | None, keep: list[int]) -> tuple[np.ndarray, str]:
+    """The ‖f(x_j)‖ strip of the shown tokens from ``normviz.transformed_norms(session, layer)`` ([H, n]):
+    of ``head``, or the mean over heads; and its title."""
+    norms = np.asarray(norms, dtype=np.float64)
+    if head is None:
+        return norms.mean(0)[keep], "‖f(x_j)‖, mean over heads"
+    return norms[head][keep], f"‖f(x_j)‖, head {head}"
+
+
+def layer_stack(analysis, key: str, head: int | None, hide_special: bool, values: str) -> tuple[np.ndarray, list[int]]:
+    """[L, m, m]: the panel of ``key`` at every layer (as shown: specials hidden, shares), for the layer player."""
+    mats, keep = [], list(range(analysis.n_tokens))
+    for layer in range(analysis.n_layers):
+        m, keep = shown_matrix(analysis.map(key, layer, head), analysis.special, hide_special, values)
+        mats.append(m)
+    return np.stack(mats), keep
+
+
+def view_npz_name(model: str, layer: int, head: int | None) -> str:
+    return f"normviz_{model.replace('/', '_')}_L{layer}_" + ("all" if head is None else f"H{head}")
+
+
+def pair_boundary(analysis) -> int | None:
+    """Original position of the second segment's first token of a sentence pair (after the first separator,
+    a special token that follows a non-special one), or None for a single text."""
+    if not analysis.text_pair:
+        return None
+    sp = [bool(x) for x in analysis.special]
+    for i in range(1, len(sp) - 1):
+        if sp[i] and not sp[i - 1]:
+            return i + 1
+    return None
+
+
+def unit(key: str, values: str) -> str:
+    """The colour bar's title: what the numbers are."""
+    if values == "share":
+        return "share of row"
+    if key in ("attention", "effective_attention"):
+        return "weight"
+    if key.startswith("rollout_") or key in ("alti", "flow", "value_zeroing"):
+        return "share"
+    if key == "globenc":
+        return "product"
+    return "vector norm"

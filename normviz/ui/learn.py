@@ -160,3 +160,93 @@ def value_norms_from(attention: np.ndarray, norm: np.ndarray) -> tuple[np.ndarra
     col = np.nanmean(ratio, axis=0)
     spread = np.nanmax(np.abs(ratio - col[None, :]) / np.maximum(np.abs(col[None, :]), 1e-12))
     return col, float(spread)
+
+
+# --- at the panel: one plain line per map (what a cell means, in what unit) -------------------------------
+
+CAPTIONS: dict[str, str] = {
+    "attention": "Cell (i, j): how much token i's head looks at token j — a softmax weight, 0 … 1, each row sums to 1.",
+    "norm": "Cell (i, j): the length of the vector the head really moves from token j into token i, ‖α f(x_j)‖ "
+            "(in the model's vector units).",
+    "norm_layer": "Cell (i, j): the length of what all heads of the layer together move from j into i, "
+                  "‖Σ_h α f(x_j)‖ (vector units).",
+    "attn_res": "Cell (i, j): token j's part of token i's vector after attention plus the residual (the diagonal "
+                "is the token keeping itself); vector units.",
+    "attn_res_ln": "Cell (i, j): token j's part of token i's vector after attention, residual and the layer norm — "
+                   "what the next block receives; vector units.",
+    "ff": "Cell (i, j): token j's part of the feed-forward block's output at token i (vector units).",
+    "ff_res": "Cell (i, j): token j's part of token i after the feed-forward block and its residual "
+              "(pre-LN models: the whole layer); vector units.",
+    "ff_res_ln": "Cell (i, j): token j's part of token i at the layer's output, everything included (vector units).",
+    "rollout_attention": "Cell (i, j): how much input token j flows into token i by layer ℓ, attention weights "
+                         "chained through the layers; rows sum to 1.",
+    "rollout_attn_res": "Cell (i, j): input token j's share of token i by layer ℓ, attention + residual chained "
+                        "through the layers; rows sum to 1.",
+    "rollout_attn_res_ln": "Cell (i, j): input token j's share of token i by layer ℓ, attention + residual + norm "
+                           "chained through the layers; rows sum to 1.",
+    "rollout_ff_res": "Cell (i, j): input token j's share of token i by layer ℓ, whole layers chained; rows sum to 1.",
+    "rollout_ff_res_ln": "Cell (i, j): input token j's share of token i by layer ℓ, whole layers chained; rows sum to 1.",
+    "rollout_value_zeroing": "Cell (i, j): input token j's share of token i by layer ℓ, removal effects chained; "
+                             "rows sum to 1.",
+    "effective_attention": "Cell (i, j): the part of the weight α_ij that changes the output (can be negative; "
+                           "rows need not sum to 1).",
+    "alti": "Cell (i, j): how close token j's transformed vector is to token i's output (L1), as a share of the "
+            "row; rows sum to 1.",
+    "rollout_alti": "Cell (i, j): input token j's share of token i by layer ℓ, ALTI chained; rows sum to 1.",
+    "globenc_layer": "Cell (i, j): token j's part of token i through attention, residual and both layer norms "
+                     "(vector units).",
+    "globenc": "Cell (i, j): input token j's part of token i by layer ℓ, GlobEnc's raw products (no unit; rows "
+               "need not sum to 1).",
+    "flow": "Cell (i, j): the most attention that can flow from input token j to token i by layer ℓ (max flow); "
+            "rows sum to 1.",
+    "value_zeroing": "Cell (i, j): how much token i's output changes when token j's values are zeroed "
+                     "(cosine distance, as a share of the row).",
+}
+
+
+def caption(key: str) -> str:
+    """One plain-language line for the panel of ``key`` (the registry's description when there is none)."""
+    if key in CAPTIONS:
+        return CAPTIONS[key]
+    try:
+        return registry.key_info(key).description
+    except Exception:  # an unknown key: nothing to say
+        return ""
+
+
+# Every symbol the Learn page uses, defined once (shown above the tabs).
+SYMBOLS: list[tuple[str, str]] = [
+    ("i, j", "token positions: i receives (a row), j contributes (a column)"),
+    ("ℓ, h", "a layer and an attention head of that layer"),
+    ("x_j", "token j's vector entering the layer"),
+    ("x̂_j", "x_j after the layer norm in front of attention (pre-LN models; post-LN: x_j itself)"),
+    ("q, k, d_h", "query and key vectors of a head and their dimension"),
+    ("α_ij (α^h_ij)", "the attention weight of head h from token i to token j (softmax, rows sum to 1)"),
+    ("W^V, b^V, W^O", "the value projection, its bias and the output projection of a head"),
+    ("f(x_j) = (x̂_j W^V + b^V) W^O", "the transformed vector of token j: what a head would add if it put all its "
+                                      "weight on j"),
+    ("‖v‖", "the length (Euclidean norm) of a vector v"),
+    ("δ_ij", "1 when i = j, else 0 (the residual adds each token to itself)"),
+    ("u_ij", "token j's part of token i's vector after attention + residual (Σ_h α f(x_j) + δ_ij x_j)"),
+    ("g_z(u), γ, β, ε", "the layer norm as a linear map of each part: centred, scaled by the token's own spread "
+                        "(that of the whole sum z_i) and by the weights γ; β is no token's part; ε a small constant"),
+    ("y_ij, c_ij", "token j's part of token i entering the feed-forward block, and of its output"),
+    ("W_1, W_2, g", "the feed-forward block's two matrices and its activation (GELU, SwiGLU …)"),
+    ("R_ℓ, Â, rownorm", "a rollout up to layer ℓ, a layer's map with the identity mixed in, rows rescaled to sum to 1"),
+    ("T^h", "the matrix of a head's transformed vectors, one row per token"),
+    ("d_1", "the L1 (Manhattan) distance used by ALTI"),
+]
+
+
+def why_rows(alpha_row: np.ndarray, fx: np.ndarray, norm_row: np.ndarray) -> dict[str, np.ndarray]:
+    """One row i of one head: α_ij, ‖f(x_j)‖ (``normviz.transformed_norms``) and the map's ‖α_ij f(x_j)‖, which
+    equals α_ij · ‖f(x_j)‖ since α ≥ 0 (``product``: that product, to show the identity), each also as a share
+    of its row, and the rank of every token by weight and by norm (0 = largest)."""
+    a = np.asarray(alpha_row, dtype=np.float64)
+    n = np.asarray(norm_row, dtype=np.float64)
+    fx = np.asarray(fx, dtype=np.float64)
+    share_a = a / a.sum() if a.sum() > 0 else a
+    share_n = n / n.sum() if n.sum() > 0 else n
+    rank = lambda v: np.argsort(np.argsort(-v, kind="stable"), kind="stable")  # noqa: E731
+    return {"alpha": a, "fx": fx, "norm": n, "product": a * fx, "share_alpha": share_a, "share_norm": share_n,
+            "rank_alpha": rank(a), "rank_norm": rank(n)}

@@ -96,9 +96,40 @@ def load_view() -> ViewState:
         ss[VIEW] = view
         ss["_normviz_problems"] = list(settings().problems) + list(view.problems)
     view = ss[VIEW]
+    if forget_widgets_on_page_change():  # a page link's query (e.g. Learn's lesson, a head to open) applies
+        view = ViewState.from_query(st.query_params.to_dict(), base=view, max_text_chars=settings().max_text_chars)
+        ss[VIEW] = view
+        for p in view.problems:
+            say("warning", p)
     for p in ss.pop("_normviz_problems", []):
         say("warning", p)
     return view
+
+
+def current_page() -> str:
+    """An id of the page this run draws (Streamlit's page hash: one per page under ``st.navigation``)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return getattr(ctx, "page_script_hash", "") or "" if ctx is not None else ""
+
+
+def forget_widgets_on_page_change() -> bool:
+    """On the first run of a page after another page, drop every widget value (``w_*`` keys) so the page's
+    widgets are seeded from the shared view again. A widget's value belongs to the page that drew it:
+    Streamlit gives the same key on another page a new widget, which would start empty (the text was lost
+    between Explore and Overview, issue 13) -- the view, kept in session state and the URL, is what pages share.
+    True when the page changed (not on the session's first run)."""
+    ss = st.session_state
+    page = current_page()
+    if ss.get("_normviz_page") == page:
+        return False
+    changed = "_normviz_page" in ss
+    if changed:
+        for k in [k for k in ss if isinstance(k, str) and k.startswith("w_")]:
+            del ss[k]
+    ss["_normviz_page"] = page
+    return changed
 
 
 def save_view(view: ViewState) -> None:
@@ -134,7 +165,7 @@ def font_size(view: ViewState) -> int:
 
 def apply_style(view: ViewState) -> None:
     st.html("""<style>
-        [data-testid="stMainBlockContainer"] { padding-top: 4rem; padding-bottom: 2rem; }
+        [data-testid="stMainBlockContainer"] { padding: 4rem 1.5rem 2rem 1.5rem; max-width: none; }
         [data-testid="stSidebarHeader"] { height: 1.2rem; margin-bottom: 0; }
     </style>""")
     if view.present:
@@ -350,3 +381,209 @@ def title(key: str) -> str:
         return registry.key_info(key).title
     except NormvizError:
         return key
+
+
+# --- issue 13: the talk-ready app (page config, map picker, panel captions, links between pages) ------------
+
+def page_config(title: str, icon: str) -> None:
+    """``st.set_page_config`` for a page: wide; in presentation mode (``?present=1``) the sidebar starts
+    collapsed, so two large panels fill the screen."""
+    present = str(st.query_params.get("present", "")).strip().lower() in ("1", "true", "yes", "on")
+    if VIEW in st.session_state:
+        present = bool(st.session_state[VIEW].present)
+    st.set_page_config(page_title=f"normviz · {title}", page_icon=icon, layout="wide",
+                       initial_sidebar_state="collapsed" if present else "auto")
+
+
+def map_picker(current: tuple[str, ...], available: list[str], default: list[str]) -> tuple[str, ...]:
+    """The maps shown side by side, picked in three groups (per layer / across layers / alternatives), each
+    a row of pills (keys ``w_maps``, ``w_maps_across``, ``w_maps_alt``). Returns them in the order picked."""
+    from . import data
+
+    groups = data.grouped(available)
+    keys = {"per layer": "w_maps", "across layers": "w_maps_across", "alternatives": "w_maps_alt"}
+    helps = {"per layer": "Kobayashi et al.: one layer's attention block, step by step, then the feed-forward block.",
+             "across layers": "Maps chained through the layers up to the chosen one: which input tokens a token "
+                              "is made of.",
+             "alternatives": "Other methods' per-layer maps, to compare with the norm-based ones."}
+    chosen = [k for k in current if k in available]
+    if not chosen and "w_maps" not in st.session_state:
+        chosen = [k for k in default if k in available]
+    out: list[str] = []
+    for group, options in groups.items():
+        if not options:
+            continue
+        key = keys[group]
+        seed(key, [k for k in chosen if k in options])
+        st.session_state[key] = list(dict.fromkeys(k for k in st.session_state[key] if k in options))
+        picked = st.pills(group.capitalize(), options, selection_mode="multi", key=key, format_func=data.short_label,
+                          help=helps[group])
+        out.extend(picked or [])
+    order = {k: i for i, k in enumerate(current)}
+    return tuple(sorted(dict.fromkeys(out), key=lambda k: order.get(k, len(order) + out.index(k))))
+
+
+def learn_link(key: str, label: str = "Learn more") -> None:
+    """A link to the map's tab on the Learn page (the view travels in session state; ``lesson`` picks the tab)."""
+    link_to_page("pages/2_Learn.py", f"{label} ↗", {"lesson": key})
+
+
+def link_to_page(path: str, label: str, changes: dict) -> None:
+    """A link to another page of the app that carries the current view with ``changes`` applied (a page link
+    under ``st.navigation``; when a page runs on its own, a plain link to the same query)."""
+    from dataclasses import replace as _replace
+
+    view = st.session_state.get(VIEW) or ViewState()
+    view = _replace(view, **{k: v for k, v in changes.items() if k in ViewState.__dataclass_fields__})
+    query = view.to_query()
+    try:
+        st.page_link(path, label=label, query_params=query)
+    except Exception:  # no navigation (a page run on its own): a plain link with the same query
+        from urllib.parse import urlencode
+
+        url_path = "" if "0_" in path else path.rsplit("_", 1)[-1].removesuffix(".py")
+        st.link_button(label, "./" + url_path + ("?" + urlencode(query) if query else ""))
+
+
+def image_format() -> str:
+    """The chart toolbar's download format, PNG or SVG (the sidebar's choice, ``w_img``; not in the URL)."""
+    return st.session_state.get("w_img", "png")
+
+
+def chart(fig, key: str, filename: str, width: str = "stretch") -> None:
+    """``st.plotly_chart`` whose toolbar camera downloads ``filename`` as PNG or SVG (:func:`image_format`);
+    a figure that set its own width (many tokens need more room than the column) keeps it."""
+    from normviz import viz
+
+    own = getattr(fig.layout, "width", None)
+    st.plotly_chart(fig, key=key, config=viz.plotly_config(filename=filename, fmt=image_format()),
+                    width="content" if own else width)
+
+
+def second_model_picker(current: str) -> str:
+    """The model of a side-by-side comparison (``w_model_b``): the allowlist when there is one, else the
+    embedded models."""
+    allow = model_allowlist()
+    choices = list(allow) if allow is not None else list(EMBEDDED_CHOICES)
+    if current not in choices and "w_model_b" not in st.session_state and current:
+        say("warning", f"The link's model_b={current!r} is not one of {', '.join(choices)}; comparing with "
+                       f"{choices[-1]}.")
+    seed("w_model_b", current if current in choices else choices[-1])
+    if st.session_state["w_model_b"] not in choices:
+        st.session_state["w_model_b"] = choices[-1]
+    return st.selectbox("Second model", choices, key="w_model_b")
+
+
+def comparison(view: ViewState, lm, keys: list[str]):
+    """The right-hand side of a comparison: (what it is, analysis, panels, model, session) with the same maps, layer
+    and head as the left (clamped to the second model's size, with a note), or None after a message."""
+    from . import data
+
+    if view.compare == "text":
+        if not view.text_b.strip():
+            st.info("Type the second text in the sidebar to compare.")
+            return None
+        lm_b, text, pair, name = lm, view.text_b, "", "the second text"
+    else:
+        lm_b = load_model(view.model_b)
+        if lm_b is None:
+            return None
+        text, pair, name = view.text, view.pair, lm_b.name
+    session = session_for(lm_b, text, pair)
+    if session is None:
+        return None
+    placement_ok = [k for k in keys if k in registry.all_keys(lm_b.spec.placement)]
+    b = get_maps(session, placement_ok)
+    if b is None:
+        return None
+    layer = min(view.layer, lm_b.n_layers - 1)
+    head = clamp_head(view.head, lm_b)
+    if (layer, head) != (view.layer, view.head):
+        st.caption(plain(f"{name} has {lm_b.n_layers} layers × {lm_b.n_heads} heads: its side shows layer {layer}"
+                         + ("" if head is None else f", head {head}") + ".", None))
+    panels = data.build_panels(b, [k for k in placement_ok if k in b], layer, head, view.hide_special, view.values)
+    return name, b, panels, lm_b, session
+
+
+def fx_norms(session, layer: int):
+    """‖f^h(x_j)‖ of one layer ([H, n], ``normviz.transformed_norms``) from the session's records, or None
+    (after a caption) when they cannot be had."""
+    try:
+        return normviz.transformed_norms(session, layer)
+    except Exception as exc:  # never a traceback: the strip is an extra
+        st.caption(plain(f"The ‖f(x)‖ strip is not available: {type(exc).__name__}: {shorten_error(exc)}", None))
+        return None
+
+
+def outline_token(fig, k: int, n: int) -> None:
+    """Outline row and column ``k`` (of ``n`` shown) of a heatmap: the focused token in every panel."""
+    line = dict(color="#ff3b30", width=2)
+    fig.add_shape(type="rect", x0=-0.5, x1=n - 0.5, y0=k - 0.5, y1=k + 0.5, line=line)
+    fig.add_shape(type="rect", x0=k - 0.5, x1=k + 0.5, y0=-0.5, y1=n - 0.5, line=line)
+
+
+def view_html(figures: list, captions: list[str], model: str, view: ViewState):
+    """The current view as one offline HTML page (plotly.js embedded), built only when the button is clicked."""
+    from normviz import viz
+
+    figs, caps = list(figures), list(captions)
+    where = f"layer {view.layer}" + ("" if view.head is None else f", head {view.head}")
+    description = f"{model} · {where} · text: {view.text}" + (f" ‖ {view.pair}" if view.pair else "")
+
+    def build() -> bytes:
+        return viz.standalone_html(figs, title="normviz", description=description, captions=caps,
+                                   config=viz.plotly_config(filename="normviz")).encode("utf-8")
+    return build
+
+
+def clamp_head(head: int | None, lm) -> int | None:
+    return head if head is None or head < lm.n_heads else lm.n_heads - 1
+
+
+_WIDTH_JS = """
+export default function(component) {
+  const { setStateValue, data } = component;
+  const measure = () => {
+    const el = document.querySelector('[data-testid="stMainBlockContainer"]');
+    const w = Math.round((el ? el.clientWidth : window.innerWidth) / 40) * 40;
+    if (w > 0 && w !== (data && data.known)) { setStateValue("width", w); }
+  };
+  measure();
+  let t = null;
+  const onResize = () => { clearTimeout(t); t = setTimeout(measure, 400); };
+  window.addEventListener("resize", onResize);
+  return () => window.removeEventListener("resize", onResize);
+}
+"""
+_width_component = None
+
+
+def main_width() -> int | None:
+    """The width in px of the page's main column, measured in the browser (to 40 px) by a tiny script
+    component and kept for the session; None until it has reported (and under AppTest, which runs no JS).
+    Panels are sized from it so that two fill a row at any screen width."""
+    global _width_component
+    ss = st.session_state
+    known = ss.get("_normviz_width")
+    try:
+        if _width_component is None:
+            import streamlit.components.v2 as components
+
+            _width_component = components.component("normviz_main_width", js=_WIDTH_JS, isolate_styles=False)
+        with st.sidebar:
+            result = _width_component(key="nv_main_width", data={"known": known}, on_width_change=lambda: None)
+        width = getattr(result, "width", None)
+    except Exception:  # no components v2 (older Streamlit): the figures' own default size
+        width = None
+    if isinstance(width, (int, float)) and 200 <= width <= 8000:
+        ss["_normviz_width"] = int(width)
+    return ss.get("_normviz_width")
+
+
+def panel_width(per_row: int, present: bool) -> int | None:
+    """The px width one of ``per_row`` panels gets (columns with a medium gap), or None when unknown."""
+    w = main_width()
+    if w is None:
+        return 820 if present else None
+    gap = 24
+    return max(260, int((w - gap * (per_row - 1)) / per_row) - 8)

@@ -12,8 +12,12 @@ from .settings import settings
 
 DEFAULT_TEXT = "The cat sat on the mat because it was tired."
 DEFAULT_MODEL = "minilm"
-DEFAULT_MAPS = ("attention", "norm", "attn_res_ln", "ff_res_ln")
+# The first view: the 2020/2021 papers' progression (weights → norms → + residual → + norm), all from the one
+# recorded pass and the fused norm kernels (~1.3× the forward pass); the FF maps (O(n²·d·d_ff)) are opt-in.
+DEFAULT_MAPS = ("attention", "norm", "attn_res", "attn_res_ln")
 VALUE_MODES = ("share", "raw")  # row shares (rows sum to 1) | the map's own values
+DRAW_MODES = ("heatmap", "lines")  # a matrix of cells | bertviz-style token columns joined by lines
+COMPARE_MODES = ("none", "text", "model")  # side by side: nothing | a second text | a second model
 DEFAULT_TOKEN_CAP = 128
 
 
@@ -32,6 +36,15 @@ class ViewState:
     present: bool = False  # presentation mode (larger fonts)
     overview_map: str = "attention"
     overview_compare: str = "norm"
+    draw: str = "heatmap"  # heatmap | lines
+    threshold: float = 0.0  # cells below this share of the panel's largest |value| are hidden (0 … 0.9)
+    diff: tuple[str, ...] = ()  # (A, B): a difference panel A − B; () = none
+    fx: bool = True  # the ‖f(x_j)‖ strip under norm-based panels
+    compare: str = "none"  # none | text | model
+    text_b: str = ""  # the second text (compare=text)
+    model_b: str = "smollm2"  # the second model (compare=model)
+    lesson: str = ""  # Learn: the tab opened first (a map key)
+    player: str = ""  # the map animated through the layers ("" = no player)
     problems: list[str] = field(default_factory=list, compare=False, repr=False)
 
     def to_query(self) -> dict[str, str]:
@@ -61,11 +74,11 @@ class ViewState:
             if isinstance(raw, (list, tuple)):
                 raw = raw[-1] if raw else ""
             raw = str(raw)
-            if f.name in ("text", "pair") and max_text_chars is not None and len(raw) > max_text_chars:
+            if f.name in ("text", "pair", "text_b") and max_text_chars is not None and len(raw) > max_text_chars:
                 view.problems.append(f"The link's {f.name} is {len(raw):,} characters long; only the first "
                                      f"{max_text_chars:,} are used (NORMVIZ_MAX_TOKENS × 50).")
                 raw = raw[:max_text_chars]
-            elif len(raw) > 1000 and f.name not in ("text", "pair"):
+            elif len(raw) > 1000 and f.name not in ("text", "pair", "text_b"):
                 view.problems.append(f"Ignored the link's {f.name}: {len(raw):,} characters is too long.")
                 continue
             try:
@@ -97,11 +110,11 @@ def _encode(value) -> str:
 
 
 def _decode(name: str, raw: str):
-    if name in ("text", "pair", "model", "overview_map", "overview_compare"):
+    if name in ("text", "pair", "model", "overview_map", "overview_compare", "text_b", "model_b", "lesson", "player"):
         if name == "model" and not raw.strip():
             raise ValueError("the model name is empty")
         return raw
-    if name in ("hide_special", "shared_scale", "present"):
+    if name in ("hide_special", "shared_scale", "present", "fx"):
         low = raw.strip().lower()
         if low in ("1", "true", "yes", "on"):
             return True
@@ -117,6 +130,27 @@ def _decode(name: str, raw: str):
     if name == "maps":
         keys = tuple(k.strip() for k in raw.split(",") if k.strip())
         return keys
+    if name == "diff":
+        keys = tuple(k.strip() for k in raw.split(",") if k.strip())
+        if keys and (len(keys) != 2 or keys[0] == keys[1]):
+            raise ValueError("name two different maps, e.g. attention,norm")
+        return keys
+    if name == "threshold":
+        try:
+            value = float(raw.strip()) if len(raw.strip()) <= 12 else float("x")
+        except ValueError:
+            raise ValueError("not a number") from None
+        if not 0.0 <= value <= 0.9:  # also NaN
+            raise ValueError("use a number from 0 to 0.9")
+        return round(value, 2)
+    if name == "draw":
+        if raw not in DRAW_MODES:
+            raise ValueError(f"use one of {', '.join(DRAW_MODES)}")
+        return raw
+    if name == "compare":
+        if raw not in COMPARE_MODES:
+            raise ValueError(f"use one of {', '.join(COMPARE_MODES)}")
+        return raw
     if name == "values":
         if raw not in VALUE_MODES:
             raise ValueError(f"use one of {', '.join(VALUE_MODES)}")

@@ -1,9 +1,20 @@
 """Every app test runs offline, without a deployment's allowlist or token cap from the environment."""
 import pytest
 
+from ..helpers.app import app, no_exception
+
 
 @pytest.fixture(autouse=True)
 def _env(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.delenv("NORMVIZ_ALLOWED_MODELS", raising=False)
     monkeypatch.delenv("NORMVIZ_MAX_TOKENS", raising=False)
+
+
+@pytest.fixture
+def at():
+    """Explore (app.py) on its default view, run once."""
+    a = app()
+    a.run()
+    no_exception(a)
+    return a

@@ -1,4 +1,4 @@
-"""AppTest runs of the Explore page (app.py) on the embedded minilm."""
+"""AppTest runs of the Explore page (app.py runs it as the default page) on the embedded minilm."""
 from __future__ import annotations
 
 import numpy as np
@@ -33,20 +33,11 @@ def computes(monkeypatch):
     return calls
 
 
-@pytest.fixture
-def at():
-    a = app()
-    a.run()
-    no_exception(a)
-    return a
-
-
 def test_default_view_renders_four_heatmaps(at):
     hms = heatmaps(at)
     assert len(hms) == 4
-    assert [title(f).split(" · ")[0] for f in hms] == [
-        "Attention weights α", "Norm ‖α f(x)‖", "Attention + residual + norm",
-        "Feed-forward + residual + norm (whole layer)"]
+    assert [title(f).split(" · ")[0] for f in hms] == [  # the fast default set (issue 13): no FF maps
+        "Attention weights α", "Norm ‖α f(x)‖", "Attention + residual", "Attention + residual + norm"]
     for f in hms:
         assert z(f).shape == (N, N)
         assert f["layout"]["yaxis"]["ticktext"][:3] == ["[CLS]", "the", "cat"]
@@ -96,9 +87,9 @@ def test_toggles_change_the_figures(at):
 
 
 def test_focus_token_shows_its_row_as_bars(at):
-    at.selectbox(key="w_focus").set_value(2).run()
+    at.pills(key="w_focus").set_value(2).run()  # the row of token buttons above the panels
     no_exception(at)
-    bars = [f for f in figures(at) if f["data"][0]["type"] == "bar"]
+    bars = [f for f in figures(at) if f["data"][0]["type"] == "bar" and title(f).startswith("Row of")]
     assert len(bars) == 1 and len(bars[0]["data"]) == 4
     hm = heatmaps(at)
     assert np.allclose(arr(bars[0]["data"][0]["y"]), z(hm[0])[2])  # the "cat" row of the first panel
@@ -107,7 +98,7 @@ def test_focus_token_shows_its_row_as_bars(at):
 
 def test_downloads_offer_csv_and_npz(at):
     labels = [b.proto.label for b in at.get("download_button")]
-    assert labels == ["Download CSV", "Download NPZ"]
+    assert labels == ["Download CSV", "Download NPZ", "Download HTML"]
 
 
 def test_url_query_restores_a_view():
@@ -291,7 +282,7 @@ def test_switching_to_the_llama_model_keeps_the_view_working(at):
     assert not at.error and not at.warning
     hms = heatmaps(at)
     assert [title(f).split(" · ")[0] for f in hms] == [
-        "Attention weights α", "Norm ‖α f(x)‖", "Attention + residual + norm", "Feed-forward + residual"]
+        "Attention weights α", "Norm ‖α f(x)‖", "Attention + residual", "Attention + residual + norm"]
     assert hms[0]["layout"]["yaxis"]["ticktext"][:2] == ["The", " cat"] and z(hms[0]).shape == (11, 11)
     assert "layer 5" in title(hms[0])
     at.slider(key="w_layer").set_value(29).run()  # 30 layers now

@@ -123,3 +123,130 @@ def page_height(driver) -> int:
     return int(driver.execute_script("""
         const m = document.querySelector('[data-testid="stMain"]') || document.body;
         return Math.max(m.scrollHeight, document.body.scrollHeight);"""))
+
+
+# --- issue 13: redraw latency, page switching through the sidebar, screenshots in every mode ---------------
+
+SIZES = [(1280, 800), (1920, 1080)]
+MODES = ["light", "dark", "present"]
+SHOT_PAGES = [("explore", "/"), ("overview", "/Overview"), ("learn", "/Learn"), ("corpus", "/Corpus")]
+_IDLE = """return document.querySelectorAll('[data-testid="stStatusWidget"]').length === 0 &&
+                  document.querySelectorAll('[data-testid="stSkeleton"]').length === 0;"""
+_TITLES = """return Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"] .gtitle'))
+                  .map(t => t.textContent);"""
+
+
+def wait_until(driver, script: str, timeout: float = 120, poll: float = 0.03) -> float:
+    """Seconds until ``script`` (JS returning a boolean) is true and the app is idle; raises on timeout."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < timeout:
+        if driver.execute_script(script) and driver.execute_script(_IDLE):
+            return time.perf_counter() - t0
+        time.sleep(poll)
+    raise TimeoutError(f"not true within {timeout} s: {script[:200]}")
+
+
+def titles(driver) -> list[str]:
+    return driver.execute_script(_TITLES)
+
+
+def server_times(log_path: str) -> list[float]:
+    """The app's per-run server times (``NORMVIZ_TIMING=1`` lines of app.py) in the server log so far."""
+    out = []
+    try:
+        for line in open(log_path, encoding="utf-8", errors="replace"):
+            if line.startswith("normviz-timing "):
+                out.append(float(line.split()[-1]))
+    except OSError:
+        pass
+    return out
+
+
+def timed(driver, log_path: str, action, done: str, timeout: float = 120) -> tuple[float, float]:
+    """(browser seconds from ``action()`` until ``done`` holds and the app is idle, server seconds of the runs
+    it caused). The browser time includes the server's."""
+    before = len(server_times(log_path))
+    t0 = time.perf_counter()
+    action()
+    wait_until(driver, done, timeout)
+    total = time.perf_counter() - t0
+    time.sleep(0.3)  # the timing line is written when the run ends
+    runs = server_times(log_path)[before:]
+    return total, sum(runs)
+
+
+def press_on_slider(driver, index: int, key: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    thumbs = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stMain"] [data-testid="stSlider"] input[type="range"]')
+    driver.execute_script("arguments[0].focus();", thumbs[index])
+    ActionChains(driver).send_keys(key).perform()
+
+
+def choose_in_selectbox(driver, label: str, option: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    for box in driver.find_elements(By.CSS_SELECTOR, '[data-testid="stSelectbox"]'):
+        if box.text.startswith(label):
+            field = box.find_element(By.CSS_SELECTOR, "input")
+            field.click()
+            field.send_keys(option)
+            field.send_keys(Keys.ENTER)
+            return
+    raise LookupError(f"no selectbox labelled {label!r}")
+
+
+def click_button(driver, text: str, where: str = '[data-testid="stSidebar"]') -> None:
+    from selenium.webdriver.common.by import By
+
+    for b in driver.find_elements(By.CSS_SELECTOR, f"{where} button"):
+        if b.text.strip() == text:
+            driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", b)
+            b.click()
+            return
+    raise LookupError(f"no button {text!r}")
+
+
+def click_nav(driver, title: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    for a in driver.find_elements(By.CSS_SELECTOR, '[data-testid="stSidebarNav"] a'):
+        if a.text.strip().splitlines()[-1].strip() == title:
+            a.click()
+            return
+    raise LookupError(f"no page {title!r} in the sidebar")
+
+
+def text_inputs(driver) -> list[str]:
+    return driver.execute_script("""return Array.from(document.querySelectorAll(
+        '[data-testid="stMain"] [data-testid="stTextInput"] input')).map(i => i.value);""")
+
+
+def emulate(driver, width: int, height: int, mode: str) -> None:
+    set_viewport(driver, width, height)
+    driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [
+        {"name": "prefers-color-scheme", "value": "dark" if mode == "dark" else "light"}]})
+
+
+def screenshots(driver, url: str, out_dir: Path, query: str = "", pages=SHOT_PAGES, sizes=SIZES,
+                modes=MODES) -> list[Path]:
+    """One screenshot per page × size × mode (light, dark = the browser's dark preference, present =
+    ``?present=1``) as ``<page>_<w>x<h>_<mode>.png``; returns the files written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for w, h in sizes:
+        for mode in modes:
+            emulate(driver, w, h, mode)
+            for name, path in pages:
+                q = "&".join(x for x in (query, "present=1" if mode == "present" else "") if x)
+                driver.get(url + path + ("?" + q if q else ""))
+                if name == "corpus":  # no chart before a run: wait for the page's header instead
+                    wait_until(driver, "return document.querySelectorAll('[data-testid=\"stHeading\"]').length > 0")
+                wait_for_app(driver, min_charts=0 if name == "corpus" else 1)
+                f = out_dir / f"{name}_{w}x{h}_{mode}.png"
+                driver.save_screenshot(str(f))
+                written.append(f)
+    return written

@@ -1,0 +1,189 @@
+"""AppTest runs of issue 13's controls on Explore, Overview and Learn (embedded minilm; smollm2 once)."""
+from __future__ import annotations
+
+import numpy as np
+
+import normviz
+import normviz.viz
+from normviz.ui import data, learn, st_parts
+
+from ..helpers.app import app, arr, figures, heatmaps, no_exception, texts, title, z
+
+N = 13  # [CLS] the cat sat on the mat because it was tired . [SEP]
+
+
+def panels(at) -> list[dict]:
+    return [f for f in heatmaps(at) if " · " in title(f)]
+
+
+def bars(at) -> list[dict]:
+    return [f for f in figures(at) if f["data"] and f["data"][0]["type"] == "bar"]
+
+
+def test_map_picker_is_grouped_with_short_labels(at):
+    groups = {p.label: p for p in at.sidebar.get("button_group")}
+    assert list(groups) == ["Per layer", "Across layers", "Alternatives"]
+    per_layer = at.pills(key="w_maps")
+    assert "attention" in per_layer.options or "α weights" in per_layer.options
+    assert all(len(o) <= 22 for o in per_layer.options)
+    at.pills(key="w_maps_across").set_value(["rollout_attention"]).run()
+    no_exception(at)
+    assert title(panels(at)[-1]).startswith("Attention rollout ·")
+    assert "rollout_attention" in at.query_params["maps"]
+
+
+def test_all_heads_shows_norm_once_and_says_why(at):
+    at.pills(key="w_maps").set_value(["attention", "norm", "norm_layer"]).run()
+    no_exception(at)
+    assert [title(f).split(" · ")[0] for f in panels(at)] == ["Attention weights α", "Norm, heads summed ‖Σ_h α f(x)‖"]
+    said = " ".join(c.value for c in at.caption)
+    assert "shown once" in said and "All heads" in said
+    at.selectbox(key="w_head").set_value(4).run()
+    assert len(panels(at)) == 3  # one head: norm differs from the layer's
+
+
+def test_every_panel_has_a_caption_and_a_learn_link(at):
+    said = texts(at.caption)
+    for key in ("attention", "norm", "attn_res", "attn_res_ln"):
+        assert learn.caption(key) in said
+    links = [e for e in at.get("link_button")] + [e for e in at.get("page_link")]
+    assert len(links) >= 4
+
+
+def test_lines_view_and_threshold(at):
+    at.segmented_control(key="w_draw").set_value("lines").run()
+    no_exception(at)
+    figs = [f for f in figures(at) if f["data"] and f["data"][0]["type"] == "scatter"]
+    assert len(figs) >= 4 and not panels(at)
+    assert at.query_params["draw"] == "lines"
+    at.segmented_control(key="w_draw").set_value("heatmap").run()
+    full = z(panels(at)[0])
+    at.slider(key="w_threshold").set_value(0.5).run()
+    no_exception(at)
+    cut = z(panels(at)[0])
+    kept = np.isfinite(cut)
+    assert 0 < kept.sum() < np.isfinite(full).sum()
+    assert np.nanmin(np.abs(cut)) >= 0.5 * np.nanmax(np.abs(full)) - 1e-9
+    assert at.query_params["threshold"] == "0.5"
+
+
+def test_difference_panel_is_a_minus_b_of_row_shares(at):
+    at.sidebar.selectbox(key="w_diff_a").set_value("attention").run()
+    at.sidebar.selectbox(key="w_diff_b").set_value("norm").run()
+    no_exception(at)
+    diff = [f for f in heatmaps(at) if "−" in title(f)]
+    assert len(diff) == 1
+    a, n = z(panels(at)[0]), z(panels(at)[1])
+    assert np.allclose(z(diff[0]), data.row_shares(a) - data.row_shares(n), atol=1e-6)
+    assert at.query_params["diff"] == "attention,norm"
+
+
+def test_fx_strip_under_the_norm_panel_holds_transformed_norms(at):
+    lm = st_parts.model_cache().get("minilm")
+    strip = [f for f in bars(at) if "f(x_j)" in f["layout"]["title"]["text"]]
+    assert len(strip) == 1
+    want = normviz.transformed_norms(normviz.Session(lm, "The cat sat on the mat because it was tired."), 0).mean(0)
+    assert np.allclose(arr(strip[0]["data"][0]["y"]), want, rtol=1e-4)
+    at.sidebar.toggle(key="w_fx").set_value(False).run()
+    assert not [f for f in bars(at) if "f(x_j)" in f["layout"]["title"]["text"]]
+    assert at.query_params["fx"] == "0"
+
+
+def test_layer_player_has_a_frame_per_layer(at):
+    at.sidebar.selectbox(key="w_player").set_value("norm").run()
+    no_exception(at)
+    player = [f for f in figures(at) if f.get("frames")]
+    assert len(player) == 1 and len(player[0]["frames"]) == 6
+    assert at.query_params["player"] == "norm"
+
+
+def test_focus_token_outlines_it_in_every_panel(at):
+    at.pills(key="w_focus").set_value(2).run()
+    no_exception(at)
+    for f in panels(at):
+        rects = [s for s in f["layout"].get("shapes", []) if s["type"] == "rect"]
+        assert any(abs(s["y0"] - 1.5) < 1e-9 for s in rects) and any(abs(s["x0"] - 1.5) < 1e-9 for s in rects)
+
+
+def test_compare_two_texts_side_by_side(at):
+    at.sidebar.radio(key="w_compare").set_value("text").run()
+    at.sidebar.text_input(key="w_text_b").set_value("Cats purr.").run()
+    no_exception(at)
+    ps = panels(at)
+    assert len(ps) == 8  # the four maps, left and right
+    m = normviz.Session(st_parts.model_cache().get("minilm"), "Cats purr.").n_tokens
+    assert z(ps[0]).shape == (N, N) and z(ps[1]).shape == (m, m) and m != N
+    assert [title(f) for f in ps[::2]] == [title(f) for f in ps[1::2]]  # same map, layer, head
+    assert at.query_params["compare"] == "text" and at.query_params["text_b"] == "Cats purr."
+
+
+def test_compare_two_models_clamps_the_layer_with_a_note():
+    at = app(query={"layer": "5", "compare": "model", "model_b": "smollm2"})
+    at.run()
+    no_exception(at)
+    ps = panels(at)
+    assert len(ps) == 8 and "layer 5" in title(ps[0]) and "layer 5" in title(ps[1])
+    assert ps[1]["layout"]["yaxis"]["ticktext"][:2] == ["The", " cat"]
+
+
+def test_html_download_is_offline_and_holds_every_panel(at):
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert "Download HTML" in labels
+    figs = [normviz.viz.heatmap(np.eye(3), ["a", "b", "c"], title="one"),
+            normviz.viz.heatmap(np.ones((3, 3)), ["a", "b", "c"], title="two")]
+    html = st_parts.view_html(figs, ["x", "y"], "minilm", st_parts.ViewState(text="<b>hi</b>"))().decode()
+    assert "<script src=" not in html and "plotly" in html.lower()
+    assert "one" in html and "two" in html and "<b>hi</b>" not in html
+
+
+def test_new_view_fields_round_trip_and_bad_values_are_noted():
+    from normviz.ui.state import ViewState
+
+    v = ViewState(draw="lines", threshold=0.25, diff=("attention", "norm"), fx=False, compare="text",
+                  text_b="Other.", player="norm", lesson="flow")
+    assert ViewState.from_query(v.to_query()) == v
+    bad = ViewState.from_query({"draw": "x", "threshold": "2", "diff": "norm,norm", "compare": "z"})
+    assert len(bad.problems) == 4 and bad.threshold == 0.0 and bad.diff == () and bad.draw == "heatmap"
+
+
+def test_overview_zooms_into_a_head_and_links_it_to_explore():
+    at = app("pages/1_Overview.py", query={"text": "Hello there."})
+    at.run()
+    no_exception(at)
+    at.number_input(key="w_ov_layer").set_value(3).run()
+    at.number_input(key="w_ov_head").set_value(7).run()
+    no_exception(at)
+    zoom = [f for f in heatmaps(at) if " · " in title(f)]
+    assert len(zoom) == 1 and title(zoom[0]) == "Attention weights α · layer 3, head 7"
+    assert zoom[0]["layout"]["yaxis"]["ticktext"][1] == "hello"  # token labels
+    assert at.query_params["layer"] == "3" and at.query_params["head"] == "7"
+    links = [e.proto for e in at.get("link_button")] + [e.proto for e in at.get("page_link")]
+    assert any("layer 3, head 7" in getattr(p, "label", "") for p in links)
+
+
+def test_overview_head_link_through_navigation_opens_explore_there():
+    at = app("app.py", query={"text": "Hello there."})
+    at.run()
+    at.switch_page("pages/1_Overview.py")
+    at.run()
+    at.number_input(key="w_ov_layer").set_value(2).run()
+    at.number_input(key="w_ov_head").set_value(4).run()
+    at.switch_page("pages/0_Explore.py")
+    at.run()
+    no_exception(at)
+    assert at.slider(key="w_layer").value == 2 and at.selectbox(key="w_head").value == 4
+
+
+def test_learn_has_a_tab_per_key_symbols_and_the_walk_through():
+    at = app("pages/2_Learn.py", query={"text": "The cat sat on the mat.", "lesson": "flow"})
+    at.run()
+    no_exception(at)
+    keys = normviz.all_keys("post", include_opt_in=True)
+    assert len(at.tabs) == len(keys)
+    assert {"flow", "value_zeroing", "rollout_value_zeroing", "globenc", "effective_attention"} <= set(keys)
+    symbols = at.table[0].value
+    assert "α_ij (α^h_ij)" in symbols.index and "‖v‖" in symbols.index
+    why = at.dataframe[0].value
+    assert np.allclose(why["α_ij·‖f(x_j)‖"], why["‖α_ij f(x_j)‖ (map)"], rtol=1e-3, atol=1e-4)
+    assert abs(why["α_ij"].sum() - 1) < 1e-3
+    assert any("weight" in m for m in texts(at.info))
