@@ -8,11 +8,12 @@
 >>> session.get(["attn_res_ln"])                                # no forward pass: the records are kept
 """
 from . import errors
+from .align import aer
 from .analysis import Analysis
 from .methods import all_keys, key_info, register_family
 from .models import EMBEDDED, LoadedModel, from_model, load, register_architecture
 from .session import Session, analyze, analyze_batch
 
-__all__ = ["Analysis", "EMBEDDED", "LoadedModel", "Session", "all_keys", "analyze", "analyze_batch", "errors",
+__all__ = ["Analysis", "aer", "EMBEDDED", "LoadedModel", "Session", "all_keys", "analyze", "analyze_batch", "errors",
            "from_model", "key_info", "load", "register_architecture", "register_family"]
 __version__ = "0.1.0"
