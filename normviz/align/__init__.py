@@ -8,8 +8,9 @@ from .aer import AerCounts, aer
 from .corpus import AlignResult, align_corpus
 from .extract import SETTINGS, best_source, links, sentence_alignments, sentence_words, views, word_scores
 from .formats import format_pharaoh, parse_line, read_alignments
+from .sentence import SentenceAlignment, align_analysis, cross_matrix, word_text
 from .words import detect_scheme, special_tokens, word_groups
 
-__all__ = ["AerCounts", "AlignResult", "SETTINGS", "aer", "align_corpus", "best_source", "detect_scheme",
+__all__ = ["AerCounts", "AlignResult", "SETTINGS", "SentenceAlignment", "align_analysis", "cross_matrix", "aer", "align_corpus", "best_source", "detect_scheme",
            "format_pharaoh", "links", "parse_line", "read_alignments", "sentence_alignments", "sentence_words",
-           "special_tokens", "views", "word_groups", "word_scores"]
+           "special_tokens", "views", "word_groups", "word_scores", "word_text"]
