@@ -28,6 +28,8 @@ def _add_export(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="minilm, smollm2, a Hugging Face Hub id or a local model directory")
     p.add_argument("--text", required=True, help="the text to analyse")
     p.add_argument("--text-pair", default=None, help="optional second sentence (sentence-pair input)")
+    p.add_argument("--target", default=None, help="encoder–decoder models: the target text (teacher-forced); "
+                                                 "without it the target is generated greedily")
     p.add_argument("--out", required=True, help="output .npz file")
     p.add_argument("--maps", "--methods", dest="maps", nargs="*", default=None, metavar="MAP_KEY",
                    help="map keys to compute (default: every default map of the model), or family names; comma or "
@@ -63,6 +65,7 @@ def _run_export(args) -> int:
     check_model_name(args.model)
     check_text(args.text, "--text")
     check_text(args.text_pair, "--text-pair")
+    check_text(args.target, "--target")
     check_max_tokens(args.max_tokens)
     check_device(args.device)
     out = output_file(args.out)
@@ -72,14 +75,16 @@ def _run_export(args) -> int:
         keys = [m for item in args.maps for m in item.split(",") if m.strip()]
         from .methods import registry
 
+        from .encdec.keys import is_key as is_seq2seq_key
+
         for k in keys:
-            if k != "all" and k not in registry.families():
+            if k != "all" and k not in registry.families() and not is_seq2seq_key(k):
                 registry.lookup(k)  # an unknown key is refused by name, before the model loads
     lm = load(args.model, device=args.device, dtype=args.dtype, progress=lambda msg: print(msg, file=sys.stderr))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TruncationWarning)
         analysis = analyze(lm, args.text, text_pair=args.text_pair, keys=keys, max_tokens=args.max_tokens,
-                           options=options)
+                           options=options, target=args.target)
     for w in caught:
         print(f"warning: {w.message}", file=sys.stderr)
     try:
@@ -88,8 +93,12 @@ def _run_export(args) -> int:
         raise NormvizError(f"Could not write {str(out)!r}: {exc.strerror or exc}.") from None
     for key, note in analysis.notes.items():
         print(f"note: {key}: {note}", file=sys.stderr)
+    if analysis.is_encoder_decoder:
+        print(f"target: {analysis.target_text}", file=sys.stderr)
     shapes = ", ".join(f"{k} {tuple(v.shape)}" for k, v in analysis.arrays.items())
-    print(f"wrote {out}: {analysis.n_tokens} tokens; {shapes}", file=sys.stderr)
+    size = (f"{len(analysis.src_tokens)} source and {len(analysis.tgt_tokens)} target tokens"
+            if analysis.is_encoder_decoder else f"{analysis.n_tokens} tokens")
+    print(f"wrote {out}: {size}; {shapes}", file=sys.stderr)
     return 0
 
 

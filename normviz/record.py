@@ -153,48 +153,96 @@ def record(lm: "LoadedModel", input_ids: torch.Tensor, attention_mask: torch.Ten
         return _record(lm, input_ids, attention_mask, token_type_ids)
 
 
-def _record(lm, input_ids, attention_mask, token_type_ids) -> list[list[LayerRecord]]:
-    spec = lm.spec
-    layers = lm.layers
-    store: dict[tuple[int, str], object] = {}
-    handles = []
+class Hooks:
+    """Forward hooks that write into ``store``, for the recording thread only.
 
-    # The hooks sit on modules shared by every thread; a map computed meanwhile in another thread may call
-    # one of them (e.g. a norm module on a recorded vector), and must not overwrite this pass's records.
-    owner = threading.get_ident()
+    The hooks sit on modules shared by every thread; a map computed meanwhile in another thread may call
+    one of them (e.g. a norm module on a recorded vector), and must not overwrite this pass's records."""
 
-    def layer_in(index):
-        def fn(module, args, kwargs):
-            if threading.get_ident() != owner:
+    def __init__(self, store: dict):
+        self.store = store
+        self.owner = threading.get_ident()
+        self.handles: list = []
+
+    def _mine(self) -> bool:
+        return threading.get_ident() == self.owner
+
+    def layer_input(self, module: torch.nn.Module, key) -> None:
+        """(key, "x"): the hidden states a layer is called with; (key, "call"): its other arguments."""
+        def fn(mod, args, kwargs):
+            if not self._mine():
                 return
             if "hidden_states" in kwargs and kwargs["hidden_states"] is not None:
-                store[(index, "x")] = kwargs["hidden_states"]
-                store[(index, "call")] = (args, kwargs)
+                self.store[(key, "x")] = kwargs["hidden_states"]
+                self.store[(key, "call")] = (args, kwargs)
             else:
-                store[(index, "x")] = args[0]
-                store[(index, "call")] = (args[1:], kwargs)
-        return fn
+                self.store[(key, "x")] = args[0]
+                self.store[(key, "call")] = (args[1:], kwargs)
+        self.handles.append(module.register_forward_pre_hook(fn, with_kwargs=True))
 
-    def in_hook(key):
-        def fn(module, args):
-            if threading.get_ident() == owner:
-                store[key] = args[0]
-        return fn
+    def first_input(self, module: torch.nn.Module, key) -> None:
+        def fn(mod, args):
+            if self._mine():
+                self.store[key] = args[0]
+        self.handles.append(module.register_forward_pre_hook(fn))
 
-    def out_hook(key):
-        def fn(module, args, output):
-            if threading.get_ident() == owner:
-                store[key] = output[0] if isinstance(output, (tuple, list)) else output
-        return fn
+    def output(self, module: torch.nn.Module, key) -> None:
+        """The module's output (its first element when it returns a tuple)."""
+        def fn(mod, args, out):
+            if self._mine():
+                self.store[key] = out[0] if isinstance(out, (tuple, list)) else out
+        self.handles.append(module.register_forward_hook(fn))
 
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+        self.handles.clear()
+
+
+def hook_stack(hooks: Hooks, layers, spec, tag: str = "", with_ff: bool = True) -> None:
+    """Hooks for one stack of layers described by ``spec``; keys ((tag, i), name). ``with_ff=False``: no z_ff
+    (a decoder stack of an encoder–decoder, whose FF input is not h of the self-attention block)."""
+    for i, layer in enumerate(layers):
+        hooks.layer_input(layer, (tag, i))
+        hooks.output(layer, ((tag, i), "out"))
+        hooks.output(get_path(layer, spec.value), ((tag, i), "v"))
+        hooks.first_input(get_path(layer, spec.norm_on_attn_residual), ((tag, i), "z_attn"))
+        if with_ff and spec.norm_on_ff_residual:
+            hooks.first_input(get_path(layer, spec.norm_on_ff_residual), ((tag, i), "z_ff"))
+
+
+def stack_records(store: dict, layers, attentions, lengths: list[int], length: int, tag: str = ""
+                  ) -> list[list[LayerRecord]]:
+    """records[b][layer] of one hooked stack, each cut to its sequence's length (right padding)."""
+    if attentions is None or len(attentions) != len(layers) or any(a is None for a in attentions):
+        raise RuntimeError("the model returned no attention weights; it must run with attn_implementation='eager'")
+    batch = len(lengths)
+    records = []
+    for b, n in enumerate(lengths):
+        n = int(n)
+        seq = []
+        for i in range(len(layers)):
+            key = (tag, i)
+            z_ff = store.get((key, "z_ff"))
+            args, kw = store[(key, "call")]
+            seq.append(LayerRecord(
+                x=store[(key, "x")][b, :n],
+                attn=attentions[i][b, :, :n, :n],
+                z_attn=store[(key, "z_attn")][b, :n],
+                z_ff=z_ff[b, :n] if z_ff is not None else None,
+                out=store[(key, "out")][b, :n],
+                v=store[(key, "v")][b, :n],
+                call=layer_call(layers[i], args, kw, b, n, batch, length),
+            ))
+        records.append(seq)
+    return records
+
+
+def _record(lm, input_ids, attention_mask, token_type_ids) -> list[list[LayerRecord]]:
+    store: dict = {}
+    hooks = Hooks(store)
     try:
-        for i, layer in enumerate(layers):
-            handles.append(layer.register_forward_pre_hook(layer_in(i), with_kwargs=True))
-            handles.append(layer.register_forward_hook(out_hook((i, "out"))))
-            handles.append(get_path(layer, spec.value).register_forward_hook(out_hook((i, "v"))))
-            handles.append(get_path(layer, spec.norm_on_attn_residual).register_forward_pre_hook(in_hook((i, "z_attn"))))
-            if spec.norm_on_ff_residual:
-                handles.append(get_path(layer, spec.norm_on_ff_residual).register_forward_pre_hook(in_hook((i, "z_ff"))))
+        hook_stack(hooks, lm.layers, lm.spec)
         kwargs = {}
         if token_type_ids is not None:
             kwargs["token_type_ids"] = token_type_ids.to(lm.device)
@@ -203,28 +251,5 @@ def _record(lm, input_ids, attention_mask, token_type_ids) -> list[list[LayerRec
         out = lm.model(input_ids=input_ids.to(lm.device), attention_mask=attention_mask.to(lm.device),
                        output_attentions=True, **kwargs)
     finally:
-        for h in handles:
-            h.remove()
-    attentions = out.attentions
-    if attentions is None or len(attentions) != len(layers) or any(a is None for a in attentions):
-        raise RuntimeError("the model returned no attention weights; it must run with attn_implementation='eager'")
-    batch, length = input_ids.shape
-    lengths = attention_mask.sum(-1).tolist()
-    records = []
-    for b, n in enumerate(lengths):
-        n = int(n)
-        seq = []
-        for i in range(len(layers)):
-            z_ff = store.get((i, "z_ff"))
-            args, kw = store[(i, "call")]
-            seq.append(LayerRecord(
-                x=store[(i, "x")][b, :n],
-                attn=attentions[i][b, :, :n, :n],
-                z_attn=store[(i, "z_attn")][b, :n],
-                z_ff=z_ff[b, :n] if z_ff is not None else None,
-                out=store[(i, "out")][b, :n],
-                v=store[(i, "v")][b, :n],
-                call=layer_call(layers[i], args, kw, b, n, batch, length),
-            ))
-        records.append(seq)
-    return records
+        hooks.remove()
+    return stack_records(store, lm.layers, out.attentions, attention_mask.sum(-1).tolist(), input_ids.shape[1])

@@ -96,8 +96,18 @@ class Session:
     ``max_tokens`` (default: the model's window) truncates with a TruncationWarning. ``options`` go to every
     family (e.g. ``rollout_normalization``, ``ff_budget_s``, ``flow_max_tokens``, ``chunk_bytes``)."""
 
+    def __new__(cls, lm: LoadedModel | None = None, *args, **kwargs):
+        """An encoder–decoder model gets a :class:`normviz.encdec.Seq2SeqSession` (source, ``target=``)."""
+        if cls is Session and getattr(lm, "is_encoder_decoder", False):
+            from .encdec.session import Seq2SeqSession
+
+            return Seq2SeqSession(lm, *args, **kwargs)
+        return super().__new__(cls)
+
     def __init__(self, lm: LoadedModel, text: str, text_pair: str | None = None, *, max_tokens: int | None = None,
-                 options: dict | None = None):
+                 options: dict | None = None, target: str | None = None):
+        if target is not None:
+            raise NormvizError(f"target= is for encoder–decoder models; {lm.name!r} is not one.")
         limit = min(max_tokens, lm.max_length) if max_tokens else lm.max_length
         enc = encode(lm.tokenizer, text, text_pair, max_length=limit, decoder=lm.spec.causal)
         self._setup(lm, enc, text, text_pair, options, _Recording(lm, [enc]), 0)
@@ -122,6 +132,11 @@ class Session:
     def from_encoded(cls, lm: LoadedModel, encoded: list[Encoded], texts: list[tuple[str, str | None]] | None = None,
                      options: dict | None = None) -> list["Session"]:
         """Sessions of already tokenised sequences that share one recording pass."""
+        if lm.is_encoder_decoder:
+            from .errors import UnsupportedModelError
+
+            raise UnsupportedModelError(f"{lm.name!r} is an encoder–decoder: analyse one source and target at a "
+                                        "time with Session(lm, source, target=…).")
         recording = _Recording(lm, list(encoded))
         out = []
         for b, enc in enumerate(encoded):
@@ -307,12 +322,13 @@ def _refuse_dependent(key: str, refused: dict) -> bool:
 
 def analyze(lm: LoadedModel, text: str, text_pair: str | None = None, keys: Iterable[str] | None = None,
             max_tokens: int | None = None, options: dict | None = None, progress: Progress | None = None,
-            *, methods: Iterable[str] | None = None) -> Analysis:
+            *, methods: Iterable[str] | None = None, target: str | None = None) -> Analysis:
     """``Session(lm, text, text_pair, max_tokens=…, options=…).get(keys)``: one text's maps.
 
     ``keys``: map keys (``"norm"``, ``"attn_res_ln"`` …) or None for every default map of this model
-    (``methods=`` is the older name of the same argument)."""
-    return Session(lm, text, text_pair, max_tokens=max_tokens, options=options).get(
+    (``methods=`` is the older name of the same argument). ``target``: encoder–decoders only (None: generated)."""
+    extra = {"target": target} if target is not None else {}
+    return Session(lm, text, text_pair, max_tokens=max_tokens, options=options, **extra).get(
         keys if keys is not None else methods, progress=progress)
 
 

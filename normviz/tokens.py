@@ -115,12 +115,18 @@ def encode(tokenizer, text: str, text_pair: str | None = None, max_length: int |
         ids = full
     if not ids:
         raise EmptyInputError("The text gave no tokens. Type a sentence to analyse.")
-    tokens = tokenizer.convert_ids_to_tokens(ids)
+    enc = encoded_ids(tokenizer, ids, dropped)
+    enc.token_type_ids, enc.note = (list(types) if types is not None else None), note
+    return enc
+
+
+def encoded_ids(tokenizer, ids: list[int], dropped: int = 0) -> Encoded:
+    """An :class:`Encoded` of given token ids: their tokens, readable labels and special-token flags."""
+    tokens = tokenizer.convert_ids_to_tokens(list(ids))
     special_ids = set(getattr(tokenizer, "all_special_ids", []) or [])
     special = [i in special_ids for i in ids]
     labels = [_label(tokenizer, t, i) for t, i in zip(tokens, ids)]
-    return Encoded(ids=list(ids), tokens=list(tokens), labels=labels, special=special, dropped=dropped,
-                   token_type_ids=list(types) if types is not None else None, note=note)
+    return Encoded(ids=list(ids), tokens=list(tokens), labels=labels, special=special, dropped=dropped)
 
 
 def pad_batch(encoded: list[Encoded], pad_id: int = 0, with_token_types: bool = False):

@@ -8,6 +8,12 @@ Every supported model is one of two shapes:
 Paths are relative to one layer module; ``layers`` is relative to the base model. A family that differs
 from these rows only in names is one :func:`register_architecture` call away; nothing else in normviz
 branches on model types.
+
+Encoder–decoder models (Marian, BART/mBART, M2M100/NLLB, T5) are one row too: the encoder's spec (``layers``
+relative to ``model.get_encoder()``), with ``decoder`` the spec of the decoder's self-attention sub-block
+(``layers`` relative to ``model.get_decoder()``; its ``norm_on_attn_residual`` is the norm after the
+self-attention residual: post-LN ``self_attn_layer_norm``, pre-LN the cross block's input norm) and ``cross``
+the cross-attention block's paths (:class:`CrossSpec`).
 """
 from __future__ import annotations
 
@@ -35,6 +41,21 @@ class ConfigFields:
 
 
 @dataclass(frozen=True)
+class CrossSpec:
+    """The cross-attention block of a decoder layer, paths relative to that layer.
+
+    ``attn`` is the attention module (output[0]: the block's attention output y_i, b^O included); ``value``
+    and ``out`` its value and output projections (the value reads the encoder's final output e directly);
+    ``norm_on_residual`` the norm whose input is r_i + y_i (post-LN: the norm after the cross residual;
+    pre-LN: the FF's input norm)."""
+
+    attn: str
+    value: str
+    out: str
+    norm_on_residual: str
+
+
+@dataclass(frozen=True)
 class ArchSpec:
     family: str  # "bert" | "gpt2" | "llama" | a user's own
     placement: str  # "post" | "pre": where the norms sit relative to the residual
@@ -56,6 +77,10 @@ class ArchSpec:
     qkv_layout: str = "separate"  # "separate" | "fused_qkv": one projection whose output is q | k | v
     window_offset: str = "none"  # "none" | "pad_plus_one": positions start after pad_token_id (RoBERTa)
     fields: ConfigFields = field(default_factory=ConfigFields)
+    decoder: "ArchSpec | None" = None  # encoder–decoders: the decoder's self-attention sub-block
+    cross: CrossSpec | None = None  # encoder–decoders: the cross-attention block
+    variant_flag: str | None = None  # a config attribute; when true, ``variant`` is the row used instead
+    variant: "ArchSpec | None" = None
 
     def __post_init__(self):
         roles = (("norm_after_attn", "norm_after_ff") if self.placement == "post"
@@ -63,6 +88,16 @@ class ArchSpec:
         missing = [r for r in roles if getattr(self, r) is None]
         if self.placement not in ("post", "pre") or missing:
             raise ValueError(f"ArchSpec({self.family}): placement {self.placement!r} needs the norms {roles}")
+
+    @property
+    def is_encoder_decoder(self) -> bool:
+        return self.decoder is not None
+
+    def for_config(self, config) -> "ArchSpec":
+        """This row, or its variant when the config sets ``variant_flag`` (T5 v1.1's gated FF)."""
+        if self.variant is not None and self.variant_flag and getattr(config, self.variant_flag, False):
+            return self.variant
+        return self
 
     @property
     def norm_on_attn_residual(self) -> str:
@@ -113,6 +148,59 @@ _LLAMA = ArchSpec(
     ff_kind="gated", ff_in="mlp.gate_proj", ff_up="mlp.up_proj", ff_out="mlp.down_proj", act="mlp.act_fn",
 )
 
+
+
+# ---------------------------------------------------------------- encoder–decoders
+def _seq2seq_fields(stack: str) -> ConfigFields:
+    return ConfigFields(d_model=("d_model",), d_ff=(f"{stack}_ffn_dim",), heads=(f"{stack}_attention_heads",),
+                        kv_heads=(), head_dim=(), window=("max_position_embeddings",))
+
+
+def _bart_like(placement: str) -> ArchSpec:
+    """Marian and BART (post-LN) or mBART and M2M100/NLLB (pre-LN): the same module names."""
+    common = dict(value="self_attn.v_proj", out="self_attn.out_proj", norm_kind="layernorm", ff_kind="mlp",
+                  ff_in="fc1", ff_out="fc2", act="activation_fn", layers="layers")
+    if placement == "post":
+        enc_norms = dec_norms = dict(norm_after_attn="self_attn_layer_norm", norm_after_ff="final_layer_norm")
+        cross_norm = "encoder_attn_layer_norm"
+    else:
+        enc_norms = dict(norm_before_attn="self_attn_layer_norm", norm_before_ff="final_layer_norm")
+        dec_norms = dict(norm_before_attn="self_attn_layer_norm", norm_before_ff="encoder_attn_layer_norm")
+        cross_norm = "final_layer_norm"
+    decoder = ArchSpec(family="bart", placement=placement, causal=True, fields=_seq2seq_fields("decoder"),
+                       **common, **dec_norms)
+    cross = CrossSpec(attn="encoder_attn", value="encoder_attn.v_proj", out="encoder_attn.out_proj",
+                      norm_on_residual=cross_norm)
+    return ArchSpec(family="bart", placement=placement, causal=False, fields=_seq2seq_fields("encoder"),
+                    decoder=decoder, cross=cross, **common, **enc_norms)
+
+
+def _t5(gated: bool) -> ArchSpec:
+    """T5: pre-RMSNorm, no biases, relative position bias (inside α, which is recorded), d_kv per head; FF
+    ReLU (t5) or gated (v1.1, ``is_gated_act``). Encoder block: layer.0 self-attention, layer.1 FF; decoder
+    block: layer.0 self-attention, layer.1 cross-attention, layer.2 FF."""
+    fields = ConfigFields(d_model=("d_model",), d_ff=("d_ff",), heads=("num_heads",), kv_heads=(),
+                          head_dim=("d_kv",), window=("n_positions",))
+
+    def ff(i):
+        base = f"layer.{i}.DenseReluDense"
+        if gated:
+            return dict(ff_kind="gated", ff_in=f"{base}.wi_0", ff_up=f"{base}.wi_1", ff_out=f"{base}.wo",
+                        act=f"{base}.act")
+        return dict(ff_kind="mlp", ff_in=f"{base}.wi", ff_out=f"{base}.wo", act=f"{base}.act")
+
+    common = dict(family="t5", placement="pre", layers="block", value="layer.0.SelfAttention.v",
+                  out="layer.0.SelfAttention.o", norm_before_attn="layer.0.layer_norm", norm_kind="rmsnorm",
+                  fields=fields)
+    decoder = ArchSpec(causal=True, norm_before_ff="layer.1.layer_norm", **common, **ff(2))
+    cross = CrossSpec(attn="layer.1.EncDecAttention", value="layer.1.EncDecAttention.v",
+                      out="layer.1.EncDecAttention.o", norm_on_residual="layer.2.layer_norm")
+    return ArchSpec(causal=False, norm_before_ff="layer.1.layer_norm", decoder=decoder, cross=cross, **common,
+                    **ff(1))
+
+
+_T5 = ArchSpec(**{**_t5(False).__dict__, "variant_flag": "is_gated_act", "variant": _t5(True)})
+
 ARCHITECTURES: dict[str, ArchSpec] = {}
 FAMILIES: dict[str, list[str]] = {}
 
@@ -138,6 +226,12 @@ register_architecture("distilbert", _DISTILBERT, "BERT family (post-LN)")
 register_architecture("gpt2", _GPT2, "GPT-2 (pre-LN)")
 for _mt in ("llama", "mistral", "qwen2", "qwen3"):  # qwen3's q/k norms only change α, which is recorded
     register_architecture(_mt, _LLAMA, "Llama family (pre-RMSNorm, GQA, SwiGLU)")
+for _mt in ("marian", "bart"):
+    register_architecture(_mt, _bart_like("post"), "encoder–decoder, post-LN (Marian, BART)")
+for _mt in ("mbart", "m2m_100"):
+    register_architecture(_mt, _bart_like("pre"), "encoder–decoder, pre-LN (mBART, M2M100/NLLB)")
+for _mt in ("t5", "mt5"):
+    register_architecture(_mt, _T5, "encoder–decoder, pre-RMSNorm (T5)")
 
 
 def supported_text() -> str:
@@ -147,6 +241,8 @@ def supported_text() -> str:
 def unsupported_config_reason(config, spec: ArchSpec) -> str | None:
     """Why a config of a known type still can't be analysed exactly, or None."""
     mt = getattr(config, "model_type", None)
+    if spec.is_encoder_decoder:
+        return None  # gated FF activations other than SiLU are refused per key (encoder_ff…), not per model
     if getattr(config, "add_cross_attention", False):
         return f"{mt} with cross-attention (an encoder-decoder setup) is not supported"
     if spec.ff_kind == "gated":

