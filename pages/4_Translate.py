@@ -15,7 +15,7 @@ from normviz.align.formats import AlignmentFormatError
 from normviz.ui import data
 from normviz.ui import st_parts as ui
 from normviz.ui.settings import settings
-from normviz.ui.translate import (CROSS_KEYS, MAX_GOLD_CHARS, METHODS, SETTINGS, TranslateView, maps_npz,
+from normviz.ui.translate import (MAX_GOLD_CHARS, METHODS, SETTINGS, TranslateView, cross_maps, maps_npz,
                                   not_encoder_decoder, toy_examples, translation_session)
 from normviz.viz.alignment import alignment_figure, plotly_text
 
@@ -90,12 +90,9 @@ def page() -> None:
         ui.say("warning", note)
     if session is None:
         st.stop()
-    a = ui.get_maps(session, CROSS_KEYS)
+    a, problem = cross_maps(session)
     if a is None:
-        st.stop()
-    refused = [f"{k}: {a.refused[k]}" for k in CROSS_KEYS if k in a.refused]
-    if refused:
-        ui.say("error", "; ".join(refused))
+        ui.say("error", problem)
         st.stop()
     target_note = str(a.notes.get("target", ""))
     if not view.tgt.strip():

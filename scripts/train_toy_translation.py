@@ -55,7 +55,7 @@ def build_model(vocab_size: int, pad: int, eos: int):
     model = MarianMTModel(config)
     g = model.generation_config
     g.decoder_start_token_id, g.pad_token_id, g.eos_token_id = pad, pad, eos
-    g.forced_eos_token_id, g.num_beams, g.max_length, g.bad_words_ids = eos, 1, 64, None
+    g.forced_eos_token_id, g.num_beams, g.bad_words_ids = eos, 1, None
     return model
 
 
@@ -86,7 +86,7 @@ def evaluate(model, tok, src, tgt, size=100):
         total += int((labels != -100).sum())
     for k in range(0, len(src), size):
         enc = tok(src[k:k + size], padding=True, return_tensors="pt")
-        out = model.generate(**enc, num_beams=1, do_sample=False)
+        out = model.generate(**enc, max_new_tokens=48, num_beams=1, do_sample=False)
         hyp = tok.batch_decode(out, skip_special_tokens=True)
         exact += sum(h.strip() == t for h, t in zip(hyp, tgt[k:k + size]))
     model.train()

@@ -21,6 +21,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int, default=None, help="skip (and log) longer lines (default: the window)")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     p.add_argument("--device", default=None, help="cpu, cuda or mps (default: best available)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads (default: torch's choice; 1 is much faster for a small model on a busy machine)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -36,6 +38,12 @@ def run(args) -> int:
     check_max_tokens(args.max_tokens)
     check_device(args.device)
     out = output_dir(args.out)
+    if args.threads is not None:
+        if args.threads < 1:
+            raise NormvizError(f"--threads must be at least 1, got {args.threads}.")
+        import torch
+
+        torch.set_num_threads(args.threads)
     src, bad_src = read_lines(args.src, "--src")
     tgt, bad_tgt = read_lines(args.tgt, "--tgt")
     if not src:

@@ -154,3 +154,23 @@ def maps_npz(maps: dict, src_tokens: list[str], tgt_tokens: list[str]) -> bytes:
     np.savez(buf, src_tokens=np.array(src_tokens, dtype=str), tgt_tokens=np.array(tgt_tokens, dtype=str),
              **{f"cross_{k}": np.asarray(v) for k, v in maps.items()})
     return buf.getvalue()
+
+
+def cross_maps(session):
+    """``(analysis, message)``: the cross maps of the session (computed once; a progress bar meanwhile), or
+    ``(None, message)`` after a failure. Refused keys are listed in the message."""
+    bar = st.empty()
+    try:
+        prog = bar.progress(0.0, text="Analysing the cross-attention…")
+        a = session.get(CROSS_KEYS, strict=False,
+                        progress=lambda f, m: prog.progress(min(1.0, max(0.0, f)), text=f"Analysing: {m}"))
+    except NormvizError as exc:
+        return None, " ".join(str(exc).split())[:600]
+    except Exception as exc:  # never a traceback in the page
+        return None, f"The analysis failed: {type(exc).__name__}: {shorten(str(exc), 300)}"
+    finally:
+        bar.empty()
+    refused = [f"{k}: {a.refused[k]}" for k in CROSS_KEYS if k in a.refused]
+    if refused:
+        return None, "; ".join(refused)
+    return a, None

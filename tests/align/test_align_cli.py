@@ -16,6 +16,15 @@ DATA = ROOT / "assets" / "toy_mt" / "data"
 N = 8
 
 
+@pytest.fixture(autouse=True)
+def _keep_threads():
+    import torch
+
+    n = torch.get_num_threads()
+    yield
+    torch.set_num_threads(n)  # --threads 1 sets it process-wide
+
+
 @pytest.fixture(scope="module")
 def toy():
     return normviz.load("toy-mt")
@@ -34,10 +43,9 @@ def _write(tmp_path, src, tgt, gold):
     return paths
 
 
-def _reference_links(toy, src, tgt, method, setting, layer):
+def _reference_links(toy, a, method, setting, layer):
     """Independent re-statement of the authors' procedure (rows rotated for AWI, subwords summed/averaged,
-    eos row deleted, links to the eos column dropped) for one sentence and one layer view."""
-    a = normviz.Session(toy, src, target=tgt).get(["cross_attention", "cross_norm_layer"])
+    eos row deleted, links to the eos column dropped) for one analysed sentence and one layer view."""
     M = a["cross_attention"][layer].mean(axis=0) if method == "weight" else a["cross_norm_layer"][layer]
     M = np.array(M, dtype=float)
     if setting == "AWI":
@@ -62,7 +70,9 @@ def test_align_writes_aer_tables_and_alignments(tmp_path, toy, capsys):
     gold_in = gold + ["0-0", "0-0", "0-0 9-9"]
     s, t, g = _write(tmp_path, src_in, tgt_in, gold_in)
     out = tmp_path / "out"
-    assert main(["align", "--model", "toy-mt", "--src", s, "--tgt", t, "--gold", g, "--out", str(out), "--quiet"]) == 0
+    argv = ["align", "--model", "toy-mt", "--src", s, "--tgt", t, "--gold", g, "--out", str(out), "--quiet",
+            "--threads", "1"]
+    assert main(argv) == 0
     err = capsys.readouterr()
     for k in (N + 1, N + 2, N + 3):
         assert f"skipped line {k}:" in err.err
@@ -81,10 +91,12 @@ def test_align_writes_aer_tables_and_alignments(tmp_path, toy, capsys):
     assert len(pred) == len(src_in) and pred[N:] == ["", "", ""]
     # the AER of each layer view equals an independent computation from the model's own maps
     golds = [parse_line(x) for x in gold]
+    analyses = [normviz.Session(toy, a_, target=b_).get(["cross_attention", "cross_norm_layer"])
+                for a_, b_ in zip(src, tgt)]
     for method in ("weight", "norm"):
         for setting in ("AWI", "AWO"):
             for layer in range(L):
-                A = [_reference_links(toy, a_, b_, method, setting, layer) for a_, b_ in zip(src, tgt)]
+                A = [_reference_links(toy, a_, method, setting, layer) for a_ in analyses]
                 pred = (out / "alignments" / f"{method}.{setting}.layer{layer}.headall.txt").read_text().splitlines()
                 assert [parse_line(x)[0] for x in pred[:N]] == A
                 a_all = sum(len(x) for x in A)
@@ -100,7 +112,8 @@ def test_align_writes_aer_tables_and_alignments(tmp_path, toy, capsys):
 def test_align_without_gold_writes_alignments_only(tmp_path, capsys):
     s, t, g = _write(tmp_path, _lines("src", 2), _lines("tgt", 2), [])
     out = tmp_path / "o"
-    assert main(["align", "--model", "toy-mt", "--src", s, "--tgt", t, "--out", str(out), "--quiet"]) == 0
+    assert main(["align", "--model", "toy-mt", "--src", s, "--tgt", t, "--out", str(out), "--quiet",
+                 "--threads", "1"]) == 0
     assert not (out / "aer.csv").exists()
     assert len((out / "alignments" / "weight.AWO.layer0.head0.txt").read_text().splitlines()) == 2
     assert "no --gold" in capsys.readouterr().err
@@ -118,7 +131,8 @@ def test_align_user_mistakes_exit_2_with_one_line(tmp_path, capsys, case, messag
     model = "minilm" if case == "encoder" else "toy-mt"
     if case == "missing":
         s = str(tmp_path / "nope.src")
-    argv = ["align", "--model", model, "--src", s, "--tgt", t, "--out", str(tmp_path / "o"), "--quiet"]
+    argv = ["align", "--model", model, "--src", s, "--tgt", t, "--out", str(tmp_path / "o"), "--quiet",
+            "--threads", "1"]
     if case != "encoder":
         argv += ["--gold", g]
     assert main(argv) == 2
