@@ -102,7 +102,7 @@ def page() -> None:
     sa = align_analysis(a, lm.tokenizer)
 
     # --- pickers ---------------------------------------------------------------------------------------
-    L, H = lm.n_layers, lm.n_heads
+    L, H = a["cross_attention"].shape[:2]  # the decoder's cross blocks
     ui.seed("tr_layer", min(view.layer, L - 1))
     st.session_state["tr_layer"] = min(max(int(st.session_state["tr_layer"]), 0), L - 1)
     head_opts = [-1] + list(range(H))
@@ -174,7 +174,7 @@ def page() -> None:
         st.dataframe((table * 100).round(1))
 
     # --- export ----------------------------------------------------------------------------------------
-    e1, e2, _ = st.columns([1, 1, 4])
+    e1, e2, _ = st.columns([2, 2, 3])
     stem = f"normviz_translate_L{view.layer}_" + ("all" if view.head is None else f"H{view.head}")
     with e1:
         st.download_button("Alignment (Pharaoh)", format_pharaoh(links) + "\n", file_name=stem + ".align.txt",

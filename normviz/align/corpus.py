@@ -119,13 +119,16 @@ def align_corpus(lm, src: list, tgt: list, gold: list | None = None, *, gold_for
             res.bad_lines.append((line, reason))
         for key in res.best:
             res.best[key].append(None if best is None else best[key])
+        if best is not None:  # the cross block's own layer and head counts (a decoder may differ from the encoder)
+            res.n_layers, res.n_heads = best["norm", "AWI"].shape[0], best["norm", "AWI"].shape[1] - 1
         if best is not None and gold is not None:
             sure, possible = gold[k]
             for (method, setting), b in best.items():
                 L, H1, _ = b.shape
                 for l in range(L):
                     for h in range(H1):
-                        res.counts.setdefault((method, setting, l, h), AerCounts()).add(links(b[l, h]), sure, possible)
+                        res.counts.setdefault((method, setting, l, h), AerCounts()).add(links(b[l, h]), sure,
+                                                                                        possible)
         bar.update(1)
         if progress:
             progress(line, len(src))
