@@ -6,6 +6,9 @@
 >>> a = session.get(["attention", "norm"])                      # one forward pass
 >>> a["norm"].shape      # [layers, heads, n, n]
 >>> session.get(["attn_res_ln"])                                # no forward pass: the records are kept
+
+Encoder–decoders (``normviz.load("toy-mt")``, Marian, BART, T5 …): ``Session(lm, source, target=…)``, keys
+``encoder_…``, ``decoder_…``, ``cross_…`` (see :mod:`normviz.encdec`).
 """
 from . import errors
 from .align import aer
@@ -13,7 +16,9 @@ from .analysis import Analysis
 from .methods import all_keys, key_info, register_family
 from .models import EMBEDDED, LoadedModel, from_model, load, register_architecture
 from .session import Session, analyze, analyze_batch
+from . import encdec  # noqa: E402  (after session: its Session dispatches to encdec's)
 
-__all__ = ["Analysis", "aer", "EMBEDDED", "LoadedModel", "Session", "all_keys", "analyze", "analyze_batch", "errors",
+__all__ = ["Analysis", "aer", "EMBEDDED", "LoadedModel", "Session", "all_keys", "analyze", "analyze_batch", "encdec",
+           "errors",
            "from_model", "key_info", "load", "register_architecture", "register_family"]
 __version__ = "0.1.0"

@@ -41,6 +41,7 @@ class Analysis:
     src_ids: list[int] | None = None
     tgt_ids: list[int] | None = None
     out_ids: list[int] | None = None
+    tgt_special: np.ndarray | None = None  # special-token flags of tgt_tokens (``special`` is the source's)
     predicted_ids: list[int] | None = None  # argmax of the LM head per decoder row (None without one)
     target_text: str | None = None  # the target given, or the one generated
 

@@ -45,16 +45,16 @@ class CrossDecomposition:
 
     def __init__(self, rec: CrossRecord, params: CrossParams):
         self.rec, self.p = rec, params
-        self.dtype = rec.y.dtype
-        self.alpha = rec.attn.to(self.dtype)  # [H, m, n]
+        self.dtype, self.device = rec.y.dtype, params.w_o.device  # the layer's device (device_map sharding)
+        self.alpha = rec.attn.to(self.device, self.dtype)  # [H, m, n]
         n = rec.v.shape[0]
-        values = rec.v.to(self.dtype).reshape(n, params.n_heads, params.head_dim).transpose(0, 1)  # [H, n, dh]
+        values = rec.v.to(self.device, self.dtype).reshape(n, params.n_heads, params.head_dim).transpose(0, 1)
         self.head_vectors = torch.bmm(values, params.head_w_o())  # f^h(e_j): [H, n, d]
 
     @property
     def b_o(self) -> torch.Tensor:
         d = self.head_vectors.shape[-1]
-        return self.p.b_o if self.p.b_o is not None else torch.zeros(d, dtype=self.dtype, device=self.rec.y.device)
+        return self.p.b_o if self.p.b_o is not None else torch.zeros(d, dtype=self.dtype, device=self.device)
 
     def parts(self, rows: slice) -> torch.Tensor:
         """Σ_h α^h_ij f^h(e_j) for i in rows: [c, n, d]."""
@@ -85,7 +85,7 @@ def layer_maps(ctx: CrossDecomposition, keys, chunk_bytes: int) -> dict[str, tor
         out["cross_norm_layer"] = torch.cat([ctx.parts(rows).norm(dim=-1) for rows in ctx.row_chunks(chunk_bytes)])
     if "cross_source_share" in keys:
         c = ctx.source_vectors().norm(dim=-1)
-        r = ctx.rec.residual.to(ctx.dtype).norm(dim=-1)
+        r = ctx.rec.residual.to(ctx.device, ctx.dtype).norm(dim=-1)
         total = c + r
         out["cross_source_share"] = torch.where(total > 0, c / torch.where(total > 0, total, 1), 0)
     return out

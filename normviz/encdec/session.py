@@ -27,7 +27,7 @@ from ..decompose import CHUNK_BYTES
 from ..errors import NormvizError, NotApplicableError, TooCostlyError, TruncationWarning, UnsupportedModelError
 from ..record import model_lock
 from ..session import Progress, Session
-from ..tokens import Encoded, encode, encoded_ids
+from ..tokens import MAX_CHARS_PER_TOKEN, Encoded, encode, encoded_ids
 from . import cross as cross_maps
 from . import keys as keyspace
 from .params import cross_params, decoder_view, require_seq2seq
@@ -46,6 +46,12 @@ def target_labels(lm, target: str, limit: int) -> tuple[list[int], int]:
     """The tokenizer's target ids of ``target`` (``text_target``: Marian's target vocabulary), cut to
     ``limit`` with a TruncationWarning; (labels, dropped)."""
     tok = lm.tokenizer
+    cap = limit * MAX_CHARS_PER_TOKEN  # bounded time and memory, as for the source (normviz.tokens.encode)
+    if len(target) > cap:
+        warnings.warn(f"The target is {len(target):,} characters long, more than {MAX_CHARS_PER_TOKEN} per token of "
+                      f"the limit of {limit}; it was cut to {cap:,} characters before tokenising.", TruncationWarning,
+                      stacklevel=4)
+        target = target[:cap]
     labels = list(tok(text_target=target, add_special_tokens=True)["input_ids"])
     if not labels:
         raise NormvizError("The target gave no tokens. Type a translation, or leave it empty to generate one.")
@@ -142,7 +148,8 @@ class Seq2SeqSession:
     """One source text and its target (given, or generated greedily when None) of an encoder–decoder.
 
     ``max_tokens`` (default: the model's window) truncates the source and a given target; ``max_new_tokens``
-    caps a generated target (default 2 × source tokens + 10, at most 256). ``options`` go to every family.
+    (or option ``max_new_tokens``) caps a generated target (default 2 × source tokens + 10, at most 256).
+    ``options`` go to every family.
     ``normviz.Session(lm, …)`` returns one of these when ``lm.is_encoder_decoder``."""
 
     def __init__(self, lm, text: str, text_pair: str | None = None, *, target: str | None = None,
@@ -152,7 +159,7 @@ class Seq2SeqSession:
             raise NormvizError("An encoder–decoder model takes a source text and a target (target=…, --target), "
                                "not a sentence pair (text_pair, --text-pair).")
         limit = min(max_tokens, lm.max_length) if max_tokens else lm.max_length
-        self.lm, self.text, self.options = lm, text, dict(options or {})
+        self.options = dict(options or {})
         self.source = encode(lm.tokenizer, text, None, max_length=limit)
         if target is not None and str(target).strip():
             labels, dropped = target_labels(lm, target, limit)
@@ -160,7 +167,7 @@ class Seq2SeqSession:
             self.target_text, self.generated = target, False
             note = "given (teacher-forced on it)" + (f"; {dropped} tokens dropped from its end" if dropped else "")
         else:
-            cap = int(max_new_tokens or default_max_new_tokens(len(self.source.ids)))
+            cap = int(max_new_tokens or self.options.get("max_new_tokens") or default_max_new_tokens(len(self.source.ids)))
             if not 1 <= cap <= max(MAX_NEW_TOKENS, 1):
                 raise NormvizError(f"max_new_tokens must be between 1 and {MAX_NEW_TOKENS}, got {cap}.")
             tgt_ids, labels, ended = generate(lm, self.source.ids, min(cap, limit))
@@ -169,13 +176,39 @@ class Seq2SeqSession:
             note = (f"generated greedily ({len(labels)} tokens, "
                     + ("ended with the end-of-sentence token" if ended else f"cut at max_new_tokens={min(cap, limit)}")
                     + "), then teacher-forced on the generated ids")
+        self._setup(lm, self.source, encoded_ids(lm.tokenizer, tgt_ids, dropped), encoded_ids(lm.tokenizer, labels),
+                    text, note, self.options)
+
+    @classmethod
+    def from_ids(cls, lm, src_ids: list[int], tgt_ids: list[int], out_ids: list[int] | None = None,
+                 options: dict | None = None) -> "Seq2SeqSession":
+        """A session of given ids: ``src_ids`` the encoder's input, ``tgt_ids`` the decoder's (start token
+        first); ``out_ids`` the labels (default: tgt_ids[1:] + the eos id). Tokens from the tokenizer when
+        the model has one, else the ids as text."""
+        require_seq2seq(lm)
+        eos = getattr(lm.config, "eos_token_id", None)
+        out_ids = list(out_ids) if out_ids is not None else list(tgt_ids[1:]) + ([int(eos)] if eos is not None else [])
+
+        def enc(ids):
+            if lm.tokenizer is not None:
+                return encoded_ids(lm.tokenizer, ids)
+            return Encoded(ids=list(ids), tokens=[str(i) for i in ids], labels=[str(i) for i in ids],
+                           special=[False] * len(ids), dropped=0)
+
+        s = cls.__new__(cls)
+        s.generated = False
+        s.target_text = lm.tokenizer.decode(out_ids, skip_special_tokens=True) if lm.tokenizer is not None else ""
+        s._setup(lm, enc(src_ids), enc(tgt_ids), enc(out_ids), "", "given as ids", dict(options or {}))
+        return s
+
+    def _setup(self, lm, source: Encoded, target: Encoded, labels: Encoded, text: str, note: str,
+               options: dict) -> None:
+        self.lm, self.text, self.options = lm, text, options
+        self.source, self.target, self.labels_encoded = source, target, labels
         self.notes = {"target": note}
-        self.target = encoded_ids(lm.tokenizer, tgt_ids, dropped)
-        self.labels_encoded = encoded_ids(lm.tokenizer, labels)
-        self._pass = _Pass(lm, self.source.ids, self.target.ids)
-        self.encoder = _stack_session(lm, self.source, text, self.options, self._pass.stack("encoder"))
-        self.decoder = _stack_session(decoder_view(lm), self.target, self.target_text, self.options,
-                                      self._pass.stack("decoder"))
+        self._pass = _Pass(lm, source.ids, target.ids)
+        self.encoder = _stack_session(lm, source, text, options, self._pass.stack("encoder"))
+        self.decoder = _stack_session(decoder_view(lm), target, self.target_text, options, self._pass.stack("decoder"))
         self._cross: dict[str, np.ndarray] = {}
         self._lock = threading.RLock()
 
@@ -277,7 +310,7 @@ class Seq2SeqSession:
             arrays=arrays, n_layers=lm.n_layers, n_heads=lm.n_heads, dtype=str(lm.dtype).replace("torch.", ""),
             device=str(lm.device), text=self.text, dropped=src.dropped, notes=notes,
             refused={k: str(refused[k]) for k in wanted if k in refused},
-            src_tokens=src.tokens, tgt_tokens=tgt.tokens, out_tokens=out.tokens, src_labels=src.labels,
+            tgt_special=np.array(tgt.special, dtype=bool), src_tokens=src.tokens, tgt_tokens=tgt.tokens, out_tokens=out.tokens, src_labels=src.labels,
             tgt_labels=tgt.labels, out_labels=out.labels, src_ids=src.ids, tgt_ids=tgt.ids, out_ids=out.ids,
             predicted_ids=rec.predicted if rec is not None else None, target_text=self.target_text,
         )

@@ -374,7 +374,11 @@ def from_model(model, tokenizer, name: str = "custom") -> LoadedModel:
     the ``…ForConditionalGeneration`` / ``…MTModel`` model, or its base model, which can't generate)."""
     spec = check_supported(model.config, name)
     if getattr(model.config, "_attn_implementation", "eager") != "eager":
-        model.config._attn_implementation = "eager"
+        setter = getattr(model, "set_attn_implementation", None)  # also the sub-configs (T5's encoder and decoder)
+        if setter is not None:
+            setter("eager")
+        else:
+            model.config._attn_implementation = "eager"
     model.eval().requires_grad_(False)
     p = next(model.parameters())
     return _validated(LoadedModel(

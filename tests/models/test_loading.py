@@ -33,9 +33,10 @@ def test_hub_unreachable_is_fast_and_lists_embedded(monkeypatch):
 
 
 def test_unsupported_architecture(tmp_path):
-    cfg = tf.T5Config(d_model=16, d_ff=32, num_layers=1, num_heads=2, vocab_size=50, d_kv=8)
-    tf.T5Model(cfg).save_pretrained(tmp_path)
-    with pytest.raises(UnsupportedModelError, match=r"'t5'.*BERT family.*GPT-2.*Llama family"):
+    cfg = tf.OPTConfig(hidden_size=16, ffn_dim=32, num_hidden_layers=1, num_attention_heads=2, vocab_size=50,
+                       word_embed_proj_dim=16)
+    tf.OPTModel(cfg).save_pretrained(tmp_path)
+    with pytest.raises(UnsupportedModelError, match=r"'opt'.*BERT family.*GPT-2.*Llama family.*encoder–decoder"):
         normviz.load(str(tmp_path))
 
 

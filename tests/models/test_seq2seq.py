@@ -147,6 +147,17 @@ def test_one_forward_pass_and_memoised(tiny):
     assert {"cross_norm", "encoder_norm", "decoder_attn_res"} <= set(s.computed())
 
 
+def test_session_from_ids_equals_text_session(tiny):
+    from normviz.encdec import Seq2SeqSession
+
+    lm = tiny("t5")
+    a = normviz.Session(lm, SRC, target=TGT).get(["cross_norm", "decoder_norm"])
+    b = Seq2SeqSession.from_ids(lm, a.src_ids, a.tgt_ids).get(["cross_norm", "decoder_norm"])
+    assert b.out_ids == a.out_ids and b.tgt_tokens == a.tgt_tokens and b.target_text == TGT
+    for key in a.keys():
+        np.testing.assert_array_equal(a[key], b[key])
+
+
 def test_generated_target_is_greedy(tiny):
     """target=None: the greedy continuation, capped; under teacher forcing on it each row's argmax is the next id."""
     lm = tiny("marian")
@@ -189,6 +200,23 @@ def test_refusals(tiny):
         gated.get(["encoder_rollout_ff_res"])
 
 
+def test_key_space(tiny):
+    from normviz.encdec import all_keys, default_keys, key_info
+    from normviz.encdec.keys import expand
+
+    lm = tiny("t5")
+    assert expand(lm, ["encoder_norms"]) == ["encoder_norm", "encoder_norm_layer", "encoder_attn_res",
+                                             "encoder_attn_res_ln"]
+    assert expand(lm, "decoder_norms") == ["decoder_norm", "decoder_norm_layer", "decoder_attn_res",
+                                           "decoder_attn_res_ln"]
+    keys = default_keys(lm)
+    assert "encoder_ff_res_ln" not in keys and "encoder_value_zeroing" not in keys  # pre-LN; opt-in
+    assert "encoder_value_zeroing" in all_keys(lm) and "cross_source_share" in keys
+    assert key_info("cross_norm").per_head and not key_info("decoder_attn_res").per_head
+    assert key_info("encoder_norm").title.startswith("Encoder")
+    assert "encoder_ff" not in default_keys(tiny("t5_gated"))
+
+
 def test_wrong_inputs(tiny, tiny_model):
     with pytest.raises(NormvizError, match="encoder–decoder"):
         normviz.Session(tiny_model("bert"), "a b", target="c d")
@@ -196,6 +224,38 @@ def test_wrong_inputs(tiny, tiny_model):
         normviz.Session.batch(tiny("bart"), ["the cat"])
     with pytest.raises(NormvizError, match="text_pair"):
         normviz.Session(tiny("bart"), "the cat", "the dog")
+
+
+@pytest.mark.parametrize("arch", ["t5", "marian"])
+def test_base_model_built_with_sdpa(arch):
+    """A base model (no LM head) built with transformers' default attention: from_model switches every
+    sub-config to eager; a target is needed, since it cannot generate."""
+    import transformers as tf
+
+    cls = {"t5": tf.T5Model, "marian": tf.MarianModel}[arch]
+    torch.manual_seed(0)
+    model = cls(seq2seq._configs()[arch]).double().eval()
+    seq2seq.randomize_weights(model)
+    lm = normviz.from_model(model, seq2seq.tokenizer())
+    a = normviz.Session(lm, SRC, target=TGT).get(["cross_norm", "cross_norm_layer", "cross_source_share"])
+    assert a.predicted_ids is None
+    enc, dec, ys, out = seq2seq.model_vectors(lm, a.src_ids, a.tgt_ids)
+    for key, expected in seq2seq.independent_cross_maps(lm, out, ys, dec).items():
+        np.testing.assert_allclose(a[key], expected.numpy(), rtol=1e-9, atol=1e-12, err_msg=key)
+    with pytest.raises(UnsupportedModelError, match="target"):
+        normviz.Session(lm, SRC)
+
+
+def test_long_inputs_are_cut_with_a_warning(tiny):
+    from normviz.errors import TruncationWarning
+
+    lm = tiny("marian")
+    with pytest.warns(TruncationWarning):
+        a = normviz.Session(lm, SRC, target=" ".join(["cat"] * 5000), max_tokens=12).get(["cross_norm"])
+    assert len(a.tgt_tokens) == 12
+    with pytest.warns(TruncationWarning):
+        a = normviz.Session(lm, " ".join(["cat"] * 50), target=TGT, max_tokens=10).get(["cross_norm"])
+    assert len(a.src_tokens) == 10
 
 
 def test_load_local_dir(tmp_path):
