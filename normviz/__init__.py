@@ -19,6 +19,5 @@ from .session import Session, analyze, analyze_batch
 from . import encdec  # noqa: E402  (after session: its Session dispatches to encdec's)
 
 __all__ = ["Analysis", "aer", "EMBEDDED", "LoadedModel", "Session", "all_keys", "analyze", "analyze_batch", "encdec",
-           "errors",
-           "from_model", "key_info", "load", "register_architecture", "register_family"]
+           "errors", "from_model", "key_info", "load", "register_architecture", "register_family"]
 __version__ = "0.1.0"
