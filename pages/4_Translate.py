@@ -103,7 +103,7 @@ def page() -> None:
 
     # --- pickers ---------------------------------------------------------------------------------------
     L, H = a["cross_attention"].shape[:2]  # the decoder's cross blocks
-    ui.seed("tr_layer", min(view.layer, L - 1))
+    ui.seed("tr_layer", L - 1 if view.layer is None else min(view.layer, L - 1))
     st.session_state["tr_layer"] = min(max(int(st.session_state["tr_layer"]), 0), L - 1)
     head_opts = [-1] + list(range(H))
     ui.seed("tr_head", -1 if view.head is None or view.head >= H else view.head)

@@ -1,6 +1,7 @@
 """The Translate page's view (its own URL parameters) and its cached encoder–decoder session.
 
-URL parameters: ``model``, ``src``, ``tgt`` (empty: generated), ``layer``, ``head`` (``all`` or a number),
+URL parameters: ``model``, ``src``, ``tgt`` (empty: generated), ``layer`` (a number; default the last),
+``head`` (``all`` or a number),
 ``method`` (``norm``/``weight``: whose alignment is drawn), ``setting`` (``AWI``/``AWO``), ``gold`` (Pharaoh).
 Parsing never raises: a bad value keeps the default and is reported in ``problems``.
 """
@@ -31,10 +32,10 @@ class TranslateView:
     model: str = DEFAULT_MODEL
     src: str = DEFAULT_SRC
     tgt: str = ""
-    layer: int = 0
+    layer: int | None = None  # None = the last layer
     head: int | None = None  # None = the layer view
     method: str = "norm"
-    setting: str = "AWI"
+    setting: str = "AWO"
     gold: str = ""
     problems: list[str] = field(default_factory=list, compare=False, repr=False)
 
@@ -45,7 +46,7 @@ class TranslateView:
             value = getattr(self, f.name)
             if f.name == "problems" or value == getattr(base, f.name):
                 continue
-            out[f.name] = "all" if value is None else str(value)
+            out[f.name] = ("all" if f.name == "head" else "last") if value is None else str(value)
         return out
 
     @classmethod
@@ -77,7 +78,7 @@ def _decode(name: str, raw: str):
             raise ValueError("the model name is empty")
         return raw.strip()
     if name in ("layer", "head"):
-        if name == "head" and raw.strip().lower() in ("all", ""):
+        if raw.strip().lower() in (("all", "") if name == "head" else ("last", "")):
             return None
         if not raw.strip().isdigit() or len(raw.strip()) > 6:
             raise ValueError("not a whole number ≥ 0")

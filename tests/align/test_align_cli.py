@@ -109,6 +109,21 @@ def test_align_writes_aer_tables_and_alignments(tmp_path, toy, capsys):
                 assert got == [pytest.approx(want, abs=1e-6)]
 
 
+def test_toy_mt_aligns_its_words_at_the_predicting_row(tmp_path, capsys):
+    """A robust property of the shipped model (README: its last layer's AWO AER is ~0 on the test set): some
+    layer view aligns 40 held-out sentences well when read at the predicting row. Swapping the AWI/AWO rows or
+    the merging of words would break it."""
+    s, t, g = _write(tmp_path, _lines("src", 40), _lines("tgt", 40), _lines("align", 40))
+    out = tmp_path / "o"
+    assert main(["align", "--model", "toy-mt", "--src", s, "--tgt", t, "--gold", g, "--out", str(out), "--quiet",
+                 "--threads", "1"]) == 0
+    with open(out / "aer.csv", newline="", encoding="utf-8") as f:
+        rows = [r for r in csv.DictReader(f) if r["head"] == "all"]
+    for method in ("weight", "norm"):
+        best = min(float(r["aer"]) for r in rows if r["method"] == method and r["setting"] == "AWO")
+        assert best < 0.1, (method, best)
+
+
 def test_align_without_gold_writes_alignments_only(tmp_path, capsys):
     s, t, g = _write(tmp_path, _lines("src", 2), _lines("tgt", 2), [])
     out = tmp_path / "o"

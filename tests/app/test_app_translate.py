@@ -19,6 +19,7 @@ def test_translate_generates_the_target_and_shows_weights_vs_norms():
     at = app(PAGE)
     at.run()
     no_exception(at)
+    assert at.slider(key="tr_layer").value == 2  # the last layer by default
     assert any(t.startswith("Generated translation:") for t in texts(at.info))
     hms = heatmaps(at)
     assert len(hms) == 2
@@ -49,12 +50,12 @@ def test_translate_example_with_gold_shows_aer():
 
 def test_translate_restores_from_the_url_and_keeps_it():
     q = {"src": "the cat sees a dog", "tgt": "mao vidas un inu", "layer": "1", "head": "2", "method": "weight",
-         "setting": "AWO"}
+         "setting": "AWI"}
     at = app(PAGE, query=q)
     at.run()
     no_exception(at)
     assert at.slider(key="tr_layer").value == 1 and at.selectbox(key="tr_head").value == 2
-    assert at.radio(key="tr_method").value == "weight" and at.radio(key="tr_setting").value == "AWO"
+    assert at.radio(key="tr_method").value == "weight" and at.radio(key="tr_setting").value == "AWI"
     assert "layer 1, head 2" in title(heatmaps(at)[0])
     assert {k: at.query_params[k] for k in q} == {k: [v] if isinstance(at.query_params[k], list) else v
                                                   for k, v in q.items()}
