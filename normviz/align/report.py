@@ -4,8 +4,6 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-import numpy as np
-
 from .corpus import TABLE_COLUMNS, AlignResult
 from .extract import SETTINGS, head_label
 from .formats import format_pharaoh
@@ -70,8 +68,3 @@ def write_outputs(res: AlignResult, out: Path) -> dict[str, Path]:
     files["heads"].write_text(head_table_text(res), encoding="utf-8")
     return files
 
-
-def best_layers(res: AlignResult) -> dict[str, tuple[int, float]]:
-    """'weight AWI' … -> (best layer, its AER) over the layer views."""
-    t = res.layer_table()
-    return {f"{m} {s}": (int(np.argmin(t[:, c])), float(t[:, c].min())) for c, (s, m) in enumerate(TABLE_COLUMNS)}
