@@ -28,8 +28,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (on a shared, loaded machine 2 threads "
+                                                             "ran a forward pass 14× slower than 1)")
     args = ap.parse_args()
-    torch.set_num_threads(max(1, torch.get_num_threads()))
+    torch.set_num_threads(args.threads)
     lm = normviz.from_model(model(), None, name="marian-base-shaped")
     g = torch.Generator().manual_seed(1)
     src = torch.randint(2, 1000, (args.n,), generator=g).tolist()
@@ -55,7 +57,7 @@ def main() -> None:
     }
     _, med = alternate(runs, args.repeats)
     base = med["forward + attentions"]
-    print(f"n = m = {args.n}, median of {args.repeats}")
+    print(f"n = m = {args.n}, {args.threads} thread(s), median of {args.repeats}")
     for name, t in med.items():
         print(f"| {name} | {t * 1000:.0f} ms | {t / base:.2f}× |")
 

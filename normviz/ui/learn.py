@@ -109,6 +109,19 @@ LESSONS: dict[str, Lesson] = {
         "no identity, no row normalisation.",
         "Which input tokens the layer-ℓ token is built from, on the authors' scale (rows do not sum to 1).",
         "Treats norms as if they composed linearly across layers."),
+    "decompx": Lesson(
+        r"x^{\ell}_i = \sum_k x^{\ell}_{i\Leftarrow k},\quad x^{0}_{i\Leftarrow k} = \delta_{ik}\, x^0_k,"
+        r"\quad \texttt{decompx}_{\ell,i,k} = \big\|x^{\ell}_{i\Leftarrow k}\big\|;\ \text{a bias } b \text{ goes to part } k"
+        r" \text{ by } \frac{|\langle v_{ik}, b\rangle|}{\sum_{k'}|\langle v_{ik'}, b\rangle|},\ g(h) \approx \tfrac{g(h_i)}{h_i}\, h",
+        "DecompX (Modarressi et al. 2023): every token's part of every hidden state, carried from the "
+        "embeddings through attention, residuals, both norms and the feed-forward block, layer after layer, "
+        "without re-mixing. Biases are split over the parts by |dot product|, the activation by its "
+        "zero-origin slope g(h)/h; the parts of a row add up to the model's own hidden state.",
+        "Which input tokens the layer-ℓ vector of token i is made of, with the FF block and the norms "
+        "included and no rollout assumption (vectors, not norms, are composed across layers).",
+        "The split is a choice: biases and the activation are shared out by rules (absdot, zero-origin slope), "
+        "not measured; norms of parts that point in opposite directions do not add up. Costly: [n, n, d] per "
+        "layer (opt-in). Gated FF models (SwiGLU) are refused."),
     "rollout_value_zeroing": Lesson(
         r"R_\ell = C_\ell\, R_{\ell-1},\quad C_\ell = \texttt{value\_zeroing}_\ell \text{ (rows sum to 1)}",
         "Value-zeroing rollout (Mohebbi et al. 2023): the row-normalised value-zeroing maps multiplied "

@@ -250,11 +250,11 @@ def _load_failure(name: str, exc: Exception, unexpected: bool = False) -> str:
 def session_options(lm) -> dict:
     """Options every session of this deployment gets: the cost budgets checked by the costly families before
     anything runs (NORMVIZ_FF_BUDGET seconds for the feed-forward maps, NORMVIZ_COST_BUDGET for value
-    zeroing, ALTI and effective attention; default 60 each)."""
+    zeroing, ALTI, effective attention and DecompX; default 60 each)."""
     conf = settings()
     b = conf.cost_budget_s
     return {"ff_budget_s": conf.ff_budget_s, "value_zeroing_budget_s": b, "alti_budget_s": b,
-            "effective_budget_s": b}
+            "effective_budget_s": b, "decompx_budget_s": b}
 
 
 def session_for(lm, text: str, pair: str):

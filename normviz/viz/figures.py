@@ -1,67 +1,14 @@
-"""Heatmaps (rows = receiving token i, columns = contributing token j), focus bars, layers × heads grids."""
+"""Focus bars, layers × heads grids, per-head scatter. The single-map heatmap lives in :mod:`.heatmap`."""
 from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-SEQUENTIAL = "Viridis"
-DIVERGING = "RdBu_r"
-HOVER = "%{customdata[0]} ← %{customdata[1]}: %{z:.4g}<extra></extra>"
-
-
-def _title(text: str, font_size: int) -> dict:
-    """A title sitting just above the plot area, below plotly's toolbar (which takes the top-right)."""
-    return dict(text=text, font=dict(size=font_size + 2), x=0.0, xanchor="left", yref="paper", y=1.0,
-                yanchor="bottom", pad=dict(b=8))
-
-
-def _colorscale(zmin: float) -> tuple[str, float | None]:
-    return (DIVERGING, 0.0) if zmin < 0 else (SEQUENTIAL, None)
-
-
-def _fmt(positions, labels):
-    return [f"{lab} [{pos}]" for pos, lab in zip(positions, labels)]
-
-
-def heatmap(matrix: np.ndarray, row_labels: list[str], col_labels: list[str] | None = None, *, title: str = "",
-            zmin: float | None = None, zmax: float | None = None, positions: list[int] | None = None,
-            font_size: int = 12, colorbar: bool = True, colorbar_title: str = "",
-            height: int | None = None) -> go.Figure:
-    """One map as a heatmap. Axes are numeric positions with the tokens as tick text, so a token that occurs
-    twice keeps two rows and two columns. Hover reads "row token ← column token: value"."""
-    m = np.asarray(matrix, dtype=np.float64)
-    n_rows, n_cols = m.shape
-    col_labels = row_labels if col_labels is None else col_labels
-    positions = list(range(n_rows)) if positions is None else list(positions)
-    rows = _fmt(positions, row_labels)
-    cols = _fmt(positions if n_cols == n_rows else range(n_cols), col_labels)
-    custom = np.empty((n_rows, n_cols, 2), dtype=object)
-    custom[..., 0] = np.array(rows, dtype=object)[:, None]
-    custom[..., 1] = np.array(cols, dtype=object)[None, :]
-    zmin = float(np.nanmin(m)) if zmin is None else zmin
-    zmax = float(np.nanmax(m)) if zmax is None else zmax
-    scale, zmid = _colorscale(zmin)
-    fig = go.Figure(go.Heatmap(
-        z=m, x=list(range(n_cols)), y=list(range(n_rows)), zmin=zmin, zmax=zmax, zmid=zmid, colorscale=scale,
-        customdata=custom, hovertemplate=HOVER, showscale=colorbar,
-        colorbar=dict(title=dict(text=colorbar_title), thickness=14, len=0.9),
-    ))
-    tick_font = max(8, font_size - (2 if max(n_rows, n_cols) > 24 else 0))
-    fig.update_xaxes(tickmode="array", tickvals=list(range(n_cols)), ticktext=list(col_labels), tickangle=-60,
-                     tickfont=dict(size=tick_font), title=dict(text="contributing token (j)", font=dict(size=font_size)),
-                     side="bottom", showgrid=False, constrain="domain")
-    fig.update_yaxes(tickmode="array", tickvals=list(range(n_rows)), ticktext=list(row_labels), autorange="reversed",
-                     tickfont=dict(size=tick_font), title=dict(text="receiving token (i)", font=dict(size=font_size)),
-                     showgrid=False, scaleanchor="x", scaleratio=1, constrain="domain")
-    side = max(n_rows, n_cols)
-    fig.update_layout(
-        title=_title(title, font_size),
-        font=dict(size=font_size),
-        height=int(height or min(900, max(380, 170 + (font_size + 6) * side))),
-        margin=dict(l=10, r=10, t=60 + font_size, b=10),
-    )
-    return fig
+from .heatmap import colorbar_dict
+from .heatmap import colorscale_for as _colorscale
+from .heatmap import heatmap  # noqa: F401  (its home is heatmap.py; kept importable from here)
+from .heatmap import title_dict as _title
 
 
 def bars(rows: dict[str, np.ndarray], labels: list[str], positions: list[list[int]] | None = None, *,
@@ -91,9 +38,10 @@ def bars(rows: dict[str, np.ndarray], labels: list[str], positions: list[list[in
 
 
 def grid(stack: np.ndarray, labels: list[str], *, title: str = "", font_size: int = 12,
-         head_names: list[str] | None = None, width_hint: int = 760) -> go.Figure:
+         head_names: list[str] | None = None, width_hint: int = 760, colorbar_title: str = "") -> go.Figure:
     """A layers × heads mosaic of small heatmaps ([L, H, n, n]) drawn as one heatmap with gaps, so hundreds
-    of heads stay fast. Hover says which layer, head and token pair a cell is."""
+    of heads stay fast. Hover says which layer, head and token pair a cell is. The colour bar has a fixed
+    height and ``colorbar_title`` (the units) on top."""
     s = np.asarray(stack, dtype=np.float64)
     L, H, n, _ = s.shape
     cell = n + 1
@@ -112,7 +60,7 @@ def grid(stack: np.ndarray, labels: list[str], *, title: str = "", font_size: in
     fig = go.Figure(go.Heatmap(
         z=z, customdata=custom, hovertemplate="%{customdata}: %{z:.4g}<extra></extra>", colorscale=scale,
         zmin=-max(abs(lo), abs(hi)) if lo < 0 else lo, zmax=max(abs(lo), abs(hi)) if lo < 0 else hi, zmid=zmid,
-        hoverongaps=False, colorbar=dict(thickness=14, len=0.9),
+        hoverongaps=False, colorbar=colorbar_dict(colorbar_title, 400, font_size),
     ))
     fig.update_xaxes(tickmode="array", tickvals=[h * cell + (n - 1) / 2 for h in range(H)], ticktext=head_names,
                      side="top", showgrid=False, zeroline=False, tickfont=dict(size=font_size),

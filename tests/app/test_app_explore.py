@@ -158,7 +158,8 @@ def test_bad_models_say_what_to_do(model, expected):
 def test_unsupported_architecture_is_refused(tmp_path):
     import transformers
 
-    transformers.T5Config(num_layers=1, d_model=8, d_ff=8, num_heads=1, d_kv=8).save_pretrained(tmp_path)
+    transformers.OPTConfig(num_hidden_layers=1, hidden_size=8, ffn_dim=8, num_attention_heads=1,
+                           word_embed_proj_dim=8).save_pretrained(tmp_path)  # OPT: not in the architecture table
     at = app(query={"model": str(tmp_path)})
     at.run()
     no_exception(at)

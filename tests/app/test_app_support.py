@@ -216,7 +216,7 @@ def test_session_options_carry_the_budgets(monkeypatch):
 
     for name in ("NORMVIZ_FF_BUDGET", "NORMVIZ_COST_BUDGET"):
         monkeypatch.delenv(name, raising=False)
-    costly = ("value_zeroing_budget_s", "alti_budget_s", "effective_budget_s")
+    costly = ("value_zeroing_budget_s", "alti_budget_s", "effective_budget_s", "decompx_budget_s")
     assert st_parts.session_options(None) == {"ff_budget_s": 60.0, **{k: 60.0 for k in costly}}
     monkeypatch.setenv("NORMVIZ_FF_BUDGET", "5")
     monkeypatch.setenv("NORMVIZ_COST_BUDGET", "7")

@@ -303,3 +303,15 @@ def test_cli_export(tmp_path, with_target):
         assert data[key].dtype == np.float64
         np.testing.assert_allclose(data[key], expected.numpy(), rtol=1e-9, atol=1e-12, err_msg=key)
     assert {"encoder_norm", "decoder_norm", "decoder_attn_res_ln"} <= set(data.files)
+
+
+def test_cli_refuses_html_for_seq2seq_and_target_for_encoders(tmp_path, tiny_bert_dir, capsys):
+    from normviz.cli import main
+
+    path = seq2seq.save_dir("t5", tmp_path / "t5")
+    argv = ["export", "--model", str(path), "--text", SRC, "--out", str(tmp_path / "x.npz")]
+    assert main(argv + ["--html", str(tmp_path / "x.html")]) == 2
+    assert "--html" in capsys.readouterr().err and not (tmp_path / "x.html").exists()
+    assert main(["export", "--model", str(tiny_bert_dir), "--text", "a cat", "--target", "b",
+                 "--out", str(tmp_path / "y.npz")]) == 2
+    assert "--target is for encoder–decoder" in capsys.readouterr().err

@@ -1,0 +1,239 @@
+"""DecompX (Modarressi et al. 2023): every token's part of every hidden state, propagated from the embeddings
+through attention, residuals, both norms and the feed-forward block, without re-mixing between layers.
+
+Layer l receives the parts X^{l-1}[i, k] of its input (Σ_k X[i, k] = x_i; X^0[i, k] = δ_ik x_k, the whole
+embedding output) and pushes every part through each component; every bias is split over the parts:
+
+    attention   A[i, k] = Σ_h Σ_j α^h_ij X̂[j, k] W^V_h W^O_h            (X̂ = X, pre-LN: the LN1 parts of X)
+    residual    U[i, k] = A[i, k] + X[i, k] + w_ik·b                     b = b^V W^O + b^O
+    norm        N(v)[i, k] = γ ⊙ (v_ik − mean v_ik) / √(Var(z_i) + ε) + w_ik·β   z_i the norm's real input
+    FF          F[i, k] = (θ_i ⊙ (W_1 v_ik + w_ik·b_1)) W_2 + w'_ik·b_2,  θ_i = g(h_i) / h_i
+    layer       post-LN  X^l = N2(N1(U) + F(N1(U)))      pre-LN  X^l = U + F(N2(U))
+
+    decompx[l, i, k] = ‖X^l[i, k]‖                                                       [L, n, n]
+
+Σ_k X^l[i, k] is the model's own layer output (the biases are all split, nothing is left over). The options
+followed are those of the authors' demo (github.com/mohsenfayyaz/DecompX, ``DecompXConfig`` in
+``src/decompx_utils.py``, the propagation in ``BertLayer.forward`` of ``src/modeling_bert.py``):
+
+- ``include_biases=True, bias_decomp_type="absdot"``: a bias b of row i goes to the parts in proportion to
+  |⟨v_ik, b⟩|, w_ik = |⟨v_ik, b⟩| / Σ_k' |⟨v_ik', b⟩| (b₁ by the dot product of the d_ff-vectors W_1 v_ik).
+  Their ``+ 1e-12`` in the denominator is left out, so the split is exact; a row whose dot products are all
+  zero (measure zero) gives its bias to the token itself (k = i).
+- ``include_LN1=True, include_FFN=True, include_LN2=True``; the norms' scales from the real pre-norm vectors.
+- ``FFN_approx_type="GeLU_ZO"``: the activation linearised per unit by its zero-origin slope θ = g(h)/h at
+  the real pre-activation h (:func:`normviz.activations.activation_ratio`: exact, g′(0) at h = 0, where
+  their code divides by h + 1e-12). Σ_k θ(W_1 v_ik + w_ik b_1) = θ h = g(h) exactly.
+- ``aggregation="vector"``: the parts of one layer's output are the next layer's input parts.
+- In the first layer the value bias stays inside f(x_j) = (x_j W^V + b^V) W^O (their attention branch without
+  attribution vectors; paper §3.1, footnote 4) and only b^O is split; from the second layer on, b^V W^O
+  (α's rows sum to 1 in every head) joins b^O.
+- The classifier/pooler (``include_classifier_w_pooler``) is not part of normviz's maps: the key stops at
+  the layer outputs.
+
+Pre-LN (GPT-2) is normviz's extension, not the authors': the same rules, with LN1 before attention (X̂ its
+parts, β₁ split) and the FF residual from U. Gated FF blocks (SwiGLU: Llama, Qwen …) are refused: the
+product of two sums of parts has no zero-origin slope. GQA: refused unless every head has its own values.
+
+Cost: the parts are [n, n, d] per layer by nature. Per layer the projections through W^V, W^O, W_1, W_2 cost
+2n²d(2d + 2d_ff) FLOPs and the attention mixing 2n³d (:func:`flops`); ``check`` refuses above the option
+``decompx_budget_s`` seconds. Memory: X and its value projection (2·n²·d numbers) plus row chunks of
+[c, n, d_ff] bounded by the layer view's ``chunk_bytes``; X is overwritten row chunk by row chunk.
+"""
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+import torch
+
+from ..activations import activation_ratio
+from ..errors import NotApplicableError, TooCostlyError
+from .base import Inputs, KeyInfo, Output, Request, refuse_over_budget, to_numpy
+from . import papers
+
+NAME = "decomposition"  # family name (map key: decompx)
+KEYS = (KeyInfo("decompx", "DecompX (propagated decomposition)", False,
+                "‖x^l_{i⇐k}‖: token k's part of token i's output of layer l, the decomposition carried from the "
+                "embeddings through attention, residuals, both norms and the FF block (biases split by |dot|, "
+                "activation by its zero-origin slope; Modarressi et al. 2023). Opt-in: [n, n, d] per layer."),)
+REQUIRES: dict = {}
+NEEDS_MODEL = False
+OPT_IN = ("decompx",)
+REFERENCES = (papers.MODARRESSI_2023,)
+
+
+def flops(request: Request) -> float:
+    """Multiply-adds ×2 per layer: the n² parts through W^V, W^O (d×d each), W_1 and W_2 (d×d_ff each), and
+    the attention mixing Σ_j α_ij over n³·d. (Norms, bias splits and the activation are O(n²·d).)"""
+    n, d, d_ff = request.n_tokens, request.d_model, request.d_ff
+    return request.n_layers * (2.0 * n * n * d * (2 * d + 2 * d_ff) + 2.0 * n ** 3 * d)
+
+
+# flops()/s on this 2-core CPU (benchmarks/bench_decompx.py, minilm float32): 0.4–1.0e10 at n = 32/128 while
+# other processes loaded both cores (load average 7–9), 45 % of a plain GEMM of the FF's shape timed alongside.
+# 2e10 assumes a less busy machine but still errs on refusing. Other devices: no estimate unless the option
+# cost_flops_per_second is given.
+FLOPS_PER_SECOND = {"cpu": 2e10}
+
+
+def check(request: Request, key: str, options: dict) -> None:
+    if request.gated:
+        raise NotApplicableError(
+            f"{key!r} (DecompX) linearises an element-wise FF activation by its zero-origin slope g(h)/h; this "
+            "model's gated FF (SwiGLU) multiplies two sums of token parts and has no such split. Use ff / ff_res "
+            "(integrated gradients through the gate) or rollout_ff_res instead.")
+    rate = options.get("cost_flops_per_second") or FLOPS_PER_SECOND.get(request.device)
+    try:
+        refuse_over_budget(request, key, {**options, "cost_flops_per_second": rate}, "decompx_budget_s",
+                           flops(request))
+    except TooCostlyError as exc:
+        fits = token_limit(request, float(options["decompx_budget_s"]) * float(rate))
+        raise TooCostlyError(f"{exc} DecompX fits the budget up to about {fits} tokens here.") from None
+
+
+def token_limit(request: Request, max_flops: float) -> int:
+    """The longest input whose :func:`flops` stay within ``max_flops`` (flops grow with n)."""
+    lo, hi = 0, request.n_tokens
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if flops(Request(**{**request.__dict__, "n_tokens": mid})) <= max_flops:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+# ---------------------------------------------------------------- the pieces (row chunks [c, n, ·])
+def split_bias(parts: torch.Tensor, bias: torch.Tensor, rows: slice) -> torch.Tensor:
+    """parts[i, k] += w_ik·bias (in place), w_ik = |⟨parts_ik, bias⟩| / Σ_k |⟨parts_ik, bias⟩| ("absdot");
+    a row whose dot products are all zero gives the bias to k = i. parts [c, n, e] contiguous, bias [e]."""
+    c, n, e = parts.shape
+    flat = parts.view(c * n, e)
+    w = (flat @ bias).view(c, n).abs_()
+    den = w.sum(-1, keepdim=True)
+    w /= torch.where(den > 0, den, torch.ones_like(den))
+    dead = (den[:, 0] == 0).nonzero().flatten()
+    if dead.numel():
+        w[dead, dead + rows.start] = 1.0
+    flat.addmm_(w.view(-1, 1), bias.view(1, -1))  # one rank-1 update, no [c, n, e] temporary
+    return parts
+
+
+def norm_parts(parts: torch.Tensor, norm, z: torch.Tensor, rows: slice) -> torch.Tensor:
+    """The norm applied to the parts (in place): γ⊙(v − mean v)/s_i (RMSNorm γ⊙v/s_i), s_i from the real
+    input z [c, d] of the norm; β split by absdot."""
+    if norm.kind == "layernorm":
+        parts.sub_(parts.mean(-1, keepdim=True))
+    parts.mul_(norm.weight / norm.scale(z)[:, None, None])
+    if norm.bias is not None:
+        split_bias(parts, norm.bias, rows)
+    return parts
+
+
+def ff_parts(ctx, parts: torch.Tensor, rows: slice, slope: torch.Tensor) -> torch.Tensor:
+    """F[i, k] = (θ_i ⊙ (W_1 v_ik + w_ik b_1)) W_2 + w'_ik b_2 for the FF input parts v [c, n, d]."""
+    p = ctx.p
+    c, n, d = parts.shape
+    h = (parts.reshape(c * n, d) @ p.w_in).view(c, n, -1)
+    if p.b_in is not None:
+        split_bias(h, p.b_in, rows)
+    h.mul_(slope[rows, None, :])
+    out = (h.view(c * n, -1) @ p.w_out).view(c, n, d)
+    if p.b_out is not None:
+        split_bias(out, p.b_out, rows)
+    return out
+
+
+def _value_projection(ctx, X: torch.Tensor, first: bool) -> torch.Tensor:
+    """The parts' values per head, [H, j, k·dh]: X̂[j, k] W^V_h (first layer: + δ_jk b^V_h), in chunks of j."""
+    p = ctx.p
+    n, _, d = X.shape
+    H, dh = p.n_heads, p.head_dim
+    out = torch.empty(H, n, n * dh, dtype=X.dtype, device=X.device)
+    for jr in ctx.row_chunks():
+        src = X[jr]
+        if p.norm_on_input is not None:  # pre-LN: the LN1 parts of the layer input
+            src = norm_parts(src.clone(), p.norm_on_input, ctx.rec.x[jr], jr)
+        c = jr.stop - jr.start
+        v = (src.reshape(c * n, d) @ p.w_v).view(c, n, H, dh)
+        if first and p.b_v is not None:
+            idx = torch.arange(jr.start, jr.stop, device=X.device)
+            v[idx - jr.start, idx] += p.b_v.view(H, dh)
+        out[:, jr] = v.permute(2, 0, 1, 3).reshape(H, c, n * dh)
+    return out
+
+
+def _bytes_per_cell(ctx) -> int:
+    """What one part (i, k) of a row chunk holds at once: the d_ff-vector and a few d-vectors."""
+    d_ff, d = ctx.p.w_out.shape
+    return (d_ff + 5 * d) * ctx.rec.x.element_size()
+
+
+def propagate(ctx, X: torch.Tensor, first: bool) -> torch.Tensor:
+    """One layer: the parts X [n, n, d] of its input → the parts of its output, written into X."""
+    p = ctx.p
+    if p.n_kv_heads != p.n_heads:
+        raise NotApplicableError("decompx: models whose heads share value projections (GQA) are not supported.")
+    if p.ff_kind != "mlp":
+        raise NotApplicableError("decompx: gated FF blocks have no zero-origin slope (see the docstring).")
+    n, _, d = X.shape
+    H, dh = p.n_heads, p.head_dim
+    values = _value_projection(ctx, X, first)
+    alpha = ctx.alpha
+    bias = p.b_o if p.b_o is not None else torch.zeros(d, dtype=X.dtype, device=X.device)
+    if not first and p.b_v is not None:
+        bias = bias + p.b_v @ p.w_o
+    ff_in = ctx.ln_attn.module(ctx.rec.z_attn)  # the FF block's real input, through the model's own norm
+    pre = ff_in @ p.w_in
+    if p.b_in is not None:
+        pre = pre + p.b_in
+    slope = activation_ratio(p.act, pre)  # θ = g(h)/h per row and unit
+    norm2 = p.norm_on_ff_residual
+    for rows in ctx.row_chunks(_bytes_per_cell(ctx)):
+        c = rows.stop - rows.start
+        mixed = torch.bmm(alpha[:, rows], values).view(H, c, n, dh)
+        u = (mixed.permute(1, 2, 0, 3).reshape(c * n, H * dh) @ p.w_o).view(c, n, d)
+        del mixed
+        u += X[rows]
+        split_bias(u, bias, rows)
+        if norm2 is not None:  # post-LN: LN1 on the residual, FF residual from LN1's output, then LN2
+            ell = norm_parts(u, ctx.ln_attn, ctx.rec.z_attn[rows], rows)
+            out = ell + ff_parts(ctx, ell, rows, slope)
+            norm_parts(out, norm2, ctx.rec.z_ff[rows], rows)
+        else:  # pre-LN: LN2 parts feed the FF; the residual carries U
+            ell = norm_parts(u.clone(), ctx.ln_attn, ctx.rec.z_attn[rows], rows)
+            out = u + ff_parts(ctx, ell, rows, slope)
+        X[rows] = out
+    return X
+
+
+def decompx_vectors(layers: Sequence, progress=None) -> Iterator[torch.Tensor]:
+    """The parts X^l [n, n, d] of every layer's output, in order. One buffer is yielded each time and
+    overwritten by the next layer (clone what you keep)."""
+    X = None
+    for index, ctx in enumerate(layers):
+        if X is None:
+            x = ctx.rec.x
+            n, d = x.shape
+            X = torch.zeros(n, n, d, dtype=x.dtype, device=x.device)
+            X[torch.arange(n), torch.arange(n)] = x  # X^0[i, k] = δ_ik x_k
+        elif X.device != ctx.device:  # a model sharded over devices
+            X = X.to(ctx.device)
+        propagate(ctx, X, first=index == 0)
+        yield X
+        ctx.clear()
+        if progress:
+            progress(index)
+
+
+def compute(inputs: Inputs, keys, options) -> Output:
+    layers = inputs.layers
+    out = None
+    for index, X in enumerate(decompx_vectors(layers, lambda i: inputs.layer_done(NAME, i))):
+        m = to_numpy(torch.linalg.vector_norm(X, dim=-1))
+        if out is None:
+            out = m[None].repeat(len(layers), axis=0)
+        out[index] = m
+    note = ("DecompX as the authors' demo: biases split by |dot| (absdot), activation by g(h)/h (GeLU_ZO), "
+            "vector aggregation, value bias inside f(x_j) in the first layer")
+    return Output({"decompx": out}, {"decompx": note})

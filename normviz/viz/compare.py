@@ -1,0 +1,70 @@
+"""Panels that compare or annotate maps: the difference A − B and the ‖f(x_j)‖ strip."""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .heatmap import FOCUS_LINE, heatmap, title_dict
+from .labels import abbreviate, occurrence_note, sizing, with_positions
+
+NORMALISE = {"rows": "rows normalised to sum 1", "raw": "raw values"}
+
+
+def row_normalise(matrix: np.ndarray) -> np.ndarray:
+    """Each row divided by the sum of its absolute values (all-zero rows stay zero)."""
+    m = np.asarray(matrix, dtype=np.float64)
+    denom = np.abs(m).sum(axis=-1, keepdims=True)
+    return np.divide(m, denom, out=np.zeros_like(m), where=denom > 0)
+
+
+def difference(a: np.ndarray, b: np.ndarray, labels: list[str], *, name_a: str = "A", name_b: str = "B",
+               normalise: str = "rows", positions: list[int] | None = None, causal: bool = False,
+               boundary: int | None = None, font_size: int = 12, present: bool = False, width: int | None = None,
+               title: str | None = None) -> go.Figure:
+    """Heatmap of A − B on a diverging scale centred at 0 (symmetric limits ±max|A − B|).
+
+    ``normalise="rows"``: both maps row-normalised (each row / Σ_j |row|) before subtracting, so maps of
+    different units compare (weight vs norm: Kobayashi et al. 2020); ``"raw"``: as they are. The title says
+    which. Red: A gives the pair more than B; blue: less."""
+    if normalise not in NORMALISE:
+        raise ValueError(f"normalise must be one of {sorted(NORMALISE)}, got {normalise!r}")
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        raise ValueError(f"maps of different shapes: {a.shape} vs {b.shape}")
+    d = row_normalise(a) - row_normalise(b) if normalise == "rows" else a - b
+    lim = float(np.abs(d).max()) if d.size else 0.0
+    lim = lim if lim > 0 else 1.0
+    unit = "share of row" if normalise == "rows" else "raw units"
+    return heatmap(d, labels, title=title or f"{name_a} − {name_b} ({NORMALISE[normalise]})", zmin=-lim, zmax=lim,
+                   positions=positions, causal=causal, boundary=boundary, font_size=font_size, present=present,
+                   width=width, colorbar_title=f"{name_a} − {name_b}<br>({unit})")
+
+
+def fx_strip(values: np.ndarray, labels: list[str], *, positions: list[int] | None = None,
+             title: str = "‖f(x_j)‖: length of each token's transformed vector", font_size: int = 12,
+             present: bool = False, width: int | None = None, height: int | None = None,
+             focus: int | None = None) -> go.Figure:
+    """One bar per token j: ‖f(x_j)‖ (input [n]). Placed under a norm-based map it shows why a column can
+    matter little despite large weights: ‖α_ij f(x_j)‖ = α_ij · ‖f(x_j)‖. ``focus``: an original position
+    whose bar is drawn in the focus colour."""
+    v = np.asarray(values, dtype=np.float64).ravel()
+    n = v.size
+    positions = list(range(n)) if positions is None else list(positions)
+    size = sizing(n, width=None if width is None else max(120, width - 140), font_size=font_size, present=present)
+    base_font = max(font_size, 18) if present else font_size
+    names = with_positions(positions, labels)
+    notes = [f"<br>{lab} = {note}" if (note := occurrence_note(lab)) else "" for lab in labels]
+    colours = [FOCUS_LINE if p == focus else "#6a51a3" for p in positions]
+    fig = go.Figure(go.Bar(x=list(range(n)), y=v, marker_color=colours, showlegend=False,
+                           customdata=np.stack([names, notes], axis=1) if n else None,
+                           hovertemplate="%{customdata[0]}: ‖f(x)‖ = %{y:.4g}%{customdata[1]}<extra></extra>"))
+    fig.update_xaxes(tickmode="array", tickvals=list(range(n)),
+                     ticktext=[abbreviate(s, size.max_chars) for s in labels], tickangle=-90 if n > 12 else -45,
+                     tickfont=dict(size=size.tick_font), range=[-0.5, n - 0.5], showgrid=False)
+    fig.update_yaxes(title=dict(text="‖f(x_j)‖", font=dict(size=base_font)), rangemode="tozero")
+    fig.update_layout(title=title_dict(title, base_font), font=dict(size=base_font),
+                      height=int(height or 200 + 6 * size.tick_font), margin=dict(l=10, r=10, t=40 + 2 * base_font, b=10),
+                      meta=dict(normviz="fx_strip"))
+    if width is not None or size.grown:
+        fig.update_layout(width=int(max(width or 0, size.side + 140)))
+    return fig
