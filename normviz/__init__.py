@@ -12,6 +12,7 @@ Encoder–decoders (``normviz.load("toy-mt")``, Marian, BART, T5 …): ``Session
 ``encoder_…``, ``decoder_…``, ``cross_…`` (see :mod:`normviz.encdec`).
 """
 from . import errors
+from .align import aer
 from .analysis import Analysis
 from .methods import all_keys, key_info, register_family
 from .models import EMBEDDED, LoadedModel, from_model, load, register_architecture
@@ -20,7 +21,7 @@ from .session import Session, analyze, analyze_batch
 from . import encdec  # noqa: E402  (after session: its Session dispatches to encdec's)
 from .notebook import show
 
-__all__ = ["Analysis", "EMBEDDED", "LoadedModel", "Session", "all_keys", "analyze", "analyze_batch", "encdec",
+__all__ = ["Analysis", "aer", "EMBEDDED", "LoadedModel", "Session", "all_keys", "analyze", "analyze_batch", "encdec",
            "errors", "from_model", "key_info", "load", "register_architecture", "register_family", "show",
            "transformed_norms"]
 __version__ = "0.1.0"

@@ -1,0 +1,187 @@
+"""normviz · Translate: an encoder–decoder's cross-attention, weights vs norms, and the word alignment they imply.
+
+Thin page: widgets, one cached session (:func:`normviz.ui.translate.translation_session`), the cross maps from
+``session.get``, alignments from :mod:`normviz.align`, figures from :mod:`normviz.viz`.
+"""
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+import normviz
+from normviz import viz
+from normviz.align import align_analysis, cross_matrix, format_pharaoh, parse_line
+from normviz.align.formats import AlignmentFormatError
+from normviz.ui import data
+from normviz.ui import st_parts as ui
+from normviz.ui.settings import settings
+from normviz.ui.translate import (MAX_GOLD_CHARS, METHODS, SETTINGS, TranslateView, cross_maps, maps_npz,
+                                  not_encoder_decoder, toy_examples, translation_session)
+from normviz.viz.alignment import alignment_figure, plotly_text
+
+st.set_page_config(page_title="normviz · Translate", page_icon="🔤", layout="wide")
+DATA = Path(__file__).resolve().parents[1] / "assets" / "toy_mt" / "data"
+VIEW = "_normviz_translate_view"
+METHOD_NAMES = {"norm": "norms ‖α f(e)‖", "weight": "weights α"}
+SETTING_HELP = ("AWI: each target word is read at the row where it is fed to the decoder (the paper's better "
+                "setting). AWO: at the row that predicts it.")
+
+
+def load_view() -> TranslateView:
+    ss = st.session_state
+    if VIEW not in ss:
+        ss[VIEW] = TranslateView.from_query(st.query_params.to_dict(), max_text_chars=settings().max_text_chars)
+        for p in ss[VIEW].problems:
+            ui.say("warning", p)
+    return ss[VIEW]
+
+
+def save_view(view: TranslateView) -> None:
+    st.session_state[VIEW] = view
+    st.query_params.from_dict(view.to_query())
+
+
+def page() -> None:
+    view = load_view()
+    fs = 12
+    st.header("Translate: cross-attention and word alignment")
+    st.caption("Kobayashi et al. 2020 §5: the norms ‖α f(e)‖ of the source–target attention align words better "
+               "than the weights α. Rows are the decoder's input tokens (target), columns the encoder's (source).")
+    examples = toy_examples(str(DATA))
+    limit = settings().max_text_chars
+
+    def use_example():
+        k = st.session_state.get("tr_example")
+        if k is not None:
+            st.session_state["tr_src"], st.session_state["tr_tgt"], st.session_state["tr_gold"] = examples[k]
+
+    for key, value in (("tr_model", view.model), ("tr_src", view.src), ("tr_tgt", view.tgt), ("tr_gold", view.gold)):
+        ui.seed(key, value)
+    c1, c2, c3 = st.columns([4, 4, 2])
+    with c1:
+        view.src = st.text_input("Source", key="tr_src", max_chars=limit)
+    with c2:
+        view.tgt = st.text_input("Target (optional: empty = the model translates)", key="tr_tgt", max_chars=limit)
+    with c3:
+        view.model = st.text_input("Model (encoder–decoder)", key="tr_model", max_chars=256,
+                                   help="toy-mt is embedded (a tiny Marian trained on a toy language pair whose "
+                                        "true alignment is known); a Marian, BART or T5 directory or Hub id also works.")
+    if examples:
+        st.selectbox("Examples (toy-mt test set, with gold alignment)", range(len(examples)), index=None,
+                     key="tr_example", on_change=use_example, format_func=lambda i: examples[i][0],
+                     placeholder="Pick an example…")
+    save_view(view)
+    if not view.model.strip():
+        st.error("The model field is empty: type toy-mt or an encoder–decoder model.")
+        st.stop()
+    lm = ui.load_model(view.model.strip())
+    if lm is None:
+        st.stop()
+    problem = not_encoder_decoder(lm)
+    if problem:
+        ui.say("error", problem)
+        st.stop()
+    if not view.src.strip():
+        st.error("The source is empty. Type a sentence to translate, or pick an example.")
+        st.stop()
+
+    session, notes = translation_session(lm, view.src, view.tgt)
+    for note in notes:
+        ui.say("warning", note)
+    if session is None:
+        st.stop()
+    a, problem = cross_maps(session)
+    if a is None:
+        ui.say("error", problem)
+        st.stop()
+    target_note = str(a.notes.get("target", ""))
+    if not view.tgt.strip():
+        ui.say("info", f"Generated translation: {a.target_text}")
+    elif target_note:
+        st.caption(ui.plain(f"Target: {target_note}"))
+    sa = align_analysis(a, lm.tokenizer)
+
+    # --- pickers ---------------------------------------------------------------------------------------
+    L, H = a["cross_attention"].shape[:2]  # the decoder's cross blocks
+    ui.seed("tr_layer", L - 1 if view.layer is None else min(view.layer, L - 1))
+    st.session_state["tr_layer"] = min(max(int(st.session_state["tr_layer"]), 0), L - 1)
+    head_opts = [-1] + list(range(H))
+    ui.seed("tr_head", -1 if view.head is None or view.head >= H else view.head)
+    if st.session_state["tr_head"] not in head_opts:
+        st.session_state["tr_head"] = -1
+    ui.seed("tr_method", view.method)
+    ui.seed("tr_setting", view.setting)
+    p1, p2, p3, p4 = st.columns([4, 3, 2, 2])
+    with p1:
+        view.layer = st.slider("Layer", 0, L - 1, key="tr_layer") if L > 1 else 0
+    with p2:
+        h = st.selectbox("Head", head_opts, key="tr_head",
+                         format_func=lambda x: "all heads (layer view)" if x < 0 else f"head {x}")
+        view.head = None if h < 0 else h
+    with p3:
+        view.method = st.radio("Alignment from", METHODS, key="tr_method", format_func=METHOD_NAMES.get)
+    with p4:
+        view.setting = st.radio("Setting", SETTINGS, key="tr_setting", horizontal=True, help=SETTING_HELP)
+    save_view(view)
+
+    # --- weights vs norms, side by side ----------------------------------------------------------------
+    rows = [plotly_text(t) for t in data.unique_labels(list(a.tgt_tokens))]
+    cols = [plotly_text(t) for t in data.unique_labels(list(a.src_tokens))]
+    where = f"layer {view.layer}, " + ("all heads" if view.head is None else f"head {view.head}")
+    titles = {"weight": "Cross-attention weights α" + (" (mean over heads)" if view.head is None else ""),
+              "norm": "Norms ‖α f(e)‖" + (" (heads summed as vectors)" if view.head is None else "")}
+    shown = {}
+    for col, method in zip(st.columns(2), ("weight", "norm")):
+        shown[method] = cross_matrix(a, method, view.layer, view.head)
+        with col:
+            fig = viz.heatmap(shown[method], rows, cols, title=f"{titles[method]} · {where}", font_size=fs,
+                              colorbar_title="value")
+            st.plotly_chart(fig, key=f"tr_panel_{method}", config={"displaylogo": False})
+    st.caption("Row r is fed the r-th decoder input token and predicts the next one. Per-panel colour scales "
+               "(weights and norms have different units).")
+
+    # --- the alignment ---------------------------------------------------------------------------------
+    links = sa.links(view.method, view.setting, view.layer, view.head)
+    gold_text = st.text_area("Gold alignment (optional): Pharaoh links, 0-based source-target words, i-j sure, "
+                             "i?j possible", key="tr_gold", max_chars=MAX_GOLD_CHARS, height=70)
+    view.gold = gold_text
+    save_view(view)
+    sure = possible = None
+    if gold_text.strip():
+        try:
+            sure, possible = parse_line(" ".join(gold_text.split()), "pharaoh")
+        except AlignmentFormatError as exc:
+            ui.say("error", f"Gold alignment not read: {exc}.")
+        else:
+            bad = sa.gold_problem(sure, possible)
+            if bad:
+                ui.say("error", f"Gold alignment not used: {bad}.")
+                sure = possible = None
+    fig = alignment_figure(sa.src_words, sa.tgt_words, links, sure=sure, possible=possible, font_size=fs,
+                           title=f"Alignment from {METHOD_NAMES[view.method]}, {view.setting}, {where}")
+    st.plotly_chart(fig, key="tr_alignment", config={"displaylogo": False})
+    st.caption("Each target word is linked to the source word with the largest score (subword scores summed over "
+               "a source word, averaged over a target word); no link when the source end-of-sentence token wins.")
+    if sure is not None:
+        m1, m2 = st.columns(2)
+        m1.metric(f"AER, {METHOD_NAMES['weight']} ({view.setting}, {where})",
+                  f"{normviz.aer(sa.links('weight', view.setting, view.layer, view.head), sure, possible):.1%}")
+        m2.metric(f"AER, {METHOD_NAMES['norm']} ({view.setting}, {where})",
+                  f"{normviz.aer(sa.links('norm', view.setting, view.layer, view.head), sure, possible):.1%}")
+        table = pd.DataFrame(sa.layer_aer(sure, possible)).set_index("layer")
+        st.caption("AER of this sentence per layer (layer views; lower is better). The corpus command: "
+                   "python -m normviz align --model M --src FILE --tgt FILE --gold FILE.")
+        st.dataframe((table * 100).round(1))
+
+    # --- export ----------------------------------------------------------------------------------------
+    e1, e2, _ = st.columns([2, 2, 3])
+    stem = f"normviz_translate_L{view.layer}_" + ("all" if view.head is None else f"H{view.head}")
+    with e1:
+        st.download_button("Alignment (Pharaoh)", format_pharaoh(links) + "\n", file_name=stem + ".align.txt",
+                           mime="text/plain")
+    with e2:
+        st.download_button("Maps shown (NPZ)", maps_npz(shown, list(a.src_tokens), list(a.tgt_tokens)),
+                           file_name=stem + ".npz", mime="application/octet-stream")
+
+
+ui.run_page(page)

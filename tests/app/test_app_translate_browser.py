@@ -1,0 +1,30 @@
+"""The Translate page in headless Chromium: charts drawn, special tokens shown literally (not eaten as markup)."""
+from __future__ import annotations
+
+import pytest
+
+from ..helpers.browser import chromium, find_browser, streamlit_server, wait_for_app
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(420)]
+
+
+def test_translate_renders_in_chromium(tmp_path):
+    pytest.importorskip("selenium", reason="selenium is not installed (pip install -r requirements-dev.txt)")
+    if find_browser() is None:
+        pytest.skip("no Chromium + chromedriver on this machine")
+    with streamlit_server(log_path=str(tmp_path / "streamlit.log")) as url, chromium() as driver:
+        driver.get(url + "/Translate?src=the+cat+sees+a+dog&tgt=mao+vidas+un+inu&layer=1")
+        state = wait_for_app(driver, min_charts=2)
+        driver.save_screenshot(str(tmp_path / "translate.png"))
+        log = (tmp_path / "streamlit.log").read_text()
+        assert state.get("exceptions") == 0, (state, log[-3000:])
+        assert state.get("charts", 0) >= 3 and state.get("drawn", 0) >= 2, (state, log[-3000:])  # 2 heatmaps + links
+        ticks = driver.execute_script(
+            "return Array.from(document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .xtick text'))"
+            ".map(t => t.textContent);")
+        assert "cat" in ticks and "</s>" in ticks, ticks  # the source eos, escaped for plotly, drawn as is
+        words = driver.execute_script(
+            "return Array.from(document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .textpoint text'))"
+            ".map(t => t.textContent);")
+        assert {"the", "cat", "mao", "inu"} <= set(words), words
+        assert "layer=1" in driver.current_url
