@@ -22,7 +22,8 @@ from typing import Mapping
 
 from .safe import public as _public
 
-EMBEDDED_MODELS = ("minilm", "smollm2")
+EMBEDDED_MODELS = ("minilm", "smollm2", "toy-mt")
+EMBEDDED_SEQ2SEQ = ("toy-mt",)  # embedded encoder–decoders: the Translate page's, not offered on the other pages
 DEFAULT_TOKEN_CAP = 128
 KNOWN = ("NORMVIZ_PUBLIC", "NORMVIZ_ALLOWED_MODELS", "NORMVIZ_MAX_TOKENS", "NORMVIZ_FF_BUDGET", "NORMVIZ_COST_BUDGET",
          "NORMVIZ_CORPUS_MAX_LINES", "NORMVIZ_MAX_UPLOAD_MB", "NORMVIZ_CACHE", "NORMVIZ_HEAVY_WORKERS")

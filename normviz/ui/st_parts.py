@@ -178,13 +178,20 @@ def apply_style(view: ViewState) -> None:
 
 # --- sidebar ---------------------------------------------------------------------------------------------
 
+def self_attention_models(allow) -> list[str]:
+    """The allowlist without the embedded encoder–decoders (they have their own page, Translate)."""
+    from .settings import EMBEDDED_SEQ2SEQ
+
+    return [m for m in allow if m.strip().lower() not in EMBEDDED_SEQ2SEQ] or list(allow)
+
+
 def sidebar(view: ViewState) -> ViewState:
     """Model picker, presentation mode and the device line. Returns the view with ``model`` and ``present``."""
     allow = model_allowlist()
     with st.sidebar:
         st.header("Model")
         if allow is not None:
-            choices = list(allow)
+            choices = self_attention_models(allow)
             current = view.model if view.model in choices else None
             if current is None and view.model:
                 msg = check_model_allowed(view.model, allow)
@@ -290,7 +297,12 @@ def session_options(lm) -> dict:
 
 def session_for(lm, text: str, pair: str):
     """The shared session of this text (tokenised once; recorded on its first map), or None after an error
-    box. A text cut at the token cap says so."""
+    box. A text cut at the token cap says so. An encoder–decoder model is pointed to the Translate page (its
+    maps need a source and a target, and its keys are ``encoder_*``/``decoder_*``/``cross_*``)."""
+    if getattr(lm, "is_encoder_decoder", False):
+        say("info", f"{lm.name} is an encoder–decoder (translation) model: its encoder, decoder and "
+                    "cross-attention maps are on the Translate page, with a source and a target text.")
+        return None
     cap = token_cap()
     limit = settings().max_text_chars
     if len(text) + len(pair or "") > limit:  # cut before tokenising: bounded time and memory for any input
@@ -464,7 +476,7 @@ def second_model_picker(current: str) -> str:
     """The model of a side-by-side comparison (``w_model_b``): the allowlist when there is one, else the
     embedded models."""
     allow = model_allowlist()
-    choices = list(allow) if allow is not None else list(EMBEDDED_CHOICES)
+    choices = self_attention_models(allow) if allow is not None else list(EMBEDDED_CHOICES)
     if current not in choices and "w_model_b" not in st.session_state and current:
         say("warning", f"The link's model_b={current!r} is not one of {', '.join(choices)}; comparing with "
                        f"{choices[-1]}.")

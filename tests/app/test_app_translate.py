@@ -96,3 +96,25 @@ def test_view_query_round_trip():
     assert bad.head is None and bad.method == "norm" and bad.setting == "AWO" and len(bad.problems) == 2
     cut = TranslateView.from_query({"src": "s" * 50}, max_text_chars=10)
     assert cut.src != "s" * 50 and cut.problems
+
+
+def test_public_mode_allows_toy_mt_on_translate_only(monkeypatch):
+    """NORMVIZ_PUBLIC=1 defaults the allowlist to the embedded models: Translate's own default (toy-mt) among
+    them, but the self-attention pages do not offer it."""
+    monkeypatch.setenv("NORMVIZ_PUBLIC", "1")
+    at = app(PAGE)
+    at.run()
+    no_exception(at)
+    assert not at.error and len(heatmaps(at)) == 2
+    explore = app("app.py")
+    explore.run()
+    no_exception(explore)
+    assert explore.selectbox(key="w_model_choice").options == ["minilm", "smollm2"]
+
+
+def test_explore_with_an_encoder_decoder_points_to_translate():
+    at = app("app.py", {"model": "toy-mt"})
+    at.run()
+    no_exception(at)
+    assert not at.error
+    assert any("Translate page" in t for t in texts(at.info))
