@@ -15,22 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from ..helpers.browser import (chromium, click_button, click_nav, choose_in_selectbox, find_browser, press_on_slider,
+from ..helpers.browser import (chromium, click_button, click_nav, choose_in_selectbox, press_on_slider, require_browser,
                                screenshots, streamlit_server, text_inputs, timed, titles, wait_for_app, wait_until)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(1500)]
 TEXT = "Dogs bark at the postman every single morning."
 
 
-def _require_browser():
-    pytest.importorskip("selenium", reason="selenium is not installed (pip install -r requirements-dev.txt)")
-    if find_browser() is None:
-        pytest.skip("no Chromium + chromedriver on this machine and none could be installed "
-                    "(scripts/setup.sh runs `apt-get install chromium chromium-driver` when it is root)")
-
 
 def test_explore_and_overview_render_in_chromium(tmp_path):
-    _require_browser()
+    require_browser()
     with streamlit_server(log_path=str(tmp_path / "streamlit.log")) as url, chromium() as driver:
         driver.get(url + "/?layer=2")
         state = wait_for_app(driver, min_charts=4)
@@ -94,7 +88,7 @@ def _measure(driver, url: str, log: str, rounds: int) -> dict:
 
 
 def test_redraw_latency_page_switching_and_screenshots(tmp_path):
-    _require_browser()
+    require_browser()
     out = Path(os.environ.get("NORMVIZ_SCREENSHOTS") or tmp_path)
     out.mkdir(parents=True, exist_ok=True)
     log = str(out / "streamlit.log")

@@ -3,15 +3,13 @@ from __future__ import annotations
 
 import pytest
 
-from ..helpers.browser import chromium, find_browser, streamlit_server, wait_for_app
+from ..helpers.browser import chromium, require_browser, streamlit_server, wait_for_app
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(420)]
 
 
 def test_translate_renders_in_chromium(tmp_path):
-    pytest.importorskip("selenium", reason="selenium is not installed (pip install -r requirements-dev.txt)")
-    if find_browser() is None:
-        pytest.skip("no Chromium + chromedriver on this machine")
+    require_browser()
     with streamlit_server(log_path=str(tmp_path / "streamlit.log")) as url, chromium() as driver:
         driver.get(url + "/Translate?src=the+cat+sees+a+dog&tgt=mao+vidas+un+inu&layer=1")
         state = wait_for_app(driver, min_charts=2)

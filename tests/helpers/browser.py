@@ -250,3 +250,13 @@ def screenshots(driver, url: str, out_dir: Path, query: str = "", pages=SHOT_PAG
                 driver.save_screenshot(str(f))
                 written.append(f)
     return written
+
+
+def require_browser() -> None:
+    """Skip the calling test, saying why, when selenium or a Chromium + chromedriver is missing."""
+    import pytest
+
+    pytest.importorskip("selenium", reason="selenium is not installed (pip install -r requirements-dev.txt)")
+    if find_browser() is None:
+        pytest.skip("no Chromium + chromedriver on this machine and none could be installed "
+                    "(scripts/setup.sh runs `apt-get install chromium chromium-driver` when it is root)")
