@@ -1,7 +1,7 @@
 """normviz: the app's entry point (`streamlit run app.py`). It names the pages and runs the chosen one.
 
-Every ``pages/<n>_<Name>.py`` is a page, in the order of ``n``; ``0_Explore.py`` is the default (the root URL),
-the others live at ``/<Name>``. Each page also runs on its own (``AppTest.from_file("pages/1_Overview.py")``).
+Every ``app_pages/<n>_<Name>.py`` is a page, in the order of ``n``; ``0_Explore.py`` is the default (the root URL),
+the others live at ``/<Name>``. Each page also runs on its own (``AppTest.from_file("app_pages/1_Overview.py")``).
 With ``NORMVIZ_TIMING=1`` each run's server time goes to stderr (``normviz-timing <page> <seconds>``), which
 the real-browser test reads to split a redraw into server and browser time.
 """
@@ -14,7 +14,7 @@ import streamlit as st
 
 from normviz.ui.pages import discover
 
-pages = discover(Path(__file__).parent / "pages")
+pages = discover(Path(__file__).parent / "app_pages")
 nav = st.navigation([st.Page(str(p.path), title=p.title, icon=p.icon, url_path=p.url_path, default=p.default)
                      for p in pages])
 t0 = time.perf_counter()

@@ -1,4 +1,4 @@
-"""The app's pages: every ``pages/<n>_<Name>.py``, ordered by ``n``; the first is the default (root URL).
+"""The app's pages: every ``app_pages/<n>_<Name>.py``, ordered by ``n``; the first is the default (root URL).
 
 Pure Python (no Streamlit import): ``app.py`` turns these into ``st.Page`` objects, so a new page file needs
 no edit anywhere else.

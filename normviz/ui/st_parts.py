@@ -437,7 +437,7 @@ def map_picker(current: tuple[str, ...], available: list[str], default: list[str
 
 def learn_link(key: str, label: str = "Learn more") -> None:
     """A link to the map's tab on the Learn page (the view travels in session state; ``lesson`` picks the tab)."""
-    link_to_page("pages/2_Learn.py", f"{label} ↗", {"lesson": key})
+    link_to_page("app_pages/2_Learn.py", f"{label} ↗", {"lesson": key})
 
 
 def link_to_page(path: str, label: str, changes: dict) -> None:

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from ..helpers.browser import (chromium, click_button, click_nav, choose_in_selectbox, press_on_slider, require_browser,
-                               screenshots, streamlit_server, text_inputs, timed, titles, wait_for_app, wait_until)
+from ..helpers.browser import (SHOT_PAGES, chromium, click_button, click_nav, choose_in_selectbox, press_on_slider,
+                               require_browser, screenshots, streamlit_server, text_inputs, timed, titles, wait_for_app,
+                               wait_until)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(1500)]
 TEXT = "Dogs bark at the postman every single morning."
@@ -119,7 +120,7 @@ def test_redraw_latency_page_switching_and_screenshots(tmp_path):
             assert not driver.execute_script("return document.querySelectorAll('[data-testid=\"stException\"]').length")
 
         shots = screenshots(driver, url, out / "screenshots", query="text=" + TEXT.replace(" ", "+"))
-    assert len(shots) == 2 * 3 * 4 and all(f.stat().st_size > 10_000 for f in shots)
+    assert len(shots) == 2 * 3 * len(SHOT_PAGES) and all(f.stat().st_size > 10_000 for f in shots)
     # against the floor measured in the same run (a bare page redrawing four heatmaps), so a loaded machine
     # does not fail it: on a quiet one the floor is ~0.1 s
     bound = float(os.environ.get("NORMVIZ_REDRAW_BOUND_X", "10")) * floor
@@ -138,3 +139,18 @@ def streamlit_floor(driver, url: str, rounds: int) -> float:
                            f"t.textContent.endsWith('layer {r + 1}')).length === 4;")
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def test_a_deep_link_to_a_fresh_server_names_the_pages():
+    """A shared link's first request on a fresh server runs app.py's st.navigation (no Streamlit `pages/`
+    folder to auto-discover: that showed an 'app' entry and ran the page without the router)."""
+    require_browser()
+    with streamlit_server() as url, chromium(1280, 800) as driver:
+        driver.get(url + "/Overview")
+        wait_for_app(driver, min_charts=0)
+        wait_until(driver, "return document.querySelectorAll('[data-testid=\"stSidebarNav\"] a').length >= 5;")
+        items = driver.execute_script("return Array.from(document.querySelectorAll("
+                                      "'[data-testid=\"stSidebarNav\"] a span[data-testid=\"stSidebarNavLink\"], "
+                                      "[data-testid=\"stSidebarNav\"] a')).map(a => a.innerText.trim())")
+    names = [t.split("\n")[-1] for t in items]
+    assert "app" not in names and {"Explore", "Overview", "Learn", "Corpus", "Translate"} <= set(names), items

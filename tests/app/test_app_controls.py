@@ -147,7 +147,7 @@ def test_new_view_fields_round_trip_and_bad_values_are_noted():
 
 
 def test_overview_zooms_into_a_head_and_links_it_to_explore():
-    at = app("pages/1_Overview.py", query={"text": "Hello there."})
+    at = app("app_pages/1_Overview.py", query={"text": "Hello there."})
     at.run()
     no_exception(at)
     at.number_input(key="w_ov_layer").set_value(3).run()
@@ -164,18 +164,18 @@ def test_overview_zooms_into_a_head_and_links_it_to_explore():
 def test_overview_head_link_through_navigation_opens_explore_there():
     at = app("app.py", query={"text": "Hello there."})
     at.run()
-    at.switch_page("pages/1_Overview.py")
+    at.switch_page("app_pages/1_Overview.py")
     at.run()
     at.number_input(key="w_ov_layer").set_value(2).run()
     at.number_input(key="w_ov_head").set_value(4).run()
-    at.switch_page("pages/0_Explore.py")
+    at.switch_page("app_pages/0_Explore.py")
     at.run()
     no_exception(at)
     assert at.slider(key="w_layer").value == 2 and at.selectbox(key="w_head").value == 4
 
 
 def test_learn_has_a_tab_per_key_symbols_and_the_walk_through():
-    at = app("pages/2_Learn.py", query={"text": "The cat sat on the mat.", "lesson": "flow"})
+    at = app("app_pages/2_Learn.py", query={"text": "The cat sat on the mat.", "lesson": "flow"})
     at.run()
     no_exception(at)
     keys = normviz.all_keys("post", include_opt_in=True)

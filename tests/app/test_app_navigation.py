@@ -8,7 +8,7 @@ from ..helpers.app import ROOT, app, no_exception, texts
 
 
 def test_pages_are_discovered_in_order_with_explore_first():
-    pages = discover(ROOT / "pages")
+    pages = discover(ROOT / "app_pages")
     assert [p.title for p in pages][:4] == ["Explore", "Overview", "Learn", "Corpus"]
     assert pages[0].default and pages[0].url_path == ""
     assert [p.url_path for p in pages[1:4]] == ["Overview", "Learn", "Corpus"]
@@ -24,8 +24,8 @@ def test_switching_pages_keeps_text_model_layer_and_head():
     no_exception(at)
     want = {"text": "Dogs bark at night.", "layer": "3", "head": "5"}
     assert {k: at.query_params[k] for k in want} == want
-    for page in ("pages/1_Overview.py", "pages/2_Learn.py", "pages/0_Explore.py", "pages/1_Overview.py",
-                 "pages/0_Explore.py"):
+    for page in ("app_pages/1_Overview.py", "app_pages/2_Learn.py", "app_pages/0_Explore.py", "app_pages/1_Overview.py",
+                 "app_pages/0_Explore.py"):
         at.switch_page(page)
         at.run()
         no_exception(at)
@@ -40,10 +40,10 @@ def test_switching_pages_keeps_text_model_layer_and_head():
 def test_text_typed_on_overview_reaches_explore():
     at = app("app.py")
     at.run()
-    at.switch_page("pages/1_Overview.py")
+    at.switch_page("app_pages/1_Overview.py")
     at.run()
     at.text_input(key="w_text").set_value("Birds sing.").run()
-    at.switch_page("pages/0_Explore.py")
+    at.switch_page("app_pages/0_Explore.py")
     at.run()
     no_exception(at)
     assert at.text_input(key="w_text").value == "Birds sing."
@@ -55,7 +55,7 @@ def test_a_page_link_query_applies_on_the_next_page():
     at = app("app.py", query={"text": "Dogs bark."})
     at.run()
     at.query_params["lesson"] = "flow"
-    at.switch_page("pages/2_Learn.py")
+    at.switch_page("app_pages/2_Learn.py")
     at.run()
     no_exception(at)
     assert at.query_params["lesson"] == "flow" and at.query_params["text"] == "Dogs bark."

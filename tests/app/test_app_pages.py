@@ -15,7 +15,7 @@ def grids(at):
 
 
 def test_overview_default_shows_two_grids_and_the_head_summary():
-    at = app("pages/1_Overview.py")
+    at = app("app_pages/1_Overview.py")
     at.run()
     no_exception(at)
     hms = grids(at)
@@ -34,7 +34,7 @@ def test_overview_default_shows_two_grids_and_the_head_summary():
 
 
 def test_overview_map_choice_changes_the_grid():
-    at = app("pages/1_Overview.py")
+    at = app("app_pages/1_Overview.py")
     at.run()
     first = z(grids(at)[0])
     at.selectbox(key="w_ov_map").set_value("attn_res_ln").run()
@@ -49,7 +49,7 @@ def test_overview_map_choice_changes_the_grid():
 
 
 def test_overview_restores_from_the_url():
-    at = app("pages/1_Overview.py", query={"text": "Hello there.", "overview_map": "norm_layer",
+    at = app("app_pages/1_Overview.py", query={"text": "Hello there.", "overview_map": "norm_layer",
                                             "overview_compare": "ff"})
     at.run()
     no_exception(at)
@@ -57,14 +57,14 @@ def test_overview_restores_from_the_url():
 
 
 def test_overview_empty_text_says_so():
-    at = app("pages/1_Overview.py", query={"text": " "})
+    at = app("app_pages/1_Overview.py", query={"text": " "})
     at.run()
     no_exception(at)
     assert any("text is empty" in e for e in texts(at.error))
 
 
 def test_learn_numbers_are_computed_from_the_model():
-    at = app("pages/2_Learn.py")
+    at = app("app_pages/2_Learn.py")
     at.run()
     no_exception(at)
     keys = normviz.all_keys("post", include_opt_in=True)  # every key the engine offers a post-LN model
@@ -83,7 +83,7 @@ def test_learn_numbers_are_computed_from_the_model():
 
 
 def test_overview_on_a_decoder_uses_the_first_token_as_the_sink():
-    at = app("pages/1_Overview.py", query={"model": "smollm2", "text": "The cat sat on the mat."})
+    at = app("app_pages/1_Overview.py", query={"model": "smollm2", "text": "The cat sat on the mat."})
     at.run()
     no_exception(at)
     assert z(grids(at)[0]).shape[0] == 30 * (7 + 1) - 1  # 30 layers of 7 tokens

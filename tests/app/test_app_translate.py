@@ -7,7 +7,7 @@ from normviz.ui.translate import TranslateView
 
 from ..helpers.app import app, figures, heatmaps, no_exception, texts, title, z
 
-PAGE = "pages/4_Translate.py"
+PAGE = "app_pages/4_Translate.py"
 DATA = Path(__file__).resolve().parents[2] / "assets" / "toy_mt" / "data"
 
 

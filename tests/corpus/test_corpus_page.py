@@ -1,4 +1,4 @@
-"""pages/3_Corpus.py driven headlessly with Streamlit's AppTest: sample run, upload path errors, plots, downloads."""
+"""app_pages/3_Corpus.py driven headlessly with Streamlit's AppTest: sample run, upload path errors, plots, downloads."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "3_Corpus.py")
+PAGE = str(Path(__file__).resolve().parents[2] / "app_pages" / "3_Corpus.py")
 
 
 @pytest.fixture()

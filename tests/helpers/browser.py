@@ -129,7 +129,8 @@ def page_height(driver) -> int:
 
 SIZES = [(1280, 800), (1920, 1080)]
 MODES = ["light", "dark", "present"]
-SHOT_PAGES = [("explore", "/"), ("overview", "/Overview"), ("learn", "/Learn"), ("corpus", "/Corpus")]
+SHOT_PAGES = [("explore", "/"), ("overview", "/Overview"), ("learn", "/Learn"), ("corpus", "/Corpus"),
+              ("translate", "/Translate")]
 _IDLE = """return document.querySelectorAll('[data-testid="stStatusWidget"]').length === 0 &&
                   document.querySelectorAll('[data-testid="stSkeleton"]').length === 0;"""
 _TITLES = """return Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"] .gtitle'))

@@ -9,7 +9,7 @@ from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = ["app.py", "pages/1_Overview.py", "pages/2_Learn.py", "pages/3_Corpus.py"]
+PAGES = ["app.py", "app_pages/1_Overview.py", "app_pages/2_Learn.py", "app_pages/3_Corpus.py"]
 TIMEOUT = 240
 MARKER = "evil.example"
 PAYLOADS = [

@@ -88,11 +88,11 @@ def test_duplicate_map_names_are_dropped_with_a_note(page):
 
 
 def test_same_map_for_map_and_compare_on_overview():
-    at = app("pages/1_Overview.py")
+    at = app("app_pages/1_Overview.py")
     at.run()
     at.selectbox(key="w_ov_compare").set_value(at.selectbox(key="w_ov_map").value).run()
     assert not tracebacks(at)
-    at2 = app("pages/1_Overview.py", {"overview_map": "norm", "overview_compare": "norm"})
+    at2 = app("app_pages/1_Overview.py", {"overview_map": "norm", "overview_compare": "norm"})
     _check(at2)
 
 
@@ -108,7 +108,7 @@ BAD_SETTINGS = [
     ("NORMVIZ_MAX_UPLOAD_MB", "lots", "NORMVIZ_MAX_UPLOAD_MB"),
     ("NORMVIZ_PUBLIC", "maybe", "NORMVIZ_PUBLIC"),
 ]
-CASES = [(p, *b) for p in PAGES for b in BAD_SETTINGS[:2]] + [("pages/3_Corpus.py", *b) for b in BAD_SETTINGS[2:4]] + [
+CASES = [(p, *b) for p in PAGES for b in BAD_SETTINGS[:2]] + [("app_pages/3_Corpus.py", *b) for b in BAD_SETTINGS[2:4]] + [
     ("app.py", *b) for b in BAD_SETTINGS[4:]]
 
 

@@ -158,7 +158,7 @@ def zoom_head(view, lm, a, shown, labels, fs, where) -> None:
         fig = viz.heatmap(m, labels, title=title, font_size=fs, colorbar_title=data.unit(k, "raw"),
                           causal=lm.is_causal, boundary=data.pair_boundary(a), present=view.present)
         ui.chart(fig, key="zoom_head", filename=f"normviz_L{view.layer}_H{head}_{k}")
-        ui.link_to_page("pages/0_Explore.py", f"Open layer {view.layer}, head {head} in Explore", {})
+        ui.link_to_page("app_pages/0_Explore.py", f"Open layer {view.layer}, head {head} in Explore", {})
 
 
 ui.run_page(page)
