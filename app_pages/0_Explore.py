@@ -14,10 +14,7 @@ NONE = "(none)"
 
 
 def page() -> None:
-    view = ui.load_view()
-    view = ui.sidebar(view)
-    ui.apply_style(view)
-    fs = ui.font_size(view)
+    view, fs = ui.start_page()
 
     def use_example():
         choice = st.session_state.get("w_example")

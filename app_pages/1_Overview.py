@@ -8,11 +8,10 @@ from normviz.ui import data
 from normviz.ui import st_parts as ui
 
 ui.page_config("Overview", "🧭")
+
+
 def page() -> None:
-    view = ui.load_view()
-    view = ui.sidebar(view)
-    ui.apply_style(view)
-    fs = ui.font_size(view)
+    view, fs = ui.start_page()
 
     st.subheader("Overview: every layer and head at once")
     ui.seed("w_text", view.text)

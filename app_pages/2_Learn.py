@@ -15,10 +15,7 @@ ui.page_config("Learn", "🎓")
 
 
 def page() -> None:
-    view = ui.load_view()
-    view = ui.sidebar(view)
-    ui.apply_style(view)
-    fs = ui.font_size(view)
+    view, fs = ui.start_page()
 
     st.header("Learn: what each map measures")
     st.markdown(

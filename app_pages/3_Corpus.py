@@ -23,11 +23,8 @@ ui.page_config("Corpus", "📚")
 
 
 def page() -> None:
-    view = ui.load_view()
-    view = ui.sidebar(view)  # the model is chosen in the sidebar, as on the other pages
-    ui.apply_style(view)
+    view, fs = ui.start_page()  # the model is chosen in the sidebar, as on the other pages
     ui.save_view(view)
-    fs = ui.font_size(view)
     st.header("Corpus statistics")
     st.caption("Do the papers' findings hold for this model and this text? Kobayashi et al. 2020 (weights vs norms, "
                "‖f(x)‖), 2021 (mixing ratios with residual and LayerNorm), 2024 (the feed-forward block).")

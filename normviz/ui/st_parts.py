@@ -163,6 +163,14 @@ def font_size(view: ViewState) -> int:
     return 18 if view.present else 12
 
 
+def start_page() -> tuple[ViewState, int]:
+    """What every page does first: the shared view (URL / session), the sidebar, the style of its mode;
+    returns the view and the font size of its figures."""
+    view = sidebar(load_view())
+    apply_style(view)
+    return view, font_size(view)
+
+
 def apply_style(view: ViewState) -> None:
     st.html("""<style>
         [data-testid="stMainBlockContainer"] { padding: 4rem 1.5rem 2rem 1.5rem; max-width: none; }
