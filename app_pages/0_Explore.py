@@ -6,6 +6,7 @@ import streamlit as st
 from normviz import viz
 from normviz.ui import data, learn
 from normviz.ui import st_parts as ui
+from normviz.ui.frames import frame_name as frames_name
 from normviz.ui.state import COMPARE_MODES, DEFAULT_MAPS, load_examples
 
 ui.page_config("Explore", "🔎")
@@ -193,6 +194,8 @@ def page() -> None:
     ranges = data.color_range(panels, view.shared_scale)
     stem = data.view_npz_name(lm.name, view.layer, view.head)
     figures, captions = [], []
+    strips: dict[str, list[int]] = {}  # fx strips drawn: key → shown positions
+    frame = frames_name(view.layer, view.head)
     width = ui.panel_width(2, view.present)  # two per row at any width (one panel: the left half)
 
     def draw(p, rng, sess, model, tag: str, bound, layer: int, head):
@@ -207,6 +210,8 @@ def page() -> None:
                               present=view.present, width=width)
             if view.focus is not None and view.focus in p.index:
                 ui.outline_token(fig, p.index.index(view.focus), len(p.index))
+            if tag == "":
+                fig.layout.meta = {**(fig.layout.meta or {}), "frame": frame}  # what instant switching reads
         ui.chart(fig, key=f"panel_{tag}{p.key}", filename=f"{stem}_{p.key}")
         figures.append(fig)
         captions.append(learn.caption(p.key))
@@ -218,6 +223,9 @@ def page() -> None:
             vals, what = data.fx_strip(norms, head, p.index)
             strip = viz.fx_strip(vals, p.row_labels, positions=p.index, title=what, font_size=fs, present=view.present,
                                  width=width)
+            if tag == "":
+                strip.layout.meta = {**(strip.layout.meta or {}), "frame": frame}
+                strips[p.key] = list(p.index)
             ui.chart(strip, key=f"fx_{tag}{p.key}", filename=f"{stem}_fx")
             figures.append(strip)
             captions.append("‖f(x_j)‖: the length of each token's transformed vector (vector units).")
@@ -247,6 +255,11 @@ def page() -> None:
 
     for n in notes:  # under the panels, so that they start high on the screen
         st.caption(n)
+    # layer/head changes drawn in the browser at once (the rerun then redraws the same from the server); not
+    # when a chart that depends on the layer has no frames (lines, comparison, difference, focus bars)
+    layer_bound = second is not None or view.draw != "heatmap" or bool(view.diff) or view.focus is not None
+    fx_panels = {k: keep for k, keep in strips.items()} if view.fx else {}
+    ui.instant_switch(None if layer_bound else ui.instant_frames(a, view, keys, lm, session, fx_panels))
 
     # --- beside the maps: difference, player, focus bars ------------------------------------------------------
     def beside(fig, tag: str, heading: str, explanation: str) -> None:

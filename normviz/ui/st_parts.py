@@ -607,3 +607,96 @@ def panel_width(per_row: int, present: bool) -> int | None:
         return 820 if present else None
     gap = 24
     return max(260, int((w - gap * (per_row - 1)) / per_row) - 8)
+
+
+# --- instant layer/head switching ---------------------------------------------------------------------------
+
+_INSTANT_JS = """
+export default function(component) {
+  const S = (window.__normvizInstant = window.__normvizInstant || {});
+  S.data = component.data || {};
+  if (!S.installed) {
+    S.installed = true;
+    const current = () => {  // the layer slider's and the head box's values as a frame name, or null
+      const slider = document.querySelector('.st-key-w_layer input[type="range"]');
+      const box = document.querySelector('.st-key-w_head input');
+      if (!slider || !box || box.getAttribute('aria-expanded') === 'true') return null;
+      const layer = parseInt(slider.value, 10);
+      const m = /^head (\\d+)$/.exec(box.value.trim());
+      const head = m ? parseInt(m[1], 10) : (box.value.trim() === 'all heads' ? -1 : null);
+      return Number.isNaN(layer) || head === null ? null : layer + ':' + head;
+    };
+    S.check = () => {
+      const d = S.data, P = window.Plotly, name = current();
+      if (!d.enabled || !P || !name) return;
+      const todo = [];
+      for (const [chart, frames] of Object.entries(d.frames || {})) {
+        const gd = document.querySelector('.st-key-' + chart + ' .js-plotly-plot');
+        const f = frames[name];
+        if (!gd || !gd.data || !gd.layout || !f) return;  // a chart without this frame: the server draws it
+        const meta = gd.layout.meta || (gd.layout.meta = {});
+        if (meta.frame !== name) todo.push([gd, meta, f]);  // meta.frame: what the chart shows now
+      }
+      for (const [gd, meta, f] of todo) {
+        meta.frame = name;
+        P.update(gd, f.restyle, {'title.text': '<b>' + f.title + '</b>'}, [0]);  // bold, as Streamlit's theme
+      }
+    };
+    let queued = false;
+    new MutationObserver(() => {
+      if (queued) return;
+      queued = true;
+      requestAnimationFrame(() => { queued = false; S.check(); });
+    }).observe(document.body, {subtree: true, childList: true, characterData: true, attributes: true,
+                                attributeFilter: ['value', 'aria-valuetext', 'aria-expanded']});
+  }
+  S.check();
+  return () => { S.data = {}; };  // unmounted (another page): nothing to switch
+}
+"""
+_instant_component = None
+
+
+def instant_switch(frames: dict[str, dict[str, dict]] | None) -> None:
+    """Let the browser redraw the panels for a new layer or head as soon as the control moves, from
+    ``frames`` ({chart key: {frame name: frame}}, :mod:`normviz.ui.frames`); the rerun that follows draws
+    the same view from the server. ``None``: every change waits for the server (lines view, comparisons,
+    panels that depend on the layer but have no frames, or a view too large for the frame budget)."""
+    global _instant_component
+    st.session_state["_normviz_instant"] = frames  # what the browser was given (read by the tests)
+    try:
+        if _instant_component is None:
+            import streamlit.components.v2 as components
+
+            _instant_component = components.component("normviz_instant", js=_INSTANT_JS, isolate_styles=False)
+        _instant_component(key="nv_instant", data={"enabled": bool(frames), "frames": frames or {}})
+    except Exception as exc:  # no components v2 (older Streamlit): the server draws every change
+        print(f"normviz: instant switching off ({type(exc).__name__}: {exc})", file=sys.stderr)
+
+
+def instant_frames(analysis, view: ViewState, keys: list[str], lm, session=None,
+                   fx_panels: dict[str, list[int]] | None = None) -> dict[str, dict[str, dict]] | None:
+    """The frames of Explore's panels (``panel_<key>`` charts, and ``fx_<key>`` strips: ``fx_panels`` maps
+    a key to its shown positions) for :func:`instant_switch`, kept for the session while the text, maps and
+    drawing options stay the same; None when none fit the budget."""
+    from . import data, frames
+
+    heads = [h for h in [None] + list(range(lm.n_heads))
+             if data.dedupe_all_heads([k for k in view.maps if k in analysis], h)[0] == keys]
+    n_shown = len(data.shown_matrix(analysis.map(keys[0], 0, view.head), analysis.special, view.hide_special,
+                                    view.values)[1]) if keys else 0
+    wanted = frames.plan(n_shown, len(keys), lm.n_layers, heads, view.layer, view.head)
+    if not wanted:
+        return None
+    ident = (lm.name, view.text, view.pair, tuple(keys), view.hide_special, view.values, view.shared_scale,
+             view.threshold, tuple(wanted), tuple(sorted(fx_panels or {})))
+    kept = st.session_state.get("_normviz_frames")
+    if kept is not None and kept[0] == ident:
+        return kept[1]
+    got = frames.panel_frames(analysis, keys, wanted, hide_special=view.hide_special, values=view.values,
+                              shared_scale=view.shared_scale, threshold=view.threshold, causal=lm.is_causal)
+    out = {f"panel_{k}": v for k, v in got.items()}
+    for k, keep in (fx_panels or {}).items():
+        out[f"fx_{k}"] = frames.fx_frames(lambda layer: normviz.transformed_norms(session, layer), keep, wanted)
+    st.session_state["_normviz_frames"] = (ident, out)
+    return out
