@@ -10,6 +10,9 @@ import sys
 import time
 from pathlib import Path
 
+# pandas imported whole before a page draws: two first runs at once once met a half-imported pandas inside
+# plotly's validators ('partially initialized module pandas has no attribute Series')
+import pandas  # noqa: F401
 import streamlit as st
 
 from normviz.ui.pages import discover
