@@ -16,7 +16,7 @@ import normviz
 from normviz.errors import NormvizError, TruncationWarning
 
 from .safe import shorten
-from .settings import settings
+from .settings import EMBEDDED_SEQ2SEQ, settings
 from .state import token_cap
 
 DEFAULT_MODEL = "toy-mt"
@@ -76,6 +76,8 @@ def _decode(name: str, raw: str):
     if name == "model":
         if not raw.strip():
             raise ValueError("the model name is empty")
+        if _self_attention_only(raw.strip()):  # e.g. the other pages' model, carried in a shared link
+            raise ValueError("this embedded model has no decoder to translate with (it is for the other pages)")
         return raw.strip()
     if name in ("layer", "head"):
         if raw.strip().lower() in (("all", "") if name == "head" else ("last", "")):
@@ -175,3 +177,9 @@ def cross_maps(session):
     if refused:
         return None, "; ".join(refused)
     return a, None
+
+
+def _self_attention_only(name: str) -> bool:
+    """An embedded model that is not an encoder–decoder (minilm, smollm2)."""
+    key = name.lower()
+    return key in normviz.EMBEDDED and key not in EMBEDDED_SEQ2SEQ

@@ -118,3 +118,15 @@ def test_explore_with_an_encoder_decoder_points_to_translate():
     no_exception(at)
     assert not at.error
     assert any("Translate page" in t for t in texts(at.info))
+
+
+def test_a_link_carrying_another_pages_model_falls_back_to_toy_mt():
+    """Explore's model (minilm, smollm2) travels in a shared link; Translate keeps toy-mt and says why."""
+    at = app(PAGE, {"model": "smollm2", "src": "the cat sleeps"})
+    at.run()
+    no_exception(at)
+    assert not at.error
+    assert at.text_input(key="tr_model").value == "toy-mt" and len(heatmaps(at)) == 2
+    assert any("model='smollm2'" in t and "no decoder" in t for t in texts(at.warning))
+    assert TranslateView.from_query({"model": "MiniLM"}).model == "toy-mt"
+    assert TranslateView.from_query({"model": "Helsinki-NLP/opus-mt-en-de"}).model == "Helsinki-NLP/opus-mt-en-de"
