@@ -137,11 +137,12 @@ _TITLES = """return Array.from(document.querySelectorAll('[data-testid="stPlotly
                   .map(t => t.textContent);"""
 
 
-def wait_until(driver, script: str, timeout: float = 120, poll: float = 0.03) -> float:
-    """Seconds until ``script`` (JS returning a boolean) is true and the app is idle; raises on timeout."""
+def wait_until(driver, script: str, timeout: float = 120, poll: float = 0.03, idle: bool = True) -> float:
+    """Seconds until ``script`` (JS returning a boolean) is true (and, with ``idle``, the app is idle);
+    raises on timeout."""
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < timeout:
-        if driver.execute_script(script) and driver.execute_script(_IDLE):
+        if driver.execute_script(script) and (not idle or driver.execute_script(_IDLE)):
             return time.perf_counter() - t0
         time.sleep(poll)
     raise TimeoutError(f"not true within {timeout} s: {script[:200]}")
@@ -163,41 +164,92 @@ def server_times(log_path: str) -> list[float]:
     return out
 
 
-def timed(driver, log_path: str, action, done: str, timeout: float = 120) -> tuple[float, float]:
-    """(browser seconds from ``action()`` until ``done`` holds and the app is idle, server seconds of the runs
-    it caused). The browser time includes the server's."""
+_WATCH = """
+const w = window.__nvWatch = {cond: new Function(arguments[0]), t0: null, shown: null};
+if (!window.__nvInputs) {
+  window.__nvInputs = true;  // the time of the visitor's last key press or click
+  for (const type of ['keydown', 'mousedown']) {
+    document.addEventListener(type, e => { if (window.__nvWatch) window.__nvWatch.t0 = e.timeStamp; }, true);
+  }
+}
+const look = () => {
+  if (w.shown !== null || w.t0 === null) return;
+  let ok = false;
+  try { ok = !!w.cond(); } catch (e) { ok = false; }
+  if (ok) { w.shown = -1; requestAnimationFrame(ts => { w.shown = ts; }); }  // the frame that paints it
+};
+if (window.__nvObserver) window.__nvObserver.disconnect();
+window.__nvObserver = new MutationObserver(look);
+window.__nvObserver.observe(document.body, {subtree: true, childList: true, characterData: true, attributes: true});
+"""
+
+
+def timed(driver, log_path: str, action, done: str, timeout: float = 120, prepare=None,
+          on_shown=None) -> tuple[float, float, float]:
+    """Seconds from the visitor's last key press or click of ``action()`` until ``done`` (JS returning a
+    boolean) holds in the painted frame, timed inside the page (a busy page delays Selenium's polls, not
+    these clocks); seconds until it holds and the app is idle (every rerun drawn, polled from here); and
+    the server seconds of those runs. ``prepare()`` runs before (opening a box, typing into it);
+    ``on_shown()`` as soon as ``done`` holds."""
     before = len(server_times(log_path))
+    if prepare is not None:
+        prepare()
+    driver.execute_script(_WATCH, done)
     t0 = time.perf_counter()
     action()
+    wait_until(driver, "return window.__nvWatch.shown !== null", timeout, poll=0.01, idle=False)
+    if on_shown is not None:
+        on_shown()
+    wait_until(driver, "return window.__nvWatch.shown > 0", timeout, poll=0.01, idle=False)
     wait_until(driver, done, timeout)
-    total = time.perf_counter() - t0
+    settled = time.perf_counter() - t0
+    shown = driver.execute_script("return (window.__nvWatch.shown - window.__nvWatch.t0) / 1000;")
     time.sleep(0.3)  # the timing line is written when the run ends
     runs = server_times(log_path)[before:]
-    return total, sum(runs)
+    return float(shown), settled, sum(runs)
 
 
 def press_on_slider(driver, index: int, key: str) -> None:
-    from selenium.webdriver.common.by import By
+    focus_slider(driver, index)
+    press_key(driver, key)
 
-    from selenium.webdriver.common.action_chains import ActionChains
+
+def focus_slider(driver, index: int) -> None:
+    """Give the keyboard focus to the ``index``-th slider of the main area."""
+    from selenium.webdriver.common.by import By
 
     thumbs = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stMain"] [data-testid="stSlider"] input[type="range"]')
     driver.execute_script("arguments[0].focus();", thumbs[index])
+
+
+def press_key(driver, key: str) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+
     ActionChains(driver).send_keys(key).perform()
 
 
 def choose_in_selectbox(driver, label: str, option: str) -> None:
+    open_selectbox(driver, label, option).send_keys(_keys().ENTER)
+
+
+def open_selectbox(driver, label: str, option: str):
+    """Open the selectbox labelled ``label`` and type ``option`` into it (not yet chosen: Enter chooses);
+    returns its input."""
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.common.keys import Keys
 
     for box in driver.find_elements(By.CSS_SELECTOR, '[data-testid="stSelectbox"]'):
         if box.text.startswith(label):
             field = box.find_element(By.CSS_SELECTOR, "input")
             field.click()
             field.send_keys(option)
-            field.send_keys(Keys.ENTER)
-            return
+            return field
     raise LookupError(f"no selectbox labelled {label!r}")
+
+
+def _keys():
+    from selenium.webdriver.common.keys import Keys
+
+    return Keys
 
 
 def click_button(driver, text: str, where: str = '[data-testid="stSidebar"]') -> None:
