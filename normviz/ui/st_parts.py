@@ -7,6 +7,7 @@ refused key arrives in ``Analysis.refused`` and is shown in its panel's place) â
 """
 from __future__ import annotations
 
+import json
 import sys
 import time
 import traceback
@@ -614,7 +615,12 @@ def panel_width(per_row: int, present: bool) -> int | None:
 _INSTANT_JS = """
 export default function(component) {
   const S = (window.__normvizInstant = window.__normvizInstant || {});
-  S.data = component.data || {};
+  const data = component.data || {};
+  if (data.frames_json !== S.raw) {  // parsed once per new set of frames, not per rerun
+    S.raw = data.frames_json;
+    S.frames = data.frames_json ? JSON.parse(data.frames_json) : {};
+  }
+  S.data = data;
   if (!S.installed) {
     S.installed = true;
     const current = () => {  // the layer slider's and the head box's values as a frame name, or null
@@ -630,7 +636,7 @@ export default function(component) {
       const d = S.data, P = window.Plotly, name = current();
       if (!d.enabled || !P || !name) return;
       const todo = [];
-      for (const [chart, frames] of Object.entries(d.frames || {})) {
+      for (const [chart, frames] of Object.entries(S.frames || {})) {
         const gd = document.querySelector('.st-key-' + chart + ' .js-plotly-plot');
         const f = frames[name];
         if (!gd || !gd.data || !gd.layout || !f) return;  // a chart without this frame: the server draws it
@@ -651,15 +657,15 @@ export default function(component) {
                                 attributeFilter: ['value', 'aria-valuetext', 'aria-expanded']});
   }
   S.check();
-  return () => { S.data = {}; };  // unmounted (another page): nothing to switch
+  return () => { S.data = {}; S.frames = {}; S.raw = undefined; };  // unmounted (another page)
 }
 """
 _instant_component = None
 
 
-def instant_switch(frames: dict[str, dict[str, dict]] | None) -> None:
+def instant_switch(frames: str | None) -> None:
     """Let the browser redraw the panels for a new layer or head as soon as the control moves, from
-    ``frames`` ({chart key: {frame name: frame}}, :mod:`normviz.ui.frames`); the rerun that follows draws
+    ``frames`` (JSON of {chart key: {frame name: frame}}, :mod:`normviz.ui.frames`); the rerun that follows draws
     the same view from the server. ``None``: every change waits for the server (lines view, comparisons,
     panels that depend on the layer but have no frames, or a view too large for the frame budget)."""
     global _instant_component
@@ -669,16 +675,16 @@ def instant_switch(frames: dict[str, dict[str, dict]] | None) -> None:
             import streamlit.components.v2 as components
 
             _instant_component = components.component("normviz_instant", js=_INSTANT_JS, isolate_styles=False)
-        _instant_component(key="nv_instant", data={"enabled": bool(frames), "frames": frames or {}})
+        _instant_component(key="nv_instant", data={"enabled": bool(frames), "frames_json": frames or ""})
     except Exception as exc:  # no components v2 (older Streamlit): the server draws every change
         print(f"normviz: instant switching off ({type(exc).__name__}: {exc})", file=sys.stderr)
 
 
 def instant_frames(analysis, view: ViewState, keys: list[str], lm, session=None,
-                   fx_panels: dict[str, list[int]] | None = None) -> dict[str, dict[str, dict]] | None:
+                   fx_panels: dict[str, list[int]] | None = None) -> str | None:
     """The frames of Explore's panels (``panel_<key>`` charts, and ``fx_<key>`` strips: ``fx_panels`` maps
     a key to its shown positions) for :func:`instant_switch`, kept for the session while the text, maps and
-    drawing options stay the same; None when none fit the budget."""
+    drawing options stay the same, as JSON; None when none fit the budget."""
     from . import data, frames
 
     heads = [h for h in [None] + list(range(lm.n_heads))
@@ -698,5 +704,9 @@ def instant_frames(analysis, view: ViewState, keys: list[str], lm, session=None,
     out = {f"panel_{k}": v for k, v in got.items()}
     for k, keep in (fx_panels or {}).items():
         out[f"fx_{k}"] = frames.fx_frames(lambda layer: normviz.transformed_norms(session, layer), keep, wanted)
-    st.session_state["_normviz_frames"] = (ident, out)
-    return out
+    try:  # kept as one JSON string: a fraction of the lists' memory, and parsed in the browser once
+        text = json.dumps(out, separators=(",", ":"), allow_nan=False)
+    except ValueError:  # a range that is not a number (an empty panel): the server draws every change
+        text = None
+    st.session_state["_normviz_frames"] = (ident, text)
+    return text

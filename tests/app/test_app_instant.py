@@ -4,6 +4,8 @@ shown equals the figure drawn, the frames cover the next layer and head change, 
 charts depend on the layer get none."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from normviz.ui.frames import frame_name
@@ -12,7 +14,8 @@ from ..helpers.app import heatmaps, no_exception, title, z
 
 
 def sent(at) -> dict | None:
-    return at.session_state["_normviz_instant"]
+    text = at.session_state["_normviz_instant"]
+    return None if text is None else json.loads(text)
 
 
 def panels(at) -> list[dict]:
