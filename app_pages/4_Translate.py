@@ -43,6 +43,7 @@ def save_view(view: TranslateView) -> None:
 
 def page() -> None:
     view = load_view()
+    ui.apply_style()
     fs = 12
     st.header("Translate: cross-attention and word alignment")
     st.caption("Kobayashi et al. 2020 §5: the norms ‖α f(e)‖ of the source–target attention align words better "
@@ -131,12 +132,13 @@ def page() -> None:
     titles = {"weight": "Cross-attention weights α" + (" (mean over heads)" if view.head is None else ""),
               "norm": "Norms ‖α f(e)‖" + (" (heads summed as vectors)" if view.head is None else "")}
     shown = {}
-    for col, method in zip(st.columns(2), ("weight", "norm")):
+    width = ui.panel_width(2, False)  # sized to the column (unsized, the square sat low in a tall figure at 1280 px)
+    for col, method in zip(st.columns(2, gap="medium"), ("weight", "norm")):
         shown[method] = cross_matrix(a, method, view.layer, view.head)
         with col:
             fig = viz.heatmap(shown[method], rows, cols, title=f"{titles[method]} · {where}", font_size=fs,
-                              colorbar_title="value")
-            st.plotly_chart(fig, key=f"tr_panel_{method}", config={"displaylogo": False})
+                              colorbar_title="value", width=width)
+            ui.chart(fig, key=f"tr_panel_{method}", filename=f"translate_{method}_layer{view.layer}")
     st.caption("Row r is fed the r-th decoder input token and predicts the next one. Per-panel colour scales "
                "(weights and norms have different units).")
 

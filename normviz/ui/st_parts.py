@@ -168,16 +168,17 @@ def start_page() -> tuple[ViewState, int]:
     """What every page does first: the shared view (URL / session), the sidebar, the style of its mode;
     returns the view and the font size of its figures."""
     view = sidebar(load_view())
-    apply_style(view)
+    apply_style(view.present)
     return view, font_size(view)
 
 
-def apply_style(view: ViewState) -> None:
+def apply_style(present: bool = False) -> None:
+    """The pages' CSS: the main column uses the page width; presentation mode's larger fonts."""
     st.html("""<style>
         [data-testid="stMainBlockContainer"] { padding: 4rem 1.5rem 2rem 1.5rem; max-width: none; }
         [data-testid="stSidebarHeader"] { height: 1.2rem; margin-bottom: 0; }
     </style>""")
-    if view.present:
+    if present:
         st.html("""<style>
             html, body, [data-testid="stAppViewContainer"] { font-size: 20px; }
             [data-testid="stMarkdownContainer"] p, label, .stCaption { font-size: 1.15rem !important; }

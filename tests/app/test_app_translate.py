@@ -62,8 +62,9 @@ def test_translate_restores_from_the_url_and_keeps_it():
 
 
 def test_translate_refuses_an_encoder_with_a_message():
-    at = app(PAGE, query={"model": "minilm"})
+    at = app(PAGE)
     at.run()
+    at.text_input(key="tr_model").set_value("minilm").run()  # typed in the box (a link's minilm falls back)
     no_exception(at)
     assert any("encoder–decoder" in e for e in texts(at.error))
     assert not heatmaps(at)
