@@ -8,6 +8,7 @@ from normviz.ui import data, learn
 from normviz.ui import st_parts as ui
 from normviz.ui.frames import frame_name as frames_name
 from normviz.ui.state import COMPARE_MODES, DEFAULT_MAPS, load_examples
+from normviz.viz.labels import ordinal
 
 ui.page_config("Explore", "🔎")
 EXAMPLES = load_examples(Path(__file__).resolve().parents[1] / "assets" / "examples.txt")
@@ -253,6 +254,10 @@ def page() -> None:
                 else:
                     st.info(ui.plain(f"{ui.title(p.key)} is not available for {name_b}.", None))
 
+    step = max((int((f.layout.meta or {}).get("label_step", 1)) for f in figures), default=1)
+    if step > 1:
+        notes.append(f"A long text: the axes name every {ordinal(step)} token so that the labels stay readable; "
+                     "hover a cell for its two tokens (the focus buttons above list them all).")
     for n in notes:  # under the panels, so that they start high on the screen
         st.caption(n)
     # layer/head changes drawn in the browser at once (the rerun then redraws the same from the server); not

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .labels import abbreviate, occurrence_note, sizing
+from .labels import Sizing, abbreviate, occurrence_note, sizing
 
 SEQUENTIAL = "Viridis"
 DIVERGING = "RdBu_r"
@@ -95,6 +95,10 @@ def heatmap(matrix: np.ndarray, row_labels: list[str], col_labels: list[str] | N
         first = sizing(max(n_rows, n_cols), width=width, font_size=font_size, present=present)
         side_hint = max(120, int(width) - label_px(first.tick_font, first.max_chars) - right)
     size = sizing(max(n_rows, n_cols), width=side_hint, font_size=font_size, present=present)
+    step = 1  # every step-th token labelled: a page column cannot grow (Streamlit fits a chart to it)
+    if side_hint is not None and size.side > side_hint:
+        step = -(-size.side // side_hint)
+        size = Sizing(side=side_hint, tick_font=size.tick_font, max_chars=size.max_chars, grown=False)
     if masked is None and causal and n_rows == n_cols:
         masked = causal_mask(positions, col_positions)
     mask = np.zeros(m.shape, bool) if masked is None else np.asarray(masked, bool)
@@ -127,9 +131,10 @@ def heatmap(matrix: np.ndarray, row_labels: list[str], col_labels: list[str] | N
     angle = -90 if max(n_rows, n_cols) > 12 else -45
     axis = dict(tickmode="array", type="category", tickfont=dict(size=tick), showgrid=False, zeroline=False,
                 constrain="domain")
-    xaxis = dict(axis, tickvals=cols, ticktext=[abbreviate(x, size.max_chars) for x in col_labels], tickangle=angle,
+    xaxis = dict(axis, tickvals=cols[::step], ticktext=[abbreviate(x, size.max_chars) for x in col_labels][::step],
+                 tickangle=angle,
                  title=dict(text="contributing token (j)", font=dict(size=base_font)), side="bottom")
-    yaxis = dict(axis, tickvals=rows, ticktext=[abbreviate(x, size.max_chars) for x in row_labels],
+    yaxis = dict(axis, tickvals=rows[::step], ticktext=[abbreviate(x, size.max_chars) for x in row_labels][::step],
                  autorange="reversed", title=dict(text="receiving token (i)", font=dict(size=base_font)),
                  scaleanchor="x", scaleratio=1)
     top = 50 + 2 * base_font
@@ -152,7 +157,7 @@ def heatmap(matrix: np.ndarray, row_labels: list[str], col_labels: list[str] | N
         xaxis=xaxis, yaxis=yaxis, shapes=shapes,
         height=int(height or (size.side + top + bottom)),
         margin=dict(l=left, r=right, t=top, b=bottom),  # plotly widens them if the labels need more
-        meta=dict(normviz="heatmap", divider=k, masked=int(mask.sum()), focus=r),
+        meta=dict(normviz="heatmap", divider=k, masked=int(mask.sum()), focus=r, label_step=step),
     )
     if width is not None or size.grown:
         layout["width"] = int(max(width or 0, size.side + left + right))

@@ -187,3 +187,18 @@ def test_learn_has_a_tab_per_key_symbols_and_the_walk_through():
     assert np.allclose(why["α_ij·‖f(x_j)‖"], why["‖α_ij f(x_j)‖ (map)"], rtol=1e-3, atol=1e-4)
     assert abs(why["α_ij"].sum() - 1) < 1e-3
     assert any("weight" in m for m in texts(at.info))
+
+
+def test_a_long_text_labels_every_kth_token_and_says_so():
+    """A 100-token paragraph in a 2-panel row: the figure keeps its column's width (Streamlit would squeeze a
+    wider one, leaving the square low in a tall figure), labels every k-th token, and a caption says so."""
+    words = ("attention is not only a weight but the norm of the transformed vector matters as much " * 6).split()
+    at = app(query={"text": " ".join(words[:90])})
+    at.session_state["_normviz_width"] = 1240  # what the browser measures at 1280 px
+    at.run()
+    no_exception(at)
+    hm = panels(at)
+    step = hm[0]["layout"]["meta"]["label_step"]
+    assert step >= 2 and len(hm[0]["layout"]["xaxis"]["ticktext"]) == -(-len(z(hm[0])) // step)
+    assert all(f["layout"]["width"] <= 620 for f in hm)
+    assert any(f"every {step}" in c.value for c in at.caption)

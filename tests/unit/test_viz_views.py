@@ -5,7 +5,7 @@ import pytest
 
 from normviz import viz
 from normviz.viz.heatmap import MASKED_TEXT
-from normviz.viz.labels import MIN_FONT, PRESENT_FONT, occurrence_note, unique_labels
+from normviz.viz.labels import MIN_FONT, PRESENT_FONT, abbreviate, occurrence_note, unique_labels
 
 LABELS = ["[CLS]", "the", "cat", "the·2", "[SEP]"]
 
@@ -57,15 +57,24 @@ def test_repeated_token_suffix_is_explained_in_the_hover():
 
 
 @pytest.mark.parametrize("n", [5, 40, 128])
-def test_every_label_is_drawn_at_a_readable_size_and_the_plot_is_square(n):
+def test_labels_are_readable_and_the_plot_square_within_its_column_or_grown_without_one(n):
+    """In a page column (``width``: Streamlit fits a chart to it) the figure stays that wide and labels every
+    step-th token at ≥ 9 px without overlap; with no column (notebooks, HTML) it grows to label them all."""
     labels = unique_labels([f"tok{i % 17}" for i in range(n)])
     fig = viz.heatmap(_rand(n), labels, width=640)
     ax, ay = fig.layout.xaxis, fig.layout.yaxis
-    assert len(ax.ticktext) == n and len(ay.ticktext) == n
-    assert ax.tickfont.size >= MIN_FONT and ay.scaleanchor == "x"
-    assert fig.layout.width >= 640
-    if n == 128:  # 128 labels of ≥ 9 px do not fit 640 px: the figure grows instead of overlapping them
-        assert fig.layout.width > 640 and fig.layout.height >= n * MIN_FONT
+    step = fig.layout.meta["label_step"]
+    assert fig.layout.width == 640 and ay.scaleanchor == "x" and ax.tickfont.size >= MIN_FONT
+    side = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    assert side <= 640 - fig.layout.margin.l - fig.layout.margin.r + 1  # square plot inside the width
+    assert len(ax.ticktext) == len(ax.tickvals) == -(-n // step) and list(ax.ticktext) == [
+        abbreviate(x, 14 if n <= 20 else 10 if n <= 60 else 8) for x in labels][::step]
+    assert side / n * step >= ax.tickfont.size  # labels spaced at least a font size apart
+    assert (step == 1) == (n == 5)
+    grown = viz.heatmap(_rand(n), labels)
+    assert len(grown.layout.xaxis.ticktext) == n and grown.layout.meta["label_step"] == 1
+    if n == 128:  # 128 labels of ≥ 9 px do not fit the default 560 px: the figure grows instead of overlapping
+        assert grown.layout.width > 640 and grown.layout.height >= n * MIN_FONT
     present = viz.heatmap(_rand(n), labels, present=True)
     assert present.layout.xaxis.tickfont.size >= PRESENT_FONT and present.layout.font.size >= PRESENT_FONT
 
