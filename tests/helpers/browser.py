@@ -228,10 +228,6 @@ def press_key(driver, key: str) -> None:
     ActionChains(driver).send_keys(key).perform()
 
 
-def choose_in_selectbox(driver, label: str, option: str) -> None:
-    open_selectbox(driver, label, option).send_keys(_keys().ENTER)
-
-
 def open_selectbox(driver, label: str, option: str):
     """Open the selectbox labelled ``label`` and type ``option`` into it (not yet chosen: Enter chooses);
     returns its input."""
@@ -244,12 +240,6 @@ def open_selectbox(driver, label: str, option: str):
             field.send_keys(option)
             return field
     raise LookupError(f"no selectbox labelled {label!r}")
-
-
-def _keys():
-    from selenium.webdriver.common.keys import Keys
-
-    return Keys
 
 
 def click_button(driver, text: str, where: str = '[data-testid="stSidebar"]') -> None:
