@@ -263,7 +263,8 @@ def page() -> None:
     # layer/head changes drawn in the browser at once (the rerun then redraws the same from the server); not
     # when a chart that depends on the layer has no frames (lines, comparison, difference, focus bars)
     layer_bound = second is not None or view.draw != "heatmap" or bool(view.diff) or view.focus is not None
-    ui.instant_switch(None if layer_bound else ui.instant_frames(a, view, keys, lm, session, strips))
+    frames = None if layer_bound else ui.instant_frames(a, view, keys, len(positions), lm, session, strips)
+    ui.instant_switch(frames)
 
     # --- beside the maps: difference, player, focus bars ------------------------------------------------------
     def beside(fig, tag: str, heading: str, explanation: str) -> None:

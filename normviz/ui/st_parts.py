@@ -681,17 +681,15 @@ def instant_switch(frames: str | None) -> None:
         print(f"normviz: instant switching off ({type(exc).__name__}: {exc})", file=sys.stderr)
 
 
-def instant_frames(analysis, view: ViewState, keys: list[str], lm, session=None,
+def instant_frames(analysis, view: ViewState, keys: list[str], n_shown: int, lm, session=None,
                    fx_panels: dict[str, list[int]] | None = None) -> str | None:
-    """The frames of Explore's panels (``panel_<key>`` charts, and ``fx_<key>`` strips: ``fx_panels`` maps
-    a key to its shown positions) for :func:`instant_switch`, kept for the session while the text, maps and
-    drawing options stay the same, as JSON; None when none fit the budget."""
+    """The frames of Explore's panels (``panel_<key>`` charts of ``n_shown`` tokens, and ``fx_<key>`` strips:
+    ``fx_panels`` maps a key to its shown positions) for :func:`instant_switch`, kept for the session while
+    the text, maps and drawing options stay the same, as JSON; None when none fit the budget."""
     from . import data, frames
 
     heads = [h for h in [None] + list(range(lm.n_heads))
              if data.dedupe_all_heads([k for k in view.maps if k in analysis], h)[0] == keys]
-    n_shown = len(data.shown_matrix(analysis.map(keys[0], 0, view.head), analysis.special, view.hide_special,
-                                    view.values)[1]) if keys else 0
     wanted = frames.plan(n_shown, len(keys), lm.n_layers, heads, view.layer, view.head)
     if not wanted:
         return None

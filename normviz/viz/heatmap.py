@@ -8,10 +8,12 @@ per-cell strings (a 128-token panel stays small and quick to send).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import plotly.graph_objects as go
 
-from .labels import Sizing, abbreviate, occurrence_note, sizing
+from .labels import abbreviate, occurrence_note, sizing
 
 SEQUENTIAL = "Viridis"
 DIVERGING = "RdBu_r"
@@ -98,7 +100,7 @@ def heatmap(matrix: np.ndarray, row_labels: list[str], col_labels: list[str] | N
     step = 1  # every step-th token labelled: a page column cannot grow (Streamlit fits a chart to it)
     if side_hint is not None and size.side > side_hint:
         step = -(-size.side // side_hint)
-        size = Sizing(side=side_hint, tick_font=size.tick_font, max_chars=size.max_chars, grown=False)
+        size = replace(size, side=side_hint, grown=False)
     if masked is None and causal and n_rows == n_cols:
         masked = causal_mask(positions, col_positions)
     mask = np.zeros(m.shape, bool) if masked is None else np.asarray(masked, bool)
