@@ -241,4 +241,6 @@ def ff_maps(ctx, keys) -> dict[str, torch.Tensor]:
 
 
 def compute(inputs: Inputs, keys, options) -> Output:
-    return Output(per_layer(inputs, NAME, keys, lambda ctx: ff_maps(ctx, keys)))
+    out = per_layer(inputs, NAME, keys, lambda ctx: ff_maps(ctx, keys))
+    inputs.layers[0].workspace.release()  # the chunk buffers go back to the pool for the next analysis
+    return Output(out)
