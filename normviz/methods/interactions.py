@@ -78,7 +78,8 @@ def compute(inputs: Inputs, keys, options) -> Output:
     for key, src in ROLLOUTS.items():
         if key in keys:
             a = arrays.get(src, inputs.arrays.get(src))
-            r, notes[key] = finish(rollout(a.astype(np.float64)), False, inputs.request.causal, options)
+            maps = a.astype(np.float64)
+            r, notes[key] = finish(rollout(maps), False, inputs.request.causal, options, maps=maps)
             arrays[key] = r.astype(a.dtype)
     if "alti" in arrays:
         notes["alti"] = ("pre-LN: the raw attention + residual parts, y_i the residual stream (the ALTI code's "
