@@ -140,6 +140,15 @@ class LayerDecomposition:
         return self.ln_attn.scale(self.rec.z_attn)
 
     @cached_property
+    def ln_attn_out(self) -> torch.Tensor:
+        """That norm's output N(z_i)/s_i + β by the formula the ``attn_res_ln`` parts use (Σ_j ℓ_ij + bias_i
+        equals it to rounding): the FF block's input, the end point of its integration. Not the norm module's
+        own output: Llama-family RMSNorm rounds through float32 even in a float64 model, which would leave the
+        FF parts ~1e-7 short of their end point."""
+        out = self.ln_attn.linear_part(self.rec.z_attn) / self.ln_scale[:, None]
+        return out + self.ln_attn.bias if self.ln_attn.bias is not None else out
+
+    @cached_property
     def head_vectors_ln(self) -> torch.Tensor:
         """N(f^h(x_j)) for the norm N on the attention residual. N is linear in the d-vector, so it is folded
         into W^O once: N(v W^O_h) = v N(W^O_h) (rows of W^O_h mapped by N)."""
