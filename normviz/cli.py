@@ -1,7 +1,8 @@
 """Command line: ``python -m normviz export --model M --text T --out F.npz``.
 
-Subcommands register themselves in ``SUBCOMMANDS`` (name -> (add_arguments, run)) so later features add
-their own without editing the parser here.
+Subcommands register themselves in :data:`normviz.commands.SUBCOMMANDS` (name -> (add_arguments, run)) so
+later features add their own without editing the parser here; this module imports the modules that do
+(:data:`PLUGINS`), from above them.
 """
 from __future__ import annotations
 
@@ -9,19 +10,12 @@ import argparse
 import os
 import sys
 import warnings
-from typing import Callable
 
+from .commands import SUBCOMMANDS, subcommand
 from .errors import NormvizError, TruncationWarning
 
-SUBCOMMANDS: dict[str, tuple[Callable, Callable, str]] = {}
-
-
-def subcommand(name: str, help: str):
-    def wrap(fns):
-        add, run = fns
-        SUBCOMMANDS[name] = (add, run, help)
-        return fns
-    return wrap
+# modules that register subcommands when imported (absent ones are skipped): a new one is added here
+PLUGINS = ("normviz.corpus.cli", "normviz.align.cli")
 
 
 def _add_export(p: argparse.ArgumentParser) -> None:
@@ -164,7 +158,7 @@ def _load_plugins() -> None:
     """Import modules that add subcommands (they may be absent in a minimal install)."""
     import importlib
 
-    for mod in ("normviz.corpus.cli", "normviz.align.cli"):
+    for mod in PLUGINS:
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as exc:
