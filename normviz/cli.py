@@ -74,13 +74,11 @@ def _run_export(args) -> int:
     keys = None
     if args.maps:
         keys = [m for item in args.maps for m in item.split(",") if m.strip()]
-        from .methods import registry
-
-        from .encdec.keys import is_key as is_seq2seq_key
+        from .keyspace import known, parse
 
         for k in keys:
-            if k != "all" and k not in registry.families() and not is_seq2seq_key(k):
-                registry.lookup(k)  # an unknown key is refused by name, before the model loads
+            if not known(k):
+                parse(k)  # an unknown key is refused by name, before the model loads
     lm = load(args.model, device=args.device, dtype=args.dtype, progress=lambda msg: print(msg, file=sys.stderr))
     if html_out is not None and lm.is_encoder_decoder:
         raise NormvizError("--html draws the maps of encoder-only and decoder-only models; for an encoder–decoder, "

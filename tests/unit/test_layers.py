@@ -11,7 +11,7 @@ LAYERS = (
     ("normviz.backend", "normviz.activations", "normviz.tokens", "normviz.inputs", "normviz.analysis",
      "normviz.fx"),
     ("normviz.models",),
-    ("normviz.record", "normviz.decompose", "normviz.encdec.params", "normviz.encdec.record",
+    ("normviz.record", "normviz.recording", "normviz.decompose", "normviz.encdec.params", "normviz.encdec.record",
      "normviz.encdec.target"),
     ("normviz.methods", "normviz.encdec.cross", "normviz.encdec"),
     ("normviz.keyspace",),
