@@ -32,7 +32,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-HEAVY_FAMILIES = ("feedforward", "zeroing", "interactions", "effective", "maxflow", "global_encoder", "decompx")
+HEAVY_FAMILIES = ("feedforward", "zeroing", "interactions", "effective", "maxflow", "globenc", "decompx")
 POLL_S = 0.25
 
 
