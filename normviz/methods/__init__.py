@@ -19,7 +19,8 @@ budget option are on its :class:`KeyInfo` (filled from the family by :func:`regi
 from . import cross, decompx, effective, feedforward, globenc, interactions, maxflow, norms, rollouts, weights, zeroing
 from .base import GROUPS, Budget, Inputs, KeyInfo, Output, Request
 from .registry import (FAMILY_ALIASES, all_keys, budget_option, budget_options, check, families, family, family_of,
-                       is_key, is_opt_in, key_info, lookup, references, register_family, requires)
+                       is_key, is_opt_in, key_info, lookup, references, register_family, requires,
+                       unregister_family)
 
 for _family in (weights, norms, feedforward, rollouts, effective, interactions, globenc, maxflow, zeroing, decompx,
                 cross):
@@ -27,4 +28,4 @@ for _family in (weights, norms, feedforward, rollouts, effective, interactions, 
 
 __all__ = ["FAMILY_ALIASES", "GROUPS", "Budget", "Inputs", "KeyInfo", "Output", "Request", "all_keys", "budget_option",
            "budget_options", "check", "families", "family", "family_of", "is_key", "is_opt_in", "key_info", "lookup",
-           "references", "register_family", "requires"]
+           "references", "register_family", "requires", "unregister_family"]

@@ -49,6 +49,15 @@ def register_family(module: ModuleType) -> ModuleType:
     return module
 
 
+def unregister_family(name: str) -> None:
+    """Remove a family and its keys (a user's experiment, a test's)."""
+    module = _FAMILIES.pop(name, None)
+    if module is not None:
+        for info in module.KEYS:
+            if _KEYS.get(info.key, (None,))[0] is module:
+                del _KEYS[info.key]
+
+
 def families() -> dict[str, ModuleType]:
     return dict(_FAMILIES)
 
