@@ -7,7 +7,7 @@ from normviz.devtools.module_graph import build, cycles
 
 # lowest first; a module may import modules of its own layer or below
 LAYERS = (
-    ("normviz.errors", "normviz.commands", "normviz.devtools"),
+    ("normviz.errors", "normviz.commands"),
     ("normviz.backend", "normviz.activations", "normviz.tokens", "normviz.inputs", "normviz.analysis",
      "normviz.fx"),
     ("normviz.models",),
@@ -21,6 +21,7 @@ LAYERS = (
     ("normviz",),  # the package's facade: normviz/__init__.py
     ("normviz.cli", "normviz.__main__"),
     ("normviz.ui",),
+    ("normviz.devtools",),  # tools for tests and benchmarks (tiny models, the import graph): nothing imports them
 )
 
 
