@@ -32,7 +32,7 @@ def _add_export(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=None, help="cpu, cuda or mps (default: best available)")
     p.add_argument("--max-tokens", type=int, default=None, help="truncate longer text (default: the model's window)")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="method option, e.g. --option rollout_normalization=receptive_field")
+                   help="an option of the map families, e.g. --option rollout_normalization=receptive_field")
     p.add_argument("--html", default=None, metavar="FILE.html",
                    help="also write a standalone page of the maps (plotly.js embedded: opens offline)")
     p.add_argument("--html-layer", type=int, default=0, help="layer shown in the --html page (default 0)")

@@ -5,7 +5,7 @@ falls back to the default and is reported in ``problems`` so the page can say wh
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Mapping
 
 from .settings import settings
@@ -92,12 +92,6 @@ class ViewState:
                 value = tuple(dict.fromkeys(value))
             setattr(view, f.name, value)
         return view
-
-    def as_dict(self) -> dict:
-        d = asdict(self)
-        d.pop("problems")
-        return d
-
 
 def _encode(value) -> str:
     if isinstance(value, bool):
