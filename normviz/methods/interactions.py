@@ -25,23 +25,26 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .base import Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
+from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
 from . import papers
 from .rollouts import finish, rollout
 
 NAME = "interactions"
+BUDGET = Budget(NAME, aliases=("alti_budget_s",))  # option interactions_budget_s
+UNIT = "score (rows sum to ~1)"
 KEYS = (
     KeyInfo("alti", "ALTI (per layer)", False,
             "c_ij = max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁), row-normalised, as the authors' code: post-LN from the "
             "attn_res_ln parts (LN1), pre-LN from the raw attn_res parts, y_i the residual stream "
-            "(Ferrando et al. 2022)."),
+            "(Ferrando et al. 2022).", short="ALTI"),
     KeyInfo("rollout_alti", "ALTI rollout", False,
-            "R_l = alti_l · R_{l−1}, cumulative up to layer l (Ferrando et al. 2022)."),
+            "R_l = alti_l · R_{l−1}, cumulative up to layer l (Ferrando et al. 2022).", short="ALTI", group="across layers"),
     KeyInfo("alti_ln", "ALTI through the FF norm (pre-LN variant)", False,
             "Pre-LN only, our variant of alti: the attn_res_ln parts, through the norm before the FF, "
-            "y_i that norm's output.", placements=("pre",)),
+            "y_i that norm's output.", placements=("pre",), short="ALTI, FF norm"),
     KeyInfo("rollout_alti_ln", "Rollout of ALTI through the FF norm", False,
-            "Pre-LN only: R_l = alti_ln_l · R_{l−1}.", placements=("pre",)),
+            "Pre-LN only: R_l = alti_ln_l · R_{l−1}.", placements=("pre",), short="ALTI, FF norm",
+            group="across layers"),
 )
 ROLLOUTS = {"rollout_alti": "alti", "rollout_alti_ln": "alti_ln"}
 REQUIRES = {k: (v,) for k, v in ROLLOUTS.items()}
@@ -89,7 +92,7 @@ def compute(inputs: Inputs, keys, options) -> Output:
 
 
 def check(request: Request, key: str, options: dict) -> None:
-    """Refuse before anything runs when the n² per-pair vectors of every layer and head (4·L·H·n²·d FLOPs) would take longer than option ``alti_budget_s``
+    """Refuse before anything runs when the n² per-pair vectors of every layer and head (4·L·H·n²·d FLOPs) would take longer than option ``interactions_budget_s`` (or ``alti_budget_s``)
     seconds (:func:`~normviz.methods.base.refuse_over_budget`)."""
     n, d, L = request.n_tokens, request.d_model, request.n_layers
-    refuse_over_budget(request, key, options, "alti_budget_s", L * 4.0 * request.n_heads * n * n * d)
+    refuse_over_budget(request, key, options, BUDGET, L * 4.0 * request.n_heads * n * n * d)

@@ -146,10 +146,13 @@ def baseline_flow(n: int, n_layers: int, solver: str) -> np.ndarray:
 
 
 NAME = "maxflow"
+GROUP = "across layers"
+UNIT = "score (rows sum to ~1)"
 KEYS = (KeyInfo("flow", "Attention flow", False,
                 "Max flow from token i at layer l to input token j on the layered graph with capacities "
                 "Â = rownorm(0.5·A + 0.5·I), rows normalised (Abnar & Zuidema 2020). Decoders: "
-                "--option rollout_normalization=receptive_field divides by the flow of uniform causal attention."),)
+                "--option rollout_normalization=receptive_field divides by the flow of uniform causal attention.",
+                short="attention flow"),)
 REQUIRES = {"flow": ("attention",)}
 NEEDS_MODEL = False
 OPT_IN = ("flow",)
