@@ -83,6 +83,7 @@ def test_threads_never_share_a_block_in_use():
             a[...] = i
             if not np.all(a == i):
                 errors.append(i)
+            del a  # one block per thread at a time
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
     for t in threads:
