@@ -9,7 +9,7 @@ from normviz.devtools.module_graph import build, cycles
 LAYERS = (
     ("normviz.errors", "normviz.commands"),
     ("normviz.backend", "normviz.activations", "normviz.tokens", "normviz.inputs", "normviz.analysis",
-     "normviz.fx"),
+     "normviz.fx", "normviz.pool"),
     ("normviz.models",),
     ("normviz.record", "normviz.recording", "normviz.decompose", "normviz.encdec.params", "normviz.encdec.record",
      "normviz.encdec.target"),
