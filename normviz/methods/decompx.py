@@ -59,6 +59,8 @@ KEYS = (KeyInfo("decompx", "DecompX (propagated decomposition)", False,
 REQUIRES: dict = {}
 NEEDS_MODEL = False
 OPT_IN = ("decompx",)
+HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers)
+BUDGET_OPTION = "decompx_budget_s"  # seconds it may take (estimated); the worker's deadline follows from it
 REFERENCES = (papers.MODARRESSI_2023,)
 
 

@@ -43,6 +43,8 @@ KEYS = (KeyInfo("effective_attention", "Effective attention", True,
 REQUIRES: dict = {}
 NEEDS_MODEL = False
 OPT_IN = ()
+HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers)
+BUDGET_OPTION = "effective_budget_s"  # seconds it may take (estimated); the worker's deadline follows from it
 REFERENCES = (papers.BRUNNER_2020,)
 
 

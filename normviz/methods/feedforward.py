@@ -35,6 +35,8 @@ KEYS = (
 REQUIRES: dict = {}
 NEEDS_MODEL = False
 OPT_IN = ()
+HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers)
+BUDGET_OPTION = "ff_budget_s"  # seconds it may take (estimated); the worker's deadline follows from it
 COMPUTED_TOGETHER = True  # the stages share the per-pair vectors: asking for one key computes them all
 REFERENCES = (papers.KOBAYASHI_2024,)
 

@@ -46,6 +46,8 @@ KEYS = (
 REQUIRES = {"globenc": ("globenc_layer",)}
 NEEDS_MODEL = False
 OPT_IN = ()
+HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers)
+BUDGET_OPTION = "globenc_budget_s"  # seconds it may take (estimated); the worker's deadline follows from it
 REFERENCES = (papers.MODARRESSI_2022,)
 
 

@@ -31,6 +31,8 @@ KEYS = (
 REQUIRES = {"rollout_alti": ("alti",)}
 NEEDS_MODEL = False
 OPT_IN = ()
+HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers)
+BUDGET_OPTION = "alti_budget_s"  # seconds it may take (estimated); the worker's deadline follows from it
 REFERENCES = (papers.FERRANDO_2022,)
 
 

@@ -138,6 +138,8 @@ KEYS = (KeyInfo("flow", "Attention flow", False,
 REQUIRES = {"flow": ("attention",)}
 NEEDS_MODEL = False
 OPT_IN = ("flow",)
+HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers)
+BUDGET_OPTION = None  # bounded by flow_max_work, not seconds: the worker's default deadline
 REFERENCES = (papers.ABNAR_2020,)
 
 

@@ -34,6 +34,8 @@ REQUIRES: dict = {}
 NEEDS_MODEL = True
 HOOKS_OWN_THREAD = True  # its hook acts only in the thread that added it: the session need not lock the model
 OPT_IN = ("value_zeroing",)
+HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers)
+BUDGET_OPTION = "value_zeroing_budget_s"  # seconds it may take (estimated); the worker's deadline follows from it
 REFERENCES = (papers.MOHEBBI_2023,)
 
 CHUNK_BYTES = 256 * 2**20
