@@ -19,6 +19,7 @@ import os
 import numpy as np
 
 from ..viz.heatmap import causal_mask, colorscale_for
+from ..viz.labels import plotly_text
 from . import data
 
 DEFAULT_BUDGET = 250_000
@@ -76,7 +77,7 @@ def panel_frames(analysis, keys: list[str], frames: list[tuple[int, int | None]]
                 m = np.where(causal_mask(p.index, p.index), np.nan, m)
             scale, zmid = colorscale_for(lo)
             out[p.key][frame_name(layer, head)] = dict(
-                restyle=dict(z=[compact(m)], zmin=[lo], zmax=[hi], colorscale=[scale], zmid=[zmid]), title=p.title)
+                restyle=dict(z=[compact(m)], zmin=[lo], zmax=[hi], colorscale=[scale], zmid=[zmid]), title=plotly_text(p.title))
     return out
 
 
@@ -88,5 +89,5 @@ def fx_frames(norms_of_layer, keep: list[int], frames: list[tuple[int, int | Non
         if layer not in norms:
             norms[layer] = norms_of_layer(layer)
         vals, title = data.fx_strip(norms[layer], head, keep)
-        out[frame_name(layer, head)] = dict(restyle=dict(y=[compact(vals[None, :])[0]]), title=title)
+        out[frame_name(layer, head)] = dict(restyle=dict(y=[compact(vals[None, :])[0]]), title=plotly_text(title))
     return out

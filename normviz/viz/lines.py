@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 
 from .heatmap import FOCUS_LINE as FOCUS
 from .heatmap import divider_index, title_dict
-from .labels import abbreviate, sizing, with_positions
+from .labels import abbreviate, plotly_text, sizing, with_positions
 
 POSITIVE = "#1f63b4"
 NEGATIVE = "#c0392b"
@@ -91,7 +91,7 @@ def lines(matrix: np.ndarray, labels: list[str], *, positions: list[int] | None 
         traces.append(go.Scatter(x=[], y=[], mode="lines", hoverinfo="skip", showlegend=False,
                                  line=dict(width=_style(level, bins)[0] + 1, color=FOCUS),
                                  meta=dict(role="highlight", level=level)))
-    short = [abbreviate(x, size.max_chars) for x in labels]
+    short = [plotly_text(abbreviate(x, size.max_chars)) for x in labels]
     bold = [f"<b>{x}</b>" if t == fidx else x for t, x in enumerate(short)]
     common = dict(mode="markers+text", showlegend=False, y=list(range(n)), text=bold,
                   textfont=dict(size=tick), marker=dict(size=max(6, tick // 2), color="#888"))
