@@ -17,6 +17,7 @@ from normviz.ui import st_parts as ui
 from normviz.ui.settings import settings
 from normviz.ui.translate import (MAX_GOLD_CHARS, METHODS, SETTINGS, TranslateView, cross_maps, maps_npz,
                                   not_encoder_decoder, toy_examples, translation_session)
+from normviz.ui.url_check import notice_dropped_query
 from normviz.viz.alignment import alignment_figure
 
 st.set_page_config(page_title="normviz · Translate", page_icon="🔤", layout="wide")
@@ -33,6 +34,7 @@ def load_view() -> TranslateView:
         ss[VIEW] = TranslateView.from_query(st.query_params.to_dict(), max_text_chars=settings().max_text_chars)
         for p in ss[VIEW].problems:
             ui.say("warning", p)
+    notice_dropped_query(ui.say)  # Streamlit drops a query string over 524,288 characters without a word
     return ss[VIEW]
 
 

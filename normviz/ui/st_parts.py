@@ -104,6 +104,9 @@ def load_view() -> ViewState:
             say("warning", p)
     for p in ss.pop("_normviz_problems", []):
         say("warning", p)
+    from .url_check import notice_dropped_query
+
+    notice_dropped_query(say)  # Streamlit drops a query string over 524,288 characters without a word
     return view
 
 
@@ -207,6 +210,9 @@ def sidebar(view: ViewState) -> ViewState:
                 msg = check_model_allowed(view.model, allow)
                 if msg:
                     say("error", msg)
+                elif view.model.strip().lower() in {m.strip().lower() for m in allow}:  # an encoder–decoder
+                    say("info", f"{view.model} is an encoder–decoder (translation) model: open it on the Translate "
+                                f"page (a source and a target text). This page shows {choices[0]} instead.")
             seed("w_model_choice", current or choices[0])
             if st.session_state["w_model_choice"] not in choices:
                 st.session_state["w_model_choice"] = choices[0]
@@ -305,6 +311,22 @@ def session_options(lm) -> dict:
             "effective_budget_s": b, "globenc_budget_s": b, "decompx_budget_s": b}
 
 
+def cut_note(text: str, pair: str, limit: int) -> str:
+    """What cutting ``text`` + ``pair`` to ``limit`` characters does, said of both boxes: the pair dropped
+    when the first text fills the limit, or cut, or the text alone cut."""
+    why = f"(at most {limit:,} characters are analysed: NORMVIZ_MAX_TOKENS × 50)"
+    if not pair:
+        return f"The text is {len(text):,} characters long; only the first {limit:,} are analysed (NORMVIZ_MAX_TOKENS × 50)."
+    if len(text) >= limit:
+        return (f"Both boxes are full: the first text alone is {len(text):,} characters, so the second text "
+                f"({len(pair):,} characters) was dropped and the first is analysed alone"
+                f"{', cut to its first ' + format(limit, ',') + ' characters' if len(text) > limit else ''}, not as a "
+                f"pair {why}.")
+    kept = limit - len(text)
+    return (f"The two texts are {len(text) + len(pair):,} characters together: the second is cut to its first "
+            f"{kept:,} of {len(pair):,} characters {why}.")
+
+
 def session_for(lm, text: str, pair: str):
     """The shared session of this text (tokenised once; recorded on its first map), or None after an error
     box. A text cut at the token cap says so. An encoder–decoder model is pointed to the Translate page (its
@@ -316,8 +338,7 @@ def session_for(lm, text: str, pair: str):
     cap = token_cap()
     limit = settings().max_text_chars
     if len(text) + len(pair or "") > limit:  # cut before tokenising: bounded time and memory for any input
-        say("warning", f"The text is {len(text) + len(pair or ''):,} characters long; only the first {limit:,} "
-                       f"are analysed (NORMVIZ_MAX_TOKENS × 50).")
+        say("warning", cut_note(text, pair or "", limit))
         text = text[:limit]
         pair = (pair or "")[:max(0, limit - len(text))]
     options = session_options(lm)
