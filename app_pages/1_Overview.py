@@ -79,7 +79,8 @@ def page() -> None:
             fig.update_traces(colorbar=dict(title=dict(text=data.unit(k, "raw")), len=min(1.0, 420 / max(
                 1, fig.layout.height or 420))))
             ui.chart(fig, key=f"grid_{k}", filename=f"normviz_overview_{k}")
-    zoom_head(view, lm, a, shown, labels, fs, grid_cols[-1] if len(shown) == 1 else st.container())
+    with grid_cols[-1] if len(shown) == 1 else st.container():
+        zoom_head(view, lm, a, shown, labels, fs)
 
     st.download_button("Download the grids' numbers (NPZ)",
                        data.stacks_npz({k: stacks[k][:, :, :m, :m] for k in shown}, list(a.tokens[:m])),
@@ -134,9 +135,11 @@ def explore_url(view, layer: int, head: int) -> str:
     return "./?" + urlencode(replace(view, layer=layer, head=head).to_query())
 
 
-def zoom_head(view, lm, a, shown, labels, fs, where) -> None:
-    """One head of the grid, large and with its token labels, and a link that opens it on Explore."""
-    with where:
+@st.fragment
+def zoom_head(view, lm, a, shown, labels, fs) -> None:
+    """One head of the grid, large and with its token labels, and a link that opens it on Explore. A fragment:
+    a zoom click reruns (and resends) this panel only, not the grids beside it (18.6 MB a click on smollm2)."""
+    if True:
         st.markdown("**Zoom into a head**")
         L, H = lm.n_layers, lm.n_heads
         ui.seed_index("w_ov_layer", view.layer % L if -L <= view.layer < 0 else view.layer, L, "layer")

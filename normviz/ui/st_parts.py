@@ -548,11 +548,18 @@ def comparison(view: ViewState, lm, keys: list[str]):
     return name, b, panels, lm_b, session
 
 
+def transformed_norms_of(session, layer: int):
+    """``normviz.transformed_norms(session, layer)``, computed once per session and layer (ui.memo)."""
+    from .memo import memoised
+
+    return memoised(session, ("fx", layer), lambda: normviz.transformed_norms(session, layer))
+
+
 def fx_norms(session, layer: int):
     """‖f^h(x_j)‖ of one layer ([H, n], ``normviz.transformed_norms``) from the session's records, or None
     (after a caption) when they cannot be had."""
     try:
-        return normviz.transformed_norms(session, layer)
+        return transformed_norms_of(session, layer)
     except Exception as exc:  # never a traceback: the strip is an extra
         st.caption(plain(f"The ‖f(x)‖ strip is not available: {type(exc).__name__}: {shorten_error(exc)}", None))
         return None
@@ -723,7 +730,7 @@ def instant_frames(analysis, view: ViewState, keys: list[str], n_shown: int, lm,
                               shared_scale=view.shared_scale, threshold=view.threshold, causal=lm.is_causal)
     out = {f"panel_{k}": v for k, v in got.items()}
     for k, keep in (fx_panels or {}).items():
-        out[f"fx_{k}"] = frames.fx_frames(lambda layer: normviz.transformed_norms(session, layer), keep, wanted)
+        out[f"fx_{k}"] = frames.fx_frames(lambda layer: transformed_norms_of(session, layer), keep, wanted)
     try:  # kept as one JSON string: a fraction of the lists' memory, and parsed in the browser once
         text = json.dumps(out, separators=(",", ":"), allow_nan=False)
     except ValueError:  # a range that is not a number (an empty panel): the server draws every change
