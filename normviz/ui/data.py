@@ -91,6 +91,19 @@ def color_range(panels: list[Panel], shared: bool) -> list[tuple[float, float]]:
     return [rng([p.matrix]) for p in panels]
 
 
+def compared_ranges(left: list[Panel], right: list[Panel], shared: bool) -> tuple[list, list]:
+    """(zmin, zmax) of each side of a comparison on one colour scale: the same map's two panels share a range
+    (with ``shared``, every panel of both sides does), so equal colours mean equal values across the sides."""
+    if shared:
+        ranges = color_range(left + right, True)
+        return ranges[:len(left)], ranges[len(left):]
+    by_key: dict[str, list[Panel]] = {}
+    for p in left + right:
+        by_key.setdefault(p.key, []).append(p)
+    joint = {k: color_range(ps, True)[0] for k, ps in by_key.items()}
+    return [joint[p.key] for p in left], [joint[p.key] for p in right]
+
+
 def focus_rows(panels: list[Panel], token: int) -> dict[str, np.ndarray]:
     """Row ``token`` (an original position) of each panel; panels that hide it are left out."""
     out = {}

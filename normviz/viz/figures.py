@@ -40,8 +40,9 @@ def bars(rows: dict[str, np.ndarray], labels: list[str], positions: list[list[in
 def grid(stack: np.ndarray, labels: list[str], *, title: str = "", font_size: int = 12,
          head_names: list[str] | None = None, width_hint: int = 760, colorbar_title: str = "") -> go.Figure:
     """A layers × heads mosaic of small heatmaps ([L, H, n, n]) drawn as one heatmap with gaps, so hundreds
-    of heads stay fast. Hover says which layer, head and token pair a cell is. The colour bar has a fixed
-    height and ``colorbar_title`` (the units) on top."""
+    of heads stay fast. Hover says which layer, head and token pair a cell is. The colour bar spans 80 % of the
+    plot's height (so at least that share of the grid's, which the plot holds) with ``colorbar_title`` (the units)
+    on top."""
     s = np.asarray(stack, dtype=np.float64)
     L, H, n, _ = s.shape
     cell = n + 1
@@ -60,7 +61,7 @@ def grid(stack: np.ndarray, labels: list[str], *, title: str = "", font_size: in
     fig = go.Figure(go.Heatmap(
         z=z, customdata=custom, hovertemplate="%{customdata}: %{z:.4g}<extra></extra>", colorscale=scale,
         zmin=-max(abs(lo), abs(hi)) if lo < 0 else lo, zmax=max(abs(lo), abs(hi)) if lo < 0 else hi, zmid=zmid,
-        hoverongaps=False, colorbar=colorbar_dict(colorbar_title, 400, font_size),
+        hoverongaps=False, colorbar={**colorbar_dict(colorbar_title, 400, font_size), "lenmode": "fraction", "len": 0.8},
     ))
     fig.update_xaxes(tickmode="array", tickvals=[h * cell + (n - 1) / 2 for h in range(H)], ticktext=head_names,
                      side="top", showgrid=False, zeroline=False, tickfont=dict(size=font_size),
