@@ -219,7 +219,7 @@ def page() -> None:
         if view.draw == "lines":
             fig = viz.lines(p.matrix, p.row_labels, positions=p.index, threshold=view.threshold, focus=view.focus,
                             title=p.title, font_size=fs, present=view.present, boundary=bound,
-                            height=width)
+                            height=width, width=width)
         else:
             fig = viz.heatmap(data.thresholded(p.matrix, view.threshold), p.row_labels, title=p.title,
                               zmin=rng[0], zmax=rng[1], positions=p.index, font_size=fs,
@@ -315,7 +315,7 @@ def page() -> None:
                "a layer. One colour scale for all layers, so colours compare across frames.")
     if view.focus is not None:
         rows = data.focus_rows(panels, view.focus)
-        fig = viz.bars(rows, labels, [p.index for p in panels if view.focus in p.index],
+        fig = viz.bars(rows, labels, [p.index for p in panels if view.focus in p.index], width=ui.main_width(),
                        focus_label=f"{labels[view.focus]} [{view.focus}]", font_size=fs)
         ui.chart(fig, key="focus_bars", filename=f"{stem}_focus")
 

@@ -172,7 +172,9 @@ def zoom_head(view, lm, a, shown, labels, fs, where) -> None:
         k = shown[0]
         m = a.map(k, int(view.layer), int(head) if a[k].ndim == 4 else None)
         title = data.panel_title(k, int(view.layer), int(head) if a[k].ndim == 4 else None)
-        fig = viz.heatmap(m, labels, title=title, font_size=fs, colorbar_title=data.unit(k, "raw"),
+        main = ui.main_width()  # the zoom's column: 2/5 of the page beside one grid, else the page
+        width = None if main is None else (int(main * 2 / 5) - 16 if len(shown) == 1 else min(main, 760))
+        fig = viz.heatmap(m, labels, title=title, font_size=fs, colorbar_title=data.unit(k, "raw"), width=width,
                           causal=lm.is_causal, boundary=data.pair_boundary(a), present=view.present)
         ui.chart(fig, key="zoom_head", filename=f"normviz_L{view.layer}_H{head}_{k}")
         ui.link_to_page("app_pages/0_Explore.py", f"Open layer {view.layer}, head {head} in Explore", {})

@@ -185,7 +185,7 @@ def why_weight_is_not_contribution(view, lm, fs) -> None:
         st.dataframe(rows, hide_index=True, width="stretch")
     with right:
         for name, share in (("weight α", w["share_alpha"]), ("norm ‖α f(x)‖", w["share_norm"])):
-            fig = viz.bars({f"share of the {name}": share}, labels, [seen],
+            fig = viz.bars({f"share of the {name}": share}, labels, [seen], width=ui.panel_width(2, view.present),
                            focus_label=f"{labels[i]} [{i}]", font_size=fs)
             ui.chart(fig, key=f"why_bars_{name.split()[0]}", filename=f"normviz_why_L{layer}_H{head}")
     if lm.is_causal and i + 1 < n:

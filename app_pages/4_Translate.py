@@ -60,9 +60,10 @@ def page() -> None:
     with c1:
         view.src = st.text_input("Source", key="tr_src", max_chars=limit)
     with c2:
-        view.tgt = st.text_input("Target (optional: empty = the model translates)", key="tr_tgt", max_chars=limit)
+        view.tgt = st.text_input("Target (empty: generated)" if view.present else
+                                 "Target (optional: empty = the model translates)", key="tr_tgt", max_chars=limit)
     with c3:
-        view.model = st.text_input("Model (encoder–decoder)", key="tr_model", max_chars=256,
+        view.model = st.text_input("Model" if view.present else "Model (encoder–decoder)", key="tr_model", max_chars=256,
                                    help="toy-mt is embedded (a tiny Marian trained on a toy language pair whose "
                                         "true alignment is known); a Marian, BART or T5 directory or Hub id also works.")
     if examples:
@@ -95,8 +96,8 @@ def page() -> None:
         ui.say("error", "; ".join(refused))
         st.stop()
     target_note = str(a.notes.get("target", ""))
-    if not view.tgt.strip():
-        (st.caption if view.present else st.info)(ui.plain(f"Generated translation: {a.target_text}"))
+    if not view.tgt.strip() and not view.present:  # stage mode: under the panels
+        ui.say("info", f"Generated translation: {a.target_text}")
     elif target_note:
         st.caption(ui.plain(f"Target: {target_note}"))
     sa = align_analysis(a, lm.tokenizer)
@@ -142,6 +143,8 @@ def page() -> None:
             ui.context_line(fig, lm.name, view.src, fs)
             ui.chart(fig, key=f"tr_panel_{method}", filename=f"translate_{method}_layer{view.layer}")
     start = str(a.tgt_tokens[0]) if len(a.tgt_tokens) else "the start token"
+    if not view.tgt.strip() and view.present:
+        st.caption(ui.plain(f"Generated translation: {a.target_text}"))
     st.caption(ui.plain(f"Row r is fed the r-th decoder input token and predicts the next one: row 0 is {start}, the "
                         f"token {lm.name}'s decoder starts from (its decoder_start_token_id; Marian models start "
                         "from their padding token), so it predicts the first target word. Per-panel colour scales "
@@ -165,6 +168,7 @@ def page() -> None:
                 ui.say("error", f"Gold alignment not used: {bad}.")
                 sure = possible = None
     fig = alignment_figure(sa.src_words, sa.tgt_words, links, sure=sure, possible=possible, font_size=fs,
+                           width_px=ui.main_width(),
                            title=f"Alignment from {METHOD_NAMES[view.method]}, {view.setting}, {where}")
     st.plotly_chart(fig, key="tr_alignment", config={"displaylogo": False})
     st.caption("Each target word is linked to the source word with the largest score (subword scores summed over "

@@ -95,9 +95,13 @@ def test_every_page_in_stage_mode(stage, size):
     w, h = size
     emulate(driver, w, h, "light")
     q = "present=1&text=" + quote_plus(SENTENCE)
+    first_two = {"overview": (".st-key-grid_attention", ".st-key-grid_norm"),
+                 "translate": (".st-key-tr_panel_weight", ".st-key-tr_panel_norm")}
     for page, path, charts in (("overview", "/Overview", 2), ("learn", "/Learn", 1), ("translate", "/Translate", 2)):
         _open(driver, url, path, q if page != "translate" else "present=1", charts)
         driver.save_screenshot(str(out / f"{page}_{w}x{h}_sentence.png"))
+        for selector in first_two.get(page, ()):
+            _on_first_screen(driver, selector)
     assert len(list(out.glob(f"*_{w}x{h}_*.png"))) >= 3
 
 
