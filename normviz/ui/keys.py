@@ -1,6 +1,7 @@
 """Which map keys a model offers the pages, and their titles (from the families' ``KeyInfo``)."""
 from __future__ import annotations
 
+from normviz import keyspace
 from normviz.errors import NormvizError
 from normviz.methods import registry
 
@@ -21,9 +22,7 @@ def known_keys(lm) -> list[str]:
     """Every map key a session of ``lm`` answers (refused or not): an encoder–decoder's ``encoder_*``,
     ``decoder_*`` and ``cross_*`` keys, or the registry's self-attention keys."""
     if getattr(lm, "is_encoder_decoder", False):
-        from normviz.encdec.keys import all_keys  # issue 18 makes this normviz.all_keys(lm)
-
-        return all_keys(lm)
+        return keyspace.all_keys(lm)
     return registry.all_keys()
 
 
