@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -206,6 +207,14 @@ def short_label(key: str) -> str:
         return keyspace.key_info(key).label
     except NormvizError:
         return key if len(key) <= 22 else key[:21] + "…"
+
+
+def pill_labels(keys: list[str]) -> dict[str, str]:
+    """Each key's pill label (:func:`short_label`), unique among ``keys``: a rollout whose label is also a
+    per-layer map's ("ALTI" twice, "value zeroing" twice) says it is the rollout ("ALTI · rollout")."""
+    labels = {k: short_label(k) for k in keys}
+    seen = Counter(labels.values())
+    return {k: f"{lab} · rollout" if seen[lab] > 1 and k.startswith("rollout_") else lab for k, lab in labels.items()}
 
 
 def dedupe_all_heads(keys: list[str], head: int | None) -> tuple[list[str], str]:
