@@ -1,0 +1,103 @@
+"""Prediction attribution: why this token (rather than that one), exactly, from the one recorded pass.
+
+    predict(session, top, position)               candidates best first (.token, .id, .prob, .logit)
+    explain(session, token, foil, position)       an :class:`Explanation`: direct parts through the final norm
+                                                  (heads [L,H,n], attn_bias [L], ff [L], embedding, final_bias)
+                                                  and propagated parts (sources [n], bias), each summing to total
+    logit_lens(session, position)                 [L+1, V] log-probabilities (nostalgebraist 2020)
+    layer_parts(ctx, rows)                        one layer's residual writes as d-vectors (for routes, pages)
+
+Modules: :mod:`.readout` (final norm + LM head), :mod:`.predict`, :mod:`.lens`, :mod:`.direct`,
+:mod:`.propagate` (DecompX's propagation with the biases as one part and integrated gradients), :mod:`.result`.
+"""
+from __future__ import annotations
+
+from contextlib import nullcontext
+
+import numpy as np
+import torch
+
+from ..errors import NormvizError, NotApplicableError
+from ..methods.base import Request
+from . import propagate
+from .direct import LayerParts, direct_logits, layer_parts
+from .lens import logit_lens, residual_states
+from .predict import Candidate, logits_at, position_index, predict, token_id, token_text
+from .readout import NoHeadError, Readout, readout_of
+from .result import Explanation
+
+POST_LN_REFUSAL = ("the direct parts (heads, attn_bias, ff, embedding, final_bias) need a pre-LN stack, whose "
+                   "residual stream reaches the final norm unchanged; {name!r} normalises after every block "
+                   "(post-LN), so no component has a direct path to the logit. Use sources / bias, which carry "
+                   "every token through every norm.")
+
+
+def actual_next(session, position: int = -1) -> int:
+    """The text's own next token after ``position`` (a decoder's target at that position)."""
+    ids = session.encoded.ids
+    i = position_index(position, len(ids))
+    if i + 1 >= len(ids):
+        raise NormvizError(f"position {i} is the text's last token: it has no next token in the text; "
+                           "explain a prediction (token=None) or an earlier position.")
+    return int(ids[i + 1])
+
+
+def _lock(session):
+    return getattr(session, "_lock", None) or nullcontext()
+
+
+@torch.no_grad()
+def explain(session, token=None, foil=None, position: int = -1) -> Explanation:
+    """Explain the logit of ``token`` (None: the top-1 prediction) minus that of ``foil`` (None: the logit
+    itself) at ``position``. See :mod:`normviz.attribution.result` for the fields and identities."""
+    lm = session.lm
+    readout = readout_of(lm)
+    with _lock(session):
+        views = session.layers()
+        n = len(views[0].rec.x)
+        i = position_index(position, n)
+        logits = logits_at(readout, views, i).to(torch.float64)
+        w = int(logits.argmax()) if token is None else token_id(lm.tokenizer, token, readout.vocab_size, "token")
+        f = None if foil is None else token_id(lm.tokenizer, foil, readout.vocab_size, "foil")
+        if f is not None and f == w:
+            raise NormvizError("token and foil are the same token: their logit difference is 0 by definition.")
+        total = float(logits[w] - (logits[f] if f is not None else 0.0))
+        u, b = readout.direction(w, f)
+        x_last = views[-1].rec.out[i]
+        direct, refusal = None, None
+        if lm.spec.placement == "pre" and readout.linear:
+            r = readout.vector(u.to(torch.float64), x_last.to(torch.float64))
+            parts = direct_logits(views, i, r)
+            direct = {"heads": parts.heads.numpy(), "attn_bias": parts.attn_bias.numpy(), "ff": parts.ff.numpy(),
+                      "embedding": parts.embedding, "final_bias": readout.constant(u.to(torch.float64), b)}
+        else:
+            refusal = POST_LN_REFUSAL.format(name=lm.name)
+    request = session.request
+    options = dict(session.options)
+    itemsize = views[0].rec.x.element_size()
+
+    def sources():
+        propagate.check(request, options, itemsize)
+        with _lock(session):
+            X = propagate.output_parts(session.layers())
+            out = propagate.source_logits(X[i], readout, x_last, u, b)
+            for v in session.layers():
+                v.clear()
+        return out[0].cpu().numpy(), out[1]
+
+    return Explanation(token=w, token_text=token_text(lm.tokenizer, w), foil=f,
+                       foil_text=token_text(lm.tokenizer, f) if f is not None else None, position=i, total=total,
+                       tokens=list(session.tokens), direct=direct, direct_refusal=refusal, sources=sources)
+
+
+def sources_refusal(session) -> str | None:
+    """Why ``sources`` would be refused for this session (cost), or None; runs nothing."""
+    try:
+        propagate.check(session.request, dict(session.options))
+    except NormvizError as exc:
+        return str(exc)
+    return None
+
+
+__all__ = ["Candidate", "Explanation", "LayerParts", "NoHeadError", "Readout", "actual_next", "explain",
+           "layer_parts", "logit_lens", "predict", "readout_of", "residual_states", "sources_refusal", "token_id"]
