@@ -34,6 +34,7 @@ class Readout:
     extra_bias: torch.Tensor | None  # [V] final_logits_bias (added after ``head``)
     norm: NormParams | None  # the final norm, when the stack has one
     transform: tuple[torch.nn.Module, object, NormParams] | None  # an MLM head's dense, activation, LayerNorm
+    scale: float = 1.0  # the head reads final · scale (T5 with scale_decoder_outputs: d_model**-0.5)
 
     @property
     def vocab_size(self) -> int:
@@ -48,7 +49,7 @@ class Readout:
     def logits(self, final: torch.Tensor) -> torch.Tensor:
         """Logits from final hidden states [m, d] (the stack's output, after its final norm), by the model's own
         head modules."""
-        out = self.head(final)
+        out = self.head(final * self.scale if self.scale != 1.0 else final)
         return out + self.extra_bias if self.extra_bias is not None else out
 
     def from_residual(self, x: torch.Tensor) -> torch.Tensor:
@@ -57,8 +58,8 @@ class Readout:
 
     # ---- the direction of a (contrastive) logit
     def direction(self, token: int, foil: int | None) -> tuple[torch.Tensor, float]:
-        """(u = W_U[w] − W_U[f] (or W_U[w]) [d], b_U[w] − b_U[f] (or b_U[w]))."""
-        u = self.w_u[token] - (self.w_u[foil] if foil is not None else 0)
+        """(u = W_U[w] − W_U[f] (or W_U[w]) [d], b_U[w] − b_U[f] (or b_U[w])); u times the head's input scale."""
+        u = (self.w_u[token] - (self.w_u[foil] if foil is not None else 0)) * self.scale
         b = 0.0
         if self.b_u is not None:
             b = float(self.b_u[token]) - (float(self.b_u[foil]) if foil is not None else 0.0)
@@ -131,4 +132,8 @@ def readout_of(lm) -> Readout:
     if spec.head_transform:
         dense, act, ln = (get_path(head_model, path) for path in spec.head_transform)
         transform = (dense, act, _norm_params(ln, "layernorm"))
-    return Readout(head=head, w_u=out_emb.weight, b_u=b_u, extra_bias=extra, norm=norm, transform=transform)
+    scale = 1.0
+    if spec.head_scale_flag and getattr(lm.config, spec.head_scale_flag, False):
+        scale = float(head_model.config.d_model) ** -0.5
+    return Readout(head=head, w_u=out_emb.weight, b_u=b_u, extra_bias=extra, norm=norm, transform=transform,
+                   scale=scale)

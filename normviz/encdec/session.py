@@ -254,6 +254,23 @@ class Seq2SeqSession:
         """The :class:`~normviz.encdec.record.Seq2SeqRecord` (records on first call)."""
         return self._pass.get()
 
+    # ---- predictions on the decoder rows (normviz.attribution: they ride the one recorded pass)
+    def predict(self, top: int = 10, position: int = -1):
+        """The ``top`` most probable next target tokens after decoder row ``position``."""
+        from ..attribution import predict
+        return predict(self.decoder, top, position)
+
+    def explain(self, token=None, foil=None, position: int = -1):
+        """Why ``token`` rather than ``foil`` after decoder row ``position`` (sources over source + target)."""
+        from ..attribution.seq2seq import explain
+        with self._lock:
+            return explain(self, token, foil, position)
+
+    def logit_lens(self, position: int = -1):
+        """[L+1, V] log-probabilities of each decoder layer's residual state at row ``position``."""
+        from ..attribution import logit_lens
+        return logit_lens(self.decoder, position)
+
     # ---- maps
     def get(self, keys: Iterable[str] | str | None = None, *, strict: bool = True,
             progress: Progress | None = None) -> Analysis:

@@ -157,15 +157,16 @@ def norm_parts(parts: torch.Tensor, norm, z: torch.Tensor, rows: slice, rules: R
     return parts
 
 
-def ff_factors(ctx) -> list[torch.Tensor]:
-    """The per-unit factors [n, d_ff] of the FF activation at the block's real input (through the model's own
-    norm): an element-wise g: [θ = g(h)/h], DecompX's zero-origin slope, which is also the integrated-gradients
-    share of a part; SwiGLU: the integrated-gradients factors of the gate and up parts
-    (:func:`normviz.methods.feedforward.unit_factors`, the same split as the FF maps)."""
+def ff_factors(ctx, ff_in: torch.Tensor | None = None) -> list[torch.Tensor]:
+    """The per-unit factors [n, d_ff] of the FF activation at the block's real input ``ff_in`` (default: the
+    attention residual through the model's own norm): an element-wise g: [θ = g(h)/h], DecompX's zero-origin
+    slope, which is also the integrated-gradients share of a part; SwiGLU: the integrated-gradients factors of
+    the gate and up parts (:func:`normviz.methods.feedforward.unit_factors`, the same split as the FF maps)."""
     from .feedforward import unit_factors
 
     p = ctx.p
-    ff_in = ctx.ln_attn.module(ctx.rec.z_attn)
+    if ff_in is None:
+        ff_in = ctx.ln_attn.module(ctx.rec.z_attn)
     pre = [ff_in @ w + b if b is not None else ff_in @ w
            for w, b in [(p.w_in, p.b_in)] + ([(p.w_up, p.b_up)] if p.ff_kind != "mlp" else [])]
     return unit_factors(ctx, *pre)
@@ -223,11 +224,16 @@ def value_bias(p) -> torch.Tensor:
 def attention_parts(ctx, values: torch.Tensor, rows: slice, m: int) -> torch.Tensor:
     """Σ_h Σ_j α^h_ij (X̂[j, k] W^V) W^O_h for the rows: [c, m, d] (values from :func:`_value_projection`)."""
     p = ctx.p
-    H, KV, dh = p.n_heads, p.n_kv_heads, p.head_dim
+    return mix_values(ctx.alpha, values, p.w_o, p.n_heads, p.n_kv_heads, p.head_dim, rows, m)
+
+
+def mix_values(alpha: torch.Tensor, values: torch.Tensor, w_o: torch.Tensor, H: int, KV: int, dh: int, rows: slice,
+               m: int) -> torch.Tensor:
+    """Σ_h Σ_j α^h_ij values^{kv(h)}[j, k] W^O_h: α [H, ·, n_j], values [KV, n_j, m·dh] → [c, m, d]."""
     c = rows.stop - rows.start
-    alpha = ctx.alpha[:, rows].reshape(KV, (H // KV) * c, -1)  # heads h = kv·G + g share kv head kv
-    mixed = torch.bmm(alpha, values).view(H, c, m, dh)
-    return (mixed.permute(1, 2, 0, 3).reshape(c * m, H * dh) @ p.w_o).view(c, m, -1)
+    a = alpha[:, rows].reshape(KV, (H // KV) * c, -1)  # heads h = kv·G + g share kv head kv
+    mixed = torch.bmm(a, values).view(H, c, m, dh)
+    return (mixed.permute(1, 2, 0, 3).reshape(c * m, H * dh) @ w_o).view(c, m, -1)
 
 
 def _bytes_per_cell(ctx) -> int:
@@ -236,28 +242,41 @@ def _bytes_per_cell(ctx) -> int:
     return ((2 if ctx.p.ff_kind != "mlp" else 1) * d_ff + 5 * d) * ctx.rec.x.element_size()
 
 
-def propagate(ctx, X: torch.Tensor, first: bool, rules: Rules = DECOMPX) -> torch.Tensor:
+def propagate(ctx, X: torch.Tensor, first: bool, rules: Rules = DECOMPX, cross=None) -> torch.Tensor:
     """One layer: the parts X [n, m, d] of its input → the parts of its output, written into X (m = n parts,
     or n + 1 with the bias part, :class:`Rules`). GQA and gated FF blocks are propagated too (the decompx key
-    refuses them in ``check``: DecompX's bias and activation rules are the authors' for BERT)."""
+    refuses them in ``check``: DecompX's bias and activation rules are the authors' for BERT).
+
+    ``cross``: a decoder layer of an encoder–decoder, whose cross block sits between the self-attention and
+    the FF: an object with ``parts(rows)`` (the cross attention output's parts [c, m, d], biases included),
+    ``norm`` (post-LN: the norm after the cross residual; pre-LN: the FF's input norm), ``z`` [n, d] (that
+    norm's real input) and, post-LN, ``z_ff`` [n, d] (the real input of the norm after the FF residual)."""
     p = ctx.p
     n, m, d = X.shape
     values = _value_projection(ctx, X, first, rules)
     bias = p.b_o if p.b_o is not None else torch.zeros(d, dtype=X.dtype, device=X.device)
     if not (first and rules.first_value_bias_with_token) and p.b_v is not None:
         bias = bias + value_bias(p)
-    factors = ff_factors(ctx)
     norm2 = p.norm_on_ff_residual
+    if cross is None:
+        ff_norm, ff_z, z_ff = ctx.ln_attn, ctx.rec.z_attn, ctx.rec.z_ff
+    else:
+        ff_norm, ff_z, z_ff = cross.norm, cross.z, getattr(cross, "z_ff", None)
+    factors = ff_factors(ctx, ff_norm.module(ff_z))
     for rows in ctx.row_chunks(_bytes_per_cell(ctx)):
         u = attention_parts(ctx, values, rows, m)
         u += X[rows]
         add_bias(u, bias, rows, rules)
         if norm2 is not None:  # post-LN: LN1 on the residual, FF residual from LN1's output, then LN2
             ell = norm_parts(u, ctx.ln_attn, ctx.rec.z_attn[rows], rows, rules)
+            if cross is not None:  # the cross block and its norm between
+                ell = norm_parts(ell + cross.parts(rows), cross.norm, cross.z[rows], rows, rules)
             out = ell + ff_parts(ctx, ell, rows, factors, rules)
-            norm_parts(out, norm2, ctx.rec.z_ff[rows], rows, rules)
+            norm_parts(out, norm2, z_ff[rows], rows, rules)
         else:  # pre-LN: LN2 parts feed the FF; the residual carries U
-            ell = norm_parts(u.clone(), ctx.ln_attn, ctx.rec.z_attn[rows], rows, rules)
+            if cross is not None:
+                u += cross.parts(rows)
+            ell = norm_parts(u.clone(), ff_norm, ff_z[rows], rows, rules)
             out = u + ff_parts(ctx, ell, rows, factors, rules)
         X[rows] = out
     return X

@@ -88,6 +88,7 @@ class ArchSpec:
     final_norm: str | None = None
     lm_head: str | None = None
     head_transform: tuple[str, str, str] | None = None
+    head_scale_flag: str | None = None  # a config flag: when true the head reads final · d_model**-0.5 (T5)
 
     def __post_init__(self):
         roles = (("norm_after_attn", "norm_after_ff") if self.placement == "post"
@@ -184,7 +185,8 @@ def _bart_like(placement: str) -> ArchSpec:
     cross = CrossSpec(attn="encoder_attn", value="encoder_attn.v_proj", out="encoder_attn.out_proj",
                       norm_on_residual=cross_norm)
     return ArchSpec(family="bart", placement=placement, causal=False, fields=_seq2seq_fields("encoder"),
-                    decoder=decoder, cross=cross, **common, **enc_norms)
+                    decoder=decoder, cross=cross, final_norm="layer_norm" if placement == "pre" else None,
+                    **common, **enc_norms)
 
 
 def _t5(gated: bool) -> ArchSpec:
@@ -204,11 +206,12 @@ def _t5(gated: bool) -> ArchSpec:
     common = dict(family="t5", placement="pre", layers="block", value="layer.0.SelfAttention.v",
                   out="layer.0.SelfAttention.o", norm_before_attn="layer.0.layer_norm", norm_kind="rmsnorm",
                   fields=fields)
-    decoder = ArchSpec(causal=True, norm_before_ff="layer.1.layer_norm", **common, **ff(2))
+    decoder = ArchSpec(causal=True, norm_before_ff="layer.1.layer_norm", final_norm="final_layer_norm",
+                       lm_head="lm_head", head_scale_flag="scale_decoder_outputs", **common, **ff(2))
     cross = CrossSpec(attn="layer.1.EncDecAttention", value="layer.1.EncDecAttention.v",
                       out="layer.1.EncDecAttention.o", norm_on_residual="layer.2.layer_norm")
-    return ArchSpec(causal=False, norm_before_ff="layer.1.layer_norm", decoder=decoder, cross=cross, **common,
-                    **ff(1))
+    return ArchSpec(causal=False, norm_before_ff="layer.1.layer_norm", decoder=decoder, cross=cross,
+                    final_norm="final_layer_norm", **common, **ff(1))
 
 
 _T5 = ArchSpec(**{**_t5(False).__dict__, "variant_flag": "is_gated_act", "variant": _t5(True)})
