@@ -164,7 +164,7 @@ def _load_plugins() -> None:
     """Import modules that add subcommands (they may be absent in a minimal install)."""
     import importlib
 
-    for mod in ("normviz.corpus.cli", "normviz.align.cli"):
+    for mod in ("normviz.corpus.cli", "normviz.align.cli", "normviz.attribution.cli"):
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as exc:

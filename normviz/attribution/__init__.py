@@ -33,7 +33,11 @@ POST_LN_REFUSAL = ("the direct parts (heads, attn_bias, ff, embedding, final_bia
 
 
 def actual_next(session, position: int = -1) -> int:
-    """The text's own next token after ``position`` (a decoder's target at that position)."""
+    """The text's own next token after ``position`` (encoder–decoders: the target token decoder row
+    ``position`` predicts)."""
+    labels = getattr(session, "labels_encoded", None)
+    if labels is not None:
+        return int(labels.ids[position_index(position, len(labels.ids))])
     ids = session.encoded.ids
     i = position_index(position, len(ids))
     if i + 1 >= len(ids):

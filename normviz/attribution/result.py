@@ -47,6 +47,11 @@ class Explanation:
     def has_direct(self) -> bool:
         return self._direct is not None
 
+    @property
+    def direct_refusal(self) -> str | None:
+        """Why the direct parts are refused (post-LN stacks), or None."""
+        return None if self._direct is not None else self._direct_refusal
+
     heads = property(lambda self: self._get("heads"), doc="[L, H, n] head h of layer l through source token j")
     attn_bias = property(lambda self: self._get("attn_bias"), doc="[L] b^O of each layer")
     ff = property(lambda self: self._get("ff"), doc="[L] the whole FF block's output at i")

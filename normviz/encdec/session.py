@@ -262,7 +262,7 @@ class Seq2SeqSession:
 
     def explain(self, token=None, foil=None, position: int = -1):
         """Why ``token`` rather than ``foil`` after decoder row ``position`` (sources over source + target)."""
-        from ..attribution.seq2seq import explain
+        from .explain import explain
         with self._lock:
             return explain(self, token, foil, position)
 

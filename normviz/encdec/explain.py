@@ -16,14 +16,15 @@ from dataclasses import dataclass
 
 import torch
 
+from ..attribution import POST_LN_REFUSAL, propagate
+from ..attribution.direct import direct_logits
+from ..attribution.predict import logits_at, position_index, token_id, token_text
+from ..attribution.readout import readout_of
+from ..attribution.result import Explanation
 from ..errors import NormvizError
 from ..methods import decompx
 from ..methods.base import Request
-from . import propagate
-from .direct import direct_logits
-from .predict import logits_at, position_index, token_id, token_text
-from .readout import readout_of
-from .result import Explanation
+from .params import cross_params, decoder_view
 
 
 @dataclass
@@ -54,7 +55,6 @@ def _cross_parts(ctx, rec, params, E: torch.Tensor, lm) -> CrossParts:
     bias = params.b_o if params.b_o is not None else torch.zeros(d, dtype=E.dtype, device=E.device)
     if params.b_v is not None:
         bias = bias + params.b_v @ params.w_o
-    from ..encdec.params import decoder_view
     from ..models.params import _norm_params, get_path
 
     dec_spec = lm.spec.decoder
@@ -72,8 +72,6 @@ def _cross_parts(ctx, rec, params, E: torch.Tensor, lm) -> CrossParts:
 
 def output_parts(session) -> torch.Tensor:
     """The decoder's last layer output parts [m, n_src + m + 1, d] (source tokens, target tokens, bias)."""
-    from ..encdec.params import cross_params
-
     lm = session.lm
     enc_views = session.encoder.layers()
     E0 = propagate.output_parts(enc_views)  # [n_src, n_src + 1, d]
@@ -102,7 +100,6 @@ def _check_activations(lm) -> None:
     """Refuse (NotApplicableError) FF activations the integrated-gradients split does not cover (gated units
     other than SiLU: T5 v1.1's gated GELU)."""
     from ..activations import check_activation
-    from ..encdec.params import decoder_view
     from ..errors import NotApplicableError
 
     for view in (lm, decoder_view(lm)):
@@ -120,8 +117,7 @@ def sources_request(session) -> Request:
 
 @torch.no_grad()
 def explain(session, token=None, foil=None, position: int = -1) -> Explanation:
-    from ..encdec.params import cross_params
-
+    """:func:`normviz.attribution.explain` on decoder row ``position`` of a Seq2SeqSession."""
     lm = session.lm
     dec = session.decoder
     readout = readout_of(dec.lm)
@@ -146,7 +142,6 @@ def explain(session, token=None, foil=None, position: int = -1) -> Explanation:
                   "embedding": parts.embedding, "final_bias": readout.constant(u.to(torch.float64), b),
                   "cross_heads": parts.cross_heads.numpy(), "cross_bias": parts.cross_bias.numpy()}
     else:
-        from . import POST_LN_REFUSAL
         refusal = POST_LN_REFUSAL.format(name=lm.name)
     request = sources_request(session)
     options = dict(session.options)
