@@ -16,7 +16,8 @@ from .readout import readout_of
 
 def residual_states(views, i: int) -> torch.Tensor:
     """[L+1, d]: x^0_i, then each layer's output at i."""
-    return torch.stack([views[0].rec.x[i]] + [v.rec.out[i] for v in views])
+    device = views[-1].device  # a model sharded with device_map: where the final norm and head live
+    return torch.stack([views[0].rec.x[i].to(device)] + [v.rec.out[i].to(device) for v in views])
 
 
 @torch.no_grad()

@@ -136,3 +136,25 @@ def test_a_base_model_has_no_head(tiny_model):
     with pytest.raises(NormvizError, match="without a language-model head"):
         s.predict()
     assert s.forward_passes == 0
+
+
+@pytest.mark.parametrize("arch", ["llama_bias", "gpt2"])
+def test_layer_parts_rebuild_each_layer_output(head_model, arch):
+    """The interface routes and pages build on: one layer's writes as vectors, summing to its output."""
+    from normviz.attribution import layer_parts, readout_of
+
+    lm = head_model(arch)
+    enc = tiny.encoded(n=7, seed=6)
+    s = _session(lm, enc)
+    e = s.explain(position=-1)
+    views = s.layers()
+    ro = readout_of(lm)
+    u, _ = ro.direction(e.token, None)
+    r = ro.vector(u, views[-1].rec.out[-1])
+    for l, ctx in enumerate(views):
+        p = layer_parts(ctx)
+        rebuilt = p.residual + p.heads.sum((1, 2)) + p.attn_bias + p.ff
+        assert torch.allclose(rebuilt, p.out, rtol=0, atol=1e-10 * float(p.out.abs().max()))
+        assert p.heads.shape == (7, lm.n_heads, 7, p.out.shape[-1])
+        one = layer_parts(ctx, rows=-1)
+        assert np.allclose((one.heads[0] @ r).numpy(), e.heads[l], rtol=0, atol=1e-10 * np.abs(e.heads).max())
