@@ -13,12 +13,11 @@ Modules: :mod:`.readout` (final norm + LM head), :mod:`.predict`, :mod:`.lens`, 
 from __future__ import annotations
 
 from contextlib import nullcontext
+from dataclasses import dataclass
 
-import numpy as np
 import torch
 
-from ..errors import NormvizError, NotApplicableError
-from ..methods.base import Request
+from ..errors import NormvizError
 from . import propagate
 from .direct import LayerParts, direct_logits, layer_parts
 from .lens import logit_lens, residual_states
@@ -50,6 +49,53 @@ def _lock(session):
     return getattr(session, "_lock", None) or nullcontext()
 
 
+@dataclass
+class Target:
+    """What is explained: token w (minus foil f) at position i; u = W_U[w] − W_U[f] and the head's bias
+    difference b; x^L_i, whose norm scale the readout uses; total, the model's own logit (difference)."""
+
+    i: int
+    token: int
+    foil: int | None
+    total: float
+    u: torch.Tensor
+    b: float
+    x_last: torch.Tensor
+
+
+def target(lm, readout: Readout, views, token, foil, position: int) -> Target:
+    """Resolve token (None: the top prediction), foil and position on a stack's recorded views."""
+    i = position_index(position, len(views[0].rec.x))
+    logits = logits_at(readout, views, i).to(torch.float64)
+    w = int(logits.argmax()) if token is None else token_id(lm.tokenizer, token, readout.vocab_size, "token")
+    f = None if foil is None else token_id(lm.tokenizer, foil, readout.vocab_size, "foil")
+    if f is not None and f == w:
+        raise NormvizError("token and foil are the same token: their logit difference is 0 by definition.")
+    u, b = readout.direction(w, f)
+    return Target(i=i, token=w, foil=f, total=float(logits[w] - (logits[f] if f is not None else 0.0)), u=u, b=b,
+                  x_last=views[-1].rec.out[i])
+
+
+def direct_fields(lm, readout: Readout, views, t: Target, crosses=None) -> tuple[dict | None, str | None]:
+    """(the direct parts as Explanation fields, None) on a pre-LN stack with a linear readout, else (None, why)."""
+    if lm.spec.placement != "pre" or not readout.linear:
+        return None, POST_LN_REFUSAL.format(name=lm.name)
+    u = t.u.to(torch.float64)
+    parts = direct_logits(views, t.i, readout.vector(u, t.x_last.to(torch.float64)), crosses=crosses)
+    out = {"heads": parts.heads.numpy(), "attn_bias": parts.attn_bias.numpy(), "ff": parts.ff.numpy(),
+           "embedding": parts.embedding, "final_bias": readout.constant(u, t.b)}
+    if crosses is not None:
+        out.update(cross_heads=parts.cross_heads.numpy(), cross_bias=parts.cross_bias.numpy())
+    return out, None
+
+
+def explanation(lm, t: Target, tokens, direct, refusal, sources, **extra) -> Explanation:
+    tok = lm.tokenizer
+    return Explanation(token=t.token, token_text=token_text(tok, t.token), foil=t.foil,
+                       foil_text=token_text(tok, t.foil) if t.foil is not None else None, position=t.i, total=t.total,
+                       tokens=list(tokens), direct=direct, direct_refusal=refusal, sources=sources, **extra)
+
+
 @torch.no_grad()
 def explain(session, token=None, foil=None, position: int = -1) -> Explanation:
     """Explain the logit of ``token`` (None: the top-1 prediction) minus that of ``foil`` (None: the logit
@@ -58,40 +104,20 @@ def explain(session, token=None, foil=None, position: int = -1) -> Explanation:
     readout = readout_of(lm)
     with _lock(session):
         views = session.layers()
-        n = len(views[0].rec.x)
-        i = position_index(position, n)
-        logits = logits_at(readout, views, i).to(torch.float64)
-        w = int(logits.argmax()) if token is None else token_id(lm.tokenizer, token, readout.vocab_size, "token")
-        f = None if foil is None else token_id(lm.tokenizer, foil, readout.vocab_size, "foil")
-        if f is not None and f == w:
-            raise NormvizError("token and foil are the same token: their logit difference is 0 by definition.")
-        total = float(logits[w] - (logits[f] if f is not None else 0.0))
-        u, b = readout.direction(w, f)
-        x_last = views[-1].rec.out[i]
-        direct, refusal = None, None
-        if lm.spec.placement == "pre" and readout.linear:
-            r = readout.vector(u.to(torch.float64), x_last.to(torch.float64))
-            parts = direct_logits(views, i, r)
-            direct = {"heads": parts.heads.numpy(), "attn_bias": parts.attn_bias.numpy(), "ff": parts.ff.numpy(),
-                      "embedding": parts.embedding, "final_bias": readout.constant(u.to(torch.float64), b)}
-        else:
-            refusal = POST_LN_REFUSAL.format(name=lm.name)
-    request = session.request
-    options = dict(session.options)
-    itemsize = views[0].rec.x.element_size()
+        t = target(lm, readout, views, token, foil, position)
+        direct, refusal = direct_fields(lm, readout, views, t)
+    request, options, itemsize = session.request, dict(session.options), views[0].rec.x.element_size()
 
     def sources():
         propagate.check(request, options, itemsize)
         with _lock(session):
             X = propagate.output_parts(session.layers())
-            out = propagate.source_logits(X[i], readout, x_last, u, b)
+            out = propagate.source_logits(X[t.i], readout, t.x_last, t.u, t.b)
             for v in session.layers():
                 v.clear()
         return out[0].cpu().numpy(), out[1]
 
-    return Explanation(token=w, token_text=token_text(lm.tokenizer, w), foil=f,
-                       foil_text=token_text(lm.tokenizer, f) if f is not None else None, position=i, total=total,
-                       tokens=list(session.tokens), direct=direct, direct_refusal=refusal, sources=sources)
+    return explanation(lm, t, session.tokens, direct, refusal, sources)
 
 
 def sources_refusal(session) -> str | None:
@@ -103,5 +129,5 @@ def sources_refusal(session) -> str | None:
     return None
 
 
-__all__ = ["Candidate", "Explanation", "LayerParts", "NoHeadError", "Readout", "actual_next", "explain",
+__all__ = ["Candidate", "Explanation", "LayerParts", "NoHeadError", "Readout", "Target", "actual_next", "explain",
            "layer_parts", "logit_lens", "predict", "readout_of", "residual_states", "sources_refusal", "token_id"]

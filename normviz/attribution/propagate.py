@@ -41,17 +41,6 @@ def memory_bytes(request: Request, itemsize: int = 4) -> int:
     return 2 * request.n_tokens * (request.n_tokens + 1) * request.d_model * itemsize
 
 
-def token_limit(request: Request, max_flops: float) -> int:
-    lo, hi = 0, request.n_tokens
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if flops(Request(**{**request.__dict__, "n_tokens": mid})) <= max_flops:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
 def check(request: Request, options: dict, itemsize: int = 4) -> None:
     """TooCostlyError when ``sources`` would exceed the time budget (option ``explain_budget_s``, at
     DecompX's measured rate) or the memory limit (option ``explain_max_bytes``, default 2 GiB)."""
@@ -66,7 +55,7 @@ def check(request: Request, options: dict, itemsize: int = 4) -> None:
         refuse_over_budget(request, "sources", {**options, "cost_flops_per_second": rate}, "explain_budget_s",
                            flops(request))
     except TooCostlyError as exc:
-        fits = token_limit(request, float(options["explain_budget_s"]) * float(rate))
+        fits = decompx.token_limit(request, float(options["explain_budget_s"]) * float(rate), flops)
         raise TooCostlyError(f"{exc} sources fits the budget up to about {fits} tokens here; the direct parts "
                              "(heads, ff …) cost about one forward pass.") from None
 

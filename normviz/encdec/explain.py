@@ -16,12 +16,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..attribution import POST_LN_REFUSAL, propagate
-from ..attribution.direct import direct_logits
-from ..attribution.predict import logits_at, position_index, token_id, token_text
+from ..attribution import direct_fields, explanation, propagate, target
 from ..attribution.readout import readout_of
 from ..attribution.result import Explanation
-from ..errors import NormvizError
 from ..methods import decompx
 from ..methods.base import Request
 from .params import cross_params, decoder_view
@@ -123,39 +120,17 @@ def explain(session, token=None, foil=None, position: int = -1) -> Explanation:
     readout = readout_of(dec.lm)
     views = dec.layers()
     rec = session.records()
-    m = len(views[0].rec.x)
-    i = position_index(position, m)
-    logits = logits_at(readout, views, i).to(torch.float64)
-    w = int(logits.argmax()) if token is None else token_id(lm.tokenizer, token, readout.vocab_size, "token")
-    f = None if foil is None else token_id(lm.tokenizer, foil, readout.vocab_size, "foil")
-    if f is not None and f == w:
-        raise NormvizError("token and foil are the same token: their logit difference is 0 by definition.")
-    total = float(logits[w] - (logits[f] if f is not None else 0.0))
-    u, b = readout.direction(w, f)
-    x_last = views[-1].rec.out[i]
-    direct, refusal = None, None
-    if dec.lm.spec.placement == "pre" and readout.linear:
-        r = readout.vector(u.to(torch.float64), x_last.to(torch.float64))
-        crosses = [(rec.cross[l], cross_params(lm, l)) for l in range(len(views))]
-        parts = direct_logits(views, i, r, crosses=crosses)
-        direct = {"heads": parts.heads.numpy(), "attn_bias": parts.attn_bias.numpy(), "ff": parts.ff.numpy(),
-                  "embedding": parts.embedding, "final_bias": readout.constant(u.to(torch.float64), b),
-                  "cross_heads": parts.cross_heads.numpy(), "cross_bias": parts.cross_bias.numpy()}
-    else:
-        refusal = POST_LN_REFUSAL.format(name=lm.name)
-    request = sources_request(session)
-    options = dict(session.options)
-    itemsize = views[0].rec.x.element_size()
+    t = target(lm, readout, views, token, foil, position)
+    crosses = [(rec.cross[l], cross_params(lm, l)) for l in range(len(views))]
+    direct, refusal = direct_fields(dec.lm, readout, views, t, crosses=crosses)
+    request, options, itemsize = sources_request(session), dict(session.options), views[0].rec.x.element_size()
 
     def sources():
         propagate.check(request, options, itemsize)
         _check_activations(lm)
         X = output_parts(session)
-        out = propagate.source_logits(X[i], readout, x_last, u, b)
+        out = propagate.source_logits(X[t.i], readout, t.x_last, t.u, t.b)
         return out[0].cpu().numpy(), out[1]
 
     src, tgt = list(session.src_tokens), list(session.tgt_tokens)
-    return Explanation(token=w, token_text=token_text(lm.tokenizer, w), foil=f,
-                       foil_text=token_text(lm.tokenizer, f) if f is not None else None, position=i, total=total,
-                       tokens=tgt, direct=direct, direct_refusal=refusal, sources=sources,
-                       source_tokens=src + tgt, n_source=len(src))
+    return explanation(lm, t, tgt, direct, refusal, sources, source_tokens=src + tgt, n_source=len(src))

@@ -91,12 +91,13 @@ def check(request: Request, key: str, options: dict) -> None:
         raise TooCostlyError(f"{exc} DecompX fits the budget up to about {fits} tokens here.") from None
 
 
-def token_limit(request: Request, max_flops: float) -> int:
-    """The longest input whose :func:`flops` stay within ``max_flops`` (flops grow with n)."""
+def token_limit(request: Request, max_flops: float, cost=None) -> int:
+    """The longest input whose ``cost`` (default :func:`flops`; grows with n) stays within ``max_flops``."""
+    cost = cost or flops
     lo, hi = 0, request.n_tokens
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if flops(Request(**{**request.__dict__, "n_tokens": mid})) <= max_flops:
+        if cost(Request(**{**request.__dict__, "n_tokens": mid})) <= max_flops:
             lo = mid
         else:
             hi = mid - 1

@@ -17,17 +17,6 @@ PRE = ["llama", "llama_bias", "qwen2", "gpt2"]
 TOL = {"llama": 2e-6, "llama_bias": 2e-6, "qwen2": 2e-6, "gpt2": 1e-9}  # Llama's RMSNorm rounds through float32
 
 
-@pytest.fixture(scope="module")
-def head_model():
-    cache: dict = {}
-
-    def make(arch):
-        if arch not in cache:
-            cache[arch] = tiny.build_with_head(arch)
-        return cache[arch]
-    return make
-
-
 def _session(lm, enc):
     return normviz.Session.from_encoded(lm, [enc])[0]
 

@@ -18,17 +18,6 @@ ARCHS = ["llama", "llama_bias", "qwen2", "gpt2", "bert"]
 TOL = {"llama": 2e-6, "llama_bias": 2e-6, "qwen2": 2e-6, "gpt2": 1e-9, "bert": 1e-9}
 
 
-@pytest.fixture(scope="module")
-def head_model():
-    cache: dict = {}
-
-    def make(arch):
-        if arch not in cache:
-            cache[arch] = tiny.build_with_head(arch)
-        return cache[arch]
-    return make
-
-
 def _session(lm, enc, options=None):
     return normviz.Session.from_encoded(lm, [enc], options=options)[0]
 
