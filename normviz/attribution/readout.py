@@ -114,9 +114,9 @@ def readout_of(lm) -> Readout:
     spec = lm.spec
     if head_model is None or not spec.lm_head:
         raise NoHeadError(
-            f"{lm.name!r} was loaded without a language-model head, so it predicts no tokens "
-            f"(a sentence encoder such as minilm has none). Use a model with one: 'smollm2' (a decoder), a BERT "
-            "checkpoint saved as BertForMaskedLM, or an encoder–decoder such as 'toy-mt'.")
+            f"{lm.name!r} was loaded without a language-model head, so it predicts no tokens (a sentence encoder "
+            "such as minilm has none; normviz reads the heads of GPT-2, the Llama family, BERT saved as "
+            "BertForMaskedLM and the encoder–decoders). Use a model with one: 'smollm2' (a decoder) or 'toy-mt'.")
     head = get_path(head_model, spec.lm_head)
     out_emb = head_model.get_output_embeddings()
     extra = getattr(head_model, "final_logits_bias", None)

@@ -128,8 +128,9 @@ def explain(session, token=None, foil=None, position: int = -1) -> Explanation:
     def sources():
         propagate.check(request, options, itemsize)
         _check_activations(lm)
-        X = output_parts(session)
-        out = propagate.source_logits(X[t.i], readout, t.x_last, t.u, t.b)
+        with session._lock:
+            X = output_parts(session)
+            out = propagate.source_logits(X[t.i], readout, t.x_last, t.u, t.b)
         return out[0].cpu().numpy(), out[1]
 
     src, tgt = list(session.src_tokens), list(session.tgt_tokens)
