@@ -31,8 +31,13 @@ def test_predict_and_lens_ride_the_one_pass(head_model, arch):
     enc = tiny.encoded(n=8, seed=2)
     s = _session(lm, enc)
     p = ref.run(lm.head_model, enc.ids)
+    rows = []  # how many positions the LM head reads per call: only the ones asked for
+    hook = lm.head_model.get_output_embeddings().register_forward_hook(lambda m, a, o: rows.append(a[0].shape[0]))
     for pos in (-1, 3):
+        rows.clear()
         cands = s.predict(top=5, position=pos)
+        lens = s.logit_lens(position=pos)
+        assert rows == [1, lm.n_layers, 1]  # predict: 1 row; lens: L states through the norm + the final one
         real = p.logits[pos].to(torch.float64)
         want = torch.topk(real, 5).indices.tolist()
         assert [c.id for c in cands] == want
@@ -41,7 +46,6 @@ def test_predict_and_lens_ride_the_one_pass(head_model, arch):
             assert abs(c.logit - float(real[c.id])) <= 1e-9 * max(1.0, abs(c.logit))
             assert abs(c.prob - float(probs[c.id])) <= 1e-9
         assert all(a.prob >= b.prob for a, b in zip(cands, cands[1:]))
-        lens = s.logit_lens(position=pos)
         L = lm.n_layers
         assert lens.shape == (L + 1, lm.head_model.config.vocab_size)
         fam = ref.family(lm.head_model)
@@ -52,6 +56,7 @@ def test_predict_and_lens_ride_the_one_pass(head_model, arch):
             assert np.abs(lens[l] - want_l).max() < 1e-9, (arch, l)
         assert np.abs(lens[L] - torch.log_softmax(real, -1).numpy()).max() < 1e-9
         assert np.allclose(np.exp(lens).sum(-1), 1.0, atol=1e-9)
+    hook.remove()
     assert s.forward_passes == 1
 
 
