@@ -4,7 +4,7 @@ from pathlib import Path
 import streamlit as st
 
 from normviz import viz
-from normviz.ui import data, learn
+from normviz.ui import controls, data, learn
 from normviz.ui import st_parts as ui
 from normviz.ui.frames import frame_name as frames_name
 from normviz.ui.state import COMPARE_MODES, DEFAULT_MAPS, load_examples
@@ -112,23 +112,23 @@ def page() -> None:
 
     # --- the control row: where in the model, and how to draw ---------------------------------------------------
     L, H = lm.n_layers, lm.n_heads
-    ui.seed_index("w_layer", view.layer % L if -L <= view.layer < 0 else view.layer, L, "layer")
-    st.session_state["w_layer"] = min(max(int(st.session_state["w_layer"]), 0), L - 1)  # after a model change
-    head_opts = [-1] + list(range(H))
+    LAYER, HEAD, ALL = controls.LAYER_KEY, controls.HEAD_KEY, controls.ALL_HEADS  # watched by instant switching
+    ui.seed_index(LAYER, view.layer % L if -L <= view.layer < 0 else view.layer, L, "layer")
+    st.session_state[LAYER] = min(max(int(st.session_state[LAYER]), 0), L - 1)  # after a model change
+    head_opts = [ALL] + list(range(H))
     if view.head is None:
-        ui.seed("w_head", -1)
-    ui.seed_index("w_head", view.head, H, "head", fallback=-1, fallback_text="all heads")
-    if st.session_state["w_head"] not in head_opts:
-        st.session_state["w_head"] = -1
+        ui.seed(HEAD, ALL)
+    ui.seed_index(HEAD, view.head, H, "head", fallback=ALL, fallback_text=controls.head_option(ALL))
+    if st.session_state[HEAD] not in head_opts:
+        st.session_state[HEAD] = ALL
     cl, ch, cd, ct = st.columns([4, 2, 2, 2])
     with cl:
-        view.layer = st.slider("Layer", 0, L - 1, key="w_layer")
+        view.layer = st.slider("Layer", 0, L - 1, key=LAYER)
     with ch:
-        h = st.selectbox("Head (per-head maps)", head_opts, key="w_head",
-                         format_func=lambda x: "all heads" if x < 0 else f"head {x}",
+        h = st.selectbox("Head (per-head maps)", head_opts, key=HEAD, format_func=controls.head_option,
                          help="Per-head maps (α, ‖α f(x)‖, effective α) of one head, or of all heads at once "
                               "(α averaged; ‖α f(x)‖ of the heads' vectors summed). Layer-level maps ignore it.")
-        view.head = None if h < 0 else h
+        view.head = None if h == ALL else h
     with cd:
         ui.seed("w_draw", view.draw)
         view.draw = st.segmented_control("View", ["heatmap", "lines"], key="w_draw", required=True,

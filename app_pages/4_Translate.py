@@ -1,7 +1,6 @@
 """normviz · Translate: an encoder–decoder's cross-attention, weights vs norms, and the word alignment they imply.
 
-Thin page: widgets, one cached session (:func:`normviz.ui.translate.translation_session`), the cross maps from
-``session.get``, alignments from :mod:`normviz.align`, figures from :mod:`normviz.viz`.
+Thin page: widgets, one cached session and its cross maps (:mod:`normviz.ui.fetch`, as every page), alignments from :mod:`normviz.align`, figures from :mod:`normviz.viz`.
 """
 from pathlib import Path
 
@@ -15,8 +14,8 @@ from normviz.align.formats import AlignmentFormatError
 from normviz.ui import data
 from normviz.ui import st_parts as ui
 from normviz.ui.settings import settings
-from normviz.ui.translate import (MAX_GOLD_CHARS, METHODS, SETTINGS, TranslateView, cross_maps, maps_npz,
-                                  not_encoder_decoder, toy_examples, translation_session)
+from normviz.ui.translate import (CROSS_KEYS, MAX_GOLD_CHARS, METHODS, SETTINGS, TranslateView, maps_npz,
+                                  not_encoder_decoder, toy_examples)
 from normviz.viz.alignment import alignment_figure, plotly_text
 
 st.set_page_config(page_title="normviz · Translate", page_icon="🔤", layout="wide")
@@ -27,22 +26,12 @@ SETTING_HELP = ("AWI: each target word is read at the row where it is fed to the
                 "setting). AWO: at the row that predicts it.")
 
 
-def load_view() -> TranslateView:
-    ss = st.session_state
-    if VIEW not in ss:
-        ss[VIEW] = TranslateView.from_query(st.query_params.to_dict(), max_text_chars=settings().max_text_chars)
-        for p in ss[VIEW].problems:
-            ui.say("warning", p)
-    return ss[VIEW]
-
-
 def save_view(view: TranslateView) -> None:
-    st.session_state[VIEW] = view
-    st.query_params.from_dict(view.to_query())
+    ui.save_view(view, VIEW)
 
 
 def page() -> None:
-    view = load_view()
+    view = ui.view_from_url(TranslateView, VIEW)
     ui.apply_style()
     fs = 12
     st.header("Translate: cross-attention and word alignment")
@@ -86,14 +75,15 @@ def page() -> None:
         st.error("The source is empty. Type a sentence to translate, or pick an example.")
         st.stop()
 
-    session, notes = translation_session(lm, view.src, view.tgt)
-    for note in notes:
-        ui.say("warning", note)
+    session = ui.session_for(lm, view.src, target=view.tgt)
     if session is None:
         st.stop()
-    a, problem = cross_maps(session)
+    a = ui.get_maps(session, CROSS_KEYS)
     if a is None:
-        ui.say("error", problem)
+        st.stop()
+    refused = [f"{k}: {a.refused[k]}" for k in CROSS_KEYS if k in a.refused]
+    if refused:
+        ui.say("error", "; ".join(refused))
         st.stop()
     target_note = str(a.notes.get("target", ""))
     if not view.tgt.strip():

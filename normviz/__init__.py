@@ -11,18 +11,19 @@
 Why this token: ``session.predict(top=10)``, ``session.explain(token=" Paris", foil=" London")`` (exact parts
 of the logit per layer, head and input token), ``session.logit_lens()`` (see :mod:`normviz.attribution`).
 
-Encoder–decoders (``normviz.load("toy-mt")``, Marian, BART, T5 …): ``Session(lm, source, target=…)``, keys
-``encoder_…``, ``decoder_…``, ``cross_…`` (see :mod:`normviz.encdec`).
+Encoder–decoders (``normviz.load("toy-mt")``, Marian, BART, T5 …): the same ``Session(lm, source, target=…)``,
+keys ``encoder_…``, ``decoder_…``, ``cross_…``; ``normviz.all_keys(lm)`` lists every key a model offers
+(see :mod:`normviz.keyspace`).
 """
-from . import errors
+from . import encdec, errors
 from .align import aer
 from .analysis import Analysis
-from .methods import all_keys, key_info, register_family
+from .keyspace import all_keys, key_info
+from .methods import register_family
 from .models import EMBEDDED, LoadedModel, from_model, load, register_architecture
 from .fx import transformed_norms
 from .session import Session, analyze, analyze_batch
 from .attribution import Candidate, Explanation
-from . import encdec  # noqa: E402  (after session: its Session dispatches to encdec's)
 from .notebook import show
 
 __all__ = ["Analysis", "Candidate", "Explanation", "aer", "EMBEDDED", "LoadedModel", "Session", "all_keys", "analyze", "analyze_batch", "encdec",

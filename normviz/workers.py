@@ -32,7 +32,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-HEAVY_FAMILIES = ("feedforward", "zeroing", "interactions", "effective", "maxflow", "global_encoder", "decompx")
+HEAVY_FAMILIES = ("feedforward", "zeroing", "interactions", "effective", "maxflow", "globenc", "decompx")
 POLL_S = 0.25
 
 
@@ -207,12 +207,12 @@ _MODELS: dict = {}
 
 
 def _model(name: str, device: str, dtype: str, cache_key: tuple | None = None):
-    import normviz
+    from .models import load
 
     key = (name, device, dtype)
     lm = _MODELS.pop(key, None)
     if lm is None:
-        lm = normviz.load(name, device=device, dtype=dtype)
+        lm = load(name, device=device, dtype=dtype)
     if cache_key is not None and tuple(lm.cache_key) != tuple(cache_key):
         raise RuntimeError(f"the worker loaded {lm.cache_key}, not the server's {cache_key}")
     _MODELS[key] = lm

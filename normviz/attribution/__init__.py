@@ -22,7 +22,7 @@ from . import propagate
 from .direct import LayerParts, direct_logits, layer_parts
 from .lens import logit_lens, residual_states
 from .predict import Candidate, logits_at, position_index, predict, token_id, token_text
-from .readout import NoHeadError, Readout, readout_of
+from .readout import NoHeadError, Readout, readout_of, stack_view
 from .result import Explanation
 
 POST_LN_REFUSAL = ("the direct parts (heads, attn_bias, ff, embedding, final_bias) need a pre-LN stack, whose "
@@ -34,8 +34,8 @@ POST_LN_REFUSAL = ("the direct parts (heads, attn_bias, ff, embedding, final_bia
 def actual_next(session, position: int = -1) -> int:
     """The text's own next token after ``position`` (encoder–decoders: the target token decoder row
     ``position`` predicts)."""
-    labels = getattr(session, "labels_encoded", None)
-    if labels is not None:
+    if getattr(session, "is_encoder_decoder", False):
+        labels = session.part.seq2seq.labels
         return int(labels.ids[position_index(position, len(labels.ids))])
     ids = session.encoded.ids
     i = position_index(position, len(ids))
@@ -130,4 +130,5 @@ def sources_refusal(session) -> str | None:
 
 
 __all__ = ["Candidate", "Explanation", "LayerParts", "NoHeadError", "Readout", "Target", "actual_next", "explain",
+           "stack_view",
            "layer_parts", "logit_lens", "predict", "readout_of", "residual_states", "sources_refusal", "token_id"]

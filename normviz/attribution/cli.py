@@ -14,7 +14,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from ..cli import subcommand
+from ..commands import subcommand
 from ..errors import NormvizError, NotApplicableError, TooCostlyError, TruncationWarning
 
 
@@ -53,7 +53,7 @@ def _output(out: str) -> Path:
 
 def check_arguments(args) -> Path:
     """Every mistake visible without the model; the output path."""
-    from ..cli import _parse_options
+    from ..inputs import parse_options as _parse_options
     from ..inputs import check_device, check_max_tokens, check_model_name, check_text
 
     check_model_name(args.model)
@@ -88,8 +88,9 @@ def check_arguments(args) -> Path:
 def run(args) -> int:
     import numpy as np
 
-    from .. import Session, load
-    from ..cli import _parse_options
+    from ..inputs import parse_options as _parse_options
+    from ..models import load
+    from ..session import Session
     from . import actual_next
 
     out = check_arguments(args)

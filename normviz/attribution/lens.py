@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from .predict import final_state, position_index
-from .readout import readout_of
+from .readout import readout_of, stack_view
 
 
 def residual_states(views, i: int) -> torch.Tensor:
@@ -22,8 +22,9 @@ def residual_states(views, i: int) -> torch.Tensor:
 
 @torch.no_grad()
 def logit_lens(session, position: int = -1) -> np.ndarray:
-    readout = readout_of(session.lm)
-    views = session.layers()
+    lm, stack = stack_view(session)
+    readout = readout_of(lm)  # refused before the recording pass when there is no head
+    views = session.layers(stack)
     i = position_index(position, len(views[0].rec.x))
     states = residual_states(views, i)
     logits = torch.cat([readout.from_residual(states[:-1]), readout.logits(final_state(views, i)[None])])

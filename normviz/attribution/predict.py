@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from ..errors import NormvizError
-from .readout import Readout, readout_of
+from .readout import Readout, readout_of, stack_view
 
 
 @dataclass(frozen=True)
@@ -79,13 +79,15 @@ def logits_at(readout: Readout, views, i: int) -> torch.Tensor:
 
 @torch.no_grad()
 def predict(session, top: int = 10, position: int = -1) -> list[Candidate]:
-    """The ``top`` most probable next tokens at ``position`` (encoders: the token at a [MASK] there)."""
+    """The ``top`` most probable next tokens at ``position`` (encoders: the token at a [MASK] there;
+    encoder–decoders: after decoder row ``position``)."""
     try:
         k = int(top)
     except (TypeError, ValueError):
         raise NormvizError(f"top must be a whole number, got {top!r}.") from None
-    readout = readout_of(session.lm)
-    views = session.layers()
+    lm, stack = stack_view(session)
+    readout = readout_of(lm)  # refused before the recording pass when there is no head
+    views = session.layers(stack)
     i = position_index(position, len(views[0].rec.x))
     logits = logits_at(readout, views, i).to(torch.float64)
     k = max(1, min(k, logits.shape[0]))

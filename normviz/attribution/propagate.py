@@ -22,9 +22,10 @@ import torch
 
 from ..errors import TooCostlyError
 from ..methods import decompx
-from ..methods.base import Request, refuse_over_budget
+from ..methods.base import Budget, Request, refuse_over_budget
 
 MAX_BYTES = 2 * 2**30  # the parts X and their values, by default
+BUDGET = Budget("explain")  # option explain_budget_s
 
 
 def flops(request: Request) -> float:
@@ -52,10 +53,9 @@ def check(request: Request, options: dict, itemsize: int = 4) -> None:
                              "Shorten the text; the direct parts (heads, ff …) need no such memory.")
     rate = options.get("cost_flops_per_second") or decompx.FLOPS_PER_SECOND.get(request.device)
     try:
-        refuse_over_budget(request, "sources", {**options, "cost_flops_per_second": rate}, "explain_budget_s",
-                           flops(request))
+        refuse_over_budget(request, "sources", {**options, "cost_flops_per_second": rate}, BUDGET, flops(request))
     except TooCostlyError as exc:
-        fits = decompx.token_limit(request, float(options["explain_budget_s"]) * float(rate), flops)
+        fits = decompx.token_limit(request, BUDGET.seconds(options) * float(rate), flops)
         raise TooCostlyError(f"{exc} sources fits the budget up to about {fits} tokens here; the direct parts "
                              "(heads, ff …) cost about one forward pass.") from None
 

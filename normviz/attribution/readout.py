@@ -107,6 +107,15 @@ class Readout:
         return out
 
 
+def stack_view(session):
+    """(the LoadedModel view whose predictions are explained, the name of its stack for ``session.layers``):
+    the model's one stack (None: the default), or an encoder–decoder's decoder. Records nothing."""
+    if getattr(session, "is_encoder_decoder", False):
+        from ..keyspace import stack_model
+        return stack_model(session.lm, "decoder"), "decoder"
+    return session.lm, None
+
+
 def readout_of(lm) -> Readout:
     """The readout of ``lm`` (a LoadedModel; an encoder–decoder's decoder view for its decoder). Raises
     :class:`NoHeadError` when the model was loaded without an LM head."""

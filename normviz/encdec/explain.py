@@ -70,13 +70,13 @@ def _cross_parts(ctx, rec, params, E: torch.Tensor, lm) -> CrossParts:
 def output_parts(session) -> torch.Tensor:
     """The decoder's last layer output parts [m, n_src + m + 1, d] (source tokens, target tokens, bias)."""
     lm = session.lm
-    enc_views = session.encoder.layers()
+    enc_views = session.layers("encoder")
     E0 = propagate.output_parts(enc_views)  # [n_src, n_src + 1, d]
     if lm.spec.final_norm:  # pre-LN encoders end with a norm: e = N(x^L), its real scale, β to the bias part
         from ..models.params import _norm_params, get_path
         norm = _norm_params(get_path(lm.model.get_encoder(), lm.spec.final_norm), lm.spec.norm_kind)
         decompx.norm_parts(E0, norm, enc_views[-1].rec.out, slice(0, E0.shape[0]), decompx.BIAS_PART)
-    dec_views = session.decoder.layers()
+    dec_views = session.layers("decoder")
     rec = session.records()
     n_src = E0.shape[0]
     m, d = dec_views[0].rec.x.shape
@@ -107,22 +107,22 @@ def _check_activations(lm) -> None:
 
 def sources_request(session) -> Request:
     """The cost of the two stacks as one request (the decoder's parts run over source + target tokens)."""
-    enc, dec = session.encoder.request, session.decoder.request
+    enc, dec = session.request_of("encoder"), session.request_of("decoder")
     n = enc.n_tokens + dec.n_tokens
     return Request(**{**dec.__dict__, "n_tokens": n, "n_layers": enc.n_layers + dec.n_layers})
 
 
 @torch.no_grad()
 def explain(session, token=None, foil=None, position: int = -1) -> Explanation:
-    """:func:`normviz.attribution.explain` on decoder row ``position`` of a Seq2SeqSession."""
+    """:func:`normviz.attribution.explain` on decoder row ``position`` of an encoder–decoder's Session."""
     lm = session.lm
-    dec = session.decoder
-    readout = readout_of(dec.lm)
-    views = dec.layers()
+    dec = decoder_view(lm)
+    readout = readout_of(dec)
+    views = session.layers("decoder")
     rec = session.records()
     t = target(lm, readout, views, token, foil, position)
     crosses = [(rec.cross[l], cross_params(lm, l)) for l in range(len(views))]
-    direct, refusal = direct_fields(dec.lm, readout, views, t, crosses=crosses)
+    direct, refusal = direct_fields(dec, readout, views, t, crosses=crosses)
     request, options, itemsize = sources_request(session), dict(session.options), views[0].rec.x.element_size()
 
     def sources():

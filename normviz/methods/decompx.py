@@ -48,14 +48,15 @@ from typing import Iterator, Sequence
 import torch
 
 from ..errors import NotApplicableError, TooCostlyError
-from .base import Inputs, KeyInfo, Output, Request, refuse_over_budget, to_numpy
+from .base import Budget, Inputs, KeyInfo, Output, Request, refuse_over_budget, to_numpy
 from . import papers
 
-NAME = "decomposition"  # family name (map key: decompx)
+NAME = "decompx"  # the module's name (map key: decompx); "decomposition" is an alias
+BUDGET = Budget(NAME)  # option decompx_budget_s
 KEYS = (KeyInfo("decompx", "DecompX (propagated decomposition)", False,
                 "‖x^l_{i⇐k}‖: token k's part of token i's output of layer l, the decomposition carried from the "
                 "embeddings through attention, residuals, both norms and the FF block (biases split by |dot|, "
-                "activation by its zero-origin slope; Modarressi et al. 2023). Opt-in: [n, n, d] per layer."),)
+                "activation by its zero-origin slope; Modarressi et al. 2023). Opt-in: [n, n, d] per layer.", short="DecompX"),)
 REQUIRES: dict = {}
 NEEDS_MODEL = False
 OPT_IN = ("decompx",)
@@ -84,10 +85,10 @@ def check(request: Request, key: str, options: dict) -> None:
             "(integrated gradients through the gate) or rollout_ff_res instead.")
     rate = options.get("cost_flops_per_second") or FLOPS_PER_SECOND.get(request.device)
     try:
-        refuse_over_budget(request, key, {**options, "cost_flops_per_second": rate}, "decompx_budget_s",
+        refuse_over_budget(request, key, {**options, "cost_flops_per_second": rate}, BUDGET,
                            flops(request))
     except TooCostlyError as exc:
-        fits = token_limit(request, float(options["decompx_budget_s"]) * float(rate))
+        fits = token_limit(request, BUDGET.seconds(options) * float(rate))
         raise TooCostlyError(f"{exc} DecompX fits the budget up to about {fits} tokens here.") from None
 
 

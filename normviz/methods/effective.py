@@ -33,13 +33,15 @@ from __future__ import annotations
 import torch
 
 from ..errors import NormvizError
-from .base import Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
+from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
 from . import papers
 
 NAME = "effective"
+BUDGET = Budget(NAME)  # option effective_budget_s
+UNIT = "weight α"
 KEYS = (KeyInfo("effective_attention", "Effective attention", True,
                 "α^h minus its projection on the left null space of T^h = x̂W^V_h(+b^V)W^O_h "
-                "(Brunner et al. 2020); equals α when n ≤ head size. Option effective_value_bias=false: T without b^V."),)
+                "(Brunner et al. 2020); equals α when n ≤ head size. Option effective_value_bias=false: T without b^V.", short="effective α"),)
 REQUIRES: dict = {}
 NEEDS_MODEL = False
 OPT_IN = ()
@@ -203,4 +205,4 @@ def check(request: Request, key: str, options: dict) -> None:
     seconds (:func:`~normviz.methods.base.refuse_over_budget`)."""
     _options(options)
     n, d, L = request.n_tokens, request.d_model, request.n_layers
-    refuse_over_budget(request, key, options, "effective_budget_s", L * 4.0 * request.n_heads * n * d * min(n, d))
+    refuse_over_budget(request, key, options, BUDGET, L * 4.0 * request.n_heads * n * d * min(n, d))

@@ -12,7 +12,7 @@ a = Σ a_c, b = Σ b_c gives part c  a_c·b·∫₀¹t·silu′(ta)dt + b_c·∫
 
 O(n²·d·d_ff) per layer by nature (causal models: the n(n+1)/2 pairs i ≥ j): :func:`ff_maps` computes the
 norms in chunks of bounded memory, each one GEMM through W_out; :func:`ff_vectors` gives the per-pair
-vectors themselves. ``check`` refuses an input whose estimated time exceeds the option ``ff_budget_s``
+vectors themselves. ``check`` refuses an input whose estimated time exceeds the option ``feedforward_budget_s`` (or ``ff_budget_s``)
 (seconds; no limit by default), estimated from :func:`flops` at ``ff_flops_per_second``.
 """
 from __future__ import annotations
@@ -20,17 +20,19 @@ from __future__ import annotations
 import torch
 
 from ..activations import activation_ratio, silu_path_integral
-from ..errors import TooCostlyError
-from .base import Inputs, KeyInfo, Output, Request, per_layer
+from ..errors import NotApplicableError, TooCostlyError
+from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer
 from . import papers
 
 NAME = "feedforward"
+BUDGET = Budget(NAME, aliases=("ff_budget_s",))  # option feedforward_budget_s
+GROUP = "per layer"
 KEYS = (
     KeyInfo("ff", "Feed-forward", False,
-            "The FF output split into token parts: linear before the activation, integrated gradients through it (2024)."),
-    KeyInfo("ff_res", "Feed-forward + residual", False, "FF parts plus the residual around the FF (pre-LN: the whole layer)."),
+            "The FF output split into token parts: linear before the activation, integrated gradients through it (2024).", short="FF"),
+    KeyInfo("ff_res", "Feed-forward + residual", False, "FF parts plus the residual around the FF (pre-LN: the whole layer).", short="FF + residual"),
     KeyInfo("ff_res_ln", "Feed-forward + residual + norm (whole layer)", False,
-            "Post-LN only: the norm after FF + residual decomposed: the whole layer.", placements=("post",)),
+            "Post-LN only: the norm after FF + residual decomposed: the whole layer.", placements=("post",), short="whole layer"),
 )
 REQUIRES: dict = {}
 NEEDS_MODEL = False
@@ -65,7 +67,9 @@ def token_limit(request: Request, budget_s: float, rate: float) -> int:
 
 
 def check(request: Request, key: str, options: dict) -> None:
-    budget = options.get("ff_budget_s")
+    if request.ff_refusal:  # e.g. the gated GELU of a T5 v1.1 encoder (self-attention models are refused at load)
+        raise NotApplicableError(f"{key!r} needs the feed-forward split, which is not available: {request.ff_refusal}.")
+    budget = BUDGET.seconds(options)
     if budget is None:
         return
     est = estimated_seconds(request, options)
@@ -75,7 +79,8 @@ def check(request: Request, key: str, options: dict) -> None:
     raise TooCostlyError(
         f"The feed-forward maps for {request.n_tokens} tokens would take about {est:.0f} s here "
         f"(budget {float(budget):.0f} s). Shorten the text to about {token_limit(request, float(budget), rate)} "
-        "tokens, pick maps without the feed-forward block, or raise the budget (option ff_budget_s; in the app "
+        "tokens, pick maps without the feed-forward block, or raise the budget (option "
+        f"{BUDGET.named()}; in the app "
         "NORMVIZ_FF_BUDGET).")
 
 

@@ -16,17 +16,19 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .base import Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
+from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
 from . import papers
 from .rollouts import finish, rollout
 
 NAME = "interactions"
+BUDGET = Budget(NAME, aliases=("alti_budget_s",))  # option interactions_budget_s
+UNIT = "score (rows sum to ~1)"
 KEYS = (
     KeyInfo("alti", "ALTI (per layer)", False,
             "c_ij = max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁), row-normalised, from the attn_res_ln parts "
-            "(Ferrando et al. 2022)."),
+            "(Ferrando et al. 2022).", short="ALTI"),
     KeyInfo("rollout_alti", "ALTI rollout", False,
-            "R_l = alti_l · R_{l−1}, cumulative up to layer l (Ferrando et al. 2022)."),
+            "R_l = alti_l · R_{l−1}, cumulative up to layer l (Ferrando et al. 2022).", short="ALTI", group="across layers"),
 )
 REQUIRES = {"rollout_alti": ("alti",)}
 NEEDS_MODEL = False
@@ -61,7 +63,7 @@ def compute(inputs: Inputs, keys, options) -> Output:
 
 
 def check(request: Request, key: str, options: dict) -> None:
-    """Refuse before anything runs when the n² per-pair vectors of every layer and head (4·L·H·n²·d FLOPs) would take longer than option ``alti_budget_s``
+    """Refuse before anything runs when the n² per-pair vectors of every layer and head (4·L·H·n²·d FLOPs) would take longer than option ``interactions_budget_s`` (or ``alti_budget_s``)
     seconds (:func:`~normviz.methods.base.refuse_over_budget`)."""
     n, d, L = request.n_tokens, request.d_model, request.n_layers
-    refuse_over_budget(request, key, options, "alti_budget_s", L * 4.0 * request.n_heads * n * n * d)
+    refuse_over_budget(request, key, options, BUDGET, L * 4.0 * request.n_heads * n * n * d)

