@@ -1,7 +1,7 @@
 """normviz · Corpus: the papers' statistics over a whole text (weights vs norms, mixing ratios, FF change).
 
 Thin page: widgets, one run of :func:`normviz.corpus.run_corpus` with a progress bar, then figures from
-:mod:`normviz.corpus.plots` and downloads. Every number is computed in ``normviz.corpus``.
+:mod:`normviz.viz.corpus` and downloads. Every number is computed in ``normviz.corpus``.
 """
 import hashlib
 import json

@@ -83,7 +83,7 @@ def _runner(config: str, lm, model, ids, torch):
     enc = Encoded(ids=ids[0].tolist(), tokens=[""] * ids.shape[1], labels=[""] * ids.shape[1],
                   special=[False] * ids.shape[1], dropped=0)
     no_ff = ["attention", "norm", "norm_layer", "attn_res", "attn_res_ln"]
-    all_keys = no_ff + ["ff", "ff_res", "ff_res_ln"]  # every per-layer key of DESIGN.md's table
+    all_keys = no_ff + ["ff", "ff_res", "ff_res_ln"]  # every per-layer key of the README's table
     if config == "a_forward":
         return lambda: model(input_ids=ids, output_attentions=True)
     if config == "b_all":

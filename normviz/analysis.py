@@ -5,7 +5,37 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import NormvizError, UnknownMethodError
+from .errors import NormvizError, UnknownKeyError
+
+
+@dataclass(frozen=True)
+class TokenAxis:
+    """One token axis of a map: the tokens, their display labels, ids and special-token flags."""
+
+    tokens: list[str]
+    labels: list[str]
+    ids: list[int]
+    special: np.ndarray
+
+
+@dataclass(frozen=True)
+class Target:
+    """An encoder–decoder's decoder rows: what row r is fed (``tgt_*``) and what it predicts under teacher
+    forcing (``out_*``); the target text given or generated; the LM head's argmax per row (None without one)."""
+
+    fed: TokenAxis
+    predicts: TokenAxis
+    text: str
+    predicted_ids: list[int] | None = None
+
+
+def _source(attr: str, doc: str):
+    return property(lambda self: getattr(self, attr) if self.target is not None else None, doc=doc)
+
+
+def _target(part: str, attr: str, doc: str):
+    return property(lambda self: getattr(getattr(self.target, part), attr) if self.target is not None else None,
+                    doc=doc)
 
 
 @dataclass
@@ -31,27 +61,33 @@ class Analysis:
     dropped: int = 0
     notes: dict[str, str] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)
-    # encoder–decoders (None otherwise): ``tokens`` are the source's; see normviz.encdec.session
-    src_tokens: list[str] | None = None  # encoder input tokens: columns of the cross maps
-    tgt_tokens: list[str] | None = None  # decoder input tokens (start token, target without its last token): rows
-    out_tokens: list[str] | None = None  # the token each decoder row predicts under teacher forcing (labels)
-    src_labels: list[str] | None = None
-    tgt_labels: list[str] | None = None
-    out_labels: list[str] | None = None
-    src_ids: list[int] | None = None
-    tgt_ids: list[int] | None = None
-    out_ids: list[int] | None = None
-    tgt_special: np.ndarray | None = None  # special-token flags of tgt_tokens (``special`` is the source's)
-    predicted_ids: list[int] | None = None  # argmax of the LM head per decoder row (None without one)
-    target_text: str | None = None  # the target given, or the one generated
     waited_s: float = 0.0  # seconds this request waited for others (the same text's session, a busy worker)
+    # encoder–decoders (None otherwise): ``tokens`` etc. are the source's (the encoder's axis, the cross maps'
+    # columns); the decoder's rows are ``target``'s
+    target: Target | None = None
+
+    # ---- an encoder–decoder's axes by their older names (None for other models)
+    src_tokens = _source("tokens", "encoder input tokens: columns of the cross maps")
+    src_labels = _source("labels", "display labels of src_tokens")
+    src_ids = _source("token_ids", "ids of src_tokens")
+    tgt_tokens = _target("fed", "tokens", "decoder input tokens (start token, target without its last token): rows")
+    tgt_labels = _target("fed", "labels", "display labels of tgt_tokens")
+    tgt_ids = _target("fed", "ids", "ids of tgt_tokens")
+    tgt_special = _target("fed", "special", "special-token flags of tgt_tokens (``special`` is the source's)")
+    out_tokens = _target("predicts", "tokens", "the token each decoder row predicts under teacher forcing")
+    out_labels = _target("predicts", "labels", "display labels of out_tokens")
+    out_ids = _target("predicts", "ids", "ids of out_tokens")
+    predicted_ids = property(lambda self: self.target.predicted_ids if self.target is not None else None,
+                             doc="argmax of the LM head per decoder row (None without one)")
+    target_text = property(lambda self: self.target.text if self.target is not None else None,
+                           doc="the target given, or the one generated")
 
     def __getitem__(self, key: str) -> np.ndarray:
         try:
             return self.arrays[key]
         except KeyError:
             why = f" ({self.refused[key]})" if key in self.refused else ""
-            raise UnknownMethodError(f"{key!r} was not computed{why}; computed map keys: {', '.join(self.arrays)}.") from None
+            raise UnknownKeyError(f"{key!r} was not computed{why}; computed map keys: {', '.join(self.arrays)}.") from None
 
     def __contains__(self, key: str) -> bool:
         return key in self.arrays
@@ -61,7 +97,12 @@ class Analysis:
 
     @property
     def is_encoder_decoder(self) -> bool:
-        return self.src_tokens is not None
+        return self.target is not None
+
+    @property
+    def pair_boundary(self) -> int | None:
+        """Position of a sentence pair's second segment's first token, else None (:func:`pair_boundary`)."""
+        return pair_boundary(self)
 
     @property
     def n_tokens(self) -> int:
@@ -88,7 +129,7 @@ class Analysis:
         return arr[layer, head]
 
     def to_npz(self, path, dtype: str | None = None) -> None:
-        """Write ``tokens`` and one array per key (shapes as in DESIGN.md); encoder–decoders also
+        """Write ``tokens`` and one array per key (shapes as in the README); encoder–decoders also
         ``src_tokens`` (= ``tokens``) and ``tgt_tokens``."""
         out = {"tokens": np.array(self.tokens, dtype=str)}
         if self.is_encoder_decoder:
@@ -97,3 +138,22 @@ class Analysis:
         for k, v in self.arrays.items():
             out[k] = v.astype(dtype) if dtype else v
         np.savez(path, **out)
+
+
+def pair_boundary(analysis) -> int | None:
+    """Original position of the second segment's first token of a sentence pair, or None for a single text.
+
+    The first segment ends at the first special token that follows a non-special one (a leading [CLS]/<s>
+    is skipped); the separator may be a run of specials (RoBERTa's ``</s></s>``), so the second segment
+    starts at the first non-special token after that run."""
+    if not getattr(analysis, "text_pair", None):
+        return None
+    sp = [bool(x) for x in analysis.special]
+    n = len(sp)
+    for i in range(1, n):
+        if sp[i] and not sp[i - 1]:
+            j = i
+            while j < n and sp[j]:
+                j += 1
+            return j if j < n else None
+    return None

@@ -1,7 +1,8 @@
 """Command line: ``python -m normviz export --model M --text T --out F.npz``.
 
-Subcommands register themselves in ``SUBCOMMANDS`` (name -> (add_arguments, run)) so later features add
-their own without editing the parser here.
+Subcommands register themselves in :data:`normviz.commands.SUBCOMMANDS` (name -> (add_arguments, run)) so
+later features add their own without editing the parser here; this module imports the modules that do
+(:data:`PLUGINS`), from above them.
 """
 from __future__ import annotations
 
@@ -9,19 +10,13 @@ import argparse
 import os
 import sys
 import warnings
-from typing import Callable
 
+from .commands import SUBCOMMANDS, subcommand
+from .inputs import parse_options
 from .errors import NormvizError, TruncationWarning
 
-SUBCOMMANDS: dict[str, tuple[Callable, Callable, str]] = {}
-
-
-def subcommand(name: str, help: str):
-    def wrap(fns):
-        add, run = fns
-        SUBCOMMANDS[name] = (add, run, help)
-        return fns
-    return wrap
+# modules that register subcommands when imported (absent ones are skipped): a new one is added here
+PLUGINS = ("normviz.corpus.cli", "normviz.align.cli", "normviz.attribution.cli")
 
 
 def _add_export(p: argparse.ArgumentParser) -> None:
@@ -38,7 +33,7 @@ def _add_export(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=None, help="cpu, cuda or mps (default: best available)")
     p.add_argument("--max-tokens", type=int, default=None, help="truncate longer text (default: the model's window)")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="method option, e.g. --option rollout_normalization=receptive_field")
+                   help="an option of the map families, e.g. --option rollout_normalization=receptive_field")
     p.add_argument("--html", default=None, metavar="FILE.html",
                    help="also write a standalone page of the maps (plotly.js embedded: opens offline)")
     p.add_argument("--html-layer", type=int, default=0, help="layer shown in the --html page (default 0)")
@@ -47,20 +42,7 @@ def _add_export(p: argparse.ArgumentParser) -> None:
                    help="heatmaps, bertviz-style lines, or each map animated through the layers")
 
 
-def _parse_options(items: list[str]) -> dict:
-    out = {}
-    for item in items:
-        if "=" not in item:
-            raise NormvizError(f"--option expects KEY=VALUE, got {item!r}")
-        k, v = item.split("=", 1)
-        for cast in (int, float):
-            try:
-                v = cast(v)
-                break
-            except ValueError:
-                pass
-        out[k.strip()] = v
-    return out
+_parse_options = parse_options  # (in normviz.inputs, so that subcommands below this module share it)
 
 
 def _run_export(args) -> int:
@@ -80,13 +62,11 @@ def _run_export(args) -> int:
     keys = None
     if args.maps:
         keys = [m for item in args.maps for m in item.split(",") if m.strip()]
-        from .methods import registry
-
-        from .encdec.keys import is_key as is_seq2seq_key
+        from .keyspace import known, parse
 
         for k in keys:
-            if k != "all" and k not in registry.families() and not is_seq2seq_key(k):
-                registry.lookup(k)  # an unknown key is refused by name, before the model loads
+            if not known(k):
+                parse(k)  # an unknown key is refused by name, before the model loads
     lm = load(args.model, device=args.device, dtype=args.dtype, progress=lambda msg: print(msg, file=sys.stderr))
     if html_out is not None and lm.is_encoder_decoder:
         raise NormvizError("--html draws the maps of encoder-only and decoder-only models; for an encoder–decoder, "
@@ -164,7 +144,7 @@ def _load_plugins() -> None:
     """Import modules that add subcommands (they may be absent in a minimal install)."""
     import importlib
 
-    for mod in ("normviz.corpus.cli", "normviz.align.cli"):
+    for mod in PLUGINS:
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as exc:

@@ -25,11 +25,14 @@ class EmptyInputError(NormvizError):
     """The text to analyse is empty or only whitespace."""
 
 
-class UnknownMethodError(NormvizError):
-    """A requested map/method name is not registered."""
+class UnknownKeyError(NormvizError):
+    """A requested map key (or family name) is not registered."""
 
 
-class NotApplicableError(UnknownMethodError):
+UnknownMethodError = UnknownKeyError  # the older name (keys were once called methods)
+
+
+class NotApplicableError(UnknownKeyError):
     """A map key exists but does not apply to this model (e.g. ``ff_res_ln`` on a pre-LN model)."""
 
 

@@ -1,6 +1,6 @@
 """‖f^h(x_j)‖: the length of each token's transformed vector, per layer and head.
 
-f^h(x_j) = (x̂_j W^V_h + b^V_h) W^O_h (DESIGN.md; x̂ = x post-LN, the first norm's output pre-LN). Since
+f^h(x_j) = (x̂_j W^V_h + b^V_h) W^O_h (x̂ = x post-LN, the first norm's output pre-LN). Since
 α ≥ 0, the 2020 map factorises: ‖α^h_ij f^h(x_j)‖ = α^h_ij ‖f^h(x_j)‖, which is why a strip of these
 lengths next to a weight map explains the norm map.
 """

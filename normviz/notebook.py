@@ -9,40 +9,14 @@ from __future__ import annotations
 import numpy as np
 
 from . import viz
-from .viz.labels import unique_labels
+from .analysis import pair_boundary
 from .errors import NormvizError
 from .fx import norms_from_maps
-from .methods import registry
+from .keyspace import key_info, unit
+from .viz.labels import unique_labels
 
 VIEWS = ("heatmap", "lines", "player")
 VALUES = ("raw", "share")
-WEIGHT_KEYS = {"attention", "effective_attention"}  # α-like values; the rest are vector lengths or shares
-
-
-def unit(key: str, values: str = "raw") -> str:
-    """The colour bar's title: what one cell's number is (two short lines, so the bar stays narrow)."""
-    if values == "share":
-        return "share of the row"
-    if key in WEIGHT_KEYS:
-        return "weight α"
-    if key.startswith(("rollout_", "flow", "alti", "value_zeroing", "globenc")):
-        return "score<br>(rows sum to ~1)" if key != "globenc" else "score"
-    return "‖vector‖<br>(hidden-state units)"
-
-
-def pair_boundary(analysis) -> int | None:
-    """Position of the second segment's first token for a sentence pair, else None: the token after the
-    first special token past position 0 ([SEP] for BERT-style pairs; the separator a decoder's pair uses)."""
-    if not getattr(analysis, "text_pair", None):
-        return None
-    special = np.asarray(analysis.special, bool)
-    n = len(special)
-    for p in range(1, n - 1):
-        if special[p]:
-            return p + 1
-    return None
-
-
 def fx_for(analysis, layer: int, head: int | None) -> np.ndarray | None:
     """‖f^h(x_j)‖ of one head ([n]); head None: the mean over heads; None without attention and norm."""
     if "attention" not in analysis or "norm" not in analysis:
@@ -65,7 +39,7 @@ def _strip_key(keys: list[str], head: int | None) -> str | None:
 
 
 def _title(key: str, layer: int, head: int | None, values: str) -> str:
-    info = registry.key_info(key)
+    info = key_info(key)
     where = f"layer {layer}" + ((", all heads" if head is None else f", head {head}") if info.per_head else "")
     return f"{info.title} · {where}" + (" · row shares" if values == "share" else "")
 
@@ -135,7 +109,7 @@ def default_view(analysis, layer: int = 0, head: int | None = None, view: str = 
     figs = show(analysis, keys, layer=layer, head=head, view=view, strip=True, width=width)
     captions = []
     for k in keys:
-        captions.append(registry.key_info(k).description)
+        captions.append(key_info(k).description)
         if k == _strip_key(keys, head) and "attention" in analysis and "norm" in analysis:
             captions.append("‖f(x_j)‖: how long token j's transformed vector is; ‖α_ij f(x_j)‖ = α_ij · ‖f(x_j)‖.")
     if "attention" in analysis and "norm" in analysis and view != "player":

@@ -1,7 +1,13 @@
-"""``Session(lm, text)``: one text, recorded once; ``session.get(keys)`` computes only what is missing.
+"""``Session(lm, text)``: one input, recorded once; ``session.get(keys)`` computes only what is missing.
 
     text ─ tokenise ─► Session ─ first get() that needs records ─► one forward pass (records kept)
                                  get(keys) ─► each family's check (before the pass) ─► compute ─► Analysis
+
+One class for every model kind. A model is a set of stacks (:mod:`normviz.keyspace`): a self-attention
+model's one stack, or an encoder–decoder's encoder, decoder and cross blocks (``Session(lm, source,
+target=…)``; the target is generated greedily when None). The one recording pass records every stack
+(:mod:`normviz.recording`); a key is (stack, map key), spelled ``norm``, ``encoder_norm``, ``cross_norm`` …;
+resolution, checks, memoisation, refusals, waits and the heavy-maps worker are the same for every stack.
 
 The records are the cache (like TransformerLens' ``ActivationCache``): asking for more map keys later
 never reruns the model, and keys computed once are memoised. Several texts recorded in one padded
@@ -15,160 +21,122 @@ from typing import Callable, Iterable
 
 import numpy as np
 
+from . import keyspace
 from . import methods as registry
-from .analysis import Analysis
+from .analysis import Analysis, Target, TokenAxis
 from .decompose import CHUNK_BYTES, LayerDecomposition, Workspace
-from .errors import NormvizError, NotApplicableError, TooCostlyError, UnknownMethodError
+from .encdec import target as seq2seq
+from .encdec.params import cross_params
+from .errors import NormvizError, NotApplicableError, TooCostlyError, UnsupportedModelError
 from .methods.base import Inputs, Request
+from .methods.cross import CrossDecomposition
 from .models.loading import LoadedModel
-from .record import model_lock, record, segment_ids
-from .tokens import Encoded, encode, pad_batch
+from .record import model_lock
+from .recording import Part, Recording
+from .tokens import Encoded, encode
 
 Progress = Callable[[float, str], None]
 
 
 def resolve_keys(lm: LoadedModel, keys: Iterable[str] | None) -> list[str]:
     """Map keys (or family names, or ``"all"``) → the keys to compute, each after the keys it requires.
-    ``None``: every default (not opt-in) key of this model."""
-    placement = lm.spec.placement
-    if keys is None:
-        wanted = registry.all_keys(placement, include_opt_in=False)
-    else:
-        if isinstance(keys, str):
-            keys = [keys]
-        wanted = []
-        for name in keys:
-            name = name.strip()
-            if not name:
-                continue
-            if name == "all":
-                wanted += registry.all_keys(placement, include_opt_in=False)
-            elif name in registry.families():
-                wanted += [i.key for i in registry.families()[name].KEYS if placement in i.placements]
-            else:
-                registry.lookup(name)  # unknown keys are refused by name
-                wanted.append(name)
-    out: list[str] = []
-
-    def add(k: str) -> None:
-        if k in out:
-            return
-        for req in registry.requires(k):
-            add(req)
-        out.append(k)
-
-    for k in wanted:
-        add(k)
-    return out
+    ``None``: every default (not opt-in) key of this model (:func:`normviz.keyspace.resolve`)."""
+    return keyspace.resolve(lm, keys)
 
 
-def request_for(lm: LoadedModel, n_tokens: int) -> Request:
-    d, d_ff = lm.sizes
-    return Request(n_tokens=n_tokens, n_layers=lm.n_layers, n_heads=lm.n_heads, d_model=d, d_ff=d_ff,
-                   placement=lm.spec.placement, causal=lm.spec.causal, gated=lm.spec.ff_kind == "gated",
-                   device=lm.device.type)
-
-
-class _Recording:
-    """One padded forward pass shared by the sessions of a batch, run on first need."""
-
-    def __init__(self, lm: LoadedModel, encoded: list[Encoded]):
-        self.lm, self.encoded = lm, encoded
-        self._records = None
-        self._lock = threading.Lock()
-        self.passes = 0
-
-    def records(self, b: int):
-        with self._lock:
-            if self._records is None:
-                ids, mask, types = pad_batch(self.encoded, pad_id=0, with_token_types=True)
-                self._records = record(self.lm, ids, mask, segment_ids(self.lm, types))
-                self.passes += 1
-            return self._records[b]
+def request_for(lm: LoadedModel, n_tokens: int, stack: str | None = None) -> Request:
+    return keyspace.request_for(lm, n_tokens, stack)
 
 
 class Session:
-    """One text (or sentence pair) of one model: tokenised now, recorded on first need, maps on demand.
+    """One input of one model: tokenised now, recorded on first need, maps on demand.
 
-    A pair is the model's real pair input: encoders get the tokenizer's segment ids (``token_type_ids``) in
-    the recording pass; decoders get the two texts joined by a separator token (see :mod:`normviz.tokens`).
-    How it was encoded is ``Analysis.notes["pair"]``.
+    Self-attention models: one text, or a sentence pair — the model's real pair input: encoders get the
+    tokenizer's segment ids (``token_type_ids``) in the recording pass; decoders get the two texts joined by a
+    separator token (see :mod:`normviz.tokens`). How it was encoded is ``Analysis.notes["pair"]``.
+    Encoder–decoders: a source text and ``target`` (None: generated greedily, capped by ``max_new_tokens`` or
+    option ``max_new_tokens``: 2 × source tokens + 10, at most 256); ``Analysis.notes["target"]`` says which.
 
     ``max_tokens`` (default: the model's window) truncates with a TruncationWarning. ``options`` go to every
-    family (e.g. ``rollout_normalization``, ``ff_budget_s``, ``flow_max_tokens``, ``chunk_bytes``).
+    family (e.g. ``rollout_normalization``, ``feedforward_budget_s``, ``flow_max_tokens``, ``chunk_bytes``).
     ``worker``: a :class:`normviz.workers.HeavyWorker` that computes the costly families in another process
-    (the app's server gives one, so that one visitor's heavy maps do not slow down another's short request)."""
+    (the app's server gives one, so that one visitor's heavy maps do not slow down another's short request).
+    ``recorded``: a :class:`normviz.recording.Part` already tokenised (and maybe recorded with others:
+    :meth:`batch`, :meth:`from_encoded`, :meth:`from_ids` give it)."""
 
-    def __new__(cls, lm: LoadedModel | None = None, *args, **kwargs):
-        """An encoder–decoder model gets a :class:`normviz.encdec.Seq2SeqSession` (source, ``target=``)."""
-        if cls is Session and getattr(lm, "is_encoder_decoder", False):
-            from .encdec.session import Seq2SeqSession
-
-            return Seq2SeqSession(lm, *args, **kwargs)
-        return super().__new__(cls)
-
-    def __init__(self, lm: LoadedModel, text: str, text_pair: str | None = None, *, max_tokens: int | None = None,
-                 options: dict | None = None, worker=None, target: str | None = None):
-        if target is not None:
-            raise NormvizError(f"target= is for encoder–decoder models; {lm.name!r} is not one.")
-        limit = min(max_tokens, lm.max_length) if max_tokens else lm.max_length
-        enc = encode(lm.tokenizer, text, text_pair, max_length=limit, decoder=lm.spec.causal)
-        self._setup(lm, enc, text, text_pair, options, _Recording(lm, [enc]), 0)
+    def __init__(self, lm: LoadedModel, text: str = "", text_pair: str | None = None, *,
+                 target: str | None = None, max_tokens: int | None = None, max_new_tokens: int | None = None,
+                 options: dict | None = None, worker=None, recorded: Part | None = None):
+        self.lm, self.options = lm, dict(options or {})
+        if recorded is None:
+            recorded = _tokenised(lm, text, text_pair, target, max_tokens, max_new_tokens, self.options)
+        self.part = recorded
+        self.text = text
+        self.text_pair = text_pair if text_pair and str(text_pair).strip() and not lm.is_encoder_decoder else None
+        self.stacks = keyspace.stacks_of(lm)
+        self._arrays: dict[str, np.ndarray] = {}  # spelled key -> its maps
+        self._notes: dict[str, str] = {}
+        self._lock = threading.RLock()
+        self._views: dict[str, list] = {}
+        self._waits = threading.local()  # seconds the current get() of each thread waited for other requests
         self.worker = worker
         if worker is not None:
             worker.prepare(self)
 
-    worker = None  # sessions of a batch (Session.batch, from_encoded) compute everything here
-
-    def _setup(self, lm, enc: Encoded, text, text_pair, options, recording: _Recording, index: int) -> None:
-        if enc.note and enc.token_type_ids and any(enc.token_type_ids):
-            import torch
-
-            if segment_ids(lm, torch.tensor([enc.token_type_ids])) is None:
-                enc.note += "; this model has no segment embeddings for them, so they were not passed"
-        self.lm, self.encoded = lm, enc
-        self.text, self.text_pair = text, (text_pair if text_pair and str(text_pair).strip() else None)
-        self.options = dict(options or {})
-        self._recording, self._index = recording, index
-        self._arrays: dict = {}
-        self._notes: dict[str, str] = {}
-        self._lock = threading.RLock()
-        self._views: list[LayerDecomposition] | None = None
-        self._waits = threading.local()  # seconds the current get() of each thread waited for other requests
-
-    def add_wait(self, seconds: float) -> None:
-        """Count ``seconds`` as waited for another request in the current get() (:mod:`normviz.workers`)."""
-        self._waits.s = getattr(self._waits, "s", 0.0) + float(seconds)
-
-    # ---- constructors for several texts (one padded forward pass)
+    # ---- constructors for inputs tokenised elsewhere
     @classmethod
     def from_encoded(cls, lm: LoadedModel, encoded: list[Encoded], texts: list[tuple[str, str | None]] | None = None,
                      options: dict | None = None) -> list["Session"]:
-        """Sessions of already tokenised sequences that share one recording pass."""
+        """Sessions of already tokenised sequences that share one recording pass (self-attention models)."""
         if lm.is_encoder_decoder:
-            from .errors import UnsupportedModelError
-
             raise UnsupportedModelError(f"{lm.name!r} is an encoder–decoder: analyse one source and target at a "
                                         "time with Session(lm, source, target=…).")
-        recording = _Recording(lm, list(encoded))
-        out = []
-        for b, enc in enumerate(encoded):
-            s = cls.__new__(cls)
-            text, pair = texts[b] if texts else ("", None)
-            s._setup(lm, enc, text, pair, options, recording, b)
-            out.append(s)
-        return out
+        parts = Recording.text_batch(lm, list(encoded))
+        return [cls(lm, *(texts[b] if texts else ("", None)), options=options, recorded=part)
+                for b, part in enumerate(parts)]
 
     @classmethod
     def batch(cls, lm: LoadedModel, texts: list[str | tuple[str, str | None]], *, max_tokens: int | None = None,
               options: dict | None = None) -> list["Session"]:
         """Sessions of several texts (or pairs) recorded in one right-padded forward pass."""
+        if lm.is_encoder_decoder:
+            return cls.from_encoded(lm, [], options=options)  # refused there, with the message
         limit = min(max_tokens, lm.max_length) if max_tokens else lm.max_length
         pairs = [(t, None) if isinstance(t, str) else (t[0], t[1]) for t in texts]
         encoded = [encode(lm.tokenizer, t, p, max_length=limit, decoder=lm.spec.causal) for t, p in pairs]
         return cls.from_encoded(lm, encoded, pairs, options)
 
+    @classmethod
+    def from_inputs(cls, lm: LoadedModel, inputs, text: str = "", text_pair: str | None = None,
+                    options: dict | None = None) -> "Session":
+        """A session of what :attr:`inputs` gave (another process's session: :mod:`normviz.workers`)."""
+        if isinstance(inputs, Encoded):
+            return cls.from_encoded(lm, [inputs], [(text, text_pair)], options)[0]
+        return cls(lm, text, options=options, recorded=Recording.seq2seq(lm, inputs))
+
+    @classmethod
+    def from_ids(cls, lm: LoadedModel, src_ids: list[int], tgt_ids: list[int], out_ids: list[int] | None = None,
+                 options: dict | None = None) -> "Session":
+        """An encoder–decoder session of given ids (:func:`normviz.encdec.target.from_ids`)."""
+        return cls(lm, options=options, recorded=Recording.seq2seq(lm, seq2seq.from_ids(lm, src_ids, tgt_ids,
+                                                                                        out_ids)))
+
     # ---- what is known without computing
+    @property
+    def inputs(self):
+        """What rebuilds this session's tokens elsewhere (picklable): the text's :class:`Encoded`, or an
+        encoder–decoder's :class:`~normviz.encdec.target.Seq2SeqInputs` (:meth:`from_inputs`)."""
+        return self.part.seq2seq if self.part.seq2seq is not None else self.encoded
+
+    def axis(self, stack: str) -> Encoded:
+        """The tokens of ``stack``'s rows (the cross stack's rows are the decoder's, its columns the encoder's)."""
+        return self.part.axes["decoder" if stack == "cross" else stack]
+
+    @property
+    def encoded(self) -> Encoded:
+        """The first stack's tokens: the text's, or an encoder–decoder's source."""
+        return self.part.axes[self.stacks[0]]
+
     @property
     def tokens(self) -> list[str]:
         return self.encoded.tokens
@@ -182,39 +150,100 @@ class Session:
         return len(self.encoded.ids)
 
     @property
+    def is_encoder_decoder(self) -> bool:
+        return self.part.seq2seq is not None
+
+    @property
+    def target_text(self) -> str | None:
+        return self.part.seq2seq.text if self.part.seq2seq is not None else None
+
+    @property
+    def src_tokens(self) -> list[str] | None:
+        return self.encoded.tokens if self.is_encoder_decoder else None
+
+    @property
+    def tgt_tokens(self) -> list[str] | None:
+        return self.part.axes["decoder"].tokens if self.is_encoder_decoder else None
+
+    @property
     def forward_passes(self) -> int:
         """How many forward passes this session's recording ran (0 before the first map that needs one, then 1)."""
-        return self._recording.passes
+        return self.part.passes
+
+    def request_of(self, stack: str) -> Request:
+        """What ``stack``'s families know before the forward pass (its rows' count)."""
+        return keyspace.request_for(self.lm, len(self.axis(stack).ids), stack)
 
     @property
     def request(self) -> Request:
-        return request_for(self.lm, self.n_tokens)
+        return self.request_of(self.stacks[0])
 
     def computed(self) -> list[str]:
         return list(self._arrays)
 
-    def refusal(self, key: str) -> str | None:
-        """Why ``key`` would be refused for this text (applicability, cost), or None; runs nothing."""
-        try:
-            registry.check(self.request, key, self.options)
-        except (TooCostlyError, NotApplicableError) as exc:
-            return str(exc)
-        return None
+    def _check(self, name: str) -> None:
+        stack, key = keyspace.parse(name)
+        request = self.request_of(stack) if stack in self.stacks else self.request
+        keyspace.check(self.lm, stack, key, request, self.options)
 
-    def layers(self) -> list[LayerDecomposition]:
-        """Per-layer views of the records (each on its layer's device); records on first call."""
+    def refusal(self, key: str) -> str | None:
+        """Why ``key`` (or a key it needs) would be refused for this input (applicability, cost), or None;
+        runs nothing."""
+        stack, _ = keyspace.parse(key)
+        request = self.request_of(stack) if stack in self.stacks else None
+        return keyspace.refusal(self.lm, key, request, self.options)
+
+    def records(self):
+        """The recording pass's own record (records on first call): [LayerRecord per layer] of a
+        self-attention model, the :class:`~normviz.encdec.record.Seq2SeqRecord` of an encoder–decoder."""
+        return self.part.raw()
+
+    def layers(self, stack: str | None = None) -> list:
+        """Per-layer views of ``stack``'s records (default: the first stack), each on its layer's device:
+        :class:`LayerDecomposition` (self-attention stacks), :class:`CrossDecomposition` (cross); records
+        on first call."""
+        stack = stack or self.stacks[0]
         with self._lock:
-            if self._views is None:
-                lm = self.lm
-                chunk = int(self.options.get("chunk_bytes", CHUNK_BYTES))
-                workspace = Workspace()
-                views = []
-                for i, rec in enumerate(self._recording.records(self._index)):
-                    params = lm.layer_params(i)
-                    views.append(LayerDecomposition(rec.to(params.w_out.device), params, index=i, chunk_bytes=chunk,
-                                                    workspace=workspace))
-                self._views = views
-            return self._views
+            if stack not in self._views:
+                records = self.part.records(stack)
+                view = keyspace.stack_model(self.lm, stack)
+                if stack == "cross":
+                    views = [CrossDecomposition(rec, cross_params(self.lm, i)) for i, rec in enumerate(records)]
+                else:
+                    chunk = int(self.options.get("chunk_bytes", CHUNK_BYTES))
+                    workspace = Workspace()
+                    views = []
+                    for i, rec in enumerate(records):
+                        params = view.layer_params(i)
+                        views.append(LayerDecomposition(rec.to(params.w_out.device), params, index=i,
+                                                        chunk_bytes=chunk, workspace=workspace))
+                self._views[stack] = views
+            return self._views[stack]
+
+    def add_wait(self, seconds: float) -> None:
+        """Count ``seconds`` as waited for another request in the current get() (:mod:`normviz.workers`)."""
+        self._waits.s = getattr(self._waits, "s", 0.0) + float(seconds)
+
+    # ---- predictions (normviz.attribution: they ride the one recorded pass)
+    def predict(self, top: int = 10, position: int = -1):
+        """The ``top`` most probable next tokens at ``position``: list of .token, .id, .prob, .logit."""
+        from .attribution import predict
+        return predict(self, top, position)
+
+    def explain(self, token=None, foil=None, position: int = -1):
+        """Why ``token`` (None: the top prediction) rather than ``foil`` at ``position``: an Explanation
+        (encoder–decoders: after decoder row ``position``, sources over source + target tokens)."""
+        if self.is_encoder_decoder:
+            from .encdec.explain import explain as explain_seq2seq
+            with self._lock:
+                return explain_seq2seq(self, token, foil, position)
+        from .attribution import explain
+        return explain(self, token, foil, position)
+
+    def logit_lens(self, position: int = -1):
+        """[L+1, V] log-probabilities of each layer's residual state at ``position`` through the readout."""
+        from .attribution import logit_lens
+        return logit_lens(self, position)
 
     # ---- maps
     def get(self, keys: Iterable[str] | str | None = None, *, strict: bool = True,
@@ -239,14 +268,13 @@ class Session:
             self._lock.release()
 
     def _get(self, keys, strict: bool, progress: Progress | None) -> Analysis:
-        wanted = resolve_keys(self.lm, keys)
+        wanted = keyspace.resolve(self.lm, keys)
         refused: dict[str, NormvizError] = {}
-        request = self.request
         for k in wanted:
             if k in self._arrays or _refuse_dependent(k, refused):
                 continue
             try:
-                registry.check(request, k, self.options)
+                self._check(k)
             except (TooCostlyError, NotApplicableError) as exc:
                 refused[k] = exc
         if strict and refused:
@@ -254,22 +282,29 @@ class Session:
         todo = [k for k in wanted if k not in self._arrays and k not in refused]
         if todo:
             self._compute(todo, refused, strict, progress)
+        return self._analysis(wanted, refused)
+
+    def _analysis(self, wanted: list[str], refused: dict) -> Analysis:
         keep = [k for k in wanted if k in self._arrays]
-        enc = self.encoded
-        lm = self.lm
+        enc, lm, part = self.encoded, self.lm, self.part
+        target = None
+        if part.seq2seq is not None:
+            rec = part.raw(record=False)
+            target = Target(fed=_axis(part.seq2seq.target), predicts=_axis(part.seq2seq.labels),
+                            text=part.seq2seq.text, predicted_ids=rec.predicted if rec is not None else None)
         return Analysis(
-            model_name=lm.name, model_type=lm.model_type, placement=lm.spec.placement, causal=lm.spec.causal,
+            model_name=lm.name, model_type=lm.model_type, placement=lm.spec.placement,
+            causal=lm.spec.causal and target is None,
             tokens=enc.tokens, labels=enc.labels, token_ids=enc.ids, special=np.array(enc.special, dtype=bool),
             arrays={k: self._arrays[k] for k in keep}, n_layers=lm.n_layers, n_heads=lm.n_heads,
             dtype=str(lm.dtype).replace("torch.", ""), device=str(lm.device), text=self.text,
             text_pair=self.text_pair, dropped=enc.dropped,
-            notes={**({"pair": enc.note} if enc.note else {}),
-                   **{k: self._notes[k] for k in keep if k in self._notes}},
+            notes={**part.notes, **{k: self._notes[k] for k in keep if k in self._notes}},
             refused={k: str(refused[k]) for k in wanted if k in refused},
-            waited_s=self._waits.s,
+            waited_s=self._waits.s, target=target,
         )
 
-    def _free_siblings(self, family, ks: list[str]) -> list[str]:
+    def _free_siblings(self, stack: str, family, ks: list[str]) -> list[str]:
         """A family that declares COMPUTED_TOGETHER computes its other keys in the same pass at little extra
         cost (the norm family's stages share the Grams, the FF stages the per-pair vectors): they are kept,
         so asking for them later computes nothing. Option ``compute_together=False`` (the corpus engine, which
@@ -278,78 +313,122 @@ class Session:
             return []
         out = []
         for info in family.KEYS:
-            k = info.key
-            if k in ks or k in self._arrays or registry.is_opt_in(k) or self.refusal(k) is not None:
+            k = keyspace.spell(stack, info.key)
+            if (k in ks or k in self._arrays or stack not in info.stacks or registry.is_opt_in(info.key)
+                    or self.refusal(k) is not None):
                 continue
             out.append(k)
         return out
 
     def _compute(self, todo: list[str], refused: dict, strict: bool, progress: Progress | None) -> None:
         order = list(registry.families())
-        steps = len({registry.family_of(k).NAME for k in todo})
+        parsed = {k: keyspace.parse(k) for k in todo}
+
+        def group(k):  # (stack, family name)
+            stack, key = parsed[k] if k in parsed else keyspace.parse(k)
+            return stack, registry.family_of(key).NAME
+
+        steps = len({group(k) for k in todo})
         done_steps = 0
 
-        def report(fraction: float, message: str) -> None:
-            if progress:
-                progress(min(1.0, (done_steps + fraction) / max(steps, 1)), message)
+        def reporter(stack: str):
+            prefix = "" if stack == "model" else f"{stack}: "
 
-        def layer_views():
-            if self._views is None and progress:
-                progress(done_steps / max(steps, 1), "forward pass")
-            return self.layers()
+            def report(fraction: float, message: str) -> None:
+                if progress:
+                    progress(min(1.0, (done_steps + fraction) / max(steps, 1)), prefix + message)
+            return report
+
+        def views_of(stack: str):
+            def layer_views():
+                if stack not in self._views and progress:
+                    progress(done_steps / max(steps, 1), "forward pass")
+                return self.layers(stack)
+            return layer_views
 
         pending = list(todo)
         while pending:
-            ready = [k for k in pending if all(r in self._arrays for r in registry.requires(k))]
+            ready = [k for k in pending
+                     if all(keyspace.spell(parsed[k][0], r) in self._arrays for r in registry.requires(parsed[k][1]))]
             if not ready:
                 raise RuntimeError(f"map keys {pending} wait on keys that were not computed")
-            groups: dict[str, list[str]] = {}
-            for k in sorted(ready, key=lambda k: order.index(registry.family_of(k).NAME)):
-                groups.setdefault(registry.family_of(k).NAME, []).append(k)
-            for name, ks in groups.items():
+            groups: dict[tuple[str, str], list[str]] = {}
+            for k in sorted(ready, key=lambda k: (self.stacks.index(parsed[k][0]), order.index(group(k)[1]))):
+                groups.setdefault(group(k), []).append(k)
+            for (stack, name), ks in groups.items():
                 family = registry.families()[name]
-                ks = ks + self._free_siblings(family, ks)
-                inputs = Inputs(request=self.request, layer_views=layer_views, arrays=dict(self._arrays),
-                                model=self.lm if getattr(family, "NEEDS_MODEL", False) else None,
-                                progress=report)
+                ks = ks + self._free_siblings(stack, family, ks)
+                prefix = keyspace.PREFIX[stack]
+                base = [k[len(prefix):] for k in ks]
+                arrays = {k[len(prefix):]: v for k, v in self._arrays.items()
+                          if k.startswith(prefix) and keyspace.parse(k)[0] == stack}
+                report = reporter(stack)
+                inputs = Inputs(request=self.request_of(stack), layer_views=views_of(stack), arrays=arrays,
+                                model=keyspace.stack_model(self.lm, stack) if getattr(family, "NEEDS_MODEL", False)
+                                else None, progress=report)
                 try:
-                    out = self._run_family(family, inputs, ks, report)
+                    out = self._run_family(stack, family, inputs, ks, report)
                 except NormvizError as exc:
                     if strict:
                         raise
                     refused.update({k: exc for k in ks})
                     out = None
                 if out is not None:
-                    missing = [k for k in ks if k not in out.arrays]
+                    missing = [k for k in base if k not in out.arrays]
                     if missing:
                         raise RuntimeError(f"family {name} did not return {missing}")
-                    self._arrays.update({k: out.arrays[k] for k in ks})
-                    self._notes.update({k: v for k, v in out.notes.items() if k in ks})
+                    self._arrays.update({prefix + k: out.arrays[k] for k in base})
+                    self._notes.update({prefix + k: v for k, v in out.notes.items() if k in base})
                 done_steps += 1
             for k in pending:  # keys whose requirement failed are refused too
                 if k not in refused:
                     _refuse_dependent(k, refused)
             pending = [k for k in pending if k not in self._arrays and k not in refused]
-        if self._views is not None:
-            for v in self._views:
+        for views in self._views.values():
+            for v in views:
                 v.clear()
 
-
-    def _run_family(self, family, inputs: Inputs, ks: list[str], report: Progress):
-        """One family's keys: in the heavy-methods worker when the session has one that takes them
-        (:mod:`normviz.workers`), else here. A family that reruns the shared model with hooks that do not
-        keep to their own thread (no ``HOOKS_OWN_THREAD``) holds the model's lock meanwhile."""
-        if self.worker is not None and self.worker.takes(self, family, ks):
-            return self.worker.compute(self, family, ks, report)
+    def _run_family(self, stack: str, family, inputs: Inputs, spelled: list[str], report: Progress):
+        """One family's keys of one stack (``spelled``; the Output is keyed by the stack's own names): in the
+        heavy-methods worker when the session has one that takes them (:mod:`normviz.workers`, which rebuilds
+        the session from :attr:`inputs` and computes the spelled keys), else here. A family that reruns the
+        shared model with hooks that do not keep to their own thread (no ``HOOKS_OWN_THREAD``) holds the
+        model's lock meanwhile."""
+        prefix = keyspace.PREFIX[stack]
+        ks = [k[len(prefix):] for k in spelled]
+        if self.worker is not None and self.worker.takes(self, family, spelled):
+            out = self.worker.compute(self, family, spelled, report)
+            out.arrays = {k[len(prefix):]: v for k, v in out.arrays.items()}
+            out.notes = {k[len(prefix):]: v for k, v in out.notes.items()}
+            return out
         if inputs.model is not None and not getattr(family, "HOOKS_OWN_THREAD", False):
             with model_lock(self.lm.model):
                 return family.compute(inputs, ks, self.options)
         return family.compute(inputs, ks, self.options)
 
 
+def _axis(enc: Encoded) -> TokenAxis:
+    return TokenAxis(tokens=enc.tokens, labels=enc.labels, ids=enc.ids, special=np.array(enc.special, dtype=bool))
+
+
+def _tokenised(lm, text, text_pair, target, max_tokens, max_new_tokens, options) -> Part:
+    """The input's part (not recorded yet): the text (pair) of a self-attention model, or an encoder–decoder's
+    source and target."""
+    if lm.is_encoder_decoder:
+        return Recording.seq2seq(lm, seq2seq.prepare(lm, text, text_pair, target, max_tokens, max_new_tokens,
+                                                     options))
+    if target is not None:
+        raise NormvizError(f"target= is for encoder–decoder models; {lm.name!r} is not one.")
+    limit = min(max_tokens, lm.max_length) if max_tokens else lm.max_length
+    enc = encode(lm.tokenizer, text, text_pair, max_length=limit, decoder=lm.spec.causal)
+    return Recording.text_batch(lm, [enc])[0]
+
+
 def _refuse_dependent(key: str, refused: dict) -> bool:
     """Refuse ``key`` (in place) when a key it requires was refused; True if so."""
-    blocked = next((r for r in registry.requires(key) if r in refused), None)
+    stack, base = keyspace.parse(key)
+    blocked = next((keyspace.spell(stack, r) for r in registry.requires(base)
+                    if keyspace.spell(stack, r) in refused), None)
     if blocked is None:
         return False
     refused[key] = type(refused[blocked])(f"needs {blocked!r}: {refused[blocked]}")
@@ -363,8 +442,7 @@ def analyze(lm: LoadedModel, text: str, text_pair: str | None = None, keys: Iter
 
     ``keys``: map keys (``"norm"``, ``"attn_res_ln"`` …) or None for every default map of this model
     (``methods=`` is the older name of the same argument). ``target``: encoder–decoders only (None: generated)."""
-    extra = {"target": target} if target is not None else {}
-    return Session(lm, text, text_pair, max_tokens=max_tokens, options=options, **extra).get(
+    return Session(lm, text, text_pair, max_tokens=max_tokens, options=options, target=target).get(
         keys if keys is not None else methods, progress=progress)
 
 

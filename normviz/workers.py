@@ -23,7 +23,7 @@ Only CPU models loaded by name (``normviz.load``) go to the worker; a model buil
 
 Which families go there: those whose module says ``HEAVY = True`` (read from the family, so that renaming a
 family changes nothing). Every job has a deadline, ``grace + factor × budget`` seconds from the moment it is
-handed to a process, ``budget`` being the family's cost budget (its ``BUDGET_OPTION`` in the session's
+handed to a process, ``budget`` being the family's cost budget (its ``BUDGET``: seconds in the session's
 options; families are refused before they run when their estimate exceeds it, so a job past several times
 its budget is stuck or starved, e.g. a stopped process). Past the deadline the process is killed and
 replaced and the visitor gets a :class:`~normviz.errors.DeadlineError` (a message, not a traceback); the
@@ -68,7 +68,7 @@ class Job:
     device: str
     dtype: str
     cache_key: tuple  # the server's LoadedModel.cache_key: the worker checks it loaded the same model
-    encoded: object  # normviz.tokens.Encoded: the same token ids (and segment ids)
+    encoded: object  # Session.inputs: the same token ids (an Encoded, with segment ids; or Seq2SeqInputs)
     text: str
     text_pair: str | None
     options: dict
@@ -192,10 +192,10 @@ class HeavyWorker:
         return heavy and self._eligible(session)
 
     def deadline_s(self, family, options: dict) -> float:
-        """``grace + factor × budget`` with ``budget`` = ``options[family.BUDGET_OPTION]`` seconds, else the
-        default deadline."""
-        option = getattr(family, "BUDGET_OPTION", None)
-        budget = options.get(option) if option else None
+        """``grace + factor × budget`` with ``budget`` = the family's ``BUDGET.seconds(options)``
+        (:class:`normviz.methods.base.Budget`), else the default deadline."""
+        spec = getattr(family, "BUDGET", None)
+        budget = spec.seconds(options) if spec is not None else None
         if budget is None:
             return self.default_deadline_s
         return self.deadline_grace_s + self.deadline_factor * float(budget)
@@ -269,7 +269,7 @@ class HeavyWorker:
 
         lm = session.lm
         job = Job(model=lm.name, device=str(lm.device), dtype=str(lm.dtype).replace("torch.", ""),
-                  cache_key=tuple(lm.cache_key), encoded=session.encoded, text=session.text,
+                  cache_key=tuple(lm.cache_key), encoded=session.inputs, text=session.text,
                   text_pair=session.text_pair, options=dict(session.options), keys=tuple(keys))
         names = ", ".join(keys)
         deadline = self.deadline_s(family, job.options)
@@ -336,12 +336,12 @@ _MODELS: dict = {}
 
 
 def _model(name: str, device: str, dtype: str, cache_key: tuple | None = None):
-    import normviz
+    from .models import load
 
     key = (name, device, dtype)
     lm = _MODELS.pop(key, None)
     if lm is None:
-        lm = normviz.load(name, device=device, dtype=dtype)
+        lm = load(name, device=device, dtype=dtype)
     if cache_key is not None and tuple(lm.cache_key) != tuple(cache_key):
         raise RuntimeError(f"the worker loaded {lm.cache_key}, not the server's {cache_key}")
     _MODELS[key] = lm
@@ -357,7 +357,7 @@ def _run(job: Job, progress) -> Result:
     t0 = time.perf_counter()
     try:
         lm = _model(job.model, job.device, job.dtype, job.cache_key)
-        session = Session.from_encoded(lm, [job.encoded], [(job.text, job.text_pair)], job.options)[0]
+        session = Session.from_inputs(lm, job.encoded, job.text, job.text_pair, job.options)
         a = session.get(list(job.keys), strict=True, progress=progress)
         arrays = {k: a.arrays[k] for k in job.keys}
         notes = {k: a.notes[k] for k in job.keys if k in a.notes}

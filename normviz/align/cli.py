@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..cli import subcommand
+from ..commands import subcommand
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -27,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from .. import load
+    from ..models import load
     from ..errors import NormvizError
     from ..inputs import check_device, check_max_tokens, check_model_name, output_dir
     from .corpus import align_corpus, read_lines

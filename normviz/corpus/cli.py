@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from ..cli import subcommand
+from ..commands import subcommand
 from .stats import STATISTICS, STAT_TITLES
 
 

@@ -214,7 +214,7 @@ class CorpusResult:
 
 
 def load_model(job: CorpusJob, progress_msg: Callable[[str], None] | None = None):
-    from .. import load
+    from ..models import load
 
     return load(job.model, device=None if job.device_map else job.device, dtype=job.dtype,
                 device_map=job.device_map, progress=progress_msg)

@@ -32,7 +32,7 @@ class ChunkWorker:
     def __init__(self, model: str, device: str | None, dtype: str, stats, batch_size: int, max_tokens, threads: int):
         import torch
 
-        from .. import load
+        from ..models import load
 
         if threads:
             torch.set_num_threads(threads)

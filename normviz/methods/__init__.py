@@ -7,18 +7,25 @@
                    rollout_value_zeroing (opt-in)
     effective      effective_attention
     interactions   alti, rollout_alti
-    global_encoder globenc_layer, globenc (post-LN; module globenc)
+    globenc        globenc_layer, globenc (post-LN; older family name global_encoder)
     maxflow        flow (opt-in)
     zeroing        value_zeroing (opt-in)
-    decomposition  decompx (opt-in; module decompx)
-"""
-from . import decompx, effective, feedforward, globenc, interactions, maxflow, norms, rollouts, weights, zeroing
-from .base import Inputs, KeyInfo, Output, Request
-from .registry import (all_keys, check, families, family_of, is_opt_in, key_info, lookup, references,
-                       register_family, requires)
+    decompx        decompx (opt-in; older family name decomposition)
+    cross          cross_attention, cross_norm, cross_norm_layer, cross_source_share (encoder–decoders' cross stack)
 
-for _family in (weights, norms, feedforward, rollouts, effective, interactions, globenc, maxflow, zeroing, decompx):
+A family's name is its module's name. Which stacks a key applies to, its picker group, unit, short label and
+budget option are on its :class:`KeyInfo` (filled from the family by :func:`register_family`).
+"""
+from . import cross, decompx, effective, feedforward, globenc, interactions, maxflow, norms, rollouts, weights, zeroing
+from .base import GROUPS, Budget, Inputs, KeyInfo, Output, Request
+from .registry import (FAMILY_ALIASES, all_keys, budget_option, budget_options, check, families, family, family_of,
+                       is_key, is_opt_in, key_info, lookup, references, register_family, requires,
+                       unregister_family)
+
+for _family in (weights, norms, feedforward, rollouts, effective, interactions, globenc, maxflow, zeroing, decompx,
+                cross):
     register_family(_family)
 
-__all__ = ["Inputs", "KeyInfo", "Output", "Request", "all_keys", "check", "families", "family_of", "is_opt_in",
-           "key_info", "lookup", "references", "register_family", "requires"]
+__all__ = ["FAMILY_ALIASES", "GROUPS", "Budget", "Inputs", "KeyInfo", "Output", "Request", "all_keys", "budget_option",
+           "budget_options", "check", "families", "family", "family_of", "is_key", "is_opt_in", "key_info", "lookup",
+           "references", "register_family", "requires", "unregister_family"]

@@ -9,6 +9,12 @@ A family is one module under ``normviz/methods/`` with
     HOOKS_OWN_THREAD (optional) True: its hooks act only in their own thread (``normviz.record.owner_only``),
                 so the session need not hold the model's lock while it runs (otherwise it does)
     OPT_IN      keys not computed unless asked for by name (costly)
+    STACKS      (optional) the stacks its keys apply to (default ``("model", "encoder")``: a self-attention
+                model's layers and an encoder–decoder's encoder; ``"decoder"``: its decoder's self-attention;
+                ``"cross"``: its cross-attention blocks), see :mod:`normviz.keyspace`
+    GROUP       (optional) the picker group of its keys (:data:`GROUPS`; default "alternatives")
+    UNIT        (optional) what one cell's number is, for colour bars (default ‖vector‖)
+    BUDGET      (optional) a :class:`Budget`: its cost check reads option ``<NAME>_budget_s`` (seconds)
     COMPUTED_TOGETHER  (optional) True: the session computes every applicable key of the family at once
     REFERENCES  the papers, for the Learn page and the docs
 
@@ -30,13 +36,53 @@ import torch
 from ..errors import TooCostlyError
 
 
+GROUPS = ("per layer", "across layers", "alternatives")  # Kobayashi et al.'s per-layer maps | chained | others
+DEFAULT_STACKS = ("model", "encoder")
+DEFAULT_UNIT = "‖vector‖ (hidden-state units)"
+
+
 @dataclass(frozen=True)
 class KeyInfo:
+    """Everything the rest of the code knows about a map key. Fields left None are filled by
+    :func:`normviz.methods.registry.register_family` from the family (STACKS, GROUP, UNIT, BUDGET)."""
+
     key: str
     title: str
     per_head: bool  # [L,H,n,n] when True, else [L,n,n]
-    description: str
+    description: str  # one line: the caption of its figures
     placements: tuple[str, ...] = ("post", "pre")
+    group: str | None = None  # the picker's group (GROUPS)
+    short: str | None = None  # a label that fits a pill (None: the title, cut)
+    unit: str | None = None  # what one cell's number is (colour bars); "a (b)" may be broken before "("
+    stacks: tuple[str, ...] | None = None  # the stacks it applies to (normviz.keyspace)
+    budget_option: str | None = None  # the option its cost check reads (None: no time budget)
+
+    @property
+    def label(self) -> str:
+        """The short label, or the title cut to 22 characters."""
+        t = self.short or self.title
+        return t if len(t) <= 22 else t[:21] + "…"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A family's time budget: option ``<family>_budget_s`` (seconds; older names in ``aliases`` still read)."""
+
+    family: str
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def option(self) -> str:
+        return f"{self.family}_budget_s"
+
+    def seconds(self, options: dict) -> float | None:
+        for name in (self.option, *self.aliases):
+            if options.get(name) is not None:
+                return float(options[name])
+        return None
+
+    def named(self) -> str:
+        return self.option + (f" (or {', '.join(self.aliases)})" if self.aliases else "")
 
 
 @dataclass(frozen=True)
@@ -52,6 +98,8 @@ class Request:
     causal: bool
     gated: bool  # SwiGLU feed-forward
     device: str  # "cpu", "cuda", …
+    stack: str = "model"  # whose layers (normviz.keyspace): "model", "encoder", "decoder", "cross"
+    ff_refusal: str | None = None  # why the FF block cannot be split exactly here (its activation), or None
 
 
 @dataclass
@@ -105,18 +153,18 @@ def per_layer(inputs: Inputs, family: str, keys: Sequence[str],
 COST_FLOPS_PER_SECOND = {"cpu": 4e10}  # a rough rate for the estimates below (option cost_flops_per_second)
 
 
-def refuse_over_budget(request: Request, key: str, options: dict, budget_option: str, flops: float) -> None:
-    """Raise TooCostlyError when ``flops`` at the device's rate would take longer than ``options[budget_option]``
-    seconds (the app sets these budgets from NORMVIZ_COST_BUDGET; no limit by default; devices without a
-    rate: no estimate)."""
-    budget = options.get(budget_option)
+def refuse_over_budget(request: Request, key: str, options: dict, budget: Budget, flops: float) -> None:
+    """Raise TooCostlyError when ``flops`` at the device's rate would take longer than the family's budget
+    (option ``<family>_budget_s``; the app sets these budgets from NORMVIZ_COST_BUDGET; no limit by default;
+    devices without a rate: no estimate)."""
+    seconds = budget.seconds(options)
     rate = options.get("cost_flops_per_second") or COST_FLOPS_PER_SECOND.get(request.device)
-    if budget is None or not rate:
+    if seconds is None or not rate:
         return
     est = flops / float(rate)
-    if est > float(budget):
+    if est > seconds:
         raise TooCostlyError(f"{key} would take about {est:.0f} s for {request.n_tokens} tokens on this machine "
-                             f"(budget {float(budget):.0f} s, option {budget_option}; in the app NORMVIZ_COST_BUDGET). "
+                             f"(budget {seconds:.0f} s, option {budget.named()}; in the app NORMVIZ_COST_BUDGET). "
                              "Shorten the text.")
 
 

@@ -33,18 +33,19 @@ from __future__ import annotations
 import torch
 
 from ..errors import NormvizError
-from .base import Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
+from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
 from . import papers
 
 NAME = "effective"
+BUDGET = Budget(NAME)  # option effective_budget_s
+UNIT = "weight α"
 KEYS = (KeyInfo("effective_attention", "Effective attention", True,
                 "α^h minus its projection on the left null space of T^h = x̂W^V_h(+b^V)W^O_h "
-                "(Brunner et al. 2020); equals α when n ≤ head size. Option effective_value_bias=false: T without b^V."),)
+                "(Brunner et al. 2020); equals α when n ≤ head size. Option effective_value_bias=false: T without b^V.", short="effective α"),)
 REQUIRES: dict = {}
 NEEDS_MODEL = False
 OPT_IN = ()
 HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers)
-BUDGET_OPTION = "effective_budget_s"  # seconds it may take (estimated); the worker's deadline follows from it
 REFERENCES = (papers.BRUNNER_2020,)
 
 
@@ -205,4 +206,4 @@ def check(request: Request, key: str, options: dict) -> None:
     seconds (:func:`~normviz.methods.base.refuse_over_budget`)."""
     _options(options)
     n, d, L = request.n_tokens, request.d_model, request.n_layers
-    refuse_over_budget(request, key, options, "effective_budget_s", L * 4.0 * request.n_heads * n * d * min(n, d))
+    refuse_over_budget(request, key, options, BUDGET, L * 4.0 * request.n_heads * n * d * min(n, d))

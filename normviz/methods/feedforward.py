@@ -12,7 +12,7 @@ a = Σ a_c, b = Σ b_c gives part c  a_c·b·∫₀¹t·silu′(ta)dt + b_c·∫
 
 O(n²·d·d_ff) per layer by nature (causal models: the n(n+1)/2 pairs i ≥ j): :func:`ff_maps` computes the
 norms in chunks of bounded memory, each one GEMM through W_out; :func:`ff_vectors` gives the per-pair
-vectors themselves. ``check`` refuses an input whose estimated time exceeds the option ``ff_budget_s``
+vectors themselves. ``check`` refuses an input whose estimated time exceeds the option ``feedforward_budget_s`` (or ``ff_budget_s``)
 (seconds; no limit by default), estimated from :func:`flops` at ``ff_flops_per_second``.
 """
 from __future__ import annotations
@@ -20,23 +20,24 @@ from __future__ import annotations
 import torch
 
 from ..activations import activation_ratio, silu_path_integral
-from ..errors import TooCostlyError
-from .base import Inputs, KeyInfo, Output, Request, per_layer
+from ..errors import NotApplicableError, TooCostlyError
+from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer
 from . import papers
 
 NAME = "feedforward"
+BUDGET = Budget(NAME, aliases=("ff_budget_s",))  # option feedforward_budget_s
+GROUP = "per layer"
 KEYS = (
     KeyInfo("ff", "Feed-forward", False,
-            "The FF output split into token parts: linear before the activation, integrated gradients through it (2024)."),
-    KeyInfo("ff_res", "Feed-forward + residual", False, "FF parts plus the residual around the FF (pre-LN: the whole layer)."),
+            "The FF output split into token parts: linear before the activation, integrated gradients through it (2024).", short="FF"),
+    KeyInfo("ff_res", "Feed-forward + residual", False, "FF parts plus the residual around the FF (pre-LN: the whole layer).", short="FF + residual"),
     KeyInfo("ff_res_ln", "Feed-forward + residual + norm (whole layer)", False,
-            "Post-LN only: the norm after FF + residual decomposed: the whole layer.", placements=("post",)),
+            "Post-LN only: the norm after FF + residual decomposed: the whole layer.", placements=("post",), short="whole layer"),
 )
 REQUIRES: dict = {}
 NEEDS_MODEL = False
 OPT_IN = ()
 HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers)
-BUDGET_OPTION = "ff_budget_s"  # seconds it may take (estimated); the worker's deadline follows from it
 COMPUTED_TOGETHER = True  # the stages share the per-pair vectors: asking for one key computes them all
 REFERENCES = (papers.KOBAYASHI_2024,)
 
@@ -67,7 +68,9 @@ def token_limit(request: Request, budget_s: float, rate: float) -> int:
 
 
 def check(request: Request, key: str, options: dict) -> None:
-    budget = options.get("ff_budget_s")
+    if request.ff_refusal:  # e.g. the gated GELU of a T5 v1.1 encoder (self-attention models are refused at load)
+        raise NotApplicableError(f"{key!r} needs the feed-forward split, which is not available: {request.ff_refusal}.")
+    budget = BUDGET.seconds(options)
     if budget is None:
         return
     est = estimated_seconds(request, options)
@@ -77,19 +80,20 @@ def check(request: Request, key: str, options: dict) -> None:
     raise TooCostlyError(
         f"The feed-forward maps for {request.n_tokens} tokens would take about {est:.0f} s here "
         f"(budget {float(budget):.0f} s). Shorten the text to about {token_limit(request, float(budget), rate)} "
-        "tokens, pick maps without the feed-forward block, or raise the budget (option ff_budget_s; in the app "
+        "tokens, pick maps without the feed-forward block, or raise the budget (option "
+        f"{BUDGET.named()}; in the app "
         "NORMVIZ_FF_BUDGET).")
 
 
 # ---------------------------------------------------------------- per-pair vectors of one layer
 class FFInputs:
-    """What every row chunk of one layer reuses: the real FF input (the norm's output through the model's own
-    module) and the head vectors pushed through the FF input projection(s), so that the pre-activation parts
+    """What every row chunk of one layer reuses: the FF input (the norm's output by the parts' own formula,
+    ``ctx.ln_attn_out``) and the head vectors pushed through the FF input projection(s), so that the pre-activation parts
     are Σ_h α·q / s."""
 
     def __init__(self, ctx):
         p = ctx.p
-        self.total = ctx.ln_attn.module(ctx.rec.z_attn)
+        self.total = ctx.ln_attn_out
         mats = {"in": p.w_in} if p.ff_kind == "mlp" else {"in": p.w_in, "up": p.w_up}
         self.projected = {k: (ctx.head_vectors_ln @ w, ctx.x_ln @ w) for k, w in mats.items()}
 
@@ -202,7 +206,7 @@ def ff_maps(ctx, keys) -> dict[str, torch.Tensor]:
     alpha = torch.cat([ctx.alpha, eye[None]]).permute(2, 1, 0).contiguous()  # [j, i, h'], h' = heads + residual
     first_row = (alpha != 0).any(dim=2).to(torch.int8).argmax(dim=1).tolist()  # per j: the first i it reaches
     heads_ln = torch.cat([ctx.head_vectors_ln, ctx.x_ln[None]]).transpose(0, 1).contiguous()  # [j, h', d]
-    ff_input = ctx.ln_attn.module(ctx.rec.z_attn)
+    ff_input = ctx.ln_attn_out
     inputs = [(p.w_in, p.b_in)] + ([(p.w_up, p.b_up)] if p.ff_kind != "mlp" else [])
     totals = [ff_input @ w + b if b is not None else ff_input @ w for w, b in inputs]
     factors = [f / ctx.ln_scale[:, None] for f in unit_factors(ctx, *totals)]
@@ -243,4 +247,6 @@ def ff_maps(ctx, keys) -> dict[str, torch.Tensor]:
 
 
 def compute(inputs: Inputs, keys, options) -> Output:
-    return Output(per_layer(inputs, NAME, keys, lambda ctx: ff_maps(ctx, keys)))
+    out = per_layer(inputs, NAME, keys, lambda ctx: ff_maps(ctx, keys))
+    inputs.layers[0].workspace.release()  # the chunk buffers go back to the pool for the next analysis
+    return Output(out)

@@ -29,25 +29,25 @@ import numpy as np
 import torch
 
 from ..errors import NotApplicableError
-from .base import Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
+from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
 from . import papers
 from .rollouts import rollout
 
-NAME = "global_encoder"  # family name (map keys: globenc_layer, globenc)
+NAME = "globenc"  # the module's name (map keys: globenc_layer, globenc); "global_encoder" is an alias
+BUDGET = Budget(NAME)  # option globenc_budget_s
 KEYS = (
     KeyInfo("globenc_layer", "GlobEnc, per layer (N-Enc)", False,
             "‖γ₂⊙(ℓ_ij − mean ℓ_ij)‖/√(Var(z'_i)+ε₂): the attention + residual + LN1 parts ℓ_ij through LN2's "
             "linear part, z'_i = h_i + FF(h_i) the real LN2 input (Modarressi et al. 2022). Post-LN only.",
-            placements=("post",)),
+            placements=("post",), short="GlobEnc layer", unit="‖vector‖ (hidden-state units)"),
     KeyInfo("globenc", "GlobEnc (rollout)", False,
             "G_l = globenc_layer_l · G_{l−1}: raw products, no identity, no row normalisation, cumulative up to "
-            "layer l, as the GlobEnc code (Modarressi et al. 2022). Post-LN only.", placements=("post",)),
+            "layer l, as the GlobEnc code (Modarressi et al. 2022). Post-LN only.", placements=("post",), short="GlobEnc", group="across layers", unit="product of the layers' maps"),
 )
 REQUIRES = {"globenc": ("globenc_layer",)}
 NEEDS_MODEL = False
 OPT_IN = ()
 HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers)
-BUDGET_OPTION = "globenc_budget_s"  # seconds it may take (estimated); the worker's deadline follows from it
 REFERENCES = (papers.MODARRESSI_2022,)
 
 
@@ -63,7 +63,7 @@ def check(request: Request, key: str, options: dict) -> None:
     ``globenc_budget_s`` seconds (:func:`~normviz.methods.base.refuse_over_budget`; the app sets it from
     NORMVIZ_COST_BUDGET)."""
     if request.placement == "post":
-        refuse_over_budget(request, key, options, "globenc_budget_s", flops(request))
+        refuse_over_budget(request, key, options, BUDGET, flops(request))
     if request.placement != "post":
         raise NotApplicableError(
             f"{key!r} (GlobEnc) is defined for post-LN encoders (BERT family), whose second LayerNorm follows the "

@@ -23,19 +23,20 @@ import torch
 
 from ..models.params import get_path
 from ..record import add_hooks, owner_only, remove_hooks
-from .base import Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
+from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
 from . import papers
 
 NAME = "zeroing"
+BUDGET = Budget(NAME, aliases=("value_zeroing_budget_s",))  # option zeroing_budget_s
+UNIT = "score (rows sum to ~1)"
 KEYS = (KeyInfo("value_zeroing", "Value zeroing", False,
                 "Cosine distance of token i's layer output when token j's values are zeroed in every head, "
-                "rows normalised (Mohebbi et al. 2023). Opt-in: n+1 reruns of every layer."),)
+                "rows normalised (Mohebbi et al. 2023). Opt-in: n+1 reruns of every layer.", short="value zeroing"),)
 REQUIRES: dict = {}
 NEEDS_MODEL = True
 HOOKS_OWN_THREAD = True  # its hook acts only in the thread that added it: the session need not lock the model
 OPT_IN = ("value_zeroing",)
 HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers)
-BUDGET_OPTION = "value_zeroing_budget_s"  # seconds it may take (estimated); the worker's deadline follows from it
 REFERENCES = (papers.MOHEBBI_2023,)
 
 CHUNK_BYTES = 256 * 2**20
@@ -117,7 +118,7 @@ def compute(inputs: Inputs, keys, options) -> Output:
 
 
 def check(request: Request, key: str, options: dict) -> None:
-    """Refuse before anything runs when L·(n+1) reruns of a layer on n tokens would take longer than option ``value_zeroing_budget_s``
+    """Refuse before anything runs when L·(n+1) reruns of a layer on n tokens would take longer than option ``zeroing_budget_s`` (or ``value_zeroing_budget_s``)
     seconds (:func:`~normviz.methods.base.refuse_over_budget`)."""
     n, d, L = request.n_tokens, request.d_model, request.n_layers
-    refuse_over_budget(request, key, options, "value_zeroing_budget_s", L * (n + 1) * 2.0 * n * (4 * d * d + 2 * d * request.d_ff + 2 * n * d))
+    refuse_over_budget(request, key, options, BUDGET, L * (n + 1) * 2.0 * n * (4 * d * d + 2 * d * request.d_ff + 2 * n * d))

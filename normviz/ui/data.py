@@ -3,11 +3,16 @@ from __future__ import annotations
 
 import csv
 import io
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..methods import registry
+from .. import keyspace
+from ..analysis import pair_boundary  # noqa: F401  (the one rule, for the pages)
+from ..errors import NormvizError
+from ..keyspace import unit  # noqa: F401  (the colour bar's title, for the pages)
+from ..methods import GROUPS
 from ..viz.labels import unique_labels  # noqa: F401  (the pages' axis labels: 'the', 'the·2')
 
 
@@ -27,7 +32,7 @@ def head_label(head: int | None) -> str:
 
 
 def panel_title(key: str, layer: int, head: int | None) -> str:
-    info = registry.key_info(key)
+    info = keyspace.key_info(key)
     where = f"layer {layer}"
     if info.per_head:
         where += f", {head_label(head)}"
@@ -100,6 +105,19 @@ def color_range(panels: list[Panel], shared: bool) -> list[tuple[float, float]]:
         r = rng([p.matrix for p in panels])
         return [r] * len(panels)
     return [rng([p.matrix]) for p in panels]
+
+
+def compared_ranges(left: list[Panel], right: list[Panel], shared: bool) -> tuple[list, list]:
+    """(zmin, zmax) of each side of a comparison on one colour scale: the same map's two panels share a range
+    (with ``shared``, every panel of both sides does), so equal colours mean equal values across the sides."""
+    if shared:
+        ranges = color_range(left + right, True)
+        return ranges[:len(left)], ranges[len(left):]
+    by_key: dict[str, list[Panel]] = {}
+    for p in left + right:
+        by_key.setdefault(p.key, []).append(p)
+    joint = {k: color_range(ps, True)[0] for k, ps in by_key.items()}
+    return [joint[p.key] for p in left], [joint[p.key] for p in right]
 
 
 def focus_rows(panels: list[Panel], token: int) -> dict[str, np.ndarray]:
@@ -181,27 +199,10 @@ def upload_refusal(name: str, size: int, max_bytes: int) -> str | None:
 
 # --- the map picker ---------------------------------------------------------------------------------------
 
-GROUPS = ("per layer", "across layers", "alternatives")
-_KOBAYASHI = ("attention", "norm", "norm_layer", "attn_res", "attn_res_ln", "ff", "ff_res", "ff_res_ln")
-_ACROSS = ("globenc", "flow")
-SHORT = {  # labels that fit a pill; the full title is in the panel
-    "attention": "α weights", "norm": "‖αf‖ norm", "norm_layer": "‖Σαf‖ heads summed", "attn_res": "+ residual",
-    "attn_res_ln": "+ residual + LN", "ff": "FF", "ff_res": "FF + residual", "ff_res_ln": "whole layer",
-    "rollout_attention": "α rollout", "rollout_attn_res": "+ residual", "rollout_attn_res_ln": "+ residual + LN",
-    "rollout_ff_res": "FF + residual", "rollout_ff_res_ln": "whole layer", "rollout_alti": "ALTI",
-    "rollout_value_zeroing": "value zeroing", "globenc": "GlobEnc", "flow": "attention flow",
-    "effective_attention": "effective α", "alti": "ALTI", "globenc_layer": "GlobEnc layer",
-    "value_zeroing": "value zeroing", "decompx": "DecompX",
-}
-
-
 def group_of(key: str) -> str:
-    """Kobayashi et al.'s per-layer maps | maps chained through the layers | other methods' per-layer maps."""
-    if key in _KOBAYASHI:
-        return GROUPS[0]
-    if key.startswith("rollout_") or key in _ACROSS:
-        return GROUPS[1]
-    return GROUPS[2]
+    """The picker group of a key (``KeyInfo.group``: Kobayashi et al.'s per-layer maps | maps chained through
+    the layers | other methods' per-layer maps)."""
+    return keyspace.key_info(key).group
 
 
 def grouped(keys: list[str]) -> dict[str, list[str]]:
@@ -211,14 +212,20 @@ def grouped(keys: list[str]) -> dict[str, list[str]]:
     return out
 
 
-def short_label(key: str, limit: int = 22) -> str:
-    if key in SHORT:
-        return SHORT[key]
+def short_label(key: str) -> str:
+    """A label that fits a pill (``KeyInfo.label``); the full title is in the panel."""
     try:
-        t = registry.key_info(key).title
-    except Exception:
-        t = key
-    return t if len(t) <= limit else t[:limit - 1] + "…"
+        return keyspace.key_info(key).label
+    except NormvizError:
+        return key if len(key) <= 22 else key[:21] + "…"
+
+
+def pill_labels(keys: list[str]) -> dict[str, str]:
+    """Each key's pill label (:func:`short_label`), unique among ``keys``: a rollout whose label is also a
+    per-layer map's ("ALTI" twice, "value zeroing" twice) says it is the rollout ("ALTI · rollout")."""
+    labels = {k: short_label(k) for k in keys}
+    seen = Counter(labels.values())
+    return {k: f"{lab} · rollout" if seen[lab] > 1 and k.startswith("rollout_") else lab for k, lab in labels.items()}
 
 
 def dedupe_all_heads(keys: list[str], head: int | None) -> tuple[list[str], str]:
@@ -234,7 +241,7 @@ def all_heads_note(keys: list[str], head: int | None) -> str:
     """What "all heads" means for the per-head maps among ``keys`` (empty when a head is chosen)."""
     if head is not None:
         return ""
-    per_head = [k for k in keys if registry.key_info(k).per_head]
+    per_head = [k for k in keys if keyspace.key_info(k).per_head]
     if not per_head:
         return ""
     parts = []
@@ -279,28 +286,3 @@ def layer_stack(analysis, key: str, head: int | None, hide_special: bool, values
 
 def view_npz_name(model: str, layer: int, head: int | None) -> str:
     return f"normviz_{model.replace('/', '_')}_L{layer}_" + ("all" if head is None else f"H{head}")
-
-
-def pair_boundary(analysis) -> int | None:
-    """Original position of the second segment's first token of a sentence pair (after the first separator,
-    a special token that follows a non-special one), or None for a single text."""
-    if not analysis.text_pair:
-        return None
-    sp = [bool(x) for x in analysis.special]
-    for i in range(1, len(sp) - 1):
-        if sp[i] and not sp[i - 1]:
-            return i + 1
-    return None
-
-
-def unit(key: str, values: str) -> str:
-    """The colour bar's title: what the numbers are."""
-    if values == "share":
-        return "share of row"
-    if key in ("attention", "effective_attention"):
-        return "weight"
-    if key.startswith("rollout_") or key in ("alti", "flow", "value_zeroing"):
-        return "share"
-    if key == "globenc":
-        return "product"
-    return "vector norm"

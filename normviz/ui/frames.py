@@ -1,7 +1,7 @@
 """The shown panels at every layer (and head), for the browser to switch between without a server round trip.
 
 A layer or head change on Explore is drawn in the browser from these frames as soon as the control moves
-(``st_parts.instant_switch``); the page's rerun then draws the same numbers from the server. A frame holds
+(``normviz.ui.instant``, script ``components/instant_switch.js``); the page's rerun then draws the same numbers from the server. A frame holds
 exactly what the heatmap of that layer/head would show: ``data.build_panels`` (hidden specials, row shares),
 ``data.color_range`` (per panel or shared), ``data.thresholded``, the causal mask, the colour scale and the
 title. Values travel at 4 significant digits, as the hover prints them; CSV/NPZ exports keep full precision.

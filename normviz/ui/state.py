@@ -5,7 +5,7 @@ falls back to the default and is reported in ``problems`` so the page can say wh
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Mapping
 
 from .settings import settings
@@ -21,8 +21,71 @@ COMPARE_MODES = ("none", "text", "model")  # side by side: nothing | a second te
 DEFAULT_TOKEN_CAP = 128
 
 
+class QueryView:
+    """The one URL codec of every page's view (a dataclass subclass; ``problems`` is its last field).
+
+    :meth:`to_query` writes the fields that differ from the defaults (``cls.encode``); :meth:`from_query` reads
+    them back and never raises: a bad value keeps the current one and is reported in ``problems``. Fields named
+    in ``TEXT_FIELDS`` (visitor text) are cut at ``max_text_chars`` with a note; any other value longer than
+    ``LIMITS.get(name, 1000)`` characters is ignored with a note. A subclass gives ``decode(name, raw)`` (raises
+    ValueError with what to do) and may ``encode(name, value)`` and ``accept(name, value)`` (a last check)."""
+
+    TEXT_FIELDS: tuple[str, ...] = ()
+    LIMITS: dict[str, int] = {}
+    problems: list[str]
+
+    @staticmethod
+    def encode(name: str, value) -> str:
+        return encode_value(value)
+
+    @staticmethod
+    def decode(name: str, raw: str):  # pragma: no cover - every subclass gives its own
+        raise ValueError("unknown field")
+
+    def accept(self, name: str, value):
+        """The value to keep (after ``decode``); a subclass may note a problem and adjust it."""
+        return value
+
+    def to_query(self) -> dict[str, str]:
+        """Only fields that differ from the defaults, so links stay short."""
+        base = type(self)()
+        return {f.name: self.encode(f.name, getattr(self, f.name)) for f in fields(self)
+                if f.name != "problems" and getattr(self, f.name) != getattr(base, f.name)}
+
+    @classmethod
+    def from_query(cls, query: Mapping[str, object], base=None, max_text_chars: int | None = None):
+        """The view of ``query`` (on top of ``base``, default the defaults); never raises."""
+        view = replace(base) if base is not None else cls()
+        view.problems = []
+        for f in fields(cls):
+            if f.name == "problems" or f.name not in query:
+                continue
+            raw = query[f.name]
+            if isinstance(raw, (list, tuple)):  # a repeated key: the last value
+                raw = raw[-1] if raw else ""
+            raw = str(raw)
+            limit = cls.LIMITS.get(f.name, 1000)
+            if f.name in cls.TEXT_FIELDS and max_text_chars is not None and len(raw) > max_text_chars:
+                view.problems.append(f"The link's {f.name} is {len(raw):,} characters long; only the first "
+                                     f"{max_text_chars:,} are used (NORMVIZ_MAX_TOKENS × 50).")
+                raw = raw[:max_text_chars]
+            elif f.name not in cls.TEXT_FIELDS and len(raw) > limit:
+                view.problems.append(f"Ignored the link's {f.name}: {len(raw):,} characters is too long "
+                                     f"(at most {limit:,}).")
+                continue
+            try:
+                value = cls.decode(f.name, raw)
+            except ValueError as exc:
+                view.problems.append(f"Ignored the link's {f.name}={_short(raw)!r}: {exc}")
+                continue
+            setattr(view, f.name, view.accept(f.name, value))
+        return view
+
+
 @dataclass
-class ViewState:
+class ViewState(QueryView):
+    """The view of Explore, Overview, Learn and Corpus (shared by them)."""
+
     text: str = DEFAULT_TEXT
     pair: str = ""
     model: str = DEFAULT_MODEL
@@ -47,59 +110,23 @@ class ViewState:
     player: str = ""  # the map animated through the layers ("" = no player)
     problems: list[str] = field(default_factory=list, compare=False, repr=False)
 
-    def to_query(self) -> dict[str, str]:
-        """Only fields that differ from the defaults, so links stay short."""
-        base = ViewState()
-        out: dict[str, str] = {}
-        for f in fields(self):
-            if f.name == "problems":
-                continue
-            value = getattr(self, f.name)
-            if value == getattr(base, f.name):
-                continue
-            out[f.name] = _encode(value)
-        return out
+    TEXT_FIELDS = ("text", "pair", "text_b")
 
-    @classmethod
-    def from_query(cls, query: Mapping[str, object], base: "ViewState | None" = None,
-                   max_text_chars: int | None = None) -> "ViewState":
-        """Never raises: a bad value keeps the default and says so in ``problems``; a text longer than
-        ``max_text_chars`` is cut there (with a note); repeated map names are dropped (with a note)."""
-        view = replace(base) if base is not None else cls()
-        view.problems = []
-        for f in fields(cls):
-            if f.name == "problems" or f.name not in query:
-                continue
-            raw = query[f.name]
-            if isinstance(raw, (list, tuple)):
-                raw = raw[-1] if raw else ""
-            raw = str(raw)
-            if f.name in ("text", "pair", "text_b") and max_text_chars is not None and len(raw) > max_text_chars:
-                view.problems.append(f"The link's {f.name} is {len(raw):,} characters long; only the first "
-                                     f"{max_text_chars:,} are used (NORMVIZ_MAX_TOKENS × 50).")
-                raw = raw[:max_text_chars]
-            elif len(raw) > 1000 and f.name not in ("text", "pair", "text_b"):
-                view.problems.append(f"Ignored the link's {f.name}: {len(raw):,} characters is too long.")
-                continue
-            try:
-                value = _decode(f.name, raw)
-            except ValueError as exc:
-                view.problems.append(f"Ignored the link's {f.name}={_short(raw)!r}: {exc}")
-                continue
-            if f.name == "maps" and len(set(value)) < len(value):
-                twice = sorted({k for k in value if value.count(k) > 1})
-                view.problems.append(f"The link names the map(s) {', '.join(twice)} more than once; each is shown once.")
-                value = tuple(dict.fromkeys(value))
-            setattr(view, f.name, value)
-        return view
+    @staticmethod
+    def decode(name: str, raw: str):
+        return _decode(name, raw)
 
-    def as_dict(self) -> dict:
-        d = asdict(self)
-        d.pop("problems")
-        return d
+    def accept(self, name: str, value):
+        """Repeated map names are dropped (with a note)."""
+        if name == "maps" and len(set(value)) < len(value):
+            twice = sorted({k for k in value if value.count(k) > 1})
+            self.problems.append(f"The link names the map(s) {', '.join(twice)} more than once; each is shown once.")
+            value = tuple(dict.fromkeys(value))
+        return value
 
 
-def _encode(value) -> str:
+def encode_value(value) -> str:
+    """A field's query-string form: booleans 1/0, None "all", tuples comma-joined."""
     if isinstance(value, bool):
         return "1" if value else "0"
     if value is None:
@@ -115,12 +142,7 @@ def _decode(name: str, raw: str):
             raise ValueError("the model name is empty")
         return raw
     if name in ("hide_special", "shared_scale", "present", "fx"):
-        low = raw.strip().lower()
-        if low in ("1", "true", "yes", "on"):
-            return True
-        if low in ("0", "false", "no", "off"):
-            return False
-        raise ValueError("use 1 or 0")
+        return decode_bool(raw)
     if name in ("layer",):
         return _int(raw, allow_negative=True)
     if name in ("head", "focus"):
@@ -156,6 +178,15 @@ def _decode(name: str, raw: str):
             raise ValueError(f"use one of {', '.join(VALUE_MODES)}")
         return raw
     raise ValueError("unknown field")  # pragma: no cover
+
+
+def decode_bool(raw: str) -> bool:
+    low = raw.strip().lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("use 1 or 0")
 
 
 def _short(raw: str, limit: int = 60) -> str:

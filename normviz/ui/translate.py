@@ -1,23 +1,22 @@
-"""The Translate page's view (its own URL parameters) and its cached encoder–decoder session.
+"""The Translate page's view (its own URL parameters) and its helpers (examples, the NPZ export).
 
 URL parameters: ``model``, ``src``, ``tgt`` (empty: generated), ``layer`` (a number; default the last),
 ``head`` (``all`` or a number),
-``method`` (``norm``/``weight``: whose alignment is drawn), ``setting`` (``AWI``/``AWO``), ``gold`` (Pharaoh).
-Parsing never raises: a bad value keeps the default and is reported in ``problems``.
+``method`` (``norm``/``weight``: whose alignment is drawn), ``setting`` (``AWI``/``AWO``), ``gold`` (Pharaoh),
+``present`` (stage mode). Parsed by the pages' one codec, :class:`normviz.ui.state.QueryView`: never raises, a bad
+value keeps the default and is reported in ``problems``. The session and its maps come from
+:mod:`normviz.ui.fetch`, as on every page.
 """
 from __future__ import annotations
 
-import warnings
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import streamlit as st
 
 import normviz
-from normviz.errors import NormvizError, TruncationWarning
 
-from .safe import shorten
-from .settings import EMBEDDED_SEQ2SEQ, settings
-from .state import token_cap
+from .settings import EMBEDDED_SEQ2SEQ
+from .state import QueryView, decode_bool, encode_value
 
 DEFAULT_MODEL = "toy-mt"
 DEFAULT_SRC = "the big dog often sees a small red car"
@@ -28,7 +27,9 @@ MAX_GOLD_CHARS = 4000
 
 
 @dataclass
-class TranslateView:
+class TranslateView(QueryView):
+    """Translate's view; its URL round trip is :class:`normviz.ui.state.QueryView`'s, as every page's."""
+
     model: str = DEFAULT_MODEL
     src: str = DEFAULT_SRC
     tgt: str = ""
@@ -37,42 +38,28 @@ class TranslateView:
     method: str = "norm"
     setting: str = "AWO"
     gold: str = ""
+    present: bool = False  # stage mode (larger fonts, collapsed controls)
     problems: list[str] = field(default_factory=list, compare=False, repr=False)
 
-    def to_query(self) -> dict[str, str]:
-        """Fields that differ from the defaults."""
-        base, out = TranslateView(), {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name == "problems" or value == getattr(base, f.name):
-                continue
-            out[f.name] = ("all" if f.name == "head" else "last") if value is None else str(value)
-        return out
+    TEXT_FIELDS = ("src", "tgt")
+    LIMITS = {"gold": MAX_GOLD_CHARS, "model": 256}
 
-    @classmethod
-    def from_query(cls, query, max_text_chars: int | None = None) -> "TranslateView":
-        view = cls()
-        limits = {"src": max_text_chars, "tgt": max_text_chars, "gold": MAX_GOLD_CHARS, "model": 256}
-        for f in fields(cls):
-            if f.name == "problems" or f.name not in query:
-                continue
-            raw = query[f.name]
-            raw = str(raw[-1] if isinstance(raw, (list, tuple)) and raw else raw)
-            limit = limits.get(f.name) or 1000
-            if len(raw) > limit:
-                view.problems.append(f"Ignored the link's {f.name}: {len(raw):,} characters is too long "
-                                     f"(at most {limit:,}).")
-                continue
-            try:
-                setattr(view, f.name, _decode(f.name, raw))
-            except ValueError as exc:
-                view.problems.append(f"Ignored the link's {f.name}={shorten(raw, 60)!r}: {exc}")
-        return view
+    @staticmethod
+    def encode(name: str, value) -> str:
+        if value is None:
+            return "all" if name == "head" else "last"
+        return encode_value(value)
+
+    @staticmethod
+    def decode(name: str, raw: str):
+        return _decode(name, raw)
 
 
 def _decode(name: str, raw: str):
     if name in ("src", "tgt", "gold"):
         return raw
+    if name == "present":
+        return decode_bool(raw)
     if name == "model":
         if not raw.strip():
             raise ValueError("the model name is empty")
@@ -105,35 +92,6 @@ def not_encoder_decoder(lm) -> str | None:
             "Explore page analyses this model.")
 
 
-def translation_session(lm, src: str, tgt: str):
-    """``(session, notes)``: the shared session of this pair (target generated when ``tgt`` is empty), or
-    ``(None, [message])``. Texts are cut at the page's character limit and the token cap first."""
-    from .st_parts import session_cache, session_options
-
-    notes = []
-    limit = settings().max_text_chars
-    for what, text in (("source", src), ("target", tgt)):
-        if len(text) > limit:
-            notes.append(f"The {what} is {len(text):,} characters long; only the first {limit:,} are analysed.")
-    src, tgt = src[:limit], tgt[:limit]
-    cap = token_cap()
-    options = session_options(lm)
-    key = lm.cache_key + ("translate", src, tgt, cap, tuple(sorted(options.items())))
-
-    def make():
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", TruncationWarning)
-            session = normviz.Session(lm, src, target=tgt or None, max_tokens=cap, options=options)
-        return session, [f"{w.message} Set NORMVIZ_MAX_TOKENS to change the limit." for w in caught
-                         if issubclass(w.category, TruncationWarning)]
-
-    try:
-        session, more = session_cache().get_or_compute(key, make)
-    except NormvizError as exc:
-        return None, notes + [" ".join(str(exc).split())[:600]]
-    return session, notes + more
-
-
 @st.cache_data(show_spinner=False, max_entries=4)
 def toy_examples(path: str, n: int = 12) -> list[tuple[str, str, str]]:
     """(source, target, gold) of the first ``n`` lines of the toy-mt test set under ``path`` (empty if absent)."""
@@ -157,26 +115,6 @@ def maps_npz(maps: dict, src_tokens: list[str], tgt_tokens: list[str]) -> bytes:
     np.savez(buf, src_tokens=np.array(src_tokens, dtype=str), tgt_tokens=np.array(tgt_tokens, dtype=str),
              **{f"cross_{k}": np.asarray(v) for k, v in maps.items()})
     return buf.getvalue()
-
-
-def cross_maps(session):
-    """``(analysis, message)``: the cross maps of the session (computed once; a progress bar meanwhile), or
-    ``(None, message)`` after a failure. Refused keys are listed in the message."""
-    bar = st.empty()
-    try:
-        prog = bar.progress(0.0, text="Analysing the cross-attention…")
-        a = session.get(CROSS_KEYS, strict=False,
-                        progress=lambda f, m: prog.progress(min(1.0, max(0.0, f)), text=f"Analysing: {m}"))
-    except NormvizError as exc:
-        return None, " ".join(str(exc).split())[:600]
-    except Exception as exc:  # never a traceback in the page
-        return None, f"The analysis failed: {type(exc).__name__}: {shorten(str(exc), 300)}"
-    finally:
-        bar.empty()
-    refused = [f"{k}: {a.refused[k]}" for k in CROSS_KEYS if k in a.refused]
-    if refused:
-        return None, "; ".join(refused)
-    return a, None
 
 
 def _self_attention_only(name: str) -> bool:

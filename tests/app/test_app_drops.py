@@ -23,7 +23,7 @@ def test_the_second_text_cut_is_said_of_the_second_text(monkeypatch):
     at = app("app.py", {"text": "the cat sat " * 30, "pair": "a dog barked " * 10})
     at.run()
     no_exception(at)
-    assert any("the second is cut to its first 40 of 130 characters" in m for m in _messages(at)), _messages(at)
+    assert any("the second text is cut to its first 40 of 130 characters" in m for m in _messages(at)), _messages(at)
 
 
 def test_an_encoder_decoder_on_explore_points_to_translate(monkeypatch):

@@ -6,71 +6,12 @@
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
-import transformers as tf
 
-import normviz
-
-from .tiny import randomize_weights
-
-WORDS = ("the a cat dog sat on mat red blue house tree sun moon big small runs sees eats green old new "
-         "le la chat chien assis sur tapis rouge bleu maison arbre soleil lune grand petit court voit mange").split()
-SPECIALS = ["<pad>", "</s>", "<unk>", "<s>"]
-VOCAB = len(SPECIALS) + len(WORDS)
-IDS = dict(pad_token_id=0, eos_token_id=1, bos_token_id=3, decoder_start_token_id=0, forced_eos_token_id=1)
-
-
-def _configs():
-    bart_like = dict(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=3, encoder_attention_heads=4,
-                     decoder_attention_heads=2, encoder_ffn_dim=48, decoder_ffn_dim=40, max_position_embeddings=64,
-                     **IDS)
-    t5 = dict(vocab_size=VOCAB, d_model=32, d_kv=6, d_ff=48, num_layers=2, num_decoder_layers=3, num_heads=4,
-              relative_attention_num_buckets=8, relative_attention_max_distance=16, pad_token_id=0,
-              eos_token_id=1, decoder_start_token_id=0)
-    return {
-        "marian": tf.MarianConfig(activation_function="swish", scale_embedding=True, **bart_like),
-        "bart": tf.BartConfig(activation_function="gelu", **bart_like),
-        "mbart": tf.MBartConfig(activation_function="gelu", **bart_like),
-        "m2m_100": tf.M2M100Config(activation_function="relu", **bart_like),
-        "t5": tf.T5Config(feed_forward_proj="relu", **t5),
-        "t5_gated": tf.T5Config(feed_forward_proj="gated-gelu", **t5),
-    }
-
-
-ARCHS = ("marian", "bart", "t5")  # the families every exactness test runs on
-MORE_ARCHS = ("mbart", "m2m_100", "t5_gated")
-
-
-def raw_model(arch: str, seed: int = 0, dtype=torch.float64):
-    config = _configs()[arch]
-    torch.manual_seed(seed)
-    model = tf.AutoModelForSeq2SeqLM.from_config(config, attn_implementation="eager").to(dtype).eval()
-    randomize_weights(model)
-    return model
-
-
-def tokenizer():
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors
-
-    vocab = {w: i for i, w in enumerate(SPECIALS + WORDS)}
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
-    return tf.PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>",
-                                      bos_token="<s>", model_max_length=64)
-
-
-def build(arch: str, seed: int = 0, dtype=torch.float64):
-    return normviz.from_model(raw_model(arch, seed, dtype), tokenizer(), name=f"tiny-{arch}")
-
-
-def save_dir(arch: str, path: Path, seed: int = 0) -> Path:
-    model = raw_model(arch, seed, torch.float32)
-    model.save_pretrained(path)
-    tokenizer().save_pretrained(path)
-    return path
+from normviz.devtools.tiny import (IDS, SPECIALS, VOCAB, WORDS, build_seq2seq as build,  # noqa: F401
+                                   MORE_SEQ2SEQ_ARCHS as MORE_ARCHS, SEQ2SEQ_ARCHS as ARCHS,
+                                   _seq2seq_configs as _configs, raw_seq2seq as raw_model,
+                                   randomize_weights, save_seq2seq_dir as save_dir, tokenizer)
 
 
 # ---------------------------------------------------------------- the model's own vectors and an independent cross_norm

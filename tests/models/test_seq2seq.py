@@ -83,8 +83,8 @@ def test_cross_maps_against_independent_implementation(setup):
 
 def test_cross_block_rebuilds_the_models_vectors(setup):
     """Σ_j Σ_h α f(e_j) + b^O = the block's attention output y_i; r_i = the residual stream it joins."""
-    from normviz.encdec.cross import CrossDecomposition
     from normviz.encdec.params import cross_params
+    from normviz.methods.cross import CrossDecomposition
 
     lm, s, a, enc, dec, ys, out = setup
     rec = s.records()
@@ -100,7 +100,7 @@ def test_cross_block_rebuilds_the_models_vectors(setup):
 @pytest.mark.parametrize("stack", ["encoder", "decoder"])
 def test_self_attention_stages_rebuild_the_models_vectors(setup, stack):
     lm, s, a, enc, dec, ys, out = setup
-    views = getattr(s, stack).layers()
+    views = s.layers(stack)
     assert len(list(views[0].row_chunks())) > 1  # the chunked path is exercised
     for ctx, v in zip(views, enc if stack == "encoder" else dec):
         u, b = all_rows(ctx, ctx.attn_res_vectors)
@@ -119,7 +119,7 @@ def test_encoder_ff_stages(setup):
         assert "encoder_ff" not in a and s.refusal("encoder_ff")
         return
     post = lm.spec.placement == "post"
-    for ctx, v in zip(s.encoder.layers(), enc):
+    for ctx, v in zip(s.layers("encoder"), enc):
         parts, bias = ff_stage(ctx, "ff")
         close(parts.sum(1) + bias, v["ff_out"])
         parts, bias = ff_stage(ctx, "ff_res")
@@ -148,11 +148,9 @@ def test_one_forward_pass_and_memoised(tiny):
 
 
 def test_session_from_ids_equals_text_session(tiny):
-    from normviz.encdec import Seq2SeqSession
-
     lm = tiny("t5")
     a = normviz.Session(lm, SRC, target=TGT).get(["cross_norm", "decoder_norm"])
-    b = Seq2SeqSession.from_ids(lm, a.src_ids, a.tgt_ids).get(["cross_norm", "decoder_norm"])
+    b = normviz.Session.from_ids(lm, a.src_ids, a.tgt_ids).get(["cross_norm", "decoder_norm"])
     assert b.out_ids == a.out_ids and b.tgt_tokens == a.tgt_tokens and b.target_text == TGT
     for key in a.keys():
         np.testing.assert_array_equal(a[key], b[key])
@@ -175,7 +173,7 @@ def test_generated_target_is_greedy(tiny):
 
 
 def test_default_generation_cap(tiny):
-    from normviz.encdec.session import MAX_NEW_TOKENS, default_max_new_tokens
+    from normviz.encdec.target import MAX_NEW_TOKENS, default_max_new_tokens
 
     assert default_max_new_tokens(5) == 20 and default_max_new_tokens(10**6) == MAX_NEW_TOKENS
     a = normviz.Session(tiny("t5"), "the cat").get(["cross_attention"])  # a random model: no eos, so the cap
@@ -201,14 +199,17 @@ def test_refusals(tiny):
 
 
 def test_key_space(tiny):
-    from normviz.encdec import all_keys, default_keys, key_info
-    from normviz.encdec.keys import expand
+    from normviz import all_keys, key_info
+    from normviz.keyspace import default_keys, resolve
 
     lm = tiny("t5")
-    assert expand(lm, ["encoder_norms"]) == ["encoder_norm", "encoder_norm_layer", "encoder_attn_res",
-                                             "encoder_attn_res_ln"]
-    assert expand(lm, "decoder_norms") == ["decoder_norm", "decoder_norm_layer", "decoder_attn_res",
-                                           "decoder_attn_res_ln"]
+    assert isinstance(normviz.Session(lm, SRC, target=TGT), normviz.Session)
+    assert resolve(lm, ["encoder_norms"]) == ["encoder_norm", "encoder_norm_layer", "encoder_attn_res",
+                                              "encoder_attn_res_ln"]
+    assert resolve(lm, "decoder_norms") == ["decoder_norm", "decoder_norm_layer", "decoder_attn_res",
+                                            "decoder_attn_res_ln"]
+    assert resolve(lm, "norms") == resolve(lm, "encoder_norms") + resolve(lm, "decoder_norms")  # every stack
+    assert resolve(lm, "cross") == ["cross_attention", "cross_norm", "cross_norm_layer", "cross_source_share"]
     keys = default_keys(lm)
     assert "encoder_ff_res_ln" not in keys and "encoder_value_zeroing" not in keys  # pre-LN; opt-in
     assert "encoder_value_zeroing" in all_keys(lm) and "cross_source_share" in keys

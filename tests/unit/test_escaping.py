@@ -42,6 +42,7 @@ def _raw_markup(fig) -> list[tuple[str, str]]:
 def test_plotly_text_escapes_the_three_characters_once():
     assert plotly_text("<b>x</b> & y") == "&lt;b&gt;x&lt;/b&gt; &amp; y"
     assert plotly_text("&lt;") == "&amp;lt;"  # typed entities stay as typed
+    assert plotly_text("title\n<b>") == "title<br>&lt;b&gt;"  # a newline is the one line break a caller asks for
 
 
 @pytest.mark.parametrize("payload", PAYLOADS)

@@ -1,4 +1,5 @@
-"""Cross-attention maps of an encoder–decoder (Kobayashi et al. 2020 §5: source–target attention of NMT).
+"""The cross-attention block of an encoder–decoder (Kobayashi et al. 2020 §5: source–target attention of NMT): a
+family like any other, on the ``cross`` stack (one view per decoder layer: :class:`CrossDecomposition`).
 
 Decoder layer l, target position i (a row, fed ``tgt_tokens[i]``), source token j (a column, ``src_tokens[j]``),
 e_j the encoder's final output (what the block's keys and values read), head h:
@@ -20,24 +21,33 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..methods.base import Inputs, KeyInfo, per_layer
-from ..methods import papers
-from .params import CrossParams
-from .record import CrossRecord
+from ..decompose import CHUNK_BYTES
+from ..encdec.params import CrossParams
+from ..encdec.record import CrossRecord
+from . import papers
+from .base import Inputs, KeyInfo, Output, Request, no_check, per_layer
 
+NAME = "cross"
+STACKS = ("cross",)  # its keys carry their stack's name: cross_attention, not a prefix added to attention
+GROUP = "per layer"
 KEYS = (
     KeyInfo("cross_attention", "Cross-attention weights α", True,
-            "α^h_ij of target position i over source token j (the model's cross_attentions)."),
+            "α^h_ij of target position i over source token j (the model's cross_attentions).", short="cross α",
+            unit="weight α"),
     KeyInfo("cross_norm", "Cross-attention norm ‖α f(e)‖", True,
-            "‖α^h_ij f^h(e_j)‖, e_j the encoder's final output (Kobayashi et al. 2020 §5)."),
+            "‖α^h_ij f^h(e_j)‖, e_j the encoder's final output (Kobayashi et al. 2020 §5).", short="cross ‖αf‖"),
     KeyInfo("cross_norm_layer", "Cross-attention norm, heads summed", False,
-            "‖Σ_h α^h_ij f^h(e_j)‖: head vectors summed, then the norm."),
+            "‖Σ_h α^h_ij f^h(e_j)‖: head vectors summed, then the norm.", short="cross ‖Σαf‖"),
     KeyInfo("cross_source_share", "Source share of the cross block", False,
             "‖c_i‖/(‖c_i‖+‖r_i‖): the cross block's source vector c_i against the residual stream r_i it joins "
-            "([L, m], one value per target position)."),
+            "([L, m], one value per target position).", short="source share", unit="share (0…1)"),
 )
 NAMES = tuple(i.key for i in KEYS)
+REQUIRES: dict = {}
+NEEDS_MODEL = False
+OPT_IN = ()
 REFERENCES = (papers.KOBAYASHI_2020,)
+
 
 
 class CrossDecomposition:
@@ -91,10 +101,13 @@ def layer_maps(ctx: CrossDecomposition, keys, chunk_bytes: int) -> dict[str, tor
     return out
 
 
-def compute(records: list[CrossRecord], params: list[CrossParams], keys, chunk_bytes: int = 32 * 2**20,
-            progress=None) -> dict[str, np.ndarray]:
-    """The cross keys asked for, stacked over decoder layers: {key: numpy [L, …]}."""
+def check(request: Request, key: str, options: dict) -> None:
+    no_check(request, key, options)
+
+
+def compute(inputs: Inputs, keys, options) -> Output:
+    """The cross keys asked for, stacked over decoder layers: {key: numpy [L, …]}; ``inputs.layers`` are one
+    :class:`CrossDecomposition` per decoder layer."""
     keys = [k for k in NAMES if k in keys]
-    views = [CrossDecomposition(rec, p) for rec, p in zip(records, params)]
-    inputs = Inputs(request=None, layer_views=lambda: views, arrays={}, progress=progress)
-    return per_layer(inputs, "cross", keys, lambda ctx: layer_maps(ctx, keys, chunk_bytes))
+    chunk = int(options.get("chunk_bytes", CHUNK_BYTES))
+    return Output(per_layer(inputs, NAME, keys, lambda ctx: layer_maps(ctx, keys, chunk)))

@@ -1,0 +1,245 @@
+"""The one key space: a model is a set of stacks, a map key is (stack, key), spelled as the user types it.
+
+    stack     whose layers                                       spelled          e.g.
+    model     a self-attention model's one stack                 key              norm, attn_res_ln
+    encoder   an encoder–decoder's encoder                       encoder_<key>    encoder_norm
+    decoder   its decoder's self-attention (causal)              decoder_<key>    decoder_attn_res_ln
+    cross     its cross-attention blocks (rows: decoder tokens,  key (the cross   cross_norm
+              columns: encoder tokens)                           family's names)
+
+Which keys a stack offers is each family's (``KeyInfo.stacks``, from the family's STACKS; default model and
+encoder): a family registered at run time (:func:`normviz.register_family`) is offered on every stack it
+applies to, here and wherever keys are listed. Resolution (names → keys, requirements first), applicability
+and the placement message exist only here; every family's own ``check`` runs on the stack's :class:`Request`.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+from . import methods as registry
+from .activations import check_activation
+from .encdec.params import decoder_view
+from .errors import NotApplicableError, TooCostlyError, UnknownKeyError
+from .methods.base import KeyInfo, Request
+
+STACKS = ("model", "encoder", "decoder", "cross")
+PREFIX = {"model": "", "encoder": "encoder_", "decoder": "decoder_", "cross": ""}
+
+
+def stacks_of(lm) -> tuple[str, ...]:
+    """The stacks of a loaded model, in the order their keys are listed and computed."""
+    return ("encoder", "decoder", "cross") if getattr(lm, "is_encoder_decoder", False) else ("model",)
+
+
+def primary(lm) -> str:
+    """The stack whose tokens are ``Session.tokens`` / ``Analysis.tokens``: the model's, or the encoder's."""
+    return stacks_of(lm)[0]
+
+
+def spell(stack: str, key: str) -> str:
+    return PREFIX[stack] + key
+
+
+def parse(name: str) -> tuple[str, str]:
+    """``encoder_norm`` → ("encoder", "norm"); ``cross_norm`` → ("cross", "cross_norm"); ``norm`` →
+    ("model", "norm"). A name no family registers raises UnknownKeyError."""
+    for stack in ("encoder", "decoder"):
+        prefix = PREFIX[stack]
+        if name.startswith(prefix) and registry.is_key(name[len(prefix):]):
+            return stack, name[len(prefix):]
+    if registry.is_key(name):
+        stacks = registry.key_info(name).stacks
+        return ("model" if "model" in stacks or "cross" not in stacks else "cross"), name
+    raise UnknownKeyError(f"Unknown map key {name!r}. Map keys: {', '.join(all_keys(None, stack=None))}.")
+
+
+def _family_name(name: str) -> tuple[str | None, object | None]:
+    """(stack or None, family) for a family name, prefixed or not (``encoder_norms``, ``norms``)."""
+    for stack in ("encoder", "decoder"):
+        prefix = PREFIX[stack]
+        if name.startswith(prefix) and registry.family(name[len(prefix):]) is not None:
+            return stack, registry.family(name[len(prefix):])
+    return None, registry.family(name)
+
+
+def known(name: str) -> bool:
+    """A map key, family name or ``"all"`` in any spelling (checked before a model is loaded)."""
+    if name == "all" or _family_name(name)[1] is not None:
+        return True
+    try:
+        parse(name)
+    except UnknownKeyError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------- the stacks of a loaded model
+def stack_model(lm, stack: str):
+    """The LoadedModel view whose layers are ``stack``'s (the decoder's view for decoder and cross)."""
+    return decoder_view(lm) if stack in ("decoder", "cross") else lm
+
+
+def ff_refusal(lm, stack: str) -> str | None:
+    """Why ``stack``'s FF block cannot be split exactly (an encoder–decoder's encoder; a self-attention model
+    with such an activation is refused at load), or None."""
+    if stack != "encoder":
+        return None
+    cache = lm._views.setdefault("ff_reason", {})
+    if "r" not in cache:
+        cache["r"] = check_activation(lm.layer_params(0).act, gated=lm.spec.ff_kind == "gated")
+    return cache["r"]
+
+
+def request_for(lm, n_tokens: int, stack: str | None = None) -> Request:
+    """What ``stack``'s families know before the forward pass (default: the model's first stack)."""
+    stack = stack or primary(lm)
+    view = stack_model(lm, stack)
+    d, d_ff = view.sizes
+    return Request(n_tokens=n_tokens, n_layers=view.n_layers, n_heads=view.n_heads, d_model=d, d_ff=d_ff,
+                   placement=view.spec.placement, causal=view.spec.causal and stack != "cross",
+                   gated=view.spec.ff_kind == "gated", device=lm.device.type, stack=stack,
+                   ff_refusal=ff_refusal(lm, stack))
+
+
+def _foreign(lm, stack: str, key: str) -> str:
+    """Why a key of a stack this model lacks does not apply."""
+    name = spell(stack, key)
+    if getattr(lm, "is_encoder_decoder", False):
+        if stack == "model":
+            return (f"{name!r}: this is an encoder–decoder model; ask for encoder_{key} or decoder_{key} "
+                    "(or a cross_… key)")
+    return f"{name!r} is a key of encoder–decoder models ({stack} stack); {lm.name!r} has one self-attention stack"
+
+
+def _not_on_stack(lm, stack: str, key: str, info: KeyInfo) -> str:
+    offered = [spell(stack, k) for k in registry.all_keys(stack=stack)]
+    return (f"{spell(stack, key)!r}: the {stack}'s maps are {', '.join(offered)}"
+            + (" and the cross_… keys" if stack == "decoder" else ""))
+
+
+def check(lm, stack: str, key: str, request: Request, options: dict) -> None:
+    """Refuse (NotApplicableError, TooCostlyError) ``key`` of ``stack`` before anything runs: the model has
+    the stack, the key applies to it, to its placement, and its family's own check passes."""
+    info = registry.key_info(key)
+    if stack not in stacks_of(lm):
+        raise NotApplicableError(_foreign(lm, stack, key) + ".")
+    if stack not in info.stacks:
+        raise NotApplicableError(_not_on_stack(lm, stack, key, info) + ".")
+    registry.check(request, key, options)
+
+
+def requirements(key: str) -> list[str]:
+    """``key`` and every key it needs, requirements first."""
+    out: list[str] = []
+
+    def add(k: str) -> None:
+        if k in out:
+            return
+        for req in registry.requires(k):
+            add(req)
+        out.append(k)
+
+    add(key)
+    return out
+
+
+def refusal(lm, name: str, request: Request | None = None, options: dict | None = None) -> str | None:
+    """Why ``name`` (a spelled key) would be refused for an input of ``request``'s size (default: 2 tokens,
+    i.e. applicability only), itself or a key it needs; None if it would not. Runs nothing."""
+    stack, key = parse(name)
+    options = options or {}
+    for k in requirements(key):
+        req = request if request is not None and request.stack == stack else request_for(lm, 2, stack)
+        try:
+            check(lm, stack, k, req, options)
+        except (TooCostlyError, NotApplicableError) as exc:
+            return str(exc) if k == key else f"{name!r} needs {spell(stack, k)!r}: {exc}"
+    return None
+
+
+def offered(lm, stack: str, include_opt_in: bool) -> list[str]:
+    """The keys of ``stack`` that apply to this model (its placement, the families' applicability), spelled."""
+    view = stack_model(lm, stack)
+    return [spell(stack, k) for k in registry.all_keys(view.spec.placement, include_opt_in, stack=stack)
+            if refusal(lm, spell(stack, k)) is None]
+
+
+def all_keys(lm=None, *, include_opt_in: bool = True, placement: str | None = None, stack: str | None = "model"
+             ) -> list[str]:
+    """With a loaded model: every key it offers (an encoder–decoder's ``encoder_*``, ``decoder_*`` and
+    ``cross_*``); without one, the registered keys of a self-attention model (``placement``: of one placement;
+    ``stack=None``: of every stack, unprefixed). ``normviz.all_keys("post")`` (a placement) still works."""
+    if isinstance(lm, str):
+        lm, placement = None, lm
+    if lm is None:
+        return registry.all_keys(placement, include_opt_in, stack=stack)
+    return [k for s in stacks_of(lm) for k in offered(lm, s, include_opt_in)]
+
+
+def default_keys(lm) -> list[str]:
+    """Every default (not opt-in) key that applies to this model: what ``Session.get(None)`` computes."""
+    return all_keys(lm, include_opt_in=False)
+
+
+def resolve(lm, names: Iterable[str] | str | None) -> list[str]:
+    """Map keys in any spelling, family names (``norms`` on every stack it applies to, ``encoder_norms``),
+    ``"all"`` (None: :func:`default_keys`) → the spelled keys to compute, each after the keys it requires.
+    Unknown names raise UnknownKeyError; applicability is :func:`check`'s (per key, later)."""
+    if names is None:
+        wanted = default_keys(lm)
+    else:
+        if isinstance(names, str):
+            names = [names]
+        wanted = []
+        for name in names:
+            name = name.strip()
+            if not name:
+                continue
+            if name == "all":
+                wanted += default_keys(lm)
+                continue
+            if registry.is_key(name) or any(name.startswith(PREFIX[s]) and registry.is_key(name[len(PREFIX[s]):])
+                                            for s in ("encoder", "decoder")):
+                wanted.append(name)  # a key first: ``decompx``, ``globenc`` are a family's name and its key
+                continue
+            stack, family = _family_name(name)
+            if family is None:
+                parse(name)  # unknown: refused by name
+            for s in ([stack] if stack else stacks_of(lm)):
+                view = stack_model(lm, s) if s in stacks_of(lm) else lm
+                wanted += [spell(s, i.key) for i in family.KEYS
+                           if s in i.stacks and view.spec.placement in i.placements]
+    out: list[str] = []
+    for name in wanted:
+        stack, key = parse(name)
+        for k in requirements(key):
+            spelled = spell(stack, k)
+            if spelled not in out:
+                out.append(spelled)
+    return out
+
+
+def key_info(name: str) -> KeyInfo:
+    """The KeyInfo of a spelled key: an encoder's or decoder's key is titled by its stack."""
+    stack, key = parse(name)
+    info = registry.key_info(key)
+    if stack in ("model", "cross"):
+        return info
+    import dataclasses
+
+    return dataclasses.replace(
+        info, key=name, title=f"{stack.capitalize()}: {info.title}",
+        description=f"The {stack}'s {'self-attention ' if stack == 'decoder' else ''}map: {info.description}")
+
+
+def unit(name: str, values: str = "raw", br: str = "<br>") -> str:
+    """The colour bar's title: what one cell's number is (``values="share"``: rows normalised to 1). ``br``
+    breaks it before its parenthesis, so that the bar stays narrow (plotly: ``<br>``)."""
+    if values == "share":
+        return "share of the row"
+    text = key_info(name).unit or ""
+    return text.replace(" (", br + "(", 1) if br else text
+
+
+__all__ = ["PREFIX", "STACKS", "all_keys", "check", "default_keys", "key_info", "known", "offered", "parse",
+           "primary", "refusal", "request_for", "requirements", "resolve", "spell", "stack_model", "stacks_of", "unit"]

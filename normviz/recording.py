@@ -1,0 +1,107 @@
+"""One forward pass that records every stack of a model, run on first need, shared by the sequences of a batch.
+
+    Recording.text_batch(lm, [Encoded, …])   a self-attention model: one right-padded pass; part b has
+                                              the stack {"model": [LayerRecord per layer]}
+    Recording.seq2seq(lm, Seq2SeqInputs)      an encoder–decoder: one teacher-forced pass; its one part has
+                                              {"encoder": […], "decoder": […], "cross": [CrossRecord …]}
+
+A :class:`Part` is what one session reads: each stack's token axis (``axes``), its records, notes about how
+its input was encoded.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .encdec.record import record_seq2seq
+from .encdec.target import Seq2SeqInputs
+from .record import record, segment_ids
+from .tokens import Encoded, pad_batch
+
+
+class Recording:
+    """``run()`` → one {stack: records} per sequence (and the raw record of each), called once, on first need."""
+
+    def __init__(self, run: Callable[[], tuple[list[dict], list]]):
+        self._run = run
+        self._records: list[dict] | None = None
+        self._raw: list | None = None
+        self._lock = threading.Lock()
+        self.passes = 0
+
+    def _ensure(self) -> None:
+        with self._lock:
+            if self._records is None:
+                self._records, self._raw = self._run()
+                self.passes += 1
+
+    def records(self, b: int) -> dict:
+        self._ensure()
+        return self._records[b]
+
+    def raw(self, b: int, record: bool = True):
+        if not record and self._raw is None:
+            return None
+        self._ensure()
+        return self._raw[b]
+
+    # ---- the kinds of model
+    @classmethod
+    def text_batch(cls, lm, encoded: list[Encoded]) -> list["Part"]:
+        """Parts of several tokenised texts of a self-attention model, recorded in one right-padded pass."""
+        def run():
+            ids, mask, types = pad_batch(encoded, pad_id=0, with_token_types=True)
+            recs = record(lm, ids, mask, segment_ids(lm, types))
+            return [{"model": r} for r in recs], recs
+
+        recording = cls(run)
+        return [Part(recording, b, {"model": enc}, _pair_notes(lm, enc)) for b, enc in enumerate(encoded)]
+
+    @classmethod
+    def seq2seq(cls, lm, inputs: Seq2SeqInputs) -> "Part":
+        """The part of one source and target of an encoder–decoder."""
+        def run():
+            rec = record_seq2seq(lm, inputs.source.ids, inputs.target.ids)
+            return [{"encoder": rec.encoder, "decoder": rec.decoder, "cross": rec.cross}], [rec]
+
+        return Part(cls(run), 0, {"encoder": inputs.source, "decoder": inputs.target}, {"target": inputs.note},
+                    inputs)
+
+
+def _pair_notes(lm, enc: Encoded) -> dict[str, str]:
+    """How a sentence pair was encoded (``Analysis.notes["pair"]``)."""
+    note = enc.note
+    if note and enc.token_type_ids and any(enc.token_type_ids):
+        import torch
+
+        if segment_ids(lm, torch.tensor([enc.token_type_ids])) is None:
+            note += "; this model has no segment embeddings for them, so they were not passed"
+    return {"pair": note} if note else {}
+
+
+@dataclass
+class Part:
+    """One sequence of a recording: its stacks' token axes (rows; the cross stack's rows are the decoder's and
+    its columns the encoder's), its records on first need, notes on its input."""
+
+    recording: Recording
+    index: int
+    axes: dict[str, Encoded]
+    notes: dict[str, str] = field(default_factory=dict)
+    seq2seq: Seq2SeqInputs | None = None  # an encoder–decoder's source, target and labels
+
+    def records(self, stack: str) -> list:
+        return self.recording.records(self.index)[stack]
+
+    def raw(self, record: bool = True):
+        """The pass's own record of this sequence (a Seq2SeqRecord for an encoder–decoder); ``record=False``:
+        None when the pass has not run."""
+        return self.recording.raw(self.index, record)
+
+    @property
+    def passes(self) -> int:
+        return self.recording.passes
+
+
+__all__ = ["Part", "Recording"]

@@ -1,0 +1,38 @@
+"""Which map keys a model offers the pages, and their titles (from the families' ``KeyInfo``)."""
+from __future__ import annotations
+
+from normviz import keyspace
+from normviz.errors import NormvizError
+from normviz.methods import registry
+
+
+def default_keys(lm) -> list[str]:
+    """The self-attention keys computed by default for this model's LN placement."""
+    return registry.all_keys(lm.spec.placement, include_opt_in=False)
+
+
+def opt_in_keys(lm) -> list[str]:
+    """The opt-in (costly) keys for this model's LN placement."""
+    every = registry.all_keys(lm.spec.placement, include_opt_in=True)
+    cheap = set(default_keys(lm))
+    return [k for k in every if k not in cheap]
+
+
+def known_keys(lm) -> list[str]:
+    """Every map key a session of ``lm`` answers (refused or not): an encoder–decoder's ``encoder_*``,
+    ``decoder_*`` and ``cross_*`` keys, or the registry's self-attention keys."""
+    if getattr(lm, "is_encoder_decoder", False):
+        return keyspace.all_keys(lm)
+    return registry.all_keys()
+
+
+def title(key: str) -> str:
+    try:
+        return registry.key_info(key).title
+    except NormvizError:
+        return key
+
+
+def clamp_head(head: int | None, lm) -> int | None:
+    """``head`` within ``lm``'s heads (None, all heads, is kept)."""
+    return head if head is None or head < lm.n_heads else lm.n_heads - 1

@@ -1,0 +1,35 @@
+"""Explore's map picker: the maps shown side by side, in three rows of pills."""
+from __future__ import annotations
+
+import streamlit as st
+
+from . import data
+from .session_view import seed
+
+PILL_KEYS = {"per layer": "w_maps", "across layers": "w_maps_across", "alternatives": "w_maps_alt"}
+HELPS = {"per layer": "Kobayashi et al.: one layer's attention block, step by step, then the feed-forward block.",
+         "across layers": "Maps chained through the layers up to the chosen one: which input tokens a token "
+                          "is made of.",
+         "alternatives": "Other methods' per-layer maps, to compare with the norm-based ones."}
+
+
+def map_picker(current: tuple[str, ...], available: list[str], default: list[str]) -> tuple[str, ...]:
+    """The maps shown side by side, picked in three groups (per layer / across layers / alternatives), each
+    a row of pills (keys ``w_maps``, ``w_maps_across``, ``w_maps_alt``). Returns them in the order picked."""
+    groups = data.grouped(available)
+    labels = data.pill_labels(available)
+    chosen = [k for k in current if k in available]
+    if not chosen and "w_maps" not in st.session_state:
+        chosen = [k for k in default if k in available]
+    out: list[str] = []
+    for group, options in groups.items():
+        if not options:
+            continue
+        key = PILL_KEYS[group]
+        seed(key, [k for k in chosen if k in options])
+        st.session_state[key] = list(dict.fromkeys(k for k in st.session_state[key] if k in options))
+        picked = st.pills(group.capitalize(), options, selection_mode="multi", key=key, format_func=labels.get,
+                          help=HELPS[group])
+        out.extend(picked or [])
+    order = {k: i for i, k in enumerate(current)}
+    return tuple(sorted(dict.fromkeys(out), key=lambda k: order.get(k, len(order) + out.index(k))))

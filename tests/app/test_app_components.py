@@ -1,0 +1,84 @@
+"""The two browser scripts are files of their own (normviz/ui/components/*.js, package data), and the controls
+the instant-switch script watches are named once (normviz.ui.controls): these fail if a widget key or a head
+label is renamed on one side only, or if a script would not ship with an installed package."""
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+import shutil
+import subprocess
+import tomllib
+
+import pytest
+
+from normviz.ui import components, controls
+from normviz.ui.frames import frame_name
+
+from ..helpers.app import ROOT, app, no_exception
+
+INSTANT = components.source("normviz_instant")
+
+
+def test_every_script_is_a_file_shipped_as_package_data():
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    globs = conf["tool"]["setuptools"]["package-data"]["normviz.ui.components"]
+    for name, file in components.SCRIPTS.items():
+        assert (components.HERE / file).is_file() and components.source(name).strip()
+        assert any(fnmatch.fnmatch(file, g) for g in globs), (file, globs)
+    assert (components.HERE / "__init__.py").is_file()  # a package: setuptools' find includes it
+
+
+def test_the_instant_script_reads_every_watched_control_from_its_data_and_names_none_itself():
+    watched = controls.watched()
+    for field in watched:  # each name the page hands over is read by the script
+        assert re.search(r"\b(c|controls)\." + field + r"\b", INSTANT), field
+    code = "\n".join(line.split("//")[0] for line in INSTANT.splitlines())  # comments may mention them
+    for value in (controls.LAYER_KEY, controls.HEAD_KEY, watched["all_heads"]):
+        assert value not in code, value  # written into the script, a rename on the page would not reach it
+    assert not re.search(r"""['"/^]head[ \\]""", code)
+
+
+def test_the_explore_controls_are_the_watched_ones(at):
+    no_exception(at)
+    layer = at.slider(key=controls.LAYER_KEY)
+    head = at.selectbox(key=controls.HEAD_KEY)
+    assert layer.label == "Layer" and layer.max == 5
+    assert head.options == [controls.head_option(controls.ALL_HEADS)] + [controls.head_option(h) for h in range(12)]
+    assert head.options[0] == controls.watched()["all_heads"]
+    assert all(o.startswith(controls.HEAD_PREFIX) for o in head.options[1:])
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="no node to run the script's parser")
+def test_the_script_parses_every_head_label_the_page_shows_into_the_frame_the_page_sends():
+    cases = [[str(layer), controls.head_option(h)] for layer in (0, 3) for h in [controls.ALL_HEADS] + list(range(12))]
+    bad = [["1", "head x"], ["1", "heads 2"], ["x", controls.head_option(2)], ["2", ""]]
+    js = ("const src = require('fs').readFileSync(process.argv[1], 'utf8');"
+          "import('data:text/javascript,' + encodeURIComponent(src)).then(m => {"
+          " const [cases, c] = JSON.parse(process.argv[2]);"
+          " console.log(JSON.stringify(cases.map(([l, h]) => m.frameName(l, h, c)))); });")
+    arg = json.dumps([cases + bad, controls.watched()])
+    out = subprocess.run(["node", "-e", js, str(components.HERE / "instant_switch.js"), arg],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    got = json.loads(out)
+    want = [frame_name(int(l), None if h == controls.head_option(controls.ALL_HEADS) else int(h.split()[-1]))
+            for l, h in cases]
+    assert got[:len(cases)] == want
+    assert got[len(cases):] == [None] * len(bad)
+
+
+def test_explore_hands_the_script_the_watched_controls(monkeypatch):
+    sent = []
+
+    def fake(name):
+        def draw(**kwargs):
+            sent.append((name, kwargs))
+        return draw
+
+    monkeypatch.setattr(components, "component", fake)
+    at = app()
+    at.run()
+    no_exception(at)
+    instant = [kw for name, kw in sent if name == "normviz_instant"]
+    assert instant and all(kw["data"]["controls"] == controls.watched() for kw in instant)
+    assert instant[-1]["data"]["enabled"] and json.loads(instant[-1]["data"]["frames_json"])

@@ -1,0 +1,88 @@
+"""Everything the rest of the code knows about a key is on its KeyInfo (filled from its family), and the
+helpers that read it: the picker group, the short label, the unit, the stacks, the budget option (one rule,
+older names as aliases), the one pair-boundary rule, and family names = module names (older names kept)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import normviz
+from normviz import keyspace, methods
+from normviz.analysis import pair_boundary
+from normviz.errors import TooCostlyError, UnknownKeyError, UnknownMethodError
+
+
+def test_every_key_is_described_by_its_family():
+    for name, family in methods.families().items():
+        assert family.__name__.rsplit(".", 1)[-1] == name  # family name = module name
+        for info in family.KEYS:
+            assert info.group in methods.GROUPS and info.unit and info.stacks and len(info.label) <= 22, info
+            assert methods.budget_option(info.key) == (f"{name}_budget_s" if hasattr(family, "BUDGET") else None)
+
+
+def test_groups_units_and_labels():
+    assert [keyspace.key_info(k).group for k in ("norm", "ff_res_ln", "rollout_alti", "globenc", "alti")] == [
+        "per layer", "per layer", "across layers", "across layers", "alternatives"]
+    assert keyspace.unit("attention") == keyspace.unit("encoder_attention") == "weight α"
+    assert keyspace.unit("rollout_attn_res") == "score<br>(rows sum to ~1)"
+    assert keyspace.unit("norm", br=" ") == "‖vector‖ (hidden-state units)"
+    assert keyspace.unit("globenc_layer") == keyspace.unit("norm") != keyspace.unit("globenc")
+    assert keyspace.unit("norm", "share") == "share of the row"
+    assert methods.key_info("norm_layer").label == "‖Σαf‖ heads summed"
+    assert keyspace.key_info("decoder_norm").title.startswith("Decoder: ")
+
+
+def test_budget_options_one_rule_and_their_aliases():
+    from normviz.methods import feedforward, interactions
+
+    assert methods.budget_option("ff_res") == "feedforward_budget_s"
+    assert methods.budget_option("rollout_alti") == methods.budget_option("alti") == "interactions_budget_s"
+    assert set(methods.budget_options()) == {"feedforward_budget_s", "zeroing_budget_s", "interactions_budget_s",
+                                             "effective_budget_s", "globenc_budget_s", "decompx_budget_s"}
+    req = keyspace.Request(n_tokens=200, n_layers=12, n_heads=12, d_model=768, d_ff=3072, placement="post",
+                           causal=False, gated=False, device="cpu")
+    for option in ("feedforward_budget_s", "ff_budget_s"):  # the new name and the older one both limit
+        with pytest.raises(TooCostlyError, match="feedforward_budget_s"):
+            feedforward.check(req, "ff_res", {option: 1e-9})
+    for option in ("interactions_budget_s", "alti_budget_s"):
+        with pytest.raises(TooCostlyError, match="alti_budget_s"):
+            interactions.check(req, "alti", {option: 1e-9})
+    feedforward.check(req, "ff_res", {})  # no budget: no limit
+
+
+def test_pair_boundary_one_rule():
+    class A:
+        text_pair = "b"
+        special = np.array([1, 0, 0, 1, 0, 0, 1], bool)  # BERT: [CLS] a a [SEP] b b [SEP]
+
+    assert pair_boundary(A) == 4
+    A.special = np.array([1, 0, 0, 1, 1, 0, 0, 1], bool)  # RoBERTa: <s> a a </s></s> b b </s>
+    assert pair_boundary(A) == 5
+    A.special = np.array([0, 0, 1, 0, 0], bool)  # a decoder's pair: a a <sep> b b (no leading special)
+    assert pair_boundary(A) == 3
+    A.special = np.array([1, 0, 0, 1], bool)  # nothing after the separator
+    assert pair_boundary(A) is None
+    A.text_pair = None
+    assert pair_boundary(A) is None
+    from normviz.notebook import pair_boundary as nb
+    from normviz.ui.data import pair_boundary as ui
+
+    assert nb is ui is pair_boundary  # one function
+
+
+def test_family_names_and_their_older_aliases(tiny_model):
+    lm = tiny_model("bert")
+    assert keyspace.resolve(lm, ["decomposition"]) == keyspace.resolve(lm, ["decompx"]) == ["decompx"]
+    assert keyspace.resolve(lm, ["global_encoder"]) == keyspace.resolve(lm, ["globenc"]) == ["globenc_layer",
+                                                                                                "globenc"]
+    assert methods.family("global_encoder") is methods.family("globenc")
+    assert UnknownMethodError is UnknownKeyError
+    with pytest.raises(UnknownKeyError, match="Unknown map key 'nope'"):
+        keyspace.resolve(lm, ["nope"])
+
+
+def test_all_keys_without_and_with_a_model(tiny_model):
+    assert normviz.all_keys() == methods.all_keys() and "cross_norm" not in normviz.all_keys()
+    assert normviz.all_keys("pre") == methods.all_keys("pre")
+    lm = tiny_model("bert")
+    assert normviz.all_keys(lm) == [k for k in methods.all_keys(lm.spec.placement)]
