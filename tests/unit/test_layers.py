@@ -8,7 +8,7 @@ from normviz.devtools.module_graph import build, cycles
 # lowest first; a module may import modules of its own layer or below
 LAYERS = (
     ("normviz.errors", "normviz.commands"),
-    ("normviz.backend", "normviz.activations", "normviz.tokens", "normviz.inputs", "normviz.analysis",
+    ("normviz.backend", "normviz.activations", "normviz.tokens", "normviz.inputs", "normviz.analysis", "normviz.pool",
      "normviz.fx"),
     ("normviz.models",),
     ("normviz.record", "normviz.recording", "normviz.decompose", "normviz.encdec.params", "normviz.encdec.record",
