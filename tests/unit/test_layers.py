@@ -13,7 +13,7 @@ LAYERS = (
     ("normviz.models",),
     ("normviz.record", "normviz.recording", "normviz.decompose", "normviz.encdec.params", "normviz.encdec.record",
      "normviz.encdec.target"),
-    ("normviz.methods", "normviz.encdec.cross", "normviz.encdec"),
+    ("normviz.methods", "normviz.encdec"),
     ("normviz.keyspace",),
     ("normviz.session",),
     ("normviz.corpus", "normviz.align", "normviz.workers"),
