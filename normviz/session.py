@@ -224,6 +224,27 @@ class Session:
         """Count ``seconds`` as waited for another request in the current get() (:mod:`normviz.workers`)."""
         self._waits.s = getattr(self._waits, "s", 0.0) + float(seconds)
 
+    # ---- predictions (normviz.attribution: they ride the one recorded pass)
+    def predict(self, top: int = 10, position: int = -1):
+        """The ``top`` most probable next tokens at ``position``: list of .token, .id, .prob, .logit."""
+        from .attribution import predict
+        return predict(self, top, position)
+
+    def explain(self, token=None, foil=None, position: int = -1):
+        """Why ``token`` (None: the top prediction) rather than ``foil`` at ``position``: an Explanation
+        (encoder–decoders: after decoder row ``position``, sources over source + target tokens)."""
+        if self.is_encoder_decoder:
+            from .encdec.explain import explain as explain_seq2seq
+            with self._lock:
+                return explain_seq2seq(self, token, foil, position)
+        from .attribution import explain
+        return explain(self, token, foil, position)
+
+    def logit_lens(self, position: int = -1):
+        """[L+1, V] log-probabilities of each layer's residual state at ``position`` through the readout."""
+        from .attribution import logit_lens
+        return logit_lens(self, position)
+
     # ---- maps
     def get(self, keys: Iterable[str] | str | None = None, *, strict: bool = True,
             progress: Progress | None = None) -> Analysis:

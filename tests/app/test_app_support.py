@@ -216,13 +216,19 @@ def test_session_options_carry_the_budgets(monkeypatch):
 
     for name in ("NORMVIZ_FF_BUDGET", "NORMVIZ_COST_BUDGET"):
         monkeypatch.delenv(name, raising=False)
-    costly = ("value_zeroing_budget_s", "alti_budget_s", "effective_budget_s", "globenc_budget_s", "decompx_budget_s")
-    assert st_parts.session_options(None) == {"ff_budget_s": 60.0, **{k: 60.0 for k in costly}}
+    from normviz import methods
+
+    ff = methods.budget_option("ff")
+    # every key's budget option (its KeyInfo) reaches the app's sessions: no table of names in ui/
+    wanted = {methods.key_info(k).budget_option for k in methods.all_keys()} - {None}
+    costly = wanted - {ff}
+    assert ff == "feedforward_budget_s" and {"zeroing_budget_s", "interactions_budget_s", "decompx_budget_s"} <= costly
+    assert st_parts.session_options(None) == {ff: 60.0, **{k: 60.0 for k in costly}}
     monkeypatch.setenv("NORMVIZ_FF_BUDGET", "5")
     monkeypatch.setenv("NORMVIZ_COST_BUDGET", "7")
-    assert st_parts.session_options(None) == {"ff_budget_s": 5.0, **{k: 7.0 for k in costly}}
+    assert st_parts.session_options(None) == {ff: 5.0, **{k: 7.0 for k in costly}}
     monkeypatch.setenv("NORMVIZ_FF_BUDGET", "lots")  # an invalid value falls back to the default
-    assert st_parts.session_options(None)["ff_budget_s"] == 60.0
+    assert st_parts.session_options(None)[ff] == 60.0
 
 
 def test_overview_npz_holds_every_grid():
