@@ -9,7 +9,7 @@ from normviz.devtools.module_graph import build, cycles
 LAYERS = (
     ("normviz.errors", "normviz.commands"),
     ("normviz.backend", "normviz.activations", "normviz.tokens", "normviz.inputs", "normviz.analysis",
-     "normviz.fx"),
+     "normviz.fx", "normviz.pool"),
     ("normviz.models",),
     ("normviz.record", "normviz.recording", "normviz.decompose", "normviz.encdec.params", "normviz.encdec.record",
      "normviz.encdec.target"),
@@ -30,7 +30,7 @@ def layer_of(module: str) -> int:
     best, found = -1, None
     for i, prefixes in enumerate(LAYERS):
         for p in prefixes:
-            if (module == p or module.startswith(p + ".")) and len(p) > best:
+            if (module == p or (p != "normviz" and module.startswith(p + "."))) and len(p) > best:
                 best, found = len(p), i
     assert found is not None, f"{module} has no layer: place it in LAYERS"
     return found
