@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from .base import Inputs, KeyInfo, Output, no_check, to_numpy
 from . import papers
@@ -16,12 +17,15 @@ NEEDS_MODEL = False
 OPT_IN = ()
 REFERENCES = (papers.VASWANI_2017,)
 check = no_check
+PER_LAYER = True  # compute() serves any subset of layers: Session.map computes one
 
 
 def compute(inputs: Inputs, keys, options) -> Output:
     layers = inputs.layers
     c0 = layers[0]
-    out = np.empty((len(layers),) + tuple(c0.rec.attn.shape), dtype=to_numpy(c0.alpha[:0]).dtype)
+    n = c0.n
+    out = np.empty((len(layers), c0.rec.n_heads, n, n), dtype=to_numpy(torch.empty(0, dtype=c0.dtype)).dtype)
     for index, ctx in enumerate(layers):
         out[index] = to_numpy(ctx.alpha)
+        ctx.clear()  # a long input's α is recomputed per layer: one layer's at a time
     return Output({"attention": out})
