@@ -342,6 +342,8 @@ class Session:
         if key in self._arrays:
             return _layer_view(self._arrays, key, layer, head)
         family = registry.family_of(base)
+        if family.NAME == "rollouts" and self._rollout_one_at_a_time(base):
+            return self._rollout_layer(stack, base, layer)
         if not getattr(family, "PER_LAYER", False):
             return self.get([key]).map(key, layer, head)
         request = self.request_of(stack) if stack in self.stacks else self.request
@@ -355,6 +357,39 @@ class Session:
         if info.per_head:
             return arr[_index(head, arr.shape[0], "head", key)]
         return arr
+
+    def _rollout_one_at_a_time(self, base: str) -> bool:
+        from .methods import rollouts
+
+        return (rollouts.per_layer_source(base) is not None
+                and rollouts.normalization_option(self.options) == "standard")
+
+    def _rollout_layer(self, stack: str, base: str, layer: int) -> np.ndarray:
+        """R_layer of a rollout with one [n, n] product at a time from the per-layer maps (each through
+        :meth:`map`, so cached and bounded), resuming from the deepest R_k already in the cache."""
+        from .methods import rollouts
+
+        key = keyspace.spell(stack, base)
+        request = self.request_of(stack) if stack in self.stacks else self.request
+        layer = _index(layer, request.n_layers, "layer", key)
+        keyspace.check(self.lm, stack, base, request, self.options)
+        first, start = 0, None
+        for k in range(layer, -1, -1):
+            hit = self._layer_maps.get((key, k))
+            if hit is not None:
+                if k == layer:
+                    return hit
+                first, start = k + 1, hit.astype(np.float64)
+                break
+        source = keyspace.spell(stack, rollouts.per_layer_source(base))
+        dtype = np.dtype(np.float32 if self.itemsize == 4 else np.float64)
+        out = None
+        acc = start
+        for k in range(first, layer + 1):
+            acc = rollouts.one_at_a_time(base, lambda i: self.map(source, i), acc, k, k)
+            out = acc.astype(dtype)
+            self._layer_maps.put((key, k), out)
+        return out
 
     def _one_layer(self, stack: str, base: str, request, layer: int) -> np.ndarray:
         """Layer ``layer`` of ``base`` on ``stack`` ([H, n, n] or [n, n]), from the cache or computed alone."""

@@ -74,8 +74,24 @@ def test_map_equals_the_whole_arrays(tiny_model, mode):
         for key in ("norm_layer", "attn_res", "attn_res_ln", "ff", "ff_res"):
             assert _rel(s.map(key, layer), whole.map(key, layer)) <= 1e-12, (key, layer)
     assert s.computed() == []  # per-layer keys never built a whole array
-    assert _rel(s.map("rollout_attn_res_ln", 1), whole.map("rollout_attn_res_ln", 1)) <= 1e-12
-    assert "rollout_attn_res_ln" in s.computed()  # cross-layer keys go through get()
+
+
+def test_rollouts_one_product_at_a_time(tiny_model):
+    """Session.map of a rollout multiplies one [n, n] layer factor at a time (resuming from a cached R_k);
+    the receptive-field normalisation and value zeroing go through get()."""
+    lm = tiny_model("gpt2")
+    enc = tiny.encoded(10)
+    keys = ["rollout_attention", "rollout_attn_res", "rollout_attn_res_ln", "rollout_ff_res"]
+    whole = Session.from_encoded(lm, [enc])[0].get(keys)
+    s = Session.from_encoded(lm, [enc])[0]
+    for key in keys:
+        assert _rel(s.map(key, 0), whole.map(key, 0)) <= 1e-12
+        assert _rel(s.map(key, 1), whole.map(key, 1)) <= 1e-12, key
+    assert s.computed() == []
+    rf = Session.from_encoded(lm, [enc], options={"rollout_normalization": "receptive_field"})[0]
+    ref = Session.from_encoded(lm, [enc], options={"rollout_normalization": "receptive_field"})[0].get(keys[:1])
+    assert _rel(rf.map(keys[0], 1), ref.map(keys[0], 1)) <= 1e-12
+    assert "rollout_attention" in rf.computed()
 
 
 def test_map_is_memoised_within_its_bound(tiny_model, monkeypatch):
