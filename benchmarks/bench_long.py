@@ -31,7 +31,7 @@ def _peak_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
-def _llama1b():
+def _llama1b(device: str = "cpu"):
     import torch
     import transformers as tf
 
@@ -41,20 +41,23 @@ def _llama1b():
                             intermediate_size=8192, vocab_size=32000, max_position_embeddings=8192,
                             rope_theta=500000.0, tie_word_embeddings=True)
     torch.manual_seed(0)
-    with torch.device("cpu"):
+    with torch.device(device):
         model = tf.AutoModel.from_config(config, attn_implementation="eager", dtype=torch.bfloat16).eval()
     return normviz.from_model(model, None, name="llama-1b-shaped")
 
 
-def one(model: str, n: int, reps: int) -> dict:
+def one(model: str, n: int, reps: int, device: str = "cpu", dtype: str | None = None) -> dict:
     import torch
 
     import normviz
     from normviz.session import Session
     from normviz.tokens import Encoded
 
+    from normviz.methods.norms import kernels
+
+    kernels.warm()  # compiled (or loaded from numba's cache) before anything is timed
     t0 = time.perf_counter()
-    lm = normviz.load("smollm2") if model == "smollm2" else _llama1b()
+    lm = normviz.load("smollm2", device=device, dtype=dtype) if model == "smollm2" else _llama1b(device)
     load_s = time.perf_counter() - t0
     if model == "smollm2":
         s0 = Session(lm, TEXT * (n // 30 + 2), max_tokens=n)
@@ -65,24 +68,28 @@ def one(model: str, n: int, reps: int) -> dict:
         enc = Encoded(ids=ids, tokens=[str(i) for i in ids], labels=[str(i) for i in ids], special=[False] * n,
                       dropped=0)
     assert len(enc.ids) == n, len(enc.ids)
-    ids = torch.tensor([enc.ids])
+    ids = torch.tensor([enc.ids], device=lm.device)
     mask = torch.ones_like(ids)
     L = lm.n_layers
     times = {"plain": [], "with_attentions": [], "record": []}
+    sync = torch.cuda.synchronize if lm.device.type == "cuda" else (lambda: None)
     session = None
     for _ in range(reps):
         with torch.no_grad():
             t = time.perf_counter()
             lm.model(input_ids=ids, attention_mask=mask, use_cache=False)
+            sync()
             times["plain"].append(time.perf_counter() - t)
             if n <= 2048 or model != "smollm2":  # 4096: [30, 9, n, n] α would be 18 GB
                 t = time.perf_counter()
                 out = lm.model(input_ids=ids, attention_mask=mask, use_cache=False, output_attentions=True)
+                sync()
                 times["with_attentions"].append(time.perf_counter() - t)
                 del out
         session = Session.from_encoded(lm, [enc])[0]
         t = time.perf_counter()
         session.records()
+        sync()
         times["record"].append(time.perf_counter() - t)
     best = {k: min(v) if v else None for k, v in times.items()}
     maps = {}
@@ -102,7 +109,8 @@ def one(model: str, n: int, reps: int) -> dict:
             "record_s": round(best["record"], 3), "record_over_plain": round(best["record"] / best["plain"], 2),
             "layer_share_s": round(best["plain"] / L, 3), "records": "q, k" if qk else "α", "maps_s": maps,
             "next_map_over_layer_share": round(maps[f"norm[{mid + 1}]"] / (best["plain"] / L), 2),
-            "peak_rss_gb": round(_peak_gb(), 2), "loadavg": open("/proc/loadavg").read().split()[:3]}
+            "peak_rss_gb": round(_peak_gb(), 2), "device": str(lm.device),
+            "peak_gpu_gb": round(torch.cuda.max_memory_allocated() / 2**30, 2) if lm.device.type == "cuda" else None, "loadavg": open("/proc/loadavg").read().split()[:3]}
 
 
 def main() -> None:

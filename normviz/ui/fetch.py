@@ -25,11 +25,13 @@ from .stores import session_cache
 def session_options(lm) -> dict:
     """Options every session of this deployment gets: the cost budgets checked by the costly families before
     anything runs (NORMVIZ_FF_BUDGET seconds for the feed-forward maps, NORMVIZ_COST_BUDGET for value
-    zeroing, ALTI, effective attention, GlobEnc and DecompX; default 60 each)."""
+    zeroing, ALTI, effective attention, GlobEnc and DecompX; default 60 each) and the memory budget of whole
+    map arrays (NORMVIZ_MEMORY_BUDGET_MB, default 2048)."""
     conf = settings()
     b = conf.cost_budget_s
     return {"ff_budget_s": conf.ff_budget_s, "value_zeroing_budget_s": b, "alti_budget_s": b,
-            "effective_budget_s": b, "globenc_budget_s": b, "decompx_budget_s": b}
+            "effective_budget_s": b, "globenc_budget_s": b, "decompx_budget_s": b,
+            "memory_budget_mb": conf.memory_budget_mb}
 
 
 def heavy_worker():

@@ -195,3 +195,23 @@ def test_smollm2_long_document_per_layer_maps(smollm2):
         assert m.shape == (s.n_tokens, s.n_tokens)
         assert _rel(m[:256, :256], short.map(key, layer, head)) <= 1e-4, key
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20 <= 6.0
+
+
+def _gpu_check():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_check.py"
+    spec = importlib.util.spec_from_file_location("normviz_gpu_check", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_gpu_check_runs_its_exactness_step_on_the_cpu_and_skips_without_cuda(capsys):
+    mod = _gpu_check()
+    res = mod.exactness("cpu", archs=("llama", "bert"))
+    assert set(res) == {"llama", "bert"} and all(r["ok"] for r in res.values()), res
+    if not torch.cuda.is_available():
+        assert mod.main(["--device", "cuda"]) == 0
+        assert "no CUDA device" in capsys.readouterr().out
