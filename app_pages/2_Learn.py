@@ -17,18 +17,20 @@ ui.page_config("Learn", "🎓")
 def page() -> None:
     view, fs = ui.start_page()
 
-    st.header("Learn: what each map measures")
-    st.markdown(
-        "A transformer layer mixes token vectors. **Attention weights** say where a head looks; the maps of "
-        "Kobayashi et al. measure the **vectors** that actually move, through more and more of the layer: "
-        "the attention heads, the residual connection, the layer normalisation, the feed-forward block. "
-        "Every number below is computed now from the model in the sidebar.")
+    if not view.present:  # stage mode starts with the lesson itself
+        st.header("Learn: what each map measures")
+        st.markdown(
+            "A transformer layer mixes token vectors. **Attention weights** say where a head looks; the maps of "
+            "Kobayashi et al. measure the **vectors** that actually move, through more and more of the layer: "
+            "the attention heads, the residual connection, the layer normalisation, the feed-forward block. "
+            "Every number below is computed now from the model in the sidebar.")
     lm = ui.load_model(view.model)
     if lm is None:
         st.stop()
     ui.show_device(lm)
-    with st.expander("The symbols used on this page", expanded=False):
-        st.table(pd.DataFrame(learn.SYMBOLS, columns=["symbol", "meaning"]).set_index("symbol"))
+    if not view.present:
+        with st.expander("The symbols used on this page", expanded=False):
+            st.table(pd.DataFrame(learn.SYMBOLS, columns=["symbol", "meaning"]).set_index("symbol"))
 
     why_weight_is_not_contribution(view, lm, fs)
     ui.save_view(view)
@@ -73,8 +75,9 @@ def page() -> None:
     def links(key: str) -> str:
         return " · ".join(f"[{p.title}]({p.url})" for p in learn.papers_of(key))
 
-    for k, msg in a.refused.items():
-        ui.say("error", f"{ui.title(k)}: {msg}")
+    if a.refused:  # maps this model does not offer: nobody asked for them, so a note, not an error box
+        st.caption(ui.plain(f"Not shown for {lm.name}: " + "; ".join(f"{ui.title(k)} ({msg})"
+                                                                     for k, msg in a.refused.items()), None))
     keys = [k for k in every if k in a]
     titles = [registry.key_info(k).title for k in keys]
     default = registry.key_info(view.lesson).title if view.lesson in keys else None
@@ -159,9 +162,11 @@ def why_weight_is_not_contribution(view, lm, fs) -> None:
     norms = ui.fx_norms(session, layer)
     if norms is None:
         return
-    w = learn.why_rows(a.map("attention", layer, head)[i], norms[head], a.map("norm", layer, head)[i])
+    # a decoder's row i sees tokens j ≤ i only: the masked future tokens (α = 0) are left out, not ranked
+    seen = list(range(i + 1)) if lm.is_causal else list(range(n))
+    w = learn.why_rows(a.map("attention", layer, head)[i][seen], norms[head][seen], a.map("norm", layer, head)[i][seen])
     rows = pd.DataFrame({
-        "token j": [f"{lab} [{j}]" for j, lab in enumerate(labels)],
+        "token j": [f"{labels[j]} [{j}]" for j in seen],
         "α_ij": np.round(w["alpha"], 4),
         "‖f(x_j)‖": np.round(w["fx"], 3),
         "α_ij·‖f(x_j)‖": np.round(w["product"], 4),
@@ -180,8 +185,12 @@ def why_weight_is_not_contribution(view, lm, fs) -> None:
         st.dataframe(rows, hide_index=True, width="stretch")
     with right:
         for name, share in (("weight α", w["share_alpha"]), ("norm ‖α f(x)‖", w["share_norm"])):
-            fig = viz.bars({f"share of the {name}": share}, labels, focus_label=f"{labels[i]} [{i}]", font_size=fs)
+            fig = viz.bars({f"share of the {name}": share}, labels, [seen], width=ui.panel_width(2, view.present),
+                           focus_label=f"{labels[i]} [{i}]", font_size=fs)
             ui.chart(fig, key=f"why_bars_{name.split()[0]}", filename=f"normviz_why_L{layer}_H{head}")
+    if lm.is_causal and i + 1 < n:
+        st.caption(f"{lm.name} is a decoder: row {i} sees tokens 0 … {i} only, so the {n - i - 1} later tokens "
+                   "(masked, α = 0) are left out of the table and the ranks.")
     top_a, top_n = int(np.argmax(w["alpha"])), int(np.argmax(w["norm"]))
     if top_a != top_n:
         msg = (f"Here the largest weight goes to {labels[top_a]} (α = {w['alpha'][top_a]:.2f}), but its vector is "

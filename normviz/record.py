@@ -13,6 +13,8 @@ For layer l the record holds
   call   (args, kwargs) the layer's own call arguments in this pass, without the hidden states (attention
                     mask, rotary position embeddings …), cut to this sequence: a method that reruns a layer
                     (value zeroing) calls it exactly as the model did, with no second pass.
+  final  [n, d]     last layer only: the stack's final hidden state (after its final norm, if any), what the
+                    LM head reads (predictions ride this one pass: :mod:`normviz.attribution`)
 Sequences of a batch are right-padded; records are cut back to each sequence's own length, so padded
 positions never reach a map.
 """
@@ -41,6 +43,7 @@ class LayerRecord:
     out: torch.Tensor
     v: torch.Tensor | None = None  # output of the value projection (fused qkv for GPT-2), biases included
     call: tuple[tuple, dict] | None = None  # the layer's call arguments besides the hidden states
+    final: torch.Tensor | None = None  # last layer only: the stack's final hidden state (after its final norm)
     qk: AttentionInputs | None = None  # long inputs: what recomputes attn (then None)
 
     def attention(self, rows: slice | None = None) -> torch.Tensor:
@@ -265,9 +268,10 @@ def hook_stack(hooks: Hooks, layers, spec, tag: str = "", with_ff: bool = True) 
 
 
 def stack_records(store: dict, layers, attentions, lengths: list[int], length: int, tag: str = "",
-                  captured: dict | None = None) -> list[list[LayerRecord]]:
-    """records[b][layer] of one hooked stack, each cut to its sequence's length (right padding). ``captured``
-    (long inputs): {id(attention module): AttentionInputs} instead of ``attentions``."""
+                  final: torch.Tensor | None = None, captured: dict | None = None) -> list[list[LayerRecord]]:
+    """records[b][layer] of one hooked stack, each cut to its sequence's length (right padding); ``final``
+    [batch, length, d]: the stack's final hidden state, kept on each sequence's last layer record.
+    ``captured`` (long inputs): {id(attention module): AttentionInputs} instead of ``attentions``."""
     qks = None
     if captured is not None:
         qks = [next((captured[m] for m in attention_module_ids(layer) if m in captured), None) for layer in layers]
@@ -292,6 +296,7 @@ def stack_records(store: dict, layers, attentions, lengths: list[int], length: i
                 out=store[(key, "out")][b, :n],
                 v=store[(key, "v")][b, :n],
                 call=layer_call(layers[i], args, kw, b, n, batch, length),
+                final=final[b, :n] if final is not None and i == len(layers) - 1 else None,
                 qk=qks[i].cut(b, n) if qks is not None else None,
             ))
         records.append(seq)
@@ -331,5 +336,5 @@ def _record(lm, input_ids, attention_mask, token_type_ids, mode: str = "auto") -
     finally:
         hooks.remove()
     return stack_records(store, lm.layers, None if qk else out.attentions, attention_mask.sum(-1).tolist(),
-                         input_ids.shape[1], captured=captured if qk else None)
-
+                         input_ids.shape[1], final=getattr(out, "last_hidden_state", None),
+                         captured=captured if qk else None)

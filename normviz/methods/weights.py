@@ -1,9 +1,9 @@
 """Attention weights α^h_ij, as the model computed them in the recorded pass (Vaswani et al. 2017)."""
 from __future__ import annotations
 
-import numpy as np
 import torch
 
+from .. import pool
 from .base import Inputs, KeyInfo, Output, no_check, to_numpy
 from . import papers
 
@@ -24,7 +24,7 @@ def compute(inputs: Inputs, keys, options) -> Output:
     layers = inputs.layers
     c0 = layers[0]
     n = c0.n
-    out = np.empty((len(layers), c0.rec.n_heads, n, n), dtype=to_numpy(torch.empty(0, dtype=c0.dtype)).dtype)
+    out = pool.empty((len(layers), c0.rec.n_heads, n, n), to_numpy(torch.empty(0, dtype=c0.dtype)).dtype)  # reused blocks
     for index, ctx in enumerate(layers):
         out[index] = to_numpy(ctx.alpha)
         ctx.clear()  # a long input's α is recomputed per layer: one layer's at a time

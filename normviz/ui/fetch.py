@@ -12,6 +12,7 @@ import warnings
 import streamlit as st
 
 import normviz
+from normviz import methods
 from normviz.errors import NormvizError, TruncationWarning
 
 from .keys import known_keys
@@ -23,15 +24,16 @@ from .stores import session_cache
 
 
 def session_options(lm) -> dict:
-    """Options every session of this deployment gets: the cost budgets checked by the costly families before
-    anything runs (NORMVIZ_FF_BUDGET seconds for the feed-forward maps, NORMVIZ_COST_BUDGET for value
-    zeroing, ALTI, effective attention, GlobEnc and DecompX; default 60 each) and the memory budget of whole
-    map arrays (NORMVIZ_MEMORY_BUDGET_MB, default 2048)."""
+    """Options every session of this deployment gets: the cost budget of every family that has one (its
+    ``KeyInfo.budget_option``, checked before anything runs): NORMVIZ_FF_BUDGET seconds for the feed-forward
+    maps, NORMVIZ_COST_BUDGET for the others (value zeroing, ALTI, effective attention, GlobEnc, DecompX, and
+    any family registered later); default 60 each; and the memory budget of whole map arrays
+    (NORMVIZ_MEMORY_BUDGET_MB, default 2048)."""
     conf = settings()
-    b = conf.cost_budget_s
-    return {"ff_budget_s": conf.ff_budget_s, "value_zeroing_budget_s": b, "alti_budget_s": b,
-            "effective_budget_s": b, "globenc_budget_s": b, "decompx_budget_s": b,
-            "memory_budget_mb": conf.memory_budget_mb}
+    options = {name: conf.cost_budget_s for name in methods.budget_options()}
+    options[methods.budget_option("ff")] = conf.ff_budget_s
+    options["memory_budget_mb"] = conf.memory_budget_mb
+    return options
 
 
 def heavy_worker():
@@ -80,11 +82,10 @@ def session_for(lm, text: str, pair: str = "", *, target: str | None = None):
     key = lm.cache_key + (text, pair, target, cap, tuple(sorted(options.items())))
 
     def make():
-        extra = {} if seq2seq else {"worker": heavy_worker()}  # the seq2seq session computes in-process
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", TruncationWarning)
             session = normviz.Session(lm, text, pair or None, target=target_text or None, max_tokens=cap,
-                                      options=options, **extra)
+                                      options=options, worker=heavy_worker())
         notes = [_truncation_note(lm, str(w.message), cap) for w in caught
                  if issubclass(w.category, TruncationWarning)]
         return session, notes

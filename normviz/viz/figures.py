@@ -9,13 +9,19 @@ from .heatmap import colorbar_dict
 from .heatmap import colorscale_for as _colorscale
 from .heatmap import heatmap  # noqa: F401  (its home is heatmap.py; kept importable from here)
 from .heatmap import title_dict as _title
+from .labels import abbreviate, fit_labels
+
+
+MODEBAR_PX = 30  # plotly's toolbar row at the top right: titles start below it
 
 
 def bars(rows: dict[str, np.ndarray], labels: list[str], positions: list[list[int]] | None = None, *,
-         focus_label: str = "", font_size: int = 12) -> go.Figure:
-    """A token's row in every chosen map, one bar chart per map (they have different units)."""
+         focus_label: str = "", font_size: int = 12, width: int | None = None) -> go.Figure:
+    """A token's row in every chosen map, one bar chart per map (they have different units). ``width``: the
+    px the page gives the chart (labels follow :func:`normviz.viz.labels.fit_labels`; default 560)."""
     titles = list(rows)
     k = max(1, len(titles))
+    step = 1
     fig = make_subplots(rows=k, cols=1, subplot_titles=titles, vertical_spacing=min(0.12, 0.5 / k))
     for r, title in enumerate(titles, start=1):
         vals = np.asarray(rows[title], dtype=np.float64)
@@ -26,22 +32,29 @@ def bars(rows: dict[str, np.ndarray], labels: list[str], positions: list[list[in
             customdata=np.array([[focus_label, f"{lab} [{p}]"] for lab, p in zip(labs, pos)], dtype=object),
             hovertemplate="%{customdata[0]} ← %{customdata[1]}: %{y:.4g}<extra></extra>",
         ), row=r, col=1)
-        fig.update_xaxes(tickmode="array", tickvals=list(range(len(vals))), ticktext=labs, tickangle=-60,
-                         tickfont=dict(size=font_size), row=r, col=1)
+        fit = fit_labels(len(vals), max(120, int(width or 560) - 80), font_size=font_size)
+        fig.update_xaxes(tickmode="array", tickvals=list(range(len(vals)))[::fit.step],
+                         ticktext=[abbreviate(x, fit.max_chars) for x in labs][::fit.step],
+                         tickangle=-60 if len(vals) <= 12 else -90, tickfont=dict(size=fit.tick_font), row=r, col=1)
+        step = max(step, fit.step)
     fig.update_annotations(font_size=font_size + 1)
-    fig.update_layout(height=int(max(300, (150 + 6 * font_size) * k)), font=dict(size=font_size),
-                      margin=dict(l=10, r=10, t=80 + 2 * font_size, b=10),
+    fig.update_layout(height=int(max(300, (150 + 6 * font_size) * k)) + MODEBAR_PX, font=dict(size=font_size),
+                      margin=dict(l=10, r=10, t=80 + 2 * font_size + MODEBAR_PX, b=10),
                       title=dict(text=f"Row of “{focus_label}”: how much each token contributes to it",
                                  font=dict(size=font_size + 2), x=0.0, xanchor="left", yref="container", y=1.0,
-                                 yanchor="top", pad=dict(t=6)))
+                                 yanchor="top", pad=dict(t=6 + MODEBAR_PX)),
+                      meta=dict(normviz="bars", label_step=step))
+    if width is not None:
+        fig.update_layout(width=int(width))
     return fig
 
 
 def grid(stack: np.ndarray, labels: list[str], *, title: str = "", font_size: int = 12,
          head_names: list[str] | None = None, width_hint: int = 760, colorbar_title: str = "") -> go.Figure:
     """A layers × heads mosaic of small heatmaps ([L, H, n, n]) drawn as one heatmap with gaps, so hundreds
-    of heads stay fast. Hover says which layer, head and token pair a cell is. The colour bar has a fixed
-    height and ``colorbar_title`` (the units) on top."""
+    of heads stay fast. Hover says which layer, head and token pair a cell is. The colour bar spans 80 % of the
+    plot's height (so at least that share of the grid's, which the plot holds) with ``colorbar_title`` (the units)
+    on top."""
     s = np.asarray(stack, dtype=np.float64)
     L, H, n, _ = s.shape
     cell = n + 1
@@ -60,7 +73,7 @@ def grid(stack: np.ndarray, labels: list[str], *, title: str = "", font_size: in
     fig = go.Figure(go.Heatmap(
         z=z, customdata=custom, hovertemplate="%{customdata}: %{z:.4g}<extra></extra>", colorscale=scale,
         zmin=-max(abs(lo), abs(hi)) if lo < 0 else lo, zmax=max(abs(lo), abs(hi)) if lo < 0 else hi, zmid=zmid,
-        hoverongaps=False, colorbar=colorbar_dict(colorbar_title, 400, font_size),
+        hoverongaps=False, colorbar={**colorbar_dict(colorbar_title, 400, font_size), "lenmode": "fraction", "len": 0.8},
     ))
     fig.update_xaxes(tickmode="array", tickvals=[h * cell + (n - 1) / 2 for h in range(H)], ticktext=head_names,
                      side="top", showgrid=False, zeroline=False, tickfont=dict(size=font_size),

@@ -8,12 +8,10 @@ per-cell strings (a 128-token panel stays small and quick to send).
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import plotly.graph_objects as go
 
-from .labels import abbreviate, occurrence_note, sizing
+from .labels import Sizing, abbreviate, fit_labels, occurrence_note, sizing
 
 SEQUENTIAL = "Viridis"
 DIVERGING = "RdBu_r"
@@ -96,11 +94,8 @@ def heatmap(matrix: np.ndarray, row_labels: list[str], col_labels: list[str] | N
     if width is not None:  # the panel's whole width: the plot side is what the labels and colour bar leave
         first = sizing(max(n_rows, n_cols), width=width, font_size=font_size, present=present)
         side_hint = max(120, int(width) - label_px(first.tick_font, first.max_chars) - right)
-    size = sizing(max(n_rows, n_cols), width=side_hint, font_size=font_size, present=present)
-    step = 1  # every step-th token labelled: a page column cannot grow (Streamlit fits a chart to it)
-    if side_hint is not None and size.side > side_hint:
-        step = -(-size.side // side_hint)
-        size = replace(size, side=side_hint, grown=False)
+    fit = fit_labels(max(n_rows, n_cols), side_hint, font_size=font_size, present=present)  # every step-th labelled
+    size, step = Sizing(fit.length, fit.tick_font, fit.max_chars, fit.grown), fit.step
     if masked is None and causal and n_rows == n_cols:
         masked = causal_mask(positions, col_positions)
     mask = np.zeros(m.shape, bool) if masked is None else np.asarray(masked, bool)
