@@ -1,30 +1,37 @@
-"""Cost of the norm family (attention, norm, norm_layer, attn_res, attn_res_ln) relative to the forward pass.
+"""Cost and steadiness of the norm family (attention, norm, norm_layer, attn_res, attn_res_ln) against the forward pass.
 
-For each model size and n: (a) the model's forward pass with attentions (``output_attentions=True``, eager) and
-(c) normviz's recording pass plus the norm family (``Session.from_encoded(lm, [enc])[0].get(keys)``: a fresh
-session each time, so the forward pass, the maps and their fresh output arrays are all counted), taken
-alternately in one process after one warm-up of each; ratio = median(c) / median(a). Target: ≤ 2.
-Each (model, n) runs in its own subprocess. On a shared 2-core machine whose speed drifts by ±20 %, only the
-alternating ratio means much; the absolute seconds are indicative.
+For each (model, n), in its own subprocess, three configurations alternated ``--repeats`` times (15) after one
+warm-up of each:
+  forward   the model's forward pass with attentions (``output_attentions=True``, eager);
+  norms     normviz's recording pass plus the norm family, ``Session.from_encoded(lm, [enc])[0].get(keys)``: a
+            fresh session each time, so the forward pass, the maps and their output arrays are all counted;
+  no pool   the same with :mod:`normviz.pool` off (``max_idle_bytes = 0``): fresh arrays and scratch for every
+            analysis, as before the pool (the baseline of the churn).
+Per configuration: the median, 90th percentile (nearest rank: the 14th of 15) and maximum wall time, the ratio
+of medians to the forward pass, and per run the minor page faults (``ru_minflt``) and the kernel CPU seconds
+(``ru_stime``) — both independent of the machine's load, unlike the times. Targets (issue 24): norms median
+≤ 1.3× forward, norms p90 ≤ 1.3× its median, with no allocator variable in the environment (the script warns
+when one of glibc's ``MALLOC_*`` variables is set).
+On a shared 2-core machine whose speed drifts, only the alternated figures mean much; the load average before
+and after each (model, n) is printed.
 
 Models (random weights, float32, CPU): bert-base-sized (12 layers, 12 heads, d=768, d_ff=3072) and
 minilm-sized (6 layers, 12 heads, d=384, d_ff=1536, head_dim 32).
 
-    python benchmarks/bench_norms.py [--models bert-base minilm] [--n 32 128 512] [--repeats 7] [--markdown]
-        [--json out.json] [--profile]   (--profile: also the norm family alone, per step, on the same inputs)
+    python benchmarks/bench_norms.py [--cases minilm:32 minilm:128 minilm:256 minilm:512 bert-base:512]
+        [--repeats 15] [--markdown] [--json out.json] [--profile]   (--profile: per step, on the same inputs)
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import time
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from timing import alternate  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KEYS = ["attention", "norm", "norm_layer", "attn_res", "attn_res_ln"]
@@ -51,23 +58,52 @@ def build(model_name: str, n: int):
     return model, lm, ids, enc
 
 
+def percentile(values, q: float) -> float:
+    """Nearest-rank percentile (q = 0.9 of 15 runs: the 14th smallest)."""
+    v = sorted(values)
+    return v[max(0, math.ceil(round(q * len(v), 9)) - 1)]
+
+
 def child(model_name: str, n: int, repeats: int, profile: bool) -> dict:
     import torch
 
     import normviz
+    from normviz import pool
 
     torch.set_grad_enabled(False)
     model, lm, ids, enc = build(model_name, n)
-    runs = {
-        "forward": lambda: model(input_ids=ids, output_attentions=True),
-        "norms": lambda: normviz.Session.from_encoded(lm, [enc])[0].get(KEYS),
-    }
+    idle = pool.POOL.max_idle_bytes
+
+    def norms(pooled: bool):
+        def run():
+            pool.POOL.max_idle_bytes = idle if pooled else 0
+            normviz.Session.from_encoded(lm, [enc])[0].get(KEYS)
+        return run
+
+    runs = {"forward": lambda: model(input_ids=ids, output_attentions=True), "norms": norms(True),
+            "no_pool": norms(False)}
     _, _, ids8, enc8 = build(model_name, 8)
     normviz.Session.from_encoded(lm, [enc8])[0].get(KEYS)  # first-call costs: kernels loaded from numba's cache
-    times, med = alternate(runs, repeats)  # warm-up at full size first (allocator, first large arrays' pages)
-    row = {"model": model_name, "n": n, "forward_s": med["forward"], "norms_s": med["norms"],
-           "ratio": med["norms"] / med["forward"], "repeats": repeats, "threads": torch.get_num_threads(),
-           "ratios_each": [b / a for a, b in zip(times["forward"], times["norms"])]}
+    for run in runs.values():  # warm-up at full size (allocator, first large arrays' pages)
+        run()
+    stats = {c: {"s": [], "faults": [], "sys_s": []} for c in runs}
+    for _ in range(repeats):
+        for c, run in runs.items():
+            r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+            run()
+            t1, r1 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+            stats[c]["s"].append(t1 - t0)
+            stats[c]["faults"].append(r1.ru_minflt - r0.ru_minflt)
+            stats[c]["sys_s"].append(r1.ru_stime - r0.ru_stime)
+    pool.POOL.max_idle_bytes = idle
+    row = {"model": model_name, "n": n, "repeats": repeats, "threads": torch.get_num_threads()}
+    for c, st in stats.items():
+        row[c] = {"median_s": statistics.median(st["s"]), "p90_s": percentile(st["s"], 0.9), "max_s": max(st["s"]),
+                  "faults": statistics.median(st["faults"]), "sys_s": statistics.median(st["sys_s"]),
+                  "each_s": st["s"]}
+    for c in ("norms", "no_pool"):
+        row[c]["ratio"] = row[c]["median_s"] / row["forward"]["median_s"]
+        row[c]["p90_over_median"] = row[c]["p90_s"] / row[c]["median_s"]
     if profile:
         row["profile"] = profile_steps(lm, enc, repeats)
     return row
@@ -96,11 +132,19 @@ def profile_steps(lm, enc, repeats: int) -> dict:
     return {c: statistics.median(v) for c, v in out.items()}
 
 
+def loadavg() -> str:
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "?"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", nargs="*", default=list(SIZES), choices=list(SIZES))
-    ap.add_argument("--n", type=int, nargs="*", default=[32, 128, 512])
-    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--cases", nargs="*", default=["minilm:32", "minilm:128", "minilm:256", "minilm:512",
+                                                   "bert-base:512"], help="MODEL:N pairs")
+    ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--markdown", action="store_true", help="print the results as a markdown table")
     ap.add_argument("--profile", action="store_true", help="also time the recording pass and each family alone")
     ap.add_argument("--json", default=None)
@@ -109,32 +153,45 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.child[0], int(args.child[1]), int(args.child[2]), args.profile)))
         return
+    malloc = sorted(k for k in os.environ if k.startswith("MALLOC_"))
+    if malloc:
+        print(f"warning: allocator variables set ({', '.join(malloc)}): the targets are for an environment without them")
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     rows = []
-    for model_name in args.models:
-        for n in args.n:
-            reps = args.repeats if n < 512 or model_name != "bert-base" else max(3, args.repeats - 2)
-            cmd = [sys.executable, __file__, "--child", model_name, str(n), str(reps)] + (["--profile"] * args.profile)
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-            if proc.returncode != 0:
-                err = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"
-                print(f"{model_name:9s} n={n:4d} failed: {err}", flush=True)
-                continue
-            row = json.loads(proc.stdout.strip().splitlines()[-1])
-            rows.append(row)
-            spread = f"{min(row['ratios_each']):.2f}–{max(row['ratios_each']):.2f}"
-            line = (f"{model_name:9s} n={n:4d} forward {row['forward_s']:7.3f} s  forward+norms {row['norms_s']:7.3f} s"
-                    f"  ratio {row['ratio']:5.2f} (pairs {spread})")
-            if "profile" in row:
-                p = row["profile"]
-                line += f"  | record {p['record']:.3f} attention {p['attention']:.3f} norms {p['norm_family']:.3f}"
-            print(line, flush=True)
+    for case in args.cases:
+        model_name, n = case.split(":")[0], int(case.split(":")[1])
+        if model_name not in SIZES:
+            raise SystemExit(f"unknown model {model_name!r}; one of {', '.join(SIZES)}")
+        before = loadavg()
+        cmd = [sys.executable, __file__, "--child", model_name, str(n), str(args.repeats)] + (["--profile"] * args.profile)
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if proc.returncode != 0:
+            err = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"
+            print(f"{model_name:9s} n={n:4d} failed: {err}", flush=True)
+            continue
+        row = json.loads(proc.stdout.strip().splitlines()[-1])
+        row["load_before"], row["load_after"] = before, loadavg()
+        rows.append(row)
+        f, c, b = row["forward"], row["norms"], row["no_pool"]
+        line = (f"{model_name:9s} n={n:4d} load {before} → {row['load_after']}\n"
+                + "".join(f"  {name:8s} median {r['median_s'] * 1e3:8.1f} ms  p90 {r['p90_s'] * 1e3:8.1f}  max "
+                          f"{r['max_s'] * 1e3:8.1f}  faults {r['faults']:7.0f}  sys {r['sys_s'] * 1e3:6.1f} ms"
+                          + (f"  ratio {r['ratio']:.2f}  p90/median {r['p90_over_median']:.2f}" if "ratio" in r else "")
+                          + "\n" for name, r in (("forward", f), ("norms", c), ("no pool", b))))
+        if "profile" in row:
+            p = row["profile"]
+            line += f"  profile: record {p['record']:.3f} attention {p['attention']:.3f} norms {p['norm_family']:.3f} s\n"
+        print(line, end="", flush=True)
     if args.markdown:
-        print("\n| model | n | forward + attentions | + norm family | ratio (median) | ratio per pair, min–max |")
-        print("|---|---:|---:|---:|---:|---:|")
+        print("\n| model | n | forward + attentions, median | + norm family: median, p90, max | ratio | p90/median "
+              "| faults per run: forward, norms, no pool | no pool: median, p90, ratio | load before → after |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
         for r in rows:
-            print(f"| {r['model']} | {r['n']} | {r['forward_s']:.3f} s | {r['norms_s']:.3f} s | {r['ratio']:.2f}× "
-                  f"| {min(r['ratios_each']):.2f}–{max(r['ratios_each']):.2f} |")
+            f, c, b = r["forward"], r["norms"], r["no_pool"]
+            print(f"| {r['model']} | {r['n']} | {f['median_s'] * 1e3:.1f} ms | {c['median_s'] * 1e3:.1f}, "
+                  f"{c['p90_s'] * 1e3:.1f}, {c['max_s'] * 1e3:.1f} ms | {c['ratio']:.2f}× | {c['p90_over_median']:.2f} "
+                  f"| {f['faults']:.0f}, {c['faults']:.0f}, {b['faults']:.0f} | {b['median_s'] * 1e3:.1f}, "
+                  f"{b['p90_s'] * 1e3:.1f} ms, {b['ratio']:.2f}× | {r['load_before']} → {r['load_after']} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -17,8 +17,10 @@ from __future__ import annotations
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 
+from . import pool
 from .models.params import LayerParams
 
 if TYPE_CHECKING:
@@ -33,10 +35,23 @@ def accumulation_dtype(dtype: torch.dtype, device: torch.device) -> torch.dtype:
 
 
 # ---------------------------------------------------------------- scratch memory
+_NUMPY_DTYPES = {torch.float16: np.float16, torch.float32: np.float32, torch.float64: np.float64}
+
+
+def empty_cpu(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """``torch.empty`` on the CPU, from :mod:`normviz.pool` (blocks kept across analyses, already faulted in)
+    where numpy has the dtype."""
+    np_dtype = _NUMPY_DTYPES.get(dtype)
+    if np_dtype is None:
+        return torch.empty(shape, dtype=dtype)
+    return torch.from_numpy(pool.empty(shape, np_dtype))
+
+
 class Workspace:
     """Scratch buffers reused from layer to layer (same shape each time), so that the large temporaries are
-    allocated and page-faulted in once per analysis instead of once per layer. Contents are only valid
-    inside the call that filled them."""
+    allocated and page-faulted in once per analysis instead of once per layer; on the CPU they come from
+    :mod:`normviz.pool`, so that the next analysis of the same size reuses them too. Contents are only valid
+    inside the call that filled them; :meth:`release` hands them back when a family is done."""
 
     def __init__(self):
         self._buffers: dict[str, torch.Tensor] = {}
@@ -44,9 +59,15 @@ class Workspace:
     def buffer(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
         t = self._buffers.get(name)
         if t is None or tuple(t.shape) != tuple(shape) or t.dtype != dtype or t.device != device:
-            t = torch.empty(shape, dtype=dtype, device=device)
+            self._buffers.pop(name, None)
+            t = (empty_cpu(tuple(shape), dtype) if torch.device(device).type == "cpu"
+                 else torch.empty(shape, dtype=dtype, device=device))
             self._buffers[name] = t
         return t
+
+    def release(self) -> None:
+        """Drop every buffer (their pool blocks become free for the next analysis)."""
+        self._buffers.clear()
 
 
 # ---------------------------------------------------------------- one layer
@@ -117,6 +138,15 @@ class LayerDecomposition:
     def ln_scale(self) -> torch.Tensor:
         """s_i of that norm, from the real pre-norm vector z_i."""
         return self.ln_attn.scale(self.rec.z_attn)
+
+    @cached_property
+    def ln_attn_out(self) -> torch.Tensor:
+        """That norm's output N(z_i)/s_i + β by the formula the ``attn_res_ln`` parts use (Σ_j ℓ_ij + bias_i
+        equals it to rounding): the FF block's input, the end point of its integration. Not the norm module's
+        own output: Llama-family RMSNorm rounds through float32 even in a float64 model, which would leave the
+        FF parts ~1e-7 short of their end point."""
+        out = self.ln_attn.linear_part(self.rec.z_attn) / self.ln_scale[:, None]
+        return out + self.ln_attn.bias if self.ln_attn.bias is not None else out
 
     @cached_property
     def head_vectors_ln(self) -> torch.Tensor:

@@ -87,3 +87,20 @@ def output_dir(out: str) -> Path:
     if probe.exists() and not os.access(probe, os.W_OK):
         raise NormvizError(f"--out {out!r}: {str(probe)!r} cannot be written (permission denied).")
     return p
+
+
+def parse_options(items: list[str]) -> dict:
+    """``--option KEY=VALUE`` items as a dict (numbers cast to int or float)."""
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise NormvizError(f"--option expects KEY=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        for cast in (int, float):
+            try:
+                v = cast(v)
+                break
+            except ValueError:
+                pass
+        out[k.strip()] = v
+    return out

@@ -11,6 +11,8 @@ For layer l the record holds
   call   (args, kwargs) the layer's own call arguments in this pass, without the hidden states (attention
                     mask, rotary position embeddings …), cut to this sequence: a method that reruns a layer
                     (value zeroing) calls it exactly as the model did, with no second pass.
+  final  [n, d]     last layer only: the stack's final hidden state (after its final norm, if any), what the
+                    LM head reads (predictions ride this one pass: :mod:`normviz.attribution`)
 Sequences of a batch are right-padded; records are cut back to each sequence's own length, so padded
 positions never reach a map.
 """
@@ -37,6 +39,7 @@ class LayerRecord:
     out: torch.Tensor
     v: torch.Tensor | None = None  # output of the value projection (fused qkv for GPT-2), biases included
     call: tuple[tuple, dict] | None = None  # the layer's call arguments besides the hidden states
+    final: torch.Tensor | None = None  # last layer only: the stack's final hidden state (after its final norm)
 
     def to(self, device: torch.device) -> "LayerRecord":
         """The same record on `device` (layers of a model sharded with device_map live on several devices)."""
@@ -240,9 +243,10 @@ def hook_stack(hooks: Hooks, layers, spec, tag: str = "", with_ff: bool = True) 
             hooks.first_input(get_path(layer, spec.norm_on_ff_residual), ((tag, i), "z_ff"))
 
 
-def stack_records(store: dict, layers, attentions, lengths: list[int], length: int, tag: str = ""
-                  ) -> list[list[LayerRecord]]:
-    """records[b][layer] of one hooked stack, each cut to its sequence's length (right padding)."""
+def stack_records(store: dict, layers, attentions, lengths: list[int], length: int, tag: str = "",
+                  final: torch.Tensor | None = None) -> list[list[LayerRecord]]:
+    """records[b][layer] of one hooked stack, each cut to its sequence's length (right padding); ``final``
+    [batch, length, d]: the stack's final hidden state, kept on each sequence's last layer record."""
     if attentions is None or len(attentions) != len(layers) or any(a is None for a in attentions):
         raise RuntimeError("the model returned no attention weights; it must run with attn_implementation='eager'")
     batch = len(lengths)
@@ -262,6 +266,7 @@ def stack_records(store: dict, layers, attentions, lengths: list[int], length: i
                 out=store[(key, "out")][b, :n],
                 v=store[(key, "v")][b, :n],
                 call=layer_call(layers[i], args, kw, b, n, batch, length),
+                final=final[b, :n] if final is not None and i == len(layers) - 1 else None,
             ))
         records.append(seq)
     return records
@@ -282,4 +287,5 @@ def _record(lm, input_ids, attention_mask, token_type_ids) -> list[list[LayerRec
                        output_attentions=True, **kwargs)
     finally:
         hooks.remove()
-    return stack_records(store, lm.layers, out.attentions, attention_mask.sum(-1).tolist(), input_ids.shape[1])
+    return stack_records(store, lm.layers, out.attentions, attention_mask.sum(-1).tolist(), input_ids.shape[1],
+                         final=getattr(out, "last_hidden_state", None))

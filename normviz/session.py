@@ -80,7 +80,7 @@ class Session:
         self._views: dict[str, list] = {}
         self._waits = threading.local()  # seconds the current get() of each thread waited for other requests
         self.worker = worker
-        if worker is not None and not self.is_encoder_decoder:  # its stacks are computed here (see _run_family)
+        if worker is not None:
             worker.prepare(self)
 
     # ---- constructors for inputs tokenised elsewhere
@@ -107,6 +107,14 @@ class Session:
         return cls.from_encoded(lm, encoded, pairs, options)
 
     @classmethod
+    def from_inputs(cls, lm: LoadedModel, inputs, text: str = "", text_pair: str | None = None,
+                    options: dict | None = None) -> "Session":
+        """A session of what :attr:`inputs` gave (another process's session: :mod:`normviz.workers`)."""
+        if isinstance(inputs, Encoded):
+            return cls.from_encoded(lm, [inputs], [(text, text_pair)], options)[0]
+        return cls(lm, text, options=options, recorded=Recording.seq2seq(lm, inputs))
+
+    @classmethod
     def from_ids(cls, lm: LoadedModel, src_ids: list[int], tgt_ids: list[int], out_ids: list[int] | None = None,
                  options: dict | None = None) -> "Session":
         """An encoder–decoder session of given ids (:func:`normviz.encdec.target.from_ids`)."""
@@ -114,6 +122,16 @@ class Session:
                                                                                         out_ids)))
 
     # ---- what is known without computing
+    @property
+    def inputs(self):
+        """What rebuilds this session's tokens elsewhere (picklable): the text's :class:`Encoded`, or an
+        encoder–decoder's :class:`~normviz.encdec.target.Seq2SeqInputs` (:meth:`from_inputs`)."""
+        return self.part.seq2seq if self.part.seq2seq is not None else self.encoded
+
+    def axis(self, stack: str) -> Encoded:
+        """The tokens of ``stack``'s rows (the cross stack's rows are the decoder's, its columns the encoder's)."""
+        return self.part.axes["decoder" if stack == "cross" else stack]
+
     @property
     def encoded(self) -> Encoded:
         """The first stack's tokens: the text's, or an encoder–decoder's source."""
@@ -154,8 +172,7 @@ class Session:
 
     def request_of(self, stack: str) -> Request:
         """What ``stack``'s families know before the forward pass (its rows' count)."""
-        rows = self.part.axes["decoder" if stack == "cross" else stack]
-        return keyspace.request_for(self.lm, len(rows.ids), stack)
+        return keyspace.request_for(self.lm, len(self.axis(stack).ids), stack)
 
     @property
     def request(self) -> Request:
@@ -206,6 +223,27 @@ class Session:
     def add_wait(self, seconds: float) -> None:
         """Count ``seconds`` as waited for another request in the current get() (:mod:`normviz.workers`)."""
         self._waits.s = getattr(self._waits, "s", 0.0) + float(seconds)
+
+    # ---- predictions (normviz.attribution: they ride the one recorded pass)
+    def predict(self, top: int = 10, position: int = -1):
+        """The ``top`` most probable next tokens at ``position``: list of .token, .id, .prob, .logit."""
+        from .attribution import predict
+        return predict(self, top, position)
+
+    def explain(self, token=None, foil=None, position: int = -1):
+        """Why ``token`` (None: the top prediction) rather than ``foil`` at ``position``: an Explanation
+        (encoder–decoders: after decoder row ``position``, sources over source + target tokens)."""
+        if self.is_encoder_decoder:
+            from .encdec.explain import explain as explain_seq2seq
+            with self._lock:
+                return explain_seq2seq(self, token, foil, position)
+        from .attribution import explain
+        return explain(self, token, foil, position)
+
+    def logit_lens(self, position: int = -1):
+        """[L+1, V] log-probabilities of each layer's residual state at ``position`` through the readout."""
+        from .attribution import logit_lens
+        return logit_lens(self, position)
 
     # ---- maps
     def get(self, keys: Iterable[str] | str | None = None, *, strict: bool = True,
@@ -329,7 +367,7 @@ class Session:
                                 model=keyspace.stack_model(self.lm, stack) if getattr(family, "NEEDS_MODEL", False)
                                 else None, progress=report)
                 try:
-                    out = self._run_family(stack, family, inputs, base, report)
+                    out = self._run_family(stack, family, inputs, ks, report)
                 except NormvizError as exc:
                     if strict:
                         raise
@@ -350,13 +388,19 @@ class Session:
             for v in views:
                 v.clear()
 
-    def _run_family(self, stack: str, family, inputs: Inputs, ks: list[str], report: Progress):
-        """One family's keys of one stack: in the heavy-methods worker when the session has one that takes
-        them (:mod:`normviz.workers`; a self-attention model's stack), else here. A family that reruns the
+    def _run_family(self, stack: str, family, inputs: Inputs, spelled: list[str], report: Progress):
+        """One family's keys of one stack (``spelled``; the Output is keyed by the stack's own names): in the
+        heavy-methods worker when the session has one that takes them (:mod:`normviz.workers`, which rebuilds
+        the session from :attr:`inputs` and computes the spelled keys), else here. A family that reruns the
         shared model with hooks that do not keep to their own thread (no ``HOOKS_OWN_THREAD``) holds the
         model's lock meanwhile."""
-        if stack == "model" and self.worker is not None and self.worker.takes(self, family, ks):
-            return self.worker.compute(self, family, ks, report)
+        prefix = keyspace.PREFIX[stack]
+        ks = [k[len(prefix):] for k in spelled]
+        if self.worker is not None and self.worker.takes(self, family, spelled):
+            out = self.worker.compute(self, family, spelled, report)
+            out.arrays = {k[len(prefix):]: v for k, v in out.arrays.items()}
+            out.notes = {k[len(prefix):]: v for k, v in out.notes.items()}
+            return out
         if inputs.model is not None and not getattr(family, "HOOKS_OWN_THREAD", False):
             with model_lock(self.lm.model):
                 return family.compute(inputs, ks, self.options)

@@ -44,7 +44,7 @@ class Job:
     device: str
     dtype: str
     cache_key: tuple  # the server's LoadedModel.cache_key: the worker checks it loaded the same model
-    encoded: object  # normviz.tokens.Encoded: the same token ids (and segment ids)
+    encoded: object  # Session.inputs: the same token ids (an Encoded, with segment ids; or Seq2SeqInputs)
     text: str
     text_pair: str | None
     options: dict
@@ -156,7 +156,7 @@ class HeavyWorker:
 
         lm = session.lm
         job = Job(model=lm.name, device=str(lm.device), dtype=str(lm.dtype).replace("torch.", ""),
-                  cache_key=tuple(lm.cache_key), encoded=session.encoded, text=session.text,
+                  cache_key=tuple(lm.cache_key), encoded=session.inputs, text=session.text,
                   text_pair=session.text_pair, options=dict(session.options), keys=tuple(keys))
         names = ", ".join(keys)
         if not self._all:
@@ -228,7 +228,7 @@ def _run(job: Job, progress) -> Result:
     t0 = time.perf_counter()
     try:
         lm = _model(job.model, job.device, job.dtype, job.cache_key)
-        session = Session.from_encoded(lm, [job.encoded], [(job.text, job.text_pair)], job.options)[0]
+        session = Session.from_inputs(lm, job.encoded, job.text, job.text_pair, job.options)
         a = session.get(list(job.keys), strict=True, progress=progress)
         arrays = {k: a.arrays[k] for k in job.keys}
         notes = {k: a.notes[k] for k in job.keys if k in a.notes}

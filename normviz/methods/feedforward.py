@@ -86,13 +86,13 @@ def check(request: Request, key: str, options: dict) -> None:
 
 # ---------------------------------------------------------------- per-pair vectors of one layer
 class FFInputs:
-    """What every row chunk of one layer reuses: the real FF input (the norm's output through the model's own
-    module) and the head vectors pushed through the FF input projection(s), so that the pre-activation parts
+    """What every row chunk of one layer reuses: the FF input (the norm's output by the parts' own formula,
+    ``ctx.ln_attn_out``) and the head vectors pushed through the FF input projection(s), so that the pre-activation parts
     are Σ_h α·q / s."""
 
     def __init__(self, ctx):
         p = ctx.p
-        self.total = ctx.ln_attn.module(ctx.rec.z_attn)
+        self.total = ctx.ln_attn_out
         mats = {"in": p.w_in} if p.ff_kind == "mlp" else {"in": p.w_in, "up": p.w_up}
         self.projected = {k: (ctx.head_vectors_ln @ w, ctx.x_ln @ w) for k, w in mats.items()}
 
@@ -205,7 +205,7 @@ def ff_maps(ctx, keys) -> dict[str, torch.Tensor]:
     alpha = torch.cat([ctx.alpha, eye[None]]).permute(2, 1, 0).contiguous()  # [j, i, h'], h' = heads + residual
     first_row = (alpha != 0).any(dim=2).to(torch.int8).argmax(dim=1).tolist()  # per j: the first i it reaches
     heads_ln = torch.cat([ctx.head_vectors_ln, ctx.x_ln[None]]).transpose(0, 1).contiguous()  # [j, h', d]
-    ff_input = ctx.ln_attn.module(ctx.rec.z_attn)
+    ff_input = ctx.ln_attn_out
     inputs = [(p.w_in, p.b_in)] + ([(p.w_up, p.b_up)] if p.ff_kind != "mlp" else [])
     totals = [ff_input @ w + b if b is not None else ff_input @ w for w, b in inputs]
     factors = [f / ctx.ln_scale[:, None] for f in unit_factors(ctx, *totals)]
@@ -246,4 +246,6 @@ def ff_maps(ctx, keys) -> dict[str, torch.Tensor]:
 
 
 def compute(inputs: Inputs, keys, options) -> Output:
-    return Output(per_layer(inputs, NAME, keys, lambda ctx: ff_maps(ctx, keys)))
+    out = per_layer(inputs, NAME, keys, lambda ctx: ff_maps(ctx, keys))
+    inputs.layers[0].workspace.release()  # the chunk buffers go back to the pool for the next analysis
+    return Output(out)

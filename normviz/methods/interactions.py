@@ -1,15 +1,24 @@
 """ALTI, Aggregation of Layer-wise Token-to-token Interactions (Ferrando et al. 2022).
 
-Per layer, from the exact decomposition of the attention block through its residual and norm (the
-``attn_res_ln`` stage: post-LN LN1, pre-LN the norm in front of the FF):
+Per layer, from an exact decomposition of the attention block with its residual, y_i = Σ_j T_i(x_j) + b_i:
 
-    y_i = Σ_j T_i(x_j) + b_i           T_i(x_j) = ℓ_ij (token parts), b_i the bias term (N(b^O)/s_i + β),
-                                        so y_i is the model's own normalised vector
     c_ij = max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁)        (the Manhattan proximity of the part to the whole)
     alti[i, j] = c_ij / Σ_k c_ik
 
-and across layers ``rollout_alti``: R_0 = C_0, R_l = C_l · R_{l−1} (the residual is already inside C;
-``rollout_normalization=receptive_field`` applies to decoders as for the other rollouts).
+``alti`` is the authors' code (github mt-upc/transformer-contributions, ``get_contributions``):
+  post-LN  T_i(x_j) = ℓ_ij, the ``attn_res_ln`` parts through LN1, b_i = N(b^O)/s_i + β: y_i is LN1's output;
+  pre-LN   T_i(x_j) = u_ij = Σ_h α^h_ij f^h(x_j) + δ_ij x_j, the ``attn_res`` parts, b_i = b^O: y_i is the raw
+           residual stream x_i + Attn(LN1(x_i)), the input of the norm before the FF (their ``pre_layer_norm``
+           branch: nothing normalises the parts).
+``alti_ln`` (pre-LN only, our variant): the pre-LN parts taken one norm further, through the norm in front of
+the FF (the ``attn_res_ln`` stage, y_i its output), as post-LN ALTI takes them through LN1.
+
+Across layers ``rollout_alti`` / ``rollout_alti_ln``: R_0 = C_0, R_l = C_l · R_{l−1} (the residual is already
+inside C; ``rollout_normalization=receptive_field`` applies to decoders as for the other rollouts).
+
+The authors' code measures ‖y_i − T_i(x_j)‖₁ with ``F.pairwise_distance``, whose eps adds 1e-6 to every
+coordinate of the difference; the maps here are the paper's formula without it (README: the size of that
+difference).
 """
 from __future__ import annotations
 
@@ -25,22 +34,32 @@ BUDGET = Budget(NAME, aliases=("alti_budget_s",))  # option interactions_budget_
 UNIT = "score (rows sum to ~1)"
 KEYS = (
     KeyInfo("alti", "ALTI (per layer)", False,
-            "c_ij = max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁), row-normalised, from the attn_res_ln parts "
+            "c_ij = max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁), row-normalised, as the authors' code: post-LN from the "
+            "attn_res_ln parts (LN1), pre-LN from the raw attn_res parts, y_i the residual stream "
             "(Ferrando et al. 2022).", short="ALTI"),
     KeyInfo("rollout_alti", "ALTI rollout", False,
             "R_l = alti_l · R_{l−1}, cumulative up to layer l (Ferrando et al. 2022).", short="ALTI", group="across layers"),
+    KeyInfo("alti_ln", "ALTI through the FF norm (pre-LN variant)", False,
+            "Pre-LN only, our variant of alti: the attn_res_ln parts, through the norm before the FF, "
+            "y_i that norm's output.", placements=("pre",), short="ALTI, FF norm"),
+    KeyInfo("rollout_alti_ln", "Rollout of ALTI through the FF norm", False,
+            "Pre-LN only: R_l = alti_ln_l · R_{l−1}.", placements=("pre",), short="ALTI, FF norm",
+            group="across layers"),
 )
-REQUIRES = {"rollout_alti": ("alti",)}
+ROLLOUTS = {"rollout_alti": "alti", "rollout_alti_ln": "alti_ln"}
+REQUIRES = {k: (v,) for k, v in ROLLOUTS.items()}
 NEEDS_MODEL = False
 OPT_IN = ()
 REFERENCES = (papers.FERRANDO_2022,)
 
 
-def alti_layer(ctx) -> torch.Tensor:
-    """The ALTI map of one layer, [n, n], computed in row chunks of the per-pair vectors."""
+def alti_layer(ctx, normed: bool = True) -> torch.Tensor:
+    """The ALTI map of one layer, [n, n], computed in row chunks of the per-pair vectors: from the
+    ``attn_res_ln`` parts (``normed``) or the raw ``attn_res`` parts."""
     out = torch.empty(ctx.n, ctx.n, dtype=ctx.dtype, device=ctx.device)
+    parts_of = ctx.attn_res_ln_vectors if normed else ctx.attn_res_vectors
     for rows in ctx.row_chunks():
-        parts, bias = ctx.attn_res_ln_vectors(rows)  # [c, n, d], [c, d]
+        parts, bias = parts_of(rows)  # [c, n, d], [c, d]
         parts = parts.to(ctx.acc)
         y = parts.sum(1) + bias.to(ctx.acc)  # [c, d]
         y_l1 = y.abs().sum(-1, keepdim=True)  # [c, 1]
@@ -53,12 +72,22 @@ def alti_layer(ctx) -> torch.Tensor:
 
 def compute(inputs: Inputs, keys, options) -> Output:
     arrays, notes = {}, {}
-    if "alti" in keys:
-        arrays.update(per_layer(inputs, NAME, ["alti"], lambda ctx: {"alti": alti_layer(ctx)}))
-    if "rollout_alti" in keys:
-        a = arrays.get("alti", inputs.arrays.get("alti"))
-        r, notes["rollout_alti"] = finish(rollout(a.astype(np.float64)), False, inputs.request.causal, options)
-        arrays["rollout_alti"] = r.astype(a.dtype)
+    pre = inputs.request.placement == "pre"
+    per_layer_keys = [k for k in ("alti", "alti_ln") if k in keys]
+    if per_layer_keys:
+        normed = {"alti": not pre, "alti_ln": True}
+        arrays.update(per_layer(inputs, NAME, per_layer_keys,
+                                lambda ctx: {k: alti_layer(ctx, normed[k]) for k in per_layer_keys}))
+    for key, src in ROLLOUTS.items():
+        if key in keys:
+            a = arrays.get(src, inputs.arrays.get(src))
+            maps = a.astype(np.float64)
+            r, notes[key] = finish(rollout(maps), False, inputs.request.causal, options, maps=maps)
+            arrays[key] = r.astype(a.dtype)
+    if "alti" in arrays:
+        notes["alti"] = ("pre-LN: the raw attention + residual parts, y_i the residual stream (the ALTI code's "
+                         "pre_layer_norm branch); alti_ln takes them through the FF norm" if pre else
+                         "post-LN: the attention + residual parts through LN1 (the ALTI code)")
     return Output(arrays, notes)
 
 

@@ -22,6 +22,8 @@ options ``flow_max_tokens`` (default 96) and ``flow_max_work`` (default 2e8, the
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from scipy.sparse import csr_array
 from scipy.sparse.csgraph import maximum_flow
@@ -29,7 +31,8 @@ from scipy.sparse.csgraph import maximum_flow
 from ..errors import NormvizError, TooCostlyError
 from .base import Inputs, KeyInfo, Output, Request
 from . import papers
-from .rollouts import attention_with_residual, row_normalize
+from .rollouts import (attention_with_residual, normalization_option, receptive_field, row_normalize,
+                       uniform_with_residual)
 
 SCALE = 2 ** 29
 MAX_TOKENS = 96
@@ -43,15 +46,17 @@ def estimated_work(n: int, n_layers: int) -> float:
 
 def check(request: Request, key: str, options: dict) -> None:
     solver_option(options)
-    check_cost(request.n_tokens, request.n_layers, options)
+    twice = request.causal and normalization_option(options) == "receptive_field"  # + the baseline's flow
+    check_cost(request.n_tokens, request.n_layers, options, runs=2 if twice else 1)
 
 
-def check_cost(n: int, n_layers: int, options: dict | None = None) -> None:
-    """Raise TooCostlyError when attention flow would take too long for n tokens and n_layers layers."""
+def check_cost(n: int, n_layers: int, options: dict | None = None, runs: int = 1) -> None:
+    """Raise TooCostlyError when attention flow would take too long for n tokens and n_layers layers (``runs``
+    flows of that size: 2 with a receptive-field baseline)."""
     options = options or {}
     max_tokens = int(options.get("flow_max_tokens", MAX_TOKENS))
     max_work = float(options.get("flow_max_work", MAX_WORK))
-    work = estimated_work(n, n_layers)
+    work = runs * estimated_work(n, n_layers)
     if n > max_tokens or work > max_work:
         raise TooCostlyError(
             f"Attention flow for {n} tokens × {n_layers} layers would solve {n * n * n_layers:,} max-flow problems "
@@ -131,12 +136,23 @@ def attention_flow(a_hat: np.ndarray, solver: str = "auto") -> np.ndarray:
     return row_normalize(out)
 
 
+@functools.lru_cache(maxsize=8)
+def baseline_flow(n: int, n_layers: int, solver: str) -> np.ndarray:
+    """The flow of the receptive-field baseline: every layer Û = rownorm(0.5·U + 0.5·I) (read-only; cached, it
+    depends on n and the depth only)."""
+    base = attention_flow(np.repeat(uniform_with_residual(n)[None], n_layers, axis=0), solver)
+    base.flags.writeable = False
+    return base
+
+
 NAME = "maxflow"
 GROUP = "across layers"
 UNIT = "score (rows sum to ~1)"
 KEYS = (KeyInfo("flow", "Attention flow", False,
                 "Max flow from token i at layer l to input token j on the layered graph with capacities "
-                "Â = rownorm(0.5·A + 0.5·I), rows normalised (Abnar & Zuidema 2020).", short="attention flow"),)
+                "Â = rownorm(0.5·A + 0.5·I), rows normalised (Abnar & Zuidema 2020). Decoders: "
+                "--option rollout_normalization=receptive_field divides by the flow of uniform causal attention.",
+                short="attention flow"),)
 REQUIRES = {"flow": ("attention",)}
 NEEDS_MODEL = False
 OPT_IN = ("flow",)
@@ -144,8 +160,20 @@ REFERENCES = (papers.ABNAR_2020,)
 
 
 def compute(inputs: Inputs, keys, options) -> Output:
+    """The flow; with ``rollout_normalization=receptive_field`` on a decoder, divided entry by entry by the flow
+    of the baseline graph Û (:func:`baseline_flow`), rows renormalised, as the rollouts are
+    (:mod:`normviz.methods.rollouts`)."""
     att = inputs.arrays["attention"]
     a_hat = attention_with_residual(att.astype(np.float64))
     solver = solver_option(options)
+    flow = attention_flow(a_hat, solver)
     note = f"max flow on capacities Â = rownorm(0.5·A + 0.5·I), rows normalised; solver: {solver}"
-    return Output({"flow": attention_flow(a_hat, solver).astype(att.dtype)}, {"flow": note})
+    mode = normalization_option(options)
+    if mode == "receptive_field" and inputs.request.causal:
+        base = baseline_flow(a_hat.shape[-1], a_hat.shape[0], solver)
+        flow, rf_note = receptive_field(flow, base, "the flow of uniform causal attention with the residual half "
+                                                    "(capacities rownorm(0.5·U + 0.5·I))")
+        note += "; " + rf_note
+    elif mode == "receptive_field":
+        note += "; receptive_field normalisation ignored: an encoder's tokens all see every token"
+    return Output({"flow": flow.astype(att.dtype)}, {"flow": note})

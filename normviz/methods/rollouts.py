@@ -18,14 +18,22 @@ hmohebbi/ValueZeroing, ``scoring/value_zeroing.py``).
 
 Causal models (decoders) see only their prefix, so every rollout drifts toward the first tokens merely
 because they are in every receptive field (Abnar & Zuidema 2020, §5). Option
-``rollout_normalization="receptive_field"`` corrects for that: with U the uniform causal attention
-(U_ij = 1/(i+1) for j ≤ i, the attention of a model that spreads evenly over each token's receptive field)
-and B_l its rollout built exactly like R_l (Û = rownorm(0.5·U + 0.5·I) for ``rollout_attention``, U itself for
-the others), the corrected map is
+``rollout_normalization="receptive_field"`` corrects for that: the rollout is divided by the rollout B_l of a
+baseline model that attends uniformly over each token's receptive field (U_ij = 1/(i+1) for j ≤ i) and keeps
+as much of each token through the residual as the rolled-out model does:
+    ``rollout_attention`` (and ``flow``): Û = rownorm(0.5·U + 0.5·I), the same fixed residual half as Â;
+    the maps with the residual inside (attn_res*, ff_res*, alti*, value zeroing): per layer and row the model's
+        own self share d_li = M̂_l[i, i], the rest spread evenly over the earlier tokens:
+        B̂_l[i, i] = d_li, B̂_l[i, j] = (1 − d_li)/i for j < i;
+B_l is built from these exactly like R_l, and the corrected map is
     R̃_l[i, j] = (R_l[i, j] / B_l[i, j]) / Σ_k (R_l[i, k] / B_l[i, k])      (j ≤ i)
-so that a model that attends uniformly over its receptive field gets uniform rows 1/(i+1), and values are
-read relative to that baseline. The default, ``"standard"``, is the paper's rollout. Which one was used is
-stated in ``Analysis.notes[key]``. For encoders the option changes nothing (every token sees all tokens).
+so that a model that spreads its mixing evenly over its receptive field gets uniform rows 1/(i+1), and values
+are read relative to that baseline. A baseline of uniform attention alone (no residual) would leave the
+diagonal of a deep decoder's residual-heavy rollout divided by (i+1)^−L: smollm2's last row then gave 0.99 of
+its weight to itself. The diagonal of a causal product is the product of the diagonals, so with the matched
+self share the diagonal ratio is exactly 1. Baseline entries that underflow (< 1e-290) leave their cell at 0,
+and the note says how many. The default, ``"standard"``, is the paper's rollout. Which one was used is stated
+in ``Analysis.notes[key]``. For encoders the option changes nothing (every token sees all tokens).
 """
 from __future__ import annotations
 
@@ -75,9 +83,31 @@ def uniform_causal(n: int, dtype=np.float64) -> np.ndarray:
     return np.tril(np.ones((n, n), dtype=dtype)) / np.arange(1, n + 1, dtype=dtype)[:, None]
 
 
+def uniform_with_residual(n: int) -> np.ndarray:
+    """Û = rownorm(0.5·U + 0.5·I): the baseline layer of ``rollout_attention`` and ``flow``."""
+    return row_normalize(0.5 * uniform_causal(n) + 0.5 * np.eye(n))
+
+
+def matched_baseline(maps: np.ndarray) -> np.ndarray:
+    """B̂_l per layer of row-normalised causal maps [L, n, n]: each row's own self share d_li on the diagonal, the
+    rest 1 − d_li spread evenly over the i earlier tokens."""
+    maps = np.asarray(maps, dtype=np.float64)
+    n = maps.shape[-1]
+    d = np.diagonal(maps, axis1=-2, axis2=-1)  # [L, n]
+    earlier = np.maximum(np.arange(n, dtype=np.float64), 1.0)  # i (row 0 has no earlier token)
+    out = np.tril(np.ones((n, n)), -1)[None] * ((1.0 - d) / earlier)[:, :, None]
+    idx = np.arange(n)
+    out[:, idx, idx] = d
+    out[:, 0, 0] = 1.0
+    return out
+
+
+UNDERFLOW = 1e-290
+
+
 def receptive_field_correct(r: np.ndarray, baseline: np.ndarray) -> np.ndarray:
-    """R̃ = rownorm(R / B) on the causal triangle (entries above the diagonal stay 0)."""
-    ratio = np.divide(r, baseline, out=np.zeros_like(r, dtype=np.float64), where=baseline > 0)
+    """R̃ = rownorm(R / B) on the causal triangle (entries above the diagonal, and where B underflows, stay 0)."""
+    ratio = np.divide(r, baseline, out=np.zeros_like(r, dtype=np.float64), where=baseline > UNDERFLOW)
     return row_normalize(ratio).astype(r.dtype)
 
 
@@ -91,17 +121,32 @@ def normalization_option(options: dict) -> str:
     return value
 
 
-def finish(r: np.ndarray, with_identity: bool, causal: bool, options: dict) -> tuple[np.ndarray, str]:
-    """Apply the chosen normalisation to a rollout; returns it with a note saying which one."""
+def receptive_field(r: np.ndarray, baseline: np.ndarray, what: str) -> tuple[np.ndarray, str]:
+    """The corrected maps [L, n, n] of ``r`` against the baseline rollout, and the note that says so."""
+    causal = np.tril(np.ones(r.shape[-2:], dtype=bool))
+    lost = int(((baseline <= UNDERFLOW) & causal & (r != 0)).sum())
+    note = (f"receptive-field normalised: each entry divided by the rollout of {what}, rows renormalised "
+            "(option rollout_normalization=receptive_field)")
+    if lost:
+        note += f"; warning: {lost} baseline entries underflow (< {UNDERFLOW:g}), their cells are left at 0"
+    return np.stack([receptive_field_correct(r[l], baseline[l]) for l in range(r.shape[0])]), note
+
+
+def finish(r: np.ndarray, with_identity: bool, causal: bool, options: dict,
+           maps: np.ndarray | None = None) -> tuple[np.ndarray, str]:
+    """Apply the chosen normalisation to a rollout; returns it with a note saying which one. ``maps``: the
+    row-normalised per-layer maps rolled out (needed for the residual-inside baseline, ``with_identity=False``)."""
     mode = normalization_option(options)
     if mode == "receptive_field" and causal:
         n = r.shape[-1]
-        u = uniform_causal(n)
-        base_layer = row_normalize(0.5 * u + 0.5 * np.eye(n)) if with_identity else u
-        baseline = rollout(np.repeat(base_layer[None], r.shape[0], axis=0))
-        note = ("receptive-field normalised: each entry divided by the rollout of uniform causal attention, "
-                "rows renormalised (option rollout_normalization=receptive_field)")
-        return np.stack([receptive_field_correct(r[l], baseline[l]) for l in range(r.shape[0])]), note
+        if with_identity or maps is None:
+            layers = np.repeat(uniform_with_residual(n)[None], r.shape[0], axis=0)
+            what = "uniform causal attention with the residual half (rownorm(0.5·U + 0.5·I))"
+        else:
+            layers = matched_baseline(maps)
+            what = ("uniform causal attention that keeps each token's own self share of these maps "
+                    "(the residual), layer by layer")
+        return receptive_field(r, rollout(layers), what)
     note = "standard rollout (rows sum to 1)"
     if mode == "receptive_field":
         note += "; receptive_field normalisation ignored: an encoder's tokens all see every token"
@@ -151,6 +196,7 @@ def compute(inputs: Inputs, keys, options) -> Output:
             arrays[key], notes[key] = finish(rollout(a_hat), True, causal, options)
         else:
             src = inputs.arrays[NORM_SOURCES[key]]
-            r, notes[key] = finish(rollout(row_normalize(src.astype(np.float64))), False, causal, options)
+            maps = row_normalize(src.astype(np.float64))
+            r, notes[key] = finish(rollout(maps), False, causal, options, maps=maps)
             arrays[key] = r.astype(src.dtype)
     return Output(arrays, notes)

@@ -1,8 +1,7 @@
 """Attention weights α^h_ij, as the model computed them in the recorded pass (Vaswani et al. 2017)."""
 from __future__ import annotations
 
-import numpy as np
-
+from .. import pool
 from .base import Inputs, KeyInfo, Output, no_check, to_numpy
 from . import papers
 
@@ -21,7 +20,7 @@ check = no_check
 def compute(inputs: Inputs, keys, options) -> Output:
     layers = inputs.layers
     c0 = layers[0]
-    out = np.empty((len(layers),) + tuple(c0.rec.attn.shape), dtype=to_numpy(c0.alpha[:0]).dtype)
+    out = pool.empty((len(layers),) + tuple(c0.rec.attn.shape), to_numpy(c0.alpha[:0]).dtype)  # reused blocks
     for index, ctx in enumerate(layers):
         out[index] = to_numpy(ctx.alpha)
     return Output({"attention": out})

@@ -86,6 +86,8 @@ def test_smollm2_all_new_keys(smollm2):
     assert a["value_zeroing"].shape == (30, a.n_tokens, a.n_tokens)
     check_invariants(a, causal=True)
     assert "receptive-field" in a.notes["rollout_attn_res_ln"]
+    for key in ("rollout_attn_res_ln", "rollout_alti"):  # a baseline with the residual: no pile-up on the diagonal
+        assert a[key][-1, -1, -1] < 0.5, key
     # "the" repeats: at layer 0 (no position in the values) its copies are unidentifiable, later layers not
     eff, att = a["effective_attention"], a["attention"]
     assert np.abs(eff[0] - att[0]).max() > 1e-3

@@ -7,6 +7,7 @@ import torch
 
 from normviz.methods.effective import effective_attention
 
+from ..helpers.alti_code import alti_code_layer
 from ..helpers.maps import analysis, decompositions
 from ..helpers.tiny import ARCHS, distinct, encoded, from_ids
 from ..helpers.vectors import independent_head_vectors, model_vectors
@@ -51,14 +52,16 @@ def test_repeated_tokens_without_position_in_values_are_unidentifiable(tiny_mode
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_alti_against_the_models_own_normalised_vectors(tiny_model, records, arch):
-    """y_i from a hook on the model's norm (not from our parts), T_i(x_j) our exact parts; the authors'
-    formula c = max(0, ‖y‖₁ − ‖y − T‖₁) row-normalised; rollout_alti the plain product.
-    Llama-family RMSNorm modules compute in float32 even in a float64 model, so their y is only float32-exact."""
+def test_alti_through_the_norm_against_the_models_own_normalised_vectors(tiny_model, records, arch):
+    """y_i from a hook on the model's norm (not from our parts), T_i(x_j) our exact parts through it; the
+    formula c = max(0, ‖y‖₁ − ‖y − T‖₁) row-normalised; the rollout the plain product. Post-LN that is ``alti``
+    (LN1), pre-LN our variant ``alti_ln`` (the norm before the FF). Llama-family RMSNorm modules compute in
+    float32 even in a float64 model, so their y is only float32-exact."""
     lm = tiny_model(arch)
+    key = "alti" if lm.spec.placement == "post" else "alti_ln"
     tol = 1e-9 if lm.spec.norm_kind == "layernorm" else 1e-5
     enc = encoded(n=9)
-    a = analysis(lm, enc, ["alti", "rollout_alti"], options={"chunk_bytes": 4096})
+    a = analysis(lm, enc, [key, "rollout_" + key], options={"chunk_bytes": 4096})
     mv = model_vectors(lm, enc.ids)
     acc = np.eye(len(enc.ids))
     for layer, (ctx, v) in enumerate(zip(decompositions(lm, records(arch, enc)[2], chunk_bytes=10**9), mv)):
@@ -66,13 +69,42 @@ def test_alti_against_the_models_own_normalised_vectors(tiny_model, records, arc
         y = v["ln_out"]
         c = (y.abs().sum(-1)[:, None] - (y[:, None, :] - parts).abs().sum(-1)).clamp_min(0).numpy()
         expected = c / c.sum(-1, keepdims=True)
-        np.testing.assert_allclose(a["alti"][layer], expected, rtol=tol, atol=tol * 1e-3)
-        np.testing.assert_allclose(a["alti"][layer].sum(-1), 1, atol=1e-12)
+        np.testing.assert_allclose(a[key][layer], expected, rtol=tol, atol=tol * 1e-3)
+        np.testing.assert_allclose(a[key][layer].sum(-1), 1, atol=1e-12)
         acc = expected @ acc
-        np.testing.assert_allclose(a["rollout_alti"][layer], acc, rtol=tol, atol=tol * 1e-3)
+        np.testing.assert_allclose(a["rollout_" + key][layer], acc, rtol=tol, atol=tol * 1e-3)
         if lm.spec.placement == "pre":
-            assert np.all(np.triu(a["alti"][layer], 1) == 0)
-            assert np.all(np.triu(a["rollout_alti"][layer], 1) == 0)
+            assert np.all(np.triu(a[key][layer], 1) == 0)
+            assert np.all(np.triu(a["rollout_" + key][layer], 1) == 0)
+
+
+@pytest.mark.parametrize("arch", ["bert", "distilbert", "gpt2", "llama", "qwen3"])
+def test_alti_is_the_alti_codes_formula(tiny_model, arch):
+    """``alti`` against an independent implementation of the authors' code (tests/helpers/alti_code.py) on the
+    model's hooked vectors: post-LN through LN1, pre-LN (GPT-2, Llama, Qwen3) their pre_layer_norm branch with the
+    raw attention + residual parts, whose y_i is the model's own residual stream before the FF norm."""
+    lm = tiny_model(arch)
+    enc = encoded(n=9)
+    a = analysis(lm, enc, ["alti", "rollout_alti"])
+    mv = model_vectors(lm, enc.ids)
+    acc = np.eye(len(enc.ids))
+    for layer, v in enumerate(mv):
+        expected, y = alti_code_layer(lm, layer, v)
+        own = v["ln_out"] if lm.spec.placement == "post" else v["z"]
+        torch.testing.assert_close(y, own, rtol=0, atol=1e-9 * float(own.abs().max()))
+        np.testing.assert_allclose(a["alti"][layer], expected.numpy(), rtol=1e-10, atol=1e-13)
+        acc = expected.numpy() @ acc
+        np.testing.assert_allclose(a["rollout_alti"][layer], acc, rtol=1e-10, atol=1e-13)
+    if lm.spec.placement == "pre":  # the variant through the FF norm is another map
+        assert np.abs(analysis(lm, enc, ["alti_ln"])["alti_ln"] - a["alti"]).max() > 1e-3
+
+
+def test_alti_ln_is_for_pre_ln_models_only(tiny_model):
+    import normviz
+
+    s = normviz.Session.from_encoded(tiny_model("bert"), [encoded(n=5)])[0]
+    assert s.refusal("alti_ln") is not None and s.refusal("rollout_alti_ln") is not None
+    assert "alti_ln" not in s.get("interactions", strict=False).arrays
 
 
 def test_causal_mode_full_is_the_literal_formula(tiny_model):

@@ -126,3 +126,20 @@ def test_concurrent_recording_is_isolated(tiny_model):
         together = list(pool.map(lambda e: analysis(lm, e, ["attn_res"])["attn_res"], encs * 3))
     for k, got in enumerate(together):
         np.testing.assert_allclose(got, alone[k % 4], rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+def test_ff_parts_end_where_their_own_formula_does(records, arch):
+    """Llama-family float64: the FF parts sum to FF(h) at h = ctx.ln_attn_out, the norm's output by the float64
+    formula the attention parts use, to 1e-12: the integration's end point is that h. The model's own RMSNorm
+    rounds through float32 even in a float64 model; the FF of its output is ~1e-7 (relative) away."""
+    lm, enc, recs = records(arch, n=11)
+    gaps = []
+    for ctx in decompositions(lm, recs, chunk_bytes=4096):
+        parts, bias = ff_stage(ctx, "ff")
+        mlp = lm.layers[ctx.index].mlp
+        own_end = mlp(ctx.ln_attn_out)
+        close(parts.sum(1) + bias, own_end, tol=1e-12)
+        module_end = mlp(ctx.ln_attn.module(ctx.rec.z_attn))
+        gaps.append(float((module_end - own_end).abs().max() / own_end.abs().max()))
+    assert 1e-10 < max(gaps) < 1e-5

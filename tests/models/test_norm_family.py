@@ -93,3 +93,26 @@ def test_kernel_failure_falls_back_to_torch_with_a_warning(tiny_model, monkeypat
     assert not kernels.available()
     for k in keys:
         np.testing.assert_allclose(got[k], reference[k], rtol=1e-12, atol=1e-14)
+
+
+def test_pooled_results_are_reused_only_after_they_are_dropped(tiny_model, monkeypatch):
+    """The result arrays and the run's scratch come from normviz.pool: a kept analysis is never overwritten by
+    the next one, and once it is dropped the next analysis of that size takes its blocks (no fresh memory)."""
+    from normviz import pool
+
+    monkeypatch.setattr(pool, "POOL", pool.ArrayPool(max_idle_bytes=64 * 2**20, min_bytes=0))
+    lm, enc, keys = tiny_model("bert"), encoded(9), ["attention"] + list(KEYS)
+    first = analysis(lm, enc, keys)
+    kept = {k: first[k].copy() for k in keys}
+    second = analysis(lm, enc, keys)  # the first is still alive: fresh blocks
+    for k in keys:
+        assert np.array_equal(first[k], kept[k]) and np.array_equal(second[k], kept[k])
+        assert not np.shares_memory(first[k], second[k])
+    addresses = {first[k].__array_interface__["data"][0] for k in keys}
+    del first
+    misses = pool.POOL.misses
+    third = analysis(lm, enc, keys)
+    assert pool.POOL.misses == misses  # every block of the third analysis was a free one
+    assert addresses <= {third[k].__array_interface__["data"][0] for k in keys}
+    for k in keys:
+        assert np.array_equal(third[k], kept[k])

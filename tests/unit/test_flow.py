@@ -89,3 +89,54 @@ def test_limits_are_configurable():
         check_cost(100, 2, {})
     with pytest.raises(TooCostlyError, match="flow_max_work"):
         check_cost(40, 30, {})  # a 30-layer decoder at 40 tokens: 1.2e9 estimated work
+
+
+def _flow(att: np.ndarray, options: dict, causal: bool):
+    from normviz.methods import maxflow
+    from normviz.methods.base import Inputs, Request
+
+    L, H, n, _ = att.shape
+    request = Request(n_tokens=n, n_layers=L, n_heads=H, d_model=8, d_ff=16, placement="pre" if causal else "post",
+                      causal=causal, gated=False, device="cpu")
+    maxflow.check(request, "flow", options)
+
+    def never():
+        raise AssertionError("flow reads only the attention map")
+
+    out = maxflow.compute(Inputs(request=request, layer_views=never, arrays={"attention": att}), ["flow"], options)
+    return out.arrays["flow"], out.notes["flow"]
+
+
+def test_receptive_field_flow_of_uniform_causal_attention_is_uniform():
+    """A decoder attending uniformly over its prefix: its flow is the baseline's, so the corrected rows are
+    1/(i+1); the plain flow leans to the first token. An encoder ignores the option and says so."""
+    from normviz.methods.rollouts import uniform_causal
+
+    n, layers = 5, 4
+    att = np.broadcast_to(uniform_causal(n), (layers, 2, n, n)).copy()
+    opts = {"rollout_normalization": "receptive_field", "flow_solver": "scipy"}
+    plain, _ = _flow(att, {"flow_solver": "scipy"}, causal=True)
+    assert plain[-1, -1, 0] > 1.5 * plain[-1, -1, -2]
+    rf, note = _flow(att, opts, causal=True)
+    np.testing.assert_allclose(rf, np.broadcast_to(uniform_causal(n), (layers, n, n)), atol=1e-9)
+    assert "receptive-field normalised" in note
+    att2 = np.tril(np.random.default_rng(3).random((layers, 2, n, n)))  # another decoder: rows sum to 1, causal
+    att2 /= att2.sum(-1, keepdims=True)
+    rf2, _ = _flow(att2, opts, causal=True)
+    np.testing.assert_allclose(rf2.sum(-1), 1, atol=1e-12)
+    assert np.all(np.triu(rf2, 1) == 0) and np.abs(rf2 - rf).max() > 1e-3
+    enc, note = _flow(att2, opts, causal=False)
+    np.testing.assert_array_equal(enc, _flow(att2, {"flow_solver": "scipy"}, causal=False)[0])
+    assert "ignored" in note
+
+
+def test_receptive_field_flow_counts_the_baseline_in_its_cost():
+    from normviz.methods import maxflow
+    from normviz.methods.base import Request
+
+    request = Request(n_tokens=40, n_layers=6, n_heads=2, d_model=8, d_ff=16, placement="pre", causal=True,
+                      gated=False, device="cpu")
+    limit = {"flow_max_work": 1.5 * maxflow.estimated_work(40, 6)}
+    maxflow.check(request, "flow", limit)
+    with pytest.raises(TooCostlyError):
+        maxflow.check(request, "flow", {**limit, "rollout_normalization": "receptive_field"})

@@ -15,8 +15,9 @@ LAYERS = (
      "normviz.encdec.target"),
     ("normviz.methods", "normviz.encdec.cross", "normviz.encdec"),
     ("normviz.keyspace",),
+    ("normviz.attribution", "normviz.encdec.explain"),  # prediction attribution: below the Session that calls it
     ("normviz.session",),
-    ("normviz.corpus", "normviz.align", "normviz.workers"),
+    ("normviz.corpus", "normviz.align", "normviz.workers", "normviz.attribution.cli"),
     ("normviz.viz", "normviz.notebook"),
     ("normviz",),  # the package's facade: normviz/__init__.py
     ("normviz.cli", "normviz.__main__"),

@@ -102,3 +102,36 @@ def test_receptive_field_on_an_encoder_is_ignored_with_a_note():
 def test_unknown_normalisation_is_refused():
     with pytest.raises(NormvizError, match="rollout_normalization"):
         roll({"attention": np.ones((1, 1, 2, 2)) / 2}, "rollout_attention", {"rollout_normalization": "bogus"})
+
+
+def test_the_residual_inside_baseline_keeps_each_rows_self_share():
+    """B̂_l: the map's own diagonal, the rest spread evenly over the earlier tokens; uniform maps give U."""
+    m = np.array([[[1., 0, 0], [.4, .6, 0], [.2, .5, .3]]])
+    np.testing.assert_allclose(ro.matched_baseline(m)[0], [[1, 0, 0], [.4, .6, 0], [.35, .35, .3]], atol=1e-15)
+    u = ro.uniform_causal(5)
+    np.testing.assert_allclose(ro.matched_baseline(u[None])[0], u, atol=1e-15)
+
+
+def test_receptive_field_of_a_deep_residual_heavy_decoder_does_not_pile_on_the_diagonal():
+    """30 layers whose maps keep 0.9 of each token and spread the rest evenly over its prefix (the shape of a
+    residual-heavy decoder): the corrected rows are uniform, 1/(i+1); a baseline of uniform attention alone (the
+    previous one) put almost all of the last row on the token itself."""
+    n, layers, d = 8, 30, 0.9
+    m = np.tril(np.ones((n, n)), -1) * ((1 - d) / np.maximum(np.arange(n), 1))[:, None] + d * np.eye(n)
+    m[0, 0] = 1.0
+    maps = np.broadcast_to(m, (layers, n, n)).copy()
+    for key, src in (("rollout_attn_res", "attn_res"), ("rollout_ff_res", "ff_res")):
+        rf, note = roll({src: maps}, key, {"rollout_normalization": "receptive_field"}, causal=True)
+        np.testing.assert_allclose(rf, np.broadcast_to(ro.uniform_causal(n), (layers, n, n)), atol=1e-12)
+        assert "self share" in note and "underflow" not in note
+    std = ro.rollout(maps)
+    old = ro.receptive_field_correct(std[-1], ro.rollout(np.broadcast_to(ro.uniform_causal(n), (layers, n, n)))[-1])
+    assert old[-1, -1] > 0.99
+
+
+def test_baseline_entries_that_underflow_are_said():
+    r = np.tril(np.full((1, 3, 3), 0.5))
+    base = r.copy()
+    base[0, 2, 0] = 1e-300
+    out, note = ro.receptive_field(r, base, "a test baseline")
+    assert out[0, 2, 0] == 0 and "1 baseline entries underflow" in note

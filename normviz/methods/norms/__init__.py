@@ -11,9 +11,9 @@ torch version of the pair sums). Which of the two runs is decided once, by :func
 """
 from __future__ import annotations
 
-import numpy as np
 import torch
 
+from ... import pool
 from ..base import Inputs, KeyInfo, Output, no_check, to_numpy
 from .. import papers
 from .runs import KEYS as _NAMES, backend, norm_family_run, runs
@@ -40,13 +40,14 @@ check = no_check
 
 def compute(inputs: Inputs, keys, options) -> Output:
     """The keys asked for, in runs of layers (one kernel call per run on CPU); written straight into the
-    result arrays. The `attention` result, when already computed, is the α the runs read."""
+    result arrays (from :mod:`normviz.pool`: reused across analyses of the same size, not faulted in again).
+    The `attention` result, when already computed, is the α the runs read."""
     layers = list(inputs.layers)
     keys = [k for k in _NAMES if k in keys]
     L, c0 = len(layers), layers[0]
     H, n = c0.alpha.shape[0], c0.n
     dtype = to_numpy(c0.alpha[:0]).dtype
-    out = {k: np.empty((L, H, n, n) if k == "norm" else (L, n, n), dtype=dtype) for k in keys}
+    out = {k: pool.empty((L, H, n, n) if k == "norm" else (L, n, n), dtype) for k in keys}
     attention = inputs.arrays.get("attention")
     alpha = torch.from_numpy(attention) if attention is not None and c0.device.type == "cpu" else None
     use = backend(layers)
@@ -61,4 +62,5 @@ def compute(inputs: Inputs, keys, options) -> Output:
             ctx.clear()
         if inputs.progress:
             inputs.progress(run.stop / L, f"{NAME}: layers {run.start + 1}–{run.stop}/{L}")
+    c0.workspace.release()
     return Output(out)

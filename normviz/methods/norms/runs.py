@@ -79,8 +79,12 @@ def grams_torch(ctxs) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.stack(plains), torch.stack(weighteds)
 
 
-def _stacked(tensors, dtype) -> torch.Tensor:
-    return torch.stack([t.to(dtype) for t in tensors])
+def _stacked(ws, name: str, tensors, dtype) -> torch.Tensor:
+    """The run's per-layer tensors stacked into workspace buffer ``name`` (no fresh array per run)."""
+    out = ws.buffer(name, (len(tensors),) + tuple(tensors[0].shape), dtype, tensors[0].device)
+    for dst, t in zip(out, tensors):
+        dst.copy_(t)
+    return out
 
 
 def kernel_run(ctxs, keys, dest, alpha: torch.Tensor | None) -> dict[str, torch.Tensor] | None:
@@ -91,9 +95,9 @@ def kernel_run(ctxs, keys, dest, alpha: torch.Tensor | None) -> dict[str, torch.
     L, H, n, d, dtype, ws = len(ctxs), c0.alpha.shape[0], c0.n, c0.rec.x.shape[-1], c0.dtype, c0.workspace
     Hp = -(-H // 4) * 4
     f = _head_vectors(ctxs)
-    x = _stacked([c.rec.x for c in ctxs], dtype)
-    z = _stacked([c.rec.z_attn for c in ctxs], dtype)
-    gamma2 = _stacked([c.ln_attn.weight for c in ctxs], dtype).square()
+    x = _stacked(ws, "norms_x", [c.rec.x for c in ctxs], dtype)
+    z = _stacked(ws, "norms_z", [c.rec.z_attn for c in ctxs], dtype)
+    gamma2 = _stacked(ws, "norms_gamma2", [c.ln_attn.weight for c in ctxs], dtype).square_()
     gram = ws.buffer("norms_gram", (L, 2, Hp, Hp, n), dtype, c0.device)
     gx = ws.buffer("norms_gram_x", (L, 2, H + 1, n), dtype, c0.device)
     fnorm = ws.buffer("norms_fnorm", (L, H, n), dtype, c0.device)
@@ -103,7 +107,7 @@ def kernel_run(ctxs, keys, dest, alpha: torch.Tensor | None) -> dict[str, torch.
                        fnorm.numpy(), inv_s.numpy()):
         return None
     if alpha is None:
-        alpha = torch.stack([c.alpha for c in ctxs])
+        alpha = _stacked(ws, "norms_alpha", [c.alpha for c in ctxs], dtype)
     out = {k: dest(k, (L, H, n, n) if k == "norm" else (L, n, n)) for k in keys}
     arrays = {k: t.numpy() for k, t in out.items()}
     direct = {k: kernels.c_contiguous_out(a) for k, a in arrays.items()}
