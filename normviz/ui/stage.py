@@ -55,18 +55,19 @@ def leave_stage(view_key: str = "_normviz_view", toggle: str = "w_present") -> N
 
 
 def context_text(model: str, text: str, limit: int = 60, sep: str = " · ") -> str:
-    """'minilm · “The cat sat on the…”' for a figure (plotly-escaped: shown literally)."""
-    from normviz.viz.alignment import plotly_text
-
+    """'minilm · “The cat sat on the…”' for a figure, as typed: the viz builders escape what they are given
+    (:func:`normviz.viz.labels.plotly_text`, once)."""
     words = " ".join(str(text).split())
     cut = words if len(words) <= limit else words[:limit - 1].rstrip() + "…"
-    return plotly_text(f"{model}{sep}“{cut}”")
+    return f"{model}{sep}“{cut}”"
 
 
 def context_line(fig, model: str, text: str, font_size: int) -> None:
     """Name the model and the text (cut) above a panel's title, inside its top margin: an exported PNG says
     what it shows. Shown literally (plotly would read ``<b>``, ``<a>`` … in it as markup)."""
-    line = context_text(model, text)
+    from normviz.viz.labels import plotly_text
+
+    line = plotly_text(context_text(model, text))  # an annotation added here: escaped here, once
     size = max(10, font_size - 2)
     fig.add_annotation(text=line, xref="paper", yref="paper", x=0.0, y=1.0, xanchor="left", yanchor="bottom",
                        yshift=font_size + 2 + 8 + 6, showarrow=False, font=dict(size=size, color="#7a8291"),

@@ -40,9 +40,14 @@ def test_escape_leaves_stage_mode(monkeypatch):
 
 
 def test_the_context_line_is_literal_and_cut():
-    text = stage.context_text("minilm", "<b>bold</b> & " + "word " * 40)
-    assert text.startswith("minilm · “&lt;b&gt;bold&lt;/b&gt; &amp; word") and text.endswith("…”")
-    assert "<b>" not in text and len(text) < 100
+    text = stage.context_text("minilm", "<b>bold</b> & " + "word " * 40)  # as typed: the builders escape it once
+    assert text.startswith("minilm · “<b>bold</b> & word") and text.endswith("…”") and len(text) < 100
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    stage.context_line(fig, "minilm", "<b>bold</b> & " + "word " * 40, 12)
+    line = fig.layout.annotations[0].text
+    assert line.startswith("minilm · “&lt;b&gt;bold&lt;/b&gt; &amp; word") and "<b>" not in line
 
 
 def test_compared_panels_share_one_colour_scale_per_map():
