@@ -9,9 +9,9 @@ from normviz.devtools.module_graph import build, cycles
 LAYERS = (
     ("normviz.errors", "normviz.commands"),
     ("normviz.backend", "normviz.activations", "normviz.tokens", "normviz.inputs", "normviz.analysis",
-     "normviz.fx", "normviz.pool"),
+     "normviz.fx", "normviz.pool", "normviz.memory"),
     ("normviz.models",),
-    ("normviz.record", "normviz.recording", "normviz.decompose", "normviz.encdec.params", "normviz.encdec.record",
+    ("normviz.record", "normviz.attention_capture", "normviz.recording", "normviz.decompose", "normviz.encdec.params", "normviz.encdec.record",
      "normviz.encdec.target"),
     ("normviz.methods", "normviz.encdec"),
     ("normviz.keyspace",),
