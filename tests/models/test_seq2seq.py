@@ -217,6 +217,8 @@ def test_key_space(tiny):
     keys = default_keys(lm)
     assert "encoder_ff_res_ln" not in keys and "encoder_value_zeroing" not in keys  # pre-LN; opt-in
     assert "encoder_value_zeroing" in all_keys(lm) and "cross_source_share" in keys
+    assert {"encoder_norm", "decoder_attn_res_ln", "cross_norm", "cross_source_share"} <= set(all_keys(lm))
+    assert "norm" not in all_keys(lm) and "decoder_ff" not in all_keys(lm)
     assert key_info("cross_norm").per_head and not key_info("decoder_attn_res").per_head
     assert key_info("encoder_norm").title.startswith("Encoder")
     assert "encoder_ff" not in default_keys(tiny("t5_gated"))

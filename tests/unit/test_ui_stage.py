@@ -66,3 +66,34 @@ def test_every_map_pill_has_its_own_label():
     labels = data.pill_labels(registry.all_keys())
     assert len(set(labels.values())) == len(labels)
     assert labels["alti"] == "ALTI" and labels["rollout_alti"] == "ALTI · rollout"
+
+
+def test_steps_round_trip_through_the_url_and_refuse_malformed_ones():
+    from normviz.ui.state import ViewState
+    from normviz.ui.steps import Step, clean_name, following
+
+    steps = (Step("Weights", 0, None, ("attention", "norm")), Step(clean_name("Deep; ~x+y"), 5, 3, ("norm",)))
+    view = ViewState(steps=steps)
+    assert view.to_query()["steps"] == "Weights~0~all~attention+norm;Deep x y~5~3~norm"
+    assert ViewState.from_query(view.to_query()) == view
+    for bad in ("x", "a~b~all~norm", "a~1~all~", "a~1~all~Norm<b>"):
+        got = ViewState.from_query({"steps": bad})
+        assert got.steps == () and len(got.problems) == 1, bad
+    assert [following(steps, None, 1), following(steps, 0, 1), following(steps, 1, 1), following(steps, 1, -1)] \
+        == [0, 1, 1, 0]
+    assert following((), None, 1) is None
+
+
+def test_next_step_sets_the_pages_own_widgets(monkeypatch):
+    from normviz.ui.state import ViewState
+    from normviz.ui.steps import Step
+
+    view = ViewState(steps=(Step("a", 1, None, ("attention",)), Step("b", 4, 2, ("norm", "rollout_alti"))))
+    state = {"_normviz_view": view}
+    monkeypatch.setattr(stage.st, "session_state", state)
+    groups = data.grouped(registry.all_keys())
+    stage.walk_steps(1, groups)
+    assert (state["w_layer"], state["w_head"], state["w_maps"]) == (1, -1, ["attention"])
+    stage.walk_steps(1, groups)
+    assert (state["w_layer"], state["w_head"], state["w_maps"], state["w_maps_across"]) == (4, 2, ["norm"], ["rollout_alti"])
+    assert view.maps == ("norm", "rollout_alti") and state["_normviz_step"] == 1
