@@ -37,6 +37,7 @@ KEYS = (
 REQUIRES: dict = {}
 NEEDS_MODEL = False
 OPT_IN = ()
+HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers)
 COMPUTED_TOGETHER = True  # the stages share the per-pair vectors: asking for one key computes them all
 REFERENCES = (papers.KOBAYASHI_2024,)
 PER_LAYER = True  # compute() serves any subset of layers: Session.map computes one
