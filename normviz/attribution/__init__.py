@@ -6,6 +6,7 @@
                                                   and propagated parts (sources [n], bias), each summing to total
     logit_lens(session, position)                 [L+1, V] log-probabilities (nostalgebraist 2020)
     layer_parts(ctx, rows)                        one layer's residual writes as d-vectors (for routes, pages)
+    routes(session, position, threshold)          information-flow routes (Ferrando & Voita 2024) to a prediction
 
 Modules: :mod:`.readout` (final norm + LM head), :mod:`.predict`, :mod:`.lens`, :mod:`.direct`,
 :mod:`.propagate` (DecompX's propagation with the biases as one part and integrated gradients), :mod:`.result`.
@@ -20,6 +21,7 @@ import torch
 from ..errors import NormvizError
 from . import propagate
 from .direct import LayerParts, direct_logits, layer_parts
+from .flow import Routes, routes
 from .lens import logit_lens, residual_states
 from .predict import Candidate, logits_at, position_index, predict, token_id, token_text
 from .readout import NoHeadError, Readout, readout_of, stack_view
@@ -131,4 +133,5 @@ def sources_refusal(session) -> str | None:
 
 __all__ = ["Candidate", "Explanation", "LayerParts", "NoHeadError", "Readout", "Target", "actual_next", "explain",
            "stack_view",
-           "layer_parts", "logit_lens", "predict", "readout_of", "residual_states", "sources_refusal", "token_id"]
+           "layer_parts", "logit_lens", "predict", "readout_of", "residual_states", "Routes", "routes", "sources_refusal",
+           "token_id"]
