@@ -109,3 +109,15 @@ def test_a_model_without_head_points_to_smollm2():
     no_exception(at)
     assert any("no language-model head" in t and "smollm2" in t for t in texts(at.info))
     assert "candidates" in by_kind(at)
+
+
+def test_learn_tab_explains_the_three_answers_live():
+    at = app("app_pages/2_Learn.py", {"model": "smollm2", "lesson": "why"})
+    at.run()
+    no_exception(at)
+    text = at.text_input(key="w_learn_text").value
+    e = normviz.Session(smollm2(), text).explain()
+    caps = texts(at.caption)
+    assert any(c.startswith(f"Direct parts: Σ = {e.total:.4f}") for c in caps), caps
+    assert any(c.startswith(f"Sources: Σ = {e.total:.4f}") for c in caps), caps
+    assert any("prox" in l.value for l in at.latex)
