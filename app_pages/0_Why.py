@@ -53,7 +53,7 @@ def page() -> None:
     if session is None:
         st.stop()
     tok, n = lm.tokenizer, session.n_tokens
-    tokens = list(session.tokens)
+    tokens = list(session.labels)  # readable: " capital", not "Ġcapital"
     vocab = W.readout_of(lm).vocab_size
 
     # ---- position, target, foil

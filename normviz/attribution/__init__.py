@@ -113,13 +113,23 @@ def explain(session, token=None, foil=None, position: int = -1) -> Explanation:
     def sources():
         propagate.check(request, options, itemsize)
         with _lock(session):
-            X = propagate.output_parts(session.layers())
+            X = _output_parts(session)
             out = propagate.source_logits(X[t.i], readout, t.x_last, t.u, t.b)
-            for v in session.layers():
-                v.clear()
         return out[0].cpu().numpy(), out[1]
 
     return explanation(lm, t, session.tokens, direct, refusal, sources)
+
+
+def _output_parts(session):
+    """X^L [n, n+1, d] of the session, propagated once and kept on it (every target, foil and position of the
+    same text reads the same parts: a new candidate costs only its projection)."""
+    X = getattr(session, "_source_parts", None)
+    if X is None:
+        X = propagate.output_parts(session.layers())
+        for v in session.layers():
+            v.clear()
+        session._source_parts = X
+    return X
 
 
 def sources_refusal(session) -> str | None:

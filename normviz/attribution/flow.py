@@ -169,7 +169,7 @@ def routes(session, position: int = -1, threshold: float = 0.04, *, measure: str
     with lock:
         views = session.layers()
         try:
-            return _extract(views, i, tau, measure, combine_heads, list(session.tokens),
+            return _extract(views, i, tau, measure, combine_heads, list(session.labels),
                             int(session.options.get("chunk_bytes", CHUNK_BYTES)))
         finally:
             for v in views:

@@ -293,7 +293,7 @@ def why_example(session, tau: float = 0.04) -> dict:
         direct.append({"part": f"layer {l}: b^O", "logit part": float(e.attn_bias[l])})
         direct.append({"part": f"layer {l}: FF", "logit part": float(e.ff[l])})
     direct.append({"part": "final norm β + head bias", "logit part": e.final_bias})
-    tokens = list(session.tokens)
+    tokens = list(session.labels)
     sources = [{"token": f"{t!r} [{k}]", "logit part": float(v)} for k, t in enumerate(tokens) for v in [e.sources[k]]]
     sources.append({"token": "all biases", "logit part": e.bias})
     r = _routes(session, threshold=tau)
