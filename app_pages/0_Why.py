@@ -107,9 +107,10 @@ def page() -> None:
     what = f"logit({tname!r})" + (f" − logit({fname!r})" if fname is not None else "")
     refused = W.refusals(session, ui.settings().cost_budget_s)
     figures, captions, cfg = [], [], {}
-    ctx = ui.context_text(lm.name, view.text, 50, sep=": ")
 
     def show(fig, key, caption=""):
+        if key != "sinks":
+            ui.context_line(fig, lm.name, view.text, fs)  # an exported PNG says what it shows
         ui.chart(fig, key=key, filename=f"normviz_why_{key}")
         figures.append(fig)
         captions.append(caption)
@@ -120,7 +121,7 @@ def page() -> None:
         chosen = ids.index(int(target)) if int(target) in ids else None
         show(vw.candidates([c.token for c in cands], [c.prob for c in cands], chosen=chosen,
                            foil=ids.index(foil) if foil in ids else None, font_size=fs,
-                           title=f"After {vw.txt(tokens[pos])} [{pos}]: the top {len(cands)}<br>{ctx}"),
+                           title=f"After {vw.txt(tokens[pos])} [{pos}]: the top {len(cands)}"),
              "candidates", "The model's top next tokens and their probabilities.")
         if not wide:
             st.caption(f"The model's own top {len(cands)} next tokens after position {pos}. Pick the token to "
@@ -137,7 +138,7 @@ def page() -> None:
         if sources is not None:
             s, b = sources
             show(vw.signed_bars(s, tokens, extra={"bias": b}, font_size=fs, what=f"part of {what}",
-                                title=f"Which input tokens carry {vw.txt(what)}<br>{ctx}"),
+                                title=f"Which input tokens carry {vw.txt(what)}"),
                  "sources", "Every input token's part, carried exactly through every layer (+ all biases).")
             st.caption(ui.plain(f"Σ tokens + bias = {s.sum() + b:.4f}; the model's {what} = {e.total:.4f}: "
                                 "they are equal (the split is complete). Blue raises it, red lowers it.", None))
@@ -149,11 +150,12 @@ def page() -> None:
     else:
         grid, extra = W.grid_columns(e)
         with cols[0]:
-            show(vw.head_grid(grid, extra, font_size=fs, title=f"Which heads write {vw.txt(what)} directly<br>{ctx}"),
+            show(vw.head_grid(grid, extra, font_size=fs, title=f"Which heads write {vw.txt(what)} directly"),
                  "why_heads", "Direct part of each head (through all its source tokens), FF, b^O, embedding.")
             total = grid.sum() + sum(np.nansum(v) for v in extra.values())
-            st.caption(ui.plain(f"Σ cells = {total:.4f} = the model's {what} ({e.total:.4f}). Click a head's "
-                                "cell to open it on Explore.", None))
+            st.caption(ui.plain(f"Σ cells = {total:.4f} = the model's {what} ({e.total:.4f}). Colours fit the "
+                                "heads (FF and embedding cells may saturate; hover reads every value). Click a "
+                                "head's cell to open it on Explore.", None))
         clicked = ui.grid_clicks({"why_heads": lm.n_heads}, 1)
         if clicked is not None and clicked["head"] is not None:
             head = clicked["head"] if clicked["head"] < lm.n_heads else None
@@ -183,7 +185,7 @@ def page() -> None:
     l1, l2 = st.columns([3, 2], gap="medium")
     with l1:
         show(vw.lens_lines(curves, model_probs=model_p, font_size=fs,
-                           title=f"Logit lens: the probability after every layer<br>{ctx}"),
+                           title=f"Logit lens: the probability after every layer"),
              "lens", "Each layer's residual state read through the final norm and LM head.")
     with l2:
         if not wide:
@@ -205,7 +207,7 @@ def page() -> None:
         else:
             routes = cached_routes(session, pos, wv.tau)
             show(vw.routes_graph(routes.to_dict(), font_size=fs,
-                                 title=f"Information-flow routes to the prediction (τ = {wv.tau:g})<br>{ctx}"),
+                                 title=f"Information-flow routes to the prediction (τ = {wv.tau:g})"),
                  "routes", "Ferrando & Voita 2024: edges whose importance exceeds τ, traced back from the "
                            "prediction.")
             if not wide:

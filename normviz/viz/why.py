@@ -28,7 +28,7 @@ def txt(s) -> str:
 
 def _layout(fig: go.Figure, title: str, font_size: int, height: int, **kw) -> go.Figure:
     fig.update_layout(title=title_dict(title, font_size), font=dict(size=font_size), height=int(height),
-                      margin=dict(l=10, r=10, t=50 + 2 * font_size, b=10), **kw)
+                      margin=dict(l=10, r=10, t=60 + 3 * font_size, b=10), **kw)
     return fig
 
 
@@ -71,7 +71,7 @@ def signed_bars(values, labels: list[str], *, extra: dict | None = None, title: 
 def head_grid(heads, extra: dict[str, np.ndarray], *, title: str = "", font_size: int = 12) -> go.Figure:
     """The layer × head grid of direct parts [L, H] (x = head, y = layer, numeric so a click reads them), with
     ``extra`` columns [L] after the heads (FF, b^O …; a value None/NaN leaves a cell empty). Diverging colours
-    centred on 0."""
+    centred on 0, scaled to the heads' largest |value|."""
     h = np.asarray(heads, dtype=np.float64)
     L, H = h.shape
     cols = [np.asarray(c, dtype=np.float64).reshape(L) for c in extra.values()]
@@ -81,7 +81,9 @@ def head_grid(heads, extra: dict[str, np.ndarray], *, title: str = "", font_size
     xs = list(range(H)) + ([H] + [H + 1 + k for k in range(len(cols))] if cols else [])
     names = [f"head {k}" for k in range(H)] + ([""] + list(extra) if cols else [])
     hover = np.array([[f"layer {l}, {names[c]}" for c in range(len(xs))] for l in range(L)], dtype=object)
-    top = float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else 1.0
+    # the colour scale fits the heads (FF and the embedding are often far larger: their cells may saturate;
+    # hover reads every value)
+    top = float(np.abs(h).max()) if h.size and np.abs(h).max() > 0 else 1.0
     fig = go.Figure(go.Heatmap(z=z, x=xs, y=list(range(L)), colorscale=DIVERGING, zmid=0, zmin=-top, zmax=top,
                                customdata=hover, hovertemplate="%{customdata}: %{z:.4g}<extra></extra>",
                                colorbar=dict(title=dict(text="logit"), thickness=14), xgap=1, ygap=1))

@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(1500)]
 TEXT = "The capital of France is"
 NEW = "Yesterday the old fisherman walked slowly down to the harbour at"  # 12 smollm2 tokens
 CHARTS = 6  # candidates, sources, heads, head row, lens, routes (+ sinks)
-_CTX_TITLES = "return Array.from(document.querySelectorAll('.gtitle')).filter(t => t.textContent.includes({})).length;"
+_CTX_TITLES = "return Array.from(document.querySelectorAll('.gtitle, .annotation-text')).filter(t => t.textContent.includes({})).length;"
 
 
 def _titles_with(word: str, at_least: int) -> str:
