@@ -115,6 +115,9 @@ def page() -> None:
             view.model_b = ui.second_model_picker(view.model_b)
         st.radio("Chart downloads (camera icon)", ["png", "svg"], key="w_img", horizontal=True,
                  format_func=str.upper, help="SVG for papers and slides; PNG at twice the screen resolution.")
+        st.header("Steps (a talk as one link)")
+        groups = data.grouped(available)
+        ui.step_controls(view, groups)
 
     # --- the control row: where in the model, and how to draw ---------------------------------------------------
     L, H = lm.n_layers, lm.n_heads
@@ -149,7 +152,8 @@ def page() -> None:
                                    help="Hides cells (and lines) smaller than this share of the panel's largest value.")
     ui.save_view(view)
     if view.present:
-        ui.keyboard(LAYER, list(range(L)), HEAD, head_opts, leave=ui.leave_stage)
+        ui.keyboard(LAYER, list(range(L)), HEAD, head_opts, leave=ui.leave_stage,
+                    on_step=lambda delta: ui.walk_steps(delta, groups))
 
     if not view.text.strip():
         st.error("The text is empty. Type a sentence (or two) to analyse, or pick an example.")

@@ -86,7 +86,7 @@ def page() -> None:
             s = stacks[k][:, :, :m, :m]
             heads = None if s.shape[1] > 1 else ["layer"]
             hint = (1100 if not view.present or len(shown) == 1 else 640) if s.shape[1] > 1 else 300
-            fig = viz.grid(s, labels[:m], title=f"{ui.title(k)}<br>{ui.context_text(lm.name, view.text, 50, sep=': ')}",
+            fig = viz.grid(s, labels[:m], title=f"{ui.title(k)}\n{ui.context_text(lm.name, view.text, 50, sep=': ')}",
                            font_size=fs, head_names=heads, width_hint=hint, colorbar_title=data.unit(k, "raw"))
             ui.chart(fig, key=f"grid_{k}", filename=f"normviz_overview_{k}")
             heads_shown[f"grid_{k}"] = s.shape[1]
@@ -97,7 +97,8 @@ def page() -> None:
         view = replace(view, layer=clicked["layer"], head=clicked["head"] if clicked["head"] is not None else view.head)
         ui.save_view(view)
         st.switch_page("app_pages/0_Explore.py", query_params=view.to_query())
-    zoom_head(view, lm, a, shown, labels, fs, grid_cols[-1] if len(shown) == 1 else st.container())
+    with grid_cols[-1] if len(shown) == 1 else st.container():
+        zoom_head(view, lm, a, shown, labels, fs)
 
     st.download_button("Download the grids' numbers (NPZ)",
                        data.stacks_npz({k: stacks[k][:, :, :m, :m] for k in shown}, list(a.tokens[:m])),
@@ -152,32 +153,33 @@ def explore_url(view, layer: int, head: int) -> str:
     return "./?" + urlencode(replace(view, layer=layer, head=head).to_query())
 
 
-def zoom_head(view, lm, a, shown, labels, fs, where) -> None:
-    """One head of the grid, large and with its token labels, and a link that opens it on Explore."""
-    with where:
-        st.markdown("**Zoom into a head**")
-        L, H = lm.n_layers, lm.n_heads
-        ui.seed_index("w_ov_layer", view.layer % L if -L <= view.layer < 0 else view.layer, L, "layer")
-        ui.seed("w_ov_head", view.head if view.head is not None and 0 <= view.head < H else 0)
-        if st.session_state["w_ov_head"] not in range(H):
-            st.session_state["w_ov_head"] = 0
-        c1, c2 = st.columns(2)
-        with c1:
-            view.layer = st.number_input("Layer", 0, L - 1, key="w_ov_layer")
-        with c2:
-            head = st.number_input("Head", 0, H - 1, key="w_ov_head")
-        per_head = [k for k in shown if a[k].ndim == 4]
-        view.head = int(head) if per_head else view.head
-        ui.save_view(view)
-        k = shown[0]
-        m = a.map(k, int(view.layer), int(head) if a[k].ndim == 4 else None)
-        title = data.panel_title(k, int(view.layer), int(head) if a[k].ndim == 4 else None)
-        main = ui.main_width()  # the zoom's column: 2/5 of the page beside one grid, else the page
-        width = None if main is None else (int(main * 2 / 5) - 16 if len(shown) == 1 else min(main, 760))
-        fig = viz.heatmap(m, labels, title=title, font_size=fs, colorbar_title=data.unit(k, "raw"), width=width,
-                          causal=lm.is_causal, boundary=data.pair_boundary(a), present=view.present)
-        ui.chart(fig, key="zoom_head", filename=f"normviz_L{view.layer}_H{head}_{k}")
-        ui.link_to_page("app_pages/0_Explore.py", f"Open layer {view.layer}, head {head} in Explore", {})
+@st.fragment
+def zoom_head(view, lm, a, shown, labels, fs) -> None:
+    """One head of the grid, large and with its token labels, and a link that opens it on Explore. A fragment:
+    a zoom click reruns (and resends) this panel only, not the grids beside it (18.6 MB a click on smollm2)."""
+    st.markdown("**Zoom into a head**")
+    L, H = lm.n_layers, lm.n_heads
+    ui.seed_index("w_ov_layer", view.layer % L if -L <= view.layer < 0 else view.layer, L, "layer")
+    ui.seed("w_ov_head", view.head if view.head is not None and 0 <= view.head < H else 0)
+    if st.session_state["w_ov_head"] not in range(H):
+        st.session_state["w_ov_head"] = 0
+    c1, c2 = st.columns(2)
+    with c1:
+        view.layer = st.number_input("Layer", 0, L - 1, key="w_ov_layer")
+    with c2:
+        head = st.number_input("Head", 0, H - 1, key="w_ov_head")
+    per_head = [k for k in shown if a[k].ndim == 4]
+    view.head = int(head) if per_head else view.head
+    ui.save_view(view)
+    k = shown[0]
+    m = a.map(k, int(view.layer), int(head) if a[k].ndim == 4 else None)
+    title = data.panel_title(k, int(view.layer), int(head) if a[k].ndim == 4 else None)
+    main = ui.main_width()  # the zoom's column: 2/5 of the page beside one grid, else the page
+    width = None if main is None else (int(main * 2 / 5) - 16 if len(shown) == 1 else min(main, 760))
+    fig = viz.heatmap(m, labels, title=title, font_size=fs, colorbar_title=data.unit(k, "raw"), width=width,
+                      causal=lm.is_causal, boundary=data.pair_boundary(a), present=view.present)
+    ui.chart(fig, key="zoom_head", filename=f"normviz_L{view.layer}_H{head}_{k}")
+    ui.link_to_page("app_pages/0_Explore.py", f"Open layer {view.layer}, head {head} in Explore", {})
 
 
 ui.run_page(page)

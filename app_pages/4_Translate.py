@@ -16,7 +16,7 @@ from normviz.ui import st_parts as ui
 from normviz.ui.settings import settings
 from normviz.ui.translate import (CROSS_KEYS, MAX_GOLD_CHARS, METHODS, SETTINGS, TranslateView, maps_npz,
                                   not_encoder_decoder, toy_examples)
-from normviz.viz.alignment import alignment_figure, plotly_text
+from normviz.viz.alignment import alignment_figure
 
 DATA = Path(__file__).resolve().parents[1] / "assets" / "toy_mt" / "data"
 VIEW = "_normviz_translate_view"
@@ -128,8 +128,8 @@ def page() -> None:
         ui.keyboard("tr_layer", list(range(L)), "tr_head", head_opts, leave=lambda: ui.leave_stage(VIEW, "tr_present"))
 
     # --- weights vs norms, side by side ----------------------------------------------------------------
-    rows = [plotly_text(t) for t in data.unique_labels(list(a.tgt_tokens))]
-    cols = [plotly_text(t) for t in data.unique_labels(list(a.src_tokens))]
+    rows = data.unique_labels(list(a.tgt_tokens))  # viz.heatmap escapes them (viz.labels.plotly_text)
+    cols = data.unique_labels(list(a.src_tokens))
     where = f"layer {view.layer}, " + ("all heads" if view.head is None else f"head {view.head}")
     titles = {"weight": "Cross-attention weights α" + (" (mean over heads)" if view.head is None else ""),
               "norm": "Norms ‖α f(e)‖" + (" (heads summed as vectors)" if view.head is None else "")}

@@ -60,6 +60,7 @@ KEYS = (KeyInfo("decompx", "DecompX (propagated decomposition)", False,
 REQUIRES: dict = {}
 NEEDS_MODEL = False
 OPT_IN = ("decompx",)
+HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers)
 REFERENCES = (papers.MODARRESSI_2023,)
 
 

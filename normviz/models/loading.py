@@ -310,7 +310,8 @@ def _max_length(config, tokenizer, spec: ArchSpec) -> int:
 def load(name: str, device=None, dtype=None, device_map=None, progress=None) -> LoadedModel:
     """Load ``name`` (``"minilm"``, ``"smollm2"``, a Hub id or a local dir) ready for analysis.
 
-    ``device``: cpu, cuda or mps (default: the best available); ``dtype``: float32 (default) or float64;
+    ``device``: cpu, cuda or mps (default: the best available); ``dtype``: float32 (default), float64, or
+    bfloat16 / float16 (weights and the recording pass in that dtype; maps in float32 from upcast records);
     ``device_map`` (``"auto"``, ``"balanced"``, a dict; needs accelerate): spread the layers of a model too
     large for one GPU over the devices; each layer's records are decomposed on that layer's device."""
     from transformers import AutoTokenizer
@@ -325,7 +326,8 @@ def load(name: str, device=None, dtype=None, device_map=None, progress=None) -> 
     if progress:
         progress(f"Loading {name}…" if device_map is None else f"Loading {name} with device_map={device_map!r}…")
     offline = {"local_files_only": True} if revision == "hub" and _in_local_cache(source) else {}
-    placement = {"dtype": torch.float32} if device_map is None else {"dtype": dt, "device_map": device_map}
+    half = dt in (torch.bfloat16, torch.float16)  # loaded straight in that dtype (no float32 copy of the weights)
+    placement = {"dtype": dt if half else torch.float32} if device_map is None else {"dtype": dt, "device_map": device_map}
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False, **offline)
         auto = _auto_class(config, spec)  # with its LM head where the checkpoint has one

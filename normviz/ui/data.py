@@ -66,6 +66,17 @@ def shown_matrix(matrix: np.ndarray, special: np.ndarray, hide_special: bool, va
     return out, keep
 
 
+def shown_of(analysis, key: str, layer: int, head: int | None, hide_special: bool, values: str):
+    """:func:`shown_matrix` of ``analysis.map(key, layer, head)``, computed once per map array and view
+    (:mod:`normviz.ui.memo`; read-only)."""
+    from .memo import memoised
+
+    special = np.asarray(analysis.special, bool)
+    memo_key = ("shown", layer, head, hide_special, values, special.tobytes(), key + "_layer" in analysis.arrays)
+    return memoised(analysis.arrays[key], memo_key,
+                    lambda: shown_matrix(analysis.map(key, layer, head), special, hide_special, values))
+
+
 def build_panels(analysis, keys: list[str], layer: int, head: int | None, hide_special: bool,
                  values: str) -> list[Panel]:
     labels = unique_labels(list(analysis.labels))
@@ -73,7 +84,7 @@ def build_panels(analysis, keys: list[str], layer: int, head: int | None, hide_s
     for key in keys:
         if key not in analysis:
             continue
-        m, keep = shown_matrix(analysis.map(key, layer, head), analysis.special, hide_special, values)
+        m, keep = shown_of(analysis, key, layer, head, hide_special, values)
         shown = [labels[i] for i in keep]
         panels.append(Panel(key, panel_title(key, layer, head), m, shown, shown, keep))
     return panels

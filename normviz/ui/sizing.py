@@ -8,7 +8,7 @@ from . import components
 
 MAIN_COLUMN = '[data-testid="stMainBlockContainer"]'  # Streamlit's main column (also styled by normviz.ui.style)
 GAP = 24  # px between columns with gap="medium"
-STAGE_ABOVE = 150  # stage mode: px above the panels (the compact control bar) plus the panel's own title lines
+STAGE_ABOVE = 240  # stage mode: px above the panels (the compact control bar, notes) plus the panel's title lines
 HEATMAP_EXTRA = -10  # a heatmap's height minus its width (its top margin less the colour bar's room), about
 
 

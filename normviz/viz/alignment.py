@@ -8,18 +8,12 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from .labels import abbreviate, word_step
+from .labels import abbreviate, plotly_text, word_step  # plotly_text: the one escaping function
 
 COLORS = {"predicted": "#1f77b4", "sure": "#2ca02c", "possible": "#98df8a", "wrong": "#d62728",
           "missed": "#7f7f7f"}
 NAMES = {"predicted": "predicted", "sure": "predicted, sure gold", "possible": "predicted, possible gold",
          "wrong": "predicted, not in gold", "missed": "sure gold, not predicted"}
-
-
-def plotly_text(text: str) -> str:
-    """Text that plotly shows literally: it reads ``<b>``, ``<a href>`` … in labels as markup and decodes
-    entities, so ``&``, ``<`` and ``>`` are written as entities."""
-    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _x(n: int, width: int) -> list[float]:

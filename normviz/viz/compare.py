@@ -5,7 +5,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .heatmap import FOCUS_LINE, heatmap, title_dict
-from .labels import abbreviate, fit_labels, occurrence_note, with_positions
+from .labels import abbreviate, fit_labels, occurrence_note, plotly_text, with_positions
 
 NORMALISE = {"rows": "rows normalised to sum 1", "raw": "raw values"}
 
@@ -37,7 +37,7 @@ def difference(a: np.ndarray, b: np.ndarray, labels: list[str], *, name_a: str =
     unit = "share of row" if normalise == "rows" else "raw units"
     return heatmap(d, labels, title=title or f"{name_a} − {name_b} ({NORMALISE[normalise]})", zmin=-lim, zmax=lim,
                    positions=positions, causal=causal, boundary=boundary, font_size=font_size, present=present,
-                   width=width, colorbar_title=f"{name_a} − {name_b}<br>({unit})")
+                   width=width, colorbar_title=plotly_text(f"{name_a} − {name_b}") + "<br>" + plotly_text(f"({unit})"))
 
 
 def fx_strip(values: np.ndarray, labels: list[str], *, positions: list[int] | None = None,
@@ -53,13 +53,13 @@ def fx_strip(values: np.ndarray, labels: list[str], *, positions: list[int] | No
     fit = fit_labels(n, None if width is None else max(120, width - 140), font_size=font_size, present=present)
     base_font = max(font_size, 18) if present else font_size
     names = with_positions(positions, labels)
-    notes = [f"<br>{lab} = {note}" if (note := occurrence_note(lab)) else "" for lab in labels]
+    notes = ["<br>" + plotly_text(f"{lab} = {note}") if (note := occurrence_note(lab)) else "" for lab in labels]
     colours = [FOCUS_LINE if p == focus else "#6a51a3" for p in positions]
     fig = go.Figure(go.Bar(x=list(range(n)), y=v, marker_color=colours, showlegend=False,
                            customdata=np.stack([names, notes], axis=1) if n else None,
                            hovertemplate="%{customdata[0]}: ‖f(x)‖ = %{y:.4g}%{customdata[1]}<extra></extra>"))
     fig.update_xaxes(tickmode="array", tickvals=list(range(n))[::fit.step],
-                     ticktext=[abbreviate(s, fit.max_chars) for s in labels][::fit.step],
+                     ticktext=[plotly_text(abbreviate(s, fit.max_chars)) for s in labels][::fit.step],
                      tickangle=-90 if n > 12 else -45, tickfont=dict(size=fit.tick_font), range=[-0.5, n - 0.5],
                      showgrid=False)
     fig.update_yaxes(title=dict(text="‖f(x_j)‖", font=dict(size=base_font)), rangemode="tozero")

@@ -77,6 +77,20 @@ def abbreviate(label: str, max_chars: int) -> str:
     return base[: max(1, max_chars - 1)] + "…" + suffix
 
 
+def plotly_text(text) -> str:
+    """``text`` as plotly shows it literally. Plotly reads ``<b>``, ``<br>``, ``<a href>`` … in tick labels,
+    titles, hovers and annotations as markup and decodes entities, so ``&``, ``<``, ``>`` become ``&amp;``,
+    ``&lt;``, ``&gt;``. The one escaping function for every label and title a figure shows: the viz builders
+    apply it to what they are given (tokens, titles, names), so the app, the HTML export and notebook figures
+    all show ``<b>x</b>`` as typed. A newline is the one line break a caller can ask for (``<br>``). Cut
+    (:func:`abbreviate`) before escaping, never after."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\n", "<br>")
+
+
+def plotly_texts(texts) -> list[str]:
+    return [plotly_text(t) for t in texts]
+
+
 def ordinal(k: int) -> str:
     if 10 <= k % 100 <= 20:
         return f"{k}th"
@@ -92,8 +106,8 @@ def occurrence_note(label: str) -> str:
 
 
 def with_positions(positions, labels) -> list[str]:
-    """Hover names: 'label [position]'."""
-    return [f"{lab} [{pos}]" for pos, lab in zip(positions, labels)]
+    """Hover names: 'label [position]', escaped for plotly (:func:`plotly_text`)."""
+    return [plotly_text(f"{lab} [{pos}]") for pos, lab in zip(positions, labels)]
 
 
 def unique_labels(labels: list[str]) -> list[str]:

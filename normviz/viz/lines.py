@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 
 from .heatmap import FOCUS_LINE as FOCUS
 from .heatmap import divider_index, title_dict
-from .labels import abbreviate, fit_labels, sizing, with_positions
+from .labels import abbreviate, fit_labels, plotly_text, sizing, with_positions
 
 POSITIVE = "#1f63b4"
 NEGATIVE = "#c0392b"
@@ -102,7 +102,8 @@ def lines(matrix: np.ndarray, labels: list[str], *, positions: list[int] | None 
     step = fit.step if fit is not None else 1
     if fit is not None and fit.step > 1:
         tick = fit.tick_font
-    short = [abbreviate(x, size.max_chars) if t % step == 0 or t == fidx else "" for t, x in enumerate(labels)]
+    short = [plotly_text(abbreviate(x, size.max_chars)) if t % step == 0 or t == fidx else ""
+             for t, x in enumerate(labels)]
     bold = [f"<b>{x}</b>" if t == fidx else x for t, x in enumerate(short)]
     common = dict(mode="markers+text", showlegend=False, y=list(range(n)), text=bold,
                   textfont=dict(size=tick), marker=dict(size=max(6, tick // 2), color="#888"))

@@ -169,10 +169,15 @@ def test_every_costly_family_refuses_past_its_budget_before_anything_runs(lm, ke
 
 
 def test_every_family_with_a_budget_is_a_heavy_one():
-    from normviz.workers import HEAVY_FAMILIES
+    from normviz.workers import heavy_families, is_heavy
 
-    for key, _ in BUDGETS:
-        assert normviz.methods.family_of(key).NAME in HEAVY_FAMILIES
+    for key, option in BUDGETS + [("decompx", "decompx_budget_s")]:
+        family = normviz.methods.family_of(key)
+        assert is_heavy(family) and family.NAME in heavy_families()
+        if option != "flow_max_work":  # the worker's deadline reads the same budget as the cost check
+            assert family.BUDGET.seconds({option: 7.0}) == 7.0
+    assert all(is_heavy(normviz.methods.families()[name]) for name in heavy_families())
+    assert not is_heavy(normviz.methods.family_of("norm"))
 
 
 def test_the_page_says_how_long_a_request_waited():

@@ -1,4 +1,5 @@
-// Stage mode's keyboard (normviz.ui.stage.keyboard): ←/→ layer, ↑/↓ head, Esc leaves stage mode. Each press
+// Stage mode's keyboard (normviz.ui.stage.keyboard): ←/→ layer, ↑/↓ head, Esc leaves stage mode, PageDown/PageUp
+// (or n/p) the next/previous step of a talk. Each press
 // is sent to the server as a trigger value; the server moves the page's own controls and reruns. Keys typed
 // into a field (text, select, slider) stay the field's.
 export default function(component) {
@@ -6,7 +7,8 @@ export default function(component) {
   S.send = component.setTriggerValue;
   if (!S.installed) {
     S.installed = true;
-    const KEYS = {ArrowLeft: 'layer-', ArrowRight: 'layer+', ArrowUp: 'head-', ArrowDown: 'head+', Escape: 'leave'};
+    const KEYS = {ArrowLeft: 'layer-', ArrowRight: 'layer+', ArrowUp: 'head-', ArrowDown: 'head+', Escape: 'leave',
+                  PageDown: 'next', PageUp: 'prev', n: 'next', p: 'prev'};  // a presenter's remote sends PageDown/Up
     document.addEventListener('keydown', (e) => {
       const what = KEYS[e.key];
       const t = e.target;
