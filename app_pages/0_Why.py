@@ -121,7 +121,7 @@ def page() -> None:
         chosen = ids.index(int(target)) if int(target) in ids else None
         show(vw.candidates([c.token for c in cands], [c.prob for c in cands], chosen=chosen,
                            foil=ids.index(foil) if foil in ids else None, font_size=fs,
-                           title=f"After {vw.txt(tokens[pos])} [{pos}]: the top {len(cands)}"),
+                           title=f"After {tokens[pos]!r} [{pos}]: the top {len(cands)}"),
              "candidates", "The model's top next tokens and their probabilities.")
         if not wide:
             st.caption(f"The model's own top {len(cands)} next tokens after position {pos}. Pick the token to "
@@ -138,7 +138,7 @@ def page() -> None:
         if sources is not None:
             s, b = sources
             show(vw.signed_bars(s, tokens, extra={"bias": b}, font_size=fs, what=f"part of {what}",
-                                title=f"Which input tokens carry {vw.txt(what)}"),
+                                title=f"Which input tokens carry {what}"),
                  "sources", "Every input token's part, carried exactly through every layer (+ all biases).")
             st.caption(ui.plain(f"Σ tokens + bias = {s.sum() + b:.4f}; the model's {what} = {e.total:.4f}: "
                                 "they are equal (the split is complete). Blue raises it, red lowers it.", None))
@@ -150,7 +150,7 @@ def page() -> None:
     else:
         grid, extra = W.grid_columns(e)
         with cols[0]:
-            show(vw.head_grid(grid, extra, font_size=fs, title=f"Which heads write {vw.txt(what)} directly"),
+            show(vw.head_grid(grid, extra, font_size=fs, title=f"Which heads write {what} directly"),
                  "why_heads", "Direct part of each head (through all its source tokens), FF, b^O, embedding.")
             total = grid.sum() + sum(np.nansum(v) for v in extra.values())
             st.caption(ui.plain(f"Σ cells = {total:.4f} = the model's {what} ({e.total:.4f}). Colours fit the "
@@ -185,7 +185,7 @@ def page() -> None:
     l1, l2 = st.columns([3, 2], gap="medium")
     with l1:
         show(vw.lens_lines(curves, model_probs=model_p, font_size=fs,
-                           title=f"Logit lens: the probability after every layer"),
+                           title="Logit lens: the probability after every layer"),
              "lens", "Each layer's residual state read through the final norm and LM head.")
     with l2:
         if not wide:

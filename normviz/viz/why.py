@@ -1,16 +1,15 @@
 """The Why page's figures (numpy in, plotly out; no model, no torch): candidates, input-token parts, the
 layer × head grid of direct parts, the logit lens, the information-flow routes, attention sinks.
 
-Token texts reach plotly through :func:`txt` (escaped by :func:`normviz.viz.alignment.plotly_text`: plotly renders tags such as <b> in titles,
-ticks and hovers)."""
+Titles and token texts are escaped here (:func:`normviz.viz.labels.plotly_text`; tokens through :func:`txt`):
+plotly renders tags such as <b> in titles, ticks and hovers."""
 from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
 
-from .alignment import plotly_text
 from .heatmap import DIVERGING, title_dict
-from .labels import abbreviate, fit_labels
+from .labels import abbreviate, fit_labels, plotly_text
 
 POS, NEG, FOIL = "#1f63b4", "#c0392b", "#e67e22"
 
@@ -27,7 +26,7 @@ def txt(s) -> str:
 
 
 def _layout(fig: go.Figure, title: str, font_size: int, height: int, **kw) -> go.Figure:
-    fig.update_layout(title=title_dict(title, font_size), font=dict(size=font_size), height=int(height),
+    fig.update_layout(title=title_dict(plotly_text(title), font_size), font=dict(size=font_size), height=int(height),
                       margin=dict(l=10, r=10, t=60 + 3 * font_size, b=10), **kw)
     return fig
 
