@@ -41,10 +41,8 @@ def page() -> None:
         if lm is None:
             st.stop()
     if getattr(lm, "is_encoder_decoder", False):
-        st.info(f"{ui.plain(lm.name, 80)} is an encoder–decoder: its target words are explained from the source "
-                "with normviz.Session(lm, source, target=…).explain(position=…) (sources over source + target "
-                "tokens); this page draws decoders only so far. Use the Translate page for its maps.")
-        st.stop()
+        seq2seq(lm, view, wv, fs)
+        return
     ui.show_device(lm)
     if not view.text.strip():
         st.error("The text is empty. Type a sentence; the page explains the model's next token.")
@@ -245,6 +243,61 @@ def page() -> None:
     if not wide:
         st.caption("Direct logit attribution, the exact propagation and the routes are explained on the Learn "
                    "page.")
+
+
+def seq2seq(lm, view, wv, fs) -> None:
+    """An encoder–decoder (toy-mt): the text is the source, the target is generated; a target word is explained
+    from the source and the target words before it (sources over both), with its candidates and logit lens."""
+    if not view.text.strip():
+        st.error("The text is empty. Type a source sentence; the page explains the words of its translation.")
+        st.stop()
+    session = ui.session_for(lm, view.text, target="")
+    if session is None:
+        st.stop()
+    tok, rows = lm.tokenizer, list(session.tgt_tokens)
+    n = len(rows)  # decoder row r (after target word r) predicts the target's next word
+    nxt = [int(normviz.attribution.actual_next(session, r)) for r in range(n)]
+    if n < 1:
+        st.info("The generated translation is empty: nothing to explain.")
+        st.stop()
+    ui.seed_index("w_why_pos", 0 if wv.position is None else wv.position, n, "position")
+    pos = st.selectbox("Target word", list(range(n)), key="w_why_pos",
+                       format_func=lambda r: f"{r}: {W.token_text(tok, nxt[r])!r} (after {rows[r]!r})")
+    wv.position = int(pos)
+    W.save_why(view, wv)
+    st.caption(ui.plain(f"Source: {' '.join(session.src_tokens)} → target: {' '.join(rows)}", None))
+    try:
+        cands = session.predict(top=W.TOP, position=pos)
+        e = session.explain(position=pos, token=nxt[pos])
+        lens = session.logit_lens(position=pos)
+    except normviz.errors.NormvizError as exc:
+        ui.say("error", str(exc))
+        st.stop()
+    left, right = st.columns([2, 3], gap="medium")
+    with left:
+        ids = [c.id for c in cands]
+        fig = vw.candidates([c.token for c in cands], [c.prob for c in cands], font_size=fs,
+                            chosen=ids.index(e.token) if e.token in ids else None,
+                            title=f"After {rows[pos]!r}: the top {len(cands)}")
+        ui.context_line(fig, lm.name, view.text, fs)
+        ui.chart(fig, key="candidates", filename="normviz_why_candidates")
+    with right:
+        names = [("src " if k < e.n_source else "tgt ") + t for k, t in enumerate(e.source_tokens)]
+        fig = vw.signed_bars(e.sources, names, extra={"bias": e.bias}, font_size=fs,
+                             what=f"part of logit({e.token_text!r})",
+                             title=f"Which source and target tokens carry logit({e.token_text!r})")
+        ui.context_line(fig, lm.name, view.text, fs)
+        ui.chart(fig, key="sources", filename="normviz_why_sources")
+        st.caption(ui.plain(f"Σ tokens + bias = {e.sources.sum() + e.bias:.4f}; the model's logit = {e.total:.4f}: "
+                            "they are equal (the split is complete).", None))
+    curves = W.lens_curves(lens, {e.token_text: e.token})
+    fig = vw.lens_lines(curves, model_probs={e.token_text: float(np.exp(lens[-1, e.token]))}, font_size=fs,
+                        title="Logit lens of the decoder: the probability after every layer")
+    ui.chart(fig, key="lens", filename="normviz_why_lens")
+    if not e.has_direct:
+        ui.say("info", "Which heads: " + (e.direct_refusal or ""))
+    st.caption("Information-flow routes follow one self-attention stack: for encoder–decoders they are not drawn "
+               "yet. The Translate page shows this model's cross-attention maps.")
 
 
 def cached_routes(session, pos: int, tau: float):

@@ -121,3 +121,16 @@ def test_learn_tab_explains_the_three_answers_live():
     assert any(c.startswith(f"Direct parts: Σ = {e.total:.4f}") for c in caps), caps
     assert any(c.startswith(f"Sources: Σ = {e.total:.4f}") for c in caps), caps
     assert any("prox" in l.value for l in at.latex)
+
+
+def test_toy_mt_explains_a_target_word_from_its_source():
+    at = app(PAGE, {"model": "toy-mt", "text": "the big dog often sees a small red car", "position": "2"})
+    at.run()
+    no_exception(at)
+    lm = st_parts.model_cache().get_or_compute("toy-mt", lambda: normviz.load("toy-mt"))
+    s = normviz.Session(lm, "the big dog often sees a small red car")
+    e = s.explain(position=2, token=int(normviz.attribution.actual_next(s, 2)))
+    figs = by_kind(at)
+    proportional(arr(figs["signed_bars"]["data"][0]["y"]), list(e.sources) + [e.bias])
+    assert len(e.sources) == e.n_source + len(s.tgt_tokens)
+    assert arr(figs["lens"]["data"][0]["y"])[-1] == pytest.approx(float(np.exp(s.logit_lens(2)[-1, e.token])), rel=1e-4)
