@@ -10,6 +10,7 @@ import streamlit as st
 import normviz
 from normviz.ui import st_parts as ui
 from normviz.ui import why as W
+from normviz.ui.memo import memoised
 from normviz.viz import why as vw
 
 ui.page_config("Why", "❓")
@@ -63,8 +64,9 @@ def page() -> None:
                                 "next token there.")
     wv.position = None if pos == n - 1 else int(pos)
     try:
-        cands = session.predict(top=W.TOP, position=pos)
-        lens = session.logit_lens(position=pos)
+        # once per session and position (a new candidate, foil or τ reuses them; ui.memo)
+        cands = memoised(session, ("why_predict", int(pos)), lambda: session.predict(top=W.TOP, position=pos))
+        lens = memoised(session, ("why_lens", int(pos)), lambda: session.logit_lens(position=pos))
     except normviz.errors.NormvizError as exc:
         ui.say("error", str(exc))
         st.stop()
@@ -301,13 +303,10 @@ def seq2seq(lm, view, wv, fs) -> None:
 
 
 def cached_routes(session, pos: int, tau: float):
-    """The routes at τ, re-extracted from one computation at τ_min = 0.01 per session and position."""
-    store = st.session_state.setdefault("_why_routes", {})
-    key = (id(session), int(pos))
-    if key not in store:
-        store.clear()
-        store[key] = normviz.routes(session, position=pos, threshold=0.01)
-    return store[key].above(max(tau, 0.01))
+    """The routes at τ, re-extracted from one computation at τ_min = 0.01 per session and position (ui.memo:
+    shared by every visitor of the same text)."""
+    full = memoised(session, ("why_routes", int(pos)), lambda: normviz.routes(session, position=pos, threshold=0.01))
+    return full.above(max(tau, 0.01))
 
 
 ui.run_page(page)
