@@ -162,14 +162,14 @@ def norm_parts(parts: torch.Tensor, norm, z: torch.Tensor, rows: slice, rules: R
 
 def ff_factors(ctx, ff_in: torch.Tensor | None = None) -> list[torch.Tensor]:
     """The per-unit factors [n, d_ff] of the FF activation at the block's real input ``ff_in`` (default: the
-    attention residual through the model's own norm): an element-wise g: [θ = g(h)/h], DecompX's zero-origin
+    attention residual's norm output by its formula, :attr:`~normviz.decompose.LayerDecomposition.ln_attn_out`): an element-wise g: [θ = g(h)/h], DecompX's zero-origin
     slope, which is also the integrated-gradients share of a part; SwiGLU: the integrated-gradients factors of
     the gate and up parts (:func:`normviz.methods.feedforward.unit_factors`, the same split as the FF maps)."""
     from .feedforward import unit_factors
 
     p = ctx.p
     if ff_in is None:
-        ff_in = ctx.ln_attn.module(ctx.rec.z_attn)
+        ff_in = ctx.ln_attn_out  # by the parts' own formula: the end point the parts sum to
     pre = [ff_in @ w + b if b is not None else ff_in @ w
            for w, b in [(p.w_in, p.b_in)] + ([(p.w_up, p.b_up)] if p.ff_kind != "mlp" else [])]
     return unit_factors(ctx, *pre)
@@ -265,7 +265,7 @@ def propagate(ctx, X: torch.Tensor, first: bool, rules: Rules = DECOMPX, cross=N
         ff_norm, ff_z, z_ff = ctx.ln_attn, ctx.rec.z_attn, ctx.rec.z_ff
     else:
         ff_norm, ff_z, z_ff = cross.norm, cross.z, getattr(cross, "z_ff", None)
-    factors = ff_factors(ctx, ff_norm.module(ff_z))
+    factors = ff_factors(ctx, ff_norm.apply(ff_z))
     for rows in ctx.row_chunks(_bytes_per_cell(ctx)):
         u = attention_parts(ctx, values, rows, m)
         u += X[rows]

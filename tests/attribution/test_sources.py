@@ -42,7 +42,8 @@ def test_sources_follow_the_rules_and_are_complete(head_model, arch, foil):
     want, want_bias, _ = ref.naive_sources(hm, enc.ids, i, u, b_u)
     assert e.sources.shape == (len(enc.ids),)
     scale = float(np.abs(e.sources).max())
-    # (Llama family: the FF's real input passes the model's RMSNorm, which rounds through float32)
+    # (Llama family: the norms' scales come from the model's own vectors, in which its RMSNorm rounded through
+    # float32; the plain propagation takes them from the sum of its parts)
     assert np.abs(e.sources - want.numpy()).max() <= TOL[arch] * scale, arch
     assert abs(e.bias - want_bias) <= TOL[arch] * max(scale, 1.0)
     assert abs(e.sources.sum() + e.bias - total) <= TOL[arch] * abs(total), (arch, e.sources.sum() + e.bias, total)
