@@ -16,6 +16,9 @@ import pandas  # noqa: F401
 import streamlit as st
 
 from normviz.ui.pages import discover
+from normviz.ui.url_check import install as mark_dropped_queries
+
+mark_dropped_queries()  # a query string Streamlit drops as too long is then said, not silently ignored
 
 pages = discover(Path(__file__).parent / "app_pages")
 nav = st.navigation([st.Page(str(p.path), title=p.title, icon=p.icon, url_path=p.url_path, default=p.default)

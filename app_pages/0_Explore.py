@@ -13,6 +13,7 @@ from normviz.viz.labels import ordinal
 ui.page_config("Explore", "🔎")
 EXAMPLES = load_examples(Path(__file__).resolve().parents[1] / "assets" / "examples.txt")
 NONE = "(none)"
+FOCUS_PILLS = 24  # longer texts pick the focus token in a searchable select
 
 
 def page() -> None:
@@ -26,7 +27,12 @@ def page() -> None:
 
     ui.seed("w_text", view.text)
     ui.seed("w_pair", view.pair)
-    c1, c2, c3 = st.columns([5, 3, 2])
+    if view.present:  # stage mode: one compact bar (text, layer, head, focus; the rest behind ⋯)
+        bar = st.columns([5, 3, 2, 3, 1], vertical_alignment="bottom")
+        c1 = bar[0]
+        c2 = c3 = more = bar[4].popover("⋯", help="More controls: second sentence, examples, view, threshold")
+    else:
+        c1, c2, c3 = st.columns([5, 3, 2])
     with c1:
         view.text = st.text_input("Text (one or two sentences)", key="w_text", max_chars=ui.settings().max_text_chars)
     with c2:
@@ -109,6 +115,9 @@ def page() -> None:
             view.model_b = ui.second_model_picker(view.model_b)
         st.radio("Chart downloads (camera icon)", ["png", "svg"], key="w_img", horizontal=True,
                  format_func=str.upper, help="SVG for papers and slides; PNG at twice the screen resolution.")
+        st.header("Steps (a talk as one link)")
+        groups = data.grouped(available)
+        ui.step_controls(view, groups)
 
     # --- the control row: where in the model, and how to draw ---------------------------------------------------
     L, H = lm.n_layers, lm.n_heads
@@ -121,11 +130,12 @@ def page() -> None:
     ui.seed_index(HEAD, view.head, H, "head", fallback=ALL, fallback_text=controls.head_option(ALL))
     if st.session_state[HEAD] not in head_opts:
         st.session_state[HEAD] = ALL
-    cl, ch, cd, ct = st.columns([4, 2, 2, 2])
+    cl, ch, cd, ct = (bar[1], bar[2], more, more) if view.present else st.columns([4, 2, 2, 2])
     with cl:
         view.layer = st.slider("Layer", 0, L - 1, key=LAYER)
     with ch:
-        h = st.selectbox("Head (per-head maps)", head_opts, key=HEAD, format_func=controls.head_option,
+        h = st.selectbox("Head" if view.present else "Head (per-head maps)", head_opts, key=HEAD,
+                         format_func=controls.head_option,
                          help="Per-head maps (α, ‖α f(x)‖, effective α) of one head, or of all heads at once "
                               "(α averaged; ‖α f(x)‖ of the heads' vectors summed). Layer-level maps ignore it.")
         view.head = None if h == ALL else h
@@ -141,6 +151,9 @@ def page() -> None:
         view.threshold = st.slider("Hide below", 0.0, 0.9, step=0.05, key="w_threshold", format="%.2f",
                                    help="Hides cells (and lines) smaller than this share of the panel's largest value.")
     ui.save_view(view)
+    if view.present:
+        ui.keyboard(LAYER, list(range(L)), HEAD, head_opts, leave=ui.leave_stage,
+                    on_step=lambda delta: ui.walk_steps(delta, groups))
 
     if not view.text.strip():
         st.error("The text is empty. Type a sentence (or two) to analyse, or pick an example.")
@@ -176,8 +189,15 @@ def page() -> None:
     ui.seed_index("w_focus", view.focus, a.n_tokens, "focus", fallback=None, fallback_text="no focus token")
     if st.session_state["w_focus"] not in positions:
         st.session_state["w_focus"] = None
-    view.focus = st.pills("Focus a token (its row and column are outlined in every panel; its row also as bars "
-                          "below)", positions, key="w_focus", format_func=lambda i: labels[i])
+    focus_help = "Its row and column are outlined in every panel; its row also as bars below."
+    if view.present or len(positions) > FOCUS_PILLS:  # a searchable select: a row of 100 buttons fills the screen
+        with bar[3] if view.present else st.container():
+            view.focus = st.selectbox("Focus a token", [None] + positions, key="w_focus", help=focus_help,
+                                      placeholder="no token (type to search)",
+                                      format_func=lambda i: "no token" if i is None else f"{labels[i]} [{i}]")
+    else:
+        view.focus = st.pills(f"Focus a token ({focus_help[0].lower()}{focus_help[1:-1]})", positions, key="w_focus",
+                              format_func=lambda i: labels[i])
     ui.save_view(view)
 
     notes = [n for n in (data.all_heads_note(keys, view.head), merged) if n]
@@ -203,7 +223,7 @@ def page() -> None:
         if view.draw == "lines":
             fig = viz.lines(p.matrix, p.row_labels, positions=p.index, threshold=view.threshold, focus=view.focus,
                             title=p.title, font_size=fs, present=view.present, boundary=bound,
-                            height=width)
+                            height=width, width=width)
         else:
             fig = viz.heatmap(data.thresholded(p.matrix, view.threshold), p.row_labels, title=p.title,
                               zmin=rng[0], zmax=rng[1], positions=p.index, font_size=fs,
@@ -213,6 +233,7 @@ def page() -> None:
                 ui.outline_token(fig, p.index.index(view.focus), len(p.index))
             if tag == "":
                 fig.layout.meta = {**(fig.layout.meta or {}), "frame": frame}  # what instant switching reads
+        ui.context_line(fig, model.name, sess.text, fs)  # a PNG of the panel names its model and text
         ui.chart(fig, key=f"panel_{tag}{p.key}", filename=f"{stem}_{p.key}")
         figures.append(fig)
         captions.append(learn.caption(p.key))
@@ -240,8 +261,9 @@ def page() -> None:
                     draw(p, rng, session, lm, "", boundary, view.layer, view.head)
     else:
         name_b, b, panels_b, lm_b, session_b = second
-        st.caption(ui.plain(f"Left: {lm.name} on the text above. Right: {name_b}. Same maps, layer and head.", None))
-        ranges_b = data.color_range(panels_b, view.shared_scale)
+        st.caption(ui.plain(f"Left: {lm.name} on the text above. Right: {name_b}. Same maps, layer and head; "
+                         "one colour scale for each map across both sides.", None))
+        ranges, ranges_b = data.compared_ranges(panels, panels_b, view.shared_scale)  # one colour scale per map
         by_key = {p.key: (p, r) for p, r in zip(panels_b, ranges_b)}
         for p, rng in zip(panels, ranges):
             left, right = st.columns(2, gap="medium")
@@ -297,7 +319,7 @@ def page() -> None:
                "a layer. One colour scale for all layers, so colours compare across frames.")
     if view.focus is not None:
         rows = data.focus_rows(panels, view.focus)
-        fig = viz.bars(rows, labels, [p.index for p in panels if view.focus in p.index],
+        fig = viz.bars(rows, labels, [p.index for p in panels if view.focus in p.index], width=ui.main_width(),
                        focus_label=f"{labels[view.focus]} [{view.focus}]", font_size=fs)
         ui.chart(fig, key="focus_bars", filename=f"{stem}_focus")
 

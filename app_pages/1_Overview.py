@@ -13,9 +13,12 @@ ui.page_config("Overview", "🧭")
 def page() -> None:
     view, fs = ui.start_page()
 
-    st.subheader("Overview: every layer and head at once")
+    if not view.present:  # stage mode: the controls in one compact bar, the grids right under it
+        st.subheader("Overview: every layer and head at once")
+    bar = st.columns([4, 2, 2], vertical_alignment="bottom") if view.present else None
     ui.seed("w_text", view.text)
-    view.text = st.text_input("Text", key="w_text", max_chars=ui.settings().max_text_chars)
+    with bar[0] if bar else st.container():
+        view.text = st.text_input("Text", key="w_text", max_chars=ui.settings().max_text_chars)
     if view.pair.strip():
         st.caption("Second sentence (set on Explore): " + ui.plain(view.pair))
     ui.save_view(view)
@@ -28,7 +31,7 @@ def page() -> None:
         st.stop()
 
     keys = ui.default_keys(lm) + ui.opt_in_keys(lm)
-    c1, c2 = st.columns(2)
+    c1, c2 = bar[1:] if bar else st.columns(2)
     with c1:
         if "w_ov_map" not in st.session_state and view.overview_map not in keys:
             ui.say("warning", f"The link's overview_map={view.overview_map!r} is not a map of {lm.name}; showing {keys[0]}.")
@@ -67,19 +70,35 @@ def page() -> None:
     m = data.crop_tokens(a.n_tokens, cells, limit_cells=400_000)
     if m < a.n_tokens:
         st.info(f"The grid shows the first {m} of {a.n_tokens} tokens so the page stays responsive.")
-    st.caption("Each small square is one head's map (rows receive, columns contribute); one colour scale per grid. "
-               "Hover a cell for layer, head and token pair; pick a head below to see it large, with its tokens.")
-    grid_cols = st.columns([3, 2], gap="medium") if len(shown) == 1 else [st.container()]
-    with grid_cols[0]:
-        for k in shown:  # one grid per row: each head's square stays big enough to read
+    if not view.present:
+        st.caption("Each small square is one head's map (rows receive, columns contribute); one colour scale per "
+                   "grid. Hover a cell for layer, head and token pair; click a square to open that head on Explore, "
+                   "or pick one below to see it large, with its tokens.")
+    if len(shown) == 1:
+        grid_cols = st.columns([3, 2], gap="medium")
+        places = [grid_cols[0]]
+    else:  # stage mode: the two grids side by side on the first screen; else one per row, each square larger
+        grid_cols = st.columns(2, gap="medium") if view.present else [st.container()]
+        places = grid_cols if view.present else grid_cols * len(shown)
+    heads_shown = {}
+    for k, place in zip(shown, places):
+        with place:
             s = stacks[k][:, :, :m, :m]
             heads = None if s.shape[1] > 1 else ["layer"]
-            fig = viz.grid(s, labels[:m], title=ui.title(k), font_size=fs, head_names=heads,
-                           width_hint=1100 if s.shape[1] > 1 else 300)
-            fig.update_traces(colorbar=dict(title=dict(text=data.unit(k, "raw")), len=min(1.0, 420 / max(
-                1, fig.layout.height or 420))))
+            hint = (1100 if not view.present or len(shown) == 1 else 640) if s.shape[1] > 1 else 300
+            fig = viz.grid(s, labels[:m], title=f"{ui.title(k)}\n{ui.context_text(lm.name, view.text, 50, sep=': ')}",
+                           font_size=fs, head_names=heads, width_hint=hint, colorbar_title=data.unit(k, "raw"))
             ui.chart(fig, key=f"grid_{k}", filename=f"normviz_overview_{k}")
-    zoom_head(view, lm, a, shown, labels, fs, grid_cols[-1] if len(shown) == 1 else st.container())
+            heads_shown[f"grid_{k}"] = s.shape[1]
+    clicked = ui.grid_clicks(heads_shown, m + 1)
+    if clicked is not None:  # a square of a grid: that head on Explore
+        from dataclasses import replace
+
+        view = replace(view, layer=clicked["layer"], head=clicked["head"] if clicked["head"] is not None else view.head)
+        ui.save_view(view)
+        st.switch_page("app_pages/0_Explore.py", query_params=view.to_query())
+    with grid_cols[-1] if len(shown) == 1 else st.container():
+        zoom_head(view, lm, a, shown, labels, fs)
 
     st.download_button("Download the grids' numbers (NPZ)",
                        data.stacks_npz({k: stacks[k][:, :, :m, :m] for k in shown}, list(a.tokens[:m])),
@@ -134,30 +153,33 @@ def explore_url(view, layer: int, head: int) -> str:
     return "./?" + urlencode(replace(view, layer=layer, head=head).to_query())
 
 
-def zoom_head(view, lm, a, shown, labels, fs, where) -> None:
-    """One head of the grid, large and with its token labels, and a link that opens it on Explore."""
-    with where:
-        st.markdown("**Zoom into a head**")
-        L, H = lm.n_layers, lm.n_heads
-        ui.seed_index("w_ov_layer", view.layer % L if -L <= view.layer < 0 else view.layer, L, "layer")
-        ui.seed("w_ov_head", view.head if view.head is not None and 0 <= view.head < H else 0)
-        if st.session_state["w_ov_head"] not in range(H):
-            st.session_state["w_ov_head"] = 0
-        c1, c2 = st.columns(2)
-        with c1:
-            view.layer = st.number_input("Layer", 0, L - 1, key="w_ov_layer")
-        with c2:
-            head = st.number_input("Head", 0, H - 1, key="w_ov_head")
-        per_head = [k for k in shown if a[k].ndim == 4]
-        view.head = int(head) if per_head else view.head
-        ui.save_view(view)
-        k = shown[0]
-        m = a.map(k, int(view.layer), int(head) if a[k].ndim == 4 else None)
-        title = data.panel_title(k, int(view.layer), int(head) if a[k].ndim == 4 else None)
-        fig = viz.heatmap(m, labels, title=title, font_size=fs, colorbar_title=data.unit(k, "raw"),
-                          causal=lm.is_causal, boundary=data.pair_boundary(a), present=view.present)
-        ui.chart(fig, key="zoom_head", filename=f"normviz_L{view.layer}_H{head}_{k}")
-        ui.link_to_page("app_pages/0_Explore.py", f"Open layer {view.layer}, head {head} in Explore", {})
+@st.fragment
+def zoom_head(view, lm, a, shown, labels, fs) -> None:
+    """One head of the grid, large and with its token labels, and a link that opens it on Explore. A fragment:
+    a zoom click reruns (and resends) this panel only, not the grids beside it (18.6 MB a click on smollm2)."""
+    st.markdown("**Zoom into a head**")
+    L, H = lm.n_layers, lm.n_heads
+    ui.seed_index("w_ov_layer", view.layer % L if -L <= view.layer < 0 else view.layer, L, "layer")
+    ui.seed("w_ov_head", view.head if view.head is not None and 0 <= view.head < H else 0)
+    if st.session_state["w_ov_head"] not in range(H):
+        st.session_state["w_ov_head"] = 0
+    c1, c2 = st.columns(2)
+    with c1:
+        view.layer = st.number_input("Layer", 0, L - 1, key="w_ov_layer")
+    with c2:
+        head = st.number_input("Head", 0, H - 1, key="w_ov_head")
+    per_head = [k for k in shown if a[k].ndim == 4]
+    view.head = int(head) if per_head else view.head
+    ui.save_view(view)
+    k = shown[0]
+    m = a.map(k, int(view.layer), int(head) if a[k].ndim == 4 else None)
+    title = data.panel_title(k, int(view.layer), int(head) if a[k].ndim == 4 else None)
+    main = ui.main_width()  # the zoom's column: 2/5 of the page beside one grid, else the page
+    width = None if main is None else (int(main * 2 / 5) - 16 if len(shown) == 1 else min(main, 760))
+    fig = viz.heatmap(m, labels, title=title, font_size=fs, colorbar_title=data.unit(k, "raw"), width=width,
+                      causal=lm.is_causal, boundary=data.pair_boundary(a), present=view.present)
+    ui.chart(fig, key="zoom_head", filename=f"normviz_L{view.layer}_H{head}_{k}")
+    ui.link_to_page("app_pages/0_Explore.py", f"Open layer {view.layer}, head {head} in Explore", {})
 
 
 ui.run_page(page)

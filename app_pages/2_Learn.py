@@ -17,18 +17,20 @@ ui.page_config("Learn", "🎓")
 def page() -> None:
     view, fs = ui.start_page()
 
-    st.header("Learn: what each map measures")
-    st.markdown(
-        "A transformer layer mixes token vectors. **Attention weights** say where a head looks; the maps of "
-        "Kobayashi et al. measure the **vectors** that actually move, through more and more of the layer: "
-        "the attention heads, the residual connection, the layer normalisation, the feed-forward block. "
-        "Every number below is computed now from the model in the sidebar.")
+    if not view.present:  # stage mode starts with the lesson itself
+        st.header("Learn: what each map measures")
+        st.markdown(
+            "A transformer layer mixes token vectors. **Attention weights** say where a head looks; the maps of "
+            "Kobayashi et al. measure the **vectors** that actually move, through more and more of the layer: "
+            "the attention heads, the residual connection, the layer normalisation, the feed-forward block. "
+            "Every number below is computed now from the model in the sidebar.")
     lm = ui.load_model(view.model)
     if lm is None:
         st.stop()
     ui.show_device(lm)
-    with st.expander("The symbols used on this page", expanded=False):
-        st.table(pd.DataFrame(learn.SYMBOLS, columns=["symbol", "meaning"]).set_index("symbol"))
+    if not view.present:
+        with st.expander("The symbols used on this page", expanded=False):
+            st.table(pd.DataFrame(learn.SYMBOLS, columns=["symbol", "meaning"]).set_index("symbol"))
 
     why_weight_is_not_contribution(view, lm, fs)
     ui.save_view(view)
@@ -73,14 +75,19 @@ def page() -> None:
     def links(key: str) -> str:
         return " · ".join(f"[{p.title}]({p.url})" for p in learn.papers_of(key))
 
-    for k, msg in a.refused.items():
-        ui.say("error", f"{ui.title(k)}: {msg}")
+    if a.refused:  # maps this model does not offer: nobody asked for them, so a note, not an error box
+        st.caption(ui.plain(f"Not shown for {lm.name}: " + "; ".join(f"{ui.title(k)} ({msg})"
+                                                                     for k, msg in a.refused.items()), None))
     keys = [k for k in every if k in a]
     titles = [registry.key_info(k).title for k in keys]
     default = registry.key_info(view.lesson).title if view.lesson in keys else None
     if view.lesson and view.lesson not in keys and view.lesson in registry.all_keys():
         ui.say("info", f"{view.lesson} does not apply to {lm.name} ({lm.spec.placement}-LN); showing the first map.")
-    tabs = st.tabs(titles, default=default)
+    if view.lesson == learn.WHY_LESSON:
+        default = learn.WHY_TAB
+    tabs = st.tabs(titles + [learn.WHY_TAB], default=default)
+    with tabs[-1]:
+        why_this_token(lm, session, fs)
     for tab, key in zip(tabs, keys):
         info = registry.key_info(key)
         lesson = learn.LESSONS.get(key)
@@ -159,9 +166,11 @@ def why_weight_is_not_contribution(view, lm, fs) -> None:
     norms = ui.fx_norms(session, layer)
     if norms is None:
         return
-    w = learn.why_rows(a.map("attention", layer, head)[i], norms[head], a.map("norm", layer, head)[i])
+    # a decoder's row i sees tokens j ≤ i only: the masked future tokens (α = 0) are left out, not ranked
+    seen = list(range(i + 1)) if lm.is_causal else list(range(n))
+    w = learn.why_rows(a.map("attention", layer, head)[i][seen], norms[head][seen], a.map("norm", layer, head)[i][seen])
     rows = pd.DataFrame({
-        "token j": [f"{lab} [{j}]" for j, lab in enumerate(labels)],
+        "token j": [f"{labels[j]} [{j}]" for j in seen],
         "α_ij": np.round(w["alpha"], 4),
         "‖f(x_j)‖": np.round(w["fx"], 3),
         "α_ij·‖f(x_j)‖": np.round(w["product"], 4),
@@ -180,8 +189,12 @@ def why_weight_is_not_contribution(view, lm, fs) -> None:
         st.dataframe(rows, hide_index=True, width="stretch")
     with right:
         for name, share in (("weight α", w["share_alpha"]), ("norm ‖α f(x)‖", w["share_norm"])):
-            fig = viz.bars({f"share of the {name}": share}, labels, focus_label=f"{labels[i]} [{i}]", font_size=fs)
+            fig = viz.bars({f"share of the {name}": share}, labels, [seen], width=ui.panel_width(2, view.present),
+                           focus_label=f"{labels[i]} [{i}]", font_size=fs)
             ui.chart(fig, key=f"why_bars_{name.split()[0]}", filename=f"normviz_why_L{layer}_H{head}")
+    if lm.is_causal and i + 1 < n:
+        st.caption(f"{lm.name} is a decoder: row {i} sees tokens 0 … {i} only, so the {n - i - 1} later tokens "
+                   "(masked, α = 0) are left out of the table and the ranks.")
     top_a, top_n = int(np.argmax(w["alpha"])), int(np.argmax(w["norm"]))
     if top_a != top_n:
         msg = (f"Here the largest weight goes to {labels[top_a]} (α = {w['alpha'][top_a]:.2f}), but its vector is "
@@ -192,6 +205,40 @@ def why_weight_is_not_contribution(view, lm, fs) -> None:
         msg = (f"Here weight and norm agree on the top token, {labels[top_a]}; look at the ranks below it, or try "
                "another head or row: heads that put their weight on [CLS]/[SEP]/BOS usually disagree.")
     st.info(ui.plain(msg, None))
+
+
+def why_this_token(lm, session, fs) -> None:
+    """The Why page's three answers — direct logit attribution, the exact propagation, the routes — with their
+    formulas and the numbers of this 3-token text."""
+    from normviz.ui import why as W
+
+    for name, latex, words in learn.WHY_FORMULAS:
+        st.markdown(f"**{name}**")
+        st.latex(latex)
+        st.markdown(words)
+    why_not = W.has_head(lm)
+    if why_not is not None or lm.spec.placement != "pre":
+        st.info(f"The live example needs a pre-LN decoder with its LM head; {ui.plain(lm.name, 80)} is not one. Pick "
+                "smollm2 in the sidebar.")
+        return
+    try:
+        ex = learn.why_example(session)
+    except normviz.errors.NormvizError as exc:
+        ui.say("info", str(exc))
+        return
+    st.markdown(ui.plain(f"On this text the model's top next token is {ex['token']!r}, logit {ex['total']:.4f}.",
+                         None))
+    left, mid, right = st.columns([2, 2, 3])
+    with left:
+        st.dataframe(pd.DataFrame(ex["direct"]).round(4), hide_index=True, width="stretch")
+        st.caption(f"Direct parts: Σ = {ex['direct_sum']:.4f} = the logit.")
+    with mid:
+        st.dataframe(pd.DataFrame(ex["sources"]).round(4), hide_index=True, width="stretch")
+        st.caption(f"Sources: Σ = {ex['sources_sum']:.4f} = the logit.")
+    with right:
+        st.dataframe(pd.DataFrame(ex["edges"]), hide_index=True, width="stretch", height=300)
+        st.caption(f"Routes: {len(ex['edges'])} edges above τ = 0.04, from the prediction backwards.")
+    ui.link_to_page("app_pages/0_Why.py", "All of it on your own text: the Why page ↗", {})
 
 
 ui.run_page(page)

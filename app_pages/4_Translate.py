@@ -16,11 +16,11 @@ from normviz.ui import st_parts as ui
 from normviz.ui.settings import settings
 from normviz.ui.translate import (CROSS_KEYS, MAX_GOLD_CHARS, METHODS, SETTINGS, TranslateView, maps_npz,
                                   not_encoder_decoder, toy_examples)
-from normviz.viz.alignment import alignment_figure, plotly_text
+from normviz.viz.alignment import alignment_figure
 
-st.set_page_config(page_title="normviz · Translate", page_icon="🔤", layout="wide")
 DATA = Path(__file__).resolve().parents[1] / "assets" / "toy_mt" / "data"
 VIEW = "_normviz_translate_view"
+ui.page_config("Translate", "🔤", VIEW)
 METHOD_NAMES = {"norm": "norms ‖α f(e)‖", "weight": "weights α"}
 SETTING_HELP = ("AWI: each target word is read at the row where it is fed to the decoder (the paper's better "
                 "setting). AWO: at the row that predicts it.")
@@ -32,11 +32,14 @@ def save_view(view: TranslateView) -> None:
 
 def page() -> None:
     view = ui.view_from_url(TranslateView, VIEW)
-    ui.apply_style()
-    fs = 12
-    st.header("Translate: cross-attention and word alignment")
-    st.caption("Kobayashi et al. 2020 §5: the norms ‖α f(e)‖ of the source–target attention align words better "
-               "than the weights α. Rows are the decoder's input tokens (target), columns the encoder's (source).")
+    ui.seed("tr_present", view.present)
+    view.present = st.sidebar.toggle("Presentation mode (larger fonts)", key="tr_present")
+    ui.apply_style(view.present)
+    fs = ui.font_size(view.present)
+    if not view.present:  # stage mode: one compact bar of controls, the panels right under it
+        st.header("Translate: cross-attention and word alignment")
+        st.caption("Kobayashi et al. 2020 §5: the norms ‖α f(e)‖ of the source–target attention align words better "
+                   "than the weights α. Rows are the decoder's input tokens (target), columns the encoder's (source).")
     examples = toy_examples(str(DATA))
     limit = settings().max_text_chars
 
@@ -47,17 +50,24 @@ def page() -> None:
 
     for key, value in (("tr_model", view.model), ("tr_src", view.src), ("tr_tgt", view.tgt), ("tr_gold", view.gold)):
         ui.seed(key, value)
-    c1, c2, c3 = st.columns([4, 4, 2])
+    if view.present:
+        bar = st.columns([4, 3, 2, 3, 2, 1], vertical_alignment="bottom")
+        c1, c2, c3 = bar[:3]
+        more = bar[5].popover("⋯", help="More controls: examples, alignment method and setting")
+    else:
+        c1, c2, c3 = st.columns([4, 4, 2])
+        more = st.container()
     with c1:
         view.src = st.text_input("Source", key="tr_src", max_chars=limit)
     with c2:
-        view.tgt = st.text_input("Target (optional: empty = the model translates)", key="tr_tgt", max_chars=limit)
+        view.tgt = st.text_input("Target (empty: generated)" if view.present else
+                                 "Target (optional: empty = the model translates)", key="tr_tgt", max_chars=limit)
     with c3:
-        view.model = st.text_input("Model (encoder–decoder)", key="tr_model", max_chars=256,
+        view.model = st.text_input("Model" if view.present else "Model (encoder–decoder)", key="tr_model", max_chars=256,
                                    help="toy-mt is embedded (a tiny Marian trained on a toy language pair whose "
                                         "true alignment is known); a Marian, BART or T5 directory or Hub id also works.")
     if examples:
-        st.selectbox("Examples (toy-mt test set, with gold alignment)", range(len(examples)), index=None,
+        more.selectbox("Examples (toy-mt test set, with gold alignment)", range(len(examples)), index=None,
                      key="tr_example", on_change=use_example, format_func=lambda i: examples[i][0],
                      placeholder="Pick an example…")
     save_view(view)
@@ -86,7 +96,7 @@ def page() -> None:
         ui.say("error", "; ".join(refused))
         st.stop()
     target_note = str(a.notes.get("target", ""))
-    if not view.tgt.strip():
+    if not view.tgt.strip() and not view.present:  # stage mode: under the panels
         ui.say("info", f"Generated translation: {a.target_text}")
     elif target_note:
         st.caption(ui.plain(f"Target: {target_note}"))
@@ -102,7 +112,7 @@ def page() -> None:
         st.session_state["tr_head"] = -1
     ui.seed("tr_method", view.method)
     ui.seed("tr_setting", view.setting)
-    p1, p2, p3, p4 = st.columns([4, 3, 2, 2])
+    p1, p2, p3, p4 = (bar[3], bar[4], more, more) if view.present else st.columns([4, 3, 2, 2])
     with p1:
         view.layer = st.slider("Layer", 0, L - 1, key="tr_layer") if L > 1 else 0
     with p2:
@@ -114,23 +124,31 @@ def page() -> None:
     with p4:
         view.setting = st.radio("Setting", SETTINGS, key="tr_setting", horizontal=True, help=SETTING_HELP)
     save_view(view)
+    if view.present:
+        ui.keyboard("tr_layer", list(range(L)), "tr_head", head_opts, leave=lambda: ui.leave_stage(VIEW, "tr_present"))
 
     # --- weights vs norms, side by side ----------------------------------------------------------------
-    rows = [plotly_text(t) for t in data.unique_labels(list(a.tgt_tokens))]
-    cols = [plotly_text(t) for t in data.unique_labels(list(a.src_tokens))]
+    rows = data.unique_labels(list(a.tgt_tokens))  # viz.heatmap escapes them (viz.labels.plotly_text)
+    cols = data.unique_labels(list(a.src_tokens))
     where = f"layer {view.layer}, " + ("all heads" if view.head is None else f"head {view.head}")
     titles = {"weight": "Cross-attention weights α" + (" (mean over heads)" if view.head is None else ""),
               "norm": "Norms ‖α f(e)‖" + (" (heads summed as vectors)" if view.head is None else "")}
     shown = {}
-    width = ui.panel_width(2, False)  # sized to the column (unsized, the square sat low in a tall figure at 1280 px)
+    width = ui.panel_width(2, view.present)  # sized to the column (and in stage mode to the screen's height)
     for col, method in zip(st.columns(2, gap="medium"), ("weight", "norm")):
         shown[method] = cross_matrix(a, method, view.layer, view.head)
         with col:
             fig = viz.heatmap(shown[method], rows, cols, title=f"{titles[method]} · {where}", font_size=fs,
-                              colorbar_title="value", width=width)
+                              colorbar_title="value", width=width, present=view.present)
+            ui.context_line(fig, lm.name, view.src, fs)
             ui.chart(fig, key=f"tr_panel_{method}", filename=f"translate_{method}_layer{view.layer}")
-    st.caption("Row r is fed the r-th decoder input token and predicts the next one. Per-panel colour scales "
-               "(weights and norms have different units).")
+    start = str(a.tgt_tokens[0]) if len(a.tgt_tokens) else "the start token"
+    if not view.tgt.strip() and view.present:
+        st.caption(ui.plain(f"Generated translation: {a.target_text}"))
+    st.caption(ui.plain(f"Row r is fed the r-th decoder input token and predicts the next one: row 0 is {start}, the "
+                        f"token {lm.name}'s decoder starts from (its decoder_start_token_id; Marian models start "
+                        "from their padding token), so it predicts the first target word. Per-panel colour scales "
+                        "(weights and norms have different units).", None))
 
     # --- the alignment ---------------------------------------------------------------------------------
     links = sa.links(view.method, view.setting, view.layer, view.head)
@@ -150,6 +168,7 @@ def page() -> None:
                 ui.say("error", f"Gold alignment not used: {bad}.")
                 sure = possible = None
     fig = alignment_figure(sa.src_words, sa.tgt_words, links, sure=sure, possible=possible, font_size=fs,
+                           width_px=ui.main_width(),
                            title=f"Alignment from {METHOD_NAMES[view.method]}, {view.setting}, {where}")
     st.plotly_chart(fig, key="tr_alignment", config={"displaylogo": False})
     st.caption("Each target word is linked to the source word with the largest score (subword scores summed over "

@@ -37,10 +37,9 @@ def main() -> None:
     src = torch.randint(2, 1000, (args.n,), generator=g).tolist()
     tgt = [0] + torch.randint(2, 1000, (args.n - 1,), generator=g).tolist()
     from normviz.encdec.record import record_seq2seq
-    from normviz.encdec.session import Seq2SeqSession
 
     def session():  # a fresh session on given ids (the benchmark model has no tokenizer)
-        return Seq2SeqSession.from_ids(lm, src, tgt)
+        return normviz.Session.from_ids(lm, src, tgt)
 
     def forward():
         with torch.no_grad():

@@ -1,11 +1,17 @@
-"""Device and dtype choice: cuda > mps > cpu, float32 unless asked otherwise."""
+"""Device and dtype choice: cuda > mps > cpu, float32 unless asked otherwise.
+
+bfloat16 and float16 are weight dtypes: the model runs and records in them, and every map is computed in
+float32 from per-layer records upcast one layer at a time (:func:`normviz.decompose.working_dtype`)."""
 from __future__ import annotations
 
 import torch
 
 from .errors import NormvizError
 
-_DTYPES = {"float32": torch.float32, "float64": torch.float64, "fp32": torch.float32, "fp64": torch.float64}
+_DTYPES = {"float32": torch.float32, "float64": torch.float64, "fp32": torch.float32, "fp64": torch.float64,
+           "bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16,
+           "half": torch.float16}
+SUPPORTED = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 
 
 def pick_device(device: str | torch.device | None = None) -> torch.device:
@@ -33,7 +39,7 @@ def pick_device(device: str | torch.device | None = None) -> torch.device:
 
 
 def parse_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
-    """float32 by default; float64 on request (not on mps, which has no float64)."""
+    """float32 by default; float64, bfloat16 or float16 on request (not float64 on mps, which has none)."""
     if dtype is None:
         return torch.float32
     if isinstance(dtype, torch.dtype):
@@ -42,9 +48,10 @@ def parse_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.
         try:
             out = _DTYPES[str(dtype).lower()]
         except KeyError:
-            raise NormvizError(f"Unknown dtype {dtype!r}; use 'float32' or 'float64'.") from None
-    if out not in (torch.float32, torch.float64):
-        raise NormvizError(f"dtype {out} is not supported for analysis; use float32 or float64.")
+            raise NormvizError(f"Unknown dtype {str(dtype)[:40]!r}; use 'float32', 'float64', 'bfloat16' or "
+                               "'float16'.") from None
+    if out not in SUPPORTED:
+        raise NormvizError(f"dtype {out} is not supported for analysis; use float32, float64, bfloat16 or float16.")
     if out == torch.float64 and device.type == "mps":
         raise NormvizError("Apple MPS has no float64; use dtype='float32' or device='cpu'.")
     return out

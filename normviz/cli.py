@@ -12,10 +12,11 @@ import sys
 import warnings
 
 from .commands import SUBCOMMANDS, subcommand
+from .inputs import parse_options
 from .errors import NormvizError, TruncationWarning
 
 # modules that register subcommands when imported (absent ones are skipped): a new one is added here
-PLUGINS = ("normviz.corpus.cli", "normviz.align.cli")
+PLUGINS = ("normviz.corpus.cli", "normviz.align.cli", "normviz.attribution.cli")
 
 
 def _add_export(p: argparse.ArgumentParser) -> None:
@@ -41,20 +42,7 @@ def _add_export(p: argparse.ArgumentParser) -> None:
                    help="heatmaps, bertviz-style lines, or each map animated through the layers")
 
 
-def _parse_options(items: list[str]) -> dict:
-    out = {}
-    for item in items:
-        if "=" not in item:
-            raise NormvizError(f"--option expects KEY=VALUE, got {item!r}")
-        k, v = item.split("=", 1)
-        for cast in (int, float):
-            try:
-                v = cast(v)
-                break
-            except ValueError:
-                pass
-        out[k.strip()] = v
-    return out
+_parse_options = parse_options  # (in normviz.inputs, so that subcommands below this module share it)
 
 
 def _run_export(args) -> int:

@@ -21,12 +21,20 @@ import numpy as np
 import torch
 
 from . import pool
-from .models.params import LayerParams
+from .models.params import LayerParams, upcast_params
 
 if TYPE_CHECKING:
     from .record import LayerRecord
 
 CHUNK_BYTES = 32 * 2**20  # per row chunk of per-pair vectors: large enough for few chunks, small enough to reuse heap memory
+
+
+HALF = (torch.float16, torch.bfloat16)
+
+
+def working_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype maps are computed in: float32 for half-precision models (records upcast per layer), else the model's."""
+    return torch.float32 if dtype in HALF else dtype
 
 
 def accumulation_dtype(dtype: torch.dtype, device: torch.device) -> torch.dtype:
@@ -82,10 +90,10 @@ class LayerDecomposition:
     def __init__(self, rec: "LayerRecord", params: LayerParams, index: int = 0, chunk_bytes: int = CHUNK_BYTES,
                  workspace: "Workspace | None" = None, use_kernel: bool | None = None,
                  residual_from_norm: bool | None = None):
-        self.rec = rec
-        self.p = params
+        self._rec = rec
+        self._params = params
         self.index = index
-        self.dtype = rec.x.dtype
+        self.dtype = working_dtype(rec.x.dtype)
         self.device = rec.x.device
         self.acc = accumulation_dtype(self.dtype, self.device)
         self.chunk_bytes = chunk_bytes
@@ -95,6 +103,16 @@ class LayerDecomposition:
         # the FF residual starts from the normed vector (post-LN: h = norm(z)) or from z itself (pre-LN)
         self.residual_from_norm = (params.norm_on_ff_residual is not None if residual_from_norm is None
                                    else residual_from_norm)
+
+    @cached_property
+    def rec(self) -> "LayerRecord":
+        """The layer's record in the working dtype (half-precision records upcast to float32, per layer)."""
+        return self._rec if self._rec.x.dtype == self.dtype else self._rec.to(self.device, self.dtype)
+
+    @cached_property
+    def p(self) -> LayerParams:
+        """The layer's parameters in the working dtype (half-precision weights upcast, per layer, on use)."""
+        return self._params if self._params.w_o.dtype == self.dtype else upcast_params(self._params, self.dtype)
 
     def clear(self) -> None:
         """Drop the cached derived tensors (the record stays)."""
@@ -111,7 +129,8 @@ class LayerDecomposition:
 
     @cached_property
     def alpha(self) -> torch.Tensor:
-        return self.rec.attn.to(self.dtype)
+        """α [H, n, n]: recorded, or recomputed from the recorded q, k (long inputs, :mod:`normviz.attention_capture`)."""
+        return self.rec.attention().to(self.dtype)
 
     @cached_property
     def head_values(self) -> torch.Tensor:

@@ -40,5 +40,9 @@ class TooCostlyError(NormvizError):
     """A method refuses an input that would take too long or too much memory."""
 
 
+class DeadlineError(TooCostlyError):
+    """A costly computation ran past its deadline (its cost budget with a margin) and was stopped."""
+
+
 class TruncationWarning(UserWarning):
     """The text was longer than the model's window and was truncated."""

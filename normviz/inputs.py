@@ -87,3 +87,57 @@ def output_dir(out: str) -> Path:
     if probe.exists() and not os.access(probe, os.W_OK):
         raise NormvizError(f"--out {out!r}: {str(probe)!r} cannot be written (permission denied).")
     return p
+
+
+def parse_options(items: list[str]) -> dict:
+    """``--option KEY=VALUE`` items as a dict (numbers cast to int or float)."""
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise NormvizError(f"--option expects KEY=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        for cast in (int, float):
+            try:
+                v = cast(v)
+                break
+            except ValueError:
+                pass
+        out[k.strip()] = v
+    return out
+
+
+_BOMS = [(b"\x00\x00\xfe\xff", "UTF-32 (big-endian)"), (b"\xff\xfe\x00\x00", "UTF-32 (little-endian)"),
+         (b"\xfe\xff", "UTF-16 (big-endian)"), (b"\xff\xfe", "UTF-16 (little-endian)")]
+
+
+def _nul_guess(head: bytes) -> str:
+    """What a file with many NUL bytes probably is, from where its NULs sit (ASCII text in UTF-16/32)."""
+    n = len(head) - len(head) % 4
+    if n >= 4:
+        quads = [head[k:n:4].count(0) / (n // 4) for k in range(4)]
+        if min(quads[1:3]) > 0.9 and (quads[0] > 0.9 or quads[3] > 0.9):
+            return "it looks like UTF-32 without a byte-order mark"
+        even = (quads[0] + quads[2]) / 2
+        odd = (quads[1] + quads[3]) / 2
+        if odd > 0.6 and even < 0.2:
+            return "it looks like UTF-16 (little-endian) without a byte-order mark"
+        if even > 0.6 and odd < 0.2:
+            return "it looks like UTF-16 (big-endian) without a byte-order mark"
+    return "it looks like a binary file"
+
+
+def check_encoding(path: Path, probe: int = 1 << 16) -> None:
+    """Refuse, with a message, files that would be read silently and wrongly line by line: UTF-16/UTF-32 (with
+    or without a byte-order mark) and files with old-Mac CR-only line ends."""
+    with path.open("rb") as fh:
+        head = fh.read(probe)
+    for bom, name in _BOMS:
+        if head.startswith(bom):
+            raise NormvizError(f"{str(path)!r} is {name} text (byte-order mark {bom.hex(' ').upper()}); save it as "
+                               f"UTF-8, e.g. iconv -f {name.split()[0]} -t UTF-8 {path.name} > {path.stem}.utf8.txt")
+    if head and head.count(b"\x00") > len(head) // 8:
+        raise NormvizError(f"{str(path)!r} holds many NUL bytes: {_nul_guess(head)}; pass UTF-8 text with one "
+                           "sentence per line (e.g. iconv -t UTF-8).")
+    if b"\r" in head and b"\n" not in head:
+        raise NormvizError(f"{str(path)!r} ends its lines with CR only (old Mac style), so it would read as one line; "
+                           f"convert it first, e.g. tr '\\r' '\\n' < {path.name} > {path.stem}.lf.txt")

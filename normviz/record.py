@@ -2,7 +2,9 @@
 
 For layer l the record holds
   x      [n, d]     layer input (residual stream)
-  attn   [H, n, n]  attention weights α^h_ij of the same pass
+  attn   [H, n, n]  attention weights α^h_ij of the same pass — or None for a long input, whose
+                    ``qk`` (the attention call's q, k, v, mask: O(n·d)) recomputes them on demand
+                    (:mod:`normviz.attention_capture`; :meth:`LayerRecord.attention`)
   z_attn [n, d]     the real vector entering the norm after the attention residual: post-LN x + Attn(x)
                     (the input of ``norm_after_attn``); pre-LN x + Attn(LN(x)) (the input of ``norm_before_ff``)
   z_ff   [n, d]     post-LN only: h + FF(h) (the input of ``norm_after_ff``)
@@ -11,17 +13,21 @@ For layer l the record holds
   call   (args, kwargs) the layer's own call arguments in this pass, without the hidden states (attention
                     mask, rotary position embeddings …), cut to this sequence: a method that reruns a layer
                     (value zeroing) calls it exactly as the model did, with no second pass.
+  final  [n, d]     last layer only: the stack's final hidden state (after its final norm, if any), what the
+                    LM head reads (predictions ride this one pass: :mod:`normviz.attribution`)
 Sequences of a batch are right-padded; records are cut back to each sequence's own length, so padded
 positions never reach a map.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING
 
 import torch
 
+from .attention_capture import AttentionInputs, attention_module_ids, capturing
 from .models.params import get_path
 
 if TYPE_CHECKING:  # type hints only: no import cycle with the loader
@@ -37,14 +43,33 @@ class LayerRecord:
     out: torch.Tensor
     v: torch.Tensor | None = None  # output of the value projection (fused qkv for GPT-2), biases included
     call: tuple[tuple, dict] | None = None  # the layer's call arguments besides the hidden states
+    final: torch.Tensor | None = None  # last layer only: the stack's final hidden state (after its final norm)
+    qk: AttentionInputs | None = None  # long inputs: what recomputes attn (then None)
 
-    def to(self, device: torch.device) -> "LayerRecord":
-        """The same record on `device` (layers of a model sharded with device_map live on several devices)."""
-        if self.x.device == device:
+    def attention(self, rows: slice | None = None) -> torch.Tensor:
+        """α [H, n, n] (``rows``: of those receiving tokens): recorded, or recomputed from q, k by the model's
+        own eager attention function."""
+        if self.attn is not None:
+            return self.attn if rows is None else self.attn[:, rows]
+        return self.qk.weights(rows)
+
+    @property
+    def n_heads(self) -> int:
+        return int(self.attn.shape[0] if self.attn is not None else self.qk.query.shape[1])
+
+    def to(self, device: torch.device, dtype: torch.dtype | None = None) -> "LayerRecord":
+        """The same record on `device` (layers of a model sharded with device_map live on several devices),
+        its floating tensors in ``dtype`` (None: as recorded; half-precision records are upcast to float32)."""
+        if self.x.device == device and (dtype is None or self.x.dtype == dtype):
             return self
-        moved = {f.name: getattr(self, f.name).to(device) for f in fields(self)
+
+        def move(t):
+            return t.to(device=device, dtype=dtype if dtype is not None and t.is_floating_point() else t.dtype)
+        moved = {f.name: move(getattr(self, f.name)) for f in fields(self)
                  if isinstance(getattr(self, f.name), torch.Tensor)}
-        if self.call is not None:
+        if self.qk is not None:
+            moved["qk"] = self.qk.to(device, dtype)
+        if self.call is not None and self.x.device != device:
             args, kwargs = self.call
             moved["call"] = (tuple(_to(a, device) for a in args), {k: _to(v, device) for k, v in kwargs.items()})
         return replace(self, **moved)
@@ -146,12 +171,14 @@ def segment_ids(lm: "LoadedModel", token_type_ids: torch.Tensor | None) -> torch
 # ---------------------------------------------------------------- the recording pass
 @torch.no_grad()
 def record(lm: "LoadedModel", input_ids: torch.Tensor, attention_mask: torch.Tensor,
-           token_type_ids: torch.Tensor | None = None) -> list[list[LayerRecord]]:
+           token_type_ids: torch.Tensor | None = None, attention: str = "auto") -> list[list[LayerRecord]]:
     """Run the model once on a right-padded batch; return records[b][layer] trimmed to each length.
 
     ``token_type_ids``: segment ids of sentence pairs (see :func:`segment_ids`), passed to the model.
-    Passes of several threads run at once: the hooks record only this thread's pass."""
-    return _record(lm, input_ids, attention_mask, token_type_ids)
+    ``attention``: record α (``"weights"``), or q, k to recompute it per layer (``"qk"``), or ``"auto"``
+    (:func:`records_qk`: q, k for long inputs). Passes of several threads run at once: the hooks record only
+    this thread's pass."""
+    return _record(lm, input_ids, attention_mask, token_type_ids, attention)
 
 
 def owner_only(fn):
@@ -240,10 +267,17 @@ def hook_stack(hooks: Hooks, layers, spec, tag: str = "", with_ff: bool = True) 
             hooks.first_input(get_path(layer, spec.norm_on_ff_residual), ((tag, i), "z_ff"))
 
 
-def stack_records(store: dict, layers, attentions, lengths: list[int], length: int, tag: str = ""
-                  ) -> list[list[LayerRecord]]:
-    """records[b][layer] of one hooked stack, each cut to its sequence's length (right padding)."""
-    if attentions is None or len(attentions) != len(layers) or any(a is None for a in attentions):
+def stack_records(store: dict, layers, attentions, lengths: list[int], length: int, tag: str = "",
+                  final: torch.Tensor | None = None, captured: dict | None = None) -> list[list[LayerRecord]]:
+    """records[b][layer] of one hooked stack, each cut to its sequence's length (right padding); ``final``
+    [batch, length, d]: the stack's final hidden state, kept on each sequence's last layer record.
+    ``captured`` (long inputs): {id(attention module): AttentionInputs} instead of ``attentions``."""
+    qks = None
+    if captured is not None:
+        qks = [next((captured[m] for m in attention_module_ids(layer) if m in captured), None) for layer in layers]
+        if any(q is None for q in qks):
+            raise RuntimeError("the attention calls of some layers were not recorded")
+    elif attentions is None or len(attentions) != len(layers) or any(a is None for a in attentions):
         raise RuntimeError("the model returned no attention weights; it must run with attn_implementation='eager'")
     batch = len(lengths)
     records = []
@@ -256,20 +290,38 @@ def stack_records(store: dict, layers, attentions, lengths: list[int], length: i
             args, kw = store[(key, "call")]
             seq.append(LayerRecord(
                 x=store[(key, "x")][b, :n],
-                attn=attentions[i][b, :, :n, :n],
+                attn=attentions[i][b, :, :n, :n] if qks is None else None,
                 z_attn=store[(key, "z_attn")][b, :n],
                 z_ff=z_ff[b, :n] if z_ff is not None else None,
                 out=store[(key, "out")][b, :n],
                 v=store[(key, "v")][b, :n],
                 call=layer_call(layers[i], args, kw, b, n, batch, length),
+                final=final[b, :n] if final is not None and i == len(layers) - 1 else None,
+                qk=qks[i].cut(b, n) if qks is not None else None,
             ))
         records.append(seq)
     return records
 
 
-def _record(lm, input_ids, attention_mask, token_type_ids) -> list[list[LayerRecord]]:
+QK_FROM_BYTES = 256 * 2**20  # α of all layers above this (L·H·n²·element size): record q, k instead
+
+
+def records_qk(lm: "LoadedModel", length: int, batch: int = 1, mode: str = "auto") -> bool:
+    """Whether a pass of ``batch`` sequences of ``length`` tokens records q, k (recomputing α on demand)
+    rather than α itself: mode ``"qk"``, ``"weights"``, or ``"auto"`` (q, k when every layer's α together
+    would exceed :data:`QK_FROM_BYTES`)."""
+    if mode not in ("auto", "qk", "weights"):
+        raise ValueError(f"record_attention must be 'auto', 'qk' or 'weights', not {mode!r}")
+    if mode != "auto":
+        return mode == "qk"
+    size = torch.empty((), dtype=lm.dtype).element_size()
+    return lm.n_layers * lm.n_heads * length * length * size * batch > QK_FROM_BYTES
+
+
+def _record(lm, input_ids, attention_mask, token_type_ids, mode: str = "auto") -> list[list[LayerRecord]]:
     store: dict = {}
     hooks = Hooks(store)
+    qk = records_qk(lm, int(input_ids.shape[1]), int(input_ids.shape[0]), mode)
     try:
         hook_stack(hooks, lm.layers, lm.spec)
         hooks.install(lm.model)
@@ -278,8 +330,11 @@ def _record(lm, input_ids, attention_mask, token_type_ids) -> list[list[LayerRec
             kwargs["token_type_ids"] = token_type_ids.to(lm.device)
         if getattr(lm.config, "use_cache", False):
             kwargs["use_cache"] = False  # no KV cache: nothing reads it, and layers are rerun without one
-        out = lm.model(input_ids=input_ids.to(lm.device), attention_mask=attention_mask.to(lm.device),
-                       output_attentions=True, **kwargs)
+        with capturing() if qk else contextlib.nullcontext() as captured:
+            out = lm.model(input_ids=input_ids.to(lm.device), attention_mask=attention_mask.to(lm.device),
+                           output_attentions=not qk, **kwargs)
     finally:
         hooks.remove()
-    return stack_records(store, lm.layers, out.attentions, attention_mask.sum(-1).tolist(), input_ids.shape[1])
+    return stack_records(store, lm.layers, None if qk else out.attentions, attention_mask.sum(-1).tolist(),
+                         input_ids.shape[1], final=getattr(out, "last_hidden_state", None),
+                         captured=captured if qk else None)

@@ -48,11 +48,12 @@ class Recording:
 
     # ---- the kinds of model
     @classmethod
-    def text_batch(cls, lm, encoded: list[Encoded]) -> list["Part"]:
-        """Parts of several tokenised texts of a self-attention model, recorded in one right-padded pass."""
+    def text_batch(cls, lm, encoded: list[Encoded], attention: str = "auto") -> list["Part"]:
+        """Parts of several tokenised texts of a self-attention model, recorded in one right-padded pass.
+        ``attention``: record α or q, k (:func:`normviz.record.records_qk`; option ``record_attention``)."""
         def run():
             ids, mask, types = pad_batch(encoded, pad_id=0, with_token_types=True)
-            recs = record(lm, ids, mask, segment_ids(lm, types))
+            recs = record(lm, ids, mask, segment_ids(lm, types), attention)
             return [{"model": r} for r in recs], recs
 
         recording = cls(run)

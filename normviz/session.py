@@ -21,10 +21,10 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from . import keyspace
+from . import keyspace, memory
 from . import methods as registry
 from .analysis import Analysis, Target, TokenAxis
-from .decompose import CHUNK_BYTES, LayerDecomposition, Workspace
+from .decompose import CHUNK_BYTES, LayerDecomposition, Workspace, working_dtype
 from .encdec import target as seq2seq
 from .encdec.params import cross_params
 from .errors import NormvizError, NotApplicableError, TooCostlyError, UnsupportedModelError
@@ -79,8 +79,9 @@ class Session:
         self._lock = threading.RLock()
         self._views: dict[str, list] = {}
         self._waits = threading.local()  # seconds the current get() of each thread waited for other requests
+        self._layer_maps = memory.LayerCache(float(self.options.get("map_cache_mb", memory.MAP_CACHE_MB)))
         self.worker = worker
-        if worker is not None and not self.is_encoder_decoder:  # its stacks are computed here (see _run_family)
+        if worker is not None:
             worker.prepare(self)
 
     # ---- constructors for inputs tokenised elsewhere
@@ -91,7 +92,7 @@ class Session:
         if lm.is_encoder_decoder:
             raise UnsupportedModelError(f"{lm.name!r} is an encoder–decoder: analyse one source and target at a "
                                         "time with Session(lm, source, target=…).")
-        parts = Recording.text_batch(lm, list(encoded))
+        parts = Recording.text_batch(lm, list(encoded), (options or {}).get("record_attention", "auto"))
         return [cls(lm, *(texts[b] if texts else ("", None)), options=options, recorded=part)
                 for b, part in enumerate(parts)]
 
@@ -107,6 +108,14 @@ class Session:
         return cls.from_encoded(lm, encoded, pairs, options)
 
     @classmethod
+    def from_inputs(cls, lm: LoadedModel, inputs, text: str = "", text_pair: str | None = None,
+                    options: dict | None = None) -> "Session":
+        """A session of what :attr:`inputs` gave (another process's session: :mod:`normviz.workers`)."""
+        if isinstance(inputs, Encoded):
+            return cls.from_encoded(lm, [inputs], [(text, text_pair)], options)[0]
+        return cls(lm, text, options=options, recorded=Recording.seq2seq(lm, inputs))
+
+    @classmethod
     def from_ids(cls, lm: LoadedModel, src_ids: list[int], tgt_ids: list[int], out_ids: list[int] | None = None,
                  options: dict | None = None) -> "Session":
         """An encoder–decoder session of given ids (:func:`normviz.encdec.target.from_ids`)."""
@@ -114,6 +123,16 @@ class Session:
                                                                                         out_ids)))
 
     # ---- what is known without computing
+    @property
+    def inputs(self):
+        """What rebuilds this session's tokens elsewhere (picklable): the text's :class:`Encoded`, or an
+        encoder–decoder's :class:`~normviz.encdec.target.Seq2SeqInputs` (:meth:`from_inputs`)."""
+        return self.part.seq2seq if self.part.seq2seq is not None else self.encoded
+
+    def axis(self, stack: str) -> Encoded:
+        """The tokens of ``stack``'s rows (the cross stack's rows are the decoder's, its columns the encoder's)."""
+        return self.part.axes["decoder" if stack == "cross" else stack]
+
     @property
     def encoded(self) -> Encoded:
         """The first stack's tokens: the text's, or an encoder–decoder's source."""
@@ -154,8 +173,7 @@ class Session:
 
     def request_of(self, stack: str) -> Request:
         """What ``stack``'s families know before the forward pass (its rows' count)."""
-        rows = self.part.axes["decoder" if stack == "cross" else stack]
-        return keyspace.request_for(self.lm, len(rows.ids), stack)
+        return keyspace.request_for(self.lm, len(self.axis(stack).ids), stack)
 
     @property
     def request(self) -> Request:
@@ -207,6 +225,27 @@ class Session:
         """Count ``seconds`` as waited for another request in the current get() (:mod:`normviz.workers`)."""
         self._waits.s = getattr(self._waits, "s", 0.0) + float(seconds)
 
+    # ---- predictions (normviz.attribution: they ride the one recorded pass)
+    def predict(self, top: int = 10, position: int = -1):
+        """The ``top`` most probable next tokens at ``position``: list of .token, .id, .prob, .logit."""
+        from .attribution import predict
+        return predict(self, top, position)
+
+    def explain(self, token=None, foil=None, position: int = -1):
+        """Why ``token`` (None: the top prediction) rather than ``foil`` at ``position``: an Explanation
+        (encoder–decoders: after decoder row ``position``, sources over source + target tokens)."""
+        if self.is_encoder_decoder:
+            from .encdec.explain import explain as explain_seq2seq
+            with self._lock:
+                return explain_seq2seq(self, token, foil, position)
+        from .attribution import explain
+        return explain(self, token, foil, position)
+
+    def logit_lens(self, position: int = -1):
+        """[L+1, V] log-probabilities of each layer's residual state at ``position`` through the readout."""
+        from .attribution import logit_lens
+        return logit_lens(self, position)
+
     # ---- maps
     def get(self, keys: Iterable[str] | str | None = None, *, strict: bool = True,
             progress: Progress | None = None) -> Analysis:
@@ -231,9 +270,9 @@ class Session:
 
     def _get(self, keys, strict: bool, progress: Progress | None) -> Analysis:
         wanted = keyspace.resolve(self.lm, keys)
-        refused: dict[str, NormvizError] = {}
+        refused: dict[str, NormvizError] = self._over_budget(wanted, strict)
         for k in wanted:
-            if k in self._arrays or _refuse_dependent(k, refused):
+            if k in self._arrays or k in refused or _refuse_dependent(k, refused):
                 continue
             try:
                 self._check(k)
@@ -277,10 +316,140 @@ class Session:
         for info in family.KEYS:
             k = keyspace.spell(stack, info.key)
             if (k in ks or k in self._arrays or stack not in info.stacks or registry.is_opt_in(info.key)
-                    or self.refusal(k) is not None):
+                    or self.refusal(k) is not None or self._over_budget(ks + out + [k], False)):
                 continue
             out.append(k)
         return out
+
+    # ---- memory
+    def array_shape(self, key: str) -> tuple[int, ...]:
+        """The shape of ``key``'s whole array for this input, known before computing: [L, H, rows, cols] for
+        per-head keys, else [L, rows, cols] (rows: the stack's tokens; cross keys: columns the encoder's)."""
+        stack, base = keyspace.parse(key)
+        request = self.request_of(stack) if stack in self.stacks else self.request
+        cols = self.n_tokens if stack == "cross" else request.n_tokens
+        return memory.shape_of(registry.key_info(base).per_head, request.n_layers, request.n_heads,
+                               request.n_tokens, cols)
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per map value: the working dtype's (float32 for half-precision models)."""
+        import torch
+
+        return torch.empty((), dtype=working_dtype(self.lm.dtype)).element_size()
+
+    def held_bytes(self) -> int:
+        """What this session's whole arrays hold now."""
+        return sum(a.nbytes for a in self._arrays.values())
+
+    def _over_budget(self, wanted: list[str], strict: bool) -> dict[str, NormvizError]:
+        """Keys whose whole arrays would not fit the memory budget (with what the session holds): raised at
+        once (``strict``) or refused one by one (the first that fit are kept), before anything runs."""
+        budget = memory.budget_mb(self.options)
+        todo = [k for k in dict.fromkeys(wanted) if k not in self._arrays]
+        if budget is None or not todo:
+            return {}
+        shapes = {k: self.array_shape(k) for k in todo}
+        sizes = {k: memory.nbytes(shapes[k], self.itemsize) for k in todo}
+        held, limit = self.held_bytes(), budget * 2**20
+        if held + sum(sizes.values()) <= limit:
+            return {}
+        n = self.request.n_tokens
+        if strict:
+            raise memory.over_budget_error(todo, sum(sizes.values()), held, budget, n, shapes)
+        refused, used = {}, held
+        for k in todo:
+            if used + sizes[k] > limit:
+                refused[k] = memory.over_budget_error([k], sizes[k], used, budget, n, shapes)
+            else:
+                used += sizes[k]
+        return refused
+
+    # ---- one layer at a time
+    def map(self, key: str, layer: int, head: int | None = None) -> np.ndarray:
+        """One [rows, cols] map of one layer, computing only what that layer needs (as ``Analysis.map``:
+        ``head=None`` is the layer view — ``norm_layer`` for ``norm``, the head mean of α for ``attention``,
+        the head mean otherwise).
+
+        Per-layer families (``PER_LAYER``: attention weights, the norm family, the FF maps) compute the one
+        layer from its records (a long input's α recomputed from q, k) and keep it in a bounded cache
+        (option ``map_cache_mb``, default 512); a key whose array is already computed is read from it; a
+        cross-layer key (rollouts, flow …) is computed whole through :meth:`get` (its own checks apply)."""
+        stack, base = keyspace.parse(key)
+        info = registry.key_info(base)
+        if key in self._arrays:
+            return _layer_view(self._arrays, key, layer, head)
+        family = registry.family_of(base)
+        if family.NAME == "rollouts" and self._rollout_one_at_a_time(base):
+            return self._rollout_layer(stack, base, layer)
+        if not getattr(family, "PER_LAYER", False):
+            return self.get([key]).map(key, layer, head)
+        request = self.request_of(stack) if stack in self.stacks else self.request
+        layer = _index(layer, request.n_layers, "layer", key)
+        if info.per_head and head is None:
+            layered = keyspace.spell(stack, base + "_layer")
+            if registry.is_key(base + "_layer") and registry.family_of(base + "_layer") is family:
+                return self.map(layered, layer)
+            return self._one_layer(stack, base, request, layer).mean(0)
+        arr = self._one_layer(stack, base, request, layer)
+        if info.per_head:
+            return arr[_index(head, arr.shape[0], "head", key)]
+        return arr
+
+    def _rollout_one_at_a_time(self, base: str) -> bool:
+        from .methods import rollouts
+
+        return (rollouts.per_layer_source(base) is not None
+                and rollouts.normalization_option(self.options) == "standard")
+
+    def _rollout_layer(self, stack: str, base: str, layer: int) -> np.ndarray:
+        """R_layer of a rollout with one [n, n] product at a time from the per-layer maps (each through
+        :meth:`map`, so cached and bounded), resuming from the deepest R_k already in the cache."""
+        from .methods import rollouts
+
+        key = keyspace.spell(stack, base)
+        request = self.request_of(stack) if stack in self.stacks else self.request
+        layer = _index(layer, request.n_layers, "layer", key)
+        keyspace.check(self.lm, stack, base, request, self.options)
+        first, start = 0, None
+        for k in range(layer, -1, -1):
+            hit = self._layer_maps.get((key, k))
+            if hit is not None:
+                if k == layer:
+                    return hit
+                first, start = k + 1, hit.astype(np.float64)
+                break
+        source = keyspace.spell(stack, rollouts.per_layer_source(base))
+        dtype = np.dtype(np.float32 if self.itemsize == 4 else np.float64)
+        out = None
+        acc = start
+        for k in range(first, layer + 1):
+            acc = rollouts.one_at_a_time(base, lambda i: self.map(source, i), acc, k, k)
+            out = acc.astype(dtype)
+            self._layer_maps.put((key, k), out)
+        return out
+
+    def _one_layer(self, stack: str, base: str, request, layer: int) -> np.ndarray:
+        """Layer ``layer`` of ``base`` on ``stack`` ([H, n, n] or [n, n]), from the cache or computed alone."""
+        import dataclasses
+
+        key = keyspace.spell(stack, base)
+        cached = self._layer_maps.get((key, layer))
+        if cached is not None:
+            return cached
+        one = dataclasses.replace(request, n_layers=1)
+        keyspace.check(self.lm, stack, base, one, self.options)  # applicability, and cost for one layer
+        family = registry.family_of(base)
+        with self._lock:
+            view = self.layers(stack)[layer]
+            inputs = Inputs(request=one, layer_views=lambda: [view], arrays={}, model=None, progress=None)
+            try:
+                out = family.compute(inputs, [base], {**self.options, "compute_together": False})
+            finally:
+                view.clear()
+        arr = out.arrays[base][0]
+        self._layer_maps.put((key, layer), arr)
+        return arr
 
     def _compute(self, todo: list[str], refused: dict, strict: bool, progress: Progress | None) -> None:
         order = list(registry.families())
@@ -329,7 +498,7 @@ class Session:
                                 model=keyspace.stack_model(self.lm, stack) if getattr(family, "NEEDS_MODEL", False)
                                 else None, progress=report)
                 try:
-                    out = self._run_family(stack, family, inputs, base, report)
+                    out = self._run_family(stack, family, inputs, ks, report)
                 except NormvizError as exc:
                     if strict:
                         raise
@@ -350,17 +519,42 @@ class Session:
             for v in views:
                 v.clear()
 
-    def _run_family(self, stack: str, family, inputs: Inputs, ks: list[str], report: Progress):
-        """One family's keys of one stack: in the heavy-methods worker when the session has one that takes
-        them (:mod:`normviz.workers`; a self-attention model's stack), else here. A family that reruns the
+    def _run_family(self, stack: str, family, inputs: Inputs, spelled: list[str], report: Progress):
+        """One family's keys of one stack (``spelled``; the Output is keyed by the stack's own names): in the
+        heavy-methods worker when the session has one that takes them (:mod:`normviz.workers`, which rebuilds
+        the session from :attr:`inputs` and computes the spelled keys), else here. A family that reruns the
         shared model with hooks that do not keep to their own thread (no ``HOOKS_OWN_THREAD``) holds the
         model's lock meanwhile."""
-        if stack == "model" and self.worker is not None and self.worker.takes(self, family, ks):
-            return self.worker.compute(self, family, ks, report)
+        prefix = keyspace.PREFIX[stack]
+        ks = [k[len(prefix):] for k in spelled]
+        if self.worker is not None and self.worker.takes(self, family, spelled):
+            out = self.worker.compute(self, family, spelled, report)
+            out.arrays = {k[len(prefix):]: v for k, v in out.arrays.items()}
+            out.notes = {k[len(prefix):]: v for k, v in out.notes.items()}
+            return out
         if inputs.model is not None and not getattr(family, "HOOKS_OWN_THREAD", False):
             with model_lock(self.lm.model):
                 return family.compute(inputs, ks, self.options)
         return family.compute(inputs, ks, self.options)
+
+
+def _index(value: int, size: int, what: str, key: str) -> int:
+    if not -size <= value < size:
+        raise NormvizError(f"{what} {value} is out of range: {key} has {size} {what}s (0…{size - 1}).")
+    return value % size
+
+
+def _layer_view(arrays: dict, key: str, layer: int, head: int | None) -> np.ndarray:
+    """One layer of a whole array, as :meth:`Analysis.map` reads it."""
+    arr = arrays[key]
+    layer = _index(layer, arr.shape[0], "layer", key)
+    if arr.ndim == 3:
+        return arr[layer]
+    if head is None:
+        if key.endswith("norm") and key + "_layer" in arrays:
+            return arrays[key + "_layer"][layer]
+        return arr[layer].mean(0)
+    return arr[layer, _index(head, arr.shape[1], "head", key)]
 
 
 def _axis(enc: Encoded) -> TokenAxis:
@@ -377,7 +571,7 @@ def _tokenised(lm, text, text_pair, target, max_tokens, max_new_tokens, options)
         raise NormvizError(f"target= is for encoder–decoder models; {lm.name!r} is not one.")
     limit = min(max_tokens, lm.max_length) if max_tokens else lm.max_length
     enc = encode(lm.tokenizer, text, text_pair, max_length=limit, decoder=lm.spec.causal)
-    return Recording.text_batch(lm, [enc])[0]
+    return Recording.text_batch(lm, [enc], options.get("record_attention", "auto"))[0]
 
 
 def _refuse_dependent(key: str, refused: dict) -> bool:

@@ -20,9 +20,19 @@ the two. One process by default: heavy jobs of several visitors queue, and the w
 Only CPU models loaded by name (``normviz.load``) go to the worker; a model built in memory, sharded with
 ``device_map`` or on a GPU is computed in the server as before, and so are texts shorter than ``min_tokens``
 (there the heavy families take milliseconds and a round trip would cost more).
+
+Which families go there: those whose module says ``HEAVY = True`` (read from the family, so that renaming a
+family changes nothing). Every job has a deadline, ``grace + factor × budget`` seconds from the moment it is
+handed to a process, ``budget`` being the family's cost budget (its ``BUDGET``: seconds in the session's
+options; families are refused before they run when their estimate exceeds it, so a job past several times
+its budget is stuck or starved, e.g. a stopped process). Past the deadline the process is killed and
+replaced and the visitor gets a :class:`~normviz.errors.DeadlineError` (a message, not a traceback); the
+other visitors' jobs queue behind it no longer than that. A process found dead when a job is handed out (it
+died while idle) is replaced silently and the job goes to the new one.
 """
 from __future__ import annotations
 
+import collections
 import os
 import pickle
 import queue
@@ -32,8 +42,22 @@ import threading
 import time
 from dataclasses import dataclass
 
-HEAVY_FAMILIES = ("feedforward", "zeroing", "interactions", "effective", "maxflow", "globenc", "decompx")
 POLL_S = 0.25
+DEADLINE_FACTOR = 4.0  # × the family's cost budget: the estimates are rough, the worker runs at nice +10
+DEADLINE_GRACE_S = 60.0  # + loading the model in a fresh process (smollm2's first load takes ~30 s)
+DEFAULT_DEADLINE_S = 600.0  # a family without a seconds budget (maxflow), or a session without budgets
+
+
+def is_heavy(family) -> bool:
+    """Whether ``family`` (a map-family module) is one of the costly ones (its ``HEAVY`` flag)."""
+    return bool(getattr(family, "HEAVY", False))
+
+
+def heavy_families() -> tuple[str, ...]:
+    """The NAMEs of the registered families flagged ``HEAVY``."""
+    from .methods import registry
+
+    return tuple(name for name, fam in registry.families().items() if is_heavy(fam))
 
 
 @dataclass(frozen=True)
@@ -44,7 +68,7 @@ class Job:
     device: str
     dtype: str
     cache_key: tuple  # the server's LoadedModel.cache_key: the worker checks it loaded the same model
-    encoded: object  # normviz.tokens.Encoded: the same token ids (and segment ids)
+    encoded: object  # Session.inputs: the same token ids (an Encoded, with segment ids; or Seq2SeqInputs)
     text: str
     text_pair: str | None
     options: dict
@@ -57,10 +81,25 @@ class Result:
     notes: dict
     error: tuple[str, str] | None  # (exception class name, message) of a NormvizError raised in the worker
     seconds: float  # how long it ran there
+    pid: int = 0  # the worker process that computed it
+
+
+@dataclass(frozen=True)
+class Ran:
+    """One finished job (:attr:`HeavyWorker.ran`): which family, its keys, the process, its time."""
+
+    family: str
+    keys: tuple[str, ...]
+    pid: int
+    seconds: float
+
+
+_EOF = ("eof",)
 
 
 class _Process:
-    """One worker process (``python -m normviz.workers``): pickled messages on its stdin and stdout."""
+    """One worker process (``python -m normviz.workers``): pickled messages on its stdin and stdout. A reader
+    thread unpickles what the process sends into :attr:`inbox`, so that waiting for it can have a deadline."""
 
     def __init__(self, nice: int, threads: int, max_models: int):
         env = {**os.environ, "NORMVIZ_WORKER_NICE": str(nice), "NORMVIZ_WORKER_MODELS": str(max_models),
@@ -70,16 +109,41 @@ class _Process:
         env["PYTHONPATH"] = path
         self.proc = subprocess.Popen([sys.executable, "-m", "normviz.workers"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, env=env)
+        self.pid = self.proc.pid
+        self.inbox: queue.Queue = queue.Queue()
+        self._closed = False  # the reader saw the end of the process's stdout
+        threading.Thread(target=self._read, name=f"normviz-worker-{self.pid}", daemon=True).start()
+
+    def _read(self) -> None:
+        try:
+            while True:
+                self.inbox.put(pickle.load(self.proc.stdout))
+        except Exception:  # EOF, a broken pipe, a message cut by a kill: the process is gone for us
+            self._closed = True
+            self.inbox.put(_EOF)
 
     def send(self, message) -> None:
         pickle.dump(message, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
         self.proc.stdin.flush()
 
-    def receive(self):
-        return pickle.load(self.proc.stdout)
+    def receive(self, timeout: float):
+        """The next message, waiting at most ``timeout`` s (``queue.Empty`` past it); EOFError once it ended."""
+        message = self.inbox.get(timeout=max(timeout, 0.0))
+        if message is _EOF:
+            self.inbox.put(_EOF)
+            raise EOFError("the worker process ended")
+        return message
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return self.proc.poll() is None and not self._closed
+
+    def kill(self) -> None:
+        """End it now (SIGKILL ends a stopped process too)."""
+        try:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        except Exception:  # pragma: no cover - already gone
+            pass
 
     def stop(self) -> None:
         if self.alive():
@@ -87,24 +151,35 @@ class _Process:
                 self.proc.stdin.close()
                 self.proc.wait(timeout=5)
             except Exception:
-                self.proc.kill()
+                self.kill()
+        else:
+            self.kill()  # reap it
 
 
 class HeavyWorker:
-    """``processes`` worker processes for the families in ``families`` (see the module docstring).
+    """``processes`` worker processes for the costly families (see the module docstring).
 
     Processes start on first need (:meth:`prepare`, :meth:`start` or the first job); each loads a model on
     first use and keeps the last ``max_models``. A job waits for a free process; the time it waited is the
-    session's wait (``Analysis.waited_s``), and the progress message says so meanwhile."""
+    session's wait (``Analysis.waited_s``), and the progress message says so meanwhile. ``families``: NAMEs to
+    send there instead of the families flagged ``HEAVY``. ``deadline_factor``, ``deadline_grace_s``,
+    ``default_deadline_s``: each job's deadline (:meth:`deadline_s`)."""
 
     def __init__(self, processes: int = 1, *, nice: int = 10, threads: int = 1, min_tokens: int = 24,
-                 max_models: int = 2, families: tuple[str, ...] = HEAVY_FAMILIES):
+                 max_models: int = 2, families: tuple[str, ...] | None = None,
+                 deadline_factor: float = DEADLINE_FACTOR, deadline_grace_s: float = DEADLINE_GRACE_S,
+                 default_deadline_s: float = DEFAULT_DEADLINE_S):
         self.processes, self.nice, self.threads = processes, nice, threads
-        self.min_tokens, self.max_models, self.families = min_tokens, max_models, tuple(families)
+        self.min_tokens, self.max_models = min_tokens, max_models
+        self.families = None if families is None else tuple(families)
+        self.deadline_factor, self.deadline_grace_s = float(deadline_factor), float(deadline_grace_s)
+        self.default_deadline_s = float(default_deadline_s)
         self._lock = threading.Lock()
         self._free: queue.Queue[_Process] = queue.Queue()
         self._all: list[_Process] = []
         self.busy = 0  # jobs running now
+        self.replaced = 0  # processes replaced (died, or killed past a deadline)
+        self.ran: collections.deque[Ran] = collections.deque(maxlen=64)  # the last finished jobs
 
     # ---- which work goes there
     def _eligible(self, session) -> bool:
@@ -113,7 +188,17 @@ class HeavyWorker:
                 and not str(lm.revision).startswith("memory:") and "|map:" not in str(lm.revision))
 
     def takes(self, session, family, keys) -> bool:
-        return family.NAME in self.families and self._eligible(session)
+        heavy = is_heavy(family) if self.families is None else family.NAME in self.families
+        return heavy and self._eligible(session)
+
+    def deadline_s(self, family, options: dict) -> float:
+        """``grace + factor × budget`` with ``budget`` = the family's ``BUDGET.seconds(options)``
+        (:class:`normviz.methods.base.Budget`), else the default deadline."""
+        spec = getattr(family, "BUDGET", None)
+        budget = spec.seconds(options) if spec is not None else None
+        if budget is None:
+            return self.default_deadline_s
+        return self.deadline_grace_s + self.deadline_factor * float(budget)
 
     def prepare(self, session) -> None:
         """Start the processes and load the session's model there, in the background, when this session's
@@ -125,12 +210,19 @@ class HeavyWorker:
     def start(self, warm_model: str | None = None) -> "HeavyWorker":
         with self._lock:
             while len(self._all) < self.processes:
-                p = _Process(self.nice, self.threads, self.max_models)
-                if warm_model:
-                    p.send(("warm", warm_model))
+                p = self._new(warm_model)
                 self._all.append(p)
                 self._free.put(p)
         return self
+
+    def _new(self, warm_model: str | None) -> _Process:
+        p = _Process(self.nice, self.threads, self.max_models)
+        if warm_model:
+            try:
+                p.send(("warm", warm_model))
+            except OSError:  # pragma: no cover - died at birth: found dead when a job is handed out
+                pass
+        return p
 
     def shutdown(self) -> None:
         with self._lock:
@@ -139,61 +231,98 @@ class HeavyWorker:
         for p in procs:
             p.stop()
 
-    def _replace(self, dead: _Process) -> None:
+    def _replace(self, dead: _Process, warm_model: str | None = None) -> None:
+        """Kill ``dead`` and put a new process (loading ``warm_model``) in its place among the free ones."""
+        dead.kill()
         with self._lock:
-            if dead in self._all:
-                self._all.remove(dead)
-            dead.stop()
-            p = _Process(self.nice, self.threads, self.max_models)
+            self.replaced += 1
+            if dead not in self._all:  # shut down meanwhile
+                return
+            self._all.remove(dead)
+            p = self._new(warm_model)
             self._all.append(p)
         self._free.put(p)
 
+    def _take(self, progress, names: str) -> tuple[_Process, float]:
+        """A free, live process (dead idle ones are replaced unseen) and the seconds waited for it."""
+        t0 = time.perf_counter()
+        while True:
+            try:
+                proc = self._free.get(timeout=POLL_S)
+            except queue.Empty:
+                if not self._all:
+                    self.start()
+                if progress:
+                    progress(0.0, f"waiting for another visitor's costly maps to finish "
+                                  f"({time.perf_counter() - t0:.0f} s so far); then {names}")
+                continue
+            if proc.alive():
+                return proc, time.perf_counter() - t0
+            self._replace(proc)
+
     # ---- one job
     def compute(self, session, family, keys, progress=None):
-        """``family``'s ``keys`` of ``session``, computed in a worker process; a ``methods.base.Output``."""
+        """``family``'s ``keys`` of ``session``, computed in a worker process; a ``methods.base.Output``.
+        Raises :class:`~normviz.errors.DeadlineError` past the job's deadline, NormvizError if the process dies."""
         from . import errors
         from .methods import base
 
         lm = session.lm
         job = Job(model=lm.name, device=str(lm.device), dtype=str(lm.dtype).replace("torch.", ""),
-                  cache_key=tuple(lm.cache_key), encoded=session.encoded, text=session.text,
+                  cache_key=tuple(lm.cache_key), encoded=session.inputs, text=session.text,
                   text_pair=session.text_pair, options=dict(session.options), keys=tuple(keys))
         names = ", ".join(keys)
+        deadline = self.deadline_s(family, job.options)
         if not self._all:
             self.start()
-        t0 = time.perf_counter()
-        proc = None
-        while proc is None:
-            try:
-                proc = self._free.get(timeout=POLL_S)
-            except queue.Empty:
-                if progress:
-                    progress(0.0, f"waiting for another visitor's costly maps to finish "
-                                  f"({time.perf_counter() - t0:.0f} s so far); then {names}")
-        waited = time.perf_counter() - t0
-        if waited >= POLL_S:
-            session.add_wait(waited)
-        self.busy += 1
-        try:
+        proc, waited = self._take(progress, names)
+        for _ in range(3):  # a process that died between the check and the send: the job goes to another
             try:
                 proc.send(("job", job))
-                while True:
-                    kind, *payload = proc.receive()
-                    if kind == "progress":
-                        if progress:
-                            progress(*payload)
-                        continue
-                    result: Result = payload[0]
-                    break
-            except (EOFError, OSError, pickle.UnpicklingError) as exc:
-                self._replace(proc)
-                proc = None
-                raise errors.NormvizError(f"The costly-maps worker stopped while computing {names} "
-                                          f"({type(exc).__name__}); try again, or with a shorter text.") from None
+                break
+            except OSError:
+                self._replace(proc, job.model)
+                more, w = self._take(progress, names)
+                proc, waited = more, waited + w
+        else:
+            self._free.put(proc)
+            raise errors.NormvizError(f"The costly-maps worker could not be started for {names}; try again.")
+        if waited >= POLL_S:
+            session.add_wait(waited)
+        with self._lock:
+            self.busy += 1
+        t0 = time.perf_counter()
+        try:
+            while True:
+                left = deadline - (time.perf_counter() - t0)
+                if left <= 0:
+                    self._replace(proc, job.model)
+                    proc = None
+                    raise errors.DeadlineError(
+                        f"The costly maps {names} did not finish within {deadline:.0f} s (their cost budget with a "
+                        "margin) and were stopped. The server may be busy: try again in a while, or with a "
+                        "shorter text.")
+                try:
+                    kind, *payload = proc.receive(min(left, 1.0))
+                except queue.Empty:
+                    continue
+                if kind == "progress":
+                    if progress:
+                        progress(*payload)
+                    continue
+                result: Result = payload[0]
+                break
+        except (EOFError, OSError, pickle.UnpicklingError) as exc:
+            self._replace(proc, job.model)
+            proc = None
+            raise errors.NormvizError(f"The costly-maps worker stopped while computing {names} "
+                                      f"({type(exc).__name__}); try again, or with a shorter text.") from None
         finally:
-            self.busy -= 1
+            with self._lock:
+                self.busy -= 1
             if proc is not None:
                 self._free.put(proc)
+        self.ran.append(Ran(family.NAME, tuple(keys), result.pid, result.seconds))
         if result.error is not None:
             cls = getattr(errors, result.error[0], None)
             if not (isinstance(cls, type) and issubclass(cls, errors.NormvizError)):
@@ -228,13 +357,13 @@ def _run(job: Job, progress) -> Result:
     t0 = time.perf_counter()
     try:
         lm = _model(job.model, job.device, job.dtype, job.cache_key)
-        session = Session.from_encoded(lm, [job.encoded], [(job.text, job.text_pair)], job.options)[0]
+        session = Session.from_inputs(lm, job.encoded, job.text, job.text_pair, job.options)
         a = session.get(list(job.keys), strict=True, progress=progress)
         arrays = {k: a.arrays[k] for k in job.keys}
         notes = {k: a.notes[k] for k in job.keys if k in a.notes}
-        return Result(arrays, notes, None, time.perf_counter() - t0)
+        return Result(arrays, notes, None, time.perf_counter() - t0, os.getpid())
     except NormvizError as exc:
-        return Result({}, {}, (type(exc).__name__, str(exc)), time.perf_counter() - t0)
+        return Result({}, {}, (type(exc).__name__, str(exc)), time.perf_counter() - t0, os.getpid())
 
 
 def serve() -> None:
@@ -269,7 +398,7 @@ def serve() -> None:
         try:
             result = _run(payload, lambda f, m: send(("progress", f, m)))
         except Exception as exc:  # unexpected: the server shows it as a message, never a traceback
-            result = Result({}, {}, ("NormvizError", f"{type(exc).__name__}: {exc}"), 0.0)
+            result = Result({}, {}, ("NormvizError", f"{type(exc).__name__}: {exc}"), 0.0, os.getpid())
         send(("result", result))
 
 
@@ -294,4 +423,4 @@ if __name__ == "__main__":  # as normviz.workers, so that pickled Results name t
     _serve()
 
 
-__all__ = ["HEAVY_FAMILIES", "HeavyWorker", "Job", "Result", "shared_worker"]
+__all__ = ["HeavyWorker", "Job", "Ran", "Result", "heavy_families", "is_heavy", "shared_worker"]

@@ -18,6 +18,7 @@ import numpy as np
 from ..errors import NormvizError, TruncationWarning
 from .aer import AerCounts
 from .extract import KEYS, SETTINGS, head_label, links, sentence_alignments, sentence_words
+from .formats import read_text_file
 from .words import special_tokens
 
 
@@ -59,19 +60,21 @@ TABLE_COLUMNS = [(s, m) for s in SETTINGS for m in ("weight", "norm")]
 
 
 def read_lines(path: str | Path, what: str) -> tuple[list[str | None], list]:
-    """Lines of a text file, None where a line is not valid UTF-8, and the ``(line, reason)`` of those."""
-    p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise NormvizError(f"cannot read {what} {str(p)!r}: {exc.strerror or exc}.") from None
+    """Lines of a text file (:func:`read_text_file`), None where a line is not valid UTF-8 or holds a NUL
+    byte, and the ``(line, reason)`` of those."""
     out, bad = [], []
-    for k, line in enumerate(raw.splitlines(), 1):
+    for k, line in enumerate(read_text_file(path, what).splitlines(), 1):
         try:
-            out.append(line.decode("utf-8"))
+            text = line.decode("utf-8")
         except UnicodeDecodeError as exc:
             out.append(None)
             bad.append((k, f"{what}: not valid UTF-8 (byte {exc.start})"))
+            continue
+        if "\x00" in text:
+            out.append(None)
+            bad.append((k, f"{what}: holds a NUL byte (character {text.index(chr(0)) + 1}); is the file UTF-16?"))
+            continue
+        out.append(text)
     return out, bad
 
 
@@ -89,7 +92,8 @@ def align_corpus(lm, src: list, tgt: list, gold: list | None = None, *, gold_for
                  progress: Callable[[int, int], None] | None = None, show_bar: bool = False) -> AlignResult:
     """Align ``src[k]`` with ``tgt[k]`` (strings; None = unreadable) for every k; ``gold[k]`` is the
     ``(sure, possible)`` of line k+1 (None = unreadable). ``known_bad``: line -> why it is unreadable (from
-    the readers). ``progress(done, total)`` after each line."""
+    the readers). ``progress(done, total)`` after each line. Raises NormvizError when no line can be aligned
+    (with or without gold), naming the first reasons."""
     from tqdm.auto import tqdm
 
     from ..session import Session
@@ -133,9 +137,15 @@ def align_corpus(lm, src: list, tgt: list, gold: list | None = None, *, gold_for
         if progress:
             progress(line, len(src))
     bar.close()
-    if gold is not None and not res.counts:
-        raise NormvizError("no line could be aligned; see the bad lines above.")
+    if len(res.bad_lines) == res.n_lines:
+        raise NormvizError(f"none of the {res.n_lines:,} lines could be aligned ({_first_reasons(res.bad_lines)}).")
     return res
+
+
+def _first_reasons(bad: list, k: int = 3, width: int = 90) -> str:
+    """'line 1: why; line 2: why; … and N more' on one line."""
+    parts = [f"line {line}: {' '.join(str(r).split())[:width]}" for line, r in bad[:k]]
+    return "; ".join(parts) + (f"; and {len(bad) - k:,} more" if len(bad) > k else "")
 
 
 def _one(lm, s_line, t_line, gold_entry, has_gold, special, scheme, max_tokens, gold_format, Session):

@@ -16,6 +16,7 @@ from ..errors import NormvizError
 
 FORMATS = ("pharaoh", "talp")
 _LINK = re.compile(r"^(\d+)([-?p])(\d+)(?:-([SP]))?$")
+MAX_DIGITS = 9  # a word index of more digits is no sentence's (and int() refuses over 4,300 digits)
 
 
 class AlignmentFormatError(NormvizError):
@@ -31,7 +32,10 @@ def parse_line(line: str, fmt: str = "pharaoh") -> tuple[set, set]:
     for item in line.split():
         m = _LINK.match(item)
         if not m or (m.group(4) and m.group(2) != "-"):
-            raise AlignmentFormatError(f"{item!r} is not a link (expected i-j, i?j, ipj or i-j-S/P)")
+            raise AlignmentFormatError(f"{_short(item)!r} is not a link (expected i-j, i?j, ipj or i-j-S/P)")
+        if max(len(m.group(1)), len(m.group(3))) > MAX_DIGITS:
+            raise AlignmentFormatError(f"{_short(item)!r}: a word index of "
+                                       f"{max(len(m.group(1)), len(m.group(3))):,} digits")
         i, j = int(m.group(1)) - base, int(m.group(3)) - base
         if i < 0 or j < 0:
             raise AlignmentFormatError(f"{item!r}: index 0 in a 1-based (talp) file")
@@ -40,6 +44,27 @@ def parse_line(line: str, fmt: str = "pharaoh") -> tuple[set, set]:
         if m.group(2) == "-" and m.group(4) != "P":
             sure.add(link)
     return sure, possible
+
+
+def _short(item: str, limit: int = 40) -> str:
+    return item if len(item) <= limit else item[:limit] + f"… ({len(item):,} characters)"
+
+
+def read_text_file(path: str | Path, what: str) -> bytes:
+    """The bytes of a UTF-8 text file ``what`` (``--src`` …) without its UTF-8 byte-order mark; a one-line
+    NormvizError for a file that cannot be read or is UTF-16/UTF-32 or binary (named as such, with or
+    without a byte-order mark: :func:`normviz.inputs.check_encoding`)."""
+    from ..inputs import check_encoding
+
+    p = Path(path)
+    try:
+        check_encoding(p)
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise NormvizError(f"cannot read {what} {str(p)!r}: {exc.strerror or exc}.") from None
+    except NormvizError as exc:
+        raise NormvizError(f"{what}: {exc}") from None
+    return raw[3:] if raw.startswith(b"\xef\xbb\xbf") else raw
 
 
 def guess_format(lines: list[str]) -> str:
@@ -52,11 +77,7 @@ def read_alignments(path: str | Path, fmt: str = "auto") -> tuple[list[tuple[set
     """All lines of an alignment file: ``(entries, bad, fmt)`` with ``entries[k]`` the ``(sure, possible)`` of
     line k+1 (None where it could not be read), ``bad`` the ``(line_number, reason)`` of those lines, and
     the format used (``auto`` resolved by :func:`guess_format`)."""
-    p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise NormvizError(f"cannot read the alignment file {str(p)!r}: {exc.strerror or exc}.") from None
+    raw = read_text_file(path, "--gold")  # UTF-16/32 refused by name, a UTF-8 byte-order mark dropped
     lines = raw.decode("utf-8", errors="replace").splitlines()
     if fmt == "auto":
         fmt = guess_format(lines)

@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import csv
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 from .corpus import TABLE_COLUMNS, AlignResult
@@ -36,9 +39,34 @@ def head_table_text(res: AlignResult) -> str:
     return "\n".join(lines)
 
 
+OUTPUTS = ("alignments", "bad_lines.tsv", "aer.csv", "aer_layers.txt", "aer_heads.txt")  # all a run may write
+
+
 def write_outputs(res: AlignResult, out: Path) -> dict[str, Path]:
-    """Write everything under ``out``; returns name -> path."""
+    """Write everything under ``out``; returns name -> path (under ``out``).
+
+    The files are written into a temporary directory inside ``out`` and renamed into place only once all
+    are complete; every output of an earlier run (:data:`OUTPUTS`) that this run does not write is removed, so
+    ``out`` never mixes two runs (an earlier ``aer.csv`` beside a run without ``--gold``) and an interrupted
+    run leaves the earlier results whole. Other files in ``out`` are left alone."""
     out.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".align-", dir=out))
+    try:
+        written = _write_all(res, tmp)
+        for name in OUTPUTS:
+            old = out / name
+            if old.is_dir() and not old.is_symlink():
+                shutil.rmtree(old)
+            elif old.exists() or old.is_symlink():
+                old.unlink()
+        for name, path in written.items():
+            os.replace(path, out / path.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {name: out / path.name for name, path in written.items()}
+
+
+def _write_all(res: AlignResult, out: Path) -> dict[str, Path]:
     files: dict[str, Path] = {}
     pred = out / "alignments"
     pred.mkdir(exist_ok=True)

@@ -31,7 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ray-address", default=None, help="Ray: address of a running cluster (default: start a local one)")
     p.add_argument("--ray-threads", type=int, default=None,
                    help="Ray: torch threads per CPU worker (default: as many as this process, which makes the "
-                        "results bit-identical to --engine local; cores/workers is faster)")
+                        "results equal to --engine local, usually bit for bit; cores/workers is faster)")
     p.add_argument("--format", dest="fmt", default="parquet", choices=["parquet", "csv"], help="table format")
     p.add_argument("--fresh", action="store_true", help="discard checkpoints in --out instead of resuming")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

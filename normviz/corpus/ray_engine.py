@@ -2,11 +2,12 @@
 worker (a Ray actor) loads the model once and processes whole chunks with :func:`process_chunk`.
 
 Each chunk's state comes back as bytes and is checkpointed by the driver as it arrives; the final merge
-reads them in chunk order, exactly as the in-process engine does, so both engines give the same numbers:
-bit for bit with the default ``ray_threads`` (each CPU worker uses as many torch threads as the driver) once
-numba's cache holds the compiled kernels (``scripts/setup.sh`` puts them there; a process that compiles them
-itself may differ in the last bit); with fewer threads per worker (faster when several workers share the
-cores) within float rounding of the BLAS reduction order. GPU workers (``num_gpus=1`` each) are used when the driver sees CUDA.
+reads them in chunk order, exactly as the in-process engine does, so both engines give the same numbers up
+to float rounding: usually bit for bit with the default ``ray_threads`` (each CPU worker uses as many torch
+threads as the driver) once numba's cache holds the compiled kernels (``scripts/setup.sh`` puts them there),
+but not guaranteed: torch's MKL GEMM is reproducible across processes only in MKL's CNR mode (``MKL_CBWR``),
+and under load the tables differed by 1 ulp; with fewer threads per worker (faster when several workers
+share the cores) within float rounding of the BLAS reduction order. The test compares at 1e-12 relative. GPU workers (``num_gpus=1`` each) are used when the driver sees CUDA.
 
 When to use which: ``local`` for one machine and one model copy (simplest; uses the GPU when present);
 ``ray`` to run several model replicas at once — several GPUs, or a Ray cluster (``--ray-address``); on a

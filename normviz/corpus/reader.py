@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import NormvizError
+from ..inputs import check_encoding  # noqa: F401  (its home is normviz.inputs; align reads files with it too)
 
 
 @dataclass(frozen=True)
@@ -41,27 +42,6 @@ def read_lines(path, limit: int | None = None) -> list[tuple[int, bytes]]:
                 break
             out.append((i, raw.rstrip(b"\r\n")))
     return out
-
-
-_BOMS = [(b"\x00\x00\xfe\xff", "UTF-32 (big-endian)"), (b"\xff\xfe\x00\x00", "UTF-32 (little-endian)"),
-         (b"\xfe\xff", "UTF-16 (big-endian)"), (b"\xff\xfe", "UTF-16 (little-endian)")]
-
-
-def check_encoding(path: Path, probe: int = 1 << 16) -> None:
-    """Refuse, with a message, files that would be read silently and wrongly line by line: UTF-16/UTF-32 (with
-    or without a byte-order mark) and files with old-Mac CR-only line ends."""
-    with path.open("rb") as fh:
-        head = fh.read(probe)
-    for bom, name in _BOMS:
-        if head.startswith(bom):
-            raise NormvizError(f"{str(path)!r} is {name} text (byte-order mark {bom.hex(' ').upper()}); save it as "
-                               f"UTF-8, e.g. iconv -f {name.split()[0]} -t UTF-8 {path.name} > {path.stem}.utf8.txt")
-    if head and head.count(b"\x00") > len(head) // 8:
-        raise NormvizError(f"{str(path)!r} holds many NUL bytes: it looks like UTF-16 or a binary file; pass UTF-8 "
-                           "text with one sentence per line.")
-    if b"\r" in head and b"\n" not in head:
-        raise NormvizError(f"{str(path)!r} ends its lines with CR only (old Mac style), so it would read as one line; "
-                           f"convert it first, e.g. tr '\\r' '\\n' < {path.name} > {path.stem}.lf.txt")
 
 
 def parse_line(line: int, raw: bytes) -> Item:

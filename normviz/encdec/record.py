@@ -73,6 +73,8 @@ def _record(lm, src_ids, tgt_ids) -> Seq2SeqRecord:
             hooks.output(get_path(layer, cross.attn), (("x", i), "y"))
             hooks.output(get_path(layer, cross.value), (("x", i), "v"))
             hooks.first_input(get_path(layer, cross.norm_on_residual), (("x", i), "z"))
+        decoder = lm.model.get_decoder()
+        hooks.output(decoder, "dec_final")  # the decoder's final hidden state (after its final norm): the LM head's input
         hooks.install(lm.model)
         out = lm.model(input_ids=src, attention_mask=torch.ones_like(src), decoder_input_ids=tgt,
                        output_attentions=True, use_cache=False)
@@ -80,7 +82,10 @@ def _record(lm, src_ids, tgt_ids) -> Seq2SeqRecord:
         hooks.remove()
     n, m = src.shape[1], tgt.shape[1]
     encoder = stack_records(store, lm.layers, out.encoder_attentions, [n], n, "enc")[0]
-    decoder = stack_records(store, dec.layers, out.decoder_attentions, [m], m, "dec")[0]
+    final = store.get("dec_final")
+    final = getattr(final, "last_hidden_state", final)
+    decoder = stack_records(store, dec.layers, out.decoder_attentions, [m], m, "dec",
+                            final=final if isinstance(final, torch.Tensor) else None)[0]
     if out.cross_attentions is None or len(out.cross_attentions) != len(dec.layers):
         raise RuntimeError("the model returned no cross-attention weights; it must run with attn_implementation='eager'")
     crosses = [CrossRecord(attn=out.cross_attentions[i][0], v=store[(("x", i), "v")][0],

@@ -33,7 +33,7 @@ followed are those of the authors' demo (github.com/mohsenfayyaz/DecompX, ``Deco
 
 Pre-LN (GPT-2) is normviz's extension, not the authors': the same rules, with LN1 before attention (X̂ its
 parts, β₁ split) and the FF residual from U. Gated FF blocks (SwiGLU: Llama, Qwen …) are refused: the
-product of two sums of parts has no zero-origin slope. GQA: refused unless every head has its own values.
+product of two sums of parts has no zero-origin slope (every GQA model here is gated, so refused too).
 
 Cost: the parts are [n, n, d] per layer by nature. Per layer the projections through W^V, W^O, W_1, W_2 cost
 2n²d(2d + 2d_ff) FLOPs and the attention mixing 2n³d (:func:`flops`); ``check`` refuses above the option
@@ -42,11 +42,11 @@ Cost: the parts are [n, n, d] per layer by nature. Per layer the projections thr
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import torch
 
-from ..activations import activation_ratio
 from ..errors import NotApplicableError, TooCostlyError
 from .base import Budget, Inputs, KeyInfo, Output, Request, refuse_over_budget, to_numpy
 from . import papers
@@ -60,6 +60,7 @@ KEYS = (KeyInfo("decompx", "DecompX (propagated decomposition)", False,
 REQUIRES: dict = {}
 NEEDS_MODEL = False
 OPT_IN = ("decompx",)
+HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers)
 REFERENCES = (papers.MODARRESSI_2023,)
 
 
@@ -92,12 +93,13 @@ def check(request: Request, key: str, options: dict) -> None:
         raise TooCostlyError(f"{exc} DecompX fits the budget up to about {fits} tokens here.") from None
 
 
-def token_limit(request: Request, max_flops: float) -> int:
-    """The longest input whose :func:`flops` stay within ``max_flops`` (flops grow with n)."""
+def token_limit(request: Request, max_flops: float, cost=None) -> int:
+    """The longest input whose ``cost`` (default :func:`flops`; grows with n) stays within ``max_flops``."""
+    cost = cost or flops
     lo, hi = 0, request.n_tokens
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if flops(Request(**{**request.__dict__, "n_tokens": mid})) <= max_flops:
+        if cost(Request(**{**request.__dict__, "n_tokens": mid})) <= max_flops:
             lo = mid
         else:
             hi = mid - 1
@@ -105,6 +107,33 @@ def token_limit(request: Request, max_flops: float) -> int:
 
 
 # ---------------------------------------------------------------- the pieces (row chunks [c, n, ·])
+@dataclass(frozen=True)
+class Rules:
+    """What the propagation does with the biases. ``bias="absdot"`` (DecompX): every bias is split over the
+    token parts by |dot|, and in the first layer b^V rides with its token (footnote 4). ``bias="part"`` (the
+    prediction attribution, :mod:`normviz.attribution.propagate`): the parts axis has one more entry, the last,
+    which takes every bias (b^V W^O and b^O in every layer, the norms' β, the FF biases) and is carried through
+    every component like a token's part. Either way Σ over the parts is the model's own vector."""
+
+    bias: str = "absdot"
+
+    @property
+    def first_value_bias_with_token(self) -> bool:
+        return self.bias == "absdot"
+
+
+DECOMPX = Rules("absdot")
+BIAS_PART = Rules("part")
+
+
+def add_bias(parts: torch.Tensor, bias: torch.Tensor, rows: slice, rules: Rules = DECOMPX) -> torch.Tensor:
+    """parts[i, ·] gets ``bias`` (in place): split by absdot (:func:`split_bias`) or added to the bias part."""
+    if rules.bias == "part":
+        parts[:, -1] += bias
+        return parts
+    return split_bias(parts, bias, rows)
+
+
 def split_bias(parts: torch.Tensor, bias: torch.Tensor, rows: slice) -> torch.Tensor:
     """parts[i, k] += w_ik·bias (in place), w_ik = |⟨parts_ik, bias⟩| / Σ_k |⟨parts_ik, bias⟩| ("absdot");
     a row whose dot products are all zero gives the bias to k = i. parts [c, n, e] contiguous, bias [e]."""
@@ -120,107 +149,156 @@ def split_bias(parts: torch.Tensor, bias: torch.Tensor, rows: slice) -> torch.Te
     return parts
 
 
-def norm_parts(parts: torch.Tensor, norm, z: torch.Tensor, rows: slice) -> torch.Tensor:
+def norm_parts(parts: torch.Tensor, norm, z: torch.Tensor, rows: slice, rules: Rules = DECOMPX) -> torch.Tensor:
     """The norm applied to the parts (in place): γ⊙(v − mean v)/s_i (RMSNorm γ⊙v/s_i), s_i from the real
-    input z [c, d] of the norm; β split by absdot."""
+    input z [c, d] of the norm; β split by absdot (or to the bias part)."""
     if norm.kind == "layernorm":
         parts.sub_(parts.mean(-1, keepdim=True))
     parts.mul_(norm.weight / norm.scale(z)[:, None, None])
     if norm.bias is not None:
-        split_bias(parts, norm.bias, rows)
+        add_bias(parts, norm.bias, rows, rules)
     return parts
 
 
-def ff_parts(ctx, parts: torch.Tensor, rows: slice, slope: torch.Tensor) -> torch.Tensor:
-    """F[i, k] = (θ_i ⊙ (W_1 v_ik + w_ik b_1)) W_2 + w'_ik b_2 for the FF input parts v [c, n, d]."""
+def ff_factors(ctx, ff_in: torch.Tensor | None = None) -> list[torch.Tensor]:
+    """The per-unit factors [n, d_ff] of the FF activation at the block's real input ``ff_in`` (default: the
+    attention residual's norm output by its formula, :attr:`~normviz.decompose.LayerDecomposition.ln_attn_out`): an element-wise g: [θ = g(h)/h], DecompX's zero-origin
+    slope, which is also the integrated-gradients share of a part; SwiGLU: the integrated-gradients factors of
+    the gate and up parts (:func:`normviz.methods.feedforward.unit_factors`, the same split as the FF maps)."""
+    from .feedforward import unit_factors
+
+    p = ctx.p
+    if ff_in is None:
+        ff_in = ctx.ln_attn_out  # by the parts' own formula: the end point the parts sum to
+    pre = [ff_in @ w + b if b is not None else ff_in @ w
+           for w, b in [(p.w_in, p.b_in)] + ([(p.w_up, p.b_up)] if p.ff_kind != "mlp" else [])]
+    return unit_factors(ctx, *pre)
+
+
+def ff_parts(ctx, parts: torch.Tensor, rows: slice, factors: Sequence[torch.Tensor],
+             rules: Rules = DECOMPX) -> torch.Tensor:
+    """F[i, k] = (θ_i ⊙ (W_1 v_ik + w_ik b_1)) W_2 + w'_ik b_2 for the FF input parts v [c, n, d]; SwiGLU:
+    (c^gate_i ⊙ (W_g v_ik + ·) + c^up_i ⊙ (W_u v_ik + ·)) W_2 + ·, the factors of :func:`ff_factors`."""
     p = ctx.p
     c, n, d = parts.shape
-    h = (parts.reshape(c * n, d) @ p.w_in).view(c, n, -1)
+    flat = parts.reshape(c * n, d)
+    h = (flat @ p.w_in).view(c, n, -1)
     if p.b_in is not None:
-        split_bias(h, p.b_in, rows)
-    h.mul_(slope[rows, None, :])
+        add_bias(h, p.b_in, rows, rules)
+    h.mul_(factors[0][rows, None, :])
+    if p.ff_kind != "mlp":
+        g = (flat @ p.w_up).view(c, n, -1)
+        if p.b_up is not None:
+            add_bias(g, p.b_up, rows, rules)
+        h.add_(g.mul_(factors[1][rows, None, :]))
     out = (h.view(c * n, -1) @ p.w_out).view(c, n, d)
     if p.b_out is not None:
-        split_bias(out, p.b_out, rows)
+        add_bias(out, p.b_out, rows, rules)
     return out
 
 
-def _value_projection(ctx, X: torch.Tensor, first: bool) -> torch.Tensor:
-    """The parts' values per head, [H, j, k·dh]: X̂[j, k] W^V_h (first layer: + δ_jk b^V_h), in chunks of j."""
+def _value_projection(ctx, X: torch.Tensor, first: bool, rules: Rules = DECOMPX) -> torch.Tensor:
+    """The parts' values per kv head, [KV, j, k·dh]: X̂[j, k] W^V (first layer, DecompX: + δ_jk b^V), in chunks
+    of j (GQA: a group of query heads shares one kv head's values)."""
     p = ctx.p
-    n, _, d = X.shape
-    H, dh = p.n_heads, p.head_dim
-    out = torch.empty(H, n, n * dh, dtype=X.dtype, device=X.device)
+    n, m, d = X.shape
+    KV, dh = p.n_kv_heads, p.head_dim
+    out = torch.empty(KV, n, m * dh, dtype=X.dtype, device=X.device)
     for jr in ctx.row_chunks():
         src = X[jr]
         if p.norm_on_input is not None:  # pre-LN: the LN1 parts of the layer input
-            src = norm_parts(src.clone(), p.norm_on_input, ctx.rec.x[jr], jr)
+            src = norm_parts(src.clone(), p.norm_on_input, ctx.rec.x[jr], jr, rules)
         c = jr.stop - jr.start
-        v = (src.reshape(c * n, d) @ p.w_v).view(c, n, H, dh)
-        if first and p.b_v is not None:
+        v = (src.reshape(c * m, d) @ p.w_v).view(c, m, KV, dh)
+        if first and rules.first_value_bias_with_token and p.b_v is not None:
             idx = torch.arange(jr.start, jr.stop, device=X.device)
-            v[idx - jr.start, idx] += p.b_v.view(H, dh)
-        out[:, jr] = v.permute(2, 0, 1, 3).reshape(H, c, n * dh)
+            v[idx - jr.start, idx] += p.b_v.view(KV, dh)
+        out[:, jr] = v.permute(2, 0, 1, 3).reshape(KV, c, m * dh)
     return out
 
 
-def _bytes_per_cell(ctx) -> int:
-    """What one part (i, k) of a row chunk holds at once: the d_ff-vector and a few d-vectors."""
-    d_ff, d = ctx.p.w_out.shape
-    return (d_ff + 5 * d) * ctx.rec.x.element_size()
+def value_bias(p) -> torch.Tensor:
+    """b^V W^O, the value bias through the output projection (GQA: each head's kv head's b^V): what every row
+    of the attention output carries, since each head's α row sums to 1."""
+    group = p.n_heads // p.n_kv_heads
+    return p.b_v.view(p.n_kv_heads, p.head_dim).repeat_interleave(group, 0).reshape(-1) @ p.w_o
 
 
-def propagate(ctx, X: torch.Tensor, first: bool) -> torch.Tensor:
-    """One layer: the parts X [n, n, d] of its input → the parts of its output, written into X."""
+def attention_parts(ctx, values: torch.Tensor, rows: slice, m: int) -> torch.Tensor:
+    """Σ_h Σ_j α^h_ij (X̂[j, k] W^V) W^O_h for the rows: [c, m, d] (values from :func:`_value_projection`)."""
     p = ctx.p
-    if p.n_kv_heads != p.n_heads:
-        raise NotApplicableError("decompx: models whose heads share value projections (GQA) are not supported.")
-    if p.ff_kind != "mlp":
-        raise NotApplicableError("decompx: gated FF blocks have no zero-origin slope (see the docstring).")
-    n, _, d = X.shape
-    H, dh = p.n_heads, p.head_dim
-    values = _value_projection(ctx, X, first)
-    alpha = ctx.alpha
+    return mix_values(ctx.alpha, values, p.w_o, p.n_heads, p.n_kv_heads, p.head_dim, rows, m)
+
+
+def mix_values(alpha: torch.Tensor, values: torch.Tensor, w_o: torch.Tensor, H: int, KV: int, dh: int, rows: slice,
+               m: int) -> torch.Tensor:
+    """Σ_h Σ_j α^h_ij values^{kv(h)}[j, k] W^O_h: α [H, ·, n_j], values [KV, n_j, m·dh] → [c, m, d]."""
+    c = rows.stop - rows.start
+    a = alpha[:, rows].reshape(KV, (H // KV) * c, -1)  # heads h = kv·G + g share kv head kv
+    mixed = torch.bmm(a, values).view(H, c, m, dh)
+    return (mixed.permute(1, 2, 0, 3).reshape(c * m, H * dh) @ w_o).view(c, m, -1)
+
+
+def _bytes_per_cell(ctx) -> int:
+    """What one part (i, k) of a row chunk holds at once: the d_ff-vector(s) and a few d-vectors."""
+    d_ff, d = ctx.p.w_out.shape
+    return ((2 if ctx.p.ff_kind != "mlp" else 1) * d_ff + 5 * d) * ctx.rec.x.element_size()
+
+
+def propagate(ctx, X: torch.Tensor, first: bool, rules: Rules = DECOMPX, cross=None) -> torch.Tensor:
+    """One layer: the parts X [n, m, d] of its input → the parts of its output, written into X (m = n parts,
+    or n + 1 with the bias part, :class:`Rules`). GQA and gated FF blocks are propagated too (the decompx key
+    refuses them in ``check``: DecompX's bias and activation rules are the authors' for BERT).
+
+    ``cross``: a decoder layer of an encoder–decoder, whose cross block sits between the self-attention and
+    the FF: an object with ``parts(rows)`` (the cross attention output's parts [c, m, d], biases included),
+    ``norm`` (post-LN: the norm after the cross residual; pre-LN: the FF's input norm), ``z`` [n, d] (that
+    norm's real input) and, post-LN, ``z_ff`` [n, d] (the real input of the norm after the FF residual)."""
+    p = ctx.p
+    n, m, d = X.shape
+    values = _value_projection(ctx, X, first, rules)
     bias = p.b_o if p.b_o is not None else torch.zeros(d, dtype=X.dtype, device=X.device)
-    if not first and p.b_v is not None:
-        bias = bias + p.b_v @ p.w_o
-    ff_in = ctx.ln_attn.module(ctx.rec.z_attn)  # the FF block's real input, through the model's own norm
-    pre = ff_in @ p.w_in
-    if p.b_in is not None:
-        pre = pre + p.b_in
-    slope = activation_ratio(p.act, pre)  # θ = g(h)/h per row and unit
+    if not (first and rules.first_value_bias_with_token) and p.b_v is not None:
+        bias = bias + value_bias(p)
     norm2 = p.norm_on_ff_residual
+    if cross is None:
+        ff_norm, ff_z, z_ff = ctx.ln_attn, ctx.rec.z_attn, ctx.rec.z_ff
+    else:
+        ff_norm, ff_z, z_ff = cross.norm, cross.z, getattr(cross, "z_ff", None)
+    factors = ff_factors(ctx, ff_norm.apply(ff_z))
     for rows in ctx.row_chunks(_bytes_per_cell(ctx)):
-        c = rows.stop - rows.start
-        mixed = torch.bmm(alpha[:, rows], values).view(H, c, n, dh)
-        u = (mixed.permute(1, 2, 0, 3).reshape(c * n, H * dh) @ p.w_o).view(c, n, d)
-        del mixed
+        u = attention_parts(ctx, values, rows, m)
         u += X[rows]
-        split_bias(u, bias, rows)
+        add_bias(u, bias, rows, rules)
         if norm2 is not None:  # post-LN: LN1 on the residual, FF residual from LN1's output, then LN2
-            ell = norm_parts(u, ctx.ln_attn, ctx.rec.z_attn[rows], rows)
-            out = ell + ff_parts(ctx, ell, rows, slope)
-            norm_parts(out, norm2, ctx.rec.z_ff[rows], rows)
+            ell = norm_parts(u, ctx.ln_attn, ctx.rec.z_attn[rows], rows, rules)
+            if cross is not None:  # the cross block and its norm between
+                ell = norm_parts(ell + cross.parts(rows), cross.norm, cross.z[rows], rows, rules)
+            out = ell + ff_parts(ctx, ell, rows, factors, rules)
+            norm_parts(out, norm2, z_ff[rows], rows, rules)
         else:  # pre-LN: LN2 parts feed the FF; the residual carries U
-            ell = norm_parts(u.clone(), ctx.ln_attn, ctx.rec.z_attn[rows], rows)
-            out = u + ff_parts(ctx, ell, rows, slope)
+            if cross is not None:
+                u += cross.parts(rows)
+            ell = norm_parts(u.clone(), ff_norm, ff_z[rows], rows, rules)
+            out = u + ff_parts(ctx, ell, rows, factors, rules)
         X[rows] = out
     return X
 
 
-def decompx_vectors(layers: Sequence, progress=None) -> Iterator[torch.Tensor]:
-    """The parts X^l [n, n, d] of every layer's output, in order. One buffer is yielded each time and
-    overwritten by the next layer (clone what you keep)."""
+def decompx_vectors(layers: Sequence, progress=None, rules: Rules = DECOMPX) -> Iterator[torch.Tensor]:
+    """The parts X^l [n, m, d] of every layer's output, in order (m = n; with ``rules=BIAS_PART`` m = n + 1,
+    the last the bias part). One buffer is yielded each time and overwritten by the next layer (clone what
+    you keep)."""
     X = None
     for index, ctx in enumerate(layers):
         if X is None:
             x = ctx.rec.x
             n, d = x.shape
-            X = torch.zeros(n, n, d, dtype=x.dtype, device=x.device)
+            X = torch.zeros(n, n + (rules.bias == "part"), d, dtype=x.dtype, device=x.device)
             X[torch.arange(n), torch.arange(n)] = x  # X^0[i, k] = δ_ik x_k
         elif X.device != ctx.device:  # a model sharded over devices
             X = X.to(ctx.device)
-        propagate(ctx, X, first=index == 0)
+        propagate(ctx, X, first=index == 0, rules=rules)
         yield X
         ctx.clear()
         if progress:

@@ -45,6 +45,7 @@ KEYS = (KeyInfo("effective_attention", "Effective attention", True,
 REQUIRES: dict = {}
 NEEDS_MODEL = False
 OPT_IN = ()
+HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers)
 REFERENCES = (papers.BRUNNER_2020,)
 
 

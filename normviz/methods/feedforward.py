@@ -37,8 +37,10 @@ KEYS = (
 REQUIRES: dict = {}
 NEEDS_MODEL = False
 OPT_IN = ()
+HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers)
 COMPUTED_TOGETHER = True  # the stages share the per-pair vectors: asking for one key computes them all
 REFERENCES = (papers.KOBAYASHI_2024,)
+PER_LAYER = True  # compute() serves any subset of layers: Session.map computes one
 
 # flops()/s the FF maps achieve on this 2-core CPU (benchmarks/bench_ff.py): quiet, 100–136e9 (BERT-base, n = 32…512)
 # and 60e9 (SmolLM2-shaped, gated); 18–23e9 while other processes load both cores. 5e10 lies between, so that

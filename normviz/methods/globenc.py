@@ -47,6 +47,7 @@ KEYS = (
 REQUIRES = {"globenc": ("globenc_layer",)}
 NEEDS_MODEL = False
 OPT_IN = ()
+HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers)
 REFERENCES = (papers.MODARRESSI_2022,)
 
 

@@ -156,6 +156,7 @@ KEYS = (KeyInfo("flow", "Attention flow", False,
 REQUIRES = {"flow": ("attention",)}
 NEEDS_MODEL = False
 OPT_IN = ("flow",)
+HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers)
 REFERENCES = (papers.ABNAR_2020,)
 
 

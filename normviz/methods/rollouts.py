@@ -155,6 +155,32 @@ def finish(r: np.ndarray, with_identity: bool, causal: bool, options: dict,
     return r, note
 
 
+def layer_step(key: str, layer_map: np.ndarray) -> np.ndarray:
+    """One layer's factor of the rollout ``key`` from that layer's map (float64): Â = rownorm(0.5·A + 0.5·I) of
+    the head-mean α for ``rollout_attention``, rownorm(M) otherwise."""
+    if key == "rollout_attention":
+        return attention_with_residual(layer_map[None])[0].astype(np.float64)
+    return row_normalize(layer_map.astype(np.float64))
+
+
+def one_at_a_time(key: str, layer_map, start: np.ndarray | None, first: int, layer: int) -> np.ndarray:
+    """R_layer with one [n, n] product at a time (standard normalisation): from R_{first−1} = ``start`` (None:
+    from layer 0), R_k = step(layer_map(k))·R_{k−1}; float64. ``layer_map(k)``: layer k's per-layer map."""
+    acc = start
+    for k in range(first, layer + 1):
+        m = layer_step(key, layer_map(k))
+        acc = m if acc is None else m @ acc
+    return acc
+
+
+def per_layer_source(key: str) -> str | None:
+    """The per-layer key whose maps ``key``'s rollout multiplies (``attention`` for the attention rollout), or
+    None for a rollout that needs a whole cross-layer array (value zeroing)."""
+    if key == "rollout_attention":
+        return "attention"
+    return None if key == "rollout_value_zeroing" else NORM_SOURCES.get(key)
+
+
 _OPTION_NOTE = "Decoders: --option rollout_normalization=receptive_field (see normviz.methods.rollouts)."
 
 NAME = "rollouts"

@@ -1,6 +1,8 @@
 """Attention weights α^h_ij, as the model computed them in the recorded pass (Vaswani et al. 2017)."""
 from __future__ import annotations
 
+import torch
+
 from .. import pool
 from .base import Inputs, KeyInfo, Output, no_check, to_numpy
 from . import papers
@@ -15,12 +17,15 @@ NEEDS_MODEL = False
 OPT_IN = ()
 REFERENCES = (papers.VASWANI_2017,)
 check = no_check
+PER_LAYER = True  # compute() serves any subset of layers: Session.map computes one
 
 
 def compute(inputs: Inputs, keys, options) -> Output:
     layers = inputs.layers
     c0 = layers[0]
-    out = pool.empty((len(layers),) + tuple(c0.rec.attn.shape), to_numpy(c0.alpha[:0]).dtype)  # reused blocks
+    n = c0.n
+    out = pool.empty((len(layers), c0.rec.n_heads, n, n), to_numpy(torch.empty(0, dtype=c0.dtype)).dtype)  # reused blocks
     for index, ctx in enumerate(layers):
         out[index] = to_numpy(ctx.alpha)
+        ctx.clear()  # a long input's α is recomputed per layer: one layer's at a time
     return Output({"attention": out})

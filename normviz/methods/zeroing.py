@@ -36,6 +36,7 @@ REQUIRES: dict = {}
 NEEDS_MODEL = True
 HOOKS_OWN_THREAD = True  # its hook acts only in the thread that added it: the session need not lock the model
 OPT_IN = ("value_zeroing",)
+HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers)
 REFERENCES = (papers.MOHEBBI_2023,)
 
 CHUNK_BYTES = 256 * 2**20

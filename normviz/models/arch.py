@@ -81,6 +81,14 @@ class ArchSpec:
     cross: CrossSpec | None = None  # encoder–decoders: the cross-attention block
     variant_flag: str | None = None  # a config attribute; when true, ``variant`` is the row used instead
     variant: "ArchSpec | None" = None
+    # the readout (prediction attribution, normviz.attribution): the norm applied to the last layer's output
+    # (relative to the stack's root: base model or decoder), the module of the model with its LM head that maps
+    # the final hidden state to logits (relative to that model), and an MLM head's transform in front of the
+    # output embeddings (dense, activation, LayerNorm paths relative to that model)
+    final_norm: str | None = None
+    lm_head: str | None = None
+    head_transform: tuple[str, str, str] | None = None
+    head_scale_flag: str | None = None  # a config flag: when true the head reads final · d_model**-0.5 (T5)
 
     def __post_init__(self):
         roles = (("norm_after_attn", "norm_after_ff") if self.placement == "post"
@@ -128,8 +136,10 @@ _BERT = ArchSpec(
     value="attention.self.value", out="attention.output.dense",
     norm_after_attn="attention.output.LayerNorm", norm_after_ff="output.LayerNorm", norm_kind="layernorm",
     ff_kind="mlp", ff_in="intermediate.dense", ff_out="output.dense", act="intermediate.intermediate_act_fn",
+    lm_head="cls", head_transform=("cls.predictions.transform.dense", "cls.predictions.transform.transform_act_fn",
+                                   "cls.predictions.transform.LayerNorm"),
 )
-_ROBERTA = ArchSpec(**{**_BERT.__dict__, "window_offset": "pad_plus_one"})
+_ROBERTA = ArchSpec(**{**_BERT.__dict__, "window_offset": "pad_plus_one", "lm_head": None, "head_transform": None})
 _DISTILBERT = ArchSpec(
     family="bert", placement="post", causal=False, layers="transformer.layer",
     value="attention.v_lin", out="attention.out_lin",
@@ -140,12 +150,14 @@ _GPT2 = ArchSpec(
     family="gpt2", placement="pre", causal=True, layers="h",
     value="attn.c_attn", out="attn.c_proj", norm_before_attn="ln_1", norm_before_ff="ln_2", norm_kind="layernorm",
     ff_kind="mlp", ff_in="mlp.c_fc", ff_out="mlp.c_proj", act="mlp.act", conv1d=True, qkv_layout="fused_qkv",
+    final_norm="ln_f", lm_head="lm_head",
 )
 _LLAMA = ArchSpec(
     family="llama", placement="pre", causal=True, layers="layers",
     value="self_attn.v_proj", out="self_attn.o_proj",
     norm_before_attn="input_layernorm", norm_before_ff="post_attention_layernorm", norm_kind="rmsnorm",
     ff_kind="gated", ff_in="mlp.gate_proj", ff_up="mlp.up_proj", ff_out="mlp.down_proj", act="mlp.act_fn",
+    final_norm="norm", lm_head="lm_head",
 )
 
 
@@ -168,11 +180,13 @@ def _bart_like(placement: str) -> ArchSpec:
         dec_norms = dict(norm_before_attn="self_attn_layer_norm", norm_before_ff="encoder_attn_layer_norm")
         cross_norm = "final_layer_norm"
     decoder = ArchSpec(family="bart", placement=placement, causal=True, fields=_seq2seq_fields("decoder"),
+                       final_norm="layer_norm" if placement == "pre" else None, lm_head="lm_head",
                        **common, **dec_norms)
     cross = CrossSpec(attn="encoder_attn", value="encoder_attn.v_proj", out="encoder_attn.out_proj",
                       norm_on_residual=cross_norm)
     return ArchSpec(family="bart", placement=placement, causal=False, fields=_seq2seq_fields("encoder"),
-                    decoder=decoder, cross=cross, **common, **enc_norms)
+                    decoder=decoder, cross=cross, final_norm="layer_norm" if placement == "pre" else None,
+                    **common, **enc_norms)
 
 
 def _t5(gated: bool) -> ArchSpec:
@@ -192,11 +206,12 @@ def _t5(gated: bool) -> ArchSpec:
     common = dict(family="t5", placement="pre", layers="block", value="layer.0.SelfAttention.v",
                   out="layer.0.SelfAttention.o", norm_before_attn="layer.0.layer_norm", norm_kind="rmsnorm",
                   fields=fields)
-    decoder = ArchSpec(causal=True, norm_before_ff="layer.1.layer_norm", **common, **ff(2))
+    decoder = ArchSpec(causal=True, norm_before_ff="layer.1.layer_norm", final_norm="final_layer_norm",
+                       lm_head="lm_head", head_scale_flag="scale_decoder_outputs", **common, **ff(2))
     cross = CrossSpec(attn="layer.1.EncDecAttention", value="layer.1.EncDecAttention.v",
                       out="layer.1.EncDecAttention.o", norm_on_residual="layer.2.layer_norm")
-    return ArchSpec(causal=False, norm_before_ff="layer.1.layer_norm", decoder=decoder, cross=cross, **common,
-                    **ff(1))
+    return ArchSpec(causal=False, norm_before_ff="layer.1.layer_norm", decoder=decoder, cross=cross,
+                    final_norm="final_layer_norm", **common, **ff(1))
 
 
 _T5 = ArchSpec(**{**_t5(False).__dict__, "variant_flag": "is_gated_act", "variant": _t5(True)})
@@ -218,8 +233,9 @@ def register_architecture(model_type: str, spec: ArchSpec, family_label: str | N
     return spec
 
 
-for _mt in ("bert", "electra"):
-    register_architecture(_mt, _BERT, "BERT family (post-LN)")
+register_architecture("bert", _BERT, "BERT family (post-LN)")
+register_architecture("electra", ArchSpec(**{**_BERT.__dict__, "lm_head": None, "head_transform": None}),
+                      "BERT family (post-LN)")
 for _mt in ("roberta", "xlm-roberta", "camembert"):
     register_architecture(_mt, _ROBERTA, "BERT family (post-LN)")
 register_architecture("distilbert", _DISTILBERT, "BERT family (post-LN)")

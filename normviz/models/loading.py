@@ -72,6 +72,10 @@ class LoadedModel:
     _params: list[LayerParams] = field(default_factory=list, repr=False)
     stack: str = "model"  # whose layers: "model" (encoder- or decoder-only), "encoder" or "decoder" of a seq2seq
     _views: dict = field(default_factory=dict, repr=False)  # the decoder view and cross params (seq2seq)
+    # the same model object with its LM head around ``model`` (decoder-only: …ForCausalLM, BERT: …ForMaskedLM;
+    # seq2seq: ``model`` itself), or None when the checkpoint has no head (minilm); ``model`` stays the base
+    # model that every map records, and the head is applied only where a prediction is asked for
+    head_model: torch.nn.Module | None = field(default=None, repr=False)
 
     @property
     def config(self):
@@ -306,10 +310,11 @@ def _max_length(config, tokenizer, spec: ArchSpec) -> int:
 def load(name: str, device=None, dtype=None, device_map=None, progress=None) -> LoadedModel:
     """Load ``name`` (``"minilm"``, ``"smollm2"``, a Hub id or a local dir) ready for analysis.
 
-    ``device``: cpu, cuda or mps (default: the best available); ``dtype``: float32 (default) or float64;
+    ``device``: cpu, cuda or mps (default: the best available); ``dtype``: float32 (default), float64, or
+    bfloat16 / float16 (weights and the recording pass in that dtype; maps in float32 from upcast records);
     ``device_map`` (``"auto"``, ``"balanced"``, a dict; needs accelerate): spread the layers of a model too
     large for one GPU over the devices; each layer's records are decomposed on that layer's device."""
-    from transformers import AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     if device_map is not None and importlib.util.find_spec("accelerate") is None:
         raise MissingPackageError("device_map needs accelerate: pip install 'accelerate==1.15.0'.")
@@ -321,12 +326,13 @@ def load(name: str, device=None, dtype=None, device_map=None, progress=None) -> 
     if progress:
         progress(f"Loading {name}…" if device_map is None else f"Loading {name} with device_map={device_map!r}…")
     offline = {"local_files_only": True} if revision == "hub" and _in_local_cache(source) else {}
-    placement = {"dtype": torch.float32} if device_map is None else {"dtype": dt, "device_map": device_map}
+    half = dt in (torch.bfloat16, torch.float16)  # loaded straight in that dtype (no float32 copy of the weights)
+    placement = {"dtype": dt if half else torch.float32} if device_map is None else {"dtype": dt, "device_map": device_map}
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False, **offline)
-        auto = AutoModelForSeq2SeqLM if spec.is_encoder_decoder else AutoModel  # seq2seq: with its LM head
-        model = auto.from_pretrained(source, config=config, attn_implementation="eager",
-                                     trust_remote_code=False, **placement, **offline)
+        auto = _auto_class(config, spec)  # with its LM head where the checkpoint has one
+        model, info = auto.from_pretrained(source, config=config, attn_implementation="eager",
+                                           trust_remote_code=False, output_loading_info=True, **placement, **offline)
     except OSError as exc:
         if revision == "hub":
             raise _hub_error(name, exc) from None
@@ -342,10 +348,43 @@ def load(name: str, device=None, dtype=None, device_map=None, progress=None) -> 
         dev = emb.weight.device if emb is not None else next(model.parameters()).device
         revision += f"|map:{device_map}"
     model.eval().requires_grad_(False)
+    model, head = _split_head(model, spec, info.get("missing_keys", ()))
     return _validated(LoadedModel(
         name=name, model=model, tokenizer=tokenizer, spec=spec, source=source, revision=revision,
         device=dev, dtype=dt, max_length=_max_length(config, tokenizer, spec), stack=_stack(spec),
+        head_model=head,
     ))
+
+
+def _auto_class(config, spec: ArchSpec):
+    """The transformers auto class to load: seq2seq …ForSeq2SeqLM; decoders …ForCausalLM (the head is tied to
+    the embeddings or saved); encoders …ForMaskedLM when the checkpoint was saved as one (config.architectures),
+    else the base model (sentence encoders such as minilm have no head)."""
+    import transformers as tf
+
+    if spec.is_encoder_decoder:
+        return tf.AutoModelForSeq2SeqLM
+    if spec.causal and spec.lm_head:
+        return tf.AutoModelForCausalLM
+    if spec.lm_head and any(str(a).endswith("ForMaskedLM") for a in (getattr(config, "architectures", None) or ())):
+        return tf.AutoModelForMaskedLM
+    return tf.AutoModel
+
+
+def _split_head(model, spec: ArchSpec, missing=()) -> tuple[torch.nn.Module, torch.nn.Module | None]:
+    """(the model every map records, the same object with its LM head or None). Decoder- and encoder-only
+    models record their base model (``model.base_model``, a submodule: no copy); a head whose weights were
+    missing from the checkpoint (randomly initialised) is dropped."""
+    if spec.is_encoder_decoder:
+        return model, (model if model.get_output_embeddings() is not None else None)
+    base = getattr(model, "base_model", model)
+    if base is model or not spec.lm_head:
+        return base, None
+    prefix = getattr(model, "base_model_prefix", "")
+    if any(not str(k).startswith(prefix + ".") for k in missing):
+        log.warning("%s: the LM head's weights are not in the checkpoint; loaded without a head", type(model).__name__)
+        return base, None
+    return base, model
 
 
 def _stack(spec: ArchSpec) -> str:
@@ -364,8 +403,10 @@ def _validated(lm: LoadedModel) -> LoadedModel:
 
 
 def from_model(model, tokenizer, name: str = "custom") -> LoadedModel:
-    """Wrap an already built (e.g. randomly initialised) transformers base model for analysis (encoder–decoders:
-    the ``…ForConditionalGeneration`` / ``…MTModel`` model, or its base model, which can't generate)."""
+    """Wrap an already built (e.g. randomly initialised) transformers model for analysis: a base model, or one
+    with its LM head (``…ForCausalLM``, ``…LMHeadModel``, ``BertForMaskedLM``: predictions and explanations;
+    the maps record its base model). Encoder–decoders: the ``…ForConditionalGeneration`` / ``…MTModel`` model,
+    or its base model, which can't generate."""
     spec = check_supported(model.config, name)
     if getattr(model.config, "_attn_implementation", "eager") != "eager":
         setter = getattr(model, "set_attn_implementation", None)  # also the sub-configs (T5's encoder and decoder)
@@ -374,9 +415,10 @@ def from_model(model, tokenizer, name: str = "custom") -> LoadedModel:
         else:
             model.config._attn_implementation = "eager"
     model.eval().requires_grad_(False)
+    model, head = _split_head(model, spec)
     p = next(model.parameters())
     return _validated(LoadedModel(
         name=name, model=model, tokenizer=tokenizer, spec=spec, source=name, revision="memory:" + str(id(model)),
         device=p.device, dtype=p.dtype, max_length=_max_length(model.config, tokenizer, spec) if tokenizer else 10**9,
-        stack=_stack(spec),
+        stack=_stack(spec), head_model=head,
     ))

@@ -95,6 +95,30 @@ class LayerParams:
         return self.w_o.reshape(self.n_heads, self.head_dim, -1)
 
 
+def _upcast_norm(norm: NormParams | None, dtype: torch.dtype) -> NormParams | None:
+    if norm is None:
+        return None
+    import copy
+
+    mod = copy.deepcopy(norm.module).to(dtype)
+    return NormParams(module=mod, kind=norm.kind, weight=mod.weight, bias=getattr(mod, "bias", None), eps=norm.eps)
+
+
+def upcast_params(p: LayerParams, dtype: torch.dtype) -> LayerParams:
+    """``p`` with every weight in ``dtype`` (copies; norm modules copied too, so that they run in it): a
+    bfloat16/float16 model's layer seen in float32, for the maps."""
+    import dataclasses
+
+    def t(x):
+        return None if x is None else x.to(dtype)
+    return dataclasses.replace(
+        p, w_v=t(p.w_v), b_v=t(p.b_v), w_o=t(p.w_o), b_o=t(p.b_o), w_in=t(p.w_in), b_in=t(p.b_in),
+        w_up=t(p.w_up), b_up=t(p.b_up), w_out=t(p.w_out), b_out=t(p.b_out),
+        norm_on_input=_upcast_norm(p.norm_on_input, dtype),
+        norm_on_attn_residual=_upcast_norm(p.norm_on_attn_residual, dtype),
+        norm_on_ff_residual=_upcast_norm(p.norm_on_ff_residual, dtype))
+
+
 def head_counts(config, spec: ArchSpec) -> tuple[int, int, int]:
     """(n_heads, n_kv_heads, head_dim) from the config fields the spec names."""
     f = spec.fields

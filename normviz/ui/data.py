@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,6 +66,17 @@ def shown_matrix(matrix: np.ndarray, special: np.ndarray, hide_special: bool, va
     return out, keep
 
 
+def shown_of(analysis, key: str, layer: int, head: int | None, hide_special: bool, values: str):
+    """:func:`shown_matrix` of ``analysis.map(key, layer, head)``, computed once per map array and view
+    (:mod:`normviz.ui.memo`; read-only)."""
+    from .memo import memoised
+
+    special = np.asarray(analysis.special, bool)
+    memo_key = ("shown", layer, head, hide_special, values, special.tobytes(), key + "_layer" in analysis.arrays)
+    return memoised(analysis.arrays[key], memo_key,
+                    lambda: shown_matrix(analysis.map(key, layer, head), special, hide_special, values))
+
+
 def build_panels(analysis, keys: list[str], layer: int, head: int | None, hide_special: bool,
                  values: str) -> list[Panel]:
     labels = unique_labels(list(analysis.labels))
@@ -72,7 +84,7 @@ def build_panels(analysis, keys: list[str], layer: int, head: int | None, hide_s
     for key in keys:
         if key not in analysis:
             continue
-        m, keep = shown_matrix(analysis.map(key, layer, head), analysis.special, hide_special, values)
+        m, keep = shown_of(analysis, key, layer, head, hide_special, values)
         shown = [labels[i] for i in keep]
         panels.append(Panel(key, panel_title(key, layer, head), m, shown, shown, keep))
     return panels
@@ -93,6 +105,19 @@ def color_range(panels: list[Panel], shared: bool) -> list[tuple[float, float]]:
         r = rng([p.matrix for p in panels])
         return [r] * len(panels)
     return [rng([p.matrix]) for p in panels]
+
+
+def compared_ranges(left: list[Panel], right: list[Panel], shared: bool) -> tuple[list, list]:
+    """(zmin, zmax) of each side of a comparison on one colour scale: the same map's two panels share a range
+    (with ``shared``, every panel of both sides does), so equal colours mean equal values across the sides."""
+    if shared:
+        ranges = color_range(left + right, True)
+        return ranges[:len(left)], ranges[len(left):]
+    by_key: dict[str, list[Panel]] = {}
+    for p in left + right:
+        by_key.setdefault(p.key, []).append(p)
+    joint = {k: color_range(ps, True)[0] for k, ps in by_key.items()}
+    return [joint[p.key] for p in left], [joint[p.key] for p in right]
 
 
 def focus_rows(panels: list[Panel], token: int) -> dict[str, np.ndarray]:
@@ -193,6 +218,14 @@ def short_label(key: str) -> str:
         return keyspace.key_info(key).label
     except NormvizError:
         return key if len(key) <= 22 else key[:21] + "…"
+
+
+def pill_labels(keys: list[str]) -> dict[str, str]:
+    """Each key's pill label (:func:`short_label`), unique among ``keys``: a rollout whose label is also a
+    per-layer map's ("ALTI" twice, "value zeroing" twice) says it is the rollout ("ALTI · rollout")."""
+    labels = {k: short_label(k) for k in keys}
+    seen = Counter(labels.values())
+    return {k: f"{lab} · rollout" if seen[lab] > 1 and k.startswith("rollout_") else lab for k, lab in labels.items()}
 
 
 def dedupe_all_heads(keys: list[str], head: int | None) -> tuple[list[str], str]:

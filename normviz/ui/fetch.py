@@ -12,6 +12,7 @@ import warnings
 import streamlit as st
 
 import normviz
+from normviz import methods
 from normviz.errors import NormvizError, TruncationWarning
 
 from .keys import known_keys
@@ -23,13 +24,16 @@ from .stores import session_cache
 
 
 def session_options(lm) -> dict:
-    """Options every session of this deployment gets: the cost budgets checked by the costly families before
-    anything runs (NORMVIZ_FF_BUDGET seconds for the feed-forward maps, NORMVIZ_COST_BUDGET for value
-    zeroing, ALTI, effective attention, GlobEnc and DecompX; default 60 each)."""
+    """Options every session of this deployment gets: the cost budget of every family that has one (its
+    ``KeyInfo.budget_option``, checked before anything runs): NORMVIZ_FF_BUDGET seconds for the feed-forward
+    maps, NORMVIZ_COST_BUDGET for the others (value zeroing, ALTI, effective attention, GlobEnc, DecompX, and
+    any family registered later); default 60 each; and the memory budget of whole map arrays
+    (NORMVIZ_MEMORY_BUDGET_MB, default 2048)."""
     conf = settings()
-    b = conf.cost_budget_s
-    return {"ff_budget_s": conf.ff_budget_s, "value_zeroing_budget_s": b, "alti_budget_s": b,
-            "effective_budget_s": b, "globenc_budget_s": b, "decompx_budget_s": b}
+    options = {name: conf.cost_budget_s for name in methods.budget_options()}
+    options[methods.budget_option("ff")] = conf.ff_budget_s
+    options["memory_budget_mb"] = conf.memory_budget_mb
+    return options
 
 
 def heavy_worker():
@@ -49,8 +53,25 @@ def _cut(texts: list[str], limit: int) -> tuple[list[str], str | None]:
     for t in texts:
         out.append(t[:left])
         left = max(0, left - len(t))
-    return out, (f"The text is {total:,} characters long; only the first {limit:,} are analysed "
-                 "(NORMVIZ_MAX_TOKENS × 50).")
+    return out, cut_note(texts, out, limit)
+
+
+def cut_note(texts: list[str], kept: list[str], limit: int, names=("second text", "target")) -> str:
+    """What cutting ``texts`` to ``kept`` did, said of each box: a second text (or target) dropped because the
+    first fills the limit, or cut; the first text alone cut."""
+    why = f"at most {limit:,} characters are analysed: NORMVIZ_MAX_TOKENS × 50"
+    first, rest = texts[0], [(n, t, k) for n, t, k in zip(names, texts[1:], kept[1:]) if t]
+    if not rest:
+        return f"The text is {len(first):,} characters long; only the first {limit:,} are analysed (NORMVIZ_MAX_TOKENS × 50)."
+    dropped = [f"the {n} ({len(t):,} characters)" for n, t, k in rest if not k]
+    cut = [f"the {n} is cut to its first {len(k):,} of {len(t):,} characters" for n, t, k in rest if k and len(k) < len(t)]
+    if dropped and len(first) >= limit:
+        first_cut = f", cut to its first {limit:,} characters" if len(first) > limit else ""
+        return (f"Both boxes are full: the first text alone is {len(first):,} characters, so "
+                f"{' and '.join(dropped)} {'was' if len(dropped) == 1 else 'were'} dropped and the first is analysed "
+                f"alone{first_cut}, not as a pair ({why}).")
+    said = cut + [f"{d} was dropped" for d in dropped]
+    return f"The texts are {sum(len(t) for t in texts):,} characters together: {'; '.join(said)} ({why})."
 
 
 def _truncation_note(lm, message: str, cap: int) -> str:
@@ -78,11 +99,10 @@ def session_for(lm, text: str, pair: str = "", *, target: str | None = None):
     key = lm.cache_key + (text, pair, target, cap, tuple(sorted(options.items())))
 
     def make():
-        extra = {} if seq2seq else {"worker": heavy_worker()}  # the seq2seq session computes in-process
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", TruncationWarning)
             session = normviz.Session(lm, text, pair or None, target=target_text or None, max_tokens=cap,
-                                      options=options, **extra)
+                                      options=options, worker=heavy_worker())
         notes = [_truncation_note(lm, str(w.message), cap) for w in caught
                  if issubclass(w.category, TruncationWarning)]
         return session, notes
@@ -137,11 +157,18 @@ def notice_waited(analysis, at_least_s: float = 0.5) -> None:
                 "(the server computes costly maps one visitor at a time).")
 
 
+def transformed_norms_of(session, layer: int):
+    """``normviz.transformed_norms(session, layer)``, computed once per session and layer (ui.memo)."""
+    from .memo import memoised
+
+    return memoised(session, ("fx", layer), lambda: normviz.transformed_norms(session, layer))
+
+
 def fx_norms(session, layer: int):
     """‖f^h(x_j)‖ of one layer ([H, n], ``normviz.transformed_norms``) from the session's records, or None
     (after a caption) when they cannot be had."""
     try:
-        return normviz.transformed_norms(session, layer)
+        return transformed_norms_of(session, layer)
     except Exception as exc:  # never a traceback: the strip is an extra
         st.caption(plain(f"The ‖f(x)‖ strip is not available: {type(exc).__name__}: {shorten_error(exc)}", None))
         return None

@@ -19,6 +19,7 @@ import os
 import numpy as np
 
 from ..viz.heatmap import causal_mask, colorscale_for
+from ..viz.labels import plotly_text
 from . import data
 
 DEFAULT_BUDGET = 250_000
@@ -66,17 +67,36 @@ def panel_frames(analysis, keys: list[str], frames: list[tuple[int, int | None]]
                  values: str, shared_scale: bool, threshold: float, causal: bool) -> dict[str, dict[str, dict]]:
     """{map key: {frame name: {"restyle": {z, zmin, zmax, colorscale, zmid}, "title"}}} of the heatmap panels
     at the ``frames`` (layer, head)."""
-    out: dict[str, dict[str, dict]] = {k: {} for k in keys if k in analysis}
+    from .memo import memoised
+
+    present = [k for k in keys if k in analysis]
+    out: dict[str, dict[str, dict]] = {k: {} for k in present}
+    if not present:
+        return out
+    owner = analysis.arrays[present[0]]  # one session's maps: the frames of a view are computed once
+    options = (tuple(present), tuple(id(analysis.arrays[k]) for k in present), hide_special, values,
+               shared_scale, threshold, causal, np.asarray(analysis.special, bool).tobytes())
     for layer, head in frames:
-        panels = data.build_panels(analysis, keys, layer, head, hide_special, values)
-        ranges = data.color_range(panels, shared_scale)
-        for p, (lo, hi) in zip(panels, ranges):
-            m = data.thresholded(p.matrix, threshold)
-            if causal and m.shape[0] == m.shape[1]:
-                m = np.where(causal_mask(p.index, p.index), np.nan, m)
-            scale, zmid = colorscale_for(lo)
-            out[p.key][frame_name(layer, head)] = dict(
-                restyle=dict(z=[compact(m)], zmin=[lo], zmax=[hi], colorscale=[scale], zmid=[zmid]), title=p.title)
+        one = memoised(owner, ("frame", layer, head) + options,
+                       lambda: _one_frame(analysis, present, layer, head, hide_special, values, shared_scale,
+                                          threshold, causal))
+        for k, f in one.items():
+            out[k][frame_name(layer, head)] = f
+    return out
+
+
+def _one_frame(analysis, keys, layer, head, hide_special, values, shared_scale, threshold, causal) -> dict:
+    """{map key: frame} of the panels at one (layer, head)."""
+    out = {}
+    panels = data.build_panels(analysis, keys, layer, head, hide_special, values)
+    ranges = data.color_range(panels, shared_scale)
+    for p, (lo, hi) in zip(panels, ranges):
+        m = data.thresholded(p.matrix, threshold)
+        if causal and m.shape[0] == m.shape[1]:
+            m = np.where(causal_mask(p.index, p.index), np.nan, m)
+        scale, zmid = colorscale_for(lo)
+        out[p.key] = dict(restyle=dict(z=[compact(m)], zmin=[lo], zmax=[hi], colorscale=[scale], zmid=[zmid]),
+                          title=plotly_text(p.title))
     return out
 
 
@@ -88,5 +108,5 @@ def fx_frames(norms_of_layer, keep: list[int], frames: list[tuple[int, int | Non
         if layer not in norms:
             norms[layer] = norms_of_layer(layer)
         vals, title = data.fx_strip(norms[layer], head, keep)
-        out[frame_name(layer, head)] = dict(restyle=dict(y=[compact(vals[None, :])[0]]), title=title)
+        out[frame_name(layer, head)] = dict(restyle=dict(y=[compact(vals[None, :])[0]]), title=plotly_text(title))
     return out

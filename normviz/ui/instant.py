@@ -8,9 +8,8 @@ import sys
 
 import streamlit as st
 
-import normviz
-
 from . import components, controls
+from .fetch import transformed_norms_of
 from .state import ViewState
 
 
@@ -49,7 +48,7 @@ def instant_frames(analysis, view: ViewState, keys: list[str], n_shown: int, lm,
                               shared_scale=view.shared_scale, threshold=view.threshold, causal=lm.is_causal)
     out = {f"panel_{k}": v for k, v in got.items()}
     for k, keep in (fx_panels or {}).items():
-        out[f"fx_{k}"] = frames.fx_frames(lambda layer: normviz.transformed_norms(session, layer), keep, wanted)
+        out[f"fx_{k}"] = frames.fx_frames(lambda layer: transformed_norms_of(session, layer), keep, wanted)
     try:  # kept as one JSON string: a fraction of the lists' memory, and parsed in the browser once
         text = json.dumps(out, separators=(",", ":"), allow_nan=False)
     except ValueError:  # a range that is not a number (an empty panel): the server draws every change

@@ -19,21 +19,22 @@ from .style import apply_style, font_size
 bound_heap()  # the server process: large freed buffers go back to the system (normviz.ui.memory)
 
 
-def presenting() -> bool:
-    """Presentation mode: the session's view once there is one, else the link's ``?present=1``."""
-    if VIEW in st.session_state:
-        return bool(st.session_state[VIEW].present)
+def presenting(view_key: str = VIEW) -> bool:
+    """Presentation mode: the session's view (kept under ``view_key``) once there is one, else the link's
+    ``?present=1``."""
+    if view_key in st.session_state:
+        return bool(st.session_state[view_key].present)
     try:
         return decode_bool(str(st.query_params.get("present", "0")))
     except ValueError:
         return False
 
 
-def page_config(title: str, icon: str) -> None:
+def page_config(title: str, icon: str, view_key: str = VIEW) -> None:
     """``st.set_page_config`` for a page: wide; in presentation mode (``?present=1``) the sidebar starts
     collapsed, so two large panels fill the screen."""
     st.set_page_config(page_title=f"normviz · {title}", page_icon=icon, layout="wide",
-                       initial_sidebar_state="collapsed" if presenting() else "auto")
+                       initial_sidebar_state="collapsed" if presenting(view_key) else "auto")
 
 
 def start_page() -> tuple[ViewState, int]:

@@ -17,6 +17,7 @@ def map_picker(current: tuple[str, ...], available: list[str], default: list[str
     """The maps shown side by side, picked in three groups (per layer / across layers / alternatives), each
     a row of pills (keys ``w_maps``, ``w_maps_across``, ``w_maps_alt``). Returns them in the order picked."""
     groups = data.grouped(available)
+    labels = data.pill_labels(available)
     chosen = [k for k in current if k in available]
     if not chosen and "w_maps" not in st.session_state:
         chosen = [k for k in default if k in available]
@@ -27,7 +28,7 @@ def map_picker(current: tuple[str, ...], available: list[str], default: list[str
         key = PILL_KEYS[group]
         seed(key, [k for k in chosen if k in options])
         st.session_state[key] = list(dict.fromkeys(k for k in st.session_state[key] if k in options))
-        picked = st.pills(group.capitalize(), options, selection_mode="multi", key=key, format_func=data.short_label,
+        picked = st.pills(group.capitalize(), options, selection_mode="multi", key=key, format_func=labels.get,
                           help=HELPS[group])
         out.extend(picked or [])
     order = {k: i for i, k in enumerate(current)}

@@ -23,6 +23,9 @@ def view_from_url(cls: type[QueryView], key: str) -> QueryView:
         ss[key] = cls.from_query(st.query_params.to_dict(), max_text_chars=settings().max_text_chars)
         for p in ss[key].problems:
             say("warning", p)
+    from .url_check import notice_dropped_query
+
+    notice_dropped_query(say)  # Streamlit drops a query string over 524,288 characters without a word
     return ss[key]
 
 

@@ -30,6 +30,9 @@ def sidebar(view: ViewState) -> ViewState:
                 msg = check_model_allowed(view.model, allow)
                 if msg:
                     say("error", msg)
+                elif view.model.strip().lower() in {m.strip().lower() for m in allow}:  # an encoder–decoder
+                    say("info", f"{view.model} is an encoder–decoder (translation) model: open it on the Translate "
+                                f"page (a source and a target text). This page shows {choices[0]} instead.")
             seed("w_model_choice", current or choices[0])
             if st.session_state["w_model_choice"] not in choices:
                 st.session_state["w_model_choice"] = choices[0]

@@ -9,7 +9,8 @@ of its own job:
   kinds); :mod:`.stores` — the server-wide caches; :mod:`.keys` — the keys a model offers and their titles;
 - :mod:`.compare` — a comparison's second side; :mod:`.charts`, :mod:`.downloads`, :mod:`.links`;
 - :mod:`.sizing` and :mod:`.instant` — the two browser scripts (``components/*.js``): the column width and
-  instant layer/head switching; :mod:`.style` — CSS; :mod:`.messages` — message boxes.
+  instant layer/head switching; :mod:`.stage` — stage mode's keyboard and self-explaining panels;
+  :mod:`.style` — CSS; :mod:`.messages` — message boxes.
 
 Pages read top to bottom: widgets → :func:`load_model` → :func:`session_for` (one cached
 :class:`normviz.Session` per model, text, pair/target and token cap) → :func:`get_maps` (``session.get(keys)``; a
@@ -33,7 +34,9 @@ from .session_view import (VIEW, current_page, forget_widgets_on_page_change, lo
                            seed, seed_index, view_from_url)
 from .settings import settings  # noqa: F401
 from .sidebar import EMBEDDED_CHOICES, OTHER, second_model_picker, self_attention_models, sidebar  # noqa: F401
-from .sizing import main_width, panel_width  # noqa: F401
+from .sizing import main_width, panel_width, screen  # noqa: F401
+from .stage import (context_line, context_text, go_to_step, grid_clicks, keyboard, leave_stage,  # noqa: F401
+                    step_controls, walk_steps)
 from .state import ViewState  # noqa: F401
 from .stores import SESSION_ENTRIES, model_cache, session_cache  # noqa: F401
 from .style import apply_style, font_size  # noqa: F401

@@ -108,9 +108,19 @@ class ViewState(QueryView):
     model_b: str = "smollm2"  # the second model (compare=model)
     lesson: str = ""  # Learn: the tab opened first (a map key)
     player: str = ""  # the map animated through the layers ("" = no player)
+    steps: tuple = ()  # a talk's named views (normviz.ui.steps.Step), walked with PageDown/PageUp on stage
     problems: list[str] = field(default_factory=list, compare=False, repr=False)
 
     TEXT_FIELDS = ("text", "pair", "text_b")
+    LIMITS = {"steps": 4000}
+
+    @staticmethod
+    def encode(name: str, value) -> str:
+        if name == "steps":
+            from .steps import encode
+
+            return encode(value)
+        return encode_value(value)
 
     @staticmethod
     def decode(name: str, raw: str):
@@ -157,6 +167,10 @@ def _decode(name: str, raw: str):
         if keys and (len(keys) != 2 or keys[0] == keys[1]):
             raise ValueError("name two different maps, e.g. attention,norm")
         return keys
+    if name == "steps":
+        from .steps import decode
+
+        return decode(raw)
     if name == "threshold":
         try:
             value = float(raw.strip()) if len(raw.strip()) <= 12 else float("x")

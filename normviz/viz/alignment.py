@@ -8,16 +8,12 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from .labels import abbreviate, plotly_text, word_step  # plotly_text: the one escaping function
+
 COLORS = {"predicted": "#1f77b4", "sure": "#2ca02c", "possible": "#98df8a", "wrong": "#d62728",
           "missed": "#7f7f7f"}
 NAMES = {"predicted": "predicted", "sure": "predicted, sure gold", "possible": "predicted, possible gold",
          "wrong": "predicted, not in gold", "missed": "sure gold, not predicted"}
-
-
-def plotly_text(text: str) -> str:
-    """Text that plotly shows literally: it reads ``<b>``, ``<a href>`` … in labels as markup and decodes
-    entities, so ``&``, ``<`` and ``>`` are written as entities."""
-    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _x(n: int, width: int) -> list[float]:
@@ -30,9 +26,13 @@ def _x(n: int, width: int) -> list[float]:
 
 def alignment_figure(src_words: list[str], tgt_words: list[str], links, *, sure=None, possible=None,
                      title: str = "", font_size: int = 12, src_title: str = "source",
-                     tgt_title: str = "target") -> go.Figure:
-    """Links ``(source word, target word)`` between the two rows of words (0-based indices)."""
+                     tgt_title: str = "target", width_px: int | None = None) -> go.Figure:
+    """Links ``(source word, target word)`` between the two rows of words (0-based indices). ``width_px``:
+    the px the page gives the figure (default 1000): a row whose words do not fit side by side labels every
+    step-th word (:func:`normviz.viz.labels.word_step`; the hover names each)."""
     width = max(len(src_words), len(tgt_words), 1)
+    per_unit = max(100, int(width_px or 1000) - 20) / (width + 0.6)  # px per x unit (the range below)
+    steps = []
     xs, xt = _x(len(src_words), width), _x(len(tgt_words), width)
     links = set(links)
     groups: dict[str, list] = {}
@@ -60,8 +60,12 @@ def alignment_figure(src_words: list[str], tgt_words: list[str], links, *, sure=
                                            dash="dash" if kind == "missed" else "solid"),
                                  showlegend=bool(pairs)))
     for words, pos, y, where in ((src_words, xs, 1, "top center"), (tgt_words, xt, 0, "bottom center")):
+        gap = (pos[1] - pos[0]) * per_unit if len(pos) > 1 else per_unit * width
+        step = word_step(list(words), gap, font_size + 1)
+        steps.append(step)
         fig.add_trace(go.Scatter(
-            x=pos, y=[y] * len(words), mode="markers+text", text=[plotly_text(w) for w in words],
+            x=pos, y=[y] * len(words), mode="markers+text",
+            text=[plotly_text(abbreviate(w, 12)) if i % step == 0 else "" for i, w in enumerate(words)],
             textposition=where, marker=dict(size=9, color="#444"), hoverinfo="text", showlegend=False,
             hovertext=[plotly_text(f"{w} [{i}]") for i, w in enumerate(words)], textfont=dict(size=font_size + 1)))
     fig.update_xaxes(visible=False, range=[-0.8, width - 0.2])
@@ -70,6 +74,7 @@ def alignment_figure(src_words: list[str], tgt_words: list[str], links, *, sure=
         title=dict(text=plotly_text(title), font=dict(size=font_size + 2), x=0.0, xanchor="left"),
         font=dict(size=font_size), height=260 + 4 * font_size, margin=dict(l=10, r=10, t=50 + font_size, b=10),
         legend=dict(orientation="h", yanchor="top", y=-0.02, x=0), hovermode="closest",
+        meta=dict(normviz="alignment", label_step=max(steps, default=1)),
         annotations=[dict(x=-0.8, y=1.3, xanchor="left", text=plotly_text(src_title), showarrow=False),
                      dict(x=-0.8, y=-0.3, xanchor="left", text=plotly_text(tgt_title), showarrow=False)],
     )

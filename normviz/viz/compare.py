@@ -5,7 +5,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .heatmap import FOCUS_LINE, heatmap, title_dict
-from .labels import abbreviate, occurrence_note, sizing, with_positions
+from .labels import abbreviate, fit_labels, occurrence_note, plotly_text, with_positions
 
 NORMALISE = {"rows": "rows normalised to sum 1", "raw": "raw values"}
 
@@ -37,7 +37,7 @@ def difference(a: np.ndarray, b: np.ndarray, labels: list[str], *, name_a: str =
     unit = "share of row" if normalise == "rows" else "raw units"
     return heatmap(d, labels, title=title or f"{name_a} − {name_b} ({NORMALISE[normalise]})", zmin=-lim, zmax=lim,
                    positions=positions, causal=causal, boundary=boundary, font_size=font_size, present=present,
-                   width=width, colorbar_title=f"{name_a} − {name_b}<br>({unit})")
+                   width=width, colorbar_title=plotly_text(f"{name_a} − {name_b}") + "<br>" + plotly_text(f"({unit})"))
 
 
 def fx_strip(values: np.ndarray, labels: list[str], *, positions: list[int] | None = None,
@@ -50,21 +50,22 @@ def fx_strip(values: np.ndarray, labels: list[str], *, positions: list[int] | No
     v = np.asarray(values, dtype=np.float64).ravel()
     n = v.size
     positions = list(range(n)) if positions is None else list(positions)
-    size = sizing(n, width=None if width is None else max(120, width - 140), font_size=font_size, present=present)
+    fit = fit_labels(n, None if width is None else max(120, width - 140), font_size=font_size, present=present)
     base_font = max(font_size, 18) if present else font_size
     names = with_positions(positions, labels)
-    notes = [f"<br>{lab} = {note}" if (note := occurrence_note(lab)) else "" for lab in labels]
+    notes = ["<br>" + plotly_text(f"{lab} = {note}") if (note := occurrence_note(lab)) else "" for lab in labels]
     colours = [FOCUS_LINE if p == focus else "#6a51a3" for p in positions]
     fig = go.Figure(go.Bar(x=list(range(n)), y=v, marker_color=colours, showlegend=False,
                            customdata=np.stack([names, notes], axis=1) if n else None,
                            hovertemplate="%{customdata[0]}: ‖f(x)‖ = %{y:.4g}%{customdata[1]}<extra></extra>"))
-    fig.update_xaxes(tickmode="array", tickvals=list(range(n)),
-                     ticktext=[abbreviate(s, size.max_chars) for s in labels], tickangle=-90 if n > 12 else -45,
-                     tickfont=dict(size=size.tick_font), range=[-0.5, n - 0.5], showgrid=False)
+    fig.update_xaxes(tickmode="array", tickvals=list(range(n))[::fit.step],
+                     ticktext=[plotly_text(abbreviate(s, fit.max_chars)) for s in labels][::fit.step],
+                     tickangle=-90 if n > 12 else -45, tickfont=dict(size=fit.tick_font), range=[-0.5, n - 0.5],
+                     showgrid=False)
     fig.update_yaxes(title=dict(text="‖f(x_j)‖", font=dict(size=base_font)), rangemode="tozero")
     fig.update_layout(title=title_dict(title, base_font), font=dict(size=base_font),
-                      height=int(height or 200 + 6 * size.tick_font), margin=dict(l=10, r=10, t=40 + 2 * base_font, b=10),
-                      meta=dict(normviz="fx_strip"))
-    if width is not None or size.grown:
-        fig.update_layout(width=int(max(width or 0, size.side + 140)))
+                      height=int(height or 200 + 6 * fit.tick_font), margin=dict(l=10, r=10, t=40 + 2 * base_font, b=10),
+                      meta=dict(normviz="fx_strip", label_step=fit.step))
+    if width is not None or fit.grown:
+        fig.update_layout(width=int(max(width or 0, fit.length + 140)))
     return fig

@@ -15,6 +15,7 @@ from ..corpus.results import PAPER_REFERENCE
 from ..errors import NormvizError
 from ..methods import registry
 from ..corpus.stats import CATEGORIES
+from .labels import plotly_text
 
 WEIGHT_COLOR = "#9aa5b8"
 NORM_COLOR = "#2a6fdb"
@@ -49,7 +50,7 @@ def column_title(col: str) -> str:
 
 
 def _layout(fig: go.Figure, title: str, height: int = 380, font_size: int = 12) -> go.Figure:
-    fig.update_layout(title=dict(text=title, x=0.0, xanchor="left", font=dict(size=font_size + 2)),
+    fig.update_layout(title=dict(text=plotly_text(title), x=0.0, xanchor="left", font=dict(size=font_size + 2)),
                       height=int(height * max(1.0, font_size / 12)), font=dict(size=font_size),
                       margin=dict(l=10, r=10, t=60 + font_size, b=10), legend=dict(orientation="h", y=-0.2))
     return fig

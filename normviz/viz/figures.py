@@ -9,47 +9,61 @@ from .heatmap import colorbar_dict
 from .heatmap import colorscale_for as _colorscale
 from .heatmap import heatmap  # noqa: F401  (its home is heatmap.py; kept importable from here)
 from .heatmap import title_dict as _title
+from .labels import abbreviate, fit_labels, plotly_text, plotly_texts
+
+
+MODEBAR_PX = 30  # plotly's toolbar row at the top right: titles start below it
 
 
 def bars(rows: dict[str, np.ndarray], labels: list[str], positions: list[list[int]] | None = None, *,
-         focus_label: str = "", font_size: int = 12) -> go.Figure:
-    """A token's row in every chosen map, one bar chart per map (they have different units)."""
+         focus_label: str = "", font_size: int = 12, width: int | None = None) -> go.Figure:
+    """A token's row in every chosen map, one bar chart per map (they have different units). ``width``: the
+    px the page gives the chart (labels follow :func:`normviz.viz.labels.fit_labels`; default 560)."""
     titles = list(rows)
     k = max(1, len(titles))
-    fig = make_subplots(rows=k, cols=1, subplot_titles=titles, vertical_spacing=min(0.12, 0.5 / k))
+    step = 1
+    fig = make_subplots(rows=k, cols=1, subplot_titles=plotly_texts(titles), vertical_spacing=min(0.12, 0.5 / k))
     for r, title in enumerate(titles, start=1):
         vals = np.asarray(rows[title], dtype=np.float64)
         pos = positions[r - 1] if positions else list(range(len(vals)))
         labs = [labels[p] if len(labels) > p else str(p) for p in pos] if positions else labels[: len(vals)]
         fig.add_trace(go.Bar(
-            x=list(range(len(vals))), y=vals, name=title, showlegend=False,
-            customdata=np.array([[focus_label, f"{lab} [{p}]"] for lab, p in zip(labs, pos)], dtype=object),
+            x=list(range(len(vals))), y=vals, name=plotly_text(title), showlegend=False,
+            customdata=np.array([[plotly_text(focus_label), plotly_text(f"{lab} [{p}]")] for lab, p in zip(labs, pos)],
+                                dtype=object),
             hovertemplate="%{customdata[0]} ← %{customdata[1]}: %{y:.4g}<extra></extra>",
         ), row=r, col=1)
-        fig.update_xaxes(tickmode="array", tickvals=list(range(len(vals))), ticktext=labs, tickangle=-60,
-                         tickfont=dict(size=font_size), row=r, col=1)
+        fit = fit_labels(len(vals), max(120, int(width or 560) - 80), font_size=font_size)
+        fig.update_xaxes(tickmode="array", tickvals=list(range(len(vals)))[::fit.step],
+                         ticktext=[plotly_text(abbreviate(x, fit.max_chars)) for x in labs][::fit.step],
+                         tickangle=-60 if len(vals) <= 12 else -90, tickfont=dict(size=fit.tick_font), row=r, col=1)
+        step = max(step, fit.step)
     fig.update_annotations(font_size=font_size + 1)
-    fig.update_layout(height=int(max(300, (150 + 6 * font_size) * k)), font=dict(size=font_size),
-                      margin=dict(l=10, r=10, t=80 + 2 * font_size, b=10),
-                      title=dict(text=f"Row of “{focus_label}”: how much each token contributes to it",
+    fig.update_layout(height=int(max(300, (150 + 6 * font_size) * k)) + MODEBAR_PX, font=dict(size=font_size),
+                      margin=dict(l=10, r=10, t=80 + 2 * font_size + MODEBAR_PX, b=10),
+                      title=dict(text=plotly_text(f"Row of “{focus_label}”: how much each token contributes to it"),
                                  font=dict(size=font_size + 2), x=0.0, xanchor="left", yref="container", y=1.0,
-                                 yanchor="top", pad=dict(t=6)))
+                                 yanchor="top", pad=dict(t=6 + MODEBAR_PX)),
+                      meta=dict(normviz="bars", label_step=step))
+    if width is not None:
+        fig.update_layout(width=int(width))
     return fig
 
 
 def grid(stack: np.ndarray, labels: list[str], *, title: str = "", font_size: int = 12,
          head_names: list[str] | None = None, width_hint: int = 760, colorbar_title: str = "") -> go.Figure:
     """A layers × heads mosaic of small heatmaps ([L, H, n, n]) drawn as one heatmap with gaps, so hundreds
-    of heads stay fast. Hover says which layer, head and token pair a cell is. The colour bar has a fixed
-    height and ``colorbar_title`` (the units) on top."""
+    of heads stay fast. Hover says which layer, head and token pair a cell is. The colour bar spans 80 % of the
+    plot's height (so at least that share of the grid's, which the plot holds) with ``colorbar_title`` (the units)
+    on top."""
     s = np.asarray(stack, dtype=np.float64)
     L, H, n, _ = s.shape
     cell = n + 1
     z = np.full((L * cell - 1, H * cell - 1), np.nan)
     custom = np.full(z.shape, "", dtype=object)
-    labs = np.array(labels[:n], dtype=object)
+    labs = np.array(plotly_texts(labels[:n]), dtype=object)
     pair = np.char.add(np.char.add(labs[:, None].astype(str), " ← "), labs[None, :].astype(str)).astype(object)
-    head_names = head_names or [f"H{h}" for h in range(H)]
+    head_names = plotly_texts(head_names or [f"H{h}" for h in range(H)])
     for li in range(L):
         for h in range(H):
             r0, c0 = li * cell, h * cell
@@ -60,7 +74,7 @@ def grid(stack: np.ndarray, labels: list[str], *, title: str = "", font_size: in
     fig = go.Figure(go.Heatmap(
         z=z, customdata=custom, hovertemplate="%{customdata}: %{z:.4g}<extra></extra>", colorscale=scale,
         zmin=-max(abs(lo), abs(hi)) if lo < 0 else lo, zmax=max(abs(lo), abs(hi)) if lo < 0 else hi, zmid=zmid,
-        hoverongaps=False, colorbar=colorbar_dict(colorbar_title, 400, font_size),
+        hoverongaps=False, colorbar={**colorbar_dict(colorbar_title, 400, font_size), "lenmode": "fraction", "len": 0.8},
     ))
     fig.update_xaxes(tickmode="array", tickvals=[h * cell + (n - 1) / 2 for h in range(H)], ticktext=head_names,
                      side="top", showgrid=False, zeroline=False, tickfont=dict(size=font_size),
@@ -70,7 +84,7 @@ def grid(stack: np.ndarray, labels: list[str], *, title: str = "", font_size: in
                      tickfont=dict(size=font_size), title=dict(text="layer", font=dict(size=font_size)),
                      scaleanchor="x", scaleratio=1, constrain="domain")
     plot_w = max(200, width_hint - 140)  # minus axis labels and the colour bar
-    fig.update_layout(title=dict(text=title, font=dict(size=font_size + 2), x=0.0, xanchor="left", yref="container",
+    fig.update_layout(title=dict(text=plotly_text(title), font=dict(size=font_size + 2), x=0.0, xanchor="left", yref="container",
                                  y=1.0, yanchor="top", pad=dict(t=6)),
                       height=int(min(1400, max(320, plot_w * L / max(H, 1) + 150))), font=dict(size=font_size),
                       margin=dict(l=10, r=10, t=70 + 2 * font_size, b=10), plot_bgcolor="rgba(0,0,0,0)")
@@ -84,6 +98,7 @@ def special_share_scatter(share_a: np.ndarray, share_b: np.ndarray, name_a: str,
     a = np.asarray(share_a, dtype=np.float64)
     b = np.asarray(share_b, dtype=np.float64)
     L, H = a.shape
+    name_a, name_b = plotly_text(name_a), plotly_text(name_b)
     names = [f"L{li} H{h}" for li in range(L) for h in range(H)]
     layer = np.repeat(np.arange(L), H)
     fig = go.Figure()

@@ -8,12 +8,10 @@ per-cell strings (a 128-token panel stays small and quick to send).
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import plotly.graph_objects as go
 
-from .labels import abbreviate, occurrence_note, sizing
+from .labels import Sizing, abbreviate, fit_labels, occurrence_note, plotly_text, sizing
 
 SEQUENTIAL = "Viridis"
 DIVERGING = "RdBu_r"
@@ -24,8 +22,9 @@ HOVER = "%{y} ← %{x}: %{z:.4g}<extra></extra>"
 
 
 def title_dict(text: str, font_size: int) -> dict:
-    """A title just above the plot area, below plotly's toolbar (which takes the top-right)."""
-    return dict(text=text, font=dict(size=font_size + 2), x=0.0, xanchor="left", yref="paper", y=1.0,
+    """A title just above the plot area, below plotly's toolbar (which takes the top-right); ``text`` is
+    shown as typed (:func:`~normviz.viz.labels.plotly_text`)."""
+    return dict(text=plotly_text(text), font=dict(size=font_size + 2), x=0.0, xanchor="left", yref="paper", y=1.0,
                 yanchor="bottom", pad=dict(b=8))
 
 
@@ -55,8 +54,9 @@ def divider_index(positions, boundary: int | None) -> int | None:
 
 def hover_names(positions, labels) -> list[str]:
     """Category names of the axes, read by the hover: 'cat [2]', 'the·2 [5] (the 2nd occurrence of 'the')'.
-    Unique (positions are), so a repeated token keeps its own row and column."""
-    return [f"{lab} [{pos}]" + (f" ({note})" if (note := occurrence_note(lab)) else "")
+    Unique (positions are), so a repeated token keeps its own row and column. Escaped for plotly
+    (:func:`~normviz.viz.labels.plotly_text`): a token ``<b>`` shows as typed."""
+    return [plotly_text(f"{lab} [{pos}]" + (f" ({note})" if (note := occurrence_note(lab)) else ""))
             for pos, lab in zip(positions, labels)]
 
 
@@ -96,11 +96,8 @@ def heatmap(matrix: np.ndarray, row_labels: list[str], col_labels: list[str] | N
     if width is not None:  # the panel's whole width: the plot side is what the labels and colour bar leave
         first = sizing(max(n_rows, n_cols), width=width, font_size=font_size, present=present)
         side_hint = max(120, int(width) - label_px(first.tick_font, first.max_chars) - right)
-    size = sizing(max(n_rows, n_cols), width=side_hint, font_size=font_size, present=present)
-    step = 1  # every step-th token labelled: a page column cannot grow (Streamlit fits a chart to it)
-    if side_hint is not None and size.side > side_hint:
-        step = -(-size.side // side_hint)
-        size = replace(size, side=side_hint, grown=False)
+    fit = fit_labels(max(n_rows, n_cols), side_hint, font_size=font_size, present=present)  # every step-th labelled
+    size, step = Sizing(fit.length, fit.tick_font, fit.max_chars, fit.grown), fit.step
     if masked is None and causal and n_rows == n_cols:
         masked = causal_mask(positions, col_positions)
     mask = np.zeros(m.shape, bool) if masked is None else np.asarray(masked, bool)
@@ -133,10 +130,10 @@ def heatmap(matrix: np.ndarray, row_labels: list[str], col_labels: list[str] | N
     angle = -90 if max(n_rows, n_cols) > 12 else -45
     axis = dict(tickmode="array", type="category", tickfont=dict(size=tick), showgrid=False, zeroline=False,
                 constrain="domain")
-    xaxis = dict(axis, tickvals=cols[::step], ticktext=[abbreviate(x, size.max_chars) for x in col_labels][::step],
+    xaxis = dict(axis, tickvals=cols[::step], ticktext=[plotly_text(abbreviate(x, size.max_chars)) for x in col_labels][::step],
                  tickangle=angle,
                  title=dict(text="contributing token (j)", font=dict(size=base_font)), side="bottom")
-    yaxis = dict(axis, tickvals=rows[::step], ticktext=[abbreviate(x, size.max_chars) for x in row_labels][::step],
+    yaxis = dict(axis, tickvals=rows[::step], ticktext=[plotly_text(abbreviate(x, size.max_chars)) for x in row_labels][::step],
                  autorange="reversed", title=dict(text="receiving token (i)", font=dict(size=base_font)),
                  scaleanchor="x", scaleratio=1)
     top = 50 + 2 * base_font

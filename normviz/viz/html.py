@@ -3,7 +3,10 @@
 The page embeds plotly.js once (no network needed), draws every figure with its hover, runs the lines
 view's hover-to-isolate (a few lines of JS reading ``layout.meta.links``), and keeps each panel's numbers
 as plain JSON in ``<script type="application/json" id="normviz-data">`` (NaN → null), so a reader can
-check them without plotly.
+check them without plotly. That JSON writes ``<``, ``>``, ``&`` as ``\u003c``, ``\u003e``, ``\u0026``
+(:func:`script_json`): a title such as ``<!--<script>`` cannot put the HTML parser into a state where the
+data block swallows the rest of the page. Labels and titles inside the figures are escaped for plotly by the
+builders (:func:`normviz.viz.labels.plotly_text`).
 """
 from __future__ import annotations
 
@@ -55,7 +58,20 @@ def panel_numbers(fig: go.Figure) -> dict:
         values = np.asarray(fig.data[0].y, dtype=np.float64)
     else:
         values = None
-    return {"kind": kind, "title": fig.layout.title.text or "", "values": _plain(values)}
+    return {"kind": kind, "title": _html.unescape(fig.layout.title.text or ""), "values": _plain(values)}
+
+
+_SCRIPT_SAFE = (("&", "\\u0026"), ("<", "\\u003c"), (">", "\\u003e"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
+
+
+def script_json(obj) -> str:
+    """``obj`` as JSON that can sit inside a ``<script>`` element: ``&``, ``<``, ``>`` (and U+2028/9) as
+    ``\\u`` escapes, so nothing in it (``</script>``, ``<!--``, ``<script``) changes how the HTML parser
+    reads the page, and ``JSON.parse`` gives back the same strings. NaN is refused (write null)."""
+    text = json.dumps(obj, allow_nan=False)
+    for raw, safe in _SCRIPT_SAFE:
+        text = text.replace(raw, safe)
+    return text
 
 
 _LINES_JS = """
@@ -115,7 +131,7 @@ def standalone_html(figures: list[go.Figure], title: str = "normviz", *, descrip
         fixed = f' nv-fixed" style="width:{int(fig.layout.width)}px' if fig.layout.width else ""  # keeps its width
         panels.append(f'<div class="nv-panel{fixed}">{div}{cap}</div>')
         numbers.append(panel_numbers(fig))
-    data = json.dumps({"title": title, "panels": numbers}, allow_nan=False).replace("</", "<\\/")
+    data = script_json({"title": title, "panels": numbers})
     desc = f'<p class="nv-desc">{_html.escape(description)}</p>' if description else ""
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

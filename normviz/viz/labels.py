@@ -36,6 +36,38 @@ def sizing(n: int, *, width: int | None = None, font_size: int = 12, present: bo
     return Sizing(side=side, tick_font=tick, max_chars=max_chars, grown=side > target)
 
 
+@dataclass(frozen=True)
+class Fit:
+    tick_font: int   # px
+    max_chars: int   # labels longer than this are abbreviated
+    step: int        # every step-th token is labelled (1: all)
+    length: int      # px the n tokens span
+    grown: bool      # True when the axis is longer than the length asked for (every token labelled)
+
+
+def fit_labels(n: int, length: int | None = None, *, font_size: int = 12, present: bool = False) -> Fit:
+    """The one labelling rule of every token axis (heatmaps, strips, bars, lines, alignments): the tick font
+    of :func:`sizing`; given the ``length`` in px the axis has (a page column cannot grow: Streamlit fits a
+    chart to it), when even the floor font does not fit, every ``step``-th token is labelled, so labels stay
+    a cell (1.25 × the font) apart; without a length the axis grows to label every token."""
+    size = sizing(n, width=length, font_size=font_size, present=present)
+    if length is not None and size.side > length:
+        return Fit(size.tick_font, size.max_chars, -(-size.side // max(1, int(length))), max(1, int(length)), False)
+    return Fit(size.tick_font, size.max_chars, 1, size.side, size.grown)
+
+
+CHAR_PER_FONT = 0.62  # the width of a character of the app's sans-serif font, in font sizes (about)
+
+
+def word_step(words: list[str], spacing_px: float, font_size: int, max_chars: int = 12) -> int:
+    """Horizontal labels (an alignment's rows of words): every step-th word is labelled so that neighbours
+    are a label's width (``CHAR_PER_FONT`` × font × its characters, at most ``max_chars``) plus half a font
+    apart, ``spacing_px`` being the px between two words' centres."""
+    longest = max((min(len(w), max_chars) for w in words), default=1)
+    need = CHAR_PER_FONT * font_size * longest + font_size / 2
+    return max(1, -(-int(need) // max(1, int(spacing_px))))
+
+
 def abbreviate(label: str, max_chars: int) -> str:
     """'international·2' → 'internati…·2': cut the token, keep the occurrence suffix."""
     m = _SUFFIX.match(label)
@@ -43,6 +75,20 @@ def abbreviate(label: str, max_chars: int) -> str:
     if len(base) <= max_chars:
         return label
     return base[: max(1, max_chars - 1)] + "…" + suffix
+
+
+def plotly_text(text) -> str:
+    """``text`` as plotly shows it literally. Plotly reads ``<b>``, ``<br>``, ``<a href>`` … in tick labels,
+    titles, hovers and annotations as markup and decodes entities, so ``&``, ``<``, ``>`` become ``&amp;``,
+    ``&lt;``, ``&gt;``. The one escaping function for every label and title a figure shows: the viz builders
+    apply it to what they are given (tokens, titles, names), so the app, the HTML export and notebook figures
+    all show ``<b>x</b>`` as typed. A newline is the one line break a caller can ask for (``<br>``). Cut
+    (:func:`abbreviate`) before escaping, never after."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\n", "<br>")
+
+
+def plotly_texts(texts) -> list[str]:
+    return [plotly_text(t) for t in texts]
 
 
 def ordinal(k: int) -> str:
@@ -60,8 +106,8 @@ def occurrence_note(label: str) -> str:
 
 
 def with_positions(positions, labels) -> list[str]:
-    """Hover names: 'label [position]'."""
-    return [f"{lab} [{pos}]" for pos, lab in zip(positions, labels)]
+    """Hover names: 'label [position]', escaped for plotly (:func:`plotly_text`)."""
+    return [plotly_text(f"{lab} [{pos}]") for pos, lab in zip(positions, labels)]
 
 
 def unique_labels(labels: list[str]) -> list[str]:

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 
 from .heatmap import FOCUS_LINE as FOCUS
 from .heatmap import divider_index, title_dict
-from .labels import abbreviate, sizing, with_positions
+from .labels import abbreviate, fit_labels, plotly_text, sizing, with_positions
 
 POSITIVE = "#1f63b4"
 NEGATIVE = "#c0392b"
@@ -91,7 +91,19 @@ def lines(matrix: np.ndarray, labels: list[str], *, positions: list[int] | None 
         traces.append(go.Scatter(x=[], y=[], mode="lines", hoverinfo="skip", showlegend=False,
                                  line=dict(width=_style(level, bins)[0] + 1, color=FOCUS),
                                  meta=dict(role="highlight", level=level)))
-    short = [abbreviate(x, size.max_chars) for x in labels]
+    base_font = max(font_size, 18) if present else font_size
+    row_px = tick * 1.45
+    top = 50 + 2 * base_font
+    fig_h = int(height or max(300, n * row_px + 90 + 2 * base_font))
+    # a given height that cannot hold every row at this font labels every step-th token (the one rule of
+    # normviz.viz.labels.fit_labels: a label needs a cell of 1.25 × its font); the hover still names each
+    rows_px = max(1.0, (fig_h - top - 10) * n / (n + 1.9))  # the y range is n + 1.9 rows (the headers' room)
+    fit = fit_labels(n, int(rows_px), font_size=font_size, present=present) if height else None
+    step = fit.step if fit is not None else 1
+    if fit is not None and fit.step > 1:
+        tick = fit.tick_font
+    short = [plotly_text(abbreviate(x, size.max_chars)) if t % step == 0 or t == fidx else ""
+             for t, x in enumerate(labels)]
     bold = [f"<b>{x}</b>" if t == fidx else x for t, x in enumerate(short)]
     common = dict(mode="markers+text", showlegend=False, y=list(range(n)), text=bold,
                   textfont=dict(size=tick), marker=dict(size=max(6, tick // 2), color="#888"))
@@ -105,18 +117,16 @@ def lines(matrix: np.ndarray, labels: list[str], *, positions: list[int] | None 
     shapes = [] if k is None else [
         dict(type="line", x0=x0, x1=x1, y0=k - 0.5, y1=k - 0.5, line=dict(color="gray", dash="dash"))
         for x0, x1 in ((LEFT_X - 0.45, LEFT_X + 0.05), (RIGHT_X - 0.05, RIGHT_X + 0.45))]
-    base_font = max(font_size, 18) if present else font_size
     headers = [dict(x=x, y=-1.2, text=text, showarrow=False, font=dict(size=base_font), yanchor="bottom")
                for x, text in ((LEFT_X, "contributing (j)"), (RIGHT_X, "receiving (i)"))]
-    row_px = tick * 1.45
     layout = dict(
         title=title_dict(title, base_font), font=dict(size=base_font), hovermode="closest",
         xaxis=dict(visible=False, range=[-0.7, 1.7], fixedrange=True),
         yaxis=dict(visible=False, range=[n - 0.5, -2.4], fixedrange=False),  # room for the column headers
         shapes=shapes, annotations=headers,
-        height=int(height or max(300, n * row_px + 90 + 2 * base_font)), width=int(width or (900 if present else 600)),
-        margin=dict(l=10, r=10, t=50 + 2 * base_font, b=10), plot_bgcolor="rgba(0,0,0,0)",
-        meta=dict(normviz="lines", bins=bins, n=n, links=links.tolist(), focus=fidx,
+        height=fig_h, width=int(width or (900 if present else 600)),
+        margin=dict(l=10, r=10, t=top, b=10), plot_bgcolor="rgba(0,0,0,0)",
+        meta=dict(normviz="lines", bins=bins, n=n, links=links.tolist(), focus=fidx, label_step=step,
                   matrix=np.where(np.isfinite(m), m, 0.0).tolist()),
     )
     fig = go.Figure(data=traces, layout=layout)  # built once: plotly's per-call updates are slow

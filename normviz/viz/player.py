@@ -5,6 +5,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .heatmap import heatmap
+from .labels import plotly_text
 
 
 def layer_player(stack: np.ndarray, labels: list[str], *, title: str = "", positions: list[int] | None = None,
@@ -28,12 +29,12 @@ def layer_player(stack: np.ndarray, labels: list[str], *, title: str = "", posit
         return z
 
     fig.frames = [go.Frame(name=str(li), data=[go.Heatmap(z=z_of(li))], traces=[0],
-                           layout=dict(title=dict(text=f"{title} · {names[li]}" if title else names[li])))
+                           layout=dict(title=dict(text=plotly_text(f"{title} · {names[li]}" if title else names[li]))))
                   for li in range(L)]
     step_args = dict(mode="immediate", frame=dict(duration=0, redraw=True), transition=dict(duration=0))
     fig.update_layout(
         sliders=[dict(active=start, currentvalue=dict(prefix=""), pad=dict(t=50),
-                      steps=[dict(label=names[li], method="animate", args=[[str(li)], step_args]) for li in range(L)])],
+                      steps=[dict(label=plotly_text(names[li]), method="animate", args=[[str(li)], step_args]) for li in range(L)])],
         updatemenus=[dict(type="buttons", direction="left", x=0.0, y=0.0, yanchor="top", xanchor="left",
                           pad=dict(t=50, r=10), showactive=False, buttons=[
                               dict(label="▶", method="animate", args=[None, dict(

@@ -153,3 +153,77 @@ def test_align_user_mistakes_exit_2_with_one_line(tmp_path, capsys, case, messag
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) >= 1 and err[-1].startswith("error:") and message in err[-1]
+
+
+# --- as careful as the corpus command (issue 22 item 5) ------------------------------------------------------
+def _run(argv_files, out, gold=None):
+    s, t = argv_files
+    argv = ["align", "--model", "toy-mt", "--src", s, "--tgt", t, "--out", str(out), "--quiet", "--threads", "1"]
+    return main(argv + (["--gold", gold] if gold else []))
+
+
+def test_a_huge_gold_index_is_a_skipped_line_with_its_reason(tmp_path, capsys):
+    gold = _lines("align", 3)
+    gold[0] = "0-" + "9" * 4400 + " 1-1"  # int() refuses over 4,300 digits
+    s, t, g = _write(tmp_path, _lines("src", 3), _lines("tgt", 3), gold)
+    assert _run((s, t), tmp_path / "o", g) == 0
+    err = capsys.readouterr().err
+    assert "skipped line 1: gold alignment:" in err and "4,400 digits" in err and "unexpected" not in err
+    assert len([ln for ln in err.splitlines() if "skipped line 1" in ln][0]) < 200  # the 4,400 digits are cut
+    assert (tmp_path / "o" / "bad_lines.tsv").read_text().splitlines()[1].startswith("1\t")
+
+
+@pytest.mark.parametrize("encoding, named", [("utf-16", "UTF-16 (little-endian)"), ("utf-16-le", "UTF-16 (little-endian)"),
+                                             ("utf-16-be", "UTF-16 (big-endian)"), ("utf-32", "UTF-32"),
+                                             ("utf-32-le", "UTF-32")])
+def test_utf16_and_utf32_files_are_named_and_refused(tmp_path, capsys, encoding, named):
+    s, t, g = _write(tmp_path, _lines("src", 2), _lines("tgt", 2), _lines("align", 2))
+    for p in (s, t):  # equal line counts: read as UTF-8 they would pair up and align nonsense
+        Path(p).write_bytes(Path(p).read_text(encoding="utf-8").encode(encoding))
+    assert _run((s, t), tmp_path / "o", g) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: --src:") and named in err[-1]
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_nul_byte_in_a_line_is_a_skipped_line(tmp_path, capsys):
+    src = _lines("src", 3)
+    src[1] = src[1].replace(" ", "\x00 ", 1)
+    s, t, g = _write(tmp_path, src, _lines("tgt", 3), _lines("align", 3))
+    assert _run((s, t), tmp_path / "o", g) == 0
+    assert "skipped line 2: --src: holds a NUL byte" in capsys.readouterr().err
+
+
+def test_a_rerun_into_the_same_out_leaves_no_stale_files(tmp_path, capsys):
+    out = tmp_path / "o"
+    src, tgt, gold = _lines("src", 3), _lines("tgt", 3), _lines("align", 3)
+    s, t, g = _write(tmp_path, [src[0], "", src[2]], tgt, gold)  # line 2 skipped: bad_lines.tsv
+    assert _run((s, t), out, g) == 0
+    assert {"aer.csv", "aer_layers.txt", "aer_heads.txt", "bad_lines.tsv", "alignments"} <= {p.name for p in out.iterdir()}
+    (out / "alignments" / "old.txt").write_text("stale")
+    (out / "notes.txt").write_text("mine")  # not an output: left alone
+    s, t, _ = _write(tmp_path, src[:2], tgt[:2], [])
+    assert _run((s, t), out) == 0  # no --gold, no bad line
+    assert sorted(p.name for p in out.iterdir()) == ["alignments", "notes.txt"]
+    assert not (out / "alignments" / "old.txt").exists()
+    assert len((out / "alignments" / "weight.AWO.layer0.head0.txt").read_text().splitlines()) == 2
+
+
+def test_every_line_skipped_without_gold_is_an_error(tmp_path, capsys):
+    s, t, _ = _write(tmp_path, ["", "   "], _lines("tgt", 2), [])
+    assert _run((s, t), tmp_path / "o") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: none of the 2 lines could be aligned (line 1: empty source line; line 2:")
+    assert not (tmp_path / "o" / "alignments").exists()
+
+
+def test_a_utf8_byte_order_mark_in_the_gold_file_is_read_past(tmp_path, capsys):
+    s, t, g = _write(tmp_path, _lines("src", 3), _lines("tgt", 3), _lines("align", 3))
+    assert _run((s, t), tmp_path / "plain", g) == 0
+    Path(g).write_bytes(b"\xef\xbb\xbf" + Path(g).read_bytes())
+    Path(s).write_bytes(b"\xef\xbb\xbf" + Path(s).read_bytes())
+    capsys.readouterr()
+    assert _run((s, t), tmp_path / "bom", g) == 0
+    assert "skipped line" not in capsys.readouterr().err
+    assert not (tmp_path / "bom" / "bad_lines.tsv").exists()
+    assert (tmp_path / "bom" / "aer.csv").read_text() == (tmp_path / "plain" / "aer.csv").read_text()

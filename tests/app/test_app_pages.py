@@ -19,7 +19,8 @@ def test_overview_default_shows_two_grids_and_the_head_summary():
     at.run()
     no_exception(at)
     hms = grids(at)
-    assert [title(f) for f in hms] == ["Attention weights α", "Norm ‖α f(x)‖"]
+    assert [title(f).split("<br>")[0] for f in hms] == ["Attention weights α", "Norm ‖α f(x)‖"]
+    assert all("<br>minilm: “The cat sat" in title(f) for f in hms)  # a PNG of a grid names its model and text
     n = 13
     assert z(hms[0]).shape == (6 * (n + 1) - 1, 12 * (n + 1) - 1)  # 6 layers × 12 heads
     scatter = [f for f in figures(at) if f["data"][-1]["type"] == "scatter"]
@@ -40,7 +41,7 @@ def test_overview_map_choice_changes_the_grid():
     at.selectbox(key="w_ov_map").set_value("attn_res_ln").run()
     no_exception(at)
     hms = grids(at)
-    assert title(hms[0]) == "Attention + residual + norm"
+    assert title(hms[0]).split("<br>")[0] == "Attention + residual + norm"
     assert z(hms[0]).shape == (6 * 14 - 1, 13)  # one column: a layer-level map
     assert z(hms[0]).shape != first.shape
     at.selectbox(key="w_ov_compare").set_value("(none)").run()
@@ -53,7 +54,7 @@ def test_overview_restores_from_the_url():
                                             "overview_compare": "ff"})
     at.run()
     no_exception(at)
-    assert [title(f) for f in grids(at)] == ["Norm, heads summed ‖Σ_h α f(x)‖", "Feed-forward"]
+    assert [title(f).split("<br>")[0] for f in grids(at)] == ["Norm, heads summed ‖Σ_h α f(x)‖", "Feed-forward"]
 
 
 def test_overview_empty_text_says_so():

@@ -214,15 +214,23 @@ def test_ff_budget_lets_minilm_through_and_stops_long_smollm2_texts():
 def test_session_options_carry_the_budgets(monkeypatch):
     from normviz.ui import st_parts
 
-    for name in ("NORMVIZ_FF_BUDGET", "NORMVIZ_COST_BUDGET"):
+    for name in ("NORMVIZ_FF_BUDGET", "NORMVIZ_COST_BUDGET", "NORMVIZ_MEMORY_BUDGET_MB"):
         monkeypatch.delenv(name, raising=False)
-    costly = ("value_zeroing_budget_s", "alti_budget_s", "effective_budget_s", "globenc_budget_s", "decompx_budget_s")
-    assert st_parts.session_options(None) == {"ff_budget_s": 60.0, **{k: 60.0 for k in costly}}
+    from normviz import methods
+
+    ff = methods.budget_option("ff")
+    # every key's budget option (its KeyInfo) reaches the app's sessions: no table of names in ui/
+    wanted = {methods.key_info(k).budget_option for k in methods.all_keys()} - {None}
+    costly = wanted - {ff}
+    assert ff == "feedforward_budget_s" and {"zeroing_budget_s", "interactions_budget_s", "decompx_budget_s"} <= costly
+    mem = "memory_budget_mb"
+    assert st_parts.session_options(None) == {ff: 60.0, **{k: 60.0 for k in costly}, mem: 2048.0}
     monkeypatch.setenv("NORMVIZ_FF_BUDGET", "5")
     monkeypatch.setenv("NORMVIZ_COST_BUDGET", "7")
-    assert st_parts.session_options(None) == {"ff_budget_s": 5.0, **{k: 7.0 for k in costly}}
+    monkeypatch.setenv("NORMVIZ_MEMORY_BUDGET_MB", "512")
+    assert st_parts.session_options(None) == {ff: 5.0, **{k: 7.0 for k in costly}, mem: 512.0}
     monkeypatch.setenv("NORMVIZ_FF_BUDGET", "lots")  # an invalid value falls back to the default
-    assert st_parts.session_options(None)["ff_budget_s"] == 60.0
+    assert st_parts.session_options(None)[ff] == 60.0
 
 
 def test_overview_npz_holds_every_grid():

@@ -131,3 +131,23 @@ def test_a_link_carrying_another_pages_model_falls_back_to_toy_mt():
     assert any("model='smollm2'" in t and "no decoder" in t for t in texts(at.warning))
     assert TranslateView.from_query({"model": "MiniLM"}).model == "toy-mt"
     assert TranslateView.from_query({"model": "Helsinki-NLP/opus-mt-en-de"}).model == "Helsinki-NLP/opus-mt-en-de"
+
+
+def test_a_source_past_the_models_window_says_so_without_pointing_to_the_token_cap():
+    at = app(PAGE, {"src": " ".join(["the big dog often sees a small red car"] * 12)})  # > toy-mt's 64 tokens
+    at.run()
+    no_exception(at)
+    notes = " ".join(texts(at.warning))
+    assert "toy-mt's own window (64 tokens)" in notes and "NORMVIZ_MAX_TOKENS" not in notes, notes
+    assert heatmaps(at)
+
+
+def test_translate_stage_mode_names_model_and_text_and_keeps_its_widgets():
+    at = app(PAGE, {"present": "1"})
+    at.run()
+    no_exception(at)
+    hms = heatmaps(at)
+    assert len(hms) == 2 and all(f["layout"]["annotations"][0]["text"].startswith("toy-mt · “the big dog")
+                                 for f in hms)
+    assert at.sidebar.toggle(key="tr_present").value is True
+    assert at.slider(key="tr_layer").value == 2 and at.selectbox(key="tr_head").value == -1

@@ -43,7 +43,9 @@ def sample_lines(n: int, start: int = 0) -> list[str]:
     return SAMPLE.read_text(encoding="utf-8").splitlines()[start:start + n]
 
 
-def assert_tables_equal(a: dict, b: dict, exact: bool = True, rtol: float = 1e-9):
+def assert_tables_equal(a: dict, b: dict, exact: bool = True, rtol: float = 1e-9, scaled_atol: float | None = None):
+    """Same tables: float columns bit for bit (``exact``) or within ``rtol`` and an absolute 1e-12, or with
+    ``scaled_atol`` an absolute ``scaled_atol × max |column|`` (for columns whose values span many decades)."""
     assert set(a) == set(b)
     for name in a:
         x, y = a[name], b[name]
@@ -54,7 +56,9 @@ def assert_tables_equal(a: dict, b: dict, exact: bool = True, rtol: float = 1e-9
                 if exact:
                     np.testing.assert_array_equal(x[col].to_numpy(), y[col].to_numpy(), err_msg=f"{name}.{col}")
                 else:
-                    np.testing.assert_allclose(x[col].to_numpy(), y[col].to_numpy(), rtol=rtol, atol=1e-12,
-                                               err_msg=f"{name}.{col}")
+                    xs = x[col].to_numpy()
+                    scale = float(np.nanmax(np.abs(xs))) if np.isfinite(xs).any() else 0.0
+                    atol = 1e-12 if scaled_atol is None else scaled_atol * scale
+                    np.testing.assert_allclose(xs, y[col].to_numpy(), rtol=rtol, atol=atol, err_msg=f"{name}.{col}")
             else:
                 assert x[col].tolist() == y[col].tolist(), f"{name}.{col}"

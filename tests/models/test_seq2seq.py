@@ -94,7 +94,11 @@ def test_cross_block_rebuilds_the_models_vectors(setup):
         close(parts.sum(1) + ctx.b_o, y)
         close(ctx.source_vectors() + ctx.b_o, y)
         close(crec.residual, dec[i]["ln_out"] if lm.spec.placement == "post" else dec[i]["z"])
-    torch.testing.assert_close(rec.memory, out.encoder_last_hidden_state[0], rtol=0, atol=0)
+    # The recorded encoder output and a second forward pass of the same model: equal up to float rounding only.
+    # MKL's GEMM is not bit-reproducible across calls without its CNR mode (dynamic threads, buffer alignment),
+    # and under load the two once differed in the last bit (issue 22 item 7); float64, so 1e-12 relative to the
+    # largest |value| still catches a record of the wrong layer or position by many orders of magnitude.
+    close(rec.memory, out.encoder_last_hidden_state[0], tol=1e-12)
 
 
 @pytest.mark.parametrize("stack", ["encoder", "decoder"])
@@ -152,8 +156,11 @@ def test_session_from_ids_equals_text_session(tiny):
     a = normviz.Session(lm, SRC, target=TGT).get(["cross_norm", "decoder_norm"])
     b = normviz.Session.from_ids(lm, a.src_ids, a.tgt_ids).get(["cross_norm", "decoder_norm"])
     assert b.out_ids == a.out_ids and b.tgt_tokens == a.tgt_tokens and b.target_text == TGT
-    for key in a.keys():
-        np.testing.assert_array_equal(a[key], b[key])
+    for key in a.keys():  # two forward passes: equal up to float rounding (MKL is not bit-reproducible run to
+        # run without its CNR mode; bit-for-bit flickered under load, issue 22 item 7); float64, so 1e-12 of the
+        # largest value is ~4,500 ulps, far below what a wrong id, position or segment would change
+        scale = float(np.abs(a[key]).max()) or 1.0
+        np.testing.assert_allclose(b[key], a[key], rtol=1e-12, atol=1e-12 * scale, err_msg=key)
 
 
 def test_generated_target_is_greedy(tiny):
@@ -213,6 +220,8 @@ def test_key_space(tiny):
     keys = default_keys(lm)
     assert "encoder_ff_res_ln" not in keys and "encoder_value_zeroing" not in keys  # pre-LN; opt-in
     assert "encoder_value_zeroing" in all_keys(lm) and "cross_source_share" in keys
+    assert {"encoder_norm", "decoder_attn_res_ln", "cross_norm", "cross_source_share"} <= set(all_keys(lm))
+    assert "norm" not in all_keys(lm) and "decoder_ff" not in all_keys(lm)
     assert key_info("cross_norm").per_head and not key_info("decoder_attn_res").per_head
     assert key_info("encoder_norm").title.startswith("Encoder")
     assert "encoder_ff" not in default_keys(tiny("t5_gated"))

@@ -169,10 +169,15 @@ def test_every_costly_family_refuses_past_its_budget_before_anything_runs(lm, ke
 
 
 def test_every_family_with_a_budget_is_a_heavy_one():
-    from normviz.workers import HEAVY_FAMILIES
+    from normviz.workers import heavy_families, is_heavy
 
-    for key, _ in BUDGETS:
-        assert normviz.methods.family_of(key).NAME in HEAVY_FAMILIES
+    for key, option in BUDGETS + [("decompx", "decompx_budget_s")]:
+        family = normviz.methods.family_of(key)
+        assert is_heavy(family) and family.NAME in heavy_families()
+        if option != "flow_max_work":  # the worker's deadline reads the same budget as the cost check
+            assert family.BUDGET.seconds({option: 7.0}) == 7.0
+    assert all(is_heavy(normviz.methods.families()[name]) for name in heavy_families())
+    assert not is_heavy(normviz.methods.family_of("norm"))
 
 
 def test_the_page_says_how_long_a_request_waited():
@@ -200,3 +205,25 @@ def test_the_heavy_workers_setting_is_validated(raw, expect):
     assert s.heavy_workers == expect
     assert bool(s.problems) == (raw in ("abc", "-1", "9"))
     assert all("NORMVIZ_HEAVY_WORKERS" in p for p in s.problems)
+
+
+def test_an_encoder_decoders_costly_maps_go_to_the_worker_too():
+    """The worker rebuilds an encoder–decoder session from Session.inputs and computes its spelled keys
+    (encoder_ff_res …), equal to the server's own; the decoder's and cross keys stay in the server."""
+    toy = normviz.load("toy-mt")
+    src = "the big dog often sees a small red car and the cat sees a big dog"
+    worker = HeavyWorker(1, min_tokens=1).start(warm_model="toy-mt")
+    jobs = []
+    real = worker.compute
+    worker.compute = lambda session, family, keys, progress=None: jobs.append(tuple(keys)) or real(
+        session, family, keys, progress)
+    try:
+        keys = ["encoder_ff_res", "encoder_alti", "decoder_norm", "cross_norm"]
+        got = normviz.Session(toy, src, target="mao vidas un inu", worker=worker).get(keys)
+        alone = normviz.Session(toy, src, target="mao vidas un inu").get(keys)
+        for k in keys:  # float32, one thread there: to float32's rounding
+            np.testing.assert_allclose(got[k], alone[k], rtol=1e-5, atol=1e-6)
+        assert sorted(map(sorted, jobs)) == [["encoder_alti"], ["encoder_ff", "encoder_ff_res", "encoder_ff_res_ln"]]
+        assert not any(k.startswith(("decoder_", "cross_")) for job in jobs for k in job)
+    finally:
+        worker.shutdown()

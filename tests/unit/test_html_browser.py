@@ -45,3 +45,30 @@ def test_offline_page_draws_every_panel_and_hover_isolates_a_tokens_links(tmp_pa
     want = sorted(j for j in range(6) if m[t, j] >= 0.2 * m.max())
     assert ends and set(ends) == {t} and starts == want
     assert max(faded) <= 0.05
+
+
+@pytest.mark.skipif(find_browser() is None, reason="no chromium/chromedriver")
+def test_hostile_title_and_labels_leave_the_page_whole_and_show_as_typed(tmp_path):
+    """A title ``<!--<script>`` once put the parser in its double-escaped state: the data block swallowed the
+    rest of the page (no numbers, no lines hover); a token ``<b>x</b>`` rendered bold."""
+    m = np.random.default_rng(0).random((4, 4))
+    labels = ["<b>x</b>", "<!--<script>", "a&b", "y"]
+    title = "<!--<script> & </script>"
+    figs = [viz.heatmap(m, labels, title=title), viz.lines(m, labels, threshold=0.2)]
+    page = tmp_path / "hostile.html"
+    page.write_text(viz.standalone_html(figs, title=title, description="<b>x</b>"), encoding="utf-8")
+    with chromium(1300, 900) as d:
+        d.get(page.as_uri())
+        time.sleep(2)
+        got = d.execute_script("""
+            var data = JSON.parse(document.getElementById('normviz-data').textContent);
+            var ticks = Array.from(document.querySelectorAll('#nv-panel-0 .xtick text')).map(t => t.textContent);
+            var bold = document.querySelectorAll('#nv-panel-0 .xtick text [style*="bold"]').length;
+            return [data.title, data.panels[0].values[1][2], typeof nvLines, ticks, bold,
+                    document.querySelector('#nv-panel-0 .gtitle').textContent, document.title,
+                    document.querySelectorAll('.plotly-graph-div .main-svg').length];""")
+    data_title, value, lines_js, ticks, bold, fig_title, page_title, svgs = got
+    assert data_title == title and abs(value - m[1, 2]) < 1e-12
+    assert lines_js == "function"  # the script after the data block still ran
+    assert ticks == labels and bold == 0
+    assert fig_title == title and page_title == title and svgs >= 2

@@ -9,14 +9,15 @@ from normviz.devtools.module_graph import build, cycles
 LAYERS = (
     ("normviz.errors", "normviz.commands"),
     ("normviz.backend", "normviz.activations", "normviz.tokens", "normviz.inputs", "normviz.analysis",
-     "normviz.fx", "normviz.pool"),
+     "normviz.fx", "normviz.pool", "normviz.memory"),
     ("normviz.models",),
-    ("normviz.record", "normviz.recording", "normviz.decompose", "normviz.encdec.params", "normviz.encdec.record",
+    ("normviz.record", "normviz.attention_capture", "normviz.recording", "normviz.decompose", "normviz.encdec.params", "normviz.encdec.record",
      "normviz.encdec.target"),
-    ("normviz.methods", "normviz.encdec.cross", "normviz.encdec"),
+    ("normviz.methods", "normviz.encdec"),
     ("normviz.keyspace",),
+    ("normviz.attribution", "normviz.encdec.explain"),  # prediction attribution: below the Session that calls it
     ("normviz.session",),
-    ("normviz.corpus", "normviz.align", "normviz.workers"),
+    ("normviz.corpus", "normviz.align", "normviz.workers", "normviz.attribution.cli"),
     ("normviz.viz", "normviz.notebook"),
     ("normviz",),  # the package's facade: normviz/__init__.py
     ("normviz.cli", "normviz.__main__"),
@@ -29,7 +30,7 @@ def layer_of(module: str) -> int:
     best, found = -1, None
     for i, prefixes in enumerate(LAYERS):
         for p in prefixes:
-            if (module == p or module.startswith(p + ".")) and len(p) > best:
+            if (module == p or (p != "normviz" and module.startswith(p + "."))) and len(p) > best:
                 best, found = len(p), i
     assert found is not None, f"{module} has no layer: place it in LAYERS"
     return found

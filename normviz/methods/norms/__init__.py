@@ -36,6 +36,7 @@ OPT_IN = ()
 COMPUTED_TOGETHER = True  # the stages share the Grams: asking for one key computes them all
 REFERENCES = (papers.KOBAYASHI_2020, papers.KOBAYASHI_2021)
 check = no_check
+PER_LAYER = True  # compute() serves any subset of layers: Session.map computes one
 
 
 def compute(inputs: Inputs, keys, options) -> Output:

@@ -3,7 +3,10 @@
 - ``main_width.js`` measures the page's main column (:func:`normviz.ui.sizing.main_width`);
 - ``instant_switch.js`` redraws Explore's panels from frames when the layer/head controls move
   (:mod:`normviz.ui.instant`); the controls it watches are named in :mod:`normviz.ui.controls` and handed to it
-  in its data, never written into the script.
+  in its data, never written into the script;
+- ``stage_keys.js`` sends stage mode's arrow keys and Esc to the server (:func:`normviz.ui.stage.keyboard`);
+- ``grid_click.js`` sends the layer and head of a clicked square of Overview's grids
+  (:func:`normviz.ui.stage.grid_clicks`).
 
 :func:`component` makes each a Streamlit (components v2) component once per process.
 """
@@ -13,7 +16,8 @@ from functools import lru_cache
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = {"normviz_main_width": "main_width.js", "normviz_instant": "instant_switch.js"}
+SCRIPTS = {"normviz_main_width": "main_width.js", "normviz_instant": "instant_switch.js",
+           "normviz_stage_keys": "stage_keys.js", "normviz_grid_click": "grid_click.js"}
 
 
 def source(name: str) -> str:

@@ -1,0 +1,255 @@
+"""Many visitors at once on one app server: raw websocket visitors (no browser) on loopback, bounded time.
+
+    python benchmarks/bench_load.py [--visitors 7] [--seconds 90] [--configs gc=false gc=true] [--json out.json]
+
+Each config starts ``streamlit run app.py`` (``NORMVIZ_PUBLIC=1``; ``gc=…`` sets
+``STREAMLIT_RUNNER_POST_SCRIPT_GC``, overriding ``.streamlit/config.toml``), loads both models once, then runs
+``--visitors`` visitors for ``--seconds``: visitor k uses minilm (even k) or smollm2 (odd k) and loops
+without pause: a new sentence typed into the text box, then three layer-slider moves. Reported per model:
+median (and p90) seconds of a layer change and of a new sentence, bytes received per rerun, errors
+(exceptions or error alerts), and "mixed views": the last view of every visitor replayed alone in a fresh
+session must show the same heatmaps (|Δz| ≤ 1e-5). The 1-minute load average is sampled through the run.
+Configs alternate in one run (baseline beside candidate); the machine is shared, so read ratios.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import threading
+import time
+import urllib.parse
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+
+from tests.helpers.app import arr  # noqa: E402
+from tests.helpers.browser import streamlit_server  # noqa: E402
+from ws_visitor import Visitor  # noqa: E402
+
+WORDS = ("the cat dog bird house river mountain teacher student city night morning rain sun old young small "
+         "large quiet loud happy tired red green walked saw found gave took made near under over with").split()
+LAYERS = {"minilm": 6, "smollm2": 30}
+
+
+def sentence(rng: random.Random, n: int = 10) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n)).capitalize() + "."
+
+
+def server_process():
+    """The streamlit server started by this process (not its worker processes), or None."""
+    import psutil
+
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "streamlit" in " ".join(child.cmdline()) and "normviz.workers" not in " ".join(child.cmdline()):
+                return child
+        except psutil.Error:
+            continue
+    return None
+
+
+def server_rss_mb() -> float:
+    """RSS of the streamlit server (its worker processes not counted), in MB."""
+    import psutil
+
+    proc = server_process()
+    try:
+        return proc.memory_info().rss / 2**20 if proc is not None else float("nan")
+    except psutil.Error:
+        return float("nan")
+
+
+MARKERS = {"gc.collect after each rerun": "_on_script_finished", "frames": "instant_frames",
+           "shown_matrix": "shown_matrix", "transformed_norms": "transformed_norms", "recording passes": "record",
+           "plotly figure building": "plotly/basedatatypes", "json / protobuf": "to_json"}
+
+
+def profile(seconds: float, out_path: str) -> dict:
+    """py-spy (PyPI) on the server for ``seconds``: the share of samples whose stack holds each marker, and
+    the ten busiest leaf functions."""
+    import shutil
+    import subprocess
+
+    spy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
+    proc = server_process()
+    if proc is None or not os.path.exists(spy):
+        return {"error": "no server or no py-spy (pip install py-spy)"}
+    r = subprocess.run([spy, "record", "--pid", str(proc.pid), "--duration", str(int(seconds)), "--format", "raw",
+                        "--output", out_path, "--nonblocking", "--threads"], capture_output=True, text=True)
+    if r.returncode != 0 or not os.path.exists(out_path):
+        return {"error": (r.stderr or r.stdout)[-500:]}
+    total, marked, leaves = 0, dict.fromkeys(MARKERS, 0), {}
+    with open(out_path) as f:
+        for line in f:
+            stack, _, n = line.rstrip("\n").rpartition(" ")
+            if not n.isdigit():
+                continue
+            n = int(n)
+            total += n
+            for name, marker in MARKERS.items():
+                if marker in stack:
+                    marked[name] += n
+            leaf = stack.split(";")[-1]
+            leaves[leaf] = leaves.get(leaf, 0) + n
+    share = {k: round(v / max(total, 1), 3) for k, v in marked.items()}
+    top = sorted(leaves.items(), key=lambda kv: -kv[1])[:10]
+    return {"samples": total, "share": share, "top_leaves": [(k[:120], round(v / max(total, 1), 3)) for k, v in top]}
+
+
+def loadavg() -> float:
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+def heatmap_zs(run) -> list:
+    return [arr(spec["data"][0]["z"]) for _, spec in sorted(run.charts.items(), key=lambda kv: str(kv[0]))
+            if spec.get("data") and spec["data"][0].get("type") == "heatmap"]
+
+
+def is_error(run) -> bool:
+    return run.exceptions > 0 or any("could not" in a.lower() or "error" in a.lower()[:40] for a in run.alerts)
+
+
+def visitor(url: str, k: int, until: float, out: list, lock: threading.Lock) -> None:
+    model = "minilm" if k % 2 == 0 else "smollm2"
+    rng = random.Random(k)
+    rec = {"model": model, "layer_s": [], "sentence_s": [], "bytes": [], "errors": 0, "last": None}
+    try:
+        v = Visitor(url)
+        text = sentence(rng)
+        first = v.open(urllib.parse.urlencode({"model": model, "text": text}))
+        rec["errors"] += is_error(first)
+        layer = 0
+        while time.time() < until:
+            text = sentence(rng)
+            r = v.set_widget("w_text", string_value=text)
+            rec["sentence_s"].append(r.seconds)
+            rec["bytes"].append(r.bytes)
+            rec["errors"] += is_error(r)
+            for _ in range(3):
+                if time.time() >= until:
+                    break
+                layer = (layer + rng.randint(1, LAYERS[model] - 1)) % LAYERS[model]
+                r = v.set_widget("w_layer", double_array_value=[float(layer)])
+                rec["layer_s"].append(r.seconds)
+                rec["bytes"].append(r.bytes)
+                rec["errors"] += is_error(r)
+            rec["last"] = (text, layer, heatmap_zs(r))
+        v.close()
+    except Exception as exc:  # a visitor that broke counts as an error
+        rec["errors"] += 1
+        rec["crash"] = f"{type(exc).__name__}: {exc}"
+    with lock:
+        out.append(rec)
+
+
+def mixed_views(url: str, recs: list) -> tuple[int, int]:
+    """(views replayed, views that differ) for every visitor's last view, replayed alone."""
+    tried = differ = 0
+    for rec in recs:
+        if not rec.get("last"):
+            continue
+        text, layer, zs = rec["last"]
+        v = Visitor(url)
+        r = v.open(urllib.parse.urlencode({"model": rec["model"], "text": text, "layer": layer}))
+        v.close()
+        alone = heatmap_zs(r)
+        tried += 1
+        same = len(alone) == len(zs) and all(a.shape == b.shape and np.allclose(a, b, rtol=0, atol=1e-5, equal_nan=True)
+                                             for a, b in zip(alone, zs))  # NaN: a decoder's masked cells
+        differ += not same
+    return tried, differ
+
+
+def summary(values: list[float]) -> dict:
+    if not values:
+        return {"n": 0}
+    s = sorted(values)
+    return {"n": len(s), "median": round(statistics.median(s), 3), "p90": round(s[int(0.9 * (len(s) - 1))], 3)}
+
+
+def run_config(name: str, env: dict, visitors: int, seconds: float, log_dir: str, spy_s: float = 0.0) -> dict:
+    print(f"== {name}", file=sys.stderr, flush=True)
+    with streamlit_server({"NORMVIZ_PUBLIC": "1", **env}, log_path=os.path.join(log_dir, f"server_{name}.log")) as url:
+        for model in ("minilm", "smollm2"):  # loaded once, not timed
+            v = Visitor(url)
+            v.open(urllib.parse.urlencode({"model": model, "text": "Warm up."}))
+            v.close()
+        solo = {}
+        for model in ("minilm", "smollm2"):  # one visitor alone first: the reference
+            v = Visitor(url)
+            v.open(urllib.parse.urlencode({"model": model, "text": "A quiet morning in the old city."}))
+            solo[model] = {"layer_s": round(statistics.median(
+                [v.set_widget("w_layer", double_array_value=[float(x)]).seconds for x in (1, 3, 2)]), 3)}
+            solo[model]["sentence_s"] = round(v.set_widget("w_text", string_value="The red bird sang.").seconds, 3)
+            v.close()
+        recs, lock, loads, rss = [], threading.Lock(), [], [server_rss_mb()]
+        until = time.time() + seconds
+        threads = [threading.Thread(target=visitor, args=(url, k, until, recs, lock)) for k in range(visitors)]
+        for t in threads:
+            t.start()
+        spied = {}
+        if spy_s > 0:  # py-spy in the middle of the load (it blocks this thread meanwhile)
+            time.sleep(min(10.0, seconds / 4))
+            loads.append(loadavg())
+            spied = profile(min(spy_s, seconds / 2), os.path.join(log_dir, f"pyspy_{name}.txt"))
+        while any(t.is_alive() for t in threads):
+            loads.append(loadavg())
+            rss.append(server_rss_mb())
+            time.sleep(5)
+        tried, differ = mixed_views(url, recs)
+    out = {"config": name, "env": env, "visitors": visitors, "seconds": seconds, "solo": solo,
+           "load_avg": {"mean": round(statistics.mean(loads), 2) if loads else None, "max": max(loads, default=None)},
+           "mixed_views": {"replayed": tried, "differ": differ},
+           "server_rss_mb": {"start": round(rss[0], 1), "max": round(max(rss), 1), "end": round(rss[-1], 1)},
+           "profile": spied,
+           "models": {}}
+    for model in ("minilm", "smollm2"):
+        rs = [r for r in recs if r["model"] == model]
+        out["models"][model] = {
+            "layer_change_s": summary([x for r in rs for x in r["layer_s"]]),
+            "new_sentence_s": summary([x for r in rs for x in r["sentence_s"]]),
+            "bytes_per_rerun": summary([x for r in rs for x in r["bytes"]]),
+            "errors": sum(r["errors"] for r in rs),
+            "crashes": [r["crash"] for r in rs if "crash" in r],
+        }
+    print(json.dumps(out, indent=1), file=sys.stderr, flush=True)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--visitors", type=int, default=7)
+    ap.add_argument("--seconds", type=float, default=90.0)
+    ap.add_argument("--configs", nargs="*", default=["gc=false", "gc=true"],
+                    help="gc=false|true: STREAMLIT_RUNNER_POST_SCRIPT_GC for that server")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--log-dir", default="/tmp")
+    ap.add_argument("--py-spy", type=float, default=0.0, help="seconds of py-spy on the server during the load")
+    args = ap.parse_args()
+    results = []
+    for c in args.configs:
+        key, _, value = c.partition("=")
+        env = {"STREAMLIT_RUNNER_POST_SCRIPT_GC": value} if key == "gc" else {}
+        results.append(run_config(c, env, args.visitors, args.seconds, args.log_dir, args.py_spy))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    for r in results:
+        print(f"{r['config']}: load avg {r['load_avg']}, mixed views {r['mixed_views']}, server RSS {r['server_rss_mb']}")
+        if r.get("profile"):
+            print(f"  py-spy: {r['profile']}")
+        for model, m in r["models"].items():
+            print(f"  {model}: layer change {m['layer_change_s']}, new sentence {m['new_sentence_s']}, "
+                  f"bytes/rerun {m['bytes_per_rerun']}, errors {m['errors']} (solo {r['solo'][model]})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+"""Long inputs: record each layer's q and k (after position encoding) instead of α, and recompute α on demand.
+
+A forward pass with ``output_attentions`` materialises α [H, n, n] for every layer and keeps it (L·H·n²
+numbers: 2.8 GB per [30, 9, 1638, 1638] array of SmolLM2). For a long input the recording pass instead runs
+the attention through the model's own attention call with q, k, v, the mask and the call's keyword
+arguments recorded (O(n·d) per layer, the mask shared by every layer), and the layer's α is recomputed when
+a map needs it by the model's **own eager attention function** on exactly those tensors:
+
+    α = softmax(q kᵀ · scaling + mask)       (GQA's repeat_kv, sliding windows, padding: inside fn and mask)
+
+so it is the α the eager path computes (same function, same inputs). The attention *output* of the
+recording pass is computed without keeping any α: torch's scaled_dot_product_attention where the model's
+eager function is the plain formula above (:data:`SDPA_SAFE`) and the model is not float64, else the eager
+function itself (its α is dropped at once). The pass's layer outputs then differ from an all-eager pass by
+rounding only (float32: ~1e-7 relative); a float64 model's are the eager pass's exactly (Llama's eager
+softmax runs in float32 even there, which SDPA would not copy), so q, k records equal α records bit for bit.
+
+How: transformers (≥ 5) picks a layer's attention function with ``ALL_ATTENTION_FUNCTIONS.get_interface``;
+:func:`install` wraps that lookup once so that, in a thread that is recording (:func:`capturing`), the
+model's function is wrapped by the recorder. Every other thread gets the model's own function unchanged:
+concurrent passes of other visitors are not affected.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+import torch
+
+_STATE = threading.local()
+_INSTALL_LOCK = threading.Lock()
+_INSTALLED = False
+
+# modeling modules whose eager attention is softmax(q kᵀ·scaling + mask) @ v (repeat_kv for GQA), nothing else
+SDPA_SAFE = {f"transformers.models.{m}.modeling_{m}" for m in
+             ("llama", "mistral", "qwen2", "qwen3", "bert", "roberta", "electra", "distilbert", "gpt2",
+              "xlm_roberta", "camembert")}
+_DROPPED = ("output_attentions",)
+
+
+@dataclass
+class AttentionInputs:
+    """What one layer's attention call received: enough to recompute its α exactly.
+
+    query [B, H, n, dh], key and value [B, KV, n, dh] (after rotary embeddings / q-k norms), mask the model's
+    eager mask ([B|1, 1, n, n] additive, or None), kwargs the call's own (scaling, dropout, sliding_window …),
+    fn the model's eager attention function, module the attention module it is called with."""
+
+    fn: Callable
+    module: torch.nn.Module
+    query: torch.Tensor
+    key: torch.Tensor
+    value: torch.Tensor
+    mask: torch.Tensor | None
+    kwargs: dict = field(default_factory=dict)
+
+    def weights(self, rows: slice | None = None) -> torch.Tensor:
+        """α [H, n, n] of the first (only) sequence, recomputed by the model's own function; ``rows``: only
+        those receiving tokens (the mask's rows likewise)."""
+        q, mask = self.query, self.mask
+        if rows is not None:
+            q = q[:, :, rows]
+            mask = mask[..., rows, :] if mask is not None else None
+        with torch.no_grad():
+            return self.fn(self.module, q, self.key, self.value, mask, **self.kwargs)[1][0]
+
+    def cut(self, b: int, n: int) -> "AttentionInputs":
+        """Sequence b of a right-padded batch, its first n positions."""
+        mask = self.mask
+        if mask is not None:
+            mask = mask[b:b + 1] if mask.shape[0] > 1 else mask
+            mask = mask[..., :n, :n]
+        return replace(self, query=self.query[b:b + 1, :, :n], key=self.key[b:b + 1, :, :n],
+                       value=self.value[b:b + 1, :, :n], mask=mask)
+
+    def to(self, device: torch.device | None = None, dtype: torch.dtype | None = None) -> "AttentionInputs":
+        def move(t):
+            return None if t is None else t.to(device=device or t.device, dtype=dtype or t.dtype)
+        return replace(self, query=move(self.query), key=move(self.key), value=move(self.value),
+                       mask=move(self.mask))
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (self.query, self.key) if t is not None)
+
+
+def _sdpa(module, query, key, value, mask, kwargs) -> torch.Tensor | None:
+    """The attention output [B, n, H, dh] by torch's SDPA, where the model's eager function is the plain formula."""
+    if kwargs.get("dropout", 0.0) or any(k in kwargs for k in ("softcap", "s_aux", "head_mask")):
+        return None
+    scaling = kwargs.get("scaling")
+    if scaling is None:
+        scaling = query.size(-1) ** -0.5
+    if mask is not None and mask.dtype != query.dtype:
+        mask = mask.to(query.dtype)
+    gqa = key.shape[1] != query.shape[1]
+    out = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=float(scaling),
+                                                           enable_gqa=gqa)
+    return out.transpose(1, 2).contiguous()
+
+
+def _capturing(sink: dict, fn: Callable, module, query, key, value, attention_mask, *args, **kwargs):
+    if args:  # positional extras: not a call we understand; run it as the model would
+        return fn(module, query, key, value, attention_mask, *args, **kwargs)
+    kw = {k: v for k, v in kwargs.items() if k not in _DROPPED}
+    sink[id(module)] = AttentionInputs(fn, module, query, key, value, attention_mask, kw)
+    out = None
+    if (query.dtype != torch.float64 and getattr(fn, "__module__", None) in SDPA_SAFE
+            and getattr(fn, "__name__", "") == "eager_attention_forward"):
+        out = _sdpa(module, query, key, value, attention_mask, kw)
+    if out is None:
+        out = fn(module, query, key, value, attention_mask, **kw)[0]
+    return out, None
+
+
+def install() -> bool:
+    """Wrap transformers' attention-function lookup once (thread-aware); False if this transformers has none."""
+    global _INSTALLED
+    with _INSTALL_LOCK:
+        if _INSTALLED:
+            return True
+        try:
+            from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+        except ImportError:  # pragma: no cover - transformers without the interface
+            return False
+        original = ALL_ATTENTION_FUNCTIONS.get_interface
+
+        def get_interface(attn_implementation, default):
+            fn = original(attn_implementation, default)
+            sink = getattr(_STATE, "sink", None)
+            return fn if sink is None else functools.partial(_capturing, sink, fn)
+
+        ALL_ATTENTION_FUNCTIONS.get_interface = get_interface
+        _INSTALLED = True
+        return True
+
+
+@contextlib.contextmanager
+def capturing():
+    """Within this block, this thread's attention calls are recorded into the yielded dict {id(module): AttentionInputs}."""
+    if not install():  # pragma: no cover
+        raise RuntimeError("this transformers version has no attention interface to record q and k through")
+    sink: dict = {}
+    previous = getattr(_STATE, "sink", None)
+    _STATE.sink = sink
+    try:
+        yield sink
+    finally:
+        _STATE.sink = previous
+
+
+def attention_module_ids(layer: torch.nn.Module) -> set[int]:
+    """Ids of every submodule of a layer (the attention module the interface is called with is one of them)."""
+    return {id(m) for m in layer.modules()}
+
+
+__all__ = ["AttentionInputs", "SDPA_SAFE", "attention_module_ids", "capturing", "install"]

@@ -1,0 +1,149 @@
+"""Prediction attribution: why this token (rather than that one), exactly, from the one recorded pass.
+
+    predict(session, top, position)               candidates best first (.token, .id, .prob, .logit)
+    explain(session, token, foil, position)       an :class:`Explanation`: direct parts through the final norm
+                                                  (heads [L,H,n], attn_bias [L], ff [L], embedding, final_bias)
+                                                  and propagated parts (sources [n], bias), each summing to total
+    logit_lens(session, position)                 [L+1, V] log-probabilities (nostalgebraist 2020)
+    layer_parts(ctx, rows)                        one layer's residual writes as d-vectors (for routes, pages)
+    routes(session, position, threshold)          information-flow routes (Ferrando & Voita 2024) to a prediction
+
+Modules: :mod:`.readout` (final norm + LM head), :mod:`.predict`, :mod:`.lens`, :mod:`.direct`,
+:mod:`.propagate` (DecompX's propagation with the biases as one part and integrated gradients), :mod:`.result`,
+:mod:`.cli` (``normviz explain``). An encoder–decoder's decoder rows: :mod:`normviz.encdec.explain` (above this
+package: it adds the cross blocks and the encoder's parts). ``Session.predict/explain/logit_lens`` call these.
+"""
+from __future__ import annotations
+
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+import torch
+
+from ..errors import NormvizError
+from . import propagate
+from .direct import LayerParts, direct_logits, layer_parts
+from .flow import Routes, routes
+from .lens import logit_lens, residual_states
+from .predict import Candidate, logits_at, position_index, predict, token_id, token_text
+from .readout import NoHeadError, Readout, readout_of, stack_view
+from .result import Explanation
+
+POST_LN_REFUSAL = ("the direct parts (heads, attn_bias, ff, embedding, final_bias) need a pre-LN stack, whose "
+                   "residual stream reaches the final norm unchanged; {name!r} normalises after every block "
+                   "(post-LN), so no component has a direct path to the logit. Use sources / bias, which carry "
+                   "every token through every norm.")
+
+
+def actual_next(session, position: int = -1) -> int:
+    """The text's own next token after ``position`` (encoder–decoders: the target token decoder row
+    ``position`` predicts)."""
+    if getattr(session, "is_encoder_decoder", False):
+        labels = session.part.seq2seq.labels
+        return int(labels.ids[position_index(position, len(labels.ids))])
+    ids = session.encoded.ids
+    i = position_index(position, len(ids))
+    if i + 1 >= len(ids):
+        raise NormvizError(f"position {i} is the text's last token: it has no next token in the text; "
+                           "explain a prediction (token=None) or an earlier position.")
+    return int(ids[i + 1])
+
+
+def _lock(session):
+    return getattr(session, "_lock", None) or nullcontext()
+
+
+@dataclass
+class Target:
+    """What is explained: token w (minus foil f) at position i; u = W_U[w] − W_U[f] and the head's bias
+    difference b; x^L_i, whose norm scale the readout uses; total, the model's own logit (difference)."""
+
+    i: int
+    token: int
+    foil: int | None
+    total: float
+    u: torch.Tensor
+    b: float
+    x_last: torch.Tensor
+
+
+def target(lm, readout: Readout, views, token, foil, position: int) -> Target:
+    """Resolve token (None: the top prediction), foil and position on a stack's recorded views."""
+    i = position_index(position, len(views[0].rec.x))
+    logits = logits_at(readout, views, i).to(torch.float64)
+    w = int(logits.argmax()) if token is None else token_id(lm.tokenizer, token, readout.vocab_size, "token")
+    f = None if foil is None else token_id(lm.tokenizer, foil, readout.vocab_size, "foil")
+    if f is not None and f == w:
+        raise NormvizError("token and foil are the same token: their logit difference is 0 by definition.")
+    u, b = readout.direction(w, f)
+    return Target(i=i, token=w, foil=f, total=float(logits[w] - (logits[f] if f is not None else 0.0)), u=u, b=b,
+                  x_last=views[-1].rec.out[i])
+
+
+def direct_fields(lm, readout: Readout, views, t: Target, crosses=None) -> tuple[dict | None, str | None]:
+    """(the direct parts as Explanation fields, None) on a pre-LN stack with a linear readout, else (None, why)."""
+    if lm.spec.placement != "pre" or not readout.linear:
+        return None, POST_LN_REFUSAL.format(name=lm.name)
+    u = t.u.to(torch.float64)
+    parts = direct_logits(views, t.i, readout.vector(u, t.x_last.to(torch.float64)), crosses=crosses)
+    out = {"heads": parts.heads.numpy(), "attn_bias": parts.attn_bias.numpy(), "ff": parts.ff.numpy(),
+           "embedding": parts.embedding, "final_bias": readout.constant(u, t.b)}
+    if crosses is not None:
+        out.update(cross_heads=parts.cross_heads.numpy(), cross_bias=parts.cross_bias.numpy())
+    return out, None
+
+
+def explanation(lm, t: Target, tokens, direct, refusal, sources, **extra) -> Explanation:
+    tok = lm.tokenizer
+    return Explanation(token=t.token, token_text=token_text(tok, t.token), foil=t.foil,
+                       foil_text=token_text(tok, t.foil) if t.foil is not None else None, position=t.i, total=t.total,
+                       tokens=list(tokens), direct=direct, direct_refusal=refusal, sources=sources, **extra)
+
+
+@torch.no_grad()
+def explain(session, token=None, foil=None, position: int = -1) -> Explanation:
+    """Explain the logit of ``token`` (None: the top-1 prediction) minus that of ``foil`` (None: the logit
+    itself) at ``position``. See :mod:`normviz.attribution.result` for the fields and identities."""
+    lm = session.lm
+    readout = readout_of(lm)
+    with _lock(session):
+        views = session.layers()
+        t = target(lm, readout, views, token, foil, position)
+        direct, refusal = direct_fields(lm, readout, views, t)
+    request, options, itemsize = session.request, dict(session.options), views[0].rec.x.element_size()
+
+    def sources():
+        propagate.check(request, options, itemsize)
+        with _lock(session):
+            X = _output_parts(session)
+            out = propagate.source_logits(X[t.i], readout, t.x_last, t.u, t.b)
+        return out[0].cpu().numpy(), out[1]
+
+    return explanation(lm, t, session.tokens, direct, refusal, sources)
+
+
+def _output_parts(session):
+    """X^L [n, n+1, d] of the session, propagated once and kept on it (every target, foil and position of the
+    same text reads the same parts: a new candidate costs only its projection)."""
+    X = getattr(session, "_source_parts", None)
+    if X is None:
+        X = propagate.output_parts(session.layers())
+        for v in session.layers():
+            v.clear()
+        session._source_parts = X
+    return X
+
+
+def sources_refusal(session) -> str | None:
+    """Why ``sources`` would be refused for this session (cost), or None; runs nothing."""
+    try:
+        propagate.check(session.request, dict(session.options))
+    except NormvizError as exc:
+        return str(exc)
+    return None
+
+
+__all__ = ["Candidate", "Explanation", "LayerParts", "NoHeadError", "Readout", "Target", "actual_next", "explain",
+           "stack_view",
+           "layer_parts", "logit_lens", "predict", "readout_of", "residual_states", "Routes", "routes", "sources_refusal",
+           "token_id"]

@@ -1,0 +1,147 @@
+"""``python -m normviz explain --model M --text T [--token TOK] [--foil TOK] [--position P] --out FILE.npz|.json``.
+
+Writes the fields of :class:`normviz.attribution.Explanation` (``total``, ``heads`` [L,H,n], ``attn_bias`` [L],
+``ff`` [L], ``embedding``, ``final_bias``, ``sources`` [n], ``bias``; encoder–decoders also ``cross_heads``,
+``cross_bias``, ``source_tokens``), the token, foil and position explained, ``tokens``, and the top predictions
+(``top_ids``, ``top_tokens``, ``top_probs``, ``top_logits``). Every user mistake that can be seen without the
+model (names, text, position, output file, token options) is refused on one line with exit code 2 before the
+model loads.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+
+from ..commands import subcommand
+from ..errors import NormvizError, NotApplicableError, TooCostlyError, TruncationWarning
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="smollm2, a decoder's Hub id or directory, a BERT MLM, or an "
+                                                  "encoder–decoder such as toy-mt")
+    p.add_argument("--text", required=True, help="the text (encoder–decoders: the source)")
+    p.add_argument("--target", default=None, help="encoder–decoders: the target (teacher-forced; default: generated)")
+    p.add_argument("--token", default=None, help="the token to explain, as ONE token's text (e.g. ' Paris' with its "
+                                                 "space); default: the model's top prediction")
+    p.add_argument("--token-id", type=int, default=None, help="the token to explain, by id")
+    p.add_argument("--foil", default=None, help="explain token minus this token's logit (one token's text)")
+    p.add_argument("--foil-id", type=int, default=None, help="the foil by id")
+    p.add_argument("--actual-next", action="store_true",
+                   help="explain the text's own next token after --position (why was it predictable here?)")
+    p.add_argument("--position", type=int, default=-1, help="the position whose prediction is explained "
+                                                            "(negative: from the end; default −1)")
+    p.add_argument("--top", type=int, default=10, help="how many top predictions to write (default 10)")
+    p.add_argument("--out", required=True, help="output file: .npz or .json")
+    p.add_argument("--no-sources", action="store_true", help="skip the propagated parts (sources, bias)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    p.add_argument("--device", default=None, help="cpu, cuda or mps (default: best available)")
+    p.add_argument("--max-tokens", type=int, default=None, help="truncate longer text (default: the model's window)")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="options, e.g. --option explain_budget_s=60")
+
+
+def _output(out: str) -> Path:
+    from ..inputs import output_file
+
+    suffix = Path(out).suffix.lower() if out else ""
+    if suffix not in (".npz", ".json"):
+        raise NormvizError(f"--out {out!r}: name a .npz or .json file (e.g. explain.npz).")
+    return output_file(out, suffix=suffix)
+
+
+def check_arguments(args) -> Path:
+    """Every mistake visible without the model; the output path."""
+    from ..inputs import parse_options as _parse_options
+    from ..inputs import check_device, check_max_tokens, check_model_name, check_text
+
+    check_model_name(args.model)
+    from ..models.loading import EMBEDDED, resolve
+
+    if args.model.strip().lower() not in EMBEDDED:  # a directory without config.json, a malformed id …
+        resolve(args.model)
+    check_text(args.text, "--text")
+    check_text(args.target, "--target")
+    check_max_tokens(args.max_tokens)
+    check_device(args.device)
+    chosen = [name for name, v in (("--token", args.token), ("--token-id", args.token_id),
+                                   ("--actual-next", args.actual_next or None)) if v is not None]
+    if len(chosen) > 1:
+        raise NormvizError(f"{' and '.join(chosen)} both name the token to explain; give one of them.")
+    if args.foil is not None and args.foil_id is not None:
+        raise NormvizError("--foil and --foil-id both name the foil; give one of them.")
+    for name, value in (("--token", args.token), ("--foil", args.foil)):
+        if value is not None and value == "":
+            raise NormvizError(f"{name} is empty; give one token's text (e.g. ' Paris') or use {name}-id.")
+    for name, value in (("--token-id", args.token_id), ("--foil-id", args.foil_id)):
+        if value is not None and value < 0:
+            raise NormvizError(f"{name} {value}: token ids are 0 or more.")
+    if args.token is not None and args.token == args.foil or args.token_id is not None and args.token_id == args.foil_id:
+        raise NormvizError("the token and the foil are the same: their logit difference is 0 by definition.")
+    if args.top < 1:
+        raise NormvizError(f"--top {args.top}: give 1 or more.")
+    _parse_options(args.option)
+    return _output(args.out)
+
+
+def run(args) -> int:
+    import numpy as np
+
+    from ..inputs import parse_options as _parse_options
+    from ..models import load
+    from ..session import Session
+    from . import actual_next
+
+    out = check_arguments(args)
+    options = _parse_options(args.option)
+    lm = load(args.model, device=args.device, dtype=args.dtype, progress=lambda msg: print(msg, file=sys.stderr))
+    if args.target is not None and not lm.is_encoder_decoder:
+        raise NormvizError(f"--target is for encoder–decoder models (toy-mt, Marian, BART …); {args.model!r} is not one.")
+    extra = {"target": args.target} if lm.is_encoder_decoder else {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", TruncationWarning)
+        s = Session(lm, args.text, max_tokens=args.max_tokens, options=options, **extra)
+        token = args.token if args.token is not None else args.token_id
+        if args.actual_next:
+            token = actual_next(s, args.position)
+        foil = args.foil if args.foil is not None else args.foil_id
+        e = s.explain(token=token, foil=foil, position=args.position)
+        top = s.predict(top=args.top, position=args.position)
+    for w in caught:
+        print(f"warning: {w.message}", file=sys.stderr)
+    data = e.to_dict(with_sources=False)
+    if not e.has_direct:
+        print(f"note: {e.direct_refusal}", file=sys.stderr)
+    if not args.no_sources:
+        try:
+            data["sources"], data["bias"] = e.sources, e.bias
+        except (TooCostlyError, NotApplicableError) as exc:
+            data["sources_refused"] = str(exc)
+            print(f"note: sources refused: {exc}", file=sys.stderr)
+    data.update(top_ids=np.array([c.id for c in top]), top_tokens=np.array([c.token for c in top]),
+                top_probs=np.array([c.prob for c in top]), top_logits=np.array([c.logit for c in top]))
+    _write(out, data)
+    vs = f" vs {e.foil_text!r}" if e.foil is not None else ""
+    print(f"wrote {out}: {e.token_text!r}{vs} at position {e.position}, total {e.total:.4f}", file=sys.stderr)
+    return 0
+
+
+def _write(out: Path, data: dict) -> None:
+    import json
+
+    import numpy as np
+
+    try:
+        if out.suffix == ".json":
+            plain = {k: (v.tolist() if isinstance(v, np.ndarray) else v.item() if isinstance(v, np.generic) else v)
+                     for k, v in data.items()}
+            out.write_text(json.dumps(plain, ensure_ascii=False), encoding="utf-8")
+        else:
+            np.savez(out, **{k: np.asarray(v) for k, v in data.items()})
+    except OSError as exc:
+        raise NormvizError(f"Could not write {str(out)!r}: {exc.strerror or exc}.") from None
+
+
+subcommand("explain", "why this token: a prediction split exactly over layers, heads and input tokens")(
+    (add_arguments, run))

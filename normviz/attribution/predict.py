@@ -1,0 +1,98 @@
+"""Predictions from the one recorded pass: the LM head applied to the final hidden state at one position.
+
+``predict(session, top, position)`` → candidates best first (.token, .id, .prob, .logit); tokens given as
+a string of one token or an id (:func:`token_id`); positions negative from the end (:func:`position_index`).
+"""
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+
+import torch
+
+from ..errors import NormvizError
+from .readout import Readout, readout_of, stack_view
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One predicted token: its text (the tokenizer's decoding of the one id), id, probability, logit."""
+
+    token: str
+    id: int
+    prob: float
+    logit: float
+
+
+def position_index(position: int, n: int) -> int:
+    """``position`` (negative: from the end) as an index into n tokens; NormvizError when out of range."""
+    try:
+        p = int(position)
+    except (TypeError, ValueError):
+        raise NormvizError(f"position must be a whole number, got {position!r}.") from None
+    if not -n <= p < n:
+        raise NormvizError(f"position {p} is outside the text's {n} tokens (use 0…{n - 1}, or −1 for the last).")
+    return p % n
+
+
+def token_text(tokenizer, token_id: int) -> str:
+    return tokenizer.decode([int(token_id)]) if tokenizer is not None else str(int(token_id))
+
+
+def token_id(tokenizer, token, vocab_size: int, what: str = "token") -> int:
+    """The id of ``token``: an int id, or a string that is ONE token (as the text encodes it, e.g. " Paris"
+    with its space, or the vocabulary's own spelling, e.g. "ĠParis")."""
+    if not isinstance(token, (str, bool)) and hasattr(token, "__index__"):  # int, numpy integer
+        t = operator.index(token)
+        if not 0 <= t < vocab_size:
+            raise NormvizError(f"{what} id {t} is outside the vocabulary (0…{vocab_size - 1}).")
+        return t
+    if not isinstance(token, str) or token == "":
+        raise NormvizError(f"{what} must be one token (a non-empty string) or a token id, got {token!r}.")
+    if tokenizer is None:
+        if token.strip().isdigit():
+            return token_id(None, int(token.strip()), vocab_size, what)
+        raise NormvizError(f"This model has no tokenizer: give the {what} as a token id.")
+    ids = tokenizer.encode(token, add_special_tokens=False)
+    if len(ids) == 1 and 0 <= ids[0] < vocab_size:
+        return int(ids[0])
+    vocab = tokenizer.get_vocab()
+    if token in vocab and 0 <= vocab[token] < vocab_size:
+        return int(vocab[token])
+    pieces = [token_text(tokenizer, i) for i in ids]
+    raise NormvizError(f"{what} {token!r} is {len(ids)} tokens here ({', '.join(repr(p) for p in pieces)}), not one: "
+                       "give a single token (e.g. its first piece) or its id.")
+
+
+def final_state(views, i: int) -> torch.Tensor:
+    """The stack's final hidden state at i (recorded in the one pass)."""
+    final = views[-1].rec.final
+    if final is None:
+        raise NormvizError("This recording kept no final hidden state (record with normviz.record.record).")
+    return final[i]
+
+
+def logits_at(readout: Readout, views, i: int) -> torch.Tensor:
+    """The model's own logits [V] at position i: its LM head on its final hidden state there (only there)."""
+    return readout.logits(final_state(views, i)[None])[0]
+
+
+@torch.no_grad()
+def predict(session, top: int = 10, position: int = -1) -> list[Candidate]:
+    """The ``top`` most probable next tokens at ``position`` (encoders: the token at a [MASK] there;
+    encoder–decoders: after decoder row ``position``)."""
+    try:
+        k = int(top)
+    except (TypeError, ValueError):
+        raise NormvizError(f"top must be a whole number, got {top!r}.") from None
+    lm, stack = stack_view(session)
+    readout = readout_of(lm)  # refused before the recording pass when there is no head
+    views = session.layers(stack)
+    i = position_index(position, len(views[0].rec.x))
+    logits = logits_at(readout, views, i).to(torch.float64)
+    k = max(1, min(k, logits.shape[0]))
+    probs = torch.softmax(logits, -1)
+    best = torch.topk(logits, k)
+    tok = session.lm.tokenizer
+    return [Candidate(token=token_text(tok, t), id=int(t), prob=float(probs[t]), logit=float(logits[t]))
+            for t in best.indices.tolist()]

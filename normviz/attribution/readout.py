@@ -1,0 +1,148 @@
+"""The readout of a stack: how its last residual state x^L_i becomes logits, and the same map applied to parts.
+
+    pre-LN decoders   logits = W_U · N(x^L_i) + b_U        N the final norm (GPT-2 ln_f, Llama norm, mBART's)
+    post-LN decoders  logits = W_U · x^L_i + b_U           (Marian, BART: no final norm)
+    BERT MLM head     logits = W_U · LN(g(x^L_i W_t + b_t)) + b_U
+
+(b_U: the LM head's bias plus a seq2seq model's ``final_logits_bias``.) The norms have a real scale fixed by
+the model's own vector at i: N(c) = γ⊙c / rms(x^L_i) (RMSNorm) or γ⊙(c − mean c) / σ(x^L_i) (LayerNorm), so
+for a linear readout the contribution of any vector c to the logit difference of token w over foil f is
+⟨N(c), u⟩ = ⟨c, r⟩ with u = W_U[w] − W_U[f] and r the **readout vector** (:meth:`Readout.vector`); β and b_U
+give a constant (:meth:`Readout.constant`). The MLM head's activation is split like the FF's (integrated
+gradients from zero: part × g(h)/h at the real pre-activation, :meth:`Readout.project_parts`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..activations import activation_ratio
+from ..errors import NormvizError
+from ..models.params import NormParams, _norm_params, get_path
+
+
+class NoHeadError(NormvizError):
+    """The model was loaded without a language-model head, so it predicts nothing."""
+
+
+@dataclass
+class Readout:
+    head: torch.nn.Module  # the model's own module: final hidden state [.., d] → logits (without final_logits_bias)
+    w_u: torch.Tensor  # [V, d], rows of the output embeddings
+    b_u: torch.Tensor | None  # [V]: the head's bias + final_logits_bias
+    extra_bias: torch.Tensor | None  # [V] final_logits_bias (added after ``head``)
+    norm: NormParams | None  # the final norm, when the stack has one
+    transform: tuple[torch.nn.Module, object, NormParams] | None  # an MLM head's dense, activation, LayerNorm
+    scale: float = 1.0  # the head reads final · scale (T5 with scale_decoder_outputs: d_model**-0.5)
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.w_u.shape[0])
+
+    @property
+    def linear(self) -> bool:
+        """The logit is linear in x^L_i once the norm's scale is frozen (no MLM transform)."""
+        return self.transform is None
+
+    # ---- the model's own numbers
+    def logits(self, final: torch.Tensor) -> torch.Tensor:
+        """Logits from final hidden states [m, d] (the stack's output, after its final norm), by the model's own
+        head modules."""
+        out = self.head(final * self.scale if self.scale != 1.0 else final)
+        return out + self.extra_bias if self.extra_bias is not None else out
+
+    def from_residual(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits of residual states [m, d] through the final norm (the model's module) and the head."""
+        return self.logits(self.norm.module(x) if self.norm is not None else x)
+
+    # ---- the direction of a (contrastive) logit
+    def direction(self, token: int, foil: int | None) -> tuple[torch.Tensor, float]:
+        """(u = W_U[w] − W_U[f] (or W_U[w]) [d], b_U[w] − b_U[f] (or b_U[w])); u times the head's input scale."""
+        u = (self.w_u[token] - (self.w_u[foil] if foil is not None else 0)) * self.scale
+        b = 0.0
+        if self.b_u is not None:
+            b = float(self.b_u[token]) - (float(self.b_u[foil]) if foil is not None else 0.0)
+        return u, b
+
+    def vector(self, u: torch.Tensor, x_last: torch.Tensor) -> torch.Tensor:
+        """r with ⟨N(c), u⟩ = ⟨c, r⟩ for every c (linear readouts): γ⊙u/rms(x^L_i), or for LayerNorm
+        (γ⊙u − mean(γ⊙u))/σ(x^L_i) (centring is self-adjoint)."""
+        if self.transform is not None:
+            raise NotImplementedError("an MLM head's transform is not linear; use project_parts")
+        if self.norm is None:
+            return u
+        r = u * self.norm.weight
+        if self.norm.kind == "layernorm":
+            r = r - r.mean()
+        return r / self.norm.scale(x_last)
+
+    def constant(self, u: torch.Tensor, b: float) -> float:
+        """⟨β, u⟩ of the final norm plus the head's bias difference: the readout's own part of the logit."""
+        beta = self.norm.bias if self.norm is not None else None
+        return b + (float(beta.to(u.dtype) @ u) if beta is not None else 0.0)
+
+    def project_parts(self, parts: torch.Tensor, x_last: torch.Tensor, u: torch.Tensor, b: float) -> torch.Tensor:
+        """Each part's share of the logit (difference) [m], for parts [m, d] of x^L_i whose LAST row is the bias
+        part (it also takes every bias of the readout): Σ = the logit (difference) at i exactly."""
+        acc = parts.dtype
+        if self.transform is None:
+            out = parts @ self.vector(u.to(acc), x_last.to(acc))
+            out[-1] += self.constant(u.to(acc), b)
+            return out
+        dense, act, norm = self.transform
+        w = dense.weight.T.to(acc)
+        h = parts @ w
+        real = x_last.to(acc) @ w
+        if dense.bias is not None:
+            h[-1] += dense.bias.to(acc)
+            real = real + dense.bias.to(acc)
+        h = h * activation_ratio(act, real)  # integrated gradients from zero, per unit
+        g = act(real)
+        if norm.kind == "layernorm":
+            h = h - h.mean(-1, keepdim=True)
+        h = h * (norm.weight.to(acc) / norm.scale(g))
+        out = h @ u.to(acc)
+        out[-1] += b + (float(norm.bias.to(acc) @ u.to(acc)) if norm.bias is not None else 0.0)
+        return out
+
+
+def stack_view(session):
+    """(the LoadedModel view whose predictions are explained, the name of its stack for ``session.layers``):
+    the model's one stack (None: the default), or an encoder–decoder's decoder. Records nothing."""
+    if getattr(session, "is_encoder_decoder", False):
+        from ..keyspace import stack_model
+        return stack_model(session.lm, "decoder"), "decoder"
+    return session.lm, None
+
+
+def readout_of(lm) -> Readout:
+    """The readout of ``lm`` (a LoadedModel; an encoder–decoder's decoder view for its decoder). Raises
+    :class:`NoHeadError` when the model was loaded without an LM head."""
+    head_model = getattr(lm, "head_model", None)
+    spec = lm.spec
+    if head_model is None or not spec.lm_head:
+        raise NoHeadError(
+            f"{lm.name!r} was loaded without a language-model head, so it predicts no tokens (a sentence encoder "
+            "such as minilm has none; normviz reads the heads of GPT-2, the Llama family, BERT saved as "
+            "BertForMaskedLM and the encoder–decoders). Use a model with one: 'smollm2' (a decoder) or 'toy-mt'.")
+    head = get_path(head_model, spec.lm_head)
+    out_emb = head_model.get_output_embeddings()
+    extra = getattr(head_model, "final_logits_bias", None)
+    extra = extra.reshape(-1) if extra is not None else None
+    b_u = out_emb.bias if getattr(out_emb, "bias", None) is not None else None
+    if extra is not None:
+        b_u = extra if b_u is None else b_u + extra
+    root = lm.model
+    if getattr(lm, "stack", "model") == "decoder":
+        root = root.get_decoder()
+    norm = _norm_params(get_path(root, spec.final_norm), spec.norm_kind) if spec.final_norm else None
+    transform = None
+    if spec.head_transform:
+        dense, act, ln = (get_path(head_model, path) for path in spec.head_transform)
+        transform = (dense, act, _norm_params(ln, "layernorm"))
+    scale = 1.0
+    if spec.head_scale_flag and getattr(lm.config, spec.head_scale_flag, False):
+        scale = float(head_model.config.d_model) ** -0.5
+    return Readout(head=head, w_u=out_emb.weight, b_u=b_u, extra_bias=extra, norm=norm, transform=transform,
+                   scale=scale)

@@ -1,0 +1,105 @@
+"""The result of ``Session.explain``: a logit (difference) split exactly, two ways.
+
+Direct parts (pre-LN stacks), through the final norm with its real scale frozen:
+    embedding + heads.sum() + attn_bias.sum() + ff.sum() + final_bias == total
+    (encoder–decoder decoders: + cross_heads.sum() + cross_bias.sum())
+Propagated parts (every model with an LM head):
+    sources.sum() + bias == total
+``sources`` is computed on first access (it costs O(n²·d·(d + d_ff)) per layer; refused with TooCostlyError over
+budget); the direct parts cost about one forward pass and are refused with NotApplicableError on post-LN stacks.
+"""
+from __future__ import annotations
+
+import json
+from typing import Callable
+
+import numpy as np
+
+from ..errors import NotApplicableError
+
+DIRECT = ("heads", "attn_bias", "ff", "embedding", "final_bias", "cross_heads", "cross_bias")
+
+
+class Explanation:
+    """Why token ``token`` (rather than ``foil``) at ``position``. Arrays are numpy float64."""
+
+    def __init__(self, *, token: int, token_text: str, foil: int | None, foil_text: str | None, position: int,
+                 total: float, tokens: list[str], direct: dict | None, direct_refusal: str | None,
+                 sources: Callable[[], tuple[np.ndarray, float]], source_tokens: list[str] | None = None,
+                 n_source: int = 0):
+        self.token, self.token_text, self.foil, self.foil_text = token, token_text, foil, foil_text
+        self.position, self.total, self.tokens = position, float(total), list(tokens)
+        # encoder–decoders: sources run over source tokens, then target tokens
+        self.source_tokens = list(source_tokens) if source_tokens is not None else list(tokens)
+        self.n_source = n_source
+        self._direct, self._direct_refusal = direct, direct_refusal
+        self._sources_fn, self._sources = sources, None
+
+    # ---- direct parts
+    def _get(self, name: str):
+        if self._direct is None:
+            raise NotApplicableError(self._direct_refusal or "no direct parts for this model")
+        if self._direct.get(name) is None:
+            raise NotApplicableError(f"{name!r} applies to encoder–decoder decoders only")
+        return self._direct[name]
+
+    @property
+    def has_direct(self) -> bool:
+        return self._direct is not None
+
+    @property
+    def direct_refusal(self) -> str | None:
+        """Why the direct parts are refused (post-LN stacks), or None."""
+        return None if self._direct is not None else self._direct_refusal
+
+    heads = property(lambda self: self._get("heads"), doc="[L, H, n] head h of layer l through source token j")
+    attn_bias = property(lambda self: self._get("attn_bias"), doc="[L] b^O of each layer")
+    ff = property(lambda self: self._get("ff"), doc="[L] the whole FF block's output at i")
+    embedding = property(lambda self: self._get("embedding"), doc="the embedding output x^0_i")
+    final_bias = property(lambda self: self._get("final_bias"), doc="⟨β, u⟩ + the LM head's bias difference")
+    cross_heads = property(lambda self: self._get("cross_heads"), doc="[L, H, n_src] cross block heads")
+    cross_bias = property(lambda self: self._get("cross_bias"), doc="[L] cross block b^O")
+
+    # ---- propagated parts
+    def _propagated(self) -> tuple[np.ndarray, float]:
+        if self._sources is None:
+            self._sources = self._sources_fn()
+        return self._sources
+
+    @property
+    def sources(self) -> np.ndarray:
+        """[n] every input token's part carried through the whole network (encoder–decoders: source tokens,
+        then target tokens)."""
+        return self._propagated()[0]
+
+    @property
+    def bias(self) -> float:
+        return self._propagated()[1]
+
+    # ---- export
+    def to_dict(self, with_sources: bool = True) -> dict:
+        """Every field as numpy arrays / numbers / strings (what ``normviz explain`` writes)."""
+        out: dict = {"total": self.total, "token": self.token, "token_text": self.token_text,
+                     "position": self.position, "tokens": np.array(self.tokens)}
+        if self.foil is not None:
+            out.update(foil=self.foil, foil_text=self.foil_text)
+        if self.n_source:
+            out["source_tokens"] = np.array(self.source_tokens)
+        if self._direct is not None:
+            out.update({k: v for k, v in self._direct.items() if v is not None})
+        if with_sources:
+            out["sources"], out["bias"] = self.sources, self.bias
+        return out
+
+    def to_json(self, **kw) -> str:
+        def plain(v):
+            if isinstance(v, np.ndarray):
+                return v.tolist()
+            if isinstance(v, np.generic):
+                return v.item()
+            return v
+        return json.dumps({k: plain(v) for k, v in self.to_dict(**kw).items()}, ensure_ascii=False)
+
+    def __repr__(self) -> str:
+        vs = f" vs {self.foil_text!r}" if self.foil is not None else ""
+        return f"Explanation({self.token_text!r}{vs} at {self.position}: total {self.total:.4f})"

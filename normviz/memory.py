@@ -1,0 +1,110 @@
+"""What maps hold in memory: sizes of whole [L, …] arrays known before computing, a memory budget, and the
+bounded cache of single-layer maps that ``Session.map`` keeps.
+
+    nbytes(key)   L·H·rows·cols (per-head keys) or L·rows·cols, times the working dtype's size
+    budget        option ``memory_budget_mb`` (the app: NORMVIZ_MEMORY_BUDGET_MB); default half this
+                  machine's memory. ``Session.get`` refuses keys whose arrays (with those it already holds)
+                  would exceed it, with TooCostlyError, before anything runs.
+    LayerCache    (key, layer) → that layer's array, least recently used dropped first beyond ``map_cache_mb``
+                  (default 512)
+"""
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from .errors import TooCostlyError
+
+MAP_CACHE_MB = 512
+
+
+def physical_mb() -> float | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return None
+
+
+def budget_mb(options: dict) -> float | None:
+    """The memory budget for a session's arrays in MB (option ``memory_budget_mb``; None: half the machine's)."""
+    value = options.get("memory_budget_mb")
+    if value is not None:
+        return float(value)
+    phys = physical_mb()
+    return phys / 2 if phys else None
+
+
+def shape_of(per_head: bool, n_layers: int, n_heads: int, rows: int, cols: int) -> tuple[int, ...]:
+    return (n_layers, n_heads, rows, cols) if per_head else (n_layers, rows, cols)
+
+
+def nbytes(shape: tuple[int, ...], itemsize: int) -> int:
+    return int(np.prod(shape, dtype=np.int64)) * int(itemsize)
+
+
+def mb(size: int) -> str:
+    return f"{size / 2**30:.1f} GB" if size >= 2**30 else f"{size / 2**20:.0f} MB"
+
+
+def over_budget_error(keys: list[str], new_bytes: int, held_bytes: int, budget: float, n_tokens: int,
+                      shapes: dict[str, tuple[int, ...]]) -> TooCostlyError:
+    """The refusal: what the arrays would hold, the budget, and the alternatives (one layer at a time, fewer tokens)."""
+    total = new_bytes + held_bytes
+    fits = max(4, int(n_tokens * math.sqrt(max(budget * 2**20 - held_bytes, 1) / max(new_bytes, 1))))
+    listed = ", ".join(f"{k} {list(shapes[k])}" for k in keys)
+    held = f" ({mb(total)} with the {mb(held_bytes)} this session already holds)" if held_bytes else ""
+    return TooCostlyError(
+        f"The whole arrays {listed} would hold {mb(new_bytes)}{held} for {n_tokens} tokens, over the memory budget "
+        f"of {mb(int(budget * 2**20))} (option "
+        f"memory_budget_mb; in the app NORMVIZ_MEMORY_BUDGET_MB). Ask for one layer at a time with "
+        f"Session.map(key, layer, head), or shorten the text to about {fits} tokens.")
+
+
+class LayerCache:
+    """(key, layer) → array, bounded in bytes (least recently used dropped first); thread-safe."""
+
+    def __init__(self, limit_mb: float = MAP_CACHE_MB):
+        self.limit = int(limit_mb * 2**20)
+        self._items: OrderedDict = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
+
+    def put(self, key, value: np.ndarray) -> None:
+        """Keep ``value`` unless it alone exceeds the bound; drop the oldest entries until it fits."""
+        size = value.nbytes
+        with self._lock:
+            if key in self._items:
+                self._bytes -= self._items.pop(key).nbytes
+            if size > self.limit:
+                return
+            while self._items and self._bytes + size > self.limit:
+                _, old = self._items.popitem(last=False)
+                self._bytes -= old.nbytes
+            self._items[key] = value
+            self._bytes += size
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._bytes = 0
+
+
+__all__ = ["LayerCache", "MAP_CACHE_MB", "budget_mb", "mb", "nbytes", "over_budget_error", "shape_of"]

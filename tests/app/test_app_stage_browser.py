@@ -1,0 +1,140 @@
+"""Stage mode (``?present=1``) in headless Chromium at 1280×800 and 1920×1080: the first two panels are wholly
+on the first screen for a sentence and a ~100-token paragraph, the arrow keys move the layer and head and Esc
+leaves stage mode, Overview's colour bar is at least half its grid and a click on a grid cell opens that head
+on Explore. Screenshots of every page in stage mode go to ``$NORMVIZ_SCREENSHOTS/stage`` (else the test's tmp
+dir): ``<page>_<w>x<h>_<text>.png``."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from urllib.parse import quote_plus
+
+import pytest
+
+from ..helpers.browser import (SIZES, chromium, emulate, press_key, require_browser, streamlit_server, titles,
+                               wait_for_app, wait_until)
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(1500)]
+SENTENCE = "The cat sat on the mat because it was tired."
+PARAGRAPH = ("The committee met on a cold Tuesday morning to discuss the budget for next year. After a long debate "
+             "about roads, schools and the new library, the members agreed that the town could not afford every "
+             "project at once. They decided to repair the old bridge first, because it was unsafe for cars, and to "
+             "build the library later when more money would be available. Everyone left the meeting tired but "
+             "satisfied with the plan, and the mayor thanked them all for their patience.")  # 95 minilm tokens
+TEXTS = {"sentence": SENTENCE, "paragraph": PARAGRAPH}
+RECT = """const el = document.querySelector(arguments[0]);
+          if (!el) return null;
+          const r = el.getBoundingClientRect();
+          return {top: r.top, bottom: r.bottom, left: r.left, right: r.right, vw: window.innerWidth,
+                  vh: window.innerHeight};"""
+
+
+@pytest.fixture(scope="module")
+def stage(tmp_path_factory):
+    require_browser()
+    out = Path(os.environ.get("NORMVIZ_SCREENSHOTS") or tmp_path_factory.mktemp("shots")) / "stage"
+    out.mkdir(parents=True, exist_ok=True)
+    with streamlit_server(log_path=str(out / "streamlit.log")) as url, chromium(1280, 800) as driver:
+        yield url, driver, out
+
+
+def _open(driver, url: str, path: str, query: str, charts: int) -> None:
+    driver.get(f"{url}{path}?{query}")
+    wait_for_app(driver, min_charts=charts)
+    assert not driver.execute_script("return document.querySelectorAll('[data-testid=\"stException\"]').length")
+
+
+def _on_first_screen(driver, selector: str) -> dict:
+    r = driver.execute_script(RECT, selector)
+    assert r is not None, selector
+    assert r["top"] >= 0 and r["left"] >= 0 and r["bottom"] <= r["vh"] and r["right"] <= r["vw"], (selector, r)
+    return r
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_explore_stage_fits_the_first_two_panels_on_the_first_screen(stage, size):
+    url, driver, out = stage
+    w, h = size
+    emulate(driver, w, h, "light")
+    for name, text in TEXTS.items():
+        _open(driver, url, "/", "present=1&text=" + quote_plus(text), 4)
+        wait_until(driver, "return document.querySelectorAll('.st-key-panel_norm .js-plotly-plot').length > 0")
+        driver.save_screenshot(str(out / f"explore_{w}x{h}_{name}.png"))
+        left = _on_first_screen(driver, ".st-key-panel_attention")
+        right = _on_first_screen(driver, ".st-key-panel_norm")
+        assert right["left"] > left["right"] - 1  # side by side
+        assert left["bottom"] - left["top"] > 0.5 * h  # and large: at least half the screen's height
+        titles_now = titles(driver)
+        assert any("minilm" in t for t in driver.execute_script(
+            "return Array.from(document.querySelectorAll('.st-key-panel_attention .annotation-text'))"
+            ".map(a => a.textContent);")), titles_now
+
+
+def test_stage_keys_move_the_layer_and_head_and_escape_leaves(stage):
+    url, driver, out = stage
+    emulate(driver, 1280, 800, "light")
+    _open(driver, url, "/", "present=1&text=" + quote_plus(SENTENCE), 4)
+    has = "return Array.from(document.querySelectorAll('.gtitle')).some(t => t.textContent.includes({}));"
+    press_key(driver, "\ue014")  # →
+    wait_until(driver, has.format(json.dumps("layer 1, all heads")))
+    press_key(driver, "\ue015")  # ↓: from all heads to head 0
+    wait_until(driver, has.format(json.dumps("layer 1, head 0")))
+    press_key(driver, "\ue012")  # ←
+    wait_until(driver, has.format(json.dumps("layer 0, head 0")))
+    assert "layer=" not in driver.current_url and "head=0" in driver.current_url  # layer 0 is the default
+    driver.save_screenshot(str(out / "explore_1280x800_keys.png"))
+    press_key(driver, "\ue00c")  # Esc
+    wait_until(driver, "return !window.location.search.includes('present=1');")
+    wait_for_app(driver, min_charts=4)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_every_page_in_stage_mode(stage, size):
+    url, driver, out = stage
+    w, h = size
+    emulate(driver, w, h, "light")
+    q = "present=1&text=" + quote_plus(SENTENCE)
+    first_two = {"overview": (".st-key-grid_attention", ".st-key-grid_norm"),
+                 "translate": (".st-key-tr_panel_weight", ".st-key-tr_panel_norm")}
+    for page, path, charts in (("overview", "/Overview", 2), ("learn", "/Learn", 1), ("translate", "/Translate", 2)):
+        _open(driver, url, path, q if page != "translate" else "present=1", charts)
+        driver.save_screenshot(str(out / f"{page}_{w}x{h}_sentence.png"))
+        for selector in first_two.get(page, ()):
+            _on_first_screen(driver, selector)
+    assert len(list(out.glob(f"*_{w}x{h}_*.png"))) >= 3
+
+
+GRID = """const gd = document.querySelector('.st-key-grid_attention .js-plotly-plot');
+          if (!gd) return null;
+          const box = e => { const r = e.getBoundingClientRect(); return {x: r.left, y: r.top, w: r.width, h: r.height}; };
+          const img = gd.querySelector('.hm image'), bar = gd.querySelector('.colorbar .cbfills'),
+                drag = gd.querySelector('.nsewdrag');
+          return img && bar && drag ? {grid: box(img), bar: box(bar), drag: box(drag)} : null;"""
+
+
+def test_overview_colour_bar_and_a_click_on_a_square_opens_that_head_on_explore(stage):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    url, driver, out = stage
+    emulate(driver, 1280, 800, "light")
+    _open(driver, url, "/Overview", "present=1&text=" + quote_plus(SENTENCE), 2)
+    wait_until(driver, "return document.querySelectorAll('.st-key-grid_attention .hm image').length > 0")
+    g = driver.execute_script(GRID)
+    assert g is not None and g["bar"]["h"] >= 0.5 * g["grid"]["h"], g  # was a 41 px sliver in a 630 px chart
+    n, layers, heads = 13, 6, 12  # the sentence's minilm tokens; minilm's layers and heads
+    cell = n + 1
+    px, py = g["grid"]["w"] / (heads * cell - 1), g["grid"]["h"] / (layers * cell - 1)
+    x = g["grid"]["x"] + (3 * cell + n / 2) * px  # the centre of layer 2, head 3
+    y = g["grid"]["y"] + (2 * cell + n / 2) * py
+    drag = driver.find_element(By.CSS_SELECTOR, ".st-key-grid_attention .nsewdrag")
+    centre = g["drag"]["x"] + g["drag"]["w"] / 2, g["drag"]["y"] + g["drag"]["h"] / 2
+    ActionChains(driver).move_to_element_with_offset(drag, int(x - centre[0]), int(y - centre[1])).click().perform()
+    wait_until(driver, "return window.location.pathname.replace(/\\/$/, '').split('/').pop() === '' || "
+                       "!window.location.pathname.includes('Overview');", timeout=120)
+    wait_for_app(driver, min_charts=4)
+    wait_until(driver, "return Array.from(document.querySelectorAll('.gtitle')).some(t => "
+                       "t.textContent.includes('layer 2, head 3'));")
+    assert "layer=2" in driver.current_url and "head=3" in driver.current_url
+    driver.save_screenshot(str(out / "explore_1280x800_from_overview_click.png"))

@@ -1,0 +1,40 @@
+"""Issue 19 on the embedded models (float32): smollm2's prediction of "The capital of France is", both
+identities to 1e-4 relative, the lens's last row = the model's own log-probabilities; minilm has no LM head."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import normviz
+from normviz.errors import NormvizError
+
+
+def test_smollm2_paris(smollm2):
+    s = normviz.Session(smollm2, "The capital of France is")
+    top = s.predict(top=5)
+    assert top[0].token == " Paris" and top[0].prob > 0.5
+    e = s.explain(token=" Paris", foil=" London")
+    london = next(c for c in s.predict(top=50) if c.token == " London")
+    assert abs(e.total - (top[0].logit - london.logit)) <= 1e-5 * abs(e.total)
+    direct = e.embedding + e.heads.sum() + e.attn_bias.sum() + e.ff.sum() + e.final_bias
+    assert abs(direct - e.total) <= 1e-4 * abs(e.total)
+    assert abs(e.sources.sum() + e.bias - e.total) <= 1e-4 * abs(e.total)
+    assert e.heads.shape == (30, 9, 5) and e.bias == 0.0  # no biases, RMSNorm without β
+    assert s.tokens[int(np.argmax(e.sources))] == "ĠFrance"  # what carries the answer
+    lens = s.logit_lens()
+    with torch.no_grad():
+        real = smollm2.head_model(input_ids=torch.tensor([s.encoded.ids])).logits[0, -1].double()
+    assert lens.shape == (31, real.shape[0])
+    assert np.abs(lens[-1] - torch.log_softmax(real, -1).numpy()).max() < 1e-4
+    assert int(lens[-1].argmax()) == top[0].id
+    assert s.forward_passes == 1
+
+
+def test_minilm_has_no_head(minilm):
+    assert minilm.head_model is None
+    s = normviz.Session(minilm, "The cat sat.")
+    with pytest.raises(NormvizError, match="smollm2"):
+        s.predict()
+    with pytest.raises(NormvizError, match="smollm2"):
+        s.explain()

@@ -1,0 +1,96 @@
+"""``normviz explain``: user mistakes on one line with exit code 2 before the model loads; the .npz and .json
+outputs on a tiny saved Llama with its LM head; a checkpoint without head weights loads without a head."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+import transformers as tf
+
+import normviz
+from normviz import cli
+from normviz.errors import NormvizError
+
+from ..helpers.corpus import _minilm_tokenizer
+from ..helpers.tiny import randomize_weights
+
+
+@pytest.fixture(scope="module")
+def llama_lm_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tiny_llama_lm")
+    tok = _minilm_tokenizer()
+    cfg = tf.LlamaConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         intermediate_size=48, vocab_size=tok.vocab_size, max_position_embeddings=128,
+                         bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id, pad_token_id=0)
+    torch.manual_seed(0)
+    model = tf.AutoModelForCausalLM.from_config(cfg, attn_implementation="eager").eval()
+    randomize_weights(model)
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+@pytest.fixture
+def no_load(monkeypatch):
+    def refuse(*a, **k):
+        raise AssertionError("the model was loaded")
+    monkeypatch.setattr(normviz, "load", refuse)
+
+
+@pytest.mark.parametrize("override, extra, says", [
+    ({"--out": "x.txt"}, [], "name a .npz or .json"),
+    ({"--out": "/no/such/folder/x.npz"}, [], "does not exist"),
+    ({}, ["--token", " a", "--token-id", "3"], "give one of them"),
+    ({}, ["--token", " a", "--actual-next"], "give one of them"),
+    ({}, ["--foil", " a", "--foil-id", "3"], "give one of them"),
+    ({}, ["--token", " a", "--foil", " a"], "the same"),
+    ({}, ["--token", ""], "is empty"),
+    ({}, ["--token-id", "-4"], "0 or more"),
+    ({}, ["--top", "0"], "--top"),
+    ({"--text": "   "}, [], "--text"),
+    ({"--model": "/no/such/model"}, [], "Unknown model"),
+    ({}, ["--position", "x"], "invalid int"),
+])
+def test_user_mistakes_are_one_line_before_the_model_loads(no_load, tmp_path, capsys, override, extra, says):
+    args = {"--model": "smollm2", "--text": "The capital of France is", "--out": str(tmp_path / "e.npz"), **override}
+    argv = ["explain"] + [a for kv in args.items() for a in kv] + extra
+    try:
+        code = cli.main(argv)
+    except SystemExit as exc:  # argparse's own refusals (a position that is no number)
+        code = exc.code
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("error:") and says in err, err
+
+
+def test_writes_npz_and_json(llama_lm_dir, tmp_path, capsys):
+    npz, js = tmp_path / "e.npz", tmp_path / "e.json"
+    text = "the cat sat on the mat"
+    assert cli.main(["explain", "--model", str(llama_lm_dir), "--text", text, "--out", str(npz), "--dtype", "float64",
+                     "--foil-id", "1005", "--position", "3"]) == 0
+    d = np.load(npz)
+    lm = normviz.load(str(llama_lm_dir), dtype="float64", device="cpu")
+    s = normviz.Session(lm, text)
+    e = s.explain(foil=1005, position=3)
+    assert int(d["token"]) == e.token and int(d["position"]) == 3 and int(d["foil"]) == 1005
+    assert d["heads"].shape == (2, 4, s.n_tokens) and list(d["tokens"]) == s.tokens
+    assert np.allclose(d["heads"], e.heads, rtol=0, atol=1e-12)
+    total = float(d["total"])
+    assert abs(d["sources"].sum() + float(d["bias"]) - total) <= 2e-6 * abs(total)
+    assert abs(float(d["embedding"]) + d["heads"].sum() + d["attn_bias"].sum() + d["ff"].sum()
+               + float(d["final_bias"]) - total) <= 2e-6 * abs(total)
+    assert int(d["top_ids"][0]) == s.predict(1, position=3)[0].id and len(d["top_ids"]) == 10
+    assert cli.main(["explain", "--model", str(llama_lm_dir), "--text", text, "--out", str(js), "--actual-next",
+                     "--position", "1", "--no-sources"]) == 0
+    j = json.loads(js.read_text())
+    assert j["token"] == s.encoded.ids[2] and "sources" not in j and len(j["heads"]) == 2
+    assert "wrote" in capsys.readouterr().err
+
+
+def test_a_checkpoint_without_head_weights_loads_without_a_head(tiny_llama_dir):
+    lm = normviz.load(str(tiny_llama_dir), device="cpu")  # saved as a base LlamaModel, embeddings untied
+    assert lm.head_model is None and type(lm.model).__name__ == "LlamaModel"
+    with pytest.raises(NormvizError, match="without a language-model head"):
+        normviz.Session(lm, "the cat").predict()

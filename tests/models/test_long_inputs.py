@@ -1,0 +1,218 @@
+"""Long inputs (issue 20): q, k records instead of α, Session.map one layer at a time, the memory budget,
+half-precision models. Tiny random models; the smollm2 document check is slow."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import normviz
+from normviz.errors import NormvizError, TooCostlyError
+from normviz.session import Session
+
+from ..helpers import tiny
+
+SELF_ATTENTION = ("bert", "distilbert", "gpt2", "llama", "mistral", "qwen3")
+
+
+def _rel(a, b) -> float:
+    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-300))
+
+
+@pytest.mark.parametrize("arch", SELF_ATTENTION)
+def test_qk_records_equal_weight_records(tiny_model, arch):
+    """Recording q, k and recomputing α per layer gives every default key of the α-recording path (float64,
+    a right-padded batch of two: masks, GQA, sliding windows included)."""
+    lm = tiny_model(arch)
+    enc = [tiny.encoded(11), tiny.encoded(7, seed=3)]
+    got = {}
+    for mode in ("weights", "qk"):
+        sessions = Session.from_encoded(lm, enc, options={"record_attention": mode})
+        got[mode] = [s.get(None).arrays for s in sessions]
+        rec = sessions[0].records()[0]
+        assert (rec.attn is None) == (mode == "qk")
+    for b in range(2):
+        assert set(got["qk"][b]) == set(got["weights"][b])
+        for key, ref in got["weights"][b].items():
+            assert _rel(got["qk"][b][key], ref) <= 1e-12, (arch, b, key)
+
+
+def test_auto_mode_records_qk_only_when_alpha_is_large(tiny_model):
+    from normviz import record as rec_mod
+
+    lm = tiny_model("llama")
+    assert not rec_mod.records_qk(lm, 16)
+    assert rec_mod.records_qk(lm, 16, mode="qk")
+    assert rec_mod.records_qk(lm, 10**5)
+    with pytest.raises(ValueError):
+        rec_mod.records_qk(lm, 16, mode="sometimes")
+
+
+def test_float32_sdpa_recording_is_close_and_complete(tiny_model):
+    """float32 llama: the recording pass runs SDPA (no α kept); maps agree with the eager path to float32
+    rounding, and α's rows still sum to one."""
+    lm = tiny_model("llama", dtype=torch.float32)
+    enc = tiny.encoded(13)
+    a = Session.from_encoded(lm, [enc], options={"record_attention": "weights"})[0].get(["attention", "attn_res_ln"])
+    b = Session.from_encoded(lm, [enc], options={"record_attention": "qk"})[0].get(["attention", "attn_res_ln"])
+    for key in ("attention", "attn_res_ln"):
+        assert _rel(b[key], a[key]) < 1e-4
+    np.testing.assert_allclose(b["attention"].sum(-1), 1.0, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["weights", "qk"])
+def test_map_equals_the_whole_arrays(tiny_model, mode):
+    lm = tiny_model("llama")
+    enc = tiny.encoded(10)
+    whole = Session.from_encoded(lm, [enc])[0].get(["attention", "norm", "norm_layer", "attn_res", "attn_res_ln",
+                                                   "ff", "ff_res", "rollout_attn_res_ln"])
+    s = Session.from_encoded(lm, [enc], options={"record_attention": mode})[0]
+    for layer in (0, 1, -1):
+        for key in ("attention", "norm"):
+            assert _rel(s.map(key, layer, 1), whole.map(key, layer, 1)) <= 1e-12
+            assert _rel(s.map(key, layer), whole.map(key, layer)) <= 1e-12
+        for key in ("norm_layer", "attn_res", "attn_res_ln", "ff", "ff_res"):
+            assert _rel(s.map(key, layer), whole.map(key, layer)) <= 1e-12, (key, layer)
+    assert s.computed() == []  # per-layer keys never built a whole array
+
+
+def test_rollouts_one_product_at_a_time(tiny_model):
+    """Session.map of a rollout multiplies one [n, n] layer factor at a time (resuming from a cached R_k);
+    the receptive-field normalisation and value zeroing go through get()."""
+    lm = tiny_model("gpt2")
+    enc = tiny.encoded(10)
+    keys = ["rollout_attention", "rollout_attn_res", "rollout_attn_res_ln", "rollout_ff_res"]
+    whole = Session.from_encoded(lm, [enc])[0].get(keys)
+    s = Session.from_encoded(lm, [enc])[0]
+    for key in keys:
+        assert _rel(s.map(key, 0), whole.map(key, 0)) <= 1e-12
+        assert _rel(s.map(key, 1), whole.map(key, 1)) <= 1e-12, key
+    assert s.computed() == []
+    rf = Session.from_encoded(lm, [enc], options={"rollout_normalization": "receptive_field"})[0]
+    ref = Session.from_encoded(lm, [enc], options={"rollout_normalization": "receptive_field"})[0].get(keys[:1])
+    assert _rel(rf.map(keys[0], 1), ref.map(keys[0], 1)) <= 1e-12
+    assert "rollout_attention" in rf.computed()
+
+
+def test_map_is_memoised_within_its_bound(tiny_model, monkeypatch):
+    lm = tiny_model("gpt2")
+    s = Session.from_encoded(lm, [tiny.encoded(9)], options={"map_cache_mb": 1})[0]
+    first = s.map("attn_res_ln", 1)
+    calls = []
+    from normviz.methods import norms
+
+    real = norms.compute
+    monkeypatch.setattr(norms, "compute", lambda *a, **k: calls.append(1) or real(*a, **k))
+    assert s.map("attn_res_ln", 1) is first and not calls
+    s.map("attn_res_ln", 0)
+    assert calls
+    assert s._layer_maps.nbytes <= 2**20
+    tiny_bound = Session.from_encoded(lm, [tiny.encoded(9)], options={"map_cache_mb": 1e-6})[0]
+    tiny_bound.map("norm", 0, 0)
+    assert len(tiny_bound._layer_maps) == 0  # bigger than the bound: returned, not kept
+
+
+def test_map_ranges_and_records_once(tiny_model):
+    lm = tiny_model("bert")
+    s = Session.from_encoded(lm, [tiny.encoded(8)])[0]
+    with pytest.raises(NormvizError, match="layer 9 is out of range"):
+        s.map("norm", 9)
+    with pytest.raises(NormvizError, match="head 7 is out of range"):
+        s.map("attention", 0, 7)
+    s.map("norm", 0)
+    s.map("ff_res_ln", 1)
+    assert s.forward_passes == 1
+
+
+def test_get_refuses_over_the_memory_budget_before_running(tiny_model):
+    lm = tiny_model("llama")
+    s = Session.from_encoded(lm, [tiny.encoded(12)], options={"memory_budget_mb": 0.01})[0]
+    with pytest.raises(TooCostlyError, match=r"memory budget.*Session\.map\(key, layer, head\)"):
+        s.get(["attention", "norm"])
+    assert s.forward_passes == 0
+    a = s.get(["attention", "norm", "norm_layer"], strict=False)  # the first that fit are kept
+    assert "attention" in a.refused or "norm" in a.refused
+    assert s.map("norm", 1, 0).shape == (12, 12)  # one layer still works
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.bfloat16, 2e-2), (torch.float16, 2e-3)])
+def test_half_precision_model_maps_in_float32(dtype, tol):
+    """A tiny llama in bfloat16: records in bf16, maps in float32, close to the float32 model's maps and
+    complete (Σ_j parts + bias = the norm's real output) to bf16's precision."""
+    import copy
+
+    ref = tiny.build("llama", dtype=torch.float32)
+    lm = normviz.from_model(copy.deepcopy(ref.model).to(dtype), None, name=f"tiny-llama-{dtype}")
+    assert lm.dtype == dtype
+    enc = tiny.encoded(10)
+    s = Session.from_encoded(lm, [enc])[0]
+    a = s.get(["attention", "attn_res_ln", "ff_res"])
+    r = Session.from_encoded(ref, [enc])[0].get(["attention", "attn_res_ln", "ff_res"])
+    assert a["attn_res_ln"].dtype == np.float32
+    assert s.records()[0].x.dtype == dtype
+    for key in ("attention", "attn_res_ln", "ff_res"):
+        assert _rel(a[key], r[key]) < 0.1, key
+    view = s.layers()[1]
+    parts, bias = view.attn_res_ln_vectors(slice(0, view.n))
+    real = view.ln_attn.module(view.rec.z_attn)
+    assert parts.dtype == torch.float32
+    err = (parts.sum(1) + bias - real).abs().max() / real.abs().max()
+    assert err < tol  # half records: the real vector itself is rounded to 8 (bf16) or 11 (fp16) bits of mantissa
+    assert _rel(s.map("attn_res_ln", 1), a["attn_res_ln"][1]) <= 1e-6
+
+
+def test_load_parses_half_dtypes():
+    from normviz.backend import parse_dtype
+
+    cpu = torch.device("cpu")
+    assert parse_dtype("bfloat16", cpu) is torch.bfloat16 and parse_dtype("float16", cpu) is torch.float16
+    with pytest.raises(NormvizError, match="bfloat16"):
+        parse_dtype("int8", cpu)
+
+
+@pytest.mark.slow
+def test_smollm2_long_document_per_layer_maps(smollm2):
+    """~4,000 tokens of smollm2: three single-layer maps within 6 GB RSS (model included); each equals, on
+    the first 256 tokens, the maps of that 256-token prefix alone; the whole arrays are refused at once."""
+    import resource
+    import time
+
+    text = " ".join(f"Sentence {i} tells how the river {['rose', 'fell', 'turned'][i % 3]} near town {i % 17}."
+                    for i in range(400))
+    s = Session(smollm2, text, max_tokens=4000, options={"memory_budget_mb": 4096})
+    assert s.n_tokens >= 3900
+    t0 = time.perf_counter()
+    with pytest.raises(TooCostlyError, match="memory budget"):
+        s.get(["attention", "norm"])
+    assert time.perf_counter() - t0 < 5 and s.forward_passes == 0
+    import dataclasses
+
+    enc = s.encoded
+    cut = dataclasses.replace(enc, ids=enc.ids[:256], tokens=enc.tokens[:256], labels=enc.labels[:256],
+                              special=enc.special[:256], token_type_ids=None)
+    short = Session.from_encoded(smollm2, [cut])[0]
+    for key, layer, head in (("norm", 15, None), ("attn_res_ln", 29, None), ("attention", 3, 4)):
+        m = s.map(key, layer, head)
+        assert m.shape == (s.n_tokens, s.n_tokens)
+        assert _rel(m[:256, :256], short.map(key, layer, head)) <= 1e-4, key
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20 <= 6.0
+
+
+def _gpu_check():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_check.py"
+    spec = importlib.util.spec_from_file_location("normviz_gpu_check", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_gpu_check_runs_its_exactness_step_on_the_cpu_and_skips_without_cuda(capsys):
+    mod = _gpu_check()
+    res = mod.exactness("cpu", archs=("llama", "bert"))
+    assert set(res) == {"llama", "bert"} and all(r["ok"] for r in res.values()), res
+    if not torch.cuda.is_available():
+        assert mod.main(["--device", "cuda"]) == 0
+        assert "no CUDA device" in capsys.readouterr().out
