@@ -90,8 +90,27 @@ def build_panels(analysis, keys: list[str], layer: int, head: int | None, hide_s
     return panels
 
 
+def scale_group(key: str) -> str:
+    """The colour-scale group of a map when panels share scales: the per-head maps (α, ‖αf‖ …) share one, the
+    whole-layer maps (residual, LN-aware, rollouts …) another — their diagonal would otherwise set the maximum and
+    darken α and ‖αf‖ on long texts."""
+    try:
+        per_head = keyspace.key_info(key).per_head
+    except NormvizError:  # not a map key (a test's stand-in): a group of its own kind
+        return "other"
+    return "per-head" if per_head else "whole-layer"
+
+
+SCALE_NOTE = ("Colour scales: the per-head maps (α, ‖αf‖ …) share one, the whole-layer maps (residual, LN-aware …) "
+              "another (sidebar: Shared colour scales).")
+SHARED_SCALE_HELP = ("On: the per-head maps (α, ‖αf‖, …) share one colour scale and the whole-layer maps (residual, "
+                     "LN-aware, rollouts, …) another, so a residual map's bright diagonal does not darken α and ‖αf‖ "
+                     "on long texts. Off: each panel has its own scale.")
+
+
 def color_range(panels: list[Panel], shared: bool) -> list[tuple[float, float]]:
-    """(zmin, zmax) per panel: one range for all panels when shared; symmetric around 0 for signed maps."""
+    """(zmin, zmax) per panel: when shared, one range per :func:`scale_group` (per-head maps together, whole-layer
+    maps together); symmetric around 0 for signed maps."""
     def rng(ms):
         lo = min(float(np.nanmin(m)) for m in ms)
         hi = max(float(np.nanmax(m)) for m in ms)
@@ -102,8 +121,11 @@ def color_range(panels: list[Panel], shared: bool) -> list[tuple[float, float]]:
     if not panels:
         return []
     if shared:
-        r = rng([p.matrix for p in panels])
-        return [r] * len(panels)
+        groups: dict[str, list[np.ndarray]] = {}
+        for p in panels:
+            groups.setdefault(scale_group(p.key), []).append(p.matrix)
+        joint = {g: rng(ms) for g, ms in groups.items()}
+        return [joint[scale_group(p.key)] for p in panels]
     return [rng([p.matrix]) for p in panels]
 
 

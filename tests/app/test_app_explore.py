@@ -7,7 +7,7 @@ import pytest
 import normviz
 from normviz.errors import UnsupportedModelError
 from normviz.methods import registry
-from normviz.ui import st_parts
+from normviz.ui import data, st_parts
 
 from ..helpers.app import app, arr, figures, heatmaps, no_exception, texts, title, z
 from ..helpers.maps import count_forward
@@ -42,8 +42,10 @@ def test_default_view_renders_four_heatmaps(at):
         assert z(f).shape == (N, N)
         assert f["layout"]["yaxis"]["ticktext"][:3] == ["[CLS]", "the", "cat"]
         assert f["data"][0]["showscale"] is True
-    # one colour scale for all panels by default
-    assert len({(f["data"][0]["zmin"], f["data"][0]["zmax"]) for f in hms}) == 1
+    # shared colour scales by default: α and ‖αf‖ (per head) on one, the two residual maps on another (issue 23)
+    scales = [(f["data"][0]["zmin"], f["data"][0]["zmax"]) for f in hms]
+    assert scales[0] == scales[1] and scales[2] == scales[3] and scales[0] != scales[2]
+    assert any(c.value == data.SCALE_NOTE for c in at.caption)
     assert not at.error
     assert any("device" in c.value and "cpu" in c.value for c in at.sidebar.caption)
 

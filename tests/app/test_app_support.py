@@ -64,6 +64,15 @@ def test_color_ranges_shared_or_per_panel():
     assert data.color_range([p3], False) == [(-2.0, 2.0)]
 
 
+def test_shared_scales_keep_per_head_maps_apart_from_whole_layer_maps():
+    """Issue 23: a residual map's diagonal must not set α's and ‖αf‖'s maximum."""
+    att = data.Panel("attention", "A", np.array([[0.1, 0.3]]), ["x"], ["x"], [0])
+    nrm = data.Panel("norm", "N", np.array([[0.2, 0.1]]), ["x"], ["x"], [0])
+    res = data.Panel("norm_res", "R", np.array([[0.9, 0.1]]), ["x"], ["x"], [0])
+    assert data.scale_group("attention") == data.scale_group("norm") != data.scale_group("norm_res")
+    assert data.color_range([att, res, nrm], True) == [(0.0, 0.3), (0.0, 0.9), (0.0, 0.3)]
+
+
 def test_unique_labels_mark_repeats():
     assert data.unique_labels(["the", "cat", "the", " "]) == ["the", "cat", "the·2", "' '"]
 
