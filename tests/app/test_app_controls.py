@@ -1,6 +1,8 @@
 """AppTest runs of issue 13's controls on Explore, Overview and Learn (embedded minilm; smollm2 once)."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 import normviz
@@ -95,6 +97,29 @@ def test_layer_player_has_a_frame_per_layer(at):
     player = [f for f in figures(at) if f.get("frames")]
     assert len(player) == 1 and len(player[0]["frames"]) == 6
     assert at.query_params["player"] == "norm"
+
+
+def test_difference_and_player_are_panels_the_size_of_the_main_ones():
+    """Issue 23: the difference panel is full-size (a main panel's width) and the player is not a half-width
+    afterthought: both sit side by side in one row of panel columns, each with its explanation under it."""
+    at = app(query={"diff": "attention,norm", "player": "norm", "present": "1"})
+    at.run()
+    no_exception(at)
+    main = panels(at)[0]
+    diff = [f for f in heatmaps(at) if "−" in title(f)][0]
+    player = [f for f in figures(at) if f.get("frames")][0]
+    assert diff["layout"]["width"] == main["layout"]["width"] == player["layout"]["width"]
+    holders = []
+    for k, col in enumerate(at.columns):
+        specs = [json.loads(c.proto.spec) for c in col.get("plotly_chart")]
+        if any(f is not None and f["layout"]["title"]["text"] == title(diff) for f in specs):
+            holders.append(("diff", k))
+        if any(f.get("frames") for f in specs):
+            holders.append(("player", k))
+        if any(t.startswith("Difference A − B:") for t in texts(col.get("caption"))):
+            holders.append(("diff caption", k))
+    got = dict(holders)
+    assert got["player"] == got["diff"] + 1 and got["diff caption"] == got["diff"], holders  # one row: diff | player
 
 
 def test_focus_token_outlines_it_in_every_panel(at):
