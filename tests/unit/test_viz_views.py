@@ -5,6 +5,7 @@ import pytest
 
 from normviz import viz
 from normviz.viz.heatmap import MASKED_TEXT
+from normviz.viz.player import player_rows
 from normviz.viz.labels import MIN_FONT, PRESENT_FONT, abbreviate, occurrence_note, unique_labels
 
 LABELS = ["[CLS]", "the", "cat", "the·2", "[SEP]"]
@@ -153,6 +154,23 @@ def test_layer_player_has_one_frame_per_layer_on_one_scale():
         assert np.allclose(np.nan_to_num(z), np.tril(s[li])) and np.isnan(z[0, 1])
     assert fig.data[0].zmin == s.min() and fig.data[0].zmax == s.max()
     assert np.allclose(np.nan_to_num(np.asarray(fig.data[0].z, dtype=float)), s[1])
+
+
+@pytest.mark.parametrize("present", [False, True])
+def test_layer_player_buttons_sit_under_the_slider_and_the_slider_under_the_labels(present):
+    """Issue 23: the ▶/❚❚ buttons never cover the slider (their own row below it, at any width) and the slider
+    starts below the x labels; the figure grows by both rows."""
+    labels = [f"token{i}" for i in range(30)]
+    plain = viz.heatmap(_rand(30), labels, present=present, width=600)
+    fig = viz.layer_player(np.stack([_rand(30), _rand(30, 1)]), labels, present=present, width=600)
+    slider, menu = fig.layout.sliders[0], fig.layout.updatemenus[0]
+    slider_px, buttons_px = player_rows(int(fig.layout.font.size))
+    assert slider.y == menu.y == 0 and slider.yanchor == menu.yanchor == "top"
+    assert slider.pad.t >= plain.layout.margin.b  # below the x tick labels and axis title
+    assert menu.pad.t >= slider.pad.t + slider_px  # the buttons' row starts where the slider ends
+    assert fig.layout.margin.b >= menu.pad.t + buttons_px  # and both fit inside the figure
+    assert fig.layout.height - plain.layout.height >= slider_px + buttons_px
+    assert slider.x == 0 and slider.len == 1  # the slider is not shortened or shifted by the buttons
 
 
 def test_heatmap_threshold_draws_small_cells_as_zero_and_keeps_their_value_in_the_hover():
