@@ -63,7 +63,8 @@ def page() -> None:
     # --- sidebar: which maps, how they read, what to put beside them ------------------------------------------
     with st.sidebar:
         st.header("Maps")
-        view.maps = ui.map_picker(view.maps, available, list(DEFAULT_MAPS))
+        head_now = st.session_state.get(controls.HEAD_KEY, controls.ALL_HEADS if view.head is None else view.head)
+        view.maps = ui.map_picker(view.maps, available, list(DEFAULT_MAPS), all_heads=head_now == controls.ALL_HEADS)
         ui.seed("w_hide", view.hide_special)
         view.hide_special = st.toggle("Hide special tokens", key="w_hide",
                                       help="Drops [CLS], [SEP], <s>, BOS … and renormalises each row over the rest.")

@@ -7,7 +7,7 @@ import numpy as np
 
 import normviz
 import normviz.viz
-from normviz.ui import data, learn, st_parts
+from normviz.ui import data, learn, pickers, st_parts
 
 from ..helpers.app import app, arr, figures, heatmaps, no_exception, texts, title, z
 
@@ -42,6 +42,19 @@ def test_all_heads_shows_norm_once_and_says_why(at):
     assert "shown once" in said and "All heads" in said
     at.selectbox(key="w_head").set_value(4).run()
     assert len(panels(at)) == 3  # one head: norm differs from the layer's
+
+
+def test_heads_summed_pill_says_it_is_the_norm_map_at_all_heads(at):
+    """Issue 23: at "all heads" the ‖Σαf‖ pill seemed to do nothing (it is ‖αf‖ there): its label and help say so,
+    and at one head it is the plain pill again."""
+    pill = at.pills(key="w_maps")
+    assert pickers.ALL_HEADS_SAME in pill.options and "‖Σαf‖ heads summed" not in pill.options
+    assert "same map" in pill.help
+    at.selectbox(key="w_head").set_value(2).run()
+    no_exception(at)
+    pill = at.pills(key="w_maps")
+    assert "‖Σαf‖ heads summed" in pill.options and pickers.ALL_HEADS_SAME not in pill.options
+    assert "same map" not in pill.help
 
 
 def test_every_panel_has_a_caption_and_a_learn_link(at):
