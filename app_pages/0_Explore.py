@@ -257,11 +257,20 @@ def page() -> None:
 
     if second is None:
         per_row = 2
+        pair = data.weights_norm_pair(panels)
         for start in range(0, len(panels), per_row):
             cols = st.columns(per_row, gap="medium")
-            for col, p, rng in zip(cols, panels[start:start + per_row], ranges[start:start + per_row]):
+            row = panels[start:start + per_row]
+            for col, p, rng in zip(cols, row, ranges[start:start + per_row]):
                 with col:
                     draw(p, rng, session, lm, "", boundary, view.layer, view.head)
+            drawn = {p.key for p in panels[:start + per_row]}
+            if pair and {pair[0].key, pair[1].key} <= drawn:  # under the row that completes the pair
+                worst = data.largest_difference(*pair)
+                if worst is not None:
+                    name_b = "‖Σαf‖" if pair[1].key == "norm_layer" else "‖αf‖"
+                    st.caption(ui.plain(data.callout_text(worst, "α", name_b), None), help=data.CALLOUT_HELP)
+                pair = None
     else:
         name_b, b, panels_b, lm_b, session_b = second
         st.caption(ui.plain(f"Left: {lm.name} on the text above. Right: {name_b}. Same maps, layer and head; "

@@ -142,6 +142,50 @@ def compared_ranges(left: list[Panel], right: list[Panel], shared: bool) -> tupl
     return [joint[p.key] for p in left], [joint[p.key] for p in right]
 
 
+@dataclass(frozen=True)
+class Disagreement:
+    """The cell where two maps' row shares differ most: row ``row`` (receiving) gives ``col`` (contributing)
+    ``share_a`` of its row in map A and ``share_b`` in map B."""
+
+    row: str
+    col: str
+    share_a: float
+    share_b: float
+
+
+def largest_difference(a: Panel, b: Panel) -> Disagreement | None:
+    """argmax_ij |a_ij / Σ_j |a_ij| − b_ij / Σ_j |b_ij|| over the cells both panels show (masked cells, NaN,
+    count as 0); None when the panels differ in shape or agree everywhere."""
+    ma, mb = np.nan_to_num(np.asarray(a.matrix, np.float64)), np.nan_to_num(np.asarray(b.matrix, np.float64))
+    if ma.shape != mb.shape or not ma.size:
+        return None
+    sa, sb = row_shares(ma), row_shares(mb)
+    d = np.abs(sa - sb)
+    i, j = np.unravel_index(int(np.argmax(d)), d.shape)
+    if d[i, j] <= 0:
+        return None
+    return Disagreement(a.row_labels[i], a.col_labels[j], float(sa[i, j]), float(sb[i, j]))
+
+
+def callout_text(d: Disagreement, name_a: str = "α", name_b: str = "‖αf‖") -> str:
+    """One line naming the largest difference: 'α gives 24 % of row “it” to “[CLS]”; ‖αf‖ 8 %.' (plain text: the
+    page prints it escaped, the tokens are the visitor's)."""
+    pct = lambda x: f"{100 * x:.0f} %"  # noqa: E731
+    return (f"Largest difference: {name_a} gives {pct(d.share_a)} of row “{d.row}” to “{d.col}”; "
+            f"{name_b} {pct(d.share_b)}.")
+
+
+CALLOUT_HELP = ("The cell where the two maps' row shares differ most (masked cells count as 0): a weight is not a "
+                "contribution when ‖f(x_j)‖ is small or large.")
+
+
+def weights_norm_pair(panels: list[Panel]) -> tuple[Panel, Panel] | None:
+    """The weights-vs-norm pair among ``panels`` (α and ‖αf‖, or ‖Σαf‖ at all heads), or None."""
+    by_key = {p.key: p for p in panels}
+    norm = by_key.get("norm") or by_key.get("norm_layer")
+    return (by_key["attention"], norm) if "attention" in by_key and norm is not None else None
+
+
 def focus_rows(panels: list[Panel], token: int) -> dict[str, np.ndarray]:
     """Row ``token`` (an original position) of each panel; panels that hide it are left out."""
     out = {}

@@ -46,6 +46,11 @@ def test_default_view_renders_four_heatmaps(at):
     scales = [(f["data"][0]["zmin"], f["data"][0]["zmax"]) for f in hms]
     assert scales[0] == scales[1] and scales[2] == scales[3] and scales[0] != scales[2]
     assert any(c.value == data.SCALE_NOTE for c in at.caption)
+    # the callout under the α | ‖αf‖ pair names their largest difference, computed from the panels shown
+    labels = hms[0]["layout"]["yaxis"]["ticktext"]
+    pa, pb = (data.Panel(k, "", z(f), labels, labels, list(range(N))) for k, f in zip(("attention", "norm"), hms))
+    want = data.callout_text(data.largest_difference(pa, pb))
+    assert want in texts(at.caption) and "Largest difference: α gives" in want
     assert not at.error
     assert any("device" in c.value and "cpu" in c.value for c in at.sidebar.caption)
 
