@@ -154,7 +154,7 @@ def page() -> None:
     ui.save_view(view)
     if view.present:
         ui.keyboard(LAYER, list(range(L)), HEAD, head_opts, leave=ui.leave_stage,
-                    on_step=lambda delta: ui.walk_steps(delta, groups))
+                    on_step=lambda delta: ui.walk_steps(delta, groups), focus_key="w_focus")
 
     if not view.text.strip():
         st.error("The text is empty. Type a sentence (or two) to analyse, or pick an example.")
