@@ -218,3 +218,26 @@ def test_a_clicked_cell_names_its_token_positions():
     hm = viz.heatmap(_rand(5), LABELS, positions=[0, 1, 2, 7, 9]).data[0]
     assert [position_of(y) for y in hm.y] == [0, 1, 2, 7, 9]
     assert position_of("[CLS]") is None and position_of(None) is None and position_of("a [x]") is None
+
+
+def test_corpus_reference_labels_sit_beside_the_plot_apart_from_each_other():
+    """Issue 23: the BERT-base reference labels were drawn inside the plot, where the curves overprinted them;
+    now each sits in the right margin (no curve is drawn there) at its line's height, a font size from the next."""
+    import pandas as pd
+
+    from normviz.viz import corpus as plots
+
+    cols = ["mixing_attention", "mixing_norm_layer", "mixing_attn_res", "mixing_attn_res_ln"]
+    stats = pd.DataFrame({"layer": range(4), **{c: [0.19, 0.5, 0.9, 0.2] for c in cols}})  # curves cross the refs
+    fig = plots.layer_lines(stats, cols)
+    refs = [a for a in fig.layout.annotations if a.name == "reference"]
+    assert len(refs) == len(fig.layout.shapes) == 4
+    lo, hi = fig.layout.yaxis.range
+    plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b - 60
+    placed = sorted((a.y - lo) / (hi - lo) * plot_px + a.yshift for a in refs)
+    for a in refs:
+        assert a.xref == "paper" and a.x >= 1 and a.xanchor == "left"  # right of the plot area
+        assert fig.layout.margin.r >= 0.62 * a.font.size * len(a.text)  # and the margin holds it
+    assert min(b - a for a, b in zip(placed, placed[1:])) >= refs[0].font.size  # 0.223 and 0.188 pushed apart
+    assert plots.label_shifts([0.0, 0.5], 0.0, 1.0, 100, 10) == [0.0, 0.0]
+    assert plots.label_shifts([0.0, 0.01], 0.0, 1.0, 100, 10) == [0.0, 9.0]
