@@ -227,6 +227,26 @@ def test_learn_has_a_tab_per_key_symbols_and_the_walk_through():
     assert any("weight" in m for m in texts(at.info))
 
 
+def test_learn_in_stage_mode_shows_its_tables_as_text_the_stage_css_enlarges():
+    """Issue 23: Learn's tables stayed Streamlit's small canvas size in stage mode: there they are st.table (text,
+    sized by the stage CSS, which also enlarges inputs), with the same numbers as the normal page's dataframes."""
+    from normviz.ui import style
+
+    query = {"text": "The cat sat on the mat.", "lesson": "norm"}
+    normal = app("app_pages/2_Learn.py", query=query)
+    normal.run()
+    stage = app("app_pages/2_Learn.py", query={**query, "present": "1"})
+    stage.run()
+    no_exception(stage)
+    assert not stage.dataframe and len(stage.table) == len(normal.dataframe) >= 2
+    why, why_stage = normal.dataframe[0].value, stage.table[0].value
+    assert np.allclose(why["‖α_ij f(x_j)‖ (map)"].to_numpy(), why_stage["‖α_ij f(x_j)‖ (map)"].to_numpy())
+    css = " ".join(h.proto.body for h in stage.get("html"))
+    assert '[data-testid="stTable"] td' in css
+    assert '[data-baseweb="select"]' in css and "textarea" in css
+    assert style.font_size(True) > style.font_size(False)
+
+
 def test_a_long_text_labels_every_kth_token_and_says_so():
     """A 100-token paragraph in a 2-panel row: the figure keeps its column's width (Streamlit would squeeze a
     wider one, leaving the square low in a tall figure), labels every k-th token, and a caption says so."""
