@@ -83,7 +83,11 @@ def page() -> None:
     default = registry.key_info(view.lesson).title if view.lesson in keys else None
     if view.lesson and view.lesson not in keys and view.lesson in registry.all_keys():
         ui.say("info", f"{view.lesson} does not apply to {lm.name} ({lm.spec.placement}-LN); showing the first map.")
-    tabs = st.tabs(titles, default=default)
+    if view.lesson == learn.WHY_LESSON:
+        default = learn.WHY_TAB
+    tabs = st.tabs(titles + [learn.WHY_TAB], default=default)
+    with tabs[-1]:
+        why_this_token(lm, session, fs)
     for tab, key in zip(tabs, keys):
         info = registry.key_info(key)
         lesson = learn.LESSONS.get(key)
@@ -201,6 +205,40 @@ def why_weight_is_not_contribution(view, lm, fs) -> None:
         msg = (f"Here weight and norm agree on the top token, {labels[top_a]}; look at the ranks below it, or try "
                "another head or row: heads that put their weight on [CLS]/[SEP]/BOS usually disagree.")
     st.info(ui.plain(msg, None))
+
+
+def why_this_token(lm, session, fs) -> None:
+    """The Why page's three answers — direct logit attribution, the exact propagation, the routes — with their
+    formulas and the numbers of this 3-token text."""
+    from normviz.ui import why as W
+
+    for name, latex, words in learn.WHY_FORMULAS:
+        st.markdown(f"**{name}**")
+        st.latex(latex)
+        st.markdown(words)
+    why_not = W.has_head(lm)
+    if why_not is not None or lm.spec.placement != "pre":
+        st.info(f"The live example needs a pre-LN decoder with its LM head; {ui.plain(lm.name, 80)} is not one. Pick "
+                "smollm2 in the sidebar.")
+        return
+    try:
+        ex = learn.why_example(session)
+    except normviz.errors.NormvizError as exc:
+        ui.say("info", str(exc))
+        return
+    st.markdown(ui.plain(f"On this text the model's top next token is {ex['token']!r}, logit {ex['total']:.4f}.",
+                         None))
+    left, mid, right = st.columns([2, 2, 3])
+    with left:
+        st.dataframe(pd.DataFrame(ex["direct"]).round(4), hide_index=True, width="stretch")
+        st.caption(f"Direct parts: Σ = {ex['direct_sum']:.4f} = the logit.")
+    with mid:
+        st.dataframe(pd.DataFrame(ex["sources"]).round(4), hide_index=True, width="stretch")
+        st.caption(f"Sources: Σ = {ex['sources_sum']:.4f} = the logit.")
+    with right:
+        st.dataframe(pd.DataFrame(ex["edges"]), hide_index=True, width="stretch", height=300)
+        st.caption(f"Routes: {len(ex['edges'])} edges above τ = 0.04, from the prediction backwards.")
+    ui.link_to_page("app_pages/0_Why.py", "All of it on your own text: the Why page ↗", {})
 
 
 ui.run_page(page)

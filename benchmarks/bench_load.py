@@ -42,17 +42,65 @@ def sentence(rng: random.Random, n: int = 10) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(n)).capitalize() + "."
 
 
-def server_rss_mb() -> float:
-    """RSS of the streamlit server started by this process (its worker processes not counted), in MB."""
+def server_process():
+    """The streamlit server started by this process (not its worker processes), or None."""
     import psutil
 
     for child in psutil.Process().children(recursive=True):
         try:
             if "streamlit" in " ".join(child.cmdline()) and "normviz.workers" not in " ".join(child.cmdline()):
-                return child.memory_info().rss / 2**20
+                return child
         except psutil.Error:
             continue
-    return float("nan")
+    return None
+
+
+def server_rss_mb() -> float:
+    """RSS of the streamlit server (its worker processes not counted), in MB."""
+    import psutil
+
+    proc = server_process()
+    try:
+        return proc.memory_info().rss / 2**20 if proc is not None else float("nan")
+    except psutil.Error:
+        return float("nan")
+
+
+MARKERS = {"gc.collect after each rerun": "_on_script_finished", "frames": "instant_frames",
+           "shown_matrix": "shown_matrix", "transformed_norms": "transformed_norms", "recording passes": "record",
+           "plotly figure building": "plotly/basedatatypes", "json / protobuf": "to_json"}
+
+
+def profile(seconds: float, out_path: str) -> dict:
+    """py-spy (PyPI) on the server for ``seconds``: the share of samples whose stack holds each marker, and
+    the ten busiest leaf functions."""
+    import shutil
+    import subprocess
+
+    spy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
+    proc = server_process()
+    if proc is None or not os.path.exists(spy):
+        return {"error": "no server or no py-spy (pip install py-spy)"}
+    r = subprocess.run([spy, "record", "--pid", str(proc.pid), "--duration", str(int(seconds)), "--format", "raw",
+                        "--output", out_path, "--nonblocking", "--threads"], capture_output=True, text=True)
+    if r.returncode != 0 or not os.path.exists(out_path):
+        return {"error": (r.stderr or r.stdout)[-500:]}
+    total, marked, leaves = 0, dict.fromkeys(MARKERS, 0), {}
+    with open(out_path) as f:
+        for line in f:
+            stack, _, n = line.rstrip("\n").rpartition(" ")
+            if not n.isdigit():
+                continue
+            n = int(n)
+            total += n
+            for name, marker in MARKERS.items():
+                if marker in stack:
+                    marked[name] += n
+            leaf = stack.split(";")[-1]
+            leaves[leaf] = leaves.get(leaf, 0) + n
+    share = {k: round(v / max(total, 1), 3) for k, v in marked.items()}
+    top = sorted(leaves.items(), key=lambda kv: -kv[1])[:10]
+    return {"samples": total, "share": share, "top_leaves": [(k[:120], round(v / max(total, 1), 3)) for k, v in top]}
 
 
 def loadavg() -> float:
@@ -127,7 +175,7 @@ def summary(values: list[float]) -> dict:
     return {"n": len(s), "median": round(statistics.median(s), 3), "p90": round(s[int(0.9 * (len(s) - 1))], 3)}
 
 
-def run_config(name: str, env: dict, visitors: int, seconds: float, log_dir: str) -> dict:
+def run_config(name: str, env: dict, visitors: int, seconds: float, log_dir: str, spy_s: float = 0.0) -> dict:
     print(f"== {name}", file=sys.stderr, flush=True)
     with streamlit_server({"NORMVIZ_PUBLIC": "1", **env}, log_path=os.path.join(log_dir, f"server_{name}.log")) as url:
         for model in ("minilm", "smollm2"):  # loaded once, not timed
@@ -147,6 +195,11 @@ def run_config(name: str, env: dict, visitors: int, seconds: float, log_dir: str
         threads = [threading.Thread(target=visitor, args=(url, k, until, recs, lock)) for k in range(visitors)]
         for t in threads:
             t.start()
+        spied = {}
+        if spy_s > 0:  # py-spy in the middle of the load (it blocks this thread meanwhile)
+            time.sleep(min(10.0, seconds / 4))
+            loads.append(loadavg())
+            spied = profile(min(spy_s, seconds / 2), os.path.join(log_dir, f"pyspy_{name}.txt"))
         while any(t.is_alive() for t in threads):
             loads.append(loadavg())
             rss.append(server_rss_mb())
@@ -156,6 +209,7 @@ def run_config(name: str, env: dict, visitors: int, seconds: float, log_dir: str
            "load_avg": {"mean": round(statistics.mean(loads), 2) if loads else None, "max": max(loads, default=None)},
            "mixed_views": {"replayed": tried, "differ": differ},
            "server_rss_mb": {"start": round(rss[0], 1), "max": round(max(rss), 1), "end": round(rss[-1], 1)},
+           "profile": spied,
            "models": {}}
     for model in ("minilm", "smollm2"):
         rs = [r for r in recs if r["model"] == model]
@@ -178,17 +232,20 @@ def main() -> None:
                     help="gc=false|true: STREAMLIT_RUNNER_POST_SCRIPT_GC for that server")
     ap.add_argument("--json", default=None)
     ap.add_argument("--log-dir", default="/tmp")
+    ap.add_argument("--py-spy", type=float, default=0.0, help="seconds of py-spy on the server during the load")
     args = ap.parse_args()
     results = []
     for c in args.configs:
         key, _, value = c.partition("=")
         env = {"STREAMLIT_RUNNER_POST_SCRIPT_GC": value} if key == "gc" else {}
-        results.append(run_config(c, env, args.visitors, args.seconds, args.log_dir))
+        results.append(run_config(c, env, args.visitors, args.seconds, args.log_dir, args.py_spy))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
     for r in results:
         print(f"{r['config']}: load avg {r['load_avg']}, mixed views {r['mixed_views']}, server RSS {r['server_rss_mb']}")
+        if r.get("profile"):
+            print(f"  py-spy: {r['profile']}")
         for model, m in r["models"].items():
             print(f"  {model}: layer change {m['layer_change_s']}, new sentence {m['new_sentence_s']}, "
                   f"bytes/rerun {m['bytes_per_rerun']}, errors {m['errors']} (solo {r['solo'][model]})")

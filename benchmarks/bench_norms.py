@@ -19,7 +19,7 @@ Models (random weights, float32, CPU): bert-base-sized (12 layers, 12 heads, d=7
 minilm-sized (6 layers, 12 heads, d=384, d_ff=1536, head_dim 32).
 
     python benchmarks/bench_norms.py [--cases minilm:32 minilm:128 minilm:256 minilm:512 bert-base:512]
-        [--repeats 15] [--markdown] [--json out.json] [--profile]   (--profile: per step, on the same inputs)
+        [--repeats 15] [--threads T] [--markdown] [--json out.json] [--profile]   (--profile: per step)
 """
 from __future__ import annotations
 
@@ -71,6 +71,12 @@ def child(model_name: str, n: int, repeats: int, profile: bool) -> dict:
     from normviz import pool
 
     torch.set_grad_enabled(False)
+    threads = int(os.environ.get("BENCH_THREADS", "0"))
+    if threads:  # torch's and the kernels' threads (--threads)
+        import numba
+
+        torch.set_num_threads(threads)
+        numba.set_num_threads(threads)
     model, lm, ids, enc = build(model_name, n)
     idle = pool.POOL.max_idle_bytes
 
@@ -148,6 +154,8 @@ def main() -> None:
     ap.add_argument("--markdown", action="store_true", help="print the results as a markdown table")
     ap.add_argument("--profile", action="store_true", help="also time the recording pass and each family alone")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--threads", type=int, default=0, help="torch and kernel threads (0: their defaults); 1 is "
+                    "steadier on a loaded machine, where threads that wait for each other at every step stall")
     ap.add_argument("--child", nargs=3, metavar=("MODEL", "N", "REPEATS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -156,7 +164,8 @@ def main() -> None:
     malloc = sorted(k for k in os.environ if k.startswith("MALLOC_"))
     if malloc:
         print(f"warning: allocator variables set ({', '.join(malloc)}): the targets are for an environment without them")
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               BENCH_THREADS=str(args.threads))
     rows = []
     for case in args.cases:
         model_name, n = case.split(":")[0], int(case.split(":")[1])

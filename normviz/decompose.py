@@ -64,11 +64,15 @@ class Workspace:
     def __init__(self):
         self._buffers: dict[str, torch.Tensor] = {}
 
-    def buffer(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    def buffer(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device,
+               pooled: bool = True) -> torch.Tensor:
+        """Buffer ``name`` of this shape (the same one again while the shape stays); ``pooled=False``: a plain
+        ``torch.empty`` (scratch whose size changes with every text, e.g. the FF maps' row chunks, which a
+        pool could not reuse and would only hold on to)."""
         t = self._buffers.get(name)
         if t is None or tuple(t.shape) != tuple(shape) or t.dtype != dtype or t.device != device:
             self._buffers.pop(name, None)
-            t = (empty_cpu(tuple(shape), dtype) if torch.device(device).type == "cpu"
+            t = (empty_cpu(tuple(shape), dtype) if pooled and torch.device(device).type == "cpu"
                  else torch.empty(shape, dtype=dtype, device=device))
             self._buffers[name] = t
         return t

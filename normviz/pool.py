@@ -13,7 +13,7 @@ simply not reused.
 
 Bound: the pool holds at most :data:`MAX_IDLE_BYTES` (default 512 MiB; env ``NORMVIZ_POOL_MB``, 0 turns it
 off) of blocks nobody uses, and a free block not reused within :data:`MAX_IDLE_TAKES` later requests (about
-six analyses of the norm family) is released; a block still in use then is forgotten (freed as usual when its
+two analyses of the norm family, which takes ~9 blocks each) is released; a block still in use then is forgotten (freed as usual when its
 arrays go), so the pool never tracks more than the blocks of its last requests. Arrays under
 :data:`MIN_BYTES` come from ``np.empty`` (the heap serves those well).
 """
@@ -26,7 +26,7 @@ import threading
 import numpy as np
 
 MIN_BYTES = 1 << 18  # 256 KiB
-MAX_IDLE_TAKES = 32
+MAX_IDLE_TAKES = 16
 
 
 def _env_bytes() -> int:

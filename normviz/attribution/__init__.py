@@ -6,6 +6,7 @@
                                                   and propagated parts (sources [n], bias), each summing to total
     logit_lens(session, position)                 [L+1, V] log-probabilities (nostalgebraist 2020)
     layer_parts(ctx, rows)                        one layer's residual writes as d-vectors (for routes, pages)
+    routes(session, position, threshold)          information-flow routes (Ferrando & Voita 2024) to a prediction
 
 Modules: :mod:`.readout` (final norm + LM head), :mod:`.predict`, :mod:`.lens`, :mod:`.direct`,
 :mod:`.propagate` (DecompX's propagation with the biases as one part and integrated gradients), :mod:`.result`,
@@ -22,6 +23,7 @@ import torch
 from ..errors import NormvizError
 from . import propagate
 from .direct import LayerParts, direct_logits, layer_parts
+from .flow import Routes, routes
 from .lens import logit_lens, residual_states
 from .predict import Candidate, logits_at, position_index, predict, token_id, token_text
 from .readout import NoHeadError, Readout, readout_of, stack_view
@@ -113,13 +115,23 @@ def explain(session, token=None, foil=None, position: int = -1) -> Explanation:
     def sources():
         propagate.check(request, options, itemsize)
         with _lock(session):
-            X = propagate.output_parts(session.layers())
+            X = _output_parts(session)
             out = propagate.source_logits(X[t.i], readout, t.x_last, t.u, t.b)
-            for v in session.layers():
-                v.clear()
         return out[0].cpu().numpy(), out[1]
 
     return explanation(lm, t, session.tokens, direct, refusal, sources)
+
+
+def _output_parts(session):
+    """X^L [n, n+1, d] of the session, propagated once and kept on it (every target, foil and position of the
+    same text reads the same parts: a new candidate costs only its projection)."""
+    X = getattr(session, "_source_parts", None)
+    if X is None:
+        X = propagate.output_parts(session.layers())
+        for v in session.layers():
+            v.clear()
+        session._source_parts = X
+    return X
 
 
 def sources_refusal(session) -> str | None:
@@ -133,4 +145,5 @@ def sources_refusal(session) -> str | None:
 
 __all__ = ["Candidate", "Explanation", "LayerParts", "NoHeadError", "Readout", "Target", "actual_next", "explain",
            "stack_view",
-           "layer_parts", "logit_lens", "predict", "readout_of", "residual_states", "sources_refusal", "token_id"]
+           "layer_parts", "logit_lens", "predict", "readout_of", "residual_states", "Routes", "routes", "sources_refusal",
+           "token_id"]

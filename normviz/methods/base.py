@@ -16,6 +16,8 @@ A family is one module under ``normviz/methods/`` with
     UNIT        (optional) what one cell's number is, for colour bars (default ‖vector‖)
     BUDGET      (optional) a :class:`Budget`: its cost check reads option ``<NAME>_budget_s`` (seconds)
     COMPUTED_TOGETHER  (optional) True: the session computes every applicable key of the family at once
+    PER_LAYER   (optional) True: ``compute`` serves any subset of the layers (each layer's maps from its own
+                record alone), so ``Session.map(key, layer)`` computes that one layer
     REFERENCES  the papers, for the Learn page and the docs
 
     check(request, key, options)     before any forward pass: raise NotApplicableError or TooCostlyError

@@ -220,8 +220,9 @@ def ff_maps(ctx, keys) -> dict[str, torch.Tensor]:
     norm2 = p.norm_on_ff_residual
     norms = torch.zeros(stages, n, n, dtype=dt, device=ctx.device)  # [stage, j, i]
     chunk = rows_per_chunk(ctx, keys) * n
-    mixed = [ctx.workspace.buffer(f"ff_m{k}", (chunk * d_ff,), dt, ctx.device) for k in range(len(inputs))]
-    vectors = ctx.workspace.buffer("ff_vectors", (stages * chunk * d,), dt, ctx.device)
+    mixed = [ctx.workspace.buffer(f"ff_m{k}", (chunk * d_ff,), dt, ctx.device, pooled=False)
+             for k in range(len(inputs))]
+    vectors = ctx.workspace.buffer("ff_vectors", (stages * chunk * d,), dt, ctx.device, pooled=False)
     for cols in ctx.row_chunks(_bytes_per_cell(ctx, stages)):  # the same slices, of sending tokens j
         first = min(first_row[cols])
         c, m = cols.stop - cols.start, n - first
@@ -249,5 +250,5 @@ def ff_maps(ctx, keys) -> dict[str, torch.Tensor]:
 
 def compute(inputs: Inputs, keys, options) -> Output:
     out = per_layer(inputs, NAME, keys, lambda ctx: ff_maps(ctx, keys))
-    inputs.layers[0].workspace.release()  # the chunk buffers go back to the pool for the next analysis
+    inputs.layers[0].workspace.release()  # the chunk buffers go now, not with the session
     return Output(out)

@@ -250,3 +250,55 @@ def why_rows(alpha_row: np.ndarray, fx: np.ndarray, norm_row: np.ndarray) -> dic
     rank = lambda v: np.argsort(np.argsort(-v, kind="stable"), kind="stable")  # noqa: E731
     return {"alpha": a, "fx": fx, "norm": n, "product": a * fx, "share_alpha": share_a, "share_norm": share_n,
             "rank_alpha": rank(a), "rank_norm": rank(n)}
+
+
+# ---------------------------------------------------------------- why this token (the Why page's three answers)
+WHY_TAB = "Why this token"
+WHY_LESSON = "why"  # ?lesson=why opens the tab
+WHY_FORMULAS = [
+    ("Direct logit attribution",
+     r"\mathrm{logit}(w)-\mathrm{logit}(f) = \langle N(x^L_i), u\rangle + \langle\beta,u\rangle + b,\quad "
+     r"u = W_U[w]-W_U[f],\quad N(c) = \frac{\gamma\odot c}{\mathrm{rms}(x^L_i)}",
+     "Freeze the final norm's scale at the model's own x^L_i: the readout is linear, so every vector written "
+     "into the residual stream, x^L_i = x^0_i + Σ_l (Σ_h Σ_j α^{l,h}_ij f^{l,h}(x̂_j) + b^O_l + FF_l), gets its own "
+     "exact part ⟨N(c), u⟩ (nostalgebraist 2020; TransformerLens's direct logit attribution, here with the real "
+     "norm scale). The parts sum to the model's logit (difference)."),
+    ("The exact propagation (sources)",
+     r"x^{l}_i = \sum_k p^{l}_{i,k} + p^{l}_{i,\mathrm{bias}},\qquad "
+     r"\mathrm{sources}_k = \langle N(p^L_{i,k}), u\rangle,\qquad \sum_k \mathrm{sources}_k + \mathrm{bias} = "
+     r"\mathrm{logit}(w)-\mathrm{logit}(f)",
+     "Each input token k starts as its embedding x^0_k; every component carries each part with the model's own "
+     "α and norm scales; the FF activation is split by integrated gradients from zero (DecompX, Modarressi et "
+     "al. 2023, with the biases kept as one part). So a token's part includes everything it reached through "
+     "other tokens, layer by layer."),
+    ("Information-flow routes",
+     r"\mathrm{prox}(z, y) = \max\!\big(\|y\|_1 - \|z-y\|_1,\ 0\big),\qquad "
+     r"\mathrm{imp}(z_k) = \frac{\mathrm{prox}(z_k, y)}{\sum_m \mathrm{prox}(z_m, y)}",
+     "Ferrando & Voita 2024: at each sum y of the residual stream (after attention: residual + one part per head "
+     "and source token + b^O; after FF: residual + FF), a part's importance is its L1 proximity to the sum, "
+     "normalised. From the prediction's node, edges above τ are followed backwards: the graph of what mattered."),
+]
+
+
+def why_example(session, tau: float = 0.04) -> dict:
+    """The three answers on a (3-token) session, as tables: direct parts per layer, sources per token, and
+    the routes' edges above ``tau``; with the identities checked (each sums to ``total``)."""
+    from ..attribution import routes as _routes
+
+    e = session.explain()
+    L = e.heads.shape[0]
+    direct = [{"part": "embedding x⁰", "logit part": e.embedding}]
+    for l in range(L):
+        direct.append({"part": f"layer {l}: heads", "logit part": float(e.heads[l].sum())})
+        direct.append({"part": f"layer {l}: b^O", "logit part": float(e.attn_bias[l])})
+        direct.append({"part": f"layer {l}: FF", "logit part": float(e.ff[l])})
+    direct.append({"part": "final norm β + head bias", "logit part": e.final_bias})
+    tokens = list(session.labels)
+    sources = [{"token": f"{t!r} [{k}]", "logit part": float(v)} for k, t in enumerate(tokens) for v in [e.sources[k]]]
+    sources.append({"token": "all biases", "logit part": e.bias})
+    r = _routes(session, threshold=tau)
+    edges = [{"layer": x["layer"], "kind": x["kind"] + (f" head {x['head']}" if x["head"] is not None else ""),
+              "from": f"{tokens[x['from_token']]!r} [{x['from_token']}]", "to": f"{tokens[x['to_token']]!r} "
+              f"[{x['to_token']}]", "importance": round(x["weight"], 4)} for x in r.edges]
+    return {"token": e.token_text, "total": e.total, "direct": direct, "direct_sum": sum(d["logit part"] for d in direct),
+            "sources": sources, "sources_sum": float(e.sources.sum() + e.bias), "edges": edges}

@@ -6,7 +6,8 @@ strip, each visitor on each rerun (together ~30 % of the server's samples under 
 a computed map (or the session) and the view's drawing options, so :func:`memoised` keeps them in a
 weak-keyed table of that owner: a session's map array (the same object for every visitor of the same text,
 whatever Analysis wraps it) or the session. They go when the owner goes (the session cache evicts it), and at
-most ``LIMIT`` results are kept per owner (oldest out first). Cached arrays are read-only, so a caller that
+most ``LIMIT`` results and ``MAX_BYTES`` of arrays and strings are kept per owner (oldest out first: a
+visitor clicking through every position of the Why page's logit lens, 6 MB each on smollm2, cannot grow it). Cached arrays are read-only, so a caller that
 would change one in place fails loudly instead of changing another visitor's view.
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ import weakref
 import numpy as np
 
 LIMIT = 512
+MAX_BYTES = 96 << 20  # per owner
 _MEMO: dict[int, tuple] = {}  # id(owner) -> (weak reference to it, its results); numpy arrays are unhashable
 _LOCK = threading.RLock()  # re-entrant: an owner may die (and _drop run) while it is held
 
@@ -39,6 +41,19 @@ def frozen(value):
     return value
 
 
+def size_of(value) -> int:
+    """Bytes held by the numpy arrays and strings in ``value`` (top level, tuples, lists, dict values)."""
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes)
+    if isinstance(value, (str, bytes)):
+        return len(value)
+    if isinstance(value, (tuple, list)):
+        return sum(size_of(v) for v in value)
+    if isinstance(value, dict):
+        return sum(size_of(v) for v in value.values())
+    return 0
+
+
 def memoised(owner, key, compute):
     """``compute()`` once per (``owner``, ``key``); ``owner`` must be weak-referenceable (a numpy array, a
     Session). Two threads may both compute a missing value (the same numbers); one of them is kept."""
@@ -58,9 +73,13 @@ def memoised(owner, key, compute):
         return compute()
     table = entry[1]
     value = frozen(compute())
+    size = size_of(value)
+    if size > MAX_BYTES:  # kept by nobody: computed again when asked again
+        return value
     with _LOCK:
-        while len(table) >= LIMIT:
-            table.pop(next(iter(table)))
+        held = sum(size_of(v) for v in table.values())
+        while table and (len(table) >= LIMIT or held + size > MAX_BYTES):
+            held -= size_of(table.pop(next(iter(table))))
         table[key] = value
     return value
 

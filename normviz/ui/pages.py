@@ -1,4 +1,5 @@
-"""The app's pages: every ``app_pages/<n>_<Name>.py``, ordered by ``n``; the first is the default (root URL).
+"""The app's pages: every ``app_pages/<n>_<Name>.py``, ordered by ``n`` (then name: ``0_Why`` follows
+``0_Explore``); the first is the default (root URL).
 
 Pure Python (no Streamlit import): ``app.py`` turns these into ``st.Page`` objects, so a new page file needs
 no edit anywhere else.
@@ -11,7 +12,7 @@ from pathlib import Path
 
 # Material icons (Streamlit bundles the font: they show in any browser, unlike emoji without an emoji font)
 ICONS = {"Explore": ":material/search:", "Overview": ":material/grid_view:", "Learn": ":material/school:",
-         "Corpus": ":material/library_books:", "Translate": ":material/translate:"}
+         "Corpus": ":material/library_books:", "Translate": ":material/translate:", "Why": ":material/help:"}
 _NAME = re.compile(r"^(\d+)_(\w+)\.py$")
 
 

@@ -9,9 +9,9 @@ from ..helpers.app import ROOT, app, no_exception, texts
 
 def test_pages_are_discovered_in_order_with_explore_first():
     pages = discover(ROOT / "app_pages")
-    assert [p.title for p in pages][:4] == ["Explore", "Overview", "Learn", "Corpus"]
+    assert [p.title for p in pages][:5] == ["Explore", "Why", "Overview", "Learn", "Corpus"]
     assert pages[0].default and pages[0].url_path == ""
-    assert [p.url_path for p in pages[1:4]] == ["Overview", "Learn", "Corpus"]
+    assert [p.url_path for p in pages[1:5]] == ["Why", "Overview", "Learn", "Corpus"]
 
 
 def test_switching_pages_keeps_text_model_layer_and_head():

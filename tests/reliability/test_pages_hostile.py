@@ -176,3 +176,22 @@ def test_a_directory_and_a_missing_path_read_the_same(tmp_path):
 def test_upload_refusal_before_reading():
     assert ui_data.upload_refusal("a.txt", 50 * 2**20, 5 * 2**20).startswith("The file 'a.txt' is 50.0 MB")
     assert ui_data.upload_refusal("a.txt", 1000, 5 * 2**20) is None
+
+
+WHY = "app_pages/0_Why.py"
+WHY_PARAMS = ["position", "token", "foil", "tau"]
+
+
+def test_why_page_payloads_render_no_markup():
+    """The Why page (issue 21): payloads in the text and in each of its own parameters (position, token,
+    foil, tau) on smollm2: no markup from them, no traceback, every bad value named."""
+    payload = " ".join(PAYLOADS)
+    at = app(WHY, {"model": "smollm2", "text": payload, **{p: payload for p in WHY_PARAMS}})
+    _check(at)
+    import re
+    shown = re.sub(r"\\([^A-Za-z0-9\s])", r"\1", " ".join(messages(at)))
+    for p in WHY_PARAMS:
+        assert f"link's {p}" in shown, (p, shown[:400])
+    # out-of-range and odd-but-valid values: named or clamped, still no traceback
+    _check(app(WHY, {"model": "smollm2", "text": "The capital of France is", "position": "99", "tau": "0.9",
+                     "token": " Paris Paris", "foil": "12345678901"}))

@@ -25,6 +25,23 @@ def test_computed_once_read_only_and_gone_with_the_owner():
     assert stats()["owners"] == before - 1
 
 
+def test_an_owner_holds_at_most_max_bytes(monkeypatch):
+    """Results past the byte bound push the oldest out; one bigger than the bound is returned, not kept."""
+    from normviz.ui import memo
+
+    monkeypatch.setattr(memo, "MAX_BYTES", 10_000)
+    owner = np.zeros(1)
+    for k in range(5):  # 4,000 bytes each: at most two fit
+        memoised(owner, k, lambda: np.zeros(500))
+    table = memo._MEMO[id(owner)][1]
+    assert sorted(table) == [3, 4] and sum(memo.size_of(v) for v in table.values()) <= 10_000
+    calls = []
+    big = lambda: calls.append(1) or np.zeros(2_000)  # 16,000 bytes
+    memoised(owner, "big", big)
+    memoised(owner, "big", big)
+    assert calls == [1, 1] and "big" not in table and sorted(table) == [3, 4]
+
+
 class _Analysis:
     """The parts of normviz.Analysis that build_panels and panel_frames read."""
 

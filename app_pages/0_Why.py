@@ -1,0 +1,312 @@
+"""normviz · Why: why the model predicts this token (rather than that one) — candidates, input tokens, heads,
+logit lens, information-flow routes, attention sinks. All numbers from normviz (Session.predict / explain /
+logit_lens, normviz.routes); figures from normviz.viz.why; this file only draws."""
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+import normviz
+from normviz.ui import st_parts as ui
+from normviz.ui import why as W
+from normviz.ui.memo import memoised
+from normviz.viz import why as vw
+
+ui.page_config("Why", "❓")
+NONE = "(none)"
+
+
+def page() -> None:
+    view, fs = ui.start_page()
+    wv = W.why_view()
+    wide = view.present
+
+    ui.seed("w_text", view.text)
+    if not wide:
+        st.subheader("Why this token? Exact parts of a prediction")
+    bar = st.columns([5, 2, 2, 2, 1], vertical_alignment="bottom") if wide else None
+    with bar[0] if bar else st.container():
+        view.text = st.text_input("Text (the model predicts what comes next)", key="w_text",
+                                  max_chars=ui.settings().max_text_chars)
+    W.save_why(view, wv)
+    lm = ui.load_model(view.model) if view.model else None
+    if lm is None:
+        st.stop()
+    why_not = W.has_head(lm) if not getattr(lm, "is_encoder_decoder", False) else None
+    if why_not is not None:
+        st.info(f"{ui.plain(lm.name, 80)} has no language-model head, so it predicts no tokens; this page shows "
+                f"{W.FALLBACK_MODEL} instead (a 30-layer Llama-family decoder). Pick a model with a head in the "
+                "sidebar to explain it.")
+        lm = ui.load_model(W.FALLBACK_MODEL)
+        if lm is None:
+            st.stop()
+    if getattr(lm, "is_encoder_decoder", False):
+        seq2seq(lm, view, wv, fs)
+        return
+    ui.show_device(lm)
+    if not view.text.strip():
+        st.error("The text is empty. Type a sentence; the page explains the model's next token.")
+        st.stop()
+    session = ui.session_for(lm, view.text)
+    if session is None:
+        st.stop()
+    tok, n = lm.tokenizer, session.n_tokens
+    tokens = list(session.labels)  # readable: " capital", not "Ġcapital"
+    vocab = W.readout_of(lm).vocab_size
+
+    # ---- position, target, foil
+    with bar[1] if bar else st.container():
+        ui.seed_index("w_why_pos", n - 1 if wv.position is None else wv.position, n, "position")
+        pos = st.selectbox("Position", list(range(n)), key="w_why_pos",
+                           format_func=lambda k: f"{k}: {tokens[k]!r}" + (" (last)" if k == n - 1 else ""),
+                           help="The prediction after this token. An earlier position explains the text's own "
+                                "next token there.")
+    wv.position = None if pos == n - 1 else int(pos)
+    try:
+        # once per session and position (a new candidate, foil or τ reuses them; ui.memo)
+        cands = memoised(session, ("why_predict", int(pos)), lambda: session.predict(top=W.TOP, position=pos))
+        lens = memoised(session, ("why_lens", int(pos)), lambda: session.logit_lens(position=pos))
+    except normviz.errors.NormvizError as exc:
+        ui.say("error", str(exc))
+        st.stop()
+    ids = [c.id for c in cands]
+    default = cands[0].id if pos == n - 1 else int(session.encoded.ids[pos + 1])
+    want, note = W.resolve(tok, vocab, wv.token, "token")
+    if note and "w_why_token" not in st.session_state:
+        ui.say("warning", note)
+    options = list(dict.fromkeys(ids + [default] + ([want] if want is not None else [])))
+    label = {c.id: f"{c.token!r} ({c.prob:.1%})" for c in cands}
+
+    def name(t):
+        return label.get(t) or f"{W.token_text(tok, t)!r}" + (" (the text's next token)" if t == default else "")
+    ui.seed("w_why_token", want if want is not None else default)
+    if st.session_state["w_why_token"] not in options:
+        st.session_state["w_why_token"] = default
+    with bar[2] if bar else st.container():
+        c1, c2 = (st.container(), None) if bar else st.columns(2)
+        with c1:
+            target = st.selectbox("Explain the token", options, key="w_why_token", format_func=name)
+    foil_want, note = W.resolve(tok, vocab, wv.foil, "foil")
+    if note and "w_why_foil" not in st.session_state:
+        ui.say("warning", note)
+    foil_opts = [NONE] + list(dict.fromkeys(ids + ([foil_want] if foil_want is not None else [])))
+    ui.seed("w_why_foil", foil_want if foil_want is not None else NONE)
+    if st.session_state["w_why_foil"] not in foil_opts:
+        st.session_state["w_why_foil"] = NONE
+    with bar[3] if bar else (c2 or st.container()):
+        foil = st.selectbox("… rather than (foil)", foil_opts, key="w_why_foil",
+                            format_func=lambda t: t if t == NONE else name(t))
+    foil = None if foil == NONE or foil == target else int(foil)
+    wv.token = "" if target == default else W.token_param(tok, vocab, int(target))
+    wv.foil = "" if foil is None else W.token_param(tok, vocab, foil)
+    W.save_why(view, wv)
+
+    e = session.explain(token=int(target), foil=foil, position=pos)
+    tname, fname = W.token_text(tok, int(target)), (W.token_text(tok, foil) if foil is not None else None)
+    what = f"logit({tname!r})" + (f" − logit({fname!r})" if fname is not None else "")
+    refused = W.refusals(session, ui.settings().cost_budget_s)
+    figures, captions, cfg = [], [], {}
+
+    def show(fig, key, caption=""):
+        if key != "sinks":
+            ui.context_line(fig, lm.name, view.text, fs)  # an exported PNG says what it shows
+        ui.chart(fig, key=key, filename=f"normviz_why_{key}")
+        figures.append(fig)
+        captions.append(caption)
+
+    # ---- (1) candidates  (2) input tokens
+    left, right = st.columns([2, 3], gap="medium")
+    with left:
+        chosen = ids.index(int(target)) if int(target) in ids else None
+        show(vw.candidates([c.token for c in cands], [c.prob for c in cands], chosen=chosen,
+                           foil=ids.index(foil) if foil in ids else None, font_size=fs,
+                           title=f"After {tokens[pos]!r} [{pos}]: the top {len(cands)}"),
+             "candidates", "The model's top next tokens and their probabilities.")
+        if not wide:
+            st.caption(f"The model's own top {len(cands)} next tokens after position {pos}. Pick the token to "
+                       "explain (and a foil) above; an earlier position explains the text's own next token.")
+    sources = None
+    with right:
+        if refused["sources"]:
+            ui.say("warning", "Which input tokens: " + refused["sources"])
+        else:
+            try:
+                sources = (e.sources, e.bias)
+            except normviz.errors.NormvizError as exc:
+                ui.say("warning", "Which input tokens: " + str(exc))
+        if sources is not None:
+            s, b = sources
+            show(vw.signed_bars(s, tokens, extra={"bias": b}, font_size=fs, what=f"part of {what}",
+                                title=f"Which input tokens carry {what}"),
+                 "sources", "Every input token's part, carried exactly through every layer (+ all biases).")
+            st.caption(ui.plain(f"Σ tokens + bias = {s.sum() + b:.4f}; the model's {what} = {e.total:.4f}: "
+                                "they are equal (the split is complete). Blue raises it, red lowers it.", None))
+
+    # ---- (3) heads
+    cols = st.columns([3, 2], gap="medium") if e.has_direct else [st.container()]
+    if not e.has_direct:
+        ui.say("info", "Which heads: " + (e.direct_refusal or ""))
+    else:
+        grid, extra = W.grid_columns(e)
+        with cols[0]:
+            show(vw.head_grid(grid, extra, font_size=fs, title=f"Which heads write {what} directly"),
+                 "why_heads", "Direct part of each head (through all its source tokens), FF, b^O, embedding.")
+            total = grid.sum() + sum(np.nansum(v) for v in extra.values())
+            st.caption(ui.plain(f"Σ cells = {total:.4f} = the model's {what} ({e.total:.4f}). Colours fit the "
+                                "heads (FF and embedding cells may saturate; hover reads every value). Click a "
+                                "head's cell to open it on Explore.", None))
+        clicked = ui.grid_clicks({"why_heads": lm.n_heads}, 1)
+        if clicked is not None and clicked["head"] is not None:
+            head = clicked["head"] if clicked["head"] < lm.n_heads else None
+            ui.save_view(replace(view, layer=clicked["layer"], head=head))
+            st.switch_page("app_pages/0_Explore.py",
+                           query_params=replace(view, layer=clicked["layer"], head=head).to_query())
+        with cols[1]:
+            L, H = e.heads.shape[:2]
+            best = np.unravel_index(np.argmax(np.abs(grid)), grid.shape)
+            ui.seed("w_why_layer", int(best[0]))
+            ui.seed("w_why_head", int(best[1]))
+            a, b_ = st.columns(2)
+            with a:
+                hl = st.number_input("Layer", 0, L - 1, key="w_why_layer")
+            with b_:
+                hh = st.number_input("Head", 0, H - 1, key="w_why_head")
+            show(vw.signed_bars(e.heads[int(hl), int(hh)], tokens, font_size=fs, what="direct part",
+                                title=f"Layer {int(hl)} head {int(hh)}: which source tokens it carried"),
+                 "head_row", "One head's direct part through each source token.")
+            ui.link_to_page("app_pages/0_Explore.py", f"Open layer {int(hl)}, head {int(hh)} on Explore",
+                            {"layer": int(hl), "head": int(hh)})
+
+    # ---- (4) logit lens
+    lens_ids = {tname: int(target)} | ({fname: foil} if foil is not None else {})
+    curves = W.lens_curves(lens, lens_ids)
+    model_p = {k: float(np.exp(lens[-1, t])) for k, t in lens_ids.items()}
+    l1, l2 = st.columns([3, 2], gap="medium")
+    with l1:
+        show(vw.lens_lines(curves, model_probs=model_p, font_size=fs,
+                           title="Logit lens: the probability after every layer"),
+             "lens", "Each layer's residual state read through the final norm and LM head.")
+    with l2:
+        if not wide:
+            st.caption("Top 5 tokens of the logit lens per layer (0 = the embedding; the last row is the model).")
+        st.dataframe(pd.DataFrame(W.lens_table(lens, tok)), hide_index=True, height=300 if wide else 360)
+
+    # ---- (5) routes
+    routes = None
+    ui.seed("w_why_tau", float(wv.tau))
+    r1, r2 = st.columns([4, 1]) if not wide else (st.container(), st.container())
+    with r2:
+        tau = st.slider("Threshold τ", 0.01, 0.5, step=0.01, key="w_why_tau",
+                        help="Edges whose importance (normalised L1 proximity) is above τ are kept.")
+    wv.tau = round(float(tau), 3)
+    W.save_why(view, wv)
+    with r1:
+        if refused["routes"]:
+            ui.say("warning", "Routes: " + refused["routes"])
+        else:
+            routes = cached_routes(session, pos, wv.tau)
+            show(vw.routes_graph(routes.to_dict(), font_size=fs,
+                                 title=f"Information-flow routes to the prediction (τ = {wv.tau:g})"),
+                 "routes", "Ferrando & Voita 2024: edges whose importance exceeds τ, traced back from the "
+                           "prediction.")
+            if not wide:
+                st.caption(f"{len(routes.edges)} edges, {len(routes.nodes)} nodes. Columns: layers (each with its "
+                           "attention step); rows: tokens. Blue: attention heads, grey: residual, orange: FF. "
+                           "Hover an edge's dot for its head and tokens.")
+
+    # ---- (6) attention sinks
+    a = ui.get_maps(session, ["attention", "norm"])
+    if a is not None and "attention" in a and "norm" in a:
+        wa, wn = W.first_token_shares(a["attention"], a["norm"])
+        s1, s2 = st.columns([3, 2], gap="medium")
+        with s1:
+            show(vw.sinks_scatter(wa, wn, first_token=tokens[0], font_size=fs), "sinks",
+                 "Per head: α's share on the first token vs ‖α f(x)‖'s share.")
+        with s2:
+            if not wide:
+                st.caption("Decoders park attention on the first token (an attention sink); dots far below the "
+                           "diagonal put weight there but move little: the vectors say more than the weights "
+                           "(Kobayashi et al. 2020's [CLS]/[SEP] finding).")
+
+    # ---- (8) downloads
+    nums = W.numbers(e, cands, lens_ids, lens, routes=routes, sources=sources)
+    stem = f"normviz_why_{lm.name.replace('/', '_')}"
+    d1, d2, d3 = st.columns(3)
+    with d1:
+        st.download_button("Numbers (NPZ)", lambda: W.to_npz(nums), file_name=stem + ".npz",
+                           mime="application/octet-stream")
+    with d2:
+        st.download_button("Numbers (JSON)", lambda: W.to_json(nums), file_name=stem + ".json",
+                           mime="application/json")
+    with d3:
+        st.download_button("Figures (HTML)", ui.view_html(figures, captions, lm.name, view), file_name=stem + ".html",
+                           mime="text/html")
+    if not wide:
+        st.caption("Direct logit attribution, the exact propagation and the routes are explained on the Learn "
+                   "page.")
+
+
+def seq2seq(lm, view, wv, fs) -> None:
+    """An encoder–decoder (toy-mt): the text is the source, the target is generated; a target word is explained
+    from the source and the target words before it (sources over both), with its candidates and logit lens."""
+    if not view.text.strip():
+        st.error("The text is empty. Type a source sentence; the page explains the words of its translation.")
+        st.stop()
+    session = ui.session_for(lm, view.text, target="")
+    if session is None:
+        st.stop()
+    tok, rows = lm.tokenizer, list(session.tgt_tokens)
+    n = len(rows)  # decoder row r (after target word r) predicts the target's next word
+    nxt = [int(normviz.attribution.actual_next(session, r)) for r in range(n)]
+    if n < 1:
+        st.info("The generated translation is empty: nothing to explain.")
+        st.stop()
+    ui.seed_index("w_why_pos", 0 if wv.position is None else wv.position, n, "position")
+    pos = st.selectbox("Target word", list(range(n)), key="w_why_pos",
+                       format_func=lambda r: f"{r}: {W.token_text(tok, nxt[r])!r} (after {rows[r]!r})")
+    wv.position = int(pos)
+    W.save_why(view, wv)
+    st.caption(ui.plain(f"Source: {' '.join(session.src_tokens)} → target: {' '.join(rows)}", None))
+    try:
+        cands = session.predict(top=W.TOP, position=pos)
+        e = session.explain(position=pos, token=nxt[pos])
+        lens = session.logit_lens(position=pos)
+    except normviz.errors.NormvizError as exc:
+        ui.say("error", str(exc))
+        st.stop()
+    left, right = st.columns([2, 3], gap="medium")
+    with left:
+        ids = [c.id for c in cands]
+        fig = vw.candidates([c.token for c in cands], [c.prob for c in cands], font_size=fs,
+                            chosen=ids.index(e.token) if e.token in ids else None,
+                            title=f"After {rows[pos]!r}: the top {len(cands)}")
+        ui.context_line(fig, lm.name, view.text, fs)
+        ui.chart(fig, key="candidates", filename="normviz_why_candidates")
+    with right:
+        names = [("src " if k < e.n_source else "tgt ") + t for k, t in enumerate(e.source_tokens)]
+        fig = vw.signed_bars(e.sources, names, extra={"bias": e.bias}, font_size=fs,
+                             what=f"part of logit({e.token_text!r})",
+                             title=f"Which source and target tokens carry logit({e.token_text!r})")
+        ui.context_line(fig, lm.name, view.text, fs)
+        ui.chart(fig, key="sources", filename="normviz_why_sources")
+        st.caption(ui.plain(f"Σ tokens + bias = {e.sources.sum() + e.bias:.4f}; the model's logit = {e.total:.4f}: "
+                            "they are equal (the split is complete).", None))
+    curves = W.lens_curves(lens, {e.token_text: e.token})
+    fig = vw.lens_lines(curves, model_probs={e.token_text: float(np.exp(lens[-1, e.token]))}, font_size=fs,
+                        title="Logit lens of the decoder: the probability after every layer")
+    ui.chart(fig, key="lens", filename="normviz_why_lens")
+    if not e.has_direct:
+        ui.say("info", "Which heads: " + (e.direct_refusal or ""))
+    st.caption("Information-flow routes follow one self-attention stack: for encoder–decoders they are not drawn "
+               "yet. The Translate page shows this model's cross-attention maps.")
+
+
+def cached_routes(session, pos: int, tau: float):
+    """The routes at τ, re-extracted from one computation at τ_min = 0.01 per session and position (ui.memo:
+    shared by every visitor of the same text)."""
+    full = memoised(session, ("why_routes", int(pos)), lambda: normviz.routes(session, position=pos, threshold=0.01))
+    return full.above(max(tau, 0.01))
+
+
+ui.run_page(page)

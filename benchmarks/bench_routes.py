@@ -1,0 +1,72 @@
+"""Information-flow routes' time against the model's own forward pass, in one run (issue 21).
+
+    python benchmarks/bench_routes.py [--model smollm2] [--tokens 16 64 256] [--repeat 3] [--threshold 0.04]
+
+For each length n, alternated in one process (:func:`benchmarks.timing.alternate`), medians:
+  forward     the recording pass (:func:`normviz.record.record`, what a Session runs once)
+  routes      ``normviz.routes(session, threshold=τ)`` on the recorded session (rows reached from the last token)
+  routes_all  the same at τ = 0 (every row of every layer reached: the worst case :func:`flow.flops` counts)
+Prints seconds, ratios to the forward pass, the edges kept, the FLOPs estimate and the load average.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import torch  # noqa: E402
+
+import normviz  # noqa: E402
+from normviz.attribution import flow  # noqa: E402
+from normviz.record import record  # noqa: E402
+from normviz.session import Session  # noqa: E402
+from normviz.tokens import pad_batch  # noqa: E402
+
+from bench_methods import encode_exactly  # noqa: E402
+from timing import alternate  # noqa: E402
+
+
+def measure(lm, n: int, repeat: int, tau: float) -> dict:
+    enc = encode_exactly(lm, n)
+    ids, mask = pad_batch([enc])
+    session = Session.from_encoded(lm, [enc])[0]
+    session.layers()
+    kept = {}
+
+    def routes(t):
+        def run():
+            kept[t] = len(normviz.routes(session, threshold=t).edges)
+        return run
+
+    steps = {"forward": lambda: record(lm, ids, mask), "routes": routes(tau), "routes_all": routes(0.0)}
+    _, med = alternate(steps, repeat)
+    return {"n": len(enc.ids), **{f"{k}_s": v for k, v in med.items()}, "edges": kept[tau],
+            "edges_all": kept[0.0], "flops": flow.flops(session.request)}
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="smollm2")
+    ap.add_argument("--tokens", type=int, nargs="+", default=[16, 64, 256])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--threshold", type=float, default=0.04)
+    ap.add_argument("--dtype", default="float32")
+    args = ap.parse_args(argv)
+    lm = normviz.load(args.model, dtype=args.dtype)
+    print(f"{args.model} ({args.dtype}), torch {torch.__version__}, {platform.machine()}, "
+          f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}")
+    print(f"| n | forward (s) | routes τ={args.threshold:g} / fwd (edges) | routes τ=0 / fwd (edges) | worst-case FLOPs |")
+    print("|---|---|---|---|---|")
+    for n in args.tokens:
+        r = measure(lm, n, args.repeat, args.threshold)
+        f = r["forward_s"]
+        print(f"| {r['n']} | {f:.3f} | {r['routes_s'] / f:.2f}× ({r['edges']}) | {r['routes_all_s'] / f:.2f}× "
+              f"({r['edges_all']}) | {r['flops']:.1e} |", flush=True)
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,242 @@
+"""Information-flow routes (Ferrando & Voita 2024, *Information Flow Routes*, §3) from normviz's own parts.
+
+Every residual write of a pre-LN layer l is a sum of parts (:func:`normviz.attribution.layer_parts`):
+
+    attention  a^l_i = x^l_i + Σ_h Σ_j α^{l,h}_ij f^{l,h}(x̂^l_j) + b^O        (the residual after attention)
+    FF         x^{l+1}_i = a^l_i + FF_l(a^l_i)
+
+with f^{l,h}(x̂) = (x̂ W^V_h + b^V_h) W^O_h (once per token, as in the norm maps). The importance of part z_k of
+a sum y = Σ_k z_k is its L1 proximity to the sum, normalised over the parts (the paper's eq. for edge
+importance):
+
+    prox(z, y) = max(−‖z − y‖₁ + ‖y‖₁, 0),      importance(z_k) = prox(z_k, y) / Σ_m prox(z_m, y)
+
+(0 when every proximity is 0). Edges: one per head h and source token j (x^l_j → a^l_i), one residual edge
+x^l_i → a^l_i, and at the FF sum an FF edge and a residual edge a^l_i → x^{l+1}_i. b^O is one more part of the
+attention sum (its share is reported on the a-node, it is no edge; a model without b^O has a zero part, whose
+proximity is 0). The graph is extracted backwards from the prediction's node x^L_i: an edge is kept when its
+importance exceeds τ and its target was reached. ``combine_heads=True`` sums the heads' importances per source
+token first (the LM-TT demo's graph); ``measure="norm_share"`` is a variant (not the paper's): importance =
+‖z_k‖₂ / Σ_m ‖z_m‖₂.
+
+Cost: per layer, for every reached row, H·n parts of d numbers (|z − y| and its sum): at most 3·L·n²·H·d
+operations, the same order as the FF-free part of one norm map; :func:`check` refuses above the option
+``routes_budget_s`` before anything runs. Memory: rows in chunks of at most ``chunk_bytes``.
+"""
+from __future__ import annotations
+
+import json
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ..errors import NormvizError, NotApplicableError, TooCostlyError
+from ..methods.base import COST_FLOPS_PER_SECOND, Budget, Request, refuse_over_budget
+from .direct import layer_parts
+from .predict import position_index
+
+MEASURES = ("proximity", "norm_share")
+BUDGET = Budget("routes")  # option routes_budget_s
+CHUNK_BYTES = 64 * 2**20
+
+
+def flops(request: Request) -> float:
+    """Worst case (every row reached): 3 operations per number of the L·n·(H·n + 2) parts of d numbers."""
+    n = request.n_tokens
+    return 3.0 * request.n_layers * n * (request.n_heads * n + 4) * request.d_model
+
+
+def check(request: Request, options: dict) -> None:
+    """TooCostlyError when the routes would exceed ``routes_budget_s`` at the device's rate."""
+    try:
+        refuse_over_budget(request, "routes", options, BUDGET, flops(request))
+    except TooCostlyError as exc:
+        from ..methods.decompx import token_limit
+        rate = options.get("cost_flops_per_second") or COST_FLOPS_PER_SECOND.get(request.device)
+        fits = token_limit(request, BUDGET.seconds(options) * float(rate), flops)
+        raise TooCostlyError(f"{exc} The routes fit the budget up to about {fits} tokens here.") from None
+
+
+def proximity(parts: torch.Tensor, whole: torch.Tensor) -> torch.Tensor:
+    """prox(z, y) = max(‖y‖₁ − ‖z − y‖₁, 0) for parts [..., m, d] of wholes [..., d] → [..., m]."""
+    y = whole.unsqueeze(-2)
+    return (whole.abs().sum(-1, keepdim=True) - (parts - y).abs().sum(-1)).clamp_min(0)
+
+
+def importance(parts: torch.Tensor, whole: torch.Tensor, measure: str = "proximity") -> torch.Tensor:
+    """Each part's normalised importance [..., m] (sums to 1 over m, or 0 when every score is 0)."""
+    score = proximity(parts, whole) if measure == "proximity" else parts.norm(dim=-1)
+    total = score.sum(-1, keepdim=True)
+    return torch.where(total > 0, score / torch.where(total > 0, total, 1), torch.zeros_like(score))
+
+
+@dataclass
+class Routes:
+    """The routes to the prediction at ``position``: nodes and weighted edges (importance > ``threshold``).
+
+    nodes: {"id", "kind": "x" (residual stream entering layer ``layer``; layer L = the output) | "a" (after
+    layer ``layer``'s attention), "layer", "token"} (+ "bias": b^O's share on a-nodes).
+    edges: {"source", "target", "kind": "head" | "residual" | "ff", "layer", "head" (head edges of
+    combine_heads=False, else None), "from_token", "to_token", "weight"}.
+    """
+
+    position: int
+    threshold: float
+    measure: str
+    tokens: list[str]
+    n_layers: int
+    n_heads: int
+    nodes: list[dict] = field(default_factory=list)
+    edges: list[dict] = field(default_factory=list)
+
+    def arrays(self) -> dict:
+        """The edges as numpy columns (kind as 0 head / 1 residual / 2 ff; head −1 when none; source/target
+        layers in the node numbering below: x^l → 2l, a^l → 2l + 1)."""
+        kinds = {"head": 0, "residual": 1, "ff": 2}
+        e = self.edges
+        return {"edge_kind": np.array([kinds[x["kind"]] for x in e], dtype=np.int8),
+                "edge_layer": np.array([x["layer"] for x in e], dtype=np.int32),
+                "edge_head": np.array([-1 if x["head"] is None else x["head"] for x in e], dtype=np.int32),
+                "edge_from_token": np.array([x["from_token"] for x in e], dtype=np.int32),
+                "edge_to_token": np.array([x["to_token"] for x in e], dtype=np.int32),
+                "edge_weight": np.array([x["weight"] for x in e], dtype=np.float64)}
+
+    def to_dict(self) -> dict:
+        return {"position": self.position, "threshold": self.threshold, "measure": self.measure,
+                "tokens": list(self.tokens), "n_layers": self.n_layers, "n_heads": self.n_heads,
+                "nodes": self.nodes, "edges": self.edges}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+    def above(self, threshold: float) -> "Routes":
+        """The routes at a higher threshold (a sub-graph, re-extracted backwards; no model work)."""
+        if threshold < self.threshold:
+            raise ValueError("above(): the threshold can only rise (compute the routes again to lower it)")
+        start = f"x{self.n_layers}_{self.position}"
+        kept = [e for e in self.edges if e["weight"] > threshold]
+        by_target: dict[str, list[dict]] = {}
+        for e in kept:
+            by_target.setdefault(e["target"], []).append(e)
+        seen, todo, edges = {start}, [start], []
+        while todo:
+            for e in by_target.get(todo.pop(), []):
+                edges.append(e)
+                if e["source"] not in seen:
+                    seen.add(e["source"])
+                    todo.append(e["source"])
+        nodes = [nd for nd in self.nodes if nd["id"] in seen]
+        return Routes(self.position, float(threshold), self.measure, self.tokens, self.n_layers, self.n_heads,
+                      nodes, sorted(edges, key=_order))
+
+
+def _order(e: dict):
+    return (-e["layer"], e["kind"] != "ff", e["to_token"], e["from_token"], -1 if e["head"] is None else e["head"])
+
+
+def _chunks(rows: list[int], per_row: int, chunk_bytes: int):
+    step = max(1, chunk_bytes // max(1, per_row))
+    for k in range(0, len(rows), step):
+        yield rows[k:k + step]
+
+
+@torch.no_grad()
+def routes(session, position: int = -1, threshold: float = 0.04, *, measure: str = "proximity",
+           combine_heads: bool = False) -> Routes:
+    """The information-flow routes to position ``position``'s prediction (see the module docstring): edges
+    whose importance exceeds ``threshold``, extracted backwards from x^L_i. Pre-LN self-attention stacks."""
+    if measure not in MEASURES:
+        raise NormvizError(f"measure must be one of {', '.join(MEASURES)}, got {measure!r}.")
+    try:
+        tau = float(threshold)
+    except (TypeError, ValueError):
+        raise NormvizError(f"threshold must be a number between 0 and 1, got {threshold!r}.") from None
+    if not 0 <= tau < 1:
+        raise NormvizError(f"threshold must be in [0, 1), got {tau}.")
+    if getattr(session, "is_encoder_decoder", False):
+        raise NotApplicableError("routes follow one self-attention stack; encoder–decoders are not supported yet "
+                                 "(explain the decoder with Session.explain).")
+    lm = session.lm
+    if lm.spec.placement != "pre":
+        raise NotApplicableError(f"routes need a pre-LN stack, whose residual stream is a plain sum of the blocks' "
+                                 f"writes; {lm.name!r} normalises after every block (post-LN).")
+    n = session.n_tokens
+    i = position_index(position, n)
+    check(session.request, dict(session.options))
+    lock = getattr(session, "_lock", None) or nullcontext()
+    with lock:
+        views = session.layers()
+        try:
+            return _extract(views, i, tau, measure, combine_heads, list(session.labels),
+                            int(session.options.get("chunk_bytes", CHUNK_BYTES)))
+        finally:
+            for v in views:
+                v.clear()
+
+
+def _extract(views, i: int, tau: float, measure: str, combine: bool, tokens: list[str], chunk: int) -> Routes:
+    L = len(views)
+    H = views[0].p.n_heads
+    out = Routes(position=i, threshold=tau, measure=measure, tokens=tokens, n_layers=L, n_heads=H)
+    nodes = {f"x{L}_{i}": {"id": f"x{L}_{i}", "kind": "x", "layer": L, "token": i}}
+    edges: list[dict] = []
+    reached = {i}  # tokens of x^{l+1} reached
+    for l in range(L - 1, -1, -1):
+        ctx = views[l]
+        rows = sorted(reached)
+        # the FF sum: x^{l+1} = a^l + FF
+        rec = ctx.rec
+        r = torch.as_tensor(rows, device=ctx.device)
+        a, x_next = rec.z_attn[r], rec.out[r]
+        w = importance(torch.stack([x_next - a, a], 1), x_next, measure)  # [r, 2]: ff, residual
+        a_rows = []
+        for k, t in enumerate(rows):
+            hit = False
+            for kind, m in (("ff", 0), ("residual", 1)):
+                if float(w[k, m]) > tau:
+                    edges.append(_edge(f"a{l}_{t}", f"x{l + 1}_{t}", kind, l, None, t, t, float(w[k, m])))
+                    hit = True
+            if hit:
+                a_rows.append(t)
+        # the attention sum: a^l = x^l + Σ_h Σ_j heads + b^O
+        reached = set()
+        per_row = H * ctx.n * ctx.rec.x.shape[-1] * ctx.rec.x.element_size() * 3
+        for part_rows in _chunks(a_rows, per_row, chunk):
+            p = layer_parts(ctx, part_rows)
+            R, n, d = p.heads.shape[0], p.heads.shape[2], p.heads.shape[3]
+            parts = torch.cat([p.heads.reshape(R, H * n, d), p.residual[:, None],
+                               p.attn_bias.to(p.heads.dtype).expand(R, 1, d)], 1)
+            wa = importance(parts, rec.z_attn[p.rows], measure)  # [R, H·n + 2]
+            heads_w = wa[:, :H * n].reshape(R, H, n)
+            for k, t in enumerate(part_rows):
+                nodes[f"a{l}_{t}"] = {"id": f"a{l}_{t}", "kind": "a", "layer": l, "token": t,
+                                      "bias": float(wa[k, -1])}
+                if float(wa[k, H * n]) > tau:
+                    edges.append(_edge(f"x{l}_{t}", f"a{l}_{t}", "residual", l, None, t, t, float(wa[k, H * n])))
+                    reached.add(t)
+                hw = heads_w[k].sum(0, keepdim=True) if combine else heads_w[k]
+                for h, j in (hw > tau).nonzero().tolist():
+                    edges.append(_edge(f"x{l}_{j}", f"a{l}_{t}", "head", l, None if combine else h, j, t,
+                                       float(hw[h, j])))
+                    reached.add(j)
+        for t in reached:
+            nodes.setdefault(f"x{l}_{t}", {"id": f"x{l}_{t}", "kind": "x", "layer": l, "token": t})
+        ctx.clear()
+    for t in reached:
+        nodes.setdefault(f"x0_{t}", {"id": f"x0_{t}", "kind": "x", "layer": 0, "token": t})
+    # x-nodes of layers between are added as edges land on them
+    for e in edges:
+        for end, tok in ((e["source"], e["from_token"]), (e["target"], e["to_token"])):
+            if end not in nodes:
+                kind, layer = end[0], int(end[1:].split("_")[0])
+                nodes[end] = {"id": end, "kind": kind, "layer": layer, "token": tok}
+    out.nodes = sorted(nodes.values(), key=lambda nd: (nd["layer"], nd["kind"] == "a", nd["token"]))
+    out.edges = sorted(edges, key=_order)
+    return out
+
+
+def _edge(source: str, target: str, kind: str, layer: int, head, j: int, i: int, weight: float) -> dict:
+    return {"source": source, "target": target, "kind": kind, "layer": layer, "head": head, "from_token": j,
+            "to_token": i, "weight": weight}

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Several app processes behind Debian's nginx with sticky sessions: one public port, N Streamlit servers.
+#
+#   bash scripts/serve_many.sh [N=2] [PORT=8500]        # then open http://127.0.0.1:PORT
+#   NORMVIZ_SERVE_DIR=/tmp/x bash scripts/serve_many.sh  # where configs, pids and logs go (default: a temp dir)
+#
+# Why: one Streamlit process serialises its visitors' Python work on one GIL (issue 22); N processes use N
+# cores. Each process keeps its own models, session cache and heavy-maps worker (NORMVIZ_HEAVY_WORKERS per
+# process): a job's deadline, kill and replacement stay inside the process that asked, and no cross-process
+# queue is needed; the cost is one model copy per process and per worker (see README, "Many visitors").
+# Sticky: nginx hashes a cookie (nvsid) it sets on the first response, so a browser's page, its websocket and
+# its reconnections reach the same process (a Streamlit session lives in one process); the processes share one
+# cookie secret, so the XSRF cookie any of them set is valid on all. Ctrl-C (or SIGTERM) stops everything.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${1:-2}
+PORT=${2:-8500}
+NGINX=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
+PY=${PYTHON:-.venv/bin/python}
+[ -x "$NGINX" ] || { echo "nginx not found: apt-get install nginx-light (or set NGINX=/path/to/nginx)" >&2; exit 2; }
+DIR=${NORMVIZ_SERVE_DIR:-$(mktemp -d -t normviz-serve.XXXXXX)}
+mkdir -p "$DIR/tmp"
+SECRET=${STREAMLIT_SERVER_COOKIE_SECRET:-$("$PY" -c 'import secrets; print(secrets.token_hex(32))')}
+pids=()
+stop() {
+  trap - INT TERM EXIT
+  [ -f "$DIR/nginx.pid" ] && kill "$(cat "$DIR/nginx.pid")" 2>/dev/null || true
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap stop INT TERM EXIT
+
+servers=""
+for k in $(seq 1 "$N"); do
+  p=$((PORT + k))
+  STREAMLIT_SERVER_COOKIE_SECRET="$SECRET" "$PY" -m streamlit run app.py --server.port "$p" \
+    --server.address 127.0.0.1 --server.headless true --browser.gatherUsageStats false \
+    >"$DIR/app_$p.log" 2>&1 &
+  pids+=($!)
+  echo "$!" > "$DIR/app_$p.pid"
+  servers="$servers    server 127.0.0.1:$p;\n"
+done
+
+cat > "$DIR/nginx.conf" <<EOF
+worker_processes 1;
+daemon off;
+pid $DIR/nginx.pid;
+error_log $DIR/nginx_error.log warn;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $DIR/tmp/body; proxy_temp_path $DIR/tmp/proxy; fastcgi_temp_path $DIR/tmp/fastcgi;
+  uwsgi_temp_path $DIR/tmp/uwsgi; scgi_temp_path $DIR/tmp/scgi;
+  map \$cookie_nvsid \$nv_sticky { "" \$request_id; default \$cookie_nvsid; }
+  map \$http_upgrade \$connection_upgrade { default upgrade; "" close; }
+  upstream normviz {
+    hash \$nv_sticky consistent;
+$(printf "$servers")  }
+  server {
+    listen 127.0.0.1:$PORT;
+    location / {
+      proxy_pass http://normviz;
+      proxy_http_version 1.1;
+      proxy_set_header Upgrade \$http_upgrade;
+      proxy_set_header Connection \$connection_upgrade;
+      proxy_set_header Host \$http_host;
+      proxy_read_timeout 86400s;
+      proxy_buffering off;
+      add_header Set-Cookie "nvsid=\$nv_sticky; Path=/; HttpOnly; SameSite=Lax" always;
+    }
+  }
+}
+EOF
+
+for k in $(seq 1 "$N"); do  # each app process listening before the proxy opens
+  p=$((PORT + k))
+  for _ in $(seq 1 240); do
+    "$PY" -c "import socket,sys; socket.create_connection(('127.0.0.1', $p), 1)" 2>/dev/null && break
+    sleep 0.5
+  done
+done
+"$NGINX" -c "$DIR/nginx.conf" -p "$DIR" &
+pids+=($!)
+echo "normviz: $N app processes on ports $((PORT + 1))…$((PORT + N)) behind nginx at http://127.0.0.1:$PORT (logs in $DIR)"
+wait

@@ -1,0 +1,86 @@
+"""Issue 21: the Why page in headless Chromium on smollm2. Choosing another candidate redraws the charts that
+depend on it; the first view of a new 12-token prompt draws every chart; the first chart sits on the first
+screen in stage mode at 1280×800 and 1920×1080; 8 screenshots (2 sizes × light/dark × normal/presentation) go
+to ``$NORMVIZ_SCREENSHOTS/why`` (else the test's tmp dir), with the in-page timings in ``why_latency.json``.
+Timings are reported, not asserted (the machine is shared); the figures are in benchmarks/README.md."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from urllib.parse import quote_plus
+
+import pytest
+
+import normviz
+
+from ..helpers.browser import SIZES, chromium, emulate, open_selectbox, require_browser, streamlit_server, timed, \
+    wait_for_app
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(1500)]
+TEXT = "The capital of France is"
+NEW = "Yesterday the old fisherman walked slowly down to the harbour at"  # 12 smollm2 tokens
+CHARTS = 6  # candidates, sources, heads, head row, lens, routes (+ sinks)
+_CTX_TITLES = "return Array.from(document.querySelectorAll('.gtitle, .annotation-text')).filter(t => t.textContent.includes({})).length;"
+
+
+def _titles_with(word: str, at_least: int) -> str:
+    return f"return ({_CTX_TITLES.format(json.dumps(word))[7:-1]}) >= {at_least};"
+
+
+def test_why_page_redraws_and_screenshots(tmp_path):
+    require_browser()
+    out = Path(os.environ.get("NORMVIZ_SCREENSHOTS") or tmp_path) / "why"
+    out.mkdir(parents=True, exist_ok=True)
+    lm = normviz.load("smollm2")
+    cands = normviz.Session(lm, TEXT).predict(top=10)
+    assert len(normviz.Session(lm, NEW).tokens) == 12
+    log = str(out / "streamlit.log")
+    figures = {"load_average": open("/proc/loadavg").read().split()[:3]}
+    with streamlit_server(env={"NORMVIZ_TIMING": "1"}, log_path=log) as url, chromium(1280, 800) as driver:
+        driver.get(f"{url}/Why?model=smollm2&text={quote_plus(TEXT)}")
+        wait_for_app(driver, min_charts=CHARTS)
+        titles = driver.execute_script("return Array.from(document.querySelectorAll('.gtitle')).map(t => t.textContent);")
+        assert any(f"logit({cands[0].token!r})" in t for t in titles), titles
+        # another candidate: the charts that depend on the target say its name
+        box = {}
+        other = cands[2].token
+        shown, settled, server = timed(
+            driver, log, lambda: box["field"].send_keys("\ue007"),  # Enter
+            _titles_with(f"logit({other!r})", 2),
+            prepare=lambda: box.__setitem__("field", open_selectbox(driver, "Explain the token", other.strip())))
+        figures["candidate change"] = {"shown_s": round(shown, 3), "settled_s": round(settled, 3),
+                                       "server_s": round(server, 3)}
+        assert "token=" in driver.current_url
+        # the first view of a new 12-token prompt: every chart names the new text
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.common.keys import Keys
+
+        def type_new():
+            field = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stMain"] [data-testid="stTextInput"] input')[0]
+            field.send_keys(Keys.CONTROL, "a")
+            field.send_keys(NEW + Keys.ENTER)
+        shown, settled, server = timed(driver, log, type_new, _titles_with("Yesterday the old", 5), timeout=600)
+        figures["new 12-token prompt"] = {"shown_s": round(shown, 3), "settled_s": round(settled, 3),
+                                          "server_s": round(server, 3)}
+        assert not driver.execute_script("return document.querySelectorAll('[data-testid=\"stException\"]').length")
+        # 8 screenshots; in stage mode the first chart is wholly on the first screen
+        shots = []
+        for w, h in SIZES:
+            for mode in ("light", "dark"):
+                for present in (False, True):
+                    emulate(driver, w, h, mode)
+                    driver.get(f"{url}/Why?model=smollm2&text={quote_plus(TEXT)}" + ("&present=1" if present else ""))
+                    wait_for_app(driver, min_charts=CHARTS)
+                    f = out / f"why_{w}x{h}_{mode}{'_present' if present else ''}.png"
+                    driver.save_screenshot(str(f))
+                    shots.append(f)
+                    if present:
+                        r = driver.execute_script(
+                            "const r = document.querySelector('.st-key-candidates').getBoundingClientRect();"
+                            "return {top: r.top, bottom: r.bottom, vh: window.innerHeight};")
+                        assert 0 <= r["top"] and r["bottom"] <= r["vh"], (w, h, mode, r)
+    figures["load_average_after"] = open("/proc/loadavg").read().split()[:3]
+    (out / "why_latency.json").write_text(json.dumps(figures, indent=1))
+    print(json.dumps(figures, indent=1))
+    assert len(shots) == 8 and all(f.stat().st_size > 10_000 for f in shots)
