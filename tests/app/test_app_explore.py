@@ -75,13 +75,14 @@ def test_layer_and_head_change_the_data_without_recomputing(at, computes):
 
 
 def test_toggles_change_the_figures(at):
-    at.pills(key="w_maps").set_value(["attention", "ff"]).run()
+    at.pills(key="w_maps").set_value(["attention", "norm", "ff"]).run()
     hms = heatmaps(at)
-    assert len(hms) == 2 and title(hms[1]).startswith("Feed-forward ·")
+    assert len(hms) == 3 and title(hms[2]).startswith("Feed-forward ·")
     shared = [(f["data"][0]["zmin"], f["data"][0]["zmax"]) for f in hms]
     at.toggle(key="w_shared").set_value(False).run()
     own = [(f["data"][0]["zmin"], f["data"][0]["zmax"]) for f in heatmaps(at)]
-    assert shared[0] == shared[1] and own[0] != own[1]
+    # shared: the per-head maps α and ‖αf‖ on one scale, the whole-layer FF map on its own (issue 23)
+    assert shared[0] == shared[1] != shared[2] and own[0] != own[1] and own[2] == shared[2]
     at.toggle(key="w_hide").set_value(True).run()
     hidden = heatmaps(at)
     assert z(hidden[0]).shape == (N - 2, N - 2)
