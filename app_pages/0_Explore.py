@@ -63,12 +63,13 @@ def page() -> None:
     # --- sidebar: which maps, how they read, what to put beside them ------------------------------------------
     with st.sidebar:
         st.header("Maps")
-        view.maps = ui.map_picker(view.maps, available, list(DEFAULT_MAPS))
+        head_now = st.session_state.get(controls.HEAD_KEY, controls.ALL_HEADS if view.head is None else view.head)
+        view.maps = ui.map_picker(view.maps, available, list(DEFAULT_MAPS), all_heads=head_now == controls.ALL_HEADS)
         ui.seed("w_hide", view.hide_special)
         view.hide_special = st.toggle("Hide special tokens", key="w_hide",
                                       help="Drops [CLS], [SEP], <s>, BOS … and renormalises each row over the rest.")
         ui.seed("w_shared", view.shared_scale)
-        view.shared_scale = st.toggle("One colour scale for all panels", key="w_shared")
+        view.shared_scale = st.toggle("Shared colour scales", key="w_shared", help=data.SHARED_SCALE_HELP)
         ui.seed("w_values", view.values)
         view.values = st.radio("Values", ["share", "raw"], key="w_values", horizontal=True,
                                format_func=lambda v: "row shares" if v == "share" else "raw",
@@ -153,7 +154,7 @@ def page() -> None:
     ui.save_view(view)
     if view.present:
         ui.keyboard(LAYER, list(range(L)), HEAD, head_opts, leave=ui.leave_stage,
-                    on_step=lambda delta: ui.walk_steps(delta, groups))
+                    on_step=lambda delta: ui.walk_steps(delta, groups), focus_key="w_focus")
 
     if not view.text.strip():
         st.error("The text is empty. Type a sentence (or two) to analyse, or pick an example.")
@@ -207,6 +208,8 @@ def page() -> None:
         hidden = ", ".join(sorted({a.labels[i] for i in range(a.n_tokens) if a.special[i]}))
         ui.say("info", f"Special tokens hidden ({hidden}); each row is renormalised over the tokens that remain"
                 + (", keeping its original total." if view.values == "raw" else "."))
+    if view.shared_scale and len({data.scale_group(p.key) for p in panels}) > 1:
+        notes.append(data.SCALE_NOTE)
     if view.values == "raw" and view.shared_scale and len(panels) > 1:
         notes.append("Raw values of different maps have different units; per-panel scales may read better.")
 
@@ -254,11 +257,20 @@ def page() -> None:
 
     if second is None:
         per_row = 2
+        pair = data.weights_norm_pair(panels)
         for start in range(0, len(panels), per_row):
             cols = st.columns(per_row, gap="medium")
-            for col, p, rng in zip(cols, panels[start:start + per_row], ranges[start:start + per_row]):
+            row = panels[start:start + per_row]
+            for col, p, rng in zip(cols, row, ranges[start:start + per_row]):
                 with col:
                     draw(p, rng, session, lm, "", boundary, view.layer, view.head)
+            drawn = {p.key for p in panels[:start + per_row]}
+            if pair and {pair[0].key, pair[1].key} <= drawn:  # under the row that completes the pair
+                worst = data.largest_difference(*pair)
+                if worst is not None:
+                    name_b = "‖Σαf‖" if pair[1].key == "norm_layer" else "‖αf‖"
+                    st.caption(ui.plain(data.callout_text(worst, "α", name_b), None), help=data.CALLOUT_HELP)
+                pair = None
     else:
         name_b, b, panels_b, lm_b, session_b = second
         st.caption(ui.plain(f"Left: {lm.name} on the text above. Right: {name_b}. Same maps, layer and head; "
@@ -288,35 +300,32 @@ def page() -> None:
     frames = None if layer_bound else ui.instant_frames(a, view, keys, len(positions), lm, session, strips)
     ui.instant_switch(frames)
 
-    # --- beside the maps: difference, player, focus bars ------------------------------------------------------
-    def beside(fig, tag: str, heading: str, explanation: str) -> None:
-        """A figure in the left column with what it shows on its right; it goes into the HTML export too."""
-        col, text_col = st.columns(2, gap="medium")
-        with col:
-            ui.chart(fig, key=f"panel_{tag}", filename=f"{stem}_{tag}")
-        with text_col:
-            st.markdown(f"**{heading}**")
-            st.caption(ui.plain(explanation, None))
-        figures.append(fig)
-        captions.append(f"{heading}: {explanation}")
-
+    # --- under the maps, sized like them: difference and player side by side, focus bars ------------------
+    extra: list[tuple] = []  # (figure, tag, heading, explanation)
     by_key = {p.key: p for p in panels}
     if view.diff and all(k in by_key for k in view.diff):
         pa, pb = by_key[view.diff[0]], by_key[view.diff[1]]
         fig = viz.difference(pa.matrix, pb.matrix, pa.row_labels, name_a=ui.title(pa.key), name_b=ui.title(pb.key),
                              positions=pa.index, causal=lm.is_causal, boundary=boundary, font_size=fs,
                              present=view.present, width=width)
-        beside(fig, "diff", "Difference A − B",
-               f"Each row of A ({ui.title(pa.key)}) and of B ({ui.title(pb.key)}) as shares of the row, then A − B: "
-               "red where A gives a token pair more than B, blue where less (0 = they agree).")
+        extra.append((fig, "diff", "Difference A − B",
+                      f"Each row of A ({ui.title(pa.key)}) and of B ({ui.title(pb.key)}) as shares of the row, then "
+                      "A − B: red where A gives a token pair more than B, blue where less (0 = they agree)."))
     if view.player and view.player in a:
         stack, keep = data.layer_stack(a, view.player, view.head, view.hide_special, view.values)
         fig = viz.layer_player(stack, [labels[i] for i in keep], title=f"{ui.title(view.player)} through the layers",
                                positions=keep, causal=lm.is_causal, boundary=boundary, font_size=fs,
                                present=view.present, colorbar_title=data.unit(view.player, view.values),
                                start=view.layer, width=width)
-        beside(fig, "player", "Layer player", "▶ plays the map from layer 0 to the last; drag the slider to stop at "
-               "a layer. One colour scale for all layers, so colours compare across frames.")
+        extra.append((fig, "player", "Layer player", "▶ plays the map from layer 0 to the last; drag the slider to "
+                      "stop at a layer. One colour scale for all layers, so colours compare across frames."))
+    if extra:  # one row of panels, each the width of a main panel, its explanation under it
+        for col, (fig, tag, heading, explanation) in zip(st.columns(2, gap="medium"), extra):
+            with col:
+                ui.chart(fig, key=f"panel_{tag}", filename=f"{stem}_{tag}")
+                st.caption(ui.plain(f"{heading}: {explanation}", None))
+            figures.append(fig)
+            captions.append(f"{heading}: {explanation}")
     if view.focus is not None:
         rows = data.focus_rows(panels, view.focus)
         fig = viz.bars(rows, labels, [p.index for p in panels if view.focus in p.index], width=ui.main_width(),

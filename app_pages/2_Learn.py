@@ -103,7 +103,7 @@ def page() -> None:
             left, right = st.columns([3, 2])
             with left:
                 st.markdown(f"**{info.title}, {where}:**")
-                st.dataframe(table(m), width="content")
+                ui.table(table(m), view.present, width="content")
                 ex = learn.worked_example(m)
                 st.markdown("Row sums: " + ui.plain(", ".join(f"{labels[i]} {v:.4f}" for i, v in enumerate(ex["row_sum"])), None)
                             + "  \nShare of each row on the token itself (diagonal): "
@@ -126,7 +126,7 @@ def page() -> None:
                 ratio = np.divide(m, per_head_sum, out=np.zeros_like(m, dtype=float), where=per_head_sum > 0)
                 st.markdown("The sum over heads of each head's length, Σ_h ‖α^h f^h‖, is never smaller (triangle "
                             "inequality); their ratio shows how much the heads cancel:")
-                st.dataframe(table(ratio), width="content")
+                ui.table(table(ratio), view.present, width="content")
             st.markdown("Papers: " + links(key))
 
 
@@ -186,7 +186,7 @@ def why_weight_is_not_contribution(view, lm, fs) -> None:
                 "(the last two number columns agree).")
     left, right = st.columns([1, 1], gap="medium")
     with left:
-        st.dataframe(rows, hide_index=True, width="stretch")
+        ui.table(rows, view.present, hide_index=True, width="stretch")
     with right:
         for name, share in (("weight α", w["share_alpha"]), ("norm ‖α f(x)‖", w["share_norm"])):
             fig = viz.bars({f"share of the {name}": share}, labels, [seen], width=ui.panel_width(2, view.present),

@@ -24,3 +24,12 @@ def outline_token(fig, k: int, n: int) -> None:
     line = dict(color="#ff3b30", width=2)
     fig.add_shape(type="rect", x0=-0.5, x1=n - 0.5, y0=k - 0.5, y1=k + 0.5, line=line)
     fig.add_shape(type="rect", x0=k - 0.5, x1=k + 0.5, y0=-0.5, y1=n - 0.5, line=line)
+
+
+def table(df, present: bool, hide_index: bool = False, **dataframe_kwargs) -> None:
+    """A table of numbers: ``st.dataframe`` (sortable, scrolls), or in stage mode ``st.table``, whose text the
+    stage CSS enlarges (a dataframe is drawn on a canvas at a fixed small size). Cells are shown as text."""
+    if present:
+        st.table(df.set_index(df.columns[0]) if hide_index and len(df.columns) else df)
+    else:
+        st.dataframe(df, hide_index=hide_index, **dataframe_kwargs)

@@ -90,8 +90,27 @@ def build_panels(analysis, keys: list[str], layer: int, head: int | None, hide_s
     return panels
 
 
+def scale_group(key: str) -> str:
+    """The colour-scale group of a map when panels share scales: the per-head maps (α, ‖αf‖ …) share one, the
+    whole-layer maps (residual, LN-aware, rollouts …) another — their diagonal would otherwise set the maximum and
+    darken α and ‖αf‖ on long texts."""
+    try:
+        per_head = keyspace.key_info(key).per_head
+    except NormvizError:  # not a map key (a test's stand-in): a group of its own kind
+        return "other"
+    return "per-head" if per_head else "whole-layer"
+
+
+SCALE_NOTE = ("Colour scales: the per-head maps (α, ‖αf‖ …) share one, the whole-layer maps (residual, LN-aware …) "
+              "another (sidebar: Shared colour scales).")
+SHARED_SCALE_HELP = ("On: the per-head maps (α, ‖αf‖, …) share one colour scale and the whole-layer maps (residual, "
+                     "LN-aware, rollouts, …) another, so a residual map's bright diagonal does not darken α and ‖αf‖ "
+                     "on long texts. Off: each panel has its own scale.")
+
+
 def color_range(panels: list[Panel], shared: bool) -> list[tuple[float, float]]:
-    """(zmin, zmax) per panel: one range for all panels when shared; symmetric around 0 for signed maps."""
+    """(zmin, zmax) per panel: when shared, one range per :func:`scale_group` (per-head maps together, whole-layer
+    maps together); symmetric around 0 for signed maps."""
     def rng(ms):
         lo = min(float(np.nanmin(m)) for m in ms)
         hi = max(float(np.nanmax(m)) for m in ms)
@@ -102,8 +121,11 @@ def color_range(panels: list[Panel], shared: bool) -> list[tuple[float, float]]:
     if not panels:
         return []
     if shared:
-        r = rng([p.matrix for p in panels])
-        return [r] * len(panels)
+        groups: dict[str, list[np.ndarray]] = {}
+        for p in panels:
+            groups.setdefault(scale_group(p.key), []).append(p.matrix)
+        joint = {g: rng(ms) for g, ms in groups.items()}
+        return [joint[scale_group(p.key)] for p in panels]
     return [rng([p.matrix]) for p in panels]
 
 
@@ -118,6 +140,50 @@ def compared_ranges(left: list[Panel], right: list[Panel], shared: bool) -> tupl
         by_key.setdefault(p.key, []).append(p)
     joint = {k: color_range(ps, True)[0] for k, ps in by_key.items()}
     return [joint[p.key] for p in left], [joint[p.key] for p in right]
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """The cell where two maps' row shares differ most: row ``row`` (receiving) gives ``col`` (contributing)
+    ``share_a`` of its row in map A and ``share_b`` in map B."""
+
+    row: str
+    col: str
+    share_a: float
+    share_b: float
+
+
+def largest_difference(a: Panel, b: Panel) -> Disagreement | None:
+    """argmax_ij |a_ij / Σ_j |a_ij| − b_ij / Σ_j |b_ij|| over the cells both panels show (masked cells, NaN,
+    count as 0); None when the panels differ in shape or agree everywhere."""
+    ma, mb = np.nan_to_num(np.asarray(a.matrix, np.float64)), np.nan_to_num(np.asarray(b.matrix, np.float64))
+    if ma.shape != mb.shape or not ma.size:
+        return None
+    sa, sb = row_shares(ma), row_shares(mb)
+    d = np.abs(sa - sb)
+    i, j = np.unravel_index(int(np.argmax(d)), d.shape)
+    if d[i, j] <= 0:
+        return None
+    return Disagreement(a.row_labels[i], a.col_labels[j], float(sa[i, j]), float(sb[i, j]))
+
+
+def callout_text(d: Disagreement, name_a: str = "α", name_b: str = "‖αf‖") -> str:
+    """One line naming the largest difference: 'α gives 24 % of row “it” to “[CLS]”; ‖αf‖ 8 %.' (plain text: the
+    page prints it escaped, the tokens are the visitor's)."""
+    pct = lambda x: f"{100 * x:.0f} %"  # noqa: E731
+    return (f"Largest difference: {name_a} gives {pct(d.share_a)} of row “{d.row}” to “{d.col}”; "
+            f"{name_b} {pct(d.share_b)}.")
+
+
+CALLOUT_HELP = ("The cell where the two maps' row shares differ most (masked cells count as 0): a weight is not a "
+                "contribution when ‖f(x_j)‖ is small or large.")
+
+
+def weights_norm_pair(panels: list[Panel]) -> tuple[Panel, Panel] | None:
+    """The weights-vs-norm pair among ``panels`` (α and ‖αf‖, or ‖Σαf‖ at all heads), or None."""
+    by_key = {p.key: p for p in panels}
+    norm = by_key.get("norm") or by_key.get("norm_layer")
+    return (by_key["attention"], norm) if "attention" in by_key and norm is not None else None
 
 
 def focus_rows(panels: list[Panel], token: int) -> dict[str, np.ndarray]:

@@ -13,11 +13,21 @@ HELPS = {"per layer": "Kobayashi et al.: one layer's attention block, step by st
          "alternatives": "Other methods' per-layer maps, to compare with the norm-based ones."}
 
 
-def map_picker(current: tuple[str, ...], available: list[str], default: list[str]) -> tuple[str, ...]:
+ALL_HEADS_SAME = "‖Σαf‖ (same as ‖αf‖)"  # the heads-summed pill while all heads are shown (≤ 22 characters)
+ALL_HEADS_HELP = (" At all heads, ‖α f(x)‖ is the norm of the heads' vectors summed, i.e. ‖Σαf‖ heads summed: the two "
+                  "pills show the same map (one panel); pick a head to see them differ.")
+
+
+def map_picker(current: tuple[str, ...], available: list[str], default: list[str],
+               all_heads: bool = False) -> tuple[str, ...]:
     """The maps shown side by side, picked in three groups (per layer / across layers / alternatives), each
-    a row of pills (keys ``w_maps``, ``w_maps_across``, ``w_maps_alt``). Returns them in the order picked."""
+    a row of pills (keys ``w_maps``, ``w_maps_across``, ``w_maps_alt``). Returns them in the order picked.
+    ``all_heads``: the layer view is shown, where ``norm`` and ``norm_layer`` are one map — the pill says so."""
     groups = data.grouped(available)
     labels = data.pill_labels(available)
+    same = all_heads and "norm" in available and "norm_layer" in available
+    if same:
+        labels["norm_layer"] = ALL_HEADS_SAME
     chosen = [k for k in current if k in available]
     if not chosen and "w_maps" not in st.session_state:
         chosen = [k for k in default if k in available]
@@ -29,7 +39,7 @@ def map_picker(current: tuple[str, ...], available: list[str], default: list[str
         seed(key, [k for k in chosen if k in options])
         st.session_state[key] = list(dict.fromkeys(k for k in st.session_state[key] if k in options))
         picked = st.pills(group.capitalize(), options, selection_mode="multi", key=key, format_func=labels.get,
-                          help=HELPS[group])
+                          help=HELPS[group] + (ALL_HEADS_HELP if same and "norm_layer" in options else ""))
         out.extend(picked or [])
     order = {k: i for i, k in enumerate(current)}
     return tuple(sorted(dict.fromkeys(out), key=lambda k: order.get(k, len(order) + out.index(k))))

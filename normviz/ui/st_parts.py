@@ -18,7 +18,7 @@ refused key arrives in ``Analysis.refused`` and is shown in its panel's place) â
 """
 from __future__ import annotations
 
-from .charts import chart, image_format, outline_token  # noqa: F401
+from .charts import chart, image_format, outline_token, table  # noqa: F401
 from .compare import comparison  # noqa: F401
 from .downloads import view_html  # noqa: F401
 from .fetch import fx_norms, get_maps, heavy_worker, notice_waited, session_for, session_options  # noqa: F401

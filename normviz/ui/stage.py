@@ -1,6 +1,7 @@
 """Stage mode (``?present=1``, the sidebar's presentation toggle): what a page needs on a projector.
 
-The keyboard (←/→ layer, ↑/↓ head, Esc leaves stage mode; ``components/stage_keys.js``) moves the page's own
+The keyboard (←/→ layer, ↑/↓ head, Space plays the layers, f focuses the hovered token, Esc leaves stage mode;
+``components/stage_keys.js``) moves the page's own
 controls, so the URL, the instant switch and every panel follow as if the visitor had used them; every panel
 names its model and text (:func:`context_line`), so a screenshot explains itself.
 """
@@ -22,26 +23,47 @@ def move(key: str, options: list, step: int) -> None:
     ss[key] = options[min(max(i + step, 0), len(options) - 1)]
 
 
-def _on_key(layer_key: str, layers: list, head_key: str | None, heads: list, leave, on_step=None) -> None:
-    pressed = (st.session_state.get(KEYS_WIDGET) or {}).get("key")
+def _on_key(layer_key: str, layers: list, head_key: str | None, heads: list, leave, on_step=None,
+            focus_key: str | None = None) -> None:
+    on_key((st.session_state.get(KEYS_WIDGET) or {}).get("key"), layer_key, layers, head_key, heads, leave,
+           on_step, focus_key)
+
+
+def on_key(pressed, layer_key: str, layers: list, head_key: str | None, heads: list, leave, on_step=None,
+           focus_key: str | None = None) -> None:
+    """What the script's press ``pressed`` does: 'layer±', 'layer0' (Space at the last layer: play from the
+    first), 'head±', 'next'/'prev', 'leave', 'focus:<position>' / 'focus:none' (``focus_key``: the page's focus
+    widget; a position it does not offer, or the focused one again, clears the focus)."""
+    ss = st.session_state
     if pressed in ("next", "prev") and on_step is not None:
         on_step(1 if pressed == "next" else -1)
     if pressed in ("layer-", "layer+"):
         move(layer_key, layers, -1 if pressed == "layer-" else 1)
+    elif pressed == "layer0" and layers and layer_key in ss:
+        ss[layer_key] = layers[0]
     elif pressed in ("head-", "head+") and head_key is not None:
         move(head_key, heads, -1 if pressed == "head-" else 1)
     elif pressed == "leave":
         leave()
+    elif isinstance(pressed, str) and pressed.startswith("focus:") and focus_key is not None:
+        tail = pressed[len("focus:"):]
+        token = int(tail) if tail.isdigit() else None
+        ss[focus_key] = None if token is None or ss.get(focus_key) == token else token
 
 
-def keyboard(layer_key: str, layers: list, head_key: str | None, heads: list, leave, on_step=None) -> None:
-    """Arrow keys and Esc for this page: ``layer_key``/``head_key`` are the page's layer and head widgets
-    (their ``layers``/``heads`` options in order), ``leave()`` turns stage mode off (from a callback: before
-    the page's widgets are drawn); ``on_step(+1 / -1)`` walks a talk's steps (PageDown/PageUp, n/p)."""
+def keyboard(layer_key: str, layers: list, head_key: str | None, heads: list, leave, on_step=None,
+             focus_key: str | None = None) -> None:
+    """Arrow keys, Space, f and Esc for this page: ``layer_key``/``head_key`` are the page's layer and head
+    widgets (their ``layers``/``heads`` options in order), ``leave()`` turns stage mode off (from a callback:
+    before the page's widgets are drawn); ``on_step(+1 / -1)`` walks a talk's steps (PageDown/PageUp, n/p);
+    ``focus_key``: the focus widget that ``f`` sets to the hovered token. Space plays the layers in the browser
+    (one ``layer+`` a second up to the last), so the script gets the layer's index and the count."""
+    current = st.session_state.get(layer_key)
+    index = layers.index(current) if current in layers else 0
     try:
         components.component("normviz_stage_keys")(
-            key=KEYS_WIDGET, data={},
-            on_key_change=lambda: _on_key(layer_key, layers, head_key, heads, leave, on_step))
+            key=KEYS_WIDGET, data={"layer": index, "layers": len(layers)},
+            on_key_change=lambda: _on_key(layer_key, layers, head_key, heads, leave, on_step, focus_key))
     except Exception:  # no components v2 (older Streamlit): the page's own controls still work
         pass
 

@@ -25,4 +25,8 @@ def apply_style(present: bool = False) -> None:
             [data-testid="stHeader"] {{ background: transparent; height: 2.4rem; }}
             [data-testid="stMainBlockContainer"] [data-testid="stVerticalBlock"] {{ gap: 0.6rem; }}
             [data-testid="stMainBlockContainer"] label p {{ font-size: 0.95rem !important; }}
+            [data-testid="stTable"] table, [data-testid="stTable"] th, [data-testid="stTable"] td {{
+                font-size: 1.1rem !important; }}  /* Learn's tables (st.table in stage mode) */
+            [data-testid="stMainBlockContainer"] input, [data-testid="stMainBlockContainer"] textarea,
+            [data-testid="stMainBlockContainer"] [data-baseweb="select"] {{ font-size: 1.1rem !important; }}
         </style>""")

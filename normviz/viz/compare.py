@@ -5,7 +5,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .heatmap import FOCUS_LINE, heatmap, title_dict
-from .labels import abbreviate, fit_labels, occurrence_note, plotly_text, with_positions
+from .labels import CHAR_PER_FONT, abbreviate, fit_labels, occurrence_note, plotly_text, with_positions
 
 NORMALISE = {"rows": "rows normalised to sum 1", "raw": "raw values"}
 
@@ -40,6 +40,17 @@ def difference(a: np.ndarray, b: np.ndarray, labels: list[str], *, name_a: str =
                    width=width, colorbar_title=plotly_text(f"{name_a} − {name_b}") + "<br>" + plotly_text(f"({unit})"))
 
 
+STRIP_PLOT = 140  # px of the strip's bars
+
+
+def strip_bottom(chars: int, tick_font: int, vertical: bool) -> int:
+    """The strip's bottom margin in px: its longest shown label (``chars`` characters at ``tick_font`` px, about
+    0.62 em each, turned 90° or 45°) plus a gap, so that no label is cut (an exported page has no automargin to
+    rescue it) and nothing under the figure overlaps the axis."""
+    along = CHAR_PER_FONT * tick_font * chars
+    return int((along if vertical else along * 0.71 + tick_font) + tick_font + 16)
+
+
 def fx_strip(values: np.ndarray, labels: list[str], *, positions: list[int] | None = None,
              title: str = "‖f(x_j)‖: length of each token's transformed vector", font_size: int = 12,
              present: bool = False, width: int | None = None, height: int | None = None,
@@ -63,8 +74,12 @@ def fx_strip(values: np.ndarray, labels: list[str], *, positions: list[int] | No
                      tickangle=-90 if n > 12 else -45, tickfont=dict(size=fit.tick_font), range=[-0.5, n - 0.5],
                      showgrid=False)
     fig.update_yaxes(title=dict(text="‖f(x_j)‖", font=dict(size=base_font)), rangemode="tozero")
+    shown = [abbreviate(s, fit.max_chars) for s in labels][::fit.step]
+    bottom = strip_bottom(max((len(s) for s in shown), default=1), fit.tick_font, n > 12)
+    top = 40 + 2 * base_font
     fig.update_layout(title=title_dict(title, base_font), font=dict(size=base_font),
-                      height=int(height or 200 + 6 * fit.tick_font), margin=dict(l=10, r=10, t=40 + 2 * base_font, b=10),
+                      height=int(height or STRIP_PLOT + top + bottom),
+                      margin=dict(l=10, r=10, t=top, b=bottom),  # b: room for the labels (plotly caps its automargin)
                       meta=dict(normviz="fx_strip", label_step=fit.step))
     if width is not None or fit.grown:
         fig.update_layout(width=int(max(width or 0, fit.length + 140)))

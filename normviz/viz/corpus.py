@@ -92,11 +92,16 @@ def category_by_layer(shares: pd.DataFrame, category: str, font_size: int = 12) 
     return _layout(fig, f"Share received by '{category}' tokens, per layer", font_size=font_size)
 
 
+REF_FONT = 11  # px of a reference line's label
+
+
 def layer_lines(layer_stats: pd.DataFrame, columns: list[str], title: str = "", reference: bool = True,
                 font_size: int = 12) -> go.Figure:
-    """One line per statistic across layers; dashed lines mark the papers' BERT-base means where known."""
+    """One line per statistic across layers; dashed lines mark the papers' BERT-base means where known. Their
+    labels sit in the right margin beside each line's end (no curve runs there), nudged apart when two
+    references are close, so no curve overprints them."""
     fig = go.Figure()
-    n_refs = 0
+    refs = []  # (value, colour, label)
     for col in columns:
         if col not in layer_stats:
             continue
@@ -106,13 +111,39 @@ def layer_lines(layer_stats: pd.DataFrame, columns: list[str], title: str = "", 
                                  name=column_title(col), line=dict(color=color, width=3)))
         ref = PAPER_REFERENCE.get(col)
         if reference and ref:
-            fig.add_hline(y=ref["value"], line=dict(color=color or "#1a1d24", dash="dash", width=1),
-                          annotation_text=f"BERT-base {ref['value']:g}",
-                          annotation_position="top left" if n_refs % 2 == 0 else "bottom right",
-                          annotation_font_size=10)
-            n_refs += 1
+            fig.add_hline(y=ref["value"], line=dict(color=color or "#1a1d24", dash="dash", width=1))
+            refs.append((float(ref["value"]), color or "#1a1d24", f"BERT-base {ref['value']:g}"))
     fig.update_xaxes(title_text="layer", dtick=1 if len(layer_stats) <= 16 else None)
-    return _layout(fig, title or ", ".join(column_title(c) for c in columns), font_size=font_size)
+    fig = _layout(fig, title or ", ".join(column_title(c) for c in columns), font_size=font_size)
+    if refs:
+        values = [v for c in columns if c in layer_stats for v in np.asarray(layer_stats[c], np.float64).ravel()]
+        values = [v for v in values + [r[0] for r in refs] if np.isfinite(v)]
+        lo, hi = min(values), max(values)
+        pad = 0.05 * (hi - lo or 1.0)
+        lo, hi = lo - pad, hi + pad
+        fig.update_yaxes(range=[lo, hi])  # fixed, so that label offsets in px are known
+        plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b - 60  # minus the x axis, legend
+        for (value, color, text), shift in zip(sorted(refs), label_shifts([r[0] for r in sorted(refs)], lo, hi,
+                                                                          plot_px, REF_FONT + 4)):
+            fig.add_annotation(text=plotly_text(text), xref="paper", x=1.0, xanchor="left", xshift=4, yref="y",
+                               y=value, yshift=shift, yanchor="middle", showarrow=False,
+                               font=dict(size=REF_FONT, color=color), name="reference")
+        longest = max(len(r[2]) for r in refs)
+        fig.update_layout(margin=dict(r=int(0.62 * REF_FONT * longest) + 16))
+    return fig
+
+
+def label_shifts(values: list[float], lo: float, hi: float, plot_px: float, gap_px: float) -> list[float]:
+    """Vertical px shifts for labels at ``values`` (ascending) on an axis [lo, hi] drawn ``plot_px`` tall, so that
+    neighbouring labels are at least ``gap_px`` apart (each pushed up from the one below when too close)."""
+    scale = plot_px / (hi - lo) if hi > lo else 0.0
+    out, last = [], None
+    for v in values:
+        px = (v - lo) * scale
+        placed = px if last is None else max(px, last + gap_px)
+        out.append(placed - px)
+        last = placed
+    return out
 
 
 def head_heatmap(head_stats: pd.DataFrame, column: str, font_size: int = 12) -> go.Figure:

@@ -32,16 +32,27 @@ def layer_player(stack: np.ndarray, labels: list[str], *, title: str = "", posit
                            layout=dict(title=dict(text=plotly_text(f"{title} · {names[li]}" if title else names[li]))))
                   for li in range(L)]
     step_args = dict(mode="immediate", frame=dict(duration=0, redraw=True), transition=dict(duration=0))
+    under = int(fig.layout.margin.b or 0)  # the x labels and axis title: the slider starts below them
+    slider_px, buttons_px = player_rows(int(fig.layout.font.size or font_size))
     fig.update_layout(
-        sliders=[dict(active=start, currentvalue=dict(prefix=""), pad=dict(t=50),
+        sliders=[dict(active=start, currentvalue=dict(prefix=""), pad=dict(t=under), x=0.0, len=1.0,
+                      xanchor="left", y=0.0, yanchor="top",
                       steps=[dict(label=plotly_text(names[li]), method="animate", args=[[str(li)], step_args]) for li in range(L)])],
+        # the buttons on their own row under the slider (never over it, at any width)
         updatemenus=[dict(type="buttons", direction="left", x=0.0, y=0.0, yanchor="top", xanchor="left",
-                          pad=dict(t=50, r=10), showactive=False, buttons=[
+                          pad=dict(t=under + slider_px, r=10), showactive=False, buttons=[
                               dict(label="▶", method="animate", args=[None, dict(
                                   mode="immediate", fromcurrent=True, frame=dict(duration=frame_ms, redraw=True),
                                   transition=dict(duration=0))]),
                               dict(label="❚❚", method="animate", args=[[None], step_args])])],
-        height=int(fig.layout.height + 110), margin=dict(b=110),
-        meta=dict(normviz="layer_player", layers=L),
+        height=int(fig.layout.height + slider_px + buttons_px + 20),
+        margin=dict(b=under + slider_px + buttons_px),
+        meta=dict(normviz="layer_player", layers=L, slider_px=slider_px),
     )
     return fig
+
+
+def player_rows(font_px: int) -> tuple[int, int]:
+    """(the slider's height, the buttons' row height) in px at a font of ``font_px``: the slider shows its current
+    value (one line), the rail and one line of step labels; a button is one line plus its padding."""
+    return 3 * font_px + 40, font_px + 24

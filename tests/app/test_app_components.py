@@ -82,3 +82,53 @@ def test_explore_hands_the_script_the_watched_controls(monkeypatch):
     instant = [kw for name, kw in sent if name == "normviz_instant"]
     assert instant and all(kw["data"]["controls"] == controls.watched() for kw in instant)
     assert instant[-1]["data"]["enabled"] and json.loads(instant[-1]["data"]["frames_json"])
+
+
+def _run_stage_keys(expr: str, arg) -> object:
+    """``expr`` evaluated with the stage-keys script imported as ``m`` and ``arg`` as ``a`` (node)."""
+    js = ("const src = require('fs').readFileSync(process.argv[1], 'utf8');"
+          "import('data:text/javascript,' + encodeURIComponent(src)).then(m => {"
+          " const a = JSON.parse(process.argv[2]); console.log(JSON.stringify(" + expr + ")); });")
+    out = subprocess.run(["node", "-e", js, str(components.HERE / "stage_keys.js"), json.dumps(arg)],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    return json.loads(out)
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="no node to run the script")
+def test_stage_keys_space_plays_and_f_focuses_the_token_the_hover_names():
+    """Issue 23: Space → 'play', f → 'focus:<the hovered token's position>' read from the hover names the heatmap
+    builder writes (a repeated or bracketed token included); arrows keep their moves."""
+    from normviz.viz.heatmap import hover_names
+
+    labels = ["[CLS]", "the", "cat", "the·2", "[5]", "<b>x</b>"]
+    names = hover_names(list(range(10, 16)), labels)
+    assert _run_stage_keys("a.map(n => m.positionOf(n))", names) == list(range(10, 16))
+    points = [{"x": names[0], "y": names[3]}, {"x": 4, "y": 0.5, "customdata": [names[2], ""]}, {"x": 1, "y": 2}]
+    assert _run_stage_keys("a.map(p => m.hoveredPosition(p))", points) == [13, 12, None]
+    keys = [[" ", None], ["f", 13], ["f", None], ["ArrowRight", 3], ["PageDown", None], ["q", 2]]
+    assert _run_stage_keys("a.map(([k, h]) => m.keyAction(k, h))", keys) == [
+        "play", "focus:13", "focus:none", "layer+", "next", None]
+
+
+def test_stage_key_presses_move_the_pages_controls():
+    """What the server does with each press (normviz.ui.stage.on_key): focus the token, again → none, a position
+    the page does not offer → none; 'layer0' (Space at the last layer) rewinds."""
+    from streamlit import session_state as ss
+
+    from normviz.ui import stage
+
+    ss.clear()
+    ss["w_layer"], ss["w_head"], ss["w_focus"] = 5, -1, None
+    press = lambda what: stage.on_key(what, "w_layer", list(range(6)), "w_head", [-1, 0, 1], lambda: None,  # noqa: E731
+                                      focus_key="w_focus")
+    press("focus:3")
+    assert ss["w_focus"] == 3
+    press("focus:3")
+    assert ss["w_focus"] is None
+    press("focus:4"), press("focus:none")
+    assert ss["w_focus"] is None
+    press("layer0")
+    assert ss["w_layer"] == 0
+    press("layer+"), press("head+")
+    assert (ss["w_layer"], ss["w_head"]) == (1, 0)
+    ss.clear()

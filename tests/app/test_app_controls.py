@@ -1,11 +1,13 @@
 """AppTest runs of issue 13's controls on Explore, Overview and Learn (embedded minilm; smollm2 once)."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 import normviz
 import normviz.viz
-from normviz.ui import data, learn, st_parts
+from normviz.ui import data, learn, pickers, st_parts
 
 from ..helpers.app import app, arr, figures, heatmaps, no_exception, texts, title, z
 
@@ -40,6 +42,19 @@ def test_all_heads_shows_norm_once_and_says_why(at):
     assert "shown once" in said and "All heads" in said
     at.selectbox(key="w_head").set_value(4).run()
     assert len(panels(at)) == 3  # one head: norm differs from the layer's
+
+
+def test_heads_summed_pill_says_it_is_the_norm_map_at_all_heads(at):
+    """Issue 23: at "all heads" the ‖Σαf‖ pill seemed to do nothing (it is ‖αf‖ there): its label and help say so,
+    and at one head it is the plain pill again."""
+    pill = at.pills(key="w_maps")
+    assert pickers.ALL_HEADS_SAME in pill.options and "‖Σαf‖ heads summed" not in pill.options
+    assert "same map" in pill.help
+    at.selectbox(key="w_head").set_value(2).run()
+    no_exception(at)
+    pill = at.pills(key="w_maps")
+    assert "‖Σαf‖ heads summed" in pill.options and pickers.ALL_HEADS_SAME not in pill.options
+    assert "same map" not in pill.help
 
 
 def test_every_panel_has_a_caption_and_a_learn_link(at):
@@ -95,6 +110,29 @@ def test_layer_player_has_a_frame_per_layer(at):
     player = [f for f in figures(at) if f.get("frames")]
     assert len(player) == 1 and len(player[0]["frames"]) == 6
     assert at.query_params["player"] == "norm"
+
+
+def test_difference_and_player_are_panels_the_size_of_the_main_ones():
+    """Issue 23: the difference panel is full-size (a main panel's width) and the player is not a half-width
+    afterthought: both sit side by side in one row of panel columns, each with its explanation under it."""
+    at = app(query={"diff": "attention,norm", "player": "norm", "present": "1"})
+    at.run()
+    no_exception(at)
+    main = panels(at)[0]
+    diff = [f for f in heatmaps(at) if "−" in title(f)][0]
+    player = [f for f in figures(at) if f.get("frames")][0]
+    assert diff["layout"]["width"] == main["layout"]["width"] == player["layout"]["width"]
+    holders = []
+    for k, col in enumerate(at.columns):
+        specs = [json.loads(c.proto.spec) for c in col.get("plotly_chart")]
+        if any(f is not None and f["layout"]["title"]["text"] == title(diff) for f in specs):
+            holders.append(("diff", k))
+        if any(f.get("frames") for f in specs):
+            holders.append(("player", k))
+        if any(t.startswith("Difference A − B:") for t in texts(col.get("caption"))):
+            holders.append(("diff caption", k))
+    got = dict(holders)
+    assert got["player"] == got["diff"] + 1 and got["diff caption"] == got["diff"], holders  # one row: diff | player
 
 
 def test_focus_token_outlines_it_in_every_panel(at):
@@ -187,6 +225,26 @@ def test_learn_has_a_tab_per_key_symbols_and_the_walk_through():
     assert np.allclose(why["α_ij·‖f(x_j)‖"], why["‖α_ij f(x_j)‖ (map)"], rtol=1e-3, atol=1e-4)
     assert abs(why["α_ij"].sum() - 1) < 1e-3
     assert any("weight" in m for m in texts(at.info))
+
+
+def test_learn_in_stage_mode_shows_its_tables_as_text_the_stage_css_enlarges():
+    """Issue 23: Learn's tables stayed Streamlit's small canvas size in stage mode: there they are st.table (text,
+    sized by the stage CSS, which also enlarges inputs), with the same numbers as the normal page's dataframes."""
+    from normviz.ui import style
+
+    query = {"text": "The cat sat on the mat.", "lesson": "norm"}
+    normal = app("app_pages/2_Learn.py", query=query)
+    normal.run()
+    stage = app("app_pages/2_Learn.py", query={**query, "present": "1"})
+    stage.run()
+    no_exception(stage)
+    assert not stage.dataframe and len(stage.table) == len(normal.dataframe) >= 2
+    why, why_stage = normal.dataframe[0].value, stage.table[0].value
+    assert np.allclose(why["‖α_ij f(x_j)‖ (map)"].to_numpy(), why_stage["‖α_ij f(x_j)‖ (map)"].to_numpy())
+    css = " ".join(h.proto.body for h in stage.get("html"))
+    assert '[data-testid="stTable"] td' in css
+    assert '[data-baseweb="select"]' in css and "textarea" in css
+    assert style.font_size(True) > style.font_size(False)
 
 
 def test_a_long_text_labels_every_kth_token_and_says_so():

@@ -7,7 +7,7 @@ import pytest
 import normviz
 from normviz.errors import UnsupportedModelError
 from normviz.methods import registry
-from normviz.ui import st_parts
+from normviz.ui import data, st_parts
 
 from ..helpers.app import app, arr, figures, heatmaps, no_exception, texts, title, z
 from ..helpers.maps import count_forward
@@ -42,8 +42,15 @@ def test_default_view_renders_four_heatmaps(at):
         assert z(f).shape == (N, N)
         assert f["layout"]["yaxis"]["ticktext"][:3] == ["[CLS]", "the", "cat"]
         assert f["data"][0]["showscale"] is True
-    # one colour scale for all panels by default
-    assert len({(f["data"][0]["zmin"], f["data"][0]["zmax"]) for f in hms}) == 1
+    # shared colour scales by default: α and ‖αf‖ (per head) on one, the two residual maps on another (issue 23)
+    scales = [(f["data"][0]["zmin"], f["data"][0]["zmax"]) for f in hms]
+    assert scales[0] == scales[1] and scales[2] == scales[3] and scales[0] != scales[2]
+    assert any(c.value == data.SCALE_NOTE for c in at.caption)
+    # the callout under the α | ‖αf‖ pair names their largest difference, computed from the panels shown
+    labels = hms[0]["layout"]["yaxis"]["ticktext"]
+    pa, pb = (data.Panel(k, "", z(f), labels, labels, list(range(N))) for k, f in zip(("attention", "norm"), hms))
+    want = data.callout_text(data.largest_difference(pa, pb))
+    assert want in texts(at.caption) and "Largest difference: α gives" in want
     assert not at.error
     assert any("device" in c.value and "cpu" in c.value for c in at.sidebar.caption)
 
@@ -68,13 +75,14 @@ def test_layer_and_head_change_the_data_without_recomputing(at, computes):
 
 
 def test_toggles_change_the_figures(at):
-    at.pills(key="w_maps").set_value(["attention", "ff"]).run()
+    at.pills(key="w_maps").set_value(["attention", "norm", "ff"]).run()
     hms = heatmaps(at)
-    assert len(hms) == 2 and title(hms[1]).startswith("Feed-forward ·")
+    assert len(hms) == 3 and title(hms[2]).startswith("Feed-forward ·")
     shared = [(f["data"][0]["zmin"], f["data"][0]["zmax"]) for f in hms]
     at.toggle(key="w_shared").set_value(False).run()
     own = [(f["data"][0]["zmin"], f["data"][0]["zmax"]) for f in heatmaps(at)]
-    assert shared[0] == shared[1] and own[0] != own[1]
+    # shared: the per-head maps α and ‖αf‖ on one scale, the whole-layer FF map on its own (issue 23)
+    assert shared[0] == shared[1] != shared[2] and own[0] != own[1] and own[2] == shared[2]
     at.toggle(key="w_hide").set_value(True).run()
     hidden = heatmaps(at)
     assert z(hidden[0]).shape == (N - 2, N - 2)

@@ -64,6 +64,31 @@ def test_color_ranges_shared_or_per_panel():
     assert data.color_range([p3], False) == [(-2.0, 2.0)]
 
 
+def test_shared_scales_keep_per_head_maps_apart_from_whole_layer_maps():
+    """Issue 23: a residual map's diagonal must not set α's and ‖αf‖'s maximum."""
+    att = data.Panel("attention", "A", np.array([[0.1, 0.3]]), ["x"], ["x"], [0])
+    nrm = data.Panel("norm", "N", np.array([[0.2, 0.1]]), ["x"], ["x"], [0])
+    res = data.Panel("norm_res", "R", np.array([[0.9, 0.1]]), ["x"], ["x"], [0])
+    assert data.scale_group("attention") == data.scale_group("norm") != data.scale_group("norm_res")
+    assert data.color_range([att, res, nrm], True) == [(0.0, 0.3), (0.0, 0.9), (0.0, 0.3)]
+
+
+def test_largest_difference_names_the_cell_where_row_shares_differ_most():
+    """Issue 23's callout: row 'it' gives [CLS] 0.6 of its weight but 0.2 of its norm; the other cells differ less."""
+    labels = ["[CLS]", "it", "was"]
+    att = data.Panel("attention", "A", np.array([[1.0, 0, 0], [0.6, 0.3, 0.1], [0.2, 0.3, 0.5]]), labels, labels,
+                     [0, 1, 2])
+    nrm = data.Panel("norm", "N", np.array([[2.0, 0, 0], [0.4, 1.2, 0.4], [0.4, 0.6, 1.0]]), labels, labels, [0, 1, 2])
+    d = data.largest_difference(att, nrm)
+    assert (d.row, d.col) == ("it", "[CLS]") and np.isclose(d.share_a, 0.6) and np.isclose(d.share_b, 0.2)
+    assert data.callout_text(d) == "Largest difference: α gives 60 % of row “it” to “[CLS]”; ‖αf‖ 20 %."
+    assert data.largest_difference(att, att) is None  # they agree: nothing to call out
+    masked = data.Panel("norm", "N", np.where(np.triu(np.ones((3, 3)), 1) > 0, np.nan, att.matrix), labels, labels,
+                        [0, 1, 2])
+    assert data.largest_difference(att, masked).share_b == 0.0  # a NaN (masked) cell counts as 0
+    assert data.weights_norm_pair([nrm, att])[0] is att and data.weights_norm_pair([att]) is None
+
+
 def test_unique_labels_mark_repeats():
     assert data.unique_labels(["the", "cat", "the", " "]) == ["the", "cat", "the·2", "' '"]
 

@@ -71,6 +71,21 @@ def test_the_fx_strip(width, present):
     assert fig.layout.width <= max(width, 0) + 1  # within the page column: Streamlit would squeeze it
 
 
+@pytest.mark.parametrize("present", [False, True])
+@pytest.mark.parametrize("width", [None, 420, 1200])
+def test_the_fx_strip_keeps_room_for_its_longest_label(width, present):
+    """Issue 23: the exported page (no Streamlit theme; plotly caps automargin) cut the strip's labels to their
+    last letter and its caption ran into the axis: the bottom margin is the longest label's length."""
+    long = [f"{w}{w}" for w in LABELS]  # up to 18 characters
+    fig = viz.fx_strip(np.random.default_rng(1).random(N), long, width=width, present=present)
+    tick = fig.layout.xaxis.tickfont.size
+    longest = max(len(t) for t in fig.layout.xaxis.ticktext)
+    assert fig.layout.margin.b >= CHAR_PER_FONT * tick * longest + tick  # turned 90°: its length is its height
+    assert fig.layout.height - fig.layout.margin.t - fig.layout.margin.b >= 120  # the bars keep their room
+    short = viz.fx_strip(np.ones(3), ["a", "b", "c"], width=width, present=present)
+    assert short.layout.margin.b < fig.layout.margin.b  # from the labels, not a constant
+
+
 @pytest.mark.parametrize("width", [None, 420, 600, 1200])
 def test_focus_and_learn_bars(width):
     rows = {"share of the weight α": M[3], "share of the norm": M[4]}

@@ -5,6 +5,7 @@ import pytest
 
 from normviz import viz
 from normviz.viz.heatmap import MASKED_TEXT
+from normviz.viz.player import player_rows
 from normviz.viz.labels import MIN_FONT, PRESENT_FONT, abbreviate, occurrence_note, unique_labels
 
 LABELS = ["[CLS]", "the", "cat", "the·2", "[SEP]"]
@@ -155,6 +156,23 @@ def test_layer_player_has_one_frame_per_layer_on_one_scale():
     assert np.allclose(np.nan_to_num(np.asarray(fig.data[0].z, dtype=float)), s[1])
 
 
+@pytest.mark.parametrize("present", [False, True])
+def test_layer_player_buttons_sit_under_the_slider_and_the_slider_under_the_labels(present):
+    """Issue 23: the ▶/❚❚ buttons never cover the slider (their own row below it, at any width) and the slider
+    starts below the x labels; the figure grows by both rows."""
+    labels = [f"token{i}" for i in range(30)]
+    plain = viz.heatmap(_rand(30), labels, present=present, width=600)
+    fig = viz.layer_player(np.stack([_rand(30), _rand(30, 1)]), labels, present=present, width=600)
+    slider, menu = fig.layout.sliders[0], fig.layout.updatemenus[0]
+    slider_px, buttons_px = player_rows(int(fig.layout.font.size))
+    assert slider.y == menu.y == 0 and slider.yanchor == menu.yanchor == "top"
+    assert slider.pad.t >= plain.layout.margin.b  # below the x tick labels and axis title
+    assert menu.pad.t >= slider.pad.t + slider_px  # the buttons' row starts where the slider ends
+    assert fig.layout.margin.b >= menu.pad.t + buttons_px  # and both fit inside the figure
+    assert fig.layout.height - plain.layout.height >= slider_px + buttons_px
+    assert slider.x == 0 and slider.len == 1  # the slider is not shortened or shifted by the buttons
+
+
 def test_heatmap_threshold_draws_small_cells_as_zero_and_keeps_their_value_in_the_hover():
     m = np.array([[1.0, 0.05], [0.2, 0.5]])
     fig = viz.heatmap(m, ["a", "b"], threshold=0.1)
@@ -200,3 +218,26 @@ def test_a_clicked_cell_names_its_token_positions():
     hm = viz.heatmap(_rand(5), LABELS, positions=[0, 1, 2, 7, 9]).data[0]
     assert [position_of(y) for y in hm.y] == [0, 1, 2, 7, 9]
     assert position_of("[CLS]") is None and position_of(None) is None and position_of("a [x]") is None
+
+
+def test_corpus_reference_labels_sit_beside_the_plot_apart_from_each_other():
+    """Issue 23: the BERT-base reference labels were drawn inside the plot, where the curves overprinted them;
+    now each sits in the right margin (no curve is drawn there) at its line's height, a font size from the next."""
+    import pandas as pd
+
+    from normviz.viz import corpus as plots
+
+    cols = ["mixing_attention", "mixing_norm_layer", "mixing_attn_res", "mixing_attn_res_ln"]
+    stats = pd.DataFrame({"layer": range(4), **{c: [0.19, 0.5, 0.9, 0.2] for c in cols}})  # curves cross the refs
+    fig = plots.layer_lines(stats, cols)
+    refs = [a for a in fig.layout.annotations if a.name == "reference"]
+    assert len(refs) == len(fig.layout.shapes) == 4
+    lo, hi = fig.layout.yaxis.range
+    plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b - 60
+    placed = sorted((a.y - lo) / (hi - lo) * plot_px + a.yshift for a in refs)
+    for a in refs:
+        assert a.xref == "paper" and a.x >= 1 and a.xanchor == "left"  # right of the plot area
+        assert fig.layout.margin.r >= 0.62 * a.font.size * len(a.text)  # and the margin holds it
+    assert min(b - a for a, b in zip(placed, placed[1:])) >= refs[0].font.size  # 0.223 and 0.188 pushed apart
+    assert plots.label_shifts([0.0, 0.5], 0.0, 1.0, 100, 10) == [0.0, 0.0]
+    assert plots.label_shifts([0.0, 0.01], 0.0, 1.0, 100, 10) == [0.0, 9.0]
