@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 import normviz
+from normviz.ui import learn
 from normviz.ui import st_parts
 
 from ..helpers.app import app, figures, heatmaps, no_exception, texts, title, z
@@ -69,7 +70,7 @@ def test_learn_numbers_are_computed_from_the_model():
     at.run()
     no_exception(at)
     keys = normviz.all_keys("post", include_opt_in=True)  # every key the engine offers a post-LN model
-    assert len(at.latex) == len(keys)
+    assert len(at.latex) == len(keys) + len(learn.WHY_FORMULAS)  # a formula per map key, then the Why tab's
     assert len([f for f in heatmaps(at) if title(f).startswith("layer ")]) == len(keys)
     lm = st_parts.model_cache().get("minilm")
     a = normviz.analyze(lm, "cats")
