@@ -5,19 +5,13 @@ from __future__ import annotations
 import pytest
 
 from ..helpers.app import app, figures, no_exception
+from ..reliability.helpers import keyed_strings
 
 TEMPLATES = {"hovertemplate", "texttemplate"}
 
 
-def _shown(obj, key=None):
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield from _shown(v, k)
-    elif isinstance(obj, list):
-        for v in obj:
-            yield from _shown(v, key)
-    elif isinstance(obj, str) and key not in TEMPLATES:
-        yield obj
+def _shown(obj):
+    return (text for key, text in keyed_strings(obj) if key not in TEMPLATES)
 
 
 @pytest.mark.parametrize("page,query", [

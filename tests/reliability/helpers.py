@@ -44,15 +44,22 @@ def elements(node, in_expander: bool = False, with_flag: bool = False):
         yield (node, in_expander) if with_flag else node
 
 
-def _strings(obj, key=None):
+def keyed_strings(obj, key=None):
+    """Every string in a nested dict/list (a figure's or element's JSON), with the key of the field it sits in
+    (a list's items inherit their list's key)."""
     if isinstance(obj, dict):
         for k, v in obj.items():
-            yield from _strings(v, k)
+            yield from keyed_strings(v, k)
     elif isinstance(obj, list):
         for v in obj:
-            yield from _strings(v, key)
-    elif isinstance(obj, str) and key in MD_FIELDS:
-        yield obj
+            yield from keyed_strings(v, key)
+    elif isinstance(obj, str):
+        yield key, obj
+
+
+def _strings(obj, key=None):
+    """The strings of ``obj`` that sit in Markdown fields (``key``: the field ``obj`` itself sits in)."""
+    return (text for k, text in keyed_strings(obj, key) if k in MD_FIELDS)
 
 
 def details_shown(at: AppTest) -> bool:
