@@ -19,7 +19,7 @@ import numpy as np
 
 LIMIT = 512
 MAX_BYTES = 96 << 20  # per owner
-_MEMO: dict[int, tuple] = {}  # id(owner) -> (weak reference to it, its results); numpy arrays are unhashable
+_MEMO: dict[int, list] = {}  # id(owner) -> [weak reference to it, {key: (result, bytes)}, bytes held]
 _LOCK = threading.RLock()  # re-entrant: an owner may die (and _drop run) while it is held
 
 
@@ -61,14 +61,14 @@ def memoised(owner, key, compute):
         entry = _MEMO.get(id(owner))
         if entry is None or entry[0]() is not owner:  # new, or a dead owner's id reused
             try:
-                entry = (weakref.ref(owner), {})
+                entry = [weakref.ref(owner), {}, 0]
             except TypeError:  # not weak-referenceable: no memo
                 entry = None
             else:
                 _MEMO[id(owner)] = entry
                 weakref.finalize(owner, _drop, id(owner))
         if entry is not None and key in entry[1]:
-            return entry[1][key]
+            return entry[1][key][0]
     if entry is None:
         return compute()
     table = entry[1]
@@ -76,15 +76,17 @@ def memoised(owner, key, compute):
     size = size_of(value)
     if size > MAX_BYTES:  # kept by nobody: computed again when asked again
         return value
-    with _LOCK:
-        held = sum(size_of(v) for v in table.values())
-        while table and (len(table) >= LIMIT or held + size > MAX_BYTES):
-            held -= size_of(table.pop(next(iter(table))))
-        table[key] = value
+    with _LOCK:  # the bytes held are kept beside the table: summing it again per insertion walked every result
+        if key in table:  # another thread computed it meanwhile: keep theirs
+            return table[key][0]
+        while table and (len(table) >= LIMIT or entry[2] + size > MAX_BYTES):
+            entry[2] -= table.pop(next(iter(table)))[1]
+        table[key] = (value, size)
+        entry[2] += size
     return value
 
 
 def stats() -> dict:
     """How many owners and results are kept (for tests and benchmarks)."""
     with _LOCK:
-        return {"owners": len(_MEMO), "results": sum(len(t) for _, t in _MEMO.values())}
+        return {"owners": len(_MEMO), "results": sum(len(e[1]) for e in _MEMO.values())}
