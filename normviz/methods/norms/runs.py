@@ -44,31 +44,13 @@ def runs(ctxs, run_bytes: int = RUN_BYTES):
         yield slice(start, min(len(ctxs), start + size))
 
 
-W_O_CACHE_MAX_BYTES = 4 * 2**20  # per layer: minilm 0.6 MB, BERT-base 2.4 MB; larger models' W_O is not copied
-
-
-def head_w_o_contiguous(p, dtype: torch.dtype) -> torch.Tensor:
-    """W_O per head [H, head_dim, d] in ``dtype``, C-contiguous: ``nn.Linear`` keeps W_O transposed, and the
-    batched product of the head vectors runs ~25 % faster on contiguous matrices (the same bits). Kept per
-    weight tensor while it is not modified in place (its version counter), for weights ≤
-    :data:`W_O_CACHE_MAX_BYTES` (kept on the parameters object, so it goes with it)."""
-    w = p.head_w_o()
-    if w.numel() * w.element_size() > W_O_CACHE_MAX_BYTES:
-        return w.to(dtype)
-    key = (p.w_o.data_ptr(), p.w_o._version, dtype, w.device)
-    hit = p.__dict__.get("_w_o_heads")
-    if hit is None or hit[0] != key:
-        hit = p.__dict__["_w_o_heads"] = (key, w.to(dtype).contiguous())
-    return hit[1]
-
-
 def _head_vectors(ctxs) -> torch.Tensor:
     """f [L, H, n, d] of the run, in one scratch buffer."""
     c0 = ctxs[0]
     L, H, n, d, dtype = len(ctxs), c0.alpha.shape[0], c0.n, c0.rec.x.shape[-1], c0.dtype
     f = c0.workspace.buffer("head_vectors_run", (L, H, n, d), dtype, c0.device)
     for layer, c in enumerate(ctxs):
-        torch.bmm(c.head_values, head_w_o_contiguous(c.p, dtype), out=f[layer])
+        torch.bmm(c.head_values, c.p.head_w_o().to(dtype), out=f[layer])
     return f
 
 
