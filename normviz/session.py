@@ -28,7 +28,7 @@ from .decompose import CHUNK_BYTES, LayerDecomposition, Workspace, working_dtype
 from .encdec import target as seq2seq
 from .encdec.params import cross_params
 from .errors import NormvizError, NotApplicableError, TooCostlyError, UnsupportedModelError
-from .methods.base import Inputs, Request
+from .methods.base import Inputs, Request, to_numpy
 from .methods.cross import CrossDecomposition
 from .models.loading import LoadedModel
 from .record import model_lock
@@ -411,13 +411,23 @@ class Session:
                 todo[key] = (stack, base, li, None)
         derived = {k: self._layer_maps.get((k, t[2], t[3])) for k, t in todo.items() if t[3] is not None}
         groups: dict[tuple, list[str]] = {}
-        for k, (stack, base, li, _) in todo.items():
-            if derived.get(k) is None:
+        direct: dict[tuple, dict[str, object]] = {}  # α's head mean or one head, taken from the layer view itself
+        for k, (stack, base, li, take) in todo.items():
+            if derived.get(k) is not None:
+                continue
+            if take is not None and base == "attention" and stack != "cross" and registry.family_of(base).NAME == "weights":
+                direct.setdefault((stack, li), {})[k] = take
+                groups.setdefault((stack, li), [])
+            else:
                 groups.setdefault((stack, li), []).append(base)
-        layers = {g: self._layers(g[0], list(dict.fromkeys(bases)), g[1]) for g, bases in groups.items()}
+        layers = {g: self._layers(g[0], list(dict.fromkeys(bases)), g[1], direct.get(g, {}))
+                  for g, bases in groups.items()}
         for k, (stack, base, li, take) in todo.items():
             if derived.get(k) is not None:
                 out[k] = derived[k]
+                continue
+            if k in direct.get((stack, li), {}):
+                out[k] = layers[(stack, li)][k][0]
                 continue
             arr, kept = layers[(stack, li)][base]
             if take is None:
@@ -464,10 +474,14 @@ class Session:
             self._layer_maps.put((key, k), out)
         return out
 
-    def _layers(self, stack: str, bases: list[str], layer: int) -> dict[str, tuple[np.ndarray, bool]]:
+    def _layers(self, stack: str, bases: list[str], layer: int,
+                alpha_views: dict[str, object] | None = None) -> dict[str, tuple[np.ndarray, bool]]:
         """{base: (layer ``layer`` of it on ``stack`` ([H, n, n] or [n, n]), whether the cache kept it)}, from
         the cache or computed: every missing one checked first (applicability, cost for one layer), then all
-        computed on the same layer view (one family call per family) before its derived tensors are dropped."""
+        computed on the same layer view (one family call per family) before its derived tensors are dropped.
+        ``alpha_views`` {key: "mean" or a head}: α's head mean or one head taken from the same view's α (what the
+        weights family would copy whole, [H, n, n], to then keep one [n, n] of it), cached as (key, layer, take)
+        and returned under ``key``."""
         import dataclasses
 
         request = self.request_of(stack) if stack in self.stacks else self.request
@@ -477,10 +491,11 @@ class Session:
             if hit is not None:
                 got[b] = (hit, True)
         missing = [b for b in bases if b not in got]
-        if not missing:
+        alpha_views = alpha_views or {}
+        if not missing and not alpha_views:
             return got
         one = dataclasses.replace(request, n_layers=1)
-        for b in missing:
+        for b in missing + (["attention"] if alpha_views else []):
             keyspace.check(self.lm, stack, b, one, self.options)  # applicability, and cost for one layer
         by_family: dict[str, list[str]] = {}
         for b in missing:
@@ -497,6 +512,11 @@ class Session:
                         arr = res.arrays[b][0]
                         self._layer_maps.put((keyspace.spell(stack, b), layer), arr)
                         got[b] = (arr, self._layer_maps.get((keyspace.spell(stack, b), layer)) is arr)
+                for k, take in alpha_views.items():
+                    alpha = view.alpha
+                    arr = to_numpy(alpha.mean(0) if take == "mean" else alpha[int(take)])
+                    self._layer_maps.put((k, layer, take), arr)
+                    got[k] = (arr, True)
             finally:
                 view.clear()
         return got

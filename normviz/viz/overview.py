@@ -52,23 +52,36 @@ def visible_counts(re: np.ndarray, ce: np.ndarray) -> np.ndarray:
 def overview(m: np.ndarray, cells: int = 512, causal: bool = False) -> Overview:
     """Block max (largest magnitude, signed) and block mean of ``m`` (NaN-free [rows, cols]) in at most
     ``cells`` blocks per axis; ``causal``: cells above the diagonal are left out. A map that already fits keeps
-    its values (blocks of one token; masked cells NaN when ``causal``)."""
+    its values (blocks of one token; masked cells NaN when ``causal``).
+
+    One pass over the map per aggregate (``reduceat`` over the blocks' starts); with ``causal`` only the blocks
+    that straddle the diagonal (about two per block row) are recomputed with their masked cells left out."""
     m = np.asarray(m)
     re, ce = edges(m.shape[0], cells), edges(m.shape[1], cells)
+    hi = np.maximum.reduceat(np.maximum.reduceat(m, re[:-1], axis=0), ce[:-1], axis=1)
+    lo = np.minimum.reduceat(np.minimum.reduceat(m, re[:-1], axis=0), ce[:-1], axis=1)
+    total = np.add.reduceat(np.add.reduceat(m, re[:-1], axis=0, dtype=np.float64), ce[:-1], axis=1)
     if causal:
-        visible = np.tri(m.shape[0], m.shape[1], dtype=bool)
-        hi_src, lo_src, sum_src = np.where(visible, m, -np.inf), np.where(visible, m, np.inf), np.where(visible, m, 0)
         counts = visible_counts(re, ce)
+        for bi in range(len(re) - 1):
+            r0, r1 = int(re[bi]), int(re[bi + 1])
+            # column blocks with a cell above the diagonal (c > r) and one on or below it (c <= r)
+            first = int(np.searchsorted(ce, r0, side="right") - 1)
+            last = int(np.searchsorted(ce, r1 - 1, side="right") - 1)
+            for bj in range(max(first, 0), min(last, len(ce) - 2) + 1):
+                c0, c1 = int(ce[bj]), int(ce[bj + 1])
+                if c1 - 1 <= r0:  # wholly on or below the diagonal
+                    continue
+                vis = np.arange(c0, c1)[None, :] <= np.arange(r0, r1)[:, None]
+                if not vis.any():
+                    continue
+                sub = m[r0:r1, c0:c1]
+                hi[bi, bj], lo[bi, bj] = sub[vis].max(), sub[vis].min()
+                total[bi, bj] = sub[vis].sum(dtype=np.float64)
     else:
-        hi_src = lo_src = sum_src = m
         counts = np.diff(re)[:, None] * np.diff(ce)[None, :]
-    # reduceat: one pass per axis over the blocks' starts
-    hi = np.maximum.reduceat(np.maximum.reduceat(hi_src, re[:-1], axis=0), ce[:-1], axis=1)
-    lo = np.minimum.reduceat(np.minimum.reduceat(lo_src, re[:-1], axis=0), ce[:-1], axis=1)
-    total = np.add.reduceat(np.add.reduceat(sum_src.astype(np.float64), re[:-1], axis=0), ce[:-1], axis=1)
     empty = counts == 0
-    with np.errstate(invalid="ignore"):
-        mx = np.where(np.abs(lo) > np.abs(hi), lo, hi)
+    mx = np.where(np.abs(lo) > np.abs(hi), lo, hi)
     mx = np.where(empty, np.nan, mx).astype(m.dtype if m.dtype.kind == "f" else np.float64)
     mean = np.where(empty, np.nan, total / np.maximum(counts, 1)).astype(mx.dtype)
     return Overview(max=mx, mean=mean, row_edges=re, col_edges=ce)

@@ -41,7 +41,7 @@ class Peak(threading.Thread):
 
     def __init__(self, proc, every: float = 0.25):
         super().__init__(daemon=True)
-        self.proc, self.every, self.peak, self._stop = proc, every, 0, threading.Event()
+        self.proc, self.every, self.peak, self._done = proc, every, 0, threading.Event()
 
     def rss(self) -> int:
         import psutil
@@ -55,12 +55,12 @@ class Peak(threading.Thread):
         return total
 
     def run(self):
-        while not self._stop.is_set():
+        while not self._done.is_set():
             self.peak = max(self.peak, self.rss())
             time.sleep(self.every)
 
     def stop(self) -> int:
-        self._stop.set()
+        self._done.set()
         self.join(5)
         return self.peak
 
