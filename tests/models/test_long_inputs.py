@@ -216,3 +216,18 @@ def test_gpu_check_runs_its_exactness_step_on_the_cpu_and_skips_without_cuda(cap
     if not torch.cuda.is_available():
         assert mod.main(["--device", "cuda"]) == 0
         assert "no CUDA device" in capsys.readouterr().out
+
+
+def test_alpha_recomputed_in_row_blocks_equals_the_recorded_alpha(monkeypatch):
+    """A long input's α is recomputed in blocks of receiving rows (the eager function's temporaries are a
+    block's): the same numbers as the recorded α (float64, blocks of 7 rows on 40 tokens)."""
+    from normviz import attention_capture
+    from normviz.devtools.tiny import build, encoded
+    from normviz.session import Session
+
+    lm, enc = build("llama"), encoded(40)
+    want = Session.from_encoded(lm, [enc], options={"record_attention": "weights"})[0].get(["attention"])
+    monkeypatch.setattr(attention_capture, "WEIGHTS_BLOCK_BYTES", 4 * 40 * 8 * 7)
+    s = Session.from_encoded(lm, [enc], options={"record_attention": "qk"})[0]
+    assert s.records()[0].attn is None  # recomputed from q, k
+    np.testing.assert_allclose(s.get(["attention"])["attention"], want["attention"], rtol=0, atol=1e-15)
