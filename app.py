@@ -10,6 +10,12 @@ import sys
 import time
 from pathlib import Path
 
+# Idle OpenMP threads (torch's and numba's) sleep instead of spinning. With the default (active) policy each
+# visitor's torch pass kept its 2 threads spinning between operations: under load every pass burned the cores
+# the other visitors needed (a 12-token smollm2 pass took 2-3 s of CPU at load 9, 0.18 s with PASSIVE).
+# Read once, when torch loads: so set before any import that may load it. An explicit setting wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 # pandas imported whole before a page draws: two first runs at once once met a half-imported pandas inside
 # plotly's validators ('partially initialized module pandas has no attribute Series')
 import pandas  # noqa: F401
