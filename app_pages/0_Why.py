@@ -25,7 +25,7 @@ def page() -> None:
     ui.seed("w_text", view.text)
     if not wide:
         st.subheader("Why this token? Exact parts of a prediction")
-    bar = st.columns([5, 2, 2, 2, 1], vertical_alignment="bottom") if wide else None
+    bar = st.columns([4, 2, 3, 3], vertical_alignment="bottom") if wide else None
     with bar[0] if bar else st.container():
         view.text = st.text_input("Text (the model predicts what comes next)", key="w_text",
                                   max_chars=ui.settings().max_text_chars)
