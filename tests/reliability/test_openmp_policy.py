@@ -55,3 +55,24 @@ def test_a_process_started_like_the_app_sees_it_when_torch_loads():
     out = subprocess.run([sys.executable, "-c", probe], env={**env, "OMP_WAIT_POLICY": "ACTIVE"},
                          capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["ACTIVE", "True"]
+
+
+def _threads_probe(env: dict) -> list[str]:
+    source = (ROOT / "app.py").read_text()
+    preamble = source[:source.index("import pandas")]
+    probe = preamble + ("\nimport torch, numba\nprint(torch.get_num_threads(), numba.get_num_threads(), "
+                        "os.environ.get('OMP_NUM_THREADS'))\n")
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS", "NORMVIZ_PUBLIC")}
+    out = subprocess.run([sys.executable, "-c", probe], env={**base, **env}, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.split()
+
+
+def test_a_public_server_runs_one_thread_per_pass_and_a_private_one_all_cores():
+    cores = str(len(os.sched_getaffinity(0)))
+    assert _threads_probe({"NORMVIZ_PUBLIC": "1"}) == ["1", "1", "1"]
+    assert _threads_probe({}) == [cores, cores, "None"]
+    explicit = {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2", "NUMBA_NUM_THREADS": "2"}
+    assert _threads_probe({"NORMVIZ_PUBLIC": "1", **explicit})[:2] == ["2", "2"]
