@@ -1,0 +1,221 @@
+"""The numba source of :mod:`.kernels` (see there for what each kernel computes), at module level.
+
+They were defined inside a function, so ``pair_norms_fused`` reached ``_pair_block``/``_diag_block`` as closure
+variables, which numba's on-disk cache hashes by their pickled bytes: those differ in every process, so every
+process missed the cache and compiled the kernel again (about 5 s of CPU, under the kernels' lock: every visitor
+of a fresh app server waited), and the cache index grew by one entry per process. At module level they are
+globals, resolved by name, and one compiled copy is loaded from the cache by every process.
+Imported (and numba with it) only when a kernel is first used.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+
+@numba.njit(parallel=True, fastmath=True, cache=True, nogil=True)
+def span_grams_packed(f, x, z, gamma2, centre, eps, gram, gx, fnorm, inv_s):  # pragma: no cover - compiled
+    # The per-token Grams of [f^1_j … f^H_j, x_j], laid out for pair_norms_fused, plus what it needs per token.
+    # f [L, H, n, d], x [L, n, d], z [L, n, d] (the real input of the norm), gamma2 [L, d]. Writes
+    #   gram [L, 2, Hp, Hp, n]  stage 0 plain, 1 weighted (centred for LayerNorm); j last; entry (a, b),
+    #                           a ≤ b < H: G_ab (a = b) or 2 G_ab (a < b); heads H ≤ a or b < Hp: 0
+    #                           (Hp = H rounded up to 4); a > b: not written
+    #   gx [L, 2, H + 1, n]     2 G_aH (a < H) and G_HH: the residual's terms
+    #   fnorm [L, H, n]         ‖f^a_j‖ = sqrt(plain G_aa)
+    #   inv_s [L, n]            1 / s_j, s_j = sqrt(Var(z_j) + eps) (centre) or sqrt(mean(z_j²) + eps)
+    L, H, n, d = f.shape
+    Hp = gram.shape[2]
+    K = H + 1
+    zero = gamma2.dtype.type(0)
+    one = gamma2.dtype.type(1)
+    two = gamma2.dtype.type(2)
+    eps_ = gamma2.dtype.type(eps)  # in the working dtype, as torch adds it
+    dd = gamma2.dtype.type(d)
+    for lj in numba.prange(L * n):
+        l = lj // n
+        j = lj - l * n
+        g2 = gamma2[l]
+        gsum = zero
+        for k in range(d):
+            gsum += g2[k]
+        zr = z[l, j]
+        zm = zero
+        for k in range(d):
+            zm += zr[k]
+        zm = zm / dd
+        zv = zero
+        if centre:
+            for k in range(d):
+                zv += (zr[k] - zm) * (zr[k] - zm)
+        else:
+            for k in range(d):
+                zv += zr[k] * zr[k]
+        inv_s[l, j] = one / np.sqrt(zv / dd + eps_)
+        sw = np.empty(K, dtype=gamma2.dtype)
+        sm = np.empty(K, dtype=gamma2.dtype)
+        for a in range(K):
+            ra = f[l, a, j] if a < H else x[l, j]
+            accw = zero
+            acc = zero
+            for k in range(d):
+                accw += g2[k] * ra[k]
+                acc += ra[k]
+            sw[a] = accw
+            sm[a] = acc / d
+        for a in range(K):
+            ra = f[l, a, j] if a < H else x[l, j]
+            for b in range(a, K):
+                rb = f[l, b, j] if b < H else x[l, j]
+                acc = zero
+                accw = zero
+                for k in range(d):
+                    prod = ra[k] * rb[k]
+                    acc += prod
+                    accw += g2[k] * prod
+                if centre:
+                    accw = accw - sm[a] * sw[b] - sm[b] * sw[a] + sm[a] * sm[b] * gsum
+                if b < H:
+                    c = one if a == b else two
+                    gram[l, 0, a, b, j] = c * acc
+                    gram[l, 1, a, b, j] = c * accw
+                    if a == b:
+                        fnorm[l, a, j] = np.sqrt(max(acc, zero))
+                else:
+                    c = two if a < H else one
+                    gx[l, 0, a, j] = c * acc
+                    gx[l, 1, a, j] = c * accw
+        for a in range(Hp):
+            for b in range(max(a, H), Hp):
+                gram[l, 0, a, b, j] = zero
+                gram[l, 1, a, b, j] = zero
+
+opts = dict(fastmath={"contract"}, cache=True, nogil=True)
+
+
+@numba.njit(**opts)
+def _diag_block(x0_0, x0_1, x0_2, x0_3, x1_0, x1_1, x1_2, x1_3,
+                g00, g01, g02, g03, g11, g12, g13, g22, g23, g33, q0, q1):  # pragma: no cover
+    # two rows' q_j += Σ_{a≤b} g_ab[j] x_a[j] x_b[j] over one block of 4 heads (off-diagonal g doubled),
+    # each g_ab[j] loaded once for both
+    for j in range(q0.shape[0]):
+        a00 = g00[j]; a01 = g01[j]; a02 = g02[j]; a03 = g03[j]; a11 = g11[j]; a12 = g12[j]; a13 = g13[j]
+        a22 = g22[j]; a23 = g23[j]; a33 = g33[j]
+        u0 = x0_0[j]; u1 = x0_1[j]; u2 = x0_2[j]; u3 = x0_3[j]
+        t0 = a00 * u0
+        t1 = a01 * u0 + a11 * u1
+        t2 = a02 * u0 + a12 * u1 + a22 * u2
+        t3 = a03 * u0 + a13 * u1 + a23 * u2 + a33 * u3
+        q0[j] += t0 * u0 + t1 * u1 + t2 * u2 + t3 * u3
+        u0 = x1_0[j]; u1 = x1_1[j]; u2 = x1_2[j]; u3 = x1_3[j]
+        t0 = a00 * u0
+        t1 = a01 * u0 + a11 * u1
+        t2 = a02 * u0 + a12 * u1 + a22 * u2
+        t3 = a03 * u0 + a13 * u1 + a23 * u2 + a33 * u3
+        q1[j] += t0 * u0 + t1 * u1 + t2 * u2 + t3 * u3
+
+
+
+@numba.njit(**opts)
+def _pair_block(x0_0, x0_1, x0_2, x0_3, y0_0, y0_1, y0_2, y0_3, x1_0, x1_1, x1_2, x1_3, y1_0, y1_1, y1_2, y1_3,
+                c0, c1, c2, c3, q0, q1):  # pragma: no cover
+    # two rows' q_j += Σ_b y_b[j] Σ_a g_ab[j] x_a[j] for two blocks of 4 heads; c_a = g[a, block b] ([4, n])
+    for j in range(q0.shape[0]):
+        c00 = c0[0, j]; c01 = c0[1, j]; c02 = c0[2, j]; c03 = c0[3, j]
+        c10 = c1[0, j]; c11 = c1[1, j]; c12 = c1[2, j]; c13 = c1[3, j]
+        c20 = c2[0, j]; c21 = c2[1, j]; c22 = c2[2, j]; c23 = c2[3, j]
+        c30 = c3[0, j]; c31 = c3[1, j]; c32 = c3[2, j]; c33 = c3[3, j]
+        u0 = x0_0[j]; u1 = x0_1[j]; u2 = x0_2[j]; u3 = x0_3[j]
+        t0 = c00 * u0 + c10 * u1 + c20 * u2 + c30 * u3
+        t1 = c01 * u0 + c11 * u1 + c21 * u2 + c31 * u3
+        t2 = c02 * u0 + c12 * u1 + c22 * u2 + c32 * u3
+        t3 = c03 * u0 + c13 * u1 + c23 * u2 + c33 * u3
+        q0[j] += t0 * y0_0[j] + t1 * y0_1[j] + t2 * y0_2[j] + t3 * y0_3[j]
+        u0 = x1_0[j]; u1 = x1_1[j]; u2 = x1_2[j]; u3 = x1_3[j]
+        t0 = c00 * u0 + c10 * u1 + c20 * u2 + c30 * u3
+        t1 = c01 * u0 + c11 * u1 + c21 * u2 + c31 * u3
+        t2 = c02 * u0 + c12 * u1 + c22 * u2 + c32 * u3
+        t3 = c03 * u0 + c13 * u1 + c23 * u2 + c33 * u3
+        q1[j] += t0 * y1_0[j] + t1 * y1_1[j] + t2 * y1_2[j] + t3 * y1_3[j]
+
+
+@numba.njit(parallel=True, fastmath={"contract"}, cache=True, nogil=True)
+def pair_norms_fused(alpha, gram, gx, fnorm, inv_s, norm_out, layer_out, res_out, ln_out,
+                     with_norm, with_layer, with_res, with_ln):  # pragma: no cover - compiled
+    # Every α-sized output of the norm family in one pass over α, two rows i, i' per task (each Gram value
+    # loaded once for both: the pass is bound by reading G, [Hp, Hp, n] per layer and stage, not by arithmetic),
+    # j innermost (α's own layout, vectorised over j). alpha [L, H, n, n]; gram, gx, fnorm, inv_s from
+    # span_grams_packed.
+    #   norm_out[l, h, i, j] = α^h_ij ‖f^h_j‖                                   (with_norm)
+    #   layer_out[l, i, j]   = sqrt(q0), q0 = α_ijᵀ G_j α_ij over the heads (plain Gram)   (with_layer)
+    #   res_out[l, i, j]     = the same off the diagonal; at i = j, q0 + the residual's terms  (with_res)
+    #   ln_out[l, i, j]      = sqrt(q1) / s_i with the weighted Gram, residual on the diagonal  (with_ln)
+    # q = Σ over blocks of 4 heads: a diagonal block adds Σ_{a≤b} g_ab α_a α_b, a pair of blocks A < B adds
+    # Σ_b α_b Σ_a g_ab α_a; padding heads (≥ H) read the last head's α against g = 0 and add exact zeros.
+    # Per pair (i, j) the operations and their order are those of one row at a time (the same bits); with n
+    # odd the last task's second row is the first one again, computed twice and written once.
+    L, H, n, _ = alpha.shape
+    nb = gram.shape[2] // 4
+    zero = alpha.dtype.type(0)
+    groups = (n + 1) // 2
+    for task in numba.prange(L * groups):
+        l = task // groups
+        first = 2 * (task - l * groups)
+        i0 = first
+        i1 = min(first + 1, n - 1)  # n odd: the last task's second row is its first again
+        last = min(first + 2, n)
+        if with_norm:
+            for i in range(first, last):
+                for h in range(H):
+                    a = alpha[l, h, i]
+                    fn = fnorm[l, h]
+                    o = norm_out[l, h, i]
+                    for j in range(n):
+                        o[j] = a[j] * fn[j]
+        qq = np.empty((2, n), dtype=alpha.dtype)
+        for s in range(2):
+            if (s == 0 and (with_layer or with_res)) or (s == 1 and with_ln):
+                g = gram[l, s]
+                qq[:] = zero
+                for A in range(nb):
+                    a0 = 4 * A
+                    h0 = min(a0, H - 1)
+                    h1 = min(a0 + 1, H - 1)
+                    h2 = min(a0 + 2, H - 1)
+                    h3 = min(a0 + 3, H - 1)
+                    x0, x1, x2, x3 = alpha[l, h0, i0], alpha[l, h1, i0], alpha[l, h2, i0], alpha[l, h3, i0]
+                    w0, w1, w2, w3 = alpha[l, h0, i1], alpha[l, h1, i1], alpha[l, h2, i1], alpha[l, h3, i1]
+                    _diag_block(x0, x1, x2, x3, w0, w1, w2, w3,
+                                g[a0, a0], g[a0, a0 + 1], g[a0, a0 + 2], g[a0, a0 + 3], g[a0 + 1, a0 + 1],
+                                g[a0 + 1, a0 + 2], g[a0 + 1, a0 + 3], g[a0 + 2, a0 + 2], g[a0 + 2, a0 + 3],
+                                g[a0 + 3, a0 + 3], qq[0], qq[1])
+                    for B in range(A + 1, nb):
+                        b0 = 4 * B
+                        k0 = min(b0, H - 1)
+                        k1 = min(b0 + 1, H - 1)
+                        k2 = min(b0 + 2, H - 1)
+                        k3 = min(b0 + 3, H - 1)
+                        _pair_block(x0, x1, x2, x3, alpha[l, k0, i0], alpha[l, k1, i0], alpha[l, k2, i0],
+                                    alpha[l, k3, i0], w0, w1, w2, w3, alpha[l, k0, i1], alpha[l, k1, i1],
+                                    alpha[l, k2, i1], alpha[l, k3, i1], g[a0, b0:b0 + 4], g[a0 + 1, b0:b0 + 4],
+                                    g[a0 + 2, b0:b0 + 4], g[a0 + 3, b0:b0 + 4], qq[0], qq[1])
+                for i in range(first, last):
+                    q = qq[i - first]
+                    qd = q[i] + gx[l, s, H, i]
+                    for h in range(H):
+                        qd += gx[l, s, h, i] * alpha[l, h, i, i]
+                    if s == 0:
+                        if with_layer:
+                            o = layer_out[l, i]
+                            for j in range(n):
+                                o[j] = np.sqrt(max(q[j], zero))
+                        if with_res:
+                            o = res_out[l, i]
+                            for j in range(n):
+                                o[j] = np.sqrt(max(q[j], zero))
+                            o[i] = np.sqrt(max(qd, zero))
+                    else:
+                        c = inv_s[l, i]
+                        o = ln_out[l, i]
+                        for j in range(n):
+                            o[j] = c * np.sqrt(max(q[j], zero))
+                        o[i] = c * np.sqrt(max(qd, zero))
