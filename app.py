@@ -14,12 +14,16 @@ from pathlib import Path
 # visitor's torch pass kept its 2 threads spinning between operations: under load every pass burned the cores
 # the other visitors needed (a 12-token smollm2 pass took 2-3 s of CPU at load 9, 0.18 s with PASSIVE).
 # Read once, when torch loads: so set before any import that may load it. An explicit setting wins.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Only in a process where neither is loaded yet (the server's first run): a later change is not read by OpenMP,
+# and numba refuses a NUMBA_NUM_THREADS that differs from its running pool (AppTest runs this file in-process).
+_FRESH = "torch" not in sys.modules and "numba" not in sys.modules
+if _FRESH:
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # A public demo serves many visitors at once: one thread per pass (torch, MKL, numba's kernels), the visitors
 # themselves filling the cores. Two threads per pass under 7 visitors made a new smollm2 text 1.3-1.8 s against
 # 0.7-1.0 s with one (load 15; a pass waits for its second thread to be scheduled). Alone on the machine (no
 # NORMVIZ_PUBLIC) a pass keeps every core: a long document's maps need them. Explicit settings win.
-if os.environ.get("NORMVIZ_PUBLIC", "").strip().lower() in ("1", "true", "yes", "on"):
+if _FRESH and os.environ.get("NORMVIZ_PUBLIC", "").strip().lower() in ("1", "true", "yes", "on"):
     for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
         os.environ.setdefault(_threads, "1")
 

@@ -76,3 +76,18 @@ def test_a_public_server_runs_one_thread_per_pass_and_a_private_one_all_cores():
     assert _threads_probe({}) == [cores, cores, "None"]
     explicit = {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2", "NUMBA_NUM_THREADS": "2"}
     assert _threads_probe({"NORMVIZ_PUBLIC": "1", **explicit})[:2] == ["2", "2"]
+
+
+def test_a_process_that_already_loaded_torch_keeps_its_settings():
+    """AppTest runs app.py in the test's own process: there the preamble must leave the environment alone
+    (numba refuses a NUMBA_NUM_THREADS different from its running pool; OpenMP would not read it anyway)."""
+    source = (ROOT / "app.py").read_text()
+    preamble = source[:source.index("import pandas")]
+    probe = ("import os, sys, torch, numba\n" + preamble +
+             "\nprint(os.environ.get('OMP_WAIT_POLICY'), os.environ.get('NUMBA_NUM_THREADS'))\n")
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-c", probe], env={**base, "NORMVIZ_PUBLIC": "1"}, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["None", "None"]
