@@ -1,6 +1,7 @@
 """One long-view layer change, measured in Python (no Streamlit): ``Session.maps(DEFAULT_MAPS, layer, None)``
-on smollm2 at n ≈ 4000 — CPU seconds (process_time) per stage and the RSS growth (psutil, sampled every 5 ms)
-while one layer is computed. Usage: python benchmarks/bench_long_layer.py [--n 4000] [--layers 3 4 5] [--profile]
+on smollm2 at n ≈ 4000 — its CPU seconds (process_time) and the RSS growth (psutil, sampled every 5 ms) while
+one layer is computed, then the CPU seconds of the four panels' overviews (``long_maps.long_panels``, 512 cells,
+shares, special tokens shown: the app's defaults; served from the layer cache, so the overviews alone). Usage: python benchmarks/bench_long_layer.py [--n 4000] [--layers 3 4 5] [--profile]
 """
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ def main(argv=None) -> int:
     import normviz
     from normviz.methods.norms import kernels
     from normviz.session import Session
+    from normviz.ui import long_maps
     from normviz.ui.state import DEFAULT_MAPS
 
     kernels.warm()
@@ -67,8 +69,11 @@ def main(argv=None) -> int:
             pstats.Stats(pr).sort_stats("cumulative").print_stats(25)
         else:
             _, peak = rss_peak_during(lambda: s.maps(list(DEFAULT_MAPS), layer, None))
-        rows.append({"layer": layer, "cpu_s": round(time.process_time() - c, 2),
-                     "wall_s": round(time.perf_counter() - w, 2), "rss_peak_growth_mb": round(peak)})
+        maps_cpu = time.process_time() - c
+        c2 = time.process_time()
+        long_maps.long_panels(s, list(DEFAULT_MAPS), layer, None, False, "share", 512, lm.is_causal)
+        rows.append({"layer": layer, "cpu_s": round(maps_cpu, 2), "wall_s": round(time.perf_counter() - w, 2),
+                     "rss_peak_growth_mb": round(peak), "overviews_cpu_s": round(time.process_time() - c2, 2)})
         print(json.dumps(rows[-1]), flush=True)
     res = {"n": s.n_tokens, "record_cpu_s": round(rec, 1), "keys": list(DEFAULT_MAPS), "layers": rows,
            "rss_mb": round(psutil.Process().memory_info().rss / 2**20), "loadavg": os.getloadavg(),
