@@ -8,8 +8,10 @@ warm-up of each:
   no pool   the same with :mod:`normviz.pool` off (``max_idle_bytes = 0``): fresh arrays and scratch for every
             analysis, as before the pool (the baseline of the churn).
 Per configuration: the median, 90th percentile (nearest rank: the 14th of 15) and maximum wall time, the ratio
-of medians to the forward pass, and per run the minor page faults (``ru_minflt``) and the kernel CPU seconds
-(``ru_stime``) — both independent of the machine's load, unlike the times. Targets (issue 24): norms median
+of medians to the forward pass, and per run the minor page faults (``ru_minflt``), the kernel CPU seconds
+(``ru_stime``) and the process's CPU seconds (``process_time``; with ``--threads 1`` their ratio, "cpu ratio",
+is the work ratio, which a loaded machine inflates far less than the wall times) — the first two independent
+of the machine's load, unlike the times. Targets (issue 24): norms median
 ≤ 1.3× forward, norms p90 ≤ 1.3× its median, with no allocator variable in the environment (the script warns
 when one of glibc's ``MALLOC_*`` variables is set).
 On a shared 2-core machine whose speed drifts, only the alternated figures mean much; the load average before
@@ -92,13 +94,14 @@ def child(model_name: str, n: int, repeats: int, profile: bool) -> dict:
     normviz.Session.from_encoded(lm, [enc8])[0].get(KEYS)  # first-call costs: kernels loaded from numba's cache
     for run in runs.values():  # warm-up at full size (allocator, first large arrays' pages)
         run()
-    stats = {c: {"s": [], "faults": [], "sys_s": []} for c in runs}
+    stats = {c: {"s": [], "faults": [], "sys_s": [], "cpu_s": []} for c in runs}
     for _ in range(repeats):
         for c, run in runs.items():
-            r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+            r0, c0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.process_time(), time.perf_counter()
             run()
-            t1, r1 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+            t1, c1, r1 = time.perf_counter(), time.process_time(), resource.getrusage(resource.RUSAGE_SELF)
             stats[c]["s"].append(t1 - t0)
+            stats[c]["cpu_s"].append(c1 - c0)
             stats[c]["faults"].append(r1.ru_minflt - r0.ru_minflt)
             stats[c]["sys_s"].append(r1.ru_stime - r0.ru_stime)
     pool.POOL.max_idle_bytes = idle
@@ -106,9 +109,10 @@ def child(model_name: str, n: int, repeats: int, profile: bool) -> dict:
     for c, st in stats.items():
         row[c] = {"median_s": statistics.median(st["s"]), "p90_s": percentile(st["s"], 0.9), "max_s": max(st["s"]),
                   "faults": statistics.median(st["faults"]), "sys_s": statistics.median(st["sys_s"]),
-                  "each_s": st["s"]}
+                  "cpu_s": statistics.median(st["cpu_s"]), "each_s": st["s"]}
     for c in ("norms", "no_pool"):
         row[c]["ratio"] = row[c]["median_s"] / row["forward"]["median_s"]
+        row[c]["cpu_ratio"] = row[c]["cpu_s"] / row["forward"]["cpu_s"]
         row[c]["p90_over_median"] = row[c]["p90_s"] / row[c]["median_s"]
     if profile:
         row["profile"] = profile_steps(lm, enc, repeats)
@@ -185,7 +189,9 @@ def main() -> None:
         line = (f"{model_name:9s} n={n:4d} load {before} → {row['load_after']}\n"
                 + "".join(f"  {name:8s} median {r['median_s'] * 1e3:8.1f} ms  p90 {r['p90_s'] * 1e3:8.1f}  max "
                           f"{r['max_s'] * 1e3:8.1f}  faults {r['faults']:7.0f}  sys {r['sys_s'] * 1e3:6.1f} ms"
-                          + (f"  ratio {r['ratio']:.2f}  p90/median {r['p90_over_median']:.2f}" if "ratio" in r else "")
+                          f"  cpu {r['cpu_s'] * 1e3:8.1f} ms"
+                          + (f"  ratio {r['ratio']:.2f}  p90/median {r['p90_over_median']:.2f}  cpu ratio "
+                             f"{r['cpu_ratio']:.2f}" if "ratio" in r else "")
                           + "\n" for name, r in (("forward", f), ("norms", c), ("no pool", b))))
         if "profile" in row:
             p = row["profile"]

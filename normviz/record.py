@@ -21,6 +21,7 @@ positions never reach a map.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING
@@ -126,16 +127,25 @@ def _cut(value, b: int, n: int, batch: int, length: int, name: str = ""):
     return value
 
 
+@functools.lru_cache(maxsize=256)
+def _positional_names(forward, skip: int) -> tuple[str, ...]:
+    """The names of ``forward``'s positional parameters after the first ``skip`` (the hidden states, and
+    ``self`` for a class's function): ``inspect.signature`` once per forward function, not per layer and pass."""
+    import inspect
+
+    return tuple(p.name for p in inspect.signature(forward).parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))[skip:]
+
+
 def _named(layer: torch.nn.Module, args: tuple, kwargs: dict) -> dict:
     """Positional arguments after the hidden states given their parameter names (BERT passes its mask
     positionally), so that each can be cut by name."""
-    import inspect
-
-    params = [p for p in inspect.signature(layer.forward).parameters.values()
-              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][1:]  # [0] is the hidden states
-    if len(args) > len(params):
+    forward = layer.forward
+    func = getattr(forward, "__func__", None)  # a bound method: its class's function, shared by every layer
+    names = _positional_names(func, 2) if func is not None else _positional_names(forward, 1)
+    if len(args) > len(names):
         raise RuntimeError(f"{type(layer).__name__} was called with more positional arguments than it names")
-    return {**{p.name: a for p, a in zip(params, args)}, **kwargs}
+    return {**dict(zip(names, args)), **kwargs}
 
 
 def layer_call(layer: torch.nn.Module, args: tuple, kwargs: dict, b: int, n: int, batch: int, length: int

@@ -15,6 +15,7 @@ forward pass are a batch of sessions (:meth:`Session.batch`), which the corpus e
 """
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from typing import Callable, Iterable
@@ -78,6 +79,7 @@ class Session:
         self._notes: dict[str, str] = {}
         self._lock = threading.RLock()
         self._views: dict[str, list] = {}
+        self._requests: dict[str, Request] = {}
         self._waits = threading.local()  # seconds the current get() of each thread waited for other requests
         self._layer_maps = memory.LayerCache(float(self.options.get("map_cache_mb", memory.MAP_CACHE_MB)))
         self.worker = worker
@@ -172,8 +174,13 @@ class Session:
         return self.part.passes
 
     def request_of(self, stack: str) -> Request:
-        """What ``stack``'s families know before the forward pass (its rows' count)."""
-        return keyspace.request_for(self.lm, len(self.axis(stack).ids), stack)
+        """What ``stack``'s families know before the forward pass (its rows' count); built once per stack (a
+        frozen Request: every check, shape and budget of a get() reads it, ~20 µs each to rebuild)."""
+        cache = self.__dict__.setdefault("_requests", {})
+        request = cache.get(stack)
+        if request is None:
+            request = cache[stack] = keyspace.request_for(self.lm, len(self.axis(stack).ids), stack)
+        return request
 
     @property
     def request(self) -> Request:
@@ -334,9 +341,7 @@ class Session:
     @property
     def itemsize(self) -> int:
         """Bytes per map value: the working dtype's (float32 for half-precision models)."""
-        import torch
-
-        return torch.empty((), dtype=working_dtype(self.lm.dtype)).element_size()
+        return _itemsize(working_dtype(self.lm.dtype))
 
     def held_bytes(self) -> int:
         """What this session's whole arrays hold now."""
@@ -608,6 +613,13 @@ class Session:
             with model_lock(self.lm.model):
                 return family.compute(inputs, ks, self.options)
         return family.compute(inputs, ks, self.options)
+
+
+@functools.lru_cache(maxsize=None)
+def _itemsize(dtype) -> int:
+    import torch
+
+    return torch.empty((), dtype=dtype).element_size()
 
 
 def _index(value: int, size: int, what: str, key: str) -> int:

@@ -91,96 +91,131 @@ def span_grams_packed(f, x, z, gamma2, centre, eps, gram, gx, fnorm, inv_s):  # 
 
 opts = dict(fastmath={"contract"}, cache=True, nogil=True)
 
-@numba.njit(**opts)
-def _diag_block(x0, x1, x2, x3, g00, g01, g02, g03, g11, g12, g13, g22, g23, g33, q):  # pragma: no cover
-    # q_j += Σ_{a ≤ b} g_ab[j] x_a[j] x_b[j] over one block of 4 heads (off-diagonal g doubled)
-    for j in range(q.shape[0]):
-        u0 = x0[j]
-        u1 = x1[j]
-        u2 = x2[j]
-        u3 = x3[j]
-        t0 = g00[j] * u0
-        t1 = g01[j] * u0 + g11[j] * u1
-        t2 = g02[j] * u0 + g12[j] * u1 + g22[j] * u2
-        t3 = g03[j] * u0 + g13[j] * u1 + g23[j] * u2 + g33[j] * u3
-        q[j] += t0 * u0 + t1 * u1 + t2 * u2 + t3 * u3
 
 @numba.njit(**opts)
-def _pair_block(x0, x1, x2, x3, y0, y1, y2, y3, c0, c1, c2, c3, q):  # pragma: no cover
-    # q_j += Σ_b y_b[j] Σ_a g_ab[j] x_a[j] for two blocks of 4 heads; c_a = g[a, block b] ([4, n] each)
-    for j in range(q.shape[0]):
-        u0 = x0[j]
-        u1 = x1[j]
-        u2 = x2[j]
-        u3 = x3[j]
-        t0 = c0[0, j] * u0 + c1[0, j] * u1 + c2[0, j] * u2 + c3[0, j] * u3
-        t1 = c0[1, j] * u0 + c1[1, j] * u1 + c2[1, j] * u2 + c3[1, j] * u3
-        t2 = c0[2, j] * u0 + c1[2, j] * u1 + c2[2, j] * u2 + c3[2, j] * u3
-        t3 = c0[3, j] * u0 + c1[3, j] * u1 + c2[3, j] * u2 + c3[3, j] * u3
-        q[j] += t0 * y0[j] + t1 * y1[j] + t2 * y2[j] + t3 * y3[j]
+def _diag_block(x0_0, x0_1, x0_2, x0_3, x1_0, x1_1, x1_2, x1_3,
+                g00, g01, g02, g03, g11, g12, g13, g22, g23, g33, q0, q1):  # pragma: no cover
+    # two rows' q_j += Σ_{a≤b} g_ab[j] x_a[j] x_b[j] over one block of 4 heads (off-diagonal g doubled),
+    # each g_ab[j] loaded once for both
+    for j in range(q0.shape[0]):
+        a00 = g00[j]; a01 = g01[j]; a02 = g02[j]; a03 = g03[j]; a11 = g11[j]; a12 = g12[j]; a13 = g13[j]
+        a22 = g22[j]; a23 = g23[j]; a33 = g33[j]
+        u0 = x0_0[j]; u1 = x0_1[j]; u2 = x0_2[j]; u3 = x0_3[j]
+        t0 = a00 * u0
+        t1 = a01 * u0 + a11 * u1
+        t2 = a02 * u0 + a12 * u1 + a22 * u2
+        t3 = a03 * u0 + a13 * u1 + a23 * u2 + a33 * u3
+        q0[j] += t0 * u0 + t1 * u1 + t2 * u2 + t3 * u3
+        u0 = x1_0[j]; u1 = x1_1[j]; u2 = x1_2[j]; u3 = x1_3[j]
+        t0 = a00 * u0
+        t1 = a01 * u0 + a11 * u1
+        t2 = a02 * u0 + a12 * u1 + a22 * u2
+        t3 = a03 * u0 + a13 * u1 + a23 * u2 + a33 * u3
+        q1[j] += t0 * u0 + t1 * u1 + t2 * u2 + t3 * u3
+
+
+
+@numba.njit(**opts)
+def _pair_block(x0_0, x0_1, x0_2, x0_3, y0_0, y0_1, y0_2, y0_3, x1_0, x1_1, x1_2, x1_3, y1_0, y1_1, y1_2, y1_3,
+                c0, c1, c2, c3, q0, q1):  # pragma: no cover
+    # two rows' q_j += Σ_b y_b[j] Σ_a g_ab[j] x_a[j] for two blocks of 4 heads; c_a = g[a, block b] ([4, n])
+    for j in range(q0.shape[0]):
+        c00 = c0[0, j]; c01 = c0[1, j]; c02 = c0[2, j]; c03 = c0[3, j]
+        c10 = c1[0, j]; c11 = c1[1, j]; c12 = c1[2, j]; c13 = c1[3, j]
+        c20 = c2[0, j]; c21 = c2[1, j]; c22 = c2[2, j]; c23 = c2[3, j]
+        c30 = c3[0, j]; c31 = c3[1, j]; c32 = c3[2, j]; c33 = c3[3, j]
+        u0 = x0_0[j]; u1 = x0_1[j]; u2 = x0_2[j]; u3 = x0_3[j]
+        t0 = c00 * u0 + c10 * u1 + c20 * u2 + c30 * u3
+        t1 = c01 * u0 + c11 * u1 + c21 * u2 + c31 * u3
+        t2 = c02 * u0 + c12 * u1 + c22 * u2 + c32 * u3
+        t3 = c03 * u0 + c13 * u1 + c23 * u2 + c33 * u3
+        q0[j] += t0 * y0_0[j] + t1 * y0_1[j] + t2 * y0_2[j] + t3 * y0_3[j]
+        u0 = x1_0[j]; u1 = x1_1[j]; u2 = x1_2[j]; u3 = x1_3[j]
+        t0 = c00 * u0 + c10 * u1 + c20 * u2 + c30 * u3
+        t1 = c01 * u0 + c11 * u1 + c21 * u2 + c31 * u3
+        t2 = c02 * u0 + c12 * u1 + c22 * u2 + c32 * u3
+        t3 = c03 * u0 + c13 * u1 + c23 * u2 + c33 * u3
+        q1[j] += t0 * y1_0[j] + t1 * y1_1[j] + t2 * y1_2[j] + t3 * y1_3[j]
+
 
 @numba.njit(parallel=True, fastmath={"contract"}, cache=True, nogil=True)
 def pair_norms_fused(alpha, gram, gx, fnorm, inv_s, norm_out, layer_out, res_out, ln_out,
                      with_norm, with_layer, with_res, with_ln):  # pragma: no cover - compiled
-    # Every α-sized output of the norm family in one pass over α, rows i in parallel, j innermost (α's own
-    # layout, vectorised over j). alpha [L, H, n, n]; gram, gx, fnorm, inv_s from span_grams_packed.
+    # Every α-sized output of the norm family in one pass over α, two rows i, i' per task (each Gram value
+    # loaded once for both: the pass is bound by reading G, [Hp, Hp, n] per layer and stage, not by arithmetic),
+    # j innermost (α's own layout, vectorised over j). alpha [L, H, n, n]; gram, gx, fnorm, inv_s from
+    # span_grams_packed.
     #   norm_out[l, h, i, j] = α^h_ij ‖f^h_j‖                                   (with_norm)
     #   layer_out[l, i, j]   = sqrt(q0), q0 = α_ijᵀ G_j α_ij over the heads (plain Gram)   (with_layer)
     #   res_out[l, i, j]     = the same off the diagonal; at i = j, q0 + the residual's terms  (with_res)
     #   ln_out[l, i, j]      = sqrt(q1) / s_i with the weighted Gram, residual on the diagonal  (with_ln)
     # q = Σ over blocks of 4 heads: a diagonal block adds Σ_{a≤b} g_ab α_a α_b, a pair of blocks A < B adds
     # Σ_b α_b Σ_a g_ab α_a; padding heads (≥ H) read the last head's α against g = 0 and add exact zeros.
+    # Per pair (i, j) the operations and their order are those of one row at a time (the same bits); with n
+    # odd the last task's second row is the first one again, computed twice and written once.
     L, H, n, _ = alpha.shape
-    Hp = gram.shape[2]
-    nb = Hp // 4
+    nb = gram.shape[2] // 4
     zero = alpha.dtype.type(0)
-    for li in numba.prange(L * n):
-        l = li // n
-        i = li - l * n
+    groups = (n + 1) // 2
+    for task in numba.prange(L * groups):
+        l = task // groups
+        first = 2 * (task - l * groups)
+        i0 = first
+        i1 = min(first + 1, n - 1)  # n odd: the last task's second row is its first again
+        last = min(first + 2, n)
         if with_norm:
-            for h in range(H):
-                a = alpha[l, h, i]
-                fn = fnorm[l, h]
-                o = norm_out[l, h, i]
-                for j in range(n):
-                    o[j] = a[j] * fn[j]
-        q = np.empty(n, dtype=alpha.dtype)
+            for i in range(first, last):
+                for h in range(H):
+                    a = alpha[l, h, i]
+                    fn = fnorm[l, h]
+                    o = norm_out[l, h, i]
+                    for j in range(n):
+                        o[j] = a[j] * fn[j]
+        qq = np.empty((2, n), dtype=alpha.dtype)
         for s in range(2):
             if (s == 0 and (with_layer or with_res)) or (s == 1 and with_ln):
                 g = gram[l, s]
-                q[:] = zero
+                qq[:] = zero
                 for A in range(nb):
-                    x0 = alpha[l, min(4 * A, H - 1), i]
-                    x1 = alpha[l, min(4 * A + 1, H - 1), i]
-                    x2 = alpha[l, min(4 * A + 2, H - 1), i]
-                    x3 = alpha[l, min(4 * A + 3, H - 1), i]
                     a0 = 4 * A
-                    _diag_block(x0, x1, x2, x3, g[a0, a0], g[a0, a0 + 1], g[a0, a0 + 2], g[a0, a0 + 3],
-                                g[a0 + 1, a0 + 1], g[a0 + 1, a0 + 2], g[a0 + 1, a0 + 3], g[a0 + 2, a0 + 2],
-                                g[a0 + 2, a0 + 3], g[a0 + 3, a0 + 3], q)
+                    h0 = min(a0, H - 1)
+                    h1 = min(a0 + 1, H - 1)
+                    h2 = min(a0 + 2, H - 1)
+                    h3 = min(a0 + 3, H - 1)
+                    x0, x1, x2, x3 = alpha[l, h0, i0], alpha[l, h1, i0], alpha[l, h2, i0], alpha[l, h3, i0]
+                    w0, w1, w2, w3 = alpha[l, h0, i1], alpha[l, h1, i1], alpha[l, h2, i1], alpha[l, h3, i1]
+                    _diag_block(x0, x1, x2, x3, w0, w1, w2, w3,
+                                g[a0, a0], g[a0, a0 + 1], g[a0, a0 + 2], g[a0, a0 + 3], g[a0 + 1, a0 + 1],
+                                g[a0 + 1, a0 + 2], g[a0 + 1, a0 + 3], g[a0 + 2, a0 + 2], g[a0 + 2, a0 + 3],
+                                g[a0 + 3, a0 + 3], qq[0], qq[1])
                     for B in range(A + 1, nb):
                         b0 = 4 * B
-                        _pair_block(x0, x1, x2, x3, alpha[l, min(b0, H - 1), i], alpha[l, min(b0 + 1, H - 1), i],
-                                    alpha[l, min(b0 + 2, H - 1), i], alpha[l, min(b0 + 3, H - 1), i],
-                                    g[a0, b0:b0 + 4], g[a0 + 1, b0:b0 + 4], g[a0 + 2, b0:b0 + 4],
-                                    g[a0 + 3, b0:b0 + 4], q)
-                # the diagonal pair (i, i): the residual x_i enters, c = (α^1_ii … α^H_ii, 1)
-                qd = q[i] + gx[l, s, H, i]
-                for h in range(H):
-                    qd += gx[l, s, h, i] * alpha[l, h, i, i]
-                if s == 0:
-                    if with_layer:
-                        o = layer_out[l, i]
+                        k0 = min(b0, H - 1)
+                        k1 = min(b0 + 1, H - 1)
+                        k2 = min(b0 + 2, H - 1)
+                        k3 = min(b0 + 3, H - 1)
+                        _pair_block(x0, x1, x2, x3, alpha[l, k0, i0], alpha[l, k1, i0], alpha[l, k2, i0],
+                                    alpha[l, k3, i0], w0, w1, w2, w3, alpha[l, k0, i1], alpha[l, k1, i1],
+                                    alpha[l, k2, i1], alpha[l, k3, i1], g[a0, b0:b0 + 4], g[a0 + 1, b0:b0 + 4],
+                                    g[a0 + 2, b0:b0 + 4], g[a0 + 3, b0:b0 + 4], qq[0], qq[1])
+                for i in range(first, last):
+                    q = qq[i - first]
+                    qd = q[i] + gx[l, s, H, i]
+                    for h in range(H):
+                        qd += gx[l, s, h, i] * alpha[l, h, i, i]
+                    if s == 0:
+                        if with_layer:
+                            o = layer_out[l, i]
+                            for j in range(n):
+                                o[j] = np.sqrt(max(q[j], zero))
+                        if with_res:
+                            o = res_out[l, i]
+                            for j in range(n):
+                                o[j] = np.sqrt(max(q[j], zero))
+                            o[i] = np.sqrt(max(qd, zero))
+                    else:
+                        c = inv_s[l, i]
+                        o = ln_out[l, i]
                         for j in range(n):
-                            o[j] = np.sqrt(max(q[j], zero))
-                    if with_res:
-                        o = res_out[l, i]
-                        for j in range(n):
-                            o[j] = np.sqrt(max(q[j], zero))
-                        o[i] = np.sqrt(max(qd, zero))
-                else:
-                    c = inv_s[l, i]
-                    o = ln_out[l, i]
-                    for j in range(n):
-                        o[j] = c * np.sqrt(max(q[j], zero))
-                    o[i] = c * np.sqrt(max(qd, zero))
+                            o[j] = c * np.sqrt(max(q[j], zero))
+                        o[i] = c * np.sqrt(max(qd, zero))
