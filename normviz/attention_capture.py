@@ -40,6 +40,9 @@ SDPA_SAFE = {f"transformers.models.{m}.modeling_{m}" for m in
               "xlm_roberta", "camembert")}
 _DROPPED = ("output_attentions",)
 WEIGHTS_BLOCK_BYTES = 64 << 20  # receiving rows per block of a recomputed α
+# a causal block's keys are cut at a multiple of this: softmax's vectorised sums then meet the same values in
+# the same lanes as over the whole row (the hidden keys add exact zeros), and α is bit-identical (tested)
+SEEN_COLUMNS_STEP = 64
 
 
 @dataclass
@@ -69,20 +72,41 @@ class AttentionInputs:
             if step < n:
                 out = None
                 for a in range(0, n, step):
-                    block = self._weights(slice(a, min(n, a + step)))
+                    b = min(n, a + step)
+                    cols = self._seen_columns(a, b, m)
+                    block = self._weights(slice(a, b), cols)
                     if out is None:
                         out = torch.empty((block.shape[0], n, m), dtype=block.dtype, device=block.device)
-                    out[:, a:a + block.shape[1]] = block
+                    out[:, a:b, :cols] = block
+                    if cols < m:
+                        out[:, a:b, cols:] = 0
                 return out
         return self._weights(rows)
 
-    def _weights(self, rows: slice | None) -> torch.Tensor:
-        q, mask = self.query, self.mask
+    def _seen_columns(self, a: int, b: int, m: int) -> int:
+        """How many leading keys rows a..b need: b (rounded up to SEEN_COLUMNS_STEP) where the mask hides every
+        later key from them (causal, additive, ≤ half the dtype's lowest value: softmax gives them exactly 0),
+        else m. A block of a causal model's rows is then computed over its own past only (half of α's
+        products at long n)."""
+        mask = self.mask
+        if b >= m or mask is None or not mask.is_floating_point() or mask.shape[-1] != m:
+            return m
+        b = min(m, -(-b // SEEN_COLUMNS_STEP) * SEEN_COLUMNS_STEP)
+        tail = mask[..., a:b, b:]
+        return b if bool((tail <= torch.finfo(mask.dtype).min / 2).all()) else m
+
+    def _weights(self, rows: slice | None, cols: int | None = None) -> torch.Tensor:
+        q, mask, key, value = self.query, self.mask, self.key, self.value
         if rows is not None:
             q = q[:, :, rows]
             mask = mask[..., rows, :] if mask is not None else None
+        if cols is not None and cols < key.shape[2]:  # keys the rows cannot see: left out (see _seen_columns)
+            key, value = key[:, :, :cols], value[:, :, :cols]
+            mask = mask[..., :cols] if mask is not None else None
+        if getattr(self.fn, "__module__", None) in SDPA_SAFE:
+            value = value[..., :1]  # α does not depend on v: the function's α @ v is then one column wide
         with torch.no_grad():
-            return self.fn(self.module, q, self.key, self.value, mask, **self.kwargs)[1][0]
+            return self.fn(self.module, q, key, value, mask, **self.kwargs)[1][0]
 
     def cut(self, b: int, n: int) -> "AttentionInputs":
         """Sequence b of a right-padded batch, its first n positions."""

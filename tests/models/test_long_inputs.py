@@ -218,19 +218,26 @@ def test_gpu_check_runs_its_exactness_step_on_the_cpu_and_skips_without_cuda(cap
         assert "no CUDA device" in capsys.readouterr().out
 
 
-def test_alpha_recomputed_in_row_blocks_equals_the_recorded_alpha(monkeypatch):
+@pytest.mark.parametrize("n", [40, 200])
+def test_alpha_recomputed_in_row_blocks_equals_the_recorded_alpha(monkeypatch, n):
     """A long input's α is recomputed in blocks of receiving rows (the eager function's temporaries are a
-    block's): the same numbers as the recorded α (float64, blocks of 7 rows on 40 tokens)."""
+    block's), a causal block over its own past only (keys cut at a multiple of 64): the same numbers as the
+    recorded α, bit for bit (float64, blocks of 7 rows; at 200 tokens most blocks are cut)."""
     from normviz import attention_capture
     from normviz.devtools.tiny import build, encoded
     from normviz.session import Session
 
-    lm, enc = build("llama"), encoded(40)
+    lm, enc = build("llama"), encoded(n)
     want = Session.from_encoded(lm, [enc], options={"record_attention": "weights"})[0].get(["attention"])
-    monkeypatch.setattr(attention_capture, "WEIGHTS_BLOCK_BYTES", 4 * 40 * 8 * 7)
+    monkeypatch.setattr(attention_capture, "WEIGHTS_BLOCK_BYTES", 4 * n * 8 * 7)
+    cut = []
+    seen = attention_capture.AttentionInputs._seen_columns
+    monkeypatch.setattr(attention_capture.AttentionInputs, "_seen_columns",
+                        lambda self, a, b, m: cut.append(seen(self, a, b, m) < m) or seen(self, a, b, m))
     s = Session.from_encoded(lm, [enc], options={"record_attention": "qk"})[0]
     assert s.records()[0].attn is None  # recomputed from q, k
-    np.testing.assert_allclose(s.get(["attention"])["attention"], want["attention"], rtol=0, atol=1e-15)
+    np.testing.assert_array_equal(s.get(["attention"])["attention"], want["attention"])
+    assert any(cut) == (n > 64), cut
 
 
 @pytest.mark.parametrize("arch", ["llama", "bert", "gpt2"])

@@ -106,6 +106,8 @@ def kernel_run(ctxs, keys, dest, alpha: torch.Tensor | None) -> dict[str, torch.
                        c0.ln_attn.kind == "layernorm", float(c0.ln_attn.eps), gram.numpy(), gx.numpy(),
                        fnorm.numpy(), inv_s.numpy()):
         return None
+    if alpha is None and L == 1 and c0.alpha.is_contiguous():
+        alpha = c0.alpha.unsqueeze(0)  # one layer (a long input's layer change): α itself, not a copy of it
     if alpha is None:
         alpha = _stacked(ws, "norms_alpha", [c.alpha for c in ctxs], dtype)
     out = {k: dest(k, (L, H, n, n) if k == "norm" else (L, n, n)) for k in keys}
