@@ -9,6 +9,19 @@ browser time.
 import time
 from pathlib import Path
 
+# Idle OpenMP threads (torch's and numba's) sleep instead of spinning. With the default (active) policy each
+# visitor's torch pass kept its 2 threads spinning between operations: under load every pass burned the cores
+# the other visitors needed (a 12-token smollm2 pass took 2-3 s of CPU at load 9, 0.18 s with PASSIVE).
+# Read once, when torch loads: so set before any import that may load it. An explicit setting wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# A public demo serves many visitors at once: one thread per pass (torch, MKL, numba's kernels), the visitors
+# themselves filling the cores. Two threads per pass under 7 visitors made a new smollm2 text 1.3-1.8 s against
+# 0.7-1.0 s with one (load 15; a pass waits for its second thread to be scheduled). Alone on the machine (no
+# NORMVIZ_PUBLIC) a pass keeps every core: a long document's maps need them. Explicit settings win.
+if os.environ.get("NORMVIZ_PUBLIC", "").strip().lower() in ("1", "true", "yes", "on"):
+    for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+        os.environ.setdefault(_threads, "1")
+
 # pandas imported whole before a page draws: two first runs at once once met a half-imported pandas inside
 # plotly's validators ('partially initialized module pandas has no attribute Series')
 import pandas  # noqa: F401

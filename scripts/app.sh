@@ -5,6 +5,8 @@
 # (.streamlit/config.toml); to serve other machines pass --server.address 0.0.0.0 (better: behind a proxy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# idle OpenMP threads sleep, not spin (app.py says why; set here too: --warm loads torch before app.py runs)
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 bash scripts/setup.sh
 warm=${NORMVIZ_WARM:-0}
 args=()

@@ -13,6 +13,8 @@
 # cookie secret, so the XSRF cookie any of them set is valid on all. Ctrl-C (or SIGTERM) stops everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# idle OpenMP threads sleep, not spin (app.py says why; set here too: --warm loads torch before app.py runs)
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 N=${1:-2}
 PORT=${2:-8500}
 NGINX=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}

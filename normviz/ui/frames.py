@@ -54,13 +54,15 @@ def plan(n_shown: int, n_panels: int, n_layers: int, head_views: list[int | None
 def compact(m: np.ndarray, digits: int = 4) -> list:
     """``m`` as nested lists at ``digits`` significant digits (what the hover prints); NaN → None."""
     m = np.asarray(m, dtype=np.float64)
-    out = np.full(m.shape, np.nan)
-    finite = np.isfinite(m) & (m != 0)
-    mag = np.floor(np.log10(np.abs(m[finite])))
+    finite = np.isfinite(m)
+    out = np.zeros(m.shape)
+    nonzero = finite & (m != 0)
+    mag = np.floor(np.log10(np.abs(m[nonzero])))
     scale = 10.0 ** (digits - 1 - mag)
-    out[finite] = np.round(m[finite] * scale) / scale
-    out[np.isfinite(m) & (m == 0)] = 0.0
-    return [[None if not np.isfinite(v) else float(v) for v in row] for row in out]
+    out[nonzero] = np.round(m[nonzero] * scale) / scale
+    shown = out.astype(object)  # Python floats; one C-level tolist instead of a float() per cell
+    shown[~finite] = None
+    return shown.tolist()
 
 
 def panel_frames(analysis, keys: list[str], frames: list[tuple[int, int | None]], *, hide_special: bool,

@@ -41,13 +41,19 @@ def frozen(value):
     return value
 
 
+_NESTED = (np.ndarray, str, bytes, tuple, list, dict)
+
+
 def size_of(value) -> int:
-    """Bytes held by the numpy arrays and strings in ``value`` (top level, tuples, lists, dict values)."""
+    """Bytes held by the numpy arrays and strings in ``value`` (top level, tuples, lists, dict values); a list
+    of plain values (numbers, None: a frame's row) counts 8 bytes per item, without visiting each."""
     if isinstance(value, np.ndarray):
         return int(value.nbytes)
     if isinstance(value, (str, bytes)):
         return len(value)
     if isinstance(value, (tuple, list)):
+        if value and not isinstance(value[0], _NESTED):
+            return 8 * len(value)
         return sum(size_of(v) for v in value)
     if isinstance(value, dict):
         return sum(size_of(v) for v in value.values())

@@ -3,7 +3,7 @@ variable, the value and the fallback (shown to the operator on stderr and as a n
 
 | variable | meaning | default |
 |---|---|---|
-| NORMVIZ_PUBLIC | 1: public demo (no error details, no server paths, embedded models only by default) | 0 |
+| NORMVIZ_PUBLIC | 1: public demo (no error details, no server paths, embedded models only by default; one thread per pass: OMP/MKL/NUMBA_NUM_THREADS default to 1) | 0 |
 | NORMVIZ_ALLOWED_MODELS | comma-separated models the model field accepts | any (public: minilm,smollm2) |
 | NORMVIZ_MAX_TOKENS | analysed length cap, 4 … 4096 | 128 |
 | NORMVIZ_FF_BUDGET | seconds the feed-forward maps may take (estimated before running) | 60 |

@@ -1,0 +1,78 @@
+"""The app's processes run OpenMP with idle threads asleep (OMP_WAIT_POLICY=PASSIVE), set before torch loads.
+
+OpenMP reads the policy once, when the runtime starts (torch's import), so the setting must come before any
+import that may load torch: in app.py above every non-standard import, and exported by the launch scripts
+(``--warm`` imports normviz, hence torch, before app.py runs). The effect itself is measured in
+benchmarks/bench_load.py (README); here: that it is in place, and that a process started as the app is has it
+before torch is imported.
+"""
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+STDLIB = {"os", "sys", "time", "pathlib"}
+
+
+def _setdefault_line(tree: ast.Module) -> int | None:
+    for node in tree.body:
+        for sub in ast.walk(node):
+            if (isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr == "setdefault"
+                    and sub.args and isinstance(sub.args[0], ast.Constant) and sub.args[0].value == "OMP_WAIT_POLICY"):
+                return node.lineno
+    return None
+
+
+def test_app_sets_the_policy_before_any_import_that_may_load_torch():
+    tree = ast.parse((ROOT / "app.py").read_text())
+    line = _setdefault_line(tree)
+    assert line is not None, "app.py no longer sets OMP_WAIT_POLICY"
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and node.lineno < line:
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            assert all(n.split(".")[0] in STDLIB for n in names), f"app.py imports {names} before the policy"
+
+
+def test_launch_scripts_export_it():
+    for script in ("scripts/app.sh", "scripts/serve_many.sh", "scripts/test.sh"):
+        assert "export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}" in (ROOT / script).read_text(), script
+
+
+def test_a_process_started_like_the_app_sees_it_when_torch_loads():
+    """app.py's preamble run in a fresh interpreter without the variable: torch then finds PASSIVE set; an
+    explicit setting is kept."""
+    source = (ROOT / "app.py").read_text()
+    preamble = source[:source.index("import pandas")]
+    probe = preamble + "\nimport torch\nprint(os.environ['OMP_WAIT_POLICY'], 'torch' in sys.modules)\n"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["PASSIVE", "True"]
+    out = subprocess.run([sys.executable, "-c", probe], env={**env, "OMP_WAIT_POLICY": "ACTIVE"},
+                         capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["ACTIVE", "True"]
+
+
+def _threads_probe(env: dict) -> list[str]:
+    source = (ROOT / "app.py").read_text()
+    preamble = source[:source.index("import pandas")]
+    probe = preamble + ("\nimport torch, numba\nprint(torch.get_num_threads(), numba.get_num_threads(), "
+                        "os.environ.get('OMP_NUM_THREADS'))\n")
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS", "NORMVIZ_PUBLIC")}
+    out = subprocess.run([sys.executable, "-c", probe], env={**base, **env}, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.split()
+
+
+def test_a_public_server_runs_one_thread_per_pass_and_a_private_one_all_cores():
+    cores = str(len(os.sched_getaffinity(0)))
+    assert _threads_probe({"NORMVIZ_PUBLIC": "1"}) == ["1", "1", "1"]
+    assert _threads_probe({}) == [cores, cores, "None"]
+    explicit = {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2", "NUMBA_NUM_THREADS": "2"}
+    assert _threads_probe({"NORMVIZ_PUBLIC": "1", **explicit})[:2] == ["2", "2"]
