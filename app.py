@@ -6,6 +6,7 @@ With ``NORMVIZ_TIMING=1`` each run's server time goes to stderr (``normviz-timin
 <seconds>``, :mod:`normviz.ui.timing`), which the real-browser test reads to split a redraw into server and
 browser time.
 """
+import os
 import time
 from pathlib import Path
 
