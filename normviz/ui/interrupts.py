@@ -9,9 +9,10 @@ load, building frames) a burst of N slider moves started N script threads of one
 fastReruns the request is merged into one pending request, the latest widget values winning, and the running
 script is interrupted at its next ``st`` call.)
 
-:func:`one_run_per_session` (around every page's body, ``ui.page.run_page``): a run waits until the session's
-previous run has left, polling a yield point meanwhile, so a run that a newer request stopped while it waited
-leaves at once without doing anything. A burst of N reruns thus costs the run in flight plus the latest one.
+:func:`one_run_per_session` (around every page's body, ``ui.page.run_page``; on with ``NORMVIZ_ONE_RUN=1``, see
+:func:`guard_enabled`): a run waits until the session's previous run has left, polling a yield point meanwhile,
+so a run that a newer request stopped while it waited leaves at once without doing anything. A burst of N
+reruns thus costs the run in flight plus the latest one.
 
 :func:`deferred_interrupts`: the progress callbacks of a computation update a progress bar, and that ``st`` call
 is where the interruption lands: in the middle of the computation. The work done so far was then lost (the next
@@ -23,6 +24,7 @@ and finds them.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from typing import Callable
@@ -40,12 +42,19 @@ _CREATE = threading.Lock()
 runs_waited = 0  # runs that found the session's previous run still going (this process)
 
 
+def guard_enabled() -> bool:
+    """``NORMVIZ_ONE_RUN=1`` turns :func:`one_run_per_session` on. Off by default for now: with it on, the
+    real-browser redraw test (tests/app/test_app_browser.py) once read a panel whose chart was gone during a
+    layer change ("Cannot read properties of null (reading 'layout')"), not yet understood (issue 22)."""
+    return os.environ.get("NORMVIZ_ONE_RUN", "").strip().lower() in ("1", "true", "yes", "on")
+
+
 @contextlib.contextmanager
 def one_run_per_session(wait_s: float = WAIT_S):
     """Hold the visitor's session lock for the block; wait for it while polling Streamlit's yield point, where a
     run stopped by a newer request raises and leaves. Outside a script run (no context) it does nothing."""
     global runs_waited
-    if get_script_run_ctx(suppress_warning=True) is None:
+    if get_script_run_ctx(suppress_warning=True) is None or not guard_enabled():
         yield
         return
     with _CREATE:

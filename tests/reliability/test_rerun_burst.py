@@ -37,7 +37,8 @@ def test_a_burst_of_layer_changes_during_a_computation_costs_one_computation(tmp
     from tests.helpers.browser import streamlit_server
 
     log = tmp_path / "server.log"
-    with streamlit_server({"NORMVIZ_PUBLIC": "1", "NORMVIZ_TIMING": "1"}, log_path=str(log)) as url:
+    env = {"NORMVIZ_PUBLIC": "1", "NORMVIZ_TIMING": "1", "NORMVIZ_ONE_RUN": "1"}  # the guard: ui.interrupts
+    with streamlit_server(env, log_path=str(log)) as url:
         v = Visitor(url)
         first = v.open(urllib.parse.urlencode({"model": "minilm", "text": FIRST, "maps": MAPS}))
         assert first.exceptions == 0 and len(heatmap_zs(first)) >= 3, first.alerts
