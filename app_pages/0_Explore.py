@@ -4,7 +4,7 @@ from pathlib import Path
 import streamlit as st
 
 from normviz import viz
-from normviz.ui import controls, data, learn
+from normviz.ui import controls, data, learn, long_view
 from normviz.ui import st_parts as ui
 from normviz.ui.frames import frame_name as frames_name
 from normviz.ui.state import COMPARE_MODES, DEFAULT_MAPS, load_examples
@@ -164,6 +164,10 @@ def page() -> None:
     session = ui.session_for(lm, view.text, view.pair)
     if session is None:
         st.stop()
+    if long_view.applies(session):  # > 256 tokens: overviews + zoom window, one layer computed at a time
+        long_view.draw(session, lm, view, fs, ui.panel_width(2, view.present), view.present)
+        ui.save_view(view)
+        return
     view.maps = tuple(dict.fromkeys(view.maps))  # a map named twice is shown once
     a = ui.get_maps(session, list(view.maps))
     if a is None:

@@ -25,7 +25,7 @@ def page() -> None:
     ui.seed("w_text", view.text)
     if not wide:
         st.subheader("Why this token? Exact parts of a prediction")
-    bar = st.columns([5, 2, 2, 2, 1], vertical_alignment="bottom") if wide else None
+    bar = st.columns([4, 2, 3, 3], vertical_alignment="bottom") if wide else None
     with bar[0] if bar else st.container():
         view.text = st.text_input("Text (the model predicts what comes next)", key="w_text",
                                   max_chars=ui.settings().max_text_chars)
@@ -66,7 +66,6 @@ def page() -> None:
     try:
         # once per session and position (a new candidate, foil or τ reuses them; ui.memo)
         cands = memoised(session, ("why_predict", int(pos)), lambda: session.predict(top=W.TOP, position=pos))
-        lens = memoised(session, ("why_lens", int(pos)), lambda: session.logit_lens(position=pos))
     except normviz.errors.NormvizError as exc:
         ui.say("error", str(exc))
         st.stop()
@@ -102,7 +101,17 @@ def page() -> None:
     wv.foil = "" if foil is None else W.token_param(tok, vocab, foil)
     W.save_why(view, wv)
 
-    e = session.explain(token=int(target), foil=foil, position=pos)
+    # once per session, position and token(s): a candidate visited again costs nothing
+    e = memoised(session, ("why_explain", int(pos), int(target), foil),
+                 lambda: session.explain(token=int(target), foil=foil, position=pos))
+    # the lens as shown (top-5 table + the columns of every token the boxes offer), not its [L+1, V] array
+    drawable = sorted({int(t) for t in options} | {int(t) for t in foil_opts if t != NONE})
+    try:
+        lens = memoised(session, ("why_lens", int(pos), tuple(drawable)),
+                        lambda: W.lens_view(session.logit_lens(position=pos), tok, drawable))
+    except normviz.errors.NormvizError as exc:
+        ui.say("error", str(exc))
+        st.stop()
     tname, fname = W.token_text(tok, int(target)), (W.token_text(tok, foil) if foil is not None else None)
     what = f"logit({tname!r})" + (f" − logit({fname!r})" if fname is not None else "")
     refused = W.refusals(session, ui.settings().cost_budget_s)
@@ -180,8 +189,8 @@ def page() -> None:
 
     # ---- (4) logit lens
     lens_ids = {tname: int(target)} | ({fname: foil} if foil is not None else {})
-    curves = W.lens_curves(lens, lens_ids)
-    model_p = {k: float(np.exp(lens[-1, t])) for k, t in lens_ids.items()}
+    curves = lens.curves(lens_ids)
+    model_p = {k: float(p[-1]) for k, p in curves.items()}
     l1, l2 = st.columns([3, 2], gap="medium")
     with l1:
         show(vw.lens_lines(curves, model_probs=model_p, font_size=fs,
@@ -190,7 +199,7 @@ def page() -> None:
     with l2:
         if not wide:
             st.caption("Top 5 tokens of the logit lens per layer (0 = the embedding; the last row is the model).")
-        st.dataframe(pd.DataFrame(W.lens_table(lens, tok)), hide_index=True, height=300 if wide else 360)
+        st.dataframe(pd.DataFrame(lens.table), hide_index=True, height=300 if wide else 360)
 
     # ---- (5) routes
     routes = None
@@ -205,7 +214,7 @@ def page() -> None:
         if refused["routes"]:
             ui.say("warning", "Routes: " + refused["routes"])
         else:
-            routes = cached_routes(session, pos, wv.tau)
+            routes = W.routes_at(session, pos, wv.tau)
             show(vw.routes_graph(routes.to_dict(), font_size=fs,
                                  title=f"Information-flow routes to the prediction (τ = {wv.tau:g})"),
                  "routes", "Ferrando & Voita 2024: edges whose importance exceeds τ, traced back from the "
@@ -218,7 +227,7 @@ def page() -> None:
     # ---- (6) attention sinks
     a = ui.get_maps(session, ["attention", "norm"])
     if a is not None and "attention" in a and "norm" in a:
-        wa, wn = W.first_token_shares(a["attention"], a["norm"])
+        wa, wn = memoised(a["norm"], "why_sinks", lambda: W.first_token_shares(a["attention"], a["norm"]))
         s1, s2 = st.columns([3, 2], gap="medium")
         with s1:
             show(vw.sinks_scatter(wa, wn, first_token=tokens[0], font_size=fs), "sinks",
@@ -300,13 +309,6 @@ def seq2seq(lm, view, wv, fs) -> None:
         ui.say("info", "Which heads: " + (e.direct_refusal or ""))
     st.caption("Information-flow routes follow one self-attention stack: for encoder–decoders they are not drawn "
                "yet. The Translate page shows this model's cross-attention maps.")
-
-
-def cached_routes(session, pos: int, tau: float):
-    """The routes at τ, re-extracted from one computation at τ_min = 0.01 per session and position (ui.memo:
-    shared by every visitor of the same text)."""
-    full = memoised(session, ("why_routes", int(pos)), lambda: normviz.routes(session, position=pos, threshold=0.01))
-    return full.above(max(tau, 0.01))
 
 
 ui.run_page(page)

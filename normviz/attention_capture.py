@@ -39,6 +39,7 @@ SDPA_SAFE = {f"transformers.models.{m}.modeling_{m}" for m in
              ("llama", "mistral", "qwen2", "qwen3", "bert", "roberta", "electra", "distilbert", "gpt2",
               "xlm_roberta", "camembert")}
 _DROPPED = ("output_attentions",)
+WEIGHTS_BLOCK_BYTES = 64 << 20  # receiving rows per block of a recomputed α
 
 
 @dataclass
@@ -59,7 +60,23 @@ class AttentionInputs:
 
     def weights(self, rows: slice | None = None) -> torch.Tensor:
         """α [H, n, n] of the first (only) sequence, recomputed by the model's own function; ``rows``: only
-        those receiving tokens (the mask's rows likewise)."""
+        those receiving tokens (the mask's rows likewise). The whole α is computed in blocks of receiving rows
+        of about ``WEIGHTS_BLOCK_BYTES`` each (softmax is per row): the eager function's scores, masked scores
+        and softmax are then a block's, not three more [H, n, n] tensors (1.7 GB at smollm2's n = 4000)."""
+        if rows is None:
+            h, n, m = self.query.shape[1], self.query.shape[2], self.key.shape[2]
+            step = max(1, WEIGHTS_BLOCK_BYTES // max(1, h * m * self.query.element_size()))
+            if step < n:
+                out = None
+                for a in range(0, n, step):
+                    block = self._weights(slice(a, min(n, a + step)))
+                    if out is None:
+                        out = torch.empty((block.shape[0], n, m), dtype=block.dtype, device=block.device)
+                    out[:, a:a + block.shape[1]] = block
+                return out
+        return self._weights(rows)
+
+    def _weights(self, rows: slice | None) -> torch.Tensor:
         q, mask = self.query, self.mask
         if rows is not None:
             q = q[:, :, rows]

@@ -25,6 +25,10 @@ class EmptyInputError(NormvizError):
     """The text to analyse is empty or only whitespace."""
 
 
+class InputError(NormvizError):
+    """A value typed into a control (a token range …) cannot be used; the message says what to type."""
+
+
 class UnknownKeyError(NormvizError):
     """A requested map key (or family name) is not registered."""
 

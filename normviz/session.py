@@ -28,7 +28,7 @@ from .decompose import CHUNK_BYTES, LayerDecomposition, Workspace, working_dtype
 from .encdec import target as seq2seq
 from .encdec.params import cross_params
 from .errors import NormvizError, NotApplicableError, TooCostlyError, UnsupportedModelError
-from .methods.base import Inputs, Request
+from .methods.base import Inputs, Request, to_numpy
 from .methods.cross import CrossDecomposition
 from .models.loading import LoadedModel
 from .record import model_lock
@@ -375,26 +375,71 @@ class Session:
         layer from its records (a long input's α recomputed from q, k) and keep it in a bounded cache
         (option ``map_cache_mb``, default 512); a key whose array is already computed is read from it; a
         cross-layer key (rollouts, flow …) is computed whole through :meth:`get` (its own checks apply)."""
-        stack, base = keyspace.parse(key)
-        info = registry.key_info(base)
-        if key in self._arrays:
-            return _layer_view(self._arrays, key, layer, head)
-        family = registry.family_of(base)
-        if family.NAME == "rollouts" and self._rollout_one_at_a_time(base):
-            return self._rollout_layer(stack, base, layer)
-        if not getattr(family, "PER_LAYER", False):
-            return self.get([key]).map(key, layer, head)
-        request = self.request_of(stack) if stack in self.stacks else self.request
-        layer = _index(layer, request.n_layers, "layer", key)
-        if info.per_head and head is None:
-            layered = keyspace.spell(stack, base + "_layer")
-            if registry.is_key(base + "_layer") and registry.family_of(base + "_layer") is family:
-                return self.map(layered, layer)
-            return self._one_layer(stack, base, request, layer).mean(0)
-        arr = self._one_layer(stack, base, request, layer)
-        if info.per_head:
-            return arr[_index(head, arr.shape[0], "head", key)]
-        return arr
+        return self.maps([key], layer, head)[key]
+
+    def maps(self, keys: Iterable[str], layer: int, head: int | None = None) -> dict[str, np.ndarray]:
+        """{key: :meth:`map` (key, layer, head)} of several keys, their per-layer parts computed in one pass
+        over that layer's records: α, the head vectors and the norm scales are computed once for all of them
+        (a long input's layer change on Explore shows four maps of one layer). A derived [rows, cols] view (a
+        head mean, one head of a layer too big to keep whole) is kept in the same bounded cache. Raises the
+        first refusal (cost checks run for one layer before anything is computed)."""
+        out: dict[str, np.ndarray] = {}
+        todo: dict[str, tuple] = {}  # key -> (stack, base to compute, layer, what to take of it)
+        for key in dict.fromkeys(keys):
+            stack, base = keyspace.parse(key)
+            info = registry.key_info(base)
+            if key in self._arrays:
+                out[key] = _layer_view(self._arrays, key, layer, head)
+                continue
+            family = registry.family_of(base)
+            if family.NAME == "rollouts" and self._rollout_one_at_a_time(base):
+                out[key] = self._rollout_layer(stack, base, layer)
+                continue
+            if not getattr(family, "PER_LAYER", False):
+                out[key] = self.get([key]).map(key, layer, head)
+                continue
+            request = self.request_of(stack) if stack in self.stacks else self.request
+            li = _index(layer, request.n_layers, "layer", key)
+            if info.per_head and head is None:
+                if registry.is_key(base + "_layer") and registry.family_of(base + "_layer") is family:
+                    todo[key] = (stack, base + "_layer", li, None)
+                else:
+                    todo[key] = (stack, base, li, "mean")
+            elif info.per_head:
+                todo[key] = (stack, base, li, _index(head, request.n_heads, "head", key))
+            else:
+                todo[key] = (stack, base, li, None)
+        derived = {k: self._layer_maps.get((k, t[2], t[3])) for k, t in todo.items() if t[3] is not None}
+        groups: dict[tuple, list[str]] = {}
+        direct: dict[tuple, dict[str, object]] = {}  # α's head mean or one head, taken from the layer view itself
+        for k, (stack, base, li, take) in todo.items():
+            if derived.get(k) is not None:
+                continue
+            if take is not None and base == "attention" and stack != "cross" and registry.family_of(base).NAME == "weights":
+                direct.setdefault((stack, li), {})[k] = take
+                groups.setdefault((stack, li), [])
+            else:
+                groups.setdefault((stack, li), []).append(base)
+        layers = {g: self._layers(g[0], list(dict.fromkeys(bases)), g[1], direct.get(g, {}))
+                  for g, bases in groups.items()}
+        for k, (stack, base, li, take) in todo.items():
+            if derived.get(k) is not None:
+                out[k] = derived[k]
+                continue
+            if k in direct.get((stack, li), {}):
+                out[k] = layers[(stack, li)][k][0]
+                continue
+            arr, kept = layers[(stack, li)][base]
+            if take is None:
+                out[k] = arr
+            elif take == "mean":
+                out[k] = arr.mean(0)
+                self._layer_maps.put((k, li, take), out[k])
+            else:
+                out[k] = arr[take] if kept else arr[take].copy()
+                if not kept:  # the whole layer did not fit the cache: keep the one head shown
+                    self._layer_maps.put((k, li, take), out[k])
+        return {k: out[k] for k in dict.fromkeys(keys)}
 
     def _rollout_one_at_a_time(self, base: str) -> bool:
         from .methods import rollouts
@@ -429,27 +474,52 @@ class Session:
             self._layer_maps.put((key, k), out)
         return out
 
-    def _one_layer(self, stack: str, base: str, request, layer: int) -> np.ndarray:
-        """Layer ``layer`` of ``base`` on ``stack`` ([H, n, n] or [n, n]), from the cache or computed alone."""
+    def _layers(self, stack: str, bases: list[str], layer: int,
+                alpha_views: dict[str, object] | None = None) -> dict[str, tuple[np.ndarray, bool]]:
+        """{base: (layer ``layer`` of it on ``stack`` ([H, n, n] or [n, n]), whether the cache kept it)}, from
+        the cache or computed: every missing one checked first (applicability, cost for one layer), then all
+        computed on the same layer view (one family call per family) before its derived tensors are dropped.
+        ``alpha_views`` {key: "mean" or a head}: α's head mean or one head taken from the same view's α (what the
+        weights family would copy whole, [H, n, n], to then keep one [n, n] of it), cached as (key, layer, take)
+        and returned under ``key``."""
         import dataclasses
 
-        key = keyspace.spell(stack, base)
-        cached = self._layer_maps.get((key, layer))
-        if cached is not None:
-            return cached
+        request = self.request_of(stack) if stack in self.stacks else self.request
+        got = {}
+        for b in bases:
+            hit = self._layer_maps.get((keyspace.spell(stack, b), layer))
+            if hit is not None:
+                got[b] = (hit, True)
+        missing = [b for b in bases if b not in got]
+        alpha_views = alpha_views or {}
+        if not missing and not alpha_views:
+            return got
         one = dataclasses.replace(request, n_layers=1)
-        keyspace.check(self.lm, stack, base, one, self.options)  # applicability, and cost for one layer
-        family = registry.family_of(base)
+        for b in missing + (["attention"] if alpha_views else []):
+            keyspace.check(self.lm, stack, b, one, self.options)  # applicability, and cost for one layer
+        by_family: dict[str, list[str]] = {}
+        for b in missing:
+            by_family.setdefault(registry.family_of(b).NAME, []).append(b)
         with self._lock:
             view = self.layers(stack)[layer]
-            inputs = Inputs(request=one, layer_views=lambda: [view], arrays={}, model=None, progress=None)
             try:
-                out = family.compute(inputs, [base], {**self.options, "compute_together": False})
+                # the weights family drops each layer's α once copied (its whole-array path): it goes last, so
+                # the norm family's run on this view uses the same α
+                for name, bs in sorted(by_family.items(), key=lambda item: item[0] == "weights"):
+                    inputs = Inputs(request=one, layer_views=lambda: [view], arrays={}, model=None, progress=None)
+                    res = registry.families()[name].compute(inputs, bs, {**self.options, "compute_together": False})
+                    for b in bs:
+                        arr = res.arrays[b][0]
+                        self._layer_maps.put((keyspace.spell(stack, b), layer), arr)
+                        got[b] = (arr, self._layer_maps.get((keyspace.spell(stack, b), layer)) is arr)
+                for k, take in alpha_views.items():
+                    alpha = view.alpha
+                    arr = to_numpy(alpha.mean(0) if take == "mean" else alpha[int(take)])
+                    self._layer_maps.put((k, layer, take), arr)
+                    got[k] = (arr, True)
             finally:
                 view.clear()
-        arr = out.arrays[base][0]
-        self._layer_maps.put((key, layer), arr)
-        return arr
+        return got
 
     def _compute(self, todo: list[str], refused: dict, strict: bool, progress: Progress | None) -> None:
         order = list(registry.families())

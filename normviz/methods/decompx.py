@@ -175,6 +175,24 @@ def ff_factors(ctx, ff_in: torch.Tensor | None = None) -> list[torch.Tensor]:
     return unit_factors(ctx, *pre)
 
 
+def live_parts(flat: torch.Tensor, dense: float = 0.75) -> torch.Tensor | None:
+    """The rows of ``flat`` [r, e] that are not all zero, or None when more than ``dense`` of them are not.
+    A causal decoder's parts are exactly zero for every token after the row (token k reaches rows i ≥ k only):
+    about half of the n·(n+1) parts, which every linear map and bias rule keeps at zero."""
+    nonzero = flat.ne(0).any(-1)
+    k = int(nonzero.sum())
+    return None if k > dense * flat.shape[0] else nonzero.nonzero().squeeze(1)
+
+
+def rows_matmul(flat: torch.Tensor, w: torch.Tensor, live: torch.Tensor | None) -> torch.Tensor:
+    """flat @ w, multiplying only the ``live`` rows (the others are zero, and so are their products)."""
+    if live is None:
+        return flat @ w
+    out = flat.new_zeros(flat.shape[0], w.shape[1])
+    out[live] = flat[live] @ w
+    return out
+
+
 def ff_parts(ctx, parts: torch.Tensor, rows: slice, factors: Sequence[torch.Tensor],
              rules: Rules = DECOMPX) -> torch.Tensor:
     """F[i, k] = (θ_i ⊙ (W_1 v_ik + w_ik b_1)) W_2 + w'_ik b_2 for the FF input parts v [c, n, d]; SwiGLU:
@@ -182,16 +200,18 @@ def ff_parts(ctx, parts: torch.Tensor, rows: slice, factors: Sequence[torch.Tens
     p = ctx.p
     c, n, d = parts.shape
     flat = parts.reshape(c * n, d)
-    h = (flat @ p.w_in).view(c, n, -1)
+    live = live_parts(flat)
+    h = rows_matmul(flat, p.w_in, live).view(c, n, -1)
     if p.b_in is not None:
         add_bias(h, p.b_in, rows, rules)
     h.mul_(factors[0][rows, None, :])
     if p.ff_kind != "mlp":
-        g = (flat @ p.w_up).view(c, n, -1)
+        g = rows_matmul(flat, p.w_up, live).view(c, n, -1)
         if p.b_up is not None:
             add_bias(g, p.b_up, rows, rules)
         h.add_(g.mul_(factors[1][rows, None, :]))
-    out = (h.view(c * n, -1) @ p.w_out).view(c, n, d)
+    hf = h.view(c * n, -1)
+    out = rows_matmul(hf, p.w_out, live_parts(hf)).view(c, n, d)
     if p.b_out is not None:
         add_bias(out, p.b_out, rows, rules)
     return out

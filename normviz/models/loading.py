@@ -392,8 +392,14 @@ def _stack(spec: ArchSpec) -> str:
 
 
 def _validated(lm: LoadedModel) -> LoadedModel:
-    """Refuse, with a message, a model whose FF activation we cannot split exactly (encoder–decoders: only
-    their FF keys are refused per key, see :func:`normviz.keyspace.ff_refusal`)."""
+    """Refuse, with a message, a model whose weights are offloaded (meta) or whose FF activation we cannot split
+    exactly (encoder–decoders: only their FF keys are refused per key, see :func:`normviz.keyspace.ff_refusal`)."""
+    offloaded = [n for n, p in lm.model.named_parameters() if p.device.type == "meta"]
+    if offloaded:
+        raise UnsupportedModelError(
+            f"{lm.name!r}: {len(offloaded)} weights (e.g. {offloaded[0]}) are offloaded (accelerate's cpu/disk "
+            "offload leaves them on the 'meta' device outside the forward pass), but each layer is decomposed from "
+            "its weights in memory. Use a device_map without 'disk' or offloading (layers on GPUs and 'cpu').")
     if lm.is_encoder_decoder:
         return lm
     reason = check_activation(lm.layer_params(0).act, gated=lm.spec.ff_kind == "gated")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -109,14 +110,35 @@ def refusals(session, budget_s: float | None) -> dict:
     return out
 
 
+class LensView(NamedTuple):
+    """What the page shows of a logit lens [L+1, V] at one position: the top-``k`` table per layer and the
+    log-probability columns [L+1] of the tokens it may draw (the candidates, the text's next token, a link's
+    token and foil). Kept per position instead of the whole array (6 MB per position on smollm2: a visitor
+    clicking through a 128-token text's positions held 0.8 GB); a tuple, so ui.memo counts its bytes."""
+
+    table: list[dict]
+    columns: dict[int, np.ndarray]
+
+    def curves(self, ids: dict[str, int]) -> dict[str, np.ndarray]:
+        """Each named token's probability after every layer [L+1] (the last: the model's own)."""
+        return {name: np.exp(self.columns[t].astype(np.float64)) for name, t in ids.items()}
+
+
+def lens_view(lens: np.ndarray, tokenizer, ids, top: int = 5) -> LensView:
+    """The :class:`LensView` of ``lens`` [L+1, V] (log-probabilities) for the token ids ``ids``."""
+    return LensView(lens_table(lens, tokenizer, top), {int(t): np.array(lens[:, int(t)]) for t in ids})
+
+
 def lens_table(lens: np.ndarray, tokenizer, top: int = 5) -> list[dict]:
     """Per layer (0 = embedding … L = the model), the ``top`` tokens of the logit lens and their probabilities."""
+    k = min(top, lens.shape[1])
+    part = np.argpartition(-lens, k - 1, axis=1)[:, :k]  # the top k per row, unordered (no sort of V)
     rows = []
     for l in range(lens.shape[0]):
-        best = np.argsort(-lens[l])[:top]
+        best = part[l][np.lexsort((part[l], -lens[l, part[l]]))]  # by probability, ties by id
         row = {"after layer": l}
-        for k, t in enumerate(best):
-            row[f"#{k + 1}"] = f"{token_text(tokenizer, int(t))!r} {float(np.exp(lens[l, t])):.3f}"
+        for j, t in enumerate(best):
+            row[f"#{j + 1}"] = f"{token_text(tokenizer, int(t))!r} {float(np.exp(lens[l, t])):.3f}"
         rows.append(row)
     return rows
 
@@ -124,6 +146,23 @@ def lens_table(lens: np.ndarray, tokenizer, top: int = 5) -> list[dict]:
 def lens_curves(lens: np.ndarray, ids: dict[str, int]) -> dict[str, np.ndarray]:
     """Each named token's probability after every layer [L+1]."""
     return {name: np.exp(lens[:, t].astype(np.float64)) for name, t in ids.items()}
+
+
+def routes_at(session, position: int, tau: float):
+    """The routes of ``session`` at ``position`` and threshold τ (≥ 0.01, the slider's least), computed at the
+    lowest τ asked so far per session and position (ui.memo: shared by every visitor of the same text) and
+    re-extracted from it for a higher τ (:meth:`Routes.above`: no model work). The first view pays for its own
+    τ only (τ = 0.04 reaches about half the rows of τ = 0.01)."""
+    from ..attribution import routes
+    from .memo import memoised
+
+    tau = max(float(tau), 0.01)
+    held = memoised(session, ("why_routes", int(position)), lambda: [None])  # a box: the lowest τ's routes
+    r = held[0]
+    if r is None or r.threshold > tau:
+        r = routes(session, position=position, threshold=tau)
+        held[0] = r
+    return r if r.threshold == tau else r.above(tau)
 
 
 def grid_columns(e) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -147,14 +186,16 @@ def first_token_shares(attention: np.ndarray, norm: np.ndarray) -> tuple[np.ndar
     return share(attention), share(norm)
 
 
-def numbers(e, candidates, lens_ids: dict[str, int], lens: np.ndarray, routes=None, sources=None) -> dict:
-    """Every number the page shows, as one dict of numpy arrays / numbers / strings."""
+def numbers(e, candidates, lens_ids: dict[str, int], lens, routes=None, sources=None) -> dict:
+    """Every number the page shows, as one dict of numpy arrays / numbers / strings (``lens``: the [L+1, V]
+    log-probabilities or their :class:`LensView`)."""
     out = e.to_dict(with_sources=False) if e is not None else {}
     out["candidate_tokens"] = np.array([c.token for c in candidates])
     out["candidate_ids"] = np.array([c.id for c in candidates])
     out["candidate_probs"] = np.array([c.prob for c in candidates])
-    for name, t in lens_ids.items():
-        out[f"lens_prob_{name}"] = np.exp(lens[:, t].astype(np.float64))
+    curves = lens.curves(lens_ids) if isinstance(lens, LensView) else lens_curves(lens, lens_ids)
+    for name, p in curves.items():
+        out[f"lens_prob_{name}"] = p
     if sources is not None:
         out["sources"], out["bias"] = sources
     if routes is not None:

@@ -1,12 +1,14 @@
 """A long map at screen resolution: each overview cell aggregates the block of tokens under it.
 
-    overview(m, cells)  → Overview(max, mean, edges)   m [rows, cols] → at most cells × cells blocks
-    zoom(m, rows, cols) → the map's full-resolution window (token ranges, clipped to the map)
+    overview(m, cells, causal) → Overview(max, mean, edges)   m [rows, cols] → at most cells × cells blocks
+    zoom(m, rows, cols)        → the map's full-resolution window (token ranges, clipped to the map)
 
-Block b covers tokens edges[b] … edges[b + 1] − 1 (blocks differ by at most one token). ``max`` shows where
-any strong cell is (a single sharp contribution survives), ``mean`` the block's average mass; a figure says
-which it shows. For a causal model the blocks above the diagonal average in the zeros of the mask, so their
-``mean`` is lower than the cells' — ``max`` is the honest default there.
+Block b covers tokens edges[b] … edges[b + 1] − 1 (blocks differ by at most one token). ``max`` is the cell
+of largest magnitude in the block, with its sign (the block maximum for a non-negative map): a single sharp
+contribution survives. ``mean`` is the block's average over the cells that exist; with ``causal`` (a decoder:
+column j > row i is masked) the cells above the diagonal are left out of both, so a block that straddles the
+diagonal averages only its visible cells, and a block wholly above it is NaN (drawn as masked). A figure
+says which aggregate it shows.
 """
 from __future__ import annotations
 
@@ -27,6 +29,12 @@ class Overview:
         edges = self.row_edges if axis == 0 else self.col_edges
         return int(np.searchsorted(edges, token, side="right") - 1)
 
+    def of(self, aggregate: str) -> np.ndarray:
+        """``max`` or ``mean``."""
+        if aggregate not in ("max", "mean"):
+            raise ValueError(f"aggregate must be 'max' or 'mean', not {aggregate!r}")
+        return self.max if aggregate == "max" else self.mean
+
 
 def edges(n: int, cells: int) -> np.ndarray:
     """Block boundaries of n tokens in at most ``cells`` blocks of (nearly) equal size."""
@@ -34,33 +42,65 @@ def edges(n: int, cells: int) -> np.ndarray:
     return np.linspace(0, n, blocks + 1).round().astype(np.int64)
 
 
-def overview(m: np.ndarray, cells: int = 512) -> Overview:
-    """Block max and block mean of ``m`` (NaN-free [rows, cols]) in at most ``cells`` blocks per axis; a map
-    that already fits is returned as is (blocks of one token)."""
+def visible_counts(re: np.ndarray, ce: np.ndarray) -> np.ndarray:
+    """[blocks_r, blocks_c] number of cells with column ≤ row in each block (a causal map's visible cells)."""
+    rows = np.arange(int(re[-1]))[:, None]
+    per_row = np.clip(rows + 1 - ce[None, :-1], 0, np.diff(ce)[None, :])  # [n_rows, blocks_c]
+    return np.add.reduceat(per_row, re[:-1], axis=0)
+
+
+def overview(m: np.ndarray, cells: int = 512, causal: bool = False) -> Overview:
+    """Block max (largest magnitude, signed) and block mean of ``m`` (NaN-free [rows, cols]) in at most
+    ``cells`` blocks per axis; ``causal``: cells above the diagonal are left out. A map that already fits keeps
+    its values (blocks of one token; masked cells NaN when ``causal``).
+
+    One pass over the map per aggregate (``reduceat`` over the blocks' starts); with ``causal`` only the blocks
+    that straddle the diagonal (about two per block row) are recomputed with their masked cells left out."""
     m = np.asarray(m)
     re, ce = edges(m.shape[0], cells), edges(m.shape[1], cells)
-    # reduceat: one pass per axis over the blocks' starts
-    row_max = np.maximum.reduceat(m, re[:-1], axis=0)
-    row_sum = np.add.reduceat(m.astype(np.float64), re[:-1], axis=0)
-    mx = np.maximum.reduceat(row_max, ce[:-1], axis=1)
-    total = np.add.reduceat(row_sum, ce[:-1], axis=1)
-    sizes = np.diff(re)[:, None] * np.diff(ce)[None, :]
-    return Overview(max=mx, mean=(total / sizes).astype(m.dtype), row_edges=re, col_edges=ce)
+    hi = np.maximum.reduceat(np.maximum.reduceat(m, re[:-1], axis=0), ce[:-1], axis=1)
+    lo = np.minimum.reduceat(np.minimum.reduceat(m, re[:-1], axis=0), ce[:-1], axis=1)
+    total = np.add.reduceat(np.add.reduceat(m, re[:-1], axis=0, dtype=np.float64), ce[:-1], axis=1)
+    if causal:
+        counts = visible_counts(re, ce)
+        for bi in range(len(re) - 1):
+            r0, r1 = int(re[bi]), int(re[bi + 1])
+            # column blocks with a cell above the diagonal (c > r) and one on or below it (c <= r)
+            first = int(np.searchsorted(ce, r0, side="right") - 1)
+            last = int(np.searchsorted(ce, r1 - 1, side="right") - 1)
+            for bj in range(max(first, 0), min(last, len(ce) - 2) + 1):
+                c0, c1 = int(ce[bj]), int(ce[bj + 1])
+                if c1 - 1 <= r0:  # wholly on or below the diagonal
+                    continue
+                vis = np.arange(c0, c1)[None, :] <= np.arange(r0, r1)[:, None]
+                if not vis.any():
+                    continue
+                sub = m[r0:r1, c0:c1]
+                hi[bi, bj], lo[bi, bj] = sub[vis].max(), sub[vis].min()
+                total[bi, bj] = sub[vis].sum(dtype=np.float64)
+    else:
+        counts = np.diff(re)[:, None] * np.diff(ce)[None, :]
+    empty = counts == 0
+    mx = np.where(np.abs(lo) > np.abs(hi), lo, hi)
+    mx = np.where(empty, np.nan, mx).astype(m.dtype if m.dtype.kind == "f" else np.float64)
+    mean = np.where(empty, np.nan, total / np.maximum(counts, 1)).astype(mx.dtype)
+    return Overview(max=mx, mean=mean, row_edges=re, col_edges=ce)
 
 
 def zoom(m: np.ndarray, rows: tuple[int, int], cols: tuple[int, int] | None = None) -> tuple[np.ndarray, slice, slice]:
     """The window m[rows, cols] at full resolution (``cols`` default: the same range), clipped to the map;
     returns it with the slices actually used (their starts label the axes)."""
     cols = rows if cols is None else cols
-
-    def clip(r, n):
-        start, stop = max(0, int(r[0])), min(n, int(r[1]))
-        if stop <= start:
-            raise ValueError(f"token range {r[0]}…{r[1]} is empty on a map of {n} tokens")
-        return slice(start, stop)
-
-    rs, cs = clip(rows, m.shape[0]), clip(cols, m.shape[1])
+    rs, cs = clip_range(rows, m.shape[0]), clip_range(cols, m.shape[1])
     return m[rs, cs], rs, cs
 
 
-__all__ = ["Overview", "edges", "overview", "zoom"]
+def clip_range(r: tuple[int, int], n: int) -> slice:
+    """Tokens r[0] … r[1] − 1 clipped to 0 … n − 1; ValueError when nothing is left."""
+    start, stop = max(0, int(r[0])), min(n, int(r[1]))
+    if stop <= start:
+        raise ValueError(f"token range {r[0]}…{r[1]} is empty on a map of {n} tokens")
+    return slice(start, stop)
+
+
+__all__ = ["Overview", "clip_range", "edges", "overview", "visible_counts", "zoom"]

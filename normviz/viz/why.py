@@ -39,6 +39,7 @@ def candidates(tokens: list[str], probs, *, chosen: int | None = None, foil: int
     colors = [POS if k == chosen else FOIL if k == foil else "#9aa5b1" for k in range(len(p))]
     fig = go.Figure(go.Bar(x=p, y=list(range(len(p))), orientation="h", marker_color=colors,
                            customdata=names, text=[f"{v:.1%}" for v in p], textposition="auto",
+                           insidetextfont=dict(color="white"),  # readable on the grey bars in dark mode too
                            hovertemplate="%{customdata}: p = %{x:.4f}<extra></extra>"))
     fig.update_yaxes(tickmode="array", tickvals=list(range(len(p))), ticktext=[abbreviate(n, 16) for n in names],
                      autorange="reversed", tickfont=dict(size=font_size))

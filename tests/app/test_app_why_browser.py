@@ -1,5 +1,6 @@
 """Issue 21: the Why page in headless Chromium on smollm2. Choosing another candidate redraws the charts that
-depend on it; the first view of a new 12-token prompt draws every chart; the first chart sits on the first
+depend on it; the first view of a new 12-token prompt draws every chart; a click on the layer × head grid's cell
+opens that layer and head on Explore (the URL state); the first chart sits on the first
 screen in stage mode at 1280×800 and 1920×1080; 8 screenshots (2 sizes × light/dark × normal/presentation) go
 to ``$NORMVIZ_SCREENSHOTS/why`` (else the test's tmp dir), with the in-page timings in ``why_latency.json``.
 Timings are reported, not asserted (the machine is shared); the figures are in benchmarks/README.md."""
@@ -15,7 +16,7 @@ import pytest
 import normviz
 
 from ..helpers.browser import SIZES, chromium, emulate, open_selectbox, require_browser, streamlit_server, timed, \
-    wait_for_app
+    wait_for_app, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(1500)]
 TEXT = "The capital of France is"
@@ -26,6 +27,27 @@ _CTX_TITLES = "return Array.from(document.querySelectorAll('.gtitle, .annotation
 
 def _titles_with(word: str, at_least: int) -> str:
     return f"return ({_CTX_TITLES.format(json.dumps(word))[7:-1]}) >= {at_least};"
+
+
+# the centre of the grid's cell (x = head, y = layer) in the page's pixels, by plotly's own axis mapping
+_CELL = """const gd = document.querySelector('.st-key-why_heads .js-plotly-plot');
+           if (!gd || !gd._fullLayout) return null;
+           const L = gd._fullLayout, r = gd.getBoundingClientRect(), d = gd.querySelector('.nsewdrag').getBoundingClientRect();
+           return {x: r.left + L._size.l + L.xaxis.l2p(arguments[0]), y: r.top + L._size.t + L.yaxis.l2p(arguments[1]),
+                   cx: d.left + d.width / 2, cy: d.top + d.height / 2};"""
+
+
+def _click_grid_cell(driver, layer: int, head: int) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    chart = driver.find_element(By.CSS_SELECTOR, ".st-key-why_heads")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", chart)
+    wait_until(driver, "return document.querySelectorAll('.st-key-why_heads .hm image').length > 0")
+    p = driver.execute_script(_CELL, head, layer)
+    assert p is not None
+    drag = driver.find_element(By.CSS_SELECTOR, ".st-key-why_heads .nsewdrag")
+    ActionChains(driver).move_to_element_with_offset(drag, int(p["x"] - p["cx"]), int(p["y"] - p["cy"])).click().perform()
 
 
 def test_why_page_redraws_and_screenshots(tmp_path):
@@ -64,6 +86,15 @@ def test_why_page_redraws_and_screenshots(tmp_path):
         figures["new 12-token prompt"] = {"shown_s": round(shown, 3), "settled_s": round(settled, 3),
                                           "server_s": round(server, 3)}
         assert not driver.execute_script("return document.querySelectorAll('[data-testid=\"stException\"]').length")
+        # a click on the layer × head grid's cell (layer 3, head 2) opens that head on Explore (the URL state)
+        _click_grid_cell(driver, layer=3, head=2)
+        wait_until(driver, "return !window.location.pathname.includes('Why');", timeout=120)
+        wait_for_app(driver, min_charts=2)
+        wait_until(driver, "return Array.from(document.querySelectorAll('.gtitle')).some(t => "
+                           "t.textContent.includes('layer 3, head 2'));", timeout=300)
+        assert "layer=3" in driver.current_url and "head=2" in driver.current_url, driver.current_url
+        assert "Yesterday" in driver.current_url  # the same text
+        driver.save_screenshot(str(out / "explore_from_why_click.png"))
         # 8 screenshots; in stage mode the first chart is wholly on the first screen
         shots = []
         for w, h in SIZES:

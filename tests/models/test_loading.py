@@ -192,3 +192,30 @@ def test_cli_maps_is_the_new_name_of_methods(tmp_path):
     da, db = np.load(a), np.load(b)
     assert set(da.files) == set(db.files) == {"tokens", "norm", "attn_res_ln"}
     same_up_to_rounding(da["norm"], db["norm"], what="norm")  # two exports, two passes (helpers.maps.PASS_TOL)
+
+
+def test_a_two_part_device_map_gives_the_single_device_maps(tmp_path):
+    """A model dispatched by accelerate in two parts (embeddings + layer 0 | layer 1 + final norm) gives the
+    single-device maps to 1e-12 (float64). This machine has one device, so both parts are on the CPU: what is
+    exercised is accelerate's dispatch (``force_hooks``: its hooks move each part's inputs) and normviz
+    decomposing each layer where its parameters are (``rec.to(params.w_out.device)``), not a copy between two
+    real devices (benchmarks/gpu_check.py runs the exactness tests on CUDA). Weights offloaded to disk are on
+    the 'meta' device outside the forward pass: refused with a message instead of failing inside a map."""
+    accelerate = pytest.importorskip("accelerate")
+    from normviz.devtools.tiny import build, distinct
+    from normviz.session import Session
+
+    enc = distinct(9)
+    single = Session.from_encoded(build("llama"), [enc])[0].get()
+    parts = {"embed_tokens": "cpu", "rotary_emb": "cpu", "layers.0": "cpu", "layers.1": "cpu", "norm": "cpu"}
+    model = accelerate.dispatch_model(build("llama").model, device_map=parts, force_hooks=True)  # hooks on one device too
+    assert set(model.hf_device_map) == set(parts) and hasattr(model.layers[1], "_hf_hook")
+    split = Session.from_encoded(normviz.from_model(model, None, name="tiny-llama-two-parts"), [enc])[0].get()
+    assert single.keys() == split.keys() and len(single.keys()) >= 8
+    for k in single.keys():
+        np.testing.assert_allclose(split[k], single[k], rtol=0, atol=1e-12, err_msg=k)
+
+    offloaded = accelerate.dispatch_model(build("llama").model, device_map={**parts, "layers.1": "disk"},
+                                          offload_dir=str(tmp_path))
+    with pytest.raises(UnsupportedModelError, match="offloaded"):
+        normviz.from_model(offloaded, None, name="tiny-llama-offloaded")

@@ -216,3 +216,40 @@ def test_gpu_check_runs_its_exactness_step_on_the_cpu_and_skips_without_cuda(cap
     if not torch.cuda.is_available():
         assert mod.main(["--device", "cuda"]) == 0
         assert "no CUDA device" in capsys.readouterr().out
+
+
+def test_alpha_recomputed_in_row_blocks_equals_the_recorded_alpha(monkeypatch):
+    """A long input's α is recomputed in blocks of receiving rows (the eager function's temporaries are a
+    block's): the same numbers as the recorded α (float64, blocks of 7 rows on 40 tokens)."""
+    from normviz import attention_capture
+    from normviz.devtools.tiny import build, encoded
+    from normviz.session import Session
+
+    lm, enc = build("llama"), encoded(40)
+    want = Session.from_encoded(lm, [enc], options={"record_attention": "weights"})[0].get(["attention"])
+    monkeypatch.setattr(attention_capture, "WEIGHTS_BLOCK_BYTES", 4 * 40 * 8 * 7)
+    s = Session.from_encoded(lm, [enc], options={"record_attention": "qk"})[0]
+    assert s.records()[0].attn is None  # recomputed from q, k
+    np.testing.assert_allclose(s.get(["attention"])["attention"], want["attention"], rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("arch", ["llama", "bert", "gpt2"])
+def test_maps_of_one_layer_in_one_pass_equal_the_whole_arrays(arch):
+    """Session.maps (one pass over a layer's records for several keys; α's head mean or one head taken from α
+    itself) equals the whole arrays of get() to 1e-12 (float64), computes no whole array, and a second call is
+    served from the cache."""
+    from normviz.devtools.tiny import build, distinct
+
+    lm, enc = build(arch), distinct(11)
+    keys = ["attention", "norm", "attn_res", "attn_res_ln"]
+    whole = Session.from_encoded(lm, [enc])[0].get(keys + ["norm_layer"])
+    s = Session.from_encoded(lm, [enc])[0]
+    for layer in range(lm.n_layers):
+        for head in (None, 1):
+            got = s.maps(keys, layer, head)
+            assert list(got) == keys
+            for k, v in got.items():
+                np.testing.assert_allclose(v, whole.map(k, layer, head), rtol=0, atol=1e-12, err_msg=(k, layer, head))
+            again = s.maps(keys, layer, head)
+            assert all(again[k] is got[k] for k in ("attn_res", "attn_res_ln")) and again["attention"] is got["attention"]
+    assert s.computed() == []

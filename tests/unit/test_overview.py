@@ -29,3 +29,26 @@ def test_small_maps_are_unchanged_and_zoom_clips():
     assert np.array_equal(w, m[4:, :2]) and rs == slice(4, 6) and cs == slice(0, 2)
     with pytest.raises(ValueError, match="empty"):
         zoom(m, (7, 9))
+
+
+def test_causal_blocks_leave_out_the_masked_cells():
+    """A decoder's map: the cells above the diagonal are masked. Each block's max and mean are over its visible
+    cells only (a brute-force mask), blocks wholly above the diagonal are NaN; a signed map keeps the sign of
+    the largest magnitude."""
+    rng = np.random.default_rng(1)
+    n = 301
+    m = rng.normal(size=(n, n))
+    m[np.triu_indices(n, 1)] = 5.0  # anything above the diagonal must not show
+    ov = overview(m, cells=37, causal=True)
+    r, c = ov.row_edges, ov.col_edges
+    vis = np.tri(n, dtype=bool)
+    for bi in range(37):
+        for bj in range(37):
+            block, ok = m[r[bi]:r[bi + 1], c[bj]:c[bj + 1]], vis[r[bi]:r[bi + 1], c[bj]:c[bj + 1]]
+            if not ok.any():
+                assert np.isnan(ov.max[bi, bj]) and np.isnan(ov.mean[bi, bj])
+                continue
+            cells = block[ok]
+            want = cells.max() if abs(cells.max()) >= abs(cells.min()) else cells.min()
+            assert ov.max[bi, bj] == want and abs(ov.mean[bi, bj] - cells.mean()) < 1e-12
+    assert np.isnan(ov.max[0, -1]) and not np.isnan(ov.max[-1, 0])

@@ -1,0 +1,133 @@
+"""The app on a long document in a real browser (issue 20): a ~4,000-token paste on smollm2 with
+NORMVIZ_MAX_TOKENS=4096. The server's RSS (psutil, the server and its children, sampled every 0.25 s) must stay
+within the memory budget above what it held before the paste; a layer change is timed in the page (the
+in-page clock of :func:`normviz.devtools.browser.timed`). Figures go to stdout and to
+``benchmarks/results/long_browser.json`` (``$NORMVIZ_LONG_RESULTS`` overrides): the time is reported, not
+asserted (the target, ≤ 3 s, is measured on a quiet machine)."""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ..helpers.browser import (ROOT, all_titles_say, chromium, focus_slider, press_key, require_browser,
+                               streamlit_server, timed, wait_for_app, wait_until)
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(3600)]
+SENTENCE = ("The river rose in the night and the town woke to water in the streets; the mayor, who had promised "
+            "a wall for years, stood on the bridge and counted the boats. ")
+TOKENS = 4000
+BUDGET_MB = 2048  # NORMVIZ_MEMORY_BUDGET_MB's default
+PASTE = """const el = arguments[0], setter = Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, 'value').set;
+setter.call(el, arguments[1]); el.dispatchEvent(new Event('input', {bubbles: true}));"""
+
+
+def _server(port: int):
+    import psutil
+
+    for c in psutil.net_connections(kind="tcp"):
+        if c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN and c.pid:
+            return psutil.Process(c.pid)
+    raise LookupError(f"no process listens on port {port}")
+
+
+class Peak(threading.Thread):
+    """The largest RSS of a process and its children, sampled until stopped."""
+
+    def __init__(self, proc, every: float = 0.25):
+        super().__init__(daemon=True)
+        self.proc, self.every, self.peak, self._done = proc, every, 0, threading.Event()
+
+    def rss(self) -> int:
+        import psutil
+
+        total = 0
+        for p in [self.proc] + self.proc.children(recursive=True):
+            try:
+                total += p.memory_info().rss
+            except psutil.Error:
+                pass
+        return total
+
+    def run(self):
+        while not self._done.is_set():
+            self.peak = max(self.peak, self.rss())
+            time.sleep(self.every)
+
+    def stop(self) -> int:
+        self._done.set()
+        self.join(5)
+        return self.peak
+
+
+def _text(lm_tokenizer) -> str:
+    text = ""
+    while len(lm_tokenizer(text)["input_ids"]) < TOKENS:
+        text += SENTENCE
+    ids = lm_tokenizer(text)["input_ids"][:TOKENS]
+    return lm_tokenizer.decode(ids)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "not met yet (issue 20): the server's RSS grows by 3.4 GB at peak (2.1 GB held after) for a 4,000-token "
+    "smollm2 text against the 2 GB budget: the q/k records are ~1.7 GB (x, z_attn, z_ff, out, q, k, v per "
+    "layer), the layer cache up to 512 MB, and one layer's α [9, n, n] plus the norm family's stacked copies "
+    "~1.2 GB while a layer is computed. The figures are written before the check; strict: an XPASS fails, so "
+    "the marker goes when the memory does."))
+def test_a_4000_token_paste_on_smollm2_stays_in_the_budget_and_a_layer_change_is_timed(tmp_path):
+    require_browser()
+    pytest.importorskip("psutil")
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    import normviz
+
+    text = _text(normviz.load("smollm2").tokenizer)
+    log = str(tmp_path / "streamlit.log")
+    env = {"NORMVIZ_MAX_TOKENS": "4096", "NORMVIZ_MEMORY_BUDGET_MB": str(BUDGET_MB), "NORMVIZ_TIMING": "1"}
+    out: dict = {"tokens": TOKENS, "budget_mb": BUDGET_MB}
+    with streamlit_server(env=env, log_path=log) as url, chromium(1280, 900) as driver:
+        server = _server(int(url.rsplit(":", 1)[1]))
+        driver.get(url + "/?model=smollm2&text=The+river+rose.")
+        wait_for_app(driver, min_charts=4, timeout=600)
+        time.sleep(2)
+        sampler = Peak(server)
+        out["rss_before_mb"] = round(sampler.rss() / 2**20)  # model loaded, a short text analysed
+        sampler.start()
+        box = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stMain"] [data-testid="stTextInput"] input')[0]
+        t0 = time.perf_counter()
+        driver.execute_script(PASTE, box, text)
+        box.send_keys(Keys.ENTER)
+        wait_until(driver, "return Array.from(document.querySelectorAll('.gtitle')).filter(t => "
+                           "t.textContent.includes('overview: max')).length >= 4;", timeout=1800)
+        state = wait_for_app(driver, min_charts=8, timeout=600)
+        out["first_view_s"] = round(time.perf_counter() - t0, 1)
+        assert state.get("exceptions") == 0, (state, open(log).read()[-3000:])
+        ticks = driver.execute_script("return Array.from(document.querySelectorAll('.gtitle')).map(t => t.textContent)")
+        assert sum("overview: max" in t for t in ticks) == 4 and sum("tokens 0–63" in t for t in ticks) == 4, ticks
+        layer_runs = []
+        for layer in (1, 2, 3):
+            shown, settled, server_s = timed(driver, log, lambda: press_key(driver, "\ue014"),  # → on the layer
+                                             all_titles_say(f"layer {layer}"), prepare=lambda: focus_slider(driver, 0),
+                                             timeout=900)
+            layer_runs.append((shown, settled, server_s))
+        out["rss_peak_mb"] = round(sampler.stop() / 2**20)
+        out["rss_after_mb"] = round(sampler.rss() / 2**20)
+    out["rss_growth_mb"] = out["rss_peak_mb"] - out["rss_before_mb"]
+    out["layer_change"] = {"shown_median_s": round(statistics.median(r[0] for r in layer_runs), 2),
+                           "settled_median_s": round(statistics.median(r[1] for r in layer_runs), 2),
+                           "server_median_s": round(statistics.median(r[2] for r in layer_runs), 2),
+                           "shown_runs": [round(r[0], 2) for r in layer_runs]}
+    out["loadavg"] = open("/proc/loadavg").read().split()[:3]
+    out["cpus"] = os.cpu_count()
+    dest = Path(os.environ.get("NORMVIZ_LONG_RESULTS") or ROOT / "benchmarks" / "results" / "long_browser.json")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(json.dumps(out, indent=1) + "\n")
+    print(json.dumps(out, indent=1))
+    # what the visitor's long text added to the server stays within the budget (NORMVIZ_MEMORY_BUDGET_MB)
+    assert out["rss_growth_mb"] <= BUDGET_MB, out
