@@ -2,11 +2,12 @@
 
 Every ``app_pages/<n>_<Name>.py`` is a page, in the order of ``n``; ``0_Explore.py`` is the default (the root URL),
 the others live at ``/<Name>``. Each page also runs on its own (``AppTest.from_file("app_pages/1_Overview.py")``).
-With ``NORMVIZ_TIMING=1`` each run's server time goes to stderr (``normviz-timing <page> <seconds>``), which
-the real-browser test reads to split a redraw into server and browser time.
+With ``NORMVIZ_TIMING=1`` each run's server time goes to stderr (``normviz-timing <time> <session> <page>
+<seconds>``, :mod:`normviz.ui.timing`), which the real-browser test reads to split a redraw into server and
+browser time.
 """
 import os
-import sys
+import sys  # noqa: F401  (the preamble below is run alone by tests/reliability/test_openmp_policy.py)
 import time
 from pathlib import Path
 
@@ -32,6 +33,7 @@ if _FRESH and os.environ.get("NORMVIZ_PUBLIC", "").strip().lower() in ("1", "tru
 import pandas  # noqa: F401
 import streamlit as st
 
+from normviz.ui import timing
 from normviz.ui.pages import discover
 from normviz.ui.url_check import install as mark_dropped_queries
 
@@ -44,6 +46,4 @@ t0 = time.perf_counter()
 try:
     nav.run()
 finally:
-    if os.environ.get("NORMVIZ_TIMING", "").strip() in ("1", "true", "yes", "on"):
-        print(f"normviz-timing {nav.url_path or 'Explore'} {time.perf_counter() - t0:.4f}", file=sys.stderr,
-              flush=True)
+    timing.report("timing", nav.url_path or "Explore", f"{time.perf_counter() - t0:.4f}")

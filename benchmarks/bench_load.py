@@ -71,6 +71,12 @@ MARKERS = {"gc.collect after each rerun": "_on_script_finished", "frames": "inst
            "plotly figure building": "plotly/basedatatypes", "json / protobuf": "to_json"}
 
 
+EVENT_LOOP = ("asyncio/base_events.py", "uvicorn/")  # frames only the event-loop thread's stacks hold
+LOOP_WORK = {"websocket send": "send_bytes", "deflate": "compress", "protobuf serialise": "SerializeToString",
+             "forward-msg queue": "forward_msg_queue", "message cache": "message_cache",
+             "session handling": "app_session.py", "websocket receive": "receive"}
+
+
 def profile(seconds: float, out_path: str) -> dict:
     """py-spy (PyPI) on the server for ``seconds``: the share of samples whose stack holds each marker, and
     the ten busiest leaf functions."""
@@ -85,7 +91,7 @@ def profile(seconds: float, out_path: str) -> dict:
                         "--output", out_path, "--nonblocking", "--threads"], capture_output=True, text=True)
     if r.returncode != 0 or not os.path.exists(out_path):
         return {"error": (r.stderr or r.stdout)[-500:]}
-    total, marked, leaves = 0, dict.fromkeys(MARKERS, 0), {}
+    total, marked, leaves, threads, loop = 0, dict.fromkeys(MARKERS, 0), {}, {}, {}
     with open(out_path) as f:
         for line in f:
             stack, _, n = line.rstrip("\n").rpartition(" ")
@@ -93,6 +99,11 @@ def profile(seconds: float, out_path: str) -> dict:
                 continue
             n = int(n)
             total += n
+            thread = stack.split(";")[0]
+            threads[thread] = threads.get(thread, 0) + n
+            if any(m in stack for m in EVENT_LOOP):  # the server's event-loop thread (asyncio, uvicorn)
+                what = next((name for name, m in LOOP_WORK.items() if m in stack), "other")
+                loop[what] = loop.get(what, 0) + n
             for name, marker in MARKERS.items():
                 if marker in stack:
                     marked[name] += n
@@ -100,7 +111,11 @@ def profile(seconds: float, out_path: str) -> dict:
             leaves[leaf] = leaves.get(leaf, 0) + n
     share = {k: round(v / max(total, 1), 3) for k, v in marked.items()}
     top = sorted(leaves.items(), key=lambda kv: -kv[1])[:10]
-    return {"samples": total, "share": share, "top_leaves": [(k[:120], round(v / max(total, 1), 3)) for k, v in top]}
+    busiest = sorted(threads.items(), key=lambda kv: -kv[1])[:8]
+    return {"samples": total, "share": share, "top_leaves": [(k[:120], round(v / max(total, 1), 3)) for k, v in top],
+            "threads": [(k[:80], round(v / max(total, 1), 3)) for k, v in busiest],
+            "event_loop": round(sum(loop.values()) / max(total, 1), 3),
+            "event_loop_parts": {k: round(v / max(total, 1), 3) for k, v in sorted(loop.items(), key=lambda kv: -kv[1])}}
 
 
 def loadavg() -> float:
@@ -229,7 +244,8 @@ def main() -> None:
     ap.add_argument("--visitors", type=int, default=7)
     ap.add_argument("--seconds", type=float, default=90.0)
     ap.add_argument("--configs", nargs="*", default=["gc=false", "gc=true"],
-                    help="gc=false|true: STREAMLIT_RUNNER_POST_SCRIPT_GC for that server")
+                    help="gc=false|true: STREAMLIT_RUNNER_POST_SCRIPT_GC for that server; wscomp=true|false: "
+                         "STREAMLIT_SERVER_ENABLE_WEBSOCKET_COMPRESSION (permessage-deflate)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--log-dir", default="/tmp")
     ap.add_argument("--py-spy", type=float, default=0.0, help="seconds of py-spy on the server during the load")
@@ -237,7 +253,8 @@ def main() -> None:
     results = []
     for c in args.configs:
         key, _, value = c.partition("=")
-        env = {"STREAMLIT_RUNNER_POST_SCRIPT_GC": value} if key == "gc" else {}
+        env = {"gc": {"STREAMLIT_RUNNER_POST_SCRIPT_GC": value},
+               "wscomp": {"STREAMLIT_SERVER_ENABLE_WEBSOCKET_COMPRESSION": value}}.get(key, {})
         results.append(run_config(c, env, args.visitors, args.seconds, args.log_dir, args.py_spy))
     if args.json:
         with open(args.json, "w") as f:

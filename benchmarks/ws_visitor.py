@@ -3,6 +3,8 @@
     v = Visitor(base_url)                      # ws://…/_stcore/stream, a new session
     run = v.open("text=The cat sat.&model=minilm")   # the page's first run: seconds, bytes, charts, errors
     run = v.set_widget("w_layer", int_value=3)       # move a widget (found by its key), one rerun
+    v.send_widget("w_layer", int_value=4)            # the same without waiting (a burst: several in a row)
+    runs = v.runs_until_finished()                   # every run until one finishes whole (not cut by a rerun)
     v.close()
 
 Each run waits for ``script_finished`` and returns a :class:`Run`: wall seconds, bytes received, the plotly
@@ -28,6 +30,7 @@ class Run:
     alerts: list = field(default_factory=list)
     exceptions: int = 0
     status: str = ""
+    elements: list = field(default_factory=list)  # the kinds of the elements drawn, in order ("progress" …)
 
 
 VALUE_FIELDS = ("int_value", "double_value", "string_value", "bool_value", "string_array_value",
@@ -73,7 +76,8 @@ class Visitor:
                 setattr(w, fld, value)
         self.ws.send_binary(msg.SerializeToString())
 
-    def _collect(self, t0: float) -> Run:
+    def _collect(self, t0: float, until_element: str = "") -> Run:
+        """Read until the run's ``script_finished`` (or, with ``until_element``, until an element of that kind)."""
         run = Run(0.0, 0)
         deadline = t0 + self.timeout
         while time.time() < deadline:
@@ -88,6 +92,8 @@ class Visitor:
                 self.page_hash = self.page_hash or fm.new_session.page_script_hash
             elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element":
                 self._element(fm.delta.new_element, run, tuple(fm.metadata.delta_path), fm.delta.fragment_id)
+                if until_element and run.elements and run.elements[-1] == until_element:
+                    break
             elif kind == "navigation":
                 self.page_hash = fm.navigation.page_script_hash or self.page_hash
             elif kind == "page_info_changed":
@@ -102,6 +108,7 @@ class Visitor:
         kind = el.WhichOneof("type")
         if kind is None:
             return
+        run.elements.append(kind)
         body = getattr(el, kind)
         if kind == "plotly_chart":
             try:
@@ -136,8 +143,27 @@ class Visitor:
         wid = self.widgets.get(key)
         if wid is None:
             raise KeyError(f"no widget with key {key!r} (seen: {sorted(self.widgets)})")
+        t0 = time.time()
+        self.send_widget(key, **value)
+        return self._collect(t0)
+
+    def send_widget(self, key: str, **value) -> None:
+        """:meth:`set_widget` without waiting for the rerun (read what comes with :meth:`runs_until_finished`)."""
+        wid = self.widgets.get(key)
+        if wid is None:
+            raise KeyError(f"no widget with key {key!r} (seen: {sorted(self.widgets)})")
         (fld, v), = value.items()
         self.values[wid] = (fld, v)
-        t0 = time.time()
         self._send(self.fragments.get(wid, ""))  # a widget inside a fragment reruns that fragment only
-        return self._collect(t0)
+
+    def wait_for_element(self, kind: str) -> Run:
+        """Read the current run until it draws an element of ``kind`` (e.g. "progress": a computation began)."""
+        return self._collect(time.time(), until_element=kind)
+
+    def runs_until_finished(self) -> list[Run]:
+        """Every run the server reports until one that finished whole (``FINISHED_SUCCESSFULLY``); the runs a
+        newer request cut short end ``FINISHED_EARLY_FOR_RERUN``."""
+        runs = []
+        while not runs or runs[-1].status == "FINISHED_EARLY_FOR_RERUN":
+            runs.append(self._collect(time.time()))
+        return runs

@@ -179,6 +179,7 @@ class HeavyWorker:
         self._all: list[_Process] = []
         self.busy = 0  # jobs running now
         self.replaced = 0  # processes replaced (died, or killed past a deadline)
+        self.drained = 0  # jobs left by their caller mid-way (their result read and dropped, :meth:`_drain`)
         self.ran: collections.deque[Ran] = collections.deque(maxlen=64)  # the last finished jobs
 
     # ---- which work goes there
@@ -260,6 +261,31 @@ class HeavyWorker:
                 return proc, time.perf_counter() - t0
             self._replace(proc)
 
+    def _drain(self, proc: _Process, model: str, left_s: float) -> None:
+        """In a thread: read ``proc``'s messages until its job's result (dropped) or the job's deadline, then free
+        it (or replace it past the deadline or when it died). The job stays counted in :attr:`busy` meanwhile."""
+        def drain():
+            end = time.perf_counter() + max(left_s, 0.0)
+            finished = False
+            try:
+                while not finished and time.perf_counter() < end:
+                    try:
+                        kind, *_ = proc.receive(min(end - time.perf_counter(), 1.0))
+                    except queue.Empty:
+                        continue
+                    finished = kind != "progress"
+            except (EOFError, OSError, pickle.UnpicklingError):
+                pass
+            with self._lock:
+                self.busy -= 1
+                self.drained += 1
+            if finished:
+                self._free.put(proc)
+            else:
+                self._replace(proc, model)
+
+        threading.Thread(target=drain, name=f"normviz-worker-drain-{proc.pid}", daemon=True).start()
+
     # ---- one job
     def compute(self, session, family, keys, progress=None):
         """``family``'s ``keys`` of ``session``, computed in a worker process; a ``methods.base.Output``.
@@ -292,6 +318,7 @@ class HeavyWorker:
         with self._lock:
             self.busy += 1
         t0 = time.perf_counter()
+        result = None
         try:
             while True:
                 left = deadline - (time.perf_counter() - t0)
@@ -318,10 +345,16 @@ class HeavyWorker:
             raise errors.NormvizError(f"The costly-maps worker stopped while computing {names} "
                                       f"({type(exc).__name__}); try again, or with a shorter text.") from None
         finally:
-            with self._lock:
-                self.busy -= 1
-            if proc is not None:
-                self._free.put(proc)
+            if proc is not None and result is None:
+                # left mid-job by something else, e.g. the progress callback raised (a Streamlit rerun raises
+                # at the visitor's next st call, here its progress bar): the process is still computing this
+                # job, so it must not take the next one (that one would get this job's arrays)
+                self._drain(proc, job.model, deadline - (time.perf_counter() - t0))
+            else:
+                with self._lock:
+                    self.busy -= 1
+                if proc is not None:
+                    self._free.put(proc)
         self.ran.append(Ran(family.NAME, tuple(keys), result.pid, result.seconds))
         if result.error is not None:
             cls = getattr(errors, result.error[0], None)

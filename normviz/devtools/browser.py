@@ -39,36 +39,52 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def streamlit_server(env: dict | None = None, script: str = "app.py", log_path: str | None = None):
-    """Start ``streamlit run app.py`` on a free local port; yield its base URL; stop it afterwards."""
-    port = free_port()
+def streamlit_server(env: dict | None = None, script: str = "app.py", log_path: str | None = None,
+                     attempts: int = 3):
+    """Start ``streamlit run app.py`` on a free local port; yield its base URL; stop it afterwards.
+
+    The port is free when chosen but another process (other test runs share the machine) may take it before
+    Streamlit binds it; Streamlit then exits at once, and the server is started again on another port
+    (``attempts`` times in all)."""
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", **(env or {})}
     log = open(log_path or os.devnull, "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", script, "--server.port", str(port), "--server.address",
-         "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none"],
-        cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT,
-    )
+    proc = None
     try:
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(f"streamlit exited with code {proc.returncode}")
-            with contextlib.suppress(OSError):
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    break
-            time.sleep(0.3)
-        else:
-            raise RuntimeError("streamlit did not start listening within 60 s")
+        for attempt in range(attempts):
+            port = free_port()
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "streamlit", "run", script, "--server.port", str(port), "--server.address",
+                 "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
+                 "--server.fileWatcherType", "none"],
+                cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT,
+            )
+            if _listening(proc, port, time.time() + 60):
+                break
+            if proc.poll() is None:
+                raise RuntimeError("streamlit did not start listening within 60 s")
+            if attempt == attempts - 1:
+                raise RuntimeError(f"streamlit exited with code {proc.returncode} ({attempts} ports tried)")
         yield f"http://127.0.0.1:{port}"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        if proc is not None:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
         log.close()
+
+
+def _listening(proc, port: int, deadline: float) -> bool:
+    """Whether ``proc`` listens on ``port`` before ``deadline``; False at once if it exited."""
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            return False
+        with contextlib.suppress(OSError):
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return True
+        time.sleep(0.3)
+    return False
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@ text ("" = the model generates it). Either shows an error box and returns None w
 """
 from __future__ import annotations
 
+import time
 import warnings
 
 import streamlit as st
@@ -15,6 +16,8 @@ import normviz
 from normviz import methods
 from normviz.errors import NormvizError, TruncationWarning
 
+from . import timing
+from .interrupts import deferred_interrupts
 from .keys import known_keys
 from .messages import say, shorten_error
 from .safe import plain
@@ -123,7 +126,8 @@ def session_for(lm, text: str, pair: str = "", *, target: str | None = None):
 def get_maps(session, keys: list[str]):
     """``session.get(keys, strict=False)`` with a progress bar while anything is computed; refusals per key
     in ``Analysis.refused``; keys the model does not know are skipped. None (after an error box) if the
-    analysis itself failed."""
+    analysis itself failed. A rerun requested meanwhile waits until the computation is done
+    (:mod:`normviz.ui.interrupts`): a burst of reruns costs one computation, not one started per rerun."""
     known = set(known_keys(session.lm))
     keys = [k for k in dict.fromkeys(keys) if k in known]
     missing = [k for k in keys if k not in session.computed()]
@@ -131,8 +135,17 @@ def get_maps(session, keys: list[str]):
     try:
         if bar is not None:
             prog = bar.progress(0.0, text=f"Analysing ({', '.join(missing)})…")
-            analysis = session.get(keys, strict=False,
-                                   progress=lambda f, m: prog.progress(min(1.0, max(0.0, f)), text=f"Analysing: {m}"))
+            t0, deferred, how = time.perf_counter(), None, "done"
+            try:
+                with deferred_interrupts() as deferred:
+                    analysis = session.get(keys, strict=False, progress=deferred.wrap(
+                        lambda f, m: prog.progress(min(1.0, max(0.0, f)), text=f"Analysing: {m}")))
+            except BaseException:
+                how = "failed"  # an error, or an interruption that was not deferred
+                raise
+            finally:
+                how = "deferred" if deferred is not None and deferred.pending is not None else how
+                timing.report("compute", ",".join(missing), how, f"{time.perf_counter() - t0:.4f}")
         else:
             analysis = session.get(keys, strict=False)
     except NormvizError as exc:

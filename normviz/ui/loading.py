@@ -9,6 +9,7 @@ import streamlit as st
 import normviz
 from normviz.errors import NormvizError
 
+from .interrupts import deferred_interrupts
 from .messages import say, shorten_error
 from .safe import plain
 from .state import check_model_allowed, model_allowlist
@@ -33,7 +34,8 @@ def load_model(name: str):
         with slot.status(f"Loading {plain(key, 80)}… (first use only)", expanded=True) as status:
             def progress(message):
                 status.text(str(message)[:300])
-            lm = cache.get_or_compute(key, lambda: normviz.load(key, progress=progress))
+            with deferred_interrupts() as deferred:  # a rerun meanwhile waits for the load (ui.interrupts)
+                lm = cache.get_or_compute(key, lambda: normviz.load(key, progress=deferred.wrap(progress)))
         slot.empty()
         return lm
     except NormvizError as exc:

@@ -8,6 +8,7 @@ import uuid
 
 import streamlit as st
 
+from .interrupts import one_run_per_session
 from .memory import bound_heap
 from .messages import shorten_error
 from .session_view import VIEW, load_view
@@ -46,8 +47,9 @@ def start_page() -> tuple[ViewState, int]:
 
 
 def run_page(body) -> None:
-    """Run a page's ``body()``; an unexpected error becomes a short message (details in a collapsed section,
-    none at all with ``NORMVIZ_PUBLIC=1``), never a traceback. Streamlit's own stop/rerun pass through."""
+    """Run a page's ``body()``, one run of the visitor's session at a time (:mod:`normviz.ui.interrupts`); an
+    unexpected error becomes a short message (details in a collapsed section, none at all with
+    ``NORMVIZ_PUBLIC=1``), never a traceback. Streamlit's own stop/rerun pass through."""
     from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
 
     conf = settings()
@@ -57,7 +59,8 @@ def run_page(body) -> None:
         except Exception:  # pragma: no cover - older Streamlit
             pass
     try:
-        body()
+        with one_run_per_session():  # a burst of reruns: the run in flight, then the latest (ui.interrupts)
+            body()
     except ScriptControlException:
         raise
     except Exception as exc:  # the top-level catch: nothing below reaches the visitor as a traceback

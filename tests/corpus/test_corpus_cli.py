@@ -78,7 +78,9 @@ def test_resume_after_interruption_gives_the_same_results(tiny_llama_dir, corpus
     assert seen[0] == (6, 10)  # started after the two finished chunks
     for p in done:
         assert p.stat().st_mtime_ns == mtimes[p.name]  # not recomputed
-    assert_tables_equal(full.tables, resumed.tables, exact=True)
+    # the finished chunks come from the interrupted run's passes, the rest from new ones: equal up to GEMM rounding
+    # (not bit for bit: tests/helpers/maps.py PASS_TOL says why); a chunk lost, doubled or misplaced is O(1)
+    assert_tables_equal(full.tables, resumed.tables, exact=False, rtol=1e-12, scaled_atol=1e-12)
     assert full.bad_lines == resumed.bad_lines
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 
+import numpy as np
 import torch
 
 import normviz
@@ -17,6 +18,27 @@ def close(parts_sum: torch.Tensor, target: torch.Tensor, tol: float = TOL):
     scale = target.abs().max().item()
     err = (parts_sum - target).abs().max().item()
     assert err <= tol * scale, f"max error {err:.3e} > {tol} × {scale:.3e}"
+
+
+# Two forward passes of one model on the same input, or the same arrays from two processes, agree up to GEMM
+# rounding only, not bit for bit: MKL's (and oneDNN's) GEMM is not reproducible across calls without its CNR mode
+# (MKL_DYNAMIC picks the thread count per call, the split of a reduction follows the threads, and the kernel
+# path follows the buffers' alignment). Under load two passes once differed in the last bit (issue 22 item 7).
+# So such comparisons use a tolerance scaled to the largest |value|: 1e-12 in float64, 1e-5 in float32, many
+# orders of magnitude below what a wrong layer, position, text or an overwritten array would give.
+PASS_TOL = {np.dtype(np.float64): 1e-12, np.dtype(np.float32): 1e-5}
+
+
+def same_up_to_rounding(got, want, tol: float | None = None, what: str = "") -> None:
+    """``got`` equals ``want`` (two passes' arrays, numpy or torch) within ``tol`` × max |want| (see PASS_TOL)."""
+    got = got.detach().cpu().numpy() if isinstance(got, torch.Tensor) else np.asarray(got)
+    want = want.detach().cpu().numpy() if isinstance(want, torch.Tensor) else np.asarray(want)
+    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
+    if tol is None:
+        tol = max(PASS_TOL.get(got.dtype, 0.0), PASS_TOL.get(want.dtype, 0.0))
+    scale = float(np.abs(want).max()) if want.size else 0.0
+    err = float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max()) if want.size else 0.0
+    assert err <= tol * scale, f"{what}: max error {err:.3e} > {tol} × {scale:.3e}"
 
 
 def decompositions(lm, recs, chunk_bytes: int = 4096, use_kernel=None) -> list[LayerDecomposition]:

@@ -29,9 +29,9 @@ def test_minilm_32_tokens_all_layers_within_target(minilm):
             "from the old wooden fence near the wide river bank on a sunny day")
     a = normviz.analyze(lm, text, methods=["attention"])
     assert a.n_tokens == 32
-    start = time.perf_counter()
+    start = time.process_time()  # CPU seconds: under load wall time measures the other processes too
     b = normviz.analyze(lm, text, methods=["flow"])
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     assert elapsed < 10, f"flow took {elapsed:.1f} s"
     assert b["flow"].shape == (6, 32, 32)
     np.testing.assert_allclose(b["flow"].sum(-1), 1, atol=1e-6)
@@ -42,10 +42,10 @@ def test_minilm_32_tokens_all_layers_within_target(minilm):
 def test_300_tokens_refused_before_the_forward_pass(minilm):
     lm = minilm
     text = " ".join(["word"] * 298)
-    start = time.perf_counter()
+    start = time.process_time()  # CPU seconds (a refusal before the pass takes milliseconds)
     with pytest.raises(TooCostlyError) as err:
         normviz.analyze(lm, text, methods=["flow"])
-    assert time.perf_counter() - start < 5
+    assert time.process_time() - start < 5
     msg = str(err.value)
     assert "300 tokens" in msg and "flow_max_tokens" in msg and "rollout_attention" in msg
     session = normviz.Session(lm, text)

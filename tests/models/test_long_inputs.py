@@ -181,10 +181,10 @@ def test_smollm2_long_document_per_layer_maps(smollm2):
                     for i in range(400))
     s = Session(smollm2, text, max_tokens=4000, options={"memory_budget_mb": 4096})
     assert s.n_tokens >= 3900
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # CPU seconds: under load wall time measures the other processes too
     with pytest.raises(TooCostlyError, match="memory budget"):
         s.get(["attention", "norm"])
-    assert time.perf_counter() - t0 < 5 and s.forward_passes == 0
+    assert time.process_time() - t0 < 5 and s.forward_passes == 0
     import dataclasses
 
     enc = s.encoded

@@ -142,7 +142,9 @@ def test_a_worker_that_dies_is_a_message_and_is_replaced(lm):
 
         t = threading.Thread(target=go)
         t.start()
-        time.sleep(1.0)
+        deadline = time.time() + 120  # kill it mid-job: a process that dies while idle is replaced unseen
+        while worker.busy == 0 and time.time() < deadline:  # (a fixed 1-s sleep killed it before the job
+            time.sleep(0.01)  # under load: no error then)
         proc.proc.kill()
         t.join(120)
         assert errors and "worker stopped" in errors[0]

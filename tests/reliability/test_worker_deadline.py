@@ -102,3 +102,32 @@ def test_a_worker_that_died_while_idle_is_replaced_unseen(minilm):
         assert again["alti"].shape[0] == first["alti"].shape[0]
     finally:
         worker.shutdown()
+
+
+class Interrupted(BaseException):
+    """What Streamlit's RerunException is: a BaseException, raised at the visitor's next st call (here: from the
+    progress callback, which draws the progress bar)."""
+
+
+def test_a_job_its_caller_left_mid_way_does_not_answer_the_next_job(minilm, worker):
+    """A visitor's rerun once left a job mid-way: its process went back to the free ones still computing, and the
+    next job (another visitor's, another text) got the arrays of the left one. Now it is drained first."""
+    normviz.Session(minilm, SHORT, worker=worker).get(["value_zeroing"])  # loaded and answering
+    drained, replaced = worker.drained, worker.replaced
+    seen = []
+
+    def leave_mid_job(fraction, message):
+        seen.append(message)
+        if worker.busy:  # a job is in flight in the worker: leave it there
+            raise Interrupted
+
+    with pytest.raises(Interrupted):
+        normviz.Session(minilm, "Left here. " + SHORT, worker=worker).get(["value_zeroing"],
+                                                                         progress=leave_mid_job)
+    assert seen
+    text = "Next."  # another length: the left job's arrays cannot pass for this one's
+    got = normviz.Session(minilm, text, worker=worker).get(["value_zeroing"])["value_zeroing"]
+    alone = normviz.Session(minilm, text).get(["value_zeroing"])["value_zeroing"]
+    assert got.shape == alone.shape
+    np.testing.assert_allclose(got, alone, rtol=0, atol=1e-6)
+    assert worker.drained == drained + 1 and worker.replaced == replaced and worker.busy == 0

@@ -1,13 +1,14 @@
 """The standalone page in a real headless Chromium (file://, no server, no network): every panel draws,
 and hovering a token of the lines view isolates its links."""
-import time
-
 import numpy as np
 import pytest
 
 from normviz import viz
 
-from ..helpers.browser import chromium, find_browser
+from ..helpers.browser import chromium, find_browser, wait_until
+
+# polled (helpers.browser.wait_until), not a fixed sleep: a loaded machine once took longer than the sleep
+DRAWN = "return document.querySelectorAll('.plotly-graph-div .main-svg').length >= {};"
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 
@@ -25,8 +26,7 @@ def test_offline_page_draws_every_panel_and_hover_isolates_a_tokens_links(tmp_pa
     page.write_text(viz.standalone_html(figs), encoding="utf-8")
     with chromium(1300, 900) as d:
         d.get(page.as_uri())
-        time.sleep(2)
-        assert d.execute_script("return document.querySelectorAll('.plotly-graph-div .main-svg').length") >= 3
+        wait_until(d, DRAWN.format(3), timeout=60, idle=False)
         assert d.execute_script("return document.getElementById('nv-panel-2').layout.sliders[0].active") == 0
         d.execute_script("document.getElementById('nv-panel-1').scrollIntoView();")
         t = 3  # hover the receiving token "the·2"
@@ -35,7 +35,8 @@ def test_offline_page_draws_every_panel_and_hover_isolates_a_tokens_links(tmp_pa
             return [fl.xaxis.l2p(1) + fl._size.l, fl.yaxis.l2p(arguments[0]) + fl._size.t, r.width, r.height];""", t)
         el = d.find_element(By.ID, "nv-panel-1")
         ActionChains(d).move_to_element_with_offset(el, int(xy[0] - xy[2] / 2), int(xy[1] - xy[3] / 2)).perform()
-        time.sleep(1)
+        wait_until(d, """return document.getElementById('nv-panel-1').data.some(
+            t => t.meta && t.meta.role === 'highlight' && t.y && t.y.length > 0);""", timeout=30, idle=False)
         lit, faded = d.execute_script("""var gd = document.getElementById('nv-panel-1');
             var hl = gd.data.filter(t => t.meta && t.meta.role === 'highlight');
             var ys = [].concat.apply([], hl.map(t => Array.from(t.y || [])));
@@ -59,7 +60,7 @@ def test_hostile_title_and_labels_leave_the_page_whole_and_show_as_typed(tmp_pat
     page.write_text(viz.standalone_html(figs, title=title, description="<b>x</b>"), encoding="utf-8")
     with chromium(1300, 900) as d:
         d.get(page.as_uri())
-        time.sleep(2)
+        wait_until(d, DRAWN.format(2), timeout=60, idle=False)
         got = d.execute_script("""
             var data = JSON.parse(document.getElementById('normviz-data').textContent);
             var ticks = Array.from(document.querySelectorAll('#nv-panel-0 .xtick text')).map(t => t.textContent);
