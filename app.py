@@ -7,7 +7,7 @@ With ``NORMVIZ_TIMING=1`` each run's server time goes to stderr (``normviz-timin
 browser time.
 """
 import os
-import sys  # noqa: F401  (the preamble below is run alone by tests/reliability/test_openmp_policy.py)
+import sys
 import time
 from pathlib import Path
 
