@@ -14,6 +14,7 @@ Configs alternate in one run (baseline beside candidate); the machine is shared,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -190,13 +191,55 @@ def summary(values: list[float]) -> dict:
     return {"n": len(s), "median": round(statistics.median(s), 3), "p90": round(s[int(0.9 * (len(s) - 1))], 3)}
 
 
-def run_config(name: str, env: dict, visitors: int, seconds: float, log_dir: str, spy_s: float = 0.0) -> dict:
+@contextlib.contextmanager
+def proxied(processes: int, env: dict, log_dir: str):
+    """``scripts/serve_many.sh PROCESSES PORT``: that many app processes behind nginx; yields the proxy's URL.
+    A raw websocket visitor keeps one connection, so it stays with one process (the proxy hashes a fresh id)."""
+    import signal
+    import socket
+    import subprocess
+    import urllib.request
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    serve_dir = os.path.join(log_dir, f"serve_many_{port}")
+    os.makedirs(serve_dir, exist_ok=True)
+    full = {**os.environ, "NORMVIZ_PUBLIC": "1", "NORMVIZ_SERVE_DIR": serve_dir, "PYTHON": sys.executable,
+            "PYTHONPATH": ROOT, **env}
+    proc = subprocess.Popen(["bash", os.path.join(ROOT, "scripts", "serve_many.sh"), str(processes), str(port)],
+                            cwd=ROOT, env=full, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        deadline = time.time() + 300
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5):
+                    break
+            except OSError:
+                if time.time() > deadline or proc.poll() is not None:
+                    raise RuntimeError("serve_many.sh did not answer")
+                time.sleep(1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def run_config(name: str, env: dict, visitors: int, seconds: float, log_dir: str, spy_s: float = 0.0,
+               processes: int = 1) -> dict:
     print(f"== {name}", file=sys.stderr, flush=True)
-    with streamlit_server({"NORMVIZ_PUBLIC": "1", **env}, log_path=os.path.join(log_dir, f"server_{name}.log")) as url:
-        for model in ("minilm", "smollm2"):  # loaded once, not timed
-            v = Visitor(url)
-            v.open(urllib.parse.urlencode({"model": model, "text": "Warm up."}))
-            v.close()
+    server = (streamlit_server({"NORMVIZ_PUBLIC": "1", **env}, log_path=os.path.join(log_dir, f"server_{name}.log"))
+              if processes <= 1 else proxied(processes, env, log_dir))
+    with server as url:
+        for _ in range(max(1, processes) * 2):  # each model loaded once per process (visits spread), not timed
+            for model in ("minilm", "smollm2"):
+                v = Visitor(url)
+                v.open(urllib.parse.urlencode({"model": model, "text": "Warm up."}))
+                v.close()
         solo = {}
         for model in ("minilm", "smollm2"):  # one visitor alone first: the reference
             v = Visitor(url)
@@ -220,7 +263,7 @@ def run_config(name: str, env: dict, visitors: int, seconds: float, log_dir: str
             rss.append(server_rss_mb())
             time.sleep(5)
         tried, differ = mixed_views(url, recs)
-    out = {"config": name, "env": env, "visitors": visitors, "seconds": seconds, "solo": solo,
+    out = {"config": name, "env": env, "processes": processes, "visitors": visitors, "seconds": seconds, "solo": solo,
            "load_avg": {"mean": round(statistics.mean(loads), 2) if loads else None, "max": max(loads, default=None)},
            "mixed_views": {"replayed": tried, "differ": differ},
            "server_rss_mb": {"start": round(rss[0], 1), "max": round(max(rss), 1), "end": round(rss[-1], 1)},
@@ -245,7 +288,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=90.0)
     ap.add_argument("--configs", nargs="*", default=["gc=false", "gc=true"],
                     help="gc=false|true: STREAMLIT_RUNNER_POST_SCRIPT_GC for that server; wscomp=true|false: "
-                         "STREAMLIT_SERVER_ENABLE_WEBSOCKET_COMPRESSION (permessage-deflate)")
+                         "STREAMLIT_SERVER_ENABLE_WEBSOCKET_COMPRESSION (permessage-deflate); procs=N: N app processes "
+                         "behind nginx (scripts/serve_many.sh)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--log-dir", default="/tmp")
     ap.add_argument("--py-spy", type=float, default=0.0, help="seconds of py-spy on the server during the load")
@@ -255,7 +299,8 @@ def main() -> None:
         key, _, value = c.partition("=")
         env = {"gc": {"STREAMLIT_RUNNER_POST_SCRIPT_GC": value},
                "wscomp": {"STREAMLIT_SERVER_ENABLE_WEBSOCKET_COMPRESSION": value}}.get(key, {})
-        results.append(run_config(c, env, args.visitors, args.seconds, args.log_dir, args.py_spy))
+        processes = int(value) if key == "procs" else 1
+        results.append(run_config(c, env, args.visitors, args.seconds, args.log_dir, args.py_spy, processes))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
