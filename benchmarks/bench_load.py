@@ -14,7 +14,6 @@ Configs alternate in one run (baseline beside candidate); the machine is shared,
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import random
@@ -31,7 +30,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 from tests.helpers.app import arr  # noqa: E402
-from tests.helpers.browser import streamlit_server  # noqa: E402
+from tests.helpers.browser import many_servers, streamlit_server  # noqa: E402
 from ws_visitor import Visitor  # noqa: E402
 
 WORDS = ("the cat dog bird house river mountain teacher student city night morning rain sun old young small "
@@ -191,49 +190,17 @@ def summary(values: list[float]) -> dict:
     return {"n": len(s), "median": round(statistics.median(s), 3), "p90": round(s[int(0.9 * (len(s) - 1))], 3)}
 
 
-@contextlib.contextmanager
-def proxied(processes: int, env: dict, log_dir: str):
-    """``scripts/serve_many.sh PROCESSES PORT``: that many app processes behind nginx; yields the proxy's URL.
-    A raw websocket visitor keeps one connection, so it stays with one process (the proxy hashes a fresh id)."""
-    import signal
-    import socket
-    import subprocess
-    import urllib.request
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    serve_dir = os.path.join(log_dir, f"serve_many_{port}")
-    os.makedirs(serve_dir, exist_ok=True)
-    full = {**os.environ, "NORMVIZ_PUBLIC": "1", "NORMVIZ_SERVE_DIR": serve_dir, "PYTHON": sys.executable,
-            "PYTHONPATH": ROOT, **env}
-    proc = subprocess.Popen(["bash", os.path.join(ROOT, "scripts", "serve_many.sh"), str(processes), str(port)],
-                            cwd=ROOT, env=full, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    try:
-        deadline = time.time() + 300
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5):
-                    break
-            except OSError:
-                if time.time() > deadline or proc.poll() is not None:
-                    raise RuntimeError("serve_many.sh did not answer")
-                time.sleep(1)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+def _made(path: str) -> str:
+    os.makedirs(path, exist_ok=True)
+    return path
 
 
 def run_config(name: str, env: dict, visitors: int, seconds: float, log_dir: str, spy_s: float = 0.0,
                processes: int = 1) -> dict:
     print(f"== {name}", file=sys.stderr, flush=True)
     server = (streamlit_server({"NORMVIZ_PUBLIC": "1", **env}, log_path=os.path.join(log_dir, f"server_{name}.log"))
-              if processes <= 1 else proxied(processes, env, log_dir))
+              if processes <= 1 else many_servers(processes, _made(os.path.join(log_dir, f"serve_many_{name}")),
+                                                  {"NORMVIZ_PUBLIC": "1", **env}))
     with server as url:
         for _ in range(max(1, processes) * 2):  # each model loaded once per process (visits spread), not timed
             for model in ("minilm", "smollm2"):

@@ -75,6 +75,59 @@ def streamlit_server(env: dict | None = None, script: str = "app.py", log_path: 
         log.close()
 
 
+def _free_port_block(n: int) -> int:
+    """A port p with p … p + n all free (serve_many.sh puts its proxy on p and its apps on p + 1 … p + n)."""
+    for _ in range(50):
+        base = free_port()
+        if base + n < 65000 and all(_port_free(base + k) for k in range(1, n + 1)):
+            return base
+    raise RuntimeError("no free block of ports")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+@contextlib.contextmanager
+def many_servers(processes: int, serve_dir: str, env: dict | None = None, timeout: float = 300):
+    """``scripts/serve_many.sh PROCESSES PORT``: that many app processes behind nginx, their logs and pid files
+    in ``serve_dir``; yield the proxy's base URL once it answers; stop the whole process group afterwards."""
+    import signal
+    import urllib.request
+
+    port = _free_port_block(processes)
+    full_env = {**os.environ, "NORMVIZ_SERVE_DIR": str(serve_dir), "HF_HUB_OFFLINE": "1", "PYTHON": sys.executable,
+                "PYTHONPATH": str(ROOT), **(env or {})}
+    log_path = Path(serve_dir) / "serve_many.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(["bash", str(ROOT / "scripts" / "serve_many.sh"), str(processes), str(port)],
+                                cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.time() + timeout
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"serve_many.sh exited: {log_path.read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5):
+                    break
+            except OSError:
+                if time.time() > deadline:
+                    raise RuntimeError(f"the proxy did not answer within {timeout:.0f} s")
+                time.sleep(1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
 def _listening(proc, port: int, deadline: float) -> bool:
     """Whether ``proc`` listens on ``port`` before ``deadline``; False at once if it exited."""
     while time.time() < deadline:
