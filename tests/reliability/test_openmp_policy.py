@@ -42,32 +42,32 @@ def test_launch_scripts_export_it():
         assert "export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}" in (ROOT / script).read_text(), script
 
 
-def test_a_process_started_like_the_app_sees_it_when_torch_loads():
-    """app.py's preamble run in a fresh interpreter without the variable: torch then finds PASSIVE set; an
-    explicit setting is kept."""
-    source = (ROOT / "app.py").read_text()
-    preamble = source[:source.index("import pandas")]
-    probe = preamble + "\nimport torch\nprint(os.environ['OMP_WAIT_POLICY'], 'torch' in sys.modules)\n"
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split() == ["PASSIVE", "True"]
-    out = subprocess.run([sys.executable, "-c", probe], env={**env, "OMP_WAIT_POLICY": "ACTIVE"},
-                         capture_output=True, text=True, timeout=120)
-    assert out.stdout.split() == ["ACTIVE", "True"]
+SETTINGS = ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS", "NORMVIZ_PUBLIC")
 
 
-def _threads_probe(env: dict) -> list[str]:
+def _preamble_run(env: dict, after: str, before: str = "") -> list[str]:
+    """app.py's preamble (everything above its first non-standard import) run in a fresh interpreter, between
+    ``before`` and ``after``, with none of SETTINGS in its environment but those in ``env``; the printed words."""
     source = (ROOT / "app.py").read_text()
-    preamble = source[:source.index("import pandas")]
-    probe = preamble + ("\nimport torch, numba\nprint(torch.get_num_threads(), numba.get_num_threads(), "
-                        "os.environ.get('OMP_NUM_THREADS'))\n")
-    base = {k: v for k, v in os.environ.items()
-            if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS", "NORMVIZ_PUBLIC")}
+    probe = before + source[:source.index("import pandas")] + "\n" + after + "\n"
+    base = {k: v for k, v in os.environ.items() if k not in SETTINGS}
     out = subprocess.run([sys.executable, "-c", probe], env={**base, **env}, capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     return out.stdout.split()
+
+
+def test_a_process_started_like_the_app_sees_it_when_torch_loads():
+    """app.py's preamble run in a fresh interpreter without the variable: torch then finds PASSIVE set; an
+    explicit setting is kept."""
+    probe = "import torch\nprint(os.environ['OMP_WAIT_POLICY'], 'torch' in sys.modules)"
+    assert _preamble_run({}, probe) == ["PASSIVE", "True"]
+    assert _preamble_run({"OMP_WAIT_POLICY": "ACTIVE"}, probe) == ["ACTIVE", "True"]
+
+
+def _threads_probe(env: dict) -> list[str]:
+    return _preamble_run(env, "import torch, numba\nprint(torch.get_num_threads(), numba.get_num_threads(), "
+                              "os.environ.get('OMP_NUM_THREADS'))")
 
 
 def test_a_public_server_runs_one_thread_per_pass_and_a_private_one_all_cores():
@@ -81,13 +81,7 @@ def test_a_public_server_runs_one_thread_per_pass_and_a_private_one_all_cores():
 def test_a_process_that_already_loaded_torch_keeps_its_settings():
     """AppTest runs app.py in the test's own process: there the preamble must leave the environment alone
     (numba refuses a NUMBA_NUM_THREADS different from its running pool; OpenMP would not read it anyway)."""
-    source = (ROOT / "app.py").read_text()
-    preamble = source[:source.index("import pandas")]
-    probe = ("import os, sys, torch, numba\n" + preamble +
-             "\nprint(os.environ.get('OMP_WAIT_POLICY'), os.environ.get('NUMBA_NUM_THREADS'))\n")
-    base = {k: v for k, v in os.environ.items()
-            if k not in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")}
-    out = subprocess.run([sys.executable, "-c", probe], env={**base, "NORMVIZ_PUBLIC": "1"}, capture_output=True,
-                         text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split() == ["None", "None"]
+    words = _preamble_run({"NORMVIZ_PUBLIC": "1"},
+                          "print(os.environ.get('OMP_WAIT_POLICY'), os.environ.get('NUMBA_NUM_THREADS'))",
+                          before="import os, sys, torch, numba\n")
+    assert words == ["None", "None"]
