@@ -67,14 +67,10 @@ class AttentionInputs:
         of about ``WEIGHTS_BLOCK_BYTES`` each (softmax is per row): the eager function's scores, masked scores
         and softmax are then a block's, not three more [H, n, n] tensors (1.7 GB at smollm2's n = 4000)."""
         if rows is None:
-            h, n, m = self.query.shape[1], self.query.shape[2], self.key.shape[2]
-            step = max(1, WEIGHTS_BLOCK_BYTES // max(1, h * m * self.query.element_size()))
-            if step < n:
+            n, m = self.query.shape[2], self.key.shape[2]
+            if self.block_rows() < n:
                 out = None
-                for a in range(0, n, step):
-                    b = min(n, a + step)
-                    cols = self._seen_columns(a, b, m)
-                    block = self._weights(slice(a, b), cols)
+                for a, b, cols, block in self.blocks():
                     if out is None:
                         out = torch.empty((block.shape[0], n, m), dtype=block.dtype, device=block.device)
                     out[:, a:b, :cols] = block
@@ -82,6 +78,24 @@ class AttentionInputs:
                         out[:, a:b, cols:] = 0
                 return out
         return self._weights(rows)
+
+    def block_rows(self, block_bytes: int | None = None) -> int:
+        """Receiving rows per block of :meth:`blocks` (about ``block_bytes`` of α each; default
+        :data:`WEIGHTS_BLOCK_BYTES`)."""
+        block_bytes = WEIGHTS_BLOCK_BYTES if block_bytes is None else block_bytes
+        h, m = self.query.shape[1], self.key.shape[2]
+        return max(1, block_bytes // max(1, h * m * self.query.element_size()))
+
+    def blocks(self, block_bytes: int | None = None):
+        """α in blocks of receiving rows: (a, b, cols, α[:, a:b, :cols]) for a = 0, step, …; the keys from
+        ``cols`` on are hidden from rows a … b − 1 (α exactly 0 there: :meth:`_seen_columns`). A map that
+        streams them never holds the whole [H, n, n]."""
+        n, m = self.query.shape[2], self.key.shape[2]
+        step = self.block_rows(block_bytes)
+        for a in range(0, n, step):
+            b = min(n, a + step)
+            cols = self._seen_columns(a, b, m)
+            yield a, b, cols, self._weights(slice(a, b), cols)
 
     def _seen_columns(self, a: int, b: int, m: int) -> int:
         """How many leading keys rows a..b need: b (rounded up to SEEN_COLUMNS_STEP) where the mask hides every
@@ -91,9 +105,14 @@ class AttentionInputs:
         mask = self.mask
         if b >= m or mask is None or not mask.is_floating_point() or mask.shape[-1] != m:
             return m
-        b = min(m, -(-b // SEEN_COLUMNS_STEP) * SEEN_COLUMNS_STEP)
-        tail = mask[..., a:b, b:]
-        return b if bool((tail <= torch.finfo(mask.dtype).min / 2).all()) else m
+        seen = mask.__dict__.setdefault("_normviz_seen_columns", {})  # {(a, b, m): cols}, kept with the mask
+        # (every layer of a sequence shares its mask, :meth:`cut`: each block is asked once)
+        key = (a, b, m)
+        if key not in seen:
+            c = min(m, -(-b // SEEN_COLUMNS_STEP) * SEEN_COLUMNS_STEP)
+            tail = mask[..., a:b, c:]
+            seen[key] = c if bool((tail <= torch.finfo(mask.dtype).min / 2).all()) else m
+        return seen[key]
 
     def _weights(self, rows: slice | None, cols: int | None = None) -> torch.Tensor:
         q, mask, key, value = self.query, self.mask, self.key, self.value
@@ -108,12 +127,18 @@ class AttentionInputs:
         with torch.no_grad():
             return self.fn(self.module, q, key, value, mask, **self.kwargs)[1][0]
 
-    def cut(self, b: int, n: int) -> "AttentionInputs":
-        """Sequence b of a right-padded batch, its first n positions."""
+    def cut(self, b: int, n: int, masks: dict | None = None) -> "AttentionInputs":
+        """Sequence b of a right-padded batch, its first n positions. ``masks``: {id(mask): its cut}, shared by
+        the layers of one sequence, so that they share one cut mask too."""
         mask = self.mask
         if mask is not None:
-            mask = mask[b:b + 1] if mask.shape[0] > 1 else mask
-            mask = mask[..., :n, :n]
+            whole = mask
+            mask = masks.get(id(whole)) if masks is not None else None
+            if mask is None:
+                mask = whole[b:b + 1] if whole.shape[0] > 1 else whole
+                mask = mask[..., :n, :n]
+                if masks is not None:
+                    masks[id(whole)] = mask
         return replace(self, query=self.query[b:b + 1, :, :n], key=self.key[b:b + 1, :, :n],
                        value=self.value[b:b + 1, :, :n], mask=mask)
 

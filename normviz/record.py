@@ -294,6 +294,7 @@ def stack_records(store: dict, layers, attentions, lengths: list[int], length: i
     for b, n in enumerate(lengths):
         n = int(n)
         seq = []
+        masks: dict = {}  # the layers' shared mask, cut once for this sequence
         for i in range(len(layers)):
             key = (tag, i)
             z_ff = store.get((key, "z_ff"))
@@ -307,7 +308,7 @@ def stack_records(store: dict, layers, attentions, lengths: list[int], length: i
                 v=store[(key, "v")][b, :n],
                 call=layer_call(layers[i], args, kw, b, n, batch, length),
                 final=final[b, :n] if final is not None and i == len(layers) - 1 else None,
-                qk=qks[i].cut(b, n) if qks is not None else None,
+                qk=qks[i].cut(b, n, masks) if qks is not None else None,
             ))
         records.append(seq)
     return records

@@ -260,3 +260,32 @@ def test_maps_of_one_layer_in_one_pass_equal_the_whole_arrays(arch):
             again = s.maps(keys, layer, head)
             assert all(again[k] is got[k] for k in ("attn_res", "attn_res_ln")) and again["attention"] is got["attention"]
     assert s.computed() == []
+
+
+@pytest.mark.parametrize("arch, n", [("llama", 150), ("qwen3", 150), ("bert", 61)])
+def test_a_long_layer_streams_alpha_in_row_blocks_with_the_same_bits(monkeypatch, arch, n):
+    """A layer recomputed from q, k is computed with α streamed in blocks of rows (``methods.long_layer``: α's
+    head mean and one head, one head of norm, norm_layer, attn_res, attn_res_ln; the pair kernel over a causal
+    block's own past): bit for bit the maps of the same layer from its whole α (float64, blocks of 8 rows,
+    odd and even counts, diagonal in every block), and the whole α is never built."""
+    from normviz import decompose
+    from normviz.devtools.tiny import build, encoded
+    from normviz.methods import long_layer
+
+    lm, enc = build(arch), encoded(n)
+    keys = ["attention", "norm", "attn_res", "attn_res_ln", "norm_layer"]
+    ref = Session.from_encoded(lm, [enc], options={"record_attention": "qk"})[0]
+    monkeypatch.setattr(long_layer, "streamable", lambda view, wanted: False)
+    want = {(layer, head): ref.maps(keys, layer, head) for layer in range(lm.n_layers) for head in (None, 1)}
+    monkeypatch.undo()
+    monkeypatch.setattr(long_layer, "BLOCK_BYTES", 8 * lm.n_heads * n * 8)
+    real = long_layer.layer_maps
+    monkeypatch.setattr(long_layer, "layer_maps", lambda v, w, block_bytes=None: real(v, w, long_layer.BLOCK_BYTES))
+    whole = []
+    monkeypatch.setattr(decompose.LayerDecomposition, "alpha", property(lambda self: whole.append(1)))
+    s = Session.from_encoded(lm, [enc], options={"record_attention": "qk"})[0]
+    for (layer, head), maps in want.items():
+        got = s.maps(keys, layer, head)
+        for k in keys:
+            np.testing.assert_array_equal(got[k], maps[k], err_msg=(arch, k, layer, head))
+    assert whole == []
