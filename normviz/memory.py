@@ -94,6 +94,15 @@ class LayerCache:
             self._items[key] = value
             self._bytes += size
 
+    def reserve(self, size: int) -> None:
+        """Drop the oldest entries until ``size`` more bytes fit the bound (before computing what will be put):
+        a long input's new layer then never coexists with a full cache, and the session's peak is its records,
+        the bound and one layer's scratch."""
+        with self._lock:
+            while self._items and self._bytes + size > self.limit:
+                _, old = self._items.popitem(last=False)
+                self._bytes -= old.nbytes
+
     @property
     def nbytes(self) -> int:
         return self._bytes

@@ -516,6 +516,7 @@ class Session:
             one = dataclasses.replace(self.request_of(stack) if stack in self.stacks else self.request, n_layers=1)
             for b in dict.fromkeys(b for b, _ in wanted):
                 keyspace.check(self.lm, stack, b, one, self.options)  # applicability, and cost for one layer
+            self._layer_maps.reserve(len(wanted) * view.n * view.n * self.itemsize)
             try:
                 arrays = long_layer.layer_maps(view, wanted)
             finally:
