@@ -55,11 +55,21 @@ class AttentionInputs:
 
     fn: Callable
     module: torch.nn.Module
-    query: torch.Tensor
-    key: torch.Tensor
+    query: torch.Tensor | None  # None: dropped after the pass (:meth:`dropped`), recomputed by :func:`rerun`
+    key: torch.Tensor | None
     value: torch.Tensor
     mask: torch.Tensor | None
     kwargs: dict = field(default_factory=dict)
+    layer: torch.nn.Module | None = None  # the layer whose attention this is (what :func:`rerun` calls)
+    n_heads: int = 0  # query heads (known when q is dropped)
+
+    def dropped(self, layer: torch.nn.Module) -> "AttentionInputs":
+        """The same inputs without q and k (the layer's largest O(n·d) records: 352 MB of smollm2's 1.05 GB at
+        n = 4000), which :func:`rerun` recomputes from the layer's recorded input when α is needed."""
+        return replace(self, query=None, key=None, layer=layer, n_heads=int(self.query.shape[1]))
+
+    def with_qk(self, query: torch.Tensor, key: torch.Tensor) -> "AttentionInputs":
+        return replace(self, query=query, key=key)
 
     def weights(self, rows: slice | None = None) -> torch.Tensor:
         """α [H, n, n] of the first (only) sequence, recomputed by the model's own function; ``rows``: only
@@ -140,7 +150,7 @@ class AttentionInputs:
                 if masks is not None:
                     masks[id(whole)] = mask
         return replace(self, query=self.query[b:b + 1, :, :n], key=self.key[b:b + 1, :, :n],
-                       value=self.value[b:b + 1, :, :n], mask=mask)
+                       value=self.value[b:b + 1, :, :n], mask=mask, n_heads=int(self.query.shape[1]))
 
     def to(self, device: torch.device | None = None, dtype: torch.dtype | None = None) -> "AttentionInputs":
         def move(t):
@@ -168,11 +178,21 @@ def _sdpa(module, query, key, value, mask, kwargs) -> torch.Tensor | None:
     return out.transpose(1, 2).contiguous()
 
 
+class _Stop(Exception):
+    """Raised by the attention call of a :func:`rerun` once its inputs are captured (nothing after it runs)."""
+
+
+class _StopSink(dict):
+    """A sink whose first captured call ends the rerun (:class:`_Stop`)."""
+
+
 def _capturing(sink: dict, fn: Callable, module, query, key, value, attention_mask, *args, **kwargs):
     if args:  # positional extras: not a call we understand; run it as the model would
         return fn(module, query, key, value, attention_mask, *args, **kwargs)
     kw = {k: v for k, v in kwargs.items() if k not in _DROPPED}
     sink[id(module)] = AttentionInputs(fn, module, query, key, value, attention_mask, kw)
+    if isinstance(sink, _StopSink):
+        raise _Stop
     out = None
     if (query.dtype != torch.float64 and getattr(fn, "__module__", None) in SDPA_SAFE
             and getattr(fn, "__name__", "") == "eager_attention_forward"):
@@ -218,9 +238,31 @@ def capturing():
         _STATE.sink = previous
 
 
+def rerun(layer: torch.nn.Module, x: torch.Tensor, call: tuple[tuple, dict]) -> AttentionInputs | None:
+    """The inputs of ``layer``'s attention call when it is called on ``x`` [n, d] with its recorded ``call``
+    (:attr:`normviz.record.LayerRecord.call`), by running the layer only up to that call (its norm and the
+    q, k, v projections with position encoding: a few n·d² products, not the attention itself); None if the
+    layer made no call through the attention interface. The same operations on the same tensors as in the
+    recording pass: the same q and k bit for bit (checked before any are dropped, :func:`normviz.record.stack_records`)."""
+    args, kwargs = call
+    sink = _StopSink()
+    previous = getattr(_STATE, "sink", None)
+    if not install():  # pragma: no cover
+        return None
+    _STATE.sink = sink
+    try:
+        with torch.no_grad():
+            layer(x.unsqueeze(0), *args, **kwargs)
+    except _Stop:
+        pass
+    finally:
+        _STATE.sink = previous
+    return next(iter(sink.values()), None)
+
+
 def attention_module_ids(layer: torch.nn.Module) -> set[int]:
     """Ids of every submodule of a layer (the attention module the interface is called with is one of them)."""
     return {id(m) for m in layer.modules()}
 
 
-__all__ = ["AttentionInputs", "SDPA_SAFE", "attention_module_ids", "capturing", "install"]
+__all__ = ["AttentionInputs", "SDPA_SAFE", "attention_module_ids", "capturing", "install", "rerun"]

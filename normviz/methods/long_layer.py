@@ -54,7 +54,7 @@ def layer_maps(view, wanted: list[tuple[str, object]], block_bytes: int = BLOCK_
     heads_norm = [t for b, t in wanted if b == "norm"]
     grams = _grams(view) if heads_norm or set(kernel) - {"mean"} else _no_grams(view)
     unused = np.empty((1, 1), npdtype)
-    for a, b, cols, block in view.rec.qk.blocks(block_bytes):
+    for a, b, cols, block in view.rec.attention_inputs().blocks(block_bytes):
         block = block.to(dtype)
         for (base, take), arr in out.items():
             if base == "attention" and take != "mean":

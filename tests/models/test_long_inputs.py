@@ -289,3 +289,29 @@ def test_a_long_layer_streams_alpha_in_row_blocks_with_the_same_bits(monkeypatch
         for k in keys:
             np.testing.assert_array_equal(got[k], maps[k], err_msg=(arch, k, layer, head))
     assert whole == []
+
+
+@pytest.mark.parametrize("arch", SELF_ATTENTION)
+def test_a_single_long_sequence_drops_q_and_k_and_reruns_the_layer_for_them(arch, monkeypatch):
+    """One sequence recorded with q, k: they are dropped after the pass (the rerun of the first and last layer
+    reproduced them bit for bit) and recomputed from the layer's recorded input when α is needed: α equals the
+    α-recording path bit for bit (float64, every layer). A rerun that does not reproduce them keeps them."""
+    from normviz import record as record_mod
+    from normviz.devtools.tiny import build, encoded
+
+    lm, enc = build(arch), encoded(40)
+    recs = Session.from_encoded(lm, [enc], options={"record_attention": "qk"})[0].records()
+    want = Session.from_encoded(lm, [enc], options={"record_attention": "weights"})[0].records()
+    assert all(r.qk.query is None and r.qk.key is None for r in recs)
+    for r, w in zip(recs, want):
+        assert r.n_heads == w.attn.shape[0]
+        assert torch.equal(r.attention(), w.attn)
+    real = record_mod.rerun
+
+    def off_by_rounding(layer, x, call):
+        got = real(layer, x, call)
+        return got.with_qk(got.query * (1 + 1e-15), got.key)
+    monkeypatch.setattr(record_mod, "rerun", off_by_rounding)
+    kept = Session.from_encoded(lm, [enc], options={"record_attention": "qk"})[0].records()
+    assert all(r.qk.query is not None for r in kept)
+    assert torch.equal(kept[-1].attention(), want[-1].attn)
