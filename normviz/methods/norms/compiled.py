@@ -221,6 +221,36 @@ def pair_norms_fused(alpha, gram, gx, fnorm, inv_s, norm_out, layer_out, res_out
                         o[i] = c * np.sqrt(max(qd, zero))
 
 
+@numba.njit(**opts)
+def _pair_sums_two_rows(alpha, i0, i1, g, nb, H, qq):  # pragma: no cover - compiled
+    # qq[0] (row i0), qq[1] (row i1) = α_ijᵀ G_j α_ij over blocks of 4 heads, j innermost: pair_norms_fused's
+    # loop for one layer and stage (alpha [H, rows, m], g [Hp, Hp, n]); the same calls in the same order
+    zero = alpha.dtype.type(0)
+    qq[:] = zero
+    for A in range(nb):
+        a0 = 4 * A
+        h0 = min(a0, H - 1)
+        h1 = min(a0 + 1, H - 1)
+        h2 = min(a0 + 2, H - 1)
+        h3 = min(a0 + 3, H - 1)
+        x0, x1, x2, x3 = alpha[h0, i0], alpha[h1, i0], alpha[h2, i0], alpha[h3, i0]
+        w0, w1, w2, w3 = alpha[h0, i1], alpha[h1, i1], alpha[h2, i1], alpha[h3, i1]
+        _diag_block(x0, x1, x2, x3, w0, w1, w2, w3,
+                    g[a0, a0], g[a0, a0 + 1], g[a0, a0 + 2], g[a0, a0 + 3], g[a0 + 1, a0 + 1],
+                    g[a0 + 1, a0 + 2], g[a0 + 1, a0 + 3], g[a0 + 2, a0 + 2], g[a0 + 2, a0 + 3],
+                    g[a0 + 3, a0 + 3], qq[0], qq[1])
+        for B in range(A + 1, nb):
+            b0 = 4 * B
+            k0 = min(b0, H - 1)
+            k1 = min(b0 + 1, H - 1)
+            k2 = min(b0 + 2, H - 1)
+            k3 = min(b0 + 3, H - 1)
+            _pair_block(x0, x1, x2, x3, alpha[k0, i0], alpha[k1, i0], alpha[k2, i0],
+                        alpha[k3, i0], w0, w1, w2, w3, alpha[k0, i1], alpha[k1, i1],
+                        alpha[k2, i1], alpha[k3, i1], g[a0, b0:b0 + 4], g[a0 + 1, b0:b0 + 4],
+                        g[a0 + 2, b0:b0 + 4], g[a0 + 3, b0:b0 + 4], qq[0], qq[1])
+
+
 @numba.njit(parallel=True, fastmath={"contract"}, cache=True, nogil=True)
 def pair_norms_rows(alpha, row0, gram, gx, inv_s, mean_out, layer_out, res_out, ln_out,
                     with_mean, with_layer, with_res, with_ln):  # pragma: no cover - compiled
@@ -259,29 +289,7 @@ def pair_norms_rows(alpha, row0, gram, gx, inv_s, mean_out, layer_out, res_out, 
         for s in range(2):
             if (s == 0 and (with_layer or with_res)) or (s == 1 and with_ln):
                 g = gram[s]
-                qq[:] = zero
-                for A in range(nb):
-                    a0 = 4 * A
-                    h0 = min(a0, H - 1)
-                    h1 = min(a0 + 1, H - 1)
-                    h2 = min(a0 + 2, H - 1)
-                    h3 = min(a0 + 3, H - 1)
-                    x0, x1, x2, x3 = alpha[h0, i0], alpha[h1, i0], alpha[h2, i0], alpha[h3, i0]
-                    w0, w1, w2, w3 = alpha[h0, i1], alpha[h1, i1], alpha[h2, i1], alpha[h3, i1]
-                    _diag_block(x0, x1, x2, x3, w0, w1, w2, w3,
-                                g[a0, a0], g[a0, a0 + 1], g[a0, a0 + 2], g[a0, a0 + 3], g[a0 + 1, a0 + 1],
-                                g[a0 + 1, a0 + 2], g[a0 + 1, a0 + 3], g[a0 + 2, a0 + 2], g[a0 + 2, a0 + 3],
-                                g[a0 + 3, a0 + 3], qq[0], qq[1])
-                    for B in range(A + 1, nb):
-                        b0 = 4 * B
-                        k0 = min(b0, H - 1)
-                        k1 = min(b0 + 1, H - 1)
-                        k2 = min(b0 + 2, H - 1)
-                        k3 = min(b0 + 3, H - 1)
-                        _pair_block(x0, x1, x2, x3, alpha[k0, i0], alpha[k1, i0], alpha[k2, i0],
-                                    alpha[k3, i0], w0, w1, w2, w3, alpha[k0, i1], alpha[k1, i1],
-                                    alpha[k2, i1], alpha[k3, i1], g[a0, b0:b0 + 4], g[a0 + 1, b0:b0 + 4],
-                                    g[a0 + 2, b0:b0 + 4], g[a0 + 3, b0:b0 + 4], qq[0], qq[1])
+                _pair_sums_two_rows(alpha, i0, i1, g, nb, H, qq)
                 for i in range(first, last):
                     q = qq[i - first]
                     gi = row0 + i
