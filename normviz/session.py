@@ -518,7 +518,8 @@ class Session:
                 keyspace.check(self.lm, stack, b, one, self.options)  # applicability, and cost for one layer
             self._layer_maps.reserve(len(wanted) * view.n * view.n * self.itemsize)
             try:
-                arrays = long_layer.layer_maps(view, wanted)
+                with memory.scratch_heap(2 * long_layer.BLOCK_BYTES):  # α blocks reused, not faulted in afresh
+                    arrays = long_layer.layer_maps(view, wanted)
             finally:
                 view.clear()
         for k, (base, take, ck) in want.items():
