@@ -21,6 +21,8 @@ import numpy as np
 from .errors import TooCostlyError
 
 MAP_CACHE_MB = 512
+LONG_MAP_CACHE_MB = 256  # a long input's layer (α streamed) is put into at most this much: smollm2 at n = 4000
+# holds one layer of Explore's four maps (244 MB), not two (the app's memory budget: records + this + scratch)
 
 
 def physical_mb() -> float | None:
@@ -144,12 +146,13 @@ class LayerCache:
             self._items[key] = value
             self._bytes += size
 
-    def reserve(self, size: int) -> None:
-        """Drop the oldest entries until ``size`` more bytes fit the bound (before computing what will be put):
-        a long input's new layer then never coexists with a full cache, and the session's peak is its records,
-        the bound and one layer's scratch."""
+    def reserve(self, size: int, limit: int | None = None) -> None:
+        """Drop the oldest entries until ``size`` more bytes fit the bound, or ``limit`` if smaller (before
+        computing what will be put): a long input's new layer then never coexists with a full cache, and the
+        session's peak is its records, the bound and one layer's scratch."""
+        limit = self.limit if limit is None else min(self.limit, int(limit))
         with self._lock:
-            while self._items and self._bytes + size > self.limit:
+            while self._items and self._bytes + size > limit:
                 _, old = self._items.popitem(last=False)
                 self._bytes -= old.nbytes
 
@@ -166,4 +169,4 @@ class LayerCache:
             self._bytes = 0
 
 
-__all__ = ["LayerCache", "MAP_CACHE_MB", "scratch_heap", "budget_mb", "mb", "nbytes", "over_budget_error", "shape_of"]
+__all__ = ["LONG_MAP_CACHE_MB", "LayerCache", "MAP_CACHE_MB", "scratch_heap", "budget_mb", "mb", "nbytes", "over_budget_error", "shape_of"]

@@ -498,12 +498,12 @@ class Session:
 
         if stack == "cross" or not todo:
             return None
-        got, want = {}, {}
+        got, want, hits = {}, {}, {}
         for k, (_, base, _, take) in todo.items():
             ck = (keyspace.spell(stack, base), layer) if take is None else (k, layer, take)
             hit = self._layer_maps.get(ck)
             if hit is not None:
-                got[k] = hit
+                got[k], hits[ck] = hit, hit
             else:
                 want[k] = (base, take, ck)
         if not want:
@@ -516,12 +516,16 @@ class Session:
             one = dataclasses.replace(self.request_of(stack) if stack in self.stacks else self.request, n_layers=1)
             for b in dict.fromkeys(b for b, _ in wanted):
                 keyspace.check(self.lm, stack, b, one, self.options)  # applicability, and cost for one layer
-            self._layer_maps.reserve(len(wanted) * view.n * view.n * self.itemsize)
+            # room first (never the cache full and the new layer at once), within the long-input bound; the
+            # layer's own cached maps (a head change keeps its layer-level maps) are put back after it
+            self._layer_maps.reserve(len(wanted) * view.n * view.n * self.itemsize,
+                                     float(self.options.get("long_map_cache_mb", memory.LONG_MAP_CACHE_MB)) * 2**20)
             try:
-                with memory.scratch_heap(2 * long_layer.BLOCK_BYTES):  # α blocks reused, not faulted in afresh
-                    arrays = long_layer.layer_maps(view, wanted)
+                arrays = long_layer.layer_maps(view, wanted)
             finally:
                 view.clear()
+        for ck, hit in hits.items():  # this layer's maps found in the cache: kept as its newest entries
+            self._layer_maps.put(ck, hit)
         for k, (base, take, ck) in want.items():
             self._layer_maps.put(ck, arrays[(base, take)])
             got[k] = arrays[(base, take)]

@@ -12,7 +12,8 @@ a function of α's row i and of per-token quantities of j, so each block is used
 
 The numbers are those of the whole-α path bit for bit (the same kernels' operations per pair, the same
 products; tested). The peak is one block of α (``block_bytes``) and the eager function's temporaries of it,
-instead of α and its copies (576 MB each at smollm2's n = 4000). Only for the compiled CPU kernels, a layer
+instead of α and its copies (576 MB each at smollm2's n = 4000); the blocks' temporaries are reused from
+glibc's heap meanwhile (:func:`normviz.memory.scratch_heap`). Only for the compiled CPU kernels, a layer
 whose α is recomputed, and the keys above: :func:`streamable` says when.
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..memory import scratch_heap
 from .norms import kernels
 from .norms.runs import _stacked
 
@@ -54,6 +56,15 @@ def layer_maps(view, wanted: list[tuple[str, object]], block_bytes: int = BLOCK_
     heads_norm = [t for b, t in wanted if b == "norm"]
     grams = _grams(view) if heads_norm or set(kernel) - {"mean"} else _no_grams(view)
     unused = np.empty((1, 1), npdtype)
+    with scratch_heap(block_bytes + (1 << 20)):  # the blocks' temporaries reused from the heap (the outputs not)
+        _stream(view, out, kernel, grams, unused, block_bytes)
+    view.workspace.release()
+    return out
+
+
+def _stream(view, out: dict, kernel: dict, grams: dict, unused: np.ndarray, block_bytes: int) -> None:
+    """Each block of α's rows through every output (:func:`layer_maps`)."""
+    n, dtype = view.n, view.dtype
     for a, b, cols, block in view.rec.attention_inputs().blocks(block_bytes):
         block = block.to(dtype)
         for (base, take), arr in out.items():
@@ -72,8 +83,6 @@ def layer_maps(view, wanted: list[tuple[str, object]], block_bytes: int = BLOCK_
             for arr in out.values():
                 arr[a:b, cols:] = 0
         del block
-    view.workspace.release()
-    return out
 
 
 def head_mean(alpha: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -106,8 +115,9 @@ def _grams(view) -> dict[str, np.ndarray]:
     ws, H, n = view.workspace, view.p.n_heads, view.n
     dtype, d = view.dtype, view.rec.x.shape[-1]
     hp = -(-H // 4) * 4
-    f = ws.buffer("head_vectors_run", (1, H, n, d), dtype, view.device)  # f^h = v^h W^O_h (runs._head_vectors)
-    torch.bmm(view.head_values, view.p.head_w_o().to(dtype), out=f[0])
+    # f^h = v^h W^O_h (runs._head_vectors; not a workspace buffer: dropped as soon as the Grams are made, before
+    # α's blocks, 83 MB at smollm2's n = 4000)
+    f = torch.bmm(view.head_values, view.p.head_w_o().to(dtype)).unsqueeze(0)
     x = _stacked(ws, "norms_x", [view.rec.x], dtype)
     z = _stacked(ws, "norms_z", [view.rec.z_attn], dtype)
     gamma2 = _stacked(ws, "norms_gamma2", [view.ln_attn.weight], dtype).square_()

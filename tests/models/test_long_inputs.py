@@ -315,3 +315,23 @@ def test_a_single_long_sequence_drops_q_and_k_and_reruns_the_layer_for_them(arch
     kept = Session.from_encoded(lm, [enc], options={"record_attention": "qk"})[0].records()
     assert all(r.qk.query is not None for r in kept)
     assert torch.equal(kept[-1].attention(), want[-1].attn)
+
+
+def test_a_long_layer_is_cached_within_the_long_input_bound(monkeypatch):
+    """A streamed (long) layer's maps go into at most ``long_map_cache_mb``: the previous layer's are dropped
+    before the new one is computed, and a head change keeps (and reuses) its layer's layer-level maps."""
+    from normviz.devtools.tiny import build, encoded
+
+    lm, n = build("llama"), 150
+    one_map = n * n * 8
+    s = Session.from_encoded(lm, [encoded(n)], options={"record_attention": "qk",
+                                                      "long_map_cache_mb": 4.5 * one_map / 2**20})[0]
+    keys = ["attention", "norm", "attn_res", "attn_res_ln"]
+    s.maps(keys, 0)
+    layer = s.maps(keys, 1)
+    assert s._layer_maps.nbytes == 4 * one_map  # layer 0's four maps dropped first
+    head = s.maps(keys, 1, 2)  # one head of attention and norm: the layer mean and norm_layer make room
+    assert s._layer_maps.nbytes == 4 * one_map
+    assert head["attn_res"] is layer["attn_res"] and head["attn_res_ln"] is layer["attn_res_ln"]
+    again = s.maps(keys, 1, 2)
+    assert all(again[k] is head[k] for k in keys)
