@@ -3,7 +3,10 @@ on axes in token positions, with the zoom window outlined and the focus token's 
 
 The figure says which aggregate its cells show (title and hover: "max" or "mean" of the block). Cells are
 placed at their blocks' centre positions, so a box selected on it is a token range (``layout.meta`` keeps the
-block edges for the page).
+block edges for the page). Where the shown tokens are consecutive positions (no hidden token between two shown
+ones), the cells are drawn on the uniform grid of n / blocks tokens that ``overview.edges`` rounds to (every
+block's drawn edges within half a token of its real ones): plotly.js then paints the heatmap as one image
+(~40 ms for 256² cells in Chromium) instead of one rectangle per cell (~190 ms), four times per layer change.
 """
 from __future__ import annotations
 
@@ -23,6 +26,16 @@ def block_centres(edges: np.ndarray, keep: np.ndarray) -> np.ndarray:
     return (keep[edges[:-1]] + keep[edges[1:] - 1]) / 2.0
 
 
+def uniform_grid(edges: np.ndarray, keep: np.ndarray) -> tuple[float, float] | None:
+    """(first block's centre, block width) in token positions of the uniform grid the blocks ``edges`` (of the
+    shown indices) round to, where the shown positions ``keep`` are consecutive; else None."""
+    keep = np.asarray(keep)
+    if len(keep) == 0 or int(keep[-1]) - int(keep[0]) + 1 != len(keep) or len(edges) < 2:
+        return None
+    step = float(edges[-1] - edges[0]) / (len(edges) - 1)
+    return float(keep[0]) + float(edges[0]) - 0.5 + step / 2, step
+
+
 def overview_heatmap(values: np.ndarray, row_edges: np.ndarray, col_edges: np.ndarray, keep: np.ndarray, *,
                      aggregate: str, title: str = "", zmin: float | None = None, zmax: float | None = None,
                      window: tuple[tuple[int, int], tuple[int, int]] | None = None, focus: int | None = None,
@@ -39,7 +52,10 @@ def overview_heatmap(values: np.ndarray, row_edges: np.ndarray, col_edges: np.nd
     hover = (f"tokens ≈%{{y:.0f}} ← ≈%{{x:.0f}} (cells of ~{tokens_per_cell:.3g} tokens): {aggregate} "
              "%{z:.4g}<extra></extra>")
     side = int(max(200, (width or 600) - 150))
-    trace = go.Heatmap(z=z, x=xs, y=ys, zmin=zmin, zmax=zmax, zmid=zmid, colorscale=scale, hoverongaps=False,
+    gx, gy = uniform_grid(col_edges, keep), uniform_grid(row_edges, keep)
+    place = (dict(x0=gx[0], dx=gx[1], y0=gy[0], dy=gy[1]) if gx is not None and gy is not None
+             else dict(x=xs, y=ys))
+    trace = go.Heatmap(z=z, **place, zmin=zmin, zmax=zmax, zmid=zmid, colorscale=scale, hoverongaps=False,
                        hovertemplate=hover, colorbar=colorbar_dict(colorbar_title, side, font_size))
     shapes = []
     if window is not None:

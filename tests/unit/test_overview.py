@@ -52,3 +52,24 @@ def test_causal_blocks_leave_out_the_masked_cells():
             want = cells.max() if abs(cells.max()) >= abs(cells.min()) else cells.min()
             assert ov.max[bi, bj] == want and abs(ov.mean[bi, bj] - cells.mean()) < 1e-12
     assert np.isnan(ov.max[0, -1]) and not np.isnan(ov.max[-1, 0])
+
+
+def test_the_overview_figure_draws_consecutive_tokens_on_a_uniform_grid_within_half_a_token():
+    """Consecutive shown positions: the heatmap is placed by x0/dx (plotly.js then paints one image, not a
+    rectangle per cell), each block's drawn centre within half a token of its real one; a hidden token between
+    shown ones: the blocks' real centres as x/y."""
+    from normviz.viz.overview_figure import block_centres, overview_heatmap, uniform_grid
+
+    n, cells = 4001, 256
+    e = edges(n, cells)
+    for keep in (np.arange(n), np.arange(1, n + 1)):  # a hidden first token shifts positions by one
+        x0, dx = uniform_grid(e, keep)
+        drawn = x0 + dx * np.arange(len(e) - 1)
+        assert np.abs(drawn - block_centres(e, keep)).max() <= 0.5
+        assert x0 - dx / 2 == keep[0] - 0.5 and abs(drawn[-1] + dx / 2 - (keep[-1] + 0.5)) < 1e-9
+        tr = overview_heatmap(np.zeros((cells, cells)), e, e, keep, aggregate="max").data[0]
+        assert tr.x is None and (tr.x0, tr.dx, tr.y0, tr.dy) == (x0, dx, x0, dx)
+    holed = np.delete(np.arange(n + 1), 2000)  # a hidden token in the middle
+    assert uniform_grid(e, holed) is None
+    tr = overview_heatmap(np.zeros((cells, cells)), e, e, holed, aggregate="mean").data[0]
+    assert np.array_equal(tr.x, block_centres(e, holed)) and np.array_equal(tr.y, block_centres(e, holed))
