@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from . import alpha_into
 from .attention_capture import AttentionInputs, attention_module_ids, capturing
 from .models.params import get_path
 
@@ -340,7 +341,11 @@ def _record(lm, input_ids, attention_mask, token_type_ids, mode: str = "auto") -
             kwargs["token_type_ids"] = token_type_ids.to(lm.device)
         if getattr(lm.config, "use_cache", False):
             kwargs["use_cache"] = False  # no KV cache: nothing reads it, and layers are rerun without one
-        with capturing() if qk else contextlib.nullcontext() as captured:
+        batch, length = int(input_ids.shape[0]), int(input_ids.shape[1])
+        into = (not qk and alpha_into.wanted(lm.n_layers, lm.n_heads, length, batch, lm.dtype, lm.device))
+        with (capturing() if qk else contextlib.nullcontext()) as captured, \
+                (alpha_into.into([list(layer.modules()) for layer in lm.layers], lm.n_heads, length, lm.dtype)
+                 if into else contextlib.nullcontext()):  # α straight into one pooled block: no copy for `attention`
             out = lm.model(input_ids=input_ids.to(lm.device), attention_mask=attention_mask.to(lm.device),
                            output_attentions=not qk, **kwargs)
     finally:
