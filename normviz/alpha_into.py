@@ -17,6 +17,7 @@ the caller copies as before. Other threads always get the model's functions unch
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import types
 from typing import Callable
@@ -82,26 +83,34 @@ def _clone(fn: Callable) -> Callable | None:
 
 
 class _Slots:
-    """The block's layer slots, each handed out once: to the first attention call of a module of its layer."""
+    """The block's layer slots, each handed out once: to the first attention call of a module of its layer; and
+    the α each layer's first attention call returned (``captured``: what ``output_attentions`` would give, for a
+    pass stopped before the model returns)."""
 
-    def __init__(self, block: torch.Tensor, layer_of: dict[int, int]):
-        self._free = dict(enumerate(block))
-        self._layer_of = layer_of
+    def __init__(self, block: torch.Tensor | None, layer_of: dict[int, int]):
+        self.block = block
+        self._free = dict(enumerate(block)) if block is not None else {}
+        self.layer_of = layer_of
+        self.captured: dict[int, torch.Tensor] = {}
 
-    def take(self, module_id: int) -> torch.Tensor | None:
-        layer = self._layer_of.get(module_id)
+    def take(self, layer: int | None) -> torch.Tensor | None:
         return None if layer is None else self._free.pop(layer, None)
 
 
-def _calling(slots: "_Slots", fn: Callable, clone: Callable, module, *args, **kwargs):
-    slot = slots.take(id(module))
+def _calling(slots: _Slots, fn: Callable, clone: Callable | None, module, *args, **kwargs):
+    layer = slots.layer_of.get(id(module))
+    slot = slots.take(layer) if clone is not None else None
     if slot is None:
-        return fn(module, *args, **kwargs)
-    _STATE.slot = slot
-    try:
-        return clone(module, *args, **kwargs)
-    finally:
-        _STATE.slot = None
+        out = fn(module, *args, **kwargs)
+    else:
+        _STATE.slot = slot
+        try:
+            out = clone(module, *args, **kwargs)
+        finally:
+            _STATE.slot = None
+    if layer is not None and layer not in slots.captured and isinstance(out, tuple) and len(out) > 1:
+        slots.captured[layer] = out[1]
+    return out
 
 
 def install() -> bool:
@@ -119,10 +128,10 @@ def install() -> bool:
         def get_interface(attn_implementation, default):
             fn = original(attn_implementation, default)
             slots = getattr(_STATE, "slots", None)
-            if slots is None or getattr(fn, "__name__", "") != "eager_attention_forward":
+            if slots is None:
                 return fn
-            clone = _clone(fn)
-            return fn if clone is None else (lambda module, *a, **k: _calling(slots, fn, clone, module, *a, **k))
+            clone = _clone(fn) if getattr(fn, "__name__", "") == "eager_attention_forward" else None
+            return functools.partial(_calling, slots, fn, clone)
 
         ALL_ATTENTION_FUNCTIONS.get_interface = get_interface
         _INSTALLED = True
@@ -138,20 +147,22 @@ def wanted(n_layers: int, n_heads: int, length: int, batch: int, dtype: torch.dt
 
 
 @contextlib.contextmanager
-def into(modules: list[list[torch.nn.Module]], n_heads: int, length: int, dtype: torch.dtype):
-    """Within this block, this thread's eager attention calls of layer l (called with one of the modules
-    ``modules[l]``) write α into ``block[l]`` of a pooled block [L, 1, H, n, n], yielded. Which layers did
-    is known afterwards only from the α tensors the pass returned (:func:`block_of`)."""
+def into(modules: list[list[torch.nn.Module]], n_heads: int, length: int, dtype: torch.dtype, block: bool = True):
+    """Within this block, this thread's attention calls of layer l (called with one of the modules
+    ``modules[l]``) are seen: the α each returns is kept (``.captured[l]``), and with ``block`` an eager one
+    writes α into ``.block[l]`` of a pooled block [L, 1, H, n, n]. Yields the :class:`_Slots` (None if this
+    transformers has no attention interface). Which layers wrote into the block is known afterwards only from
+    the α tensors the pass returned (:func:`block_of`)."""
     if not install():  # pragma: no cover
         yield None
         return
-    block = torch.from_numpy(pool.empty((len(modules), 1, n_heads, length, length),
-                                        np.dtype(str(dtype).removeprefix("torch."))))
-    slots = _Slots(block, {id(m): layer for layer, ms in enumerate(modules) for m in ms})
+    arr = (torch.from_numpy(pool.empty((len(modules), 1, n_heads, length, length),
+                                       np.dtype(str(dtype).removeprefix("torch.")))) if block else None)
+    slots = _Slots(arr, {id(m): layer for layer, ms in enumerate(modules) for m in ms})
     previous = getattr(_STATE, "slots", None)
     _STATE.slots = slots
     try:
-        yield block
+        yield slots
     finally:
         _STATE.slots = previous
         _STATE.slot = None

@@ -79,6 +79,7 @@ class Session:
         self._notes: dict[str, str] = {}
         self._lock = threading.RLock()
         self._views: dict[str, list] = {}
+        self._views_of: dict[str, list] = {}  # stack -> the records its views were made from
         self._requests: dict[str, Request] = {}
         self._waits = threading.local()  # seconds the current get() of each thread waited for other requests
         self._layer_maps = memory.LayerCache(float(self.options.get("map_cache_mb", memory.MAP_CACHE_MB)))
@@ -206,14 +207,17 @@ class Session:
         self-attention model, the :class:`~normviz.encdec.record.Seq2SeqRecord` of an encoder–decoder."""
         return self.part.raw()
 
-    def layers(self, stack: str | None = None) -> list:
+    def layers(self, stack: str | None = None, full: bool = True) -> list:
         """Per-layer views of ``stack``'s records (default: the first stack), each on its layer's device:
         :class:`LayerDecomposition` (self-attention stacks), :class:`CrossDecomposition` (cross); records
-        on first call."""
+        on first call. ``full=False``: the last layer's record may end after its attention block (a pass
+        stopped there, :class:`normviz.recording.Recording`); with ``full`` such a recording is made again,
+        fully, and the views follow it."""
         stack = stack or self.stacks[0]
         with self._lock:
-            if stack not in self._views:
-                records = self.part.records(stack)
+            records = self.part.records(stack, full)
+            if stack not in self._views or records is not self._views_of.get(stack):
+                self._views_of[stack] = records
                 view = keyspace.stack_model(self.lm, stack)
                 if stack == "cross":
                     views = [CrossDecomposition(rec, cross_params(self.lm, i)) for i, rec in enumerate(records)]
@@ -547,11 +551,16 @@ class Session:
                     progress(min(1.0, (done_steps + fraction) / max(steps, 1)), prefix + message)
             return report
 
+        # a pass may stop after the last attention block when every family asked for reads only the attention
+        # blocks (RECORD = "attention"): the last layer's FF block and the final norm are then not run
+        full = not (self.options.get("stop_early", True)
+                    and all(getattr(registry.families()[group(k)[1]], "RECORD", "full") == "attention" for k in todo))
+
         def views_of(stack: str):
             def layer_views():
                 if stack not in self._views and progress:
                     progress(done_steps / max(steps, 1), "forward pass")
-                return self.layers(stack)
+                return self.layers(stack, full)
             return layer_views
 
         pending = list(todo)

@@ -18,6 +18,7 @@ OPT_IN = ()
 REFERENCES = (papers.VASWANI_2017,)
 check = no_check
 PER_LAYER = True  # compute() serves any subset of layers: Session.map computes one
+RECORD = "attention"  # reads only the attention blocks: a pass may stop after the last one (Session._compute)
 
 
 def compute(inputs: Inputs, keys, options) -> Output:

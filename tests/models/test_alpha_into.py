@@ -110,7 +110,7 @@ def test_one_layer_map_and_other_threads(tiny_model, monkeypatch):
         t.start()
         t.join()
     assert alpha_into.block_of([r.attn for r in seen["recs"]]) is None
-    assert all(r.attn.data_ptr() != blk[i].data_ptr() for i, r in enumerate(seen["recs"]))
+    assert all(r.attn.data_ptr() != blk.block[i].data_ptr() for i, r in enumerate(seen["recs"]))
     assert all(torch.equal(r.attn, a[0]) for r, a in zip(seen["recs"], seen["model"]))
 
 
