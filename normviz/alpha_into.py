@@ -25,11 +25,9 @@ from typing import Callable
 import numpy as np
 import torch
 
-from . import pool
+from . import attention_interface, pool
 
 _STATE = threading.local()
-_INSTALL_LOCK = threading.Lock()
-_INSTALLED = False
 _CLONES: dict[Callable, Callable] = {}
 MIN_BYTES = 1 << 20  # below this (minilm n < 48) the copy costs less than the pass's extra bookkeeping
 
@@ -113,29 +111,19 @@ def _calling(slots: _Slots, fn: Callable, clone: Callable | None, module, *args,
     return out
 
 
+def _choose(fn: Callable) -> Callable:
+    """The model's attention function ``fn``, or — in a thread recording into slots (:func:`into`) — it seen
+    through :func:`_calling` (an eager one as its clone writing α into the layer's slot)."""
+    slots = getattr(_STATE, "slots", None)
+    if slots is None:
+        return fn
+    clone = _clone(fn) if getattr(fn, "__name__", "") == "eager_attention_forward" else None
+    return functools.partial(_calling, slots, fn, clone)
+
+
 def install() -> bool:
-    """Wrap transformers' attention-function lookup once (thread-aware); False if this transformers has none."""
-    global _INSTALLED
-    with _INSTALL_LOCK:
-        if _INSTALLED:
-            return True
-        try:
-            from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-        except ImportError:  # pragma: no cover - transformers without the interface
-            return False
-        original = ALL_ATTENTION_FUNCTIONS.get_interface
-
-        def get_interface(attn_implementation, default):
-            fn = original(attn_implementation, default)
-            slots = getattr(_STATE, "slots", None)
-            if slots is None:
-                return fn
-            clone = _clone(fn) if getattr(fn, "__name__", "") == "eager_attention_forward" else None
-            return functools.partial(_calling, slots, fn, clone)
-
-        ALL_ATTENTION_FUNCTIONS.get_interface = get_interface
-        _INSTALLED = True
-        return True
+    """Register :func:`_choose` with the attention-function lookup (once); False if this transformers has none."""
+    return attention_interface.add(_choose)
 
 
 def wanted(n_layers: int, n_heads: int, length: int, batch: int, dtype: torch.dtype, device: torch.device) -> bool:
@@ -158,14 +146,9 @@ def into(modules: list[list[torch.nn.Module]], n_heads: int, length: int, dtype:
         return
     arr = (torch.from_numpy(pool.empty((len(modules), 1, n_heads, length, length),
                                        np.dtype(str(dtype).removeprefix("torch.")))) if block else None)
-    slots = _Slots(arr, {id(m): layer for layer, ms in enumerate(modules) for m in ms})
-    previous = getattr(_STATE, "slots", None)
-    _STATE.slots = slots
-    try:
+    layer_of = {id(m): layer for layer, ms in enumerate(modules) for m in ms}
+    with attention_interface.thread_state(_STATE, "slots", _Slots(arr, layer_of)) as slots:
         yield slots
-    finally:
-        _STATE.slots = previous
-        _STATE.slot = None
 
 
 def block_of(alphas: list[torch.Tensor]) -> torch.Tensor | None:

@@ -23,10 +23,10 @@ from .tokens import Encoded, pad_batch
 class Recording:
     """``run(full)`` → one {stack: records} per sequence (and the raw record of each), called once, on first need.
 
-    ``full=False`` (asked for the families whose ``RECORD`` is ``"attention"``: they read only the attention blocks): the run
-    may stop after the last layer's attention block (:func:`normviz.record.record`'s ``upto``); the first
-    reader that needs the rest (``full=True``, the default) then records again, fully — the same numbers up
-    to there — and :attr:`passes` counts both."""
+    ``full=False`` (asked for the families whose ``RECORD`` is ``"attention"``: they read only the attention
+    blocks): the run may stop after the last layer's attention block (:func:`normviz.record.record`'s
+    ``upto``); the first reader that needs the rest (``full=True``, the default) then records again, fully —
+    the same numbers up to there — and :attr:`passes` counts both."""
 
     def __init__(self, run: Callable[[bool], tuple[list[dict], list]], can_stop: bool = False):
         self._run = run
