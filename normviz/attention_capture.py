@@ -55,11 +55,21 @@ class AttentionInputs:
 
     fn: Callable
     module: torch.nn.Module
-    query: torch.Tensor
-    key: torch.Tensor
+    query: torch.Tensor | None  # None: dropped after the pass (:meth:`dropped`), recomputed by :func:`rerun`
+    key: torch.Tensor | None
     value: torch.Tensor
     mask: torch.Tensor | None
     kwargs: dict = field(default_factory=dict)
+    layer: torch.nn.Module | None = None  # the layer whose attention this is (what :func:`rerun` calls)
+    n_heads: int = 0  # query heads (known when q is dropped)
+
+    def dropped(self, layer: torch.nn.Module) -> "AttentionInputs":
+        """The same inputs without q and k (the layer's largest O(n·d) records: 352 MB of smollm2's 1.05 GB at
+        n = 4000), which :func:`rerun` recomputes from the layer's recorded input when α is needed."""
+        return replace(self, query=None, key=None, layer=layer, n_heads=int(self.query.shape[1]))
+
+    def with_qk(self, query: torch.Tensor, key: torch.Tensor) -> "AttentionInputs":
+        return replace(self, query=query, key=key)
 
     def weights(self, rows: slice | None = None) -> torch.Tensor:
         """α [H, n, n] of the first (only) sequence, recomputed by the model's own function; ``rows``: only
@@ -67,14 +77,10 @@ class AttentionInputs:
         of about ``WEIGHTS_BLOCK_BYTES`` each (softmax is per row): the eager function's scores, masked scores
         and softmax are then a block's, not three more [H, n, n] tensors (1.7 GB at smollm2's n = 4000)."""
         if rows is None:
-            h, n, m = self.query.shape[1], self.query.shape[2], self.key.shape[2]
-            step = max(1, WEIGHTS_BLOCK_BYTES // max(1, h * m * self.query.element_size()))
-            if step < n:
+            n, m = self.query.shape[2], self.key.shape[2]
+            if self.block_rows() < n:
                 out = None
-                for a in range(0, n, step):
-                    b = min(n, a + step)
-                    cols = self._seen_columns(a, b, m)
-                    block = self._weights(slice(a, b), cols)
+                for a, b, cols, block in self.blocks():
                     if out is None:
                         out = torch.empty((block.shape[0], n, m), dtype=block.dtype, device=block.device)
                     out[:, a:b, :cols] = block
@@ -82,6 +88,24 @@ class AttentionInputs:
                         out[:, a:b, cols:] = 0
                 return out
         return self._weights(rows)
+
+    def block_rows(self, block_bytes: int | None = None) -> int:
+        """Receiving rows per block of :meth:`blocks` (about ``block_bytes`` of α each; default
+        :data:`WEIGHTS_BLOCK_BYTES`)."""
+        block_bytes = WEIGHTS_BLOCK_BYTES if block_bytes is None else block_bytes
+        h, m = self.query.shape[1], self.key.shape[2]
+        return max(1, block_bytes // max(1, h * m * self.query.element_size()))
+
+    def blocks(self, block_bytes: int | None = None):
+        """α in blocks of receiving rows: (a, b, cols, α[:, a:b, :cols]) for a = 0, step, …; the keys from
+        ``cols`` on are hidden from rows a … b − 1 (α exactly 0 there: :meth:`_seen_columns`). A map that
+        streams them never holds the whole [H, n, n]."""
+        n, m = self.query.shape[2], self.key.shape[2]
+        step = self.block_rows(block_bytes)
+        for a in range(0, n, step):
+            b = min(n, a + step)
+            cols = self._seen_columns(a, b, m)
+            yield a, b, cols, self._weights(slice(a, b), cols)
 
     def _seen_columns(self, a: int, b: int, m: int) -> int:
         """How many leading keys rows a..b need: b (rounded up to SEEN_COLUMNS_STEP) where the mask hides every
@@ -91,9 +115,14 @@ class AttentionInputs:
         mask = self.mask
         if b >= m or mask is None or not mask.is_floating_point() or mask.shape[-1] != m:
             return m
-        b = min(m, -(-b // SEEN_COLUMNS_STEP) * SEEN_COLUMNS_STEP)
-        tail = mask[..., a:b, b:]
-        return b if bool((tail <= torch.finfo(mask.dtype).min / 2).all()) else m
+        seen = mask.__dict__.setdefault("_normviz_seen_columns", {})  # {(a, b, m): cols}, kept with the mask
+        # (every layer of a sequence shares its mask, :meth:`cut`: each block is asked once)
+        key = (a, b, m)
+        if key not in seen:
+            c = min(m, -(-b // SEEN_COLUMNS_STEP) * SEEN_COLUMNS_STEP)
+            tail = mask[..., a:b, c:]
+            seen[key] = c if bool((tail <= torch.finfo(mask.dtype).min / 2).all()) else m
+        return seen[key]
 
     def _weights(self, rows: slice | None, cols: int | None = None) -> torch.Tensor:
         q, mask, key, value = self.query, self.mask, self.key, self.value
@@ -108,14 +137,20 @@ class AttentionInputs:
         with torch.no_grad():
             return self.fn(self.module, q, key, value, mask, **self.kwargs)[1][0]
 
-    def cut(self, b: int, n: int) -> "AttentionInputs":
-        """Sequence b of a right-padded batch, its first n positions."""
+    def cut(self, b: int, n: int, masks: dict | None = None) -> "AttentionInputs":
+        """Sequence b of a right-padded batch, its first n positions. ``masks``: {id(mask): its cut}, shared by
+        the layers of one sequence, so that they share one cut mask too."""
         mask = self.mask
         if mask is not None:
-            mask = mask[b:b + 1] if mask.shape[0] > 1 else mask
-            mask = mask[..., :n, :n]
+            whole = mask
+            mask = masks.get(id(whole)) if masks is not None else None
+            if mask is None:
+                mask = whole[b:b + 1] if whole.shape[0] > 1 else whole
+                mask = mask[..., :n, :n]
+                if masks is not None:
+                    masks[id(whole)] = mask
         return replace(self, query=self.query[b:b + 1, :, :n], key=self.key[b:b + 1, :, :n],
-                       value=self.value[b:b + 1, :, :n], mask=mask)
+                       value=self.value[b:b + 1, :, :n], mask=mask, n_heads=int(self.query.shape[1]))
 
     def to(self, device: torch.device | None = None, dtype: torch.dtype | None = None) -> "AttentionInputs":
         def move(t):
@@ -143,11 +178,21 @@ def _sdpa(module, query, key, value, mask, kwargs) -> torch.Tensor | None:
     return out.transpose(1, 2).contiguous()
 
 
+class _Stop(Exception):
+    """Raised by the attention call of a :func:`rerun` once its inputs are captured (nothing after it runs)."""
+
+
+class _StopSink(dict):
+    """A sink whose first captured call ends the rerun (:class:`_Stop`)."""
+
+
 def _capturing(sink: dict, fn: Callable, module, query, key, value, attention_mask, *args, **kwargs):
     if args:  # positional extras: not a call we understand; run it as the model would
         return fn(module, query, key, value, attention_mask, *args, **kwargs)
     kw = {k: v for k, v in kwargs.items() if k not in _DROPPED}
     sink[id(module)] = AttentionInputs(fn, module, query, key, value, attention_mask, kw)
+    if isinstance(sink, _StopSink):
+        raise _Stop
     out = None
     if (query.dtype != torch.float64 and getattr(fn, "__module__", None) in SDPA_SAFE
             and getattr(fn, "__name__", "") == "eager_attention_forward"):
@@ -178,9 +223,31 @@ def capturing():
         yield sink
 
 
+def rerun(layer: torch.nn.Module, x: torch.Tensor, call: tuple[tuple, dict]) -> AttentionInputs | None:
+    """The inputs of ``layer``'s attention call when it is called on ``x`` [n, d] with its recorded ``call``
+    (:attr:`normviz.record.LayerRecord.call`), by running the layer only up to that call (its norm and the
+    q, k, v projections with position encoding: a few n·d² products, not the attention itself); None if the
+    layer made no call through the attention interface. The same operations on the same tensors as in the
+    recording pass: the same q and k bit for bit (checked before any are dropped, :func:`normviz.record.stack_records`)."""
+    args, kwargs = call
+    sink = _StopSink()
+    previous = getattr(_STATE, "sink", None)
+    if not install():  # pragma: no cover
+        return None
+    _STATE.sink = sink
+    try:
+        with torch.no_grad():
+            layer(x.unsqueeze(0), *args, **kwargs)
+    except _Stop:
+        pass
+    finally:
+        _STATE.sink = previous
+    return next(iter(sink.values()), None)
+
+
 def attention_module_ids(layer: torch.nn.Module) -> set[int]:
     """Ids of every submodule of a layer (the attention module the interface is called with is one of them)."""
     return {id(m) for m in layer.modules()}
 
 
-__all__ = ["AttentionInputs", "SDPA_SAFE", "attention_module_ids", "capturing", "install"]
+__all__ = ["AttentionInputs", "SDPA_SAFE", "attention_module_ids", "capturing", "install", "rerun"]

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from . import alpha_into
-from .attention_capture import AttentionInputs, attention_module_ids, capturing
+from .attention_capture import AttentionInputs, attention_module_ids, capturing, rerun
 from .models.params import get_path
 
 if TYPE_CHECKING:  # type hints only: no import cycle with the loader
@@ -53,11 +53,24 @@ class LayerRecord:
         own eager attention function."""
         if self.attn is not None:
             return self.attn if rows is None else self.attn[:, rows]
-        return self.qk.weights(rows)
+        return self.attention_inputs().weights(rows)
+
+    def attention_inputs(self) -> AttentionInputs:
+        """A long input's attention call inputs (q, k, v, mask …): as recorded, or with q and k recomputed when
+        they were dropped after the pass (:func:`drop_qk`) by rerunning the layer on its recorded input up to
+        its attention call (:func:`normviz.attention_capture.rerun`: bit for bit the recorded ones). Not kept:
+        the caller holds them while it computes the layer's α."""
+        qk = self.qk
+        if qk is None or qk.query is not None:
+            return qk
+        got = rerun(qk.layer, self.x, self.call)
+        if got is None:
+            raise RuntimeError("rerunning the layer made no attention call to recompute q and k from")
+        return qk.with_qk(got.query, got.key)
 
     @property
     def n_heads(self) -> int:
-        return int(self.attn.shape[0] if self.attn is not None else self.qk.query.shape[1])
+        return int(self.attn.shape[0] if self.attn is not None else self.qk.n_heads)
 
     def to(self, device: torch.device, dtype: torch.dtype | None = None) -> "LayerRecord":
         """The same record on `device` (layers of a model sharded with device_map live on several devices),
@@ -309,6 +322,7 @@ def stack_records(store: dict, layers, attentions, lengths: list[int], length: i
     for b, n in enumerate(lengths):
         n = int(n)
         seq = []
+        masks: dict = {}  # the layers' shared mask, cut once for this sequence
         for i in range(len(layers)):
             key = (tag, i)
             z_ff = store.get((key, "z_ff"))
@@ -322,10 +336,30 @@ def stack_records(store: dict, layers, attentions, lengths: list[int], length: i
                 v=store[(key, "v")][b, :n],
                 call=layer_call(layers[i], args, kw, b, n, batch, length),
                 final=final[b, :n] if final is not None and i == len(layers) - 1 else None,
-                qk=qks[i].cut(b, n) if qks is not None else None,
+                qk=qks[i].cut(b, n, masks) if qks is not None else None,
             ))
         records.append(seq)
+    if qks is not None and batch == 1:
+        records[0] = drop_qk(records[0], layers)
     return records
+
+
+DROP_QK = True  # a single long sequence's q and k are dropped after its pass when a rerun reproduces them
+
+
+def drop_qk(seq: list[LayerRecord], layers) -> list[LayerRecord]:
+    """``seq`` with every layer's q and k dropped (recomputed on demand: :meth:`LayerRecord.attention_inputs`),
+    if rerunning the first and the last layer on their recorded inputs gives their q and k bit for bit; else
+    unchanged. Only a float32/float64 sequence recorded alone (a padded batch's rows were projected together
+    with the others: a rerun of one sequence need not round the same)."""
+    if not DROP_QK or not seq or seq[0].qk is None or seq[0].x.dtype not in (torch.float32, torch.float64):
+        return seq
+    for i in {0, len(seq) - 1}:
+        qk = seq[i].qk
+        got = rerun(layers[i], seq[i].x, seq[i].call)
+        if got is None or not (torch.equal(got.query, qk.query) and torch.equal(got.key, qk.key)):
+            return seq
+    return [replace(rec, qk=rec.qk.dropped(layer)) for rec, layer in zip(seq, layers)]
 
 
 QK_FROM_BYTES = 256 * 2**20  # α of all layers above this (L·H·n²·element size): record q, k instead

@@ -429,6 +429,14 @@ class Session:
                 groups.setdefault((stack, li), [])
             else:
                 groups.setdefault((stack, li), []).append(base)
+        for g in list(groups):  # a long input's layer: α streamed in row blocks through every map it feeds
+            got = self._streamed(g[0], g[1], {k: t for k, t in todo.items() if (t[0], t[2]) == g
+                                              and derived.get(k) is None})
+            if got is not None:
+                out.update(got)
+                del groups[g]
+                direct.pop(g, None)
+                todo = {k: t for k, t in todo.items() if k not in got}
         layers = {g: self._layers(g[0], list(dict.fromkeys(bases)), g[1], direct.get(g, {}))
                   for g, bases in groups.items()}
         for k, (stack, base, li, take) in todo.items():
@@ -483,6 +491,50 @@ class Session:
             self._layer_maps.put((key, k), out)
         return out
 
+    def _streamed(self, stack: str, layer: int, todo: dict[str, tuple]) -> dict[str, np.ndarray] | None:
+        """``todo`` {key: (stack, base, layer, take)} of one layer computed with α streamed in row blocks
+        (:mod:`normviz.methods.long_layer`: a long input's layer, never its whole α), each cached as
+        (spelled base, layer) or (key, layer, take); None when that path does not serve them all (the caller
+        then computes them on the layer view)."""
+        import dataclasses
+
+        from .methods import long_layer
+
+        if stack == "cross" or not todo:
+            return None
+        got, want, hits = {}, {}, {}
+        for k, (_, base, _, take) in todo.items():
+            ck = (keyspace.spell(stack, base), layer) if take is None else (k, layer, take)
+            hit = self._layer_maps.get(ck)
+            if hit is not None:
+                got[k], hits[ck] = hit, hit
+            else:
+                want[k] = (base, take, ck)
+        if not want:
+            return got
+        with self._lock:
+            view = self.layers(stack)[layer]
+            wanted = list(dict.fromkeys((b, t) for b, t, _ in want.values()))
+            if not long_layer.streamable(view, wanted):
+                return None
+            one = dataclasses.replace(self.request_of(stack) if stack in self.stacks else self.request, n_layers=1)
+            for b in dict.fromkeys(b for b, _ in wanted):
+                keyspace.check(self.lm, stack, b, one, self.options)  # applicability, and cost for one layer
+            # room first (never the cache full and the new layer at once), within the long-input bound; the
+            # layer's own cached maps (a head change keeps its layer-level maps) are put back after it
+            self._layer_maps.reserve(len(wanted) * view.n * view.n * self.itemsize,
+                                     float(self.options.get("long_map_cache_mb", memory.LONG_MAP_CACHE_MB)) * 2**20)
+            try:
+                arrays = long_layer.layer_maps(view, wanted)
+            finally:
+                view.clear()
+        for ck, hit in hits.items():  # this layer's maps found in the cache: kept as its newest entries
+            self._layer_maps.put(ck, hit)
+        for k, (base, take, ck) in want.items():
+            self._layer_maps.put(ck, arrays[(base, take)])
+            got[k] = arrays[(base, take)]
+        return got
+
     def _layers(self, stack: str, bases: list[str], layer: int,
                 alpha_views: dict[str, object] | None = None) -> dict[str, tuple[np.ndarray, bool]]:
         """{base: (layer ``layer`` of it on ``stack`` ([H, n, n] or [n, n]), whether the cache kept it)}, from
@@ -492,6 +544,8 @@ class Session:
         weights family would copy whole, [H, n, n], to then keep one [n, n] of it), cached as (key, layer, take)
         and returned under ``key``."""
         import dataclasses
+
+        from .methods import long_layer
 
         request = self.request_of(stack) if stack in self.stacks else self.request
         got = {}
@@ -516,7 +570,7 @@ class Session:
                 # α would be recomputed (half of a long layer's CPU time at smollm2's n = 4000)
                 for k, take in alpha_views.items():
                     alpha = view.alpha
-                    arr = to_numpy(alpha.mean(0) if take == "mean" else alpha[int(take)])
+                    arr = to_numpy(long_layer.head_mean(alpha) if take == "mean" else alpha[int(take)])
                     self._layer_maps.put((k, layer, take), arr)
                     got[k] = (arr, True)
                 # the weights family drops each layer's α once copied (its whole-array path): it goes last, so

@@ -37,10 +37,14 @@ def is_long(n_tokens: int) -> bool:
     return int(n_tokens) > LONG_TOKENS
 
 
+OVERVIEW_CELLS = 256  # the most blocks a side: at least one per pixel of a panel two to a row on a 1280 px window
+
+
 def overview_cells(width_px: int | None) -> int:
     """Blocks per axis of an overview drawn ``width_px`` wide: about one per pixel of its plot (the labels
-    and colour bar take ~170 px), between 96 and 512."""
-    return int(min(512, max(96, (width_px or 600) - 170)))
+    and colour bar take ~170 px), between 96 and :data:`OVERVIEW_CELLS` (a wider panel gets cells of a few
+    pixels: each still the max or mean of its tokens, and the figure a quarter of 512 a side's to send and draw)."""
+    return int(min(OVERVIEW_CELLS, max(96, (width_px or 600) - 170)))
 
 
 @dataclass(frozen=True)
@@ -66,11 +70,16 @@ class LongPanel:
 def row_factors(m: np.ndarray, keep: np.ndarray, values: str) -> np.ndarray:
     """The per-row factor that turns m[keep][:, keep] into the shown rows (module docstring)."""
     hidden = len(keep) < m.shape[1]
-    sub = (np.abs(m[np.ix_(keep, keep)]) if hidden else np.abs(m)).sum(-1, dtype=np.float64)
+    signed = m.size > 0 and m.min() < 0  # |m| = m for the non-negative maps (norms, α): no copy of it
+
+    def magnitude(a):
+        return np.abs(a) if signed else a
+
+    sub = magnitude(m[np.ix_(keep, keep)] if hidden else m).sum(-1, dtype=np.float64)
     if values == "share":
         return np.divide(1.0, sub, out=np.zeros_like(sub), where=sub > 0)
     if hidden:
-        full = np.abs(m[keep]).sum(-1, dtype=np.float64)
+        full = magnitude(m[keep]).sum(-1, dtype=np.float64)
         return np.divide(full, sub, out=np.zeros_like(sub), where=sub > 0)
     return np.ones(len(keep))
 
@@ -108,8 +117,7 @@ def long_panel(session, key: str, m: np.ndarray, layer: int, head: int | None, h
         keep = kept_positions(special, hide_special)
         factor = row_factors(m, keep, values)
         sub = m[np.ix_(keep, keep)] if len(keep) < m.shape[0] else m
-        shown = sub * factor[:, None].astype(m.dtype if m.dtype.kind == "f" else np.float64)
-        ov = overview(shown, cells, causal=causal)
+        ov = overview(sub, cells, causal=causal, row_factor=factor)  # the blocks of factor · sub (never made)
         return ov.max, ov.mean, ov.row_edges, ov.col_edges, keep, factor
 
     mx, mean, re_, ce, keep, factor = memoised(m, ("long", hide_special, values, cells, causal, special.tobytes()),
@@ -229,4 +237,4 @@ def find_tokens(labels: list[str], query: str, limit: int = 500) -> list[int]:
 
 __all__ = ["AGGREGATES", "LONG_TOKENS", "LongPanel", "MAX_WINDOW", "WINDOW", "centred", "clamp_window",
            "color_ranges", "find_tokens", "is_long", "kept_positions", "layer_maps", "long_panel", "long_panels",
-           "overview_cells", "parse_range", "row_factors", "shown_index"]
+           "OVERVIEW_CELLS", "overview_cells", "parse_range", "row_factors", "shown_index"]

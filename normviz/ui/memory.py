@@ -12,6 +12,8 @@ import ctypes
 import ctypes.util
 import sys
 
+from .. import memory as core_memory
+
 M_MMAP_THRESHOLD = -3
 THRESHOLD = 1 << 20
 
@@ -28,6 +30,8 @@ def bound_heap(threshold: int = THRESHOLD) -> bool:
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         _done = bool(libc.mallopt(M_MMAP_THRESHOLD, int(threshold)))
+        if _done:  # a long layer's computation raises it for its α blocks and puts it back (memory.scratch_heap)
+            core_memory.FIXED_MMAP_THRESHOLD = int(threshold)
     except (OSError, AttributeError):  # not glibc (e.g. musl): keep the allocator's own policy
         _done = False
     return _done

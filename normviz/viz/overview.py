@@ -49,22 +49,42 @@ def visible_counts(re: np.ndarray, ce: np.ndarray) -> np.ndarray:
     return np.add.reduceat(per_row, re[:-1], axis=0)
 
 
-def overview(m: np.ndarray, cells: int = 512, causal: bool = False) -> Overview:
+def overview(m: np.ndarray, cells: int = 512, causal: bool = False,
+             row_factor: np.ndarray | None = None) -> Overview:
     """Block max (largest magnitude, signed) and block mean of ``m`` (NaN-free [rows, cols]) in at most
-    ``cells`` blocks per axis; ``causal``: cells above the diagonal are left out. A map that already fits keeps
-    its values (blocks of one token; masked cells NaN when ``causal``).
+    ``cells`` blocks per axis; ``causal``: cells above the diagonal are left out. ``row_factor`` [rows] (≥ 0):
+    the blocks of ``row_factor[:, None] * m`` (in m's dtype), without making that matrix. A map that already
+    fits keeps its values (blocks of one token; masked cells NaN when ``causal``).
 
-    One pass over the map per aggregate (``reduceat`` over the blocks' starts); with ``causal`` only the blocks
-    that straddle the diagonal (about two per block row) are recomputed with their masked cells left out."""
+    One pass over the map, a block of rows at a time (the block's rows scaled, reduced over the rows, then over
+    the column blocks: the block stays in cache); ``causal``: a block of rows reads only the columns up to its
+    last row, and only the blocks that straddle the diagonal (about two per block row) are recomputed with their
+    masked cells left out."""
     m = np.asarray(m)
+    dt = m.dtype if m.dtype.kind == "f" else np.dtype(np.float64)
     re, ce = edges(m.shape[0], cells), edges(m.shape[1], cells)
-    hi = np.maximum.reduceat(np.maximum.reduceat(m, re[:-1], axis=0), ce[:-1], axis=1)
+    f = None if row_factor is None else np.asarray(row_factor).astype(dt)
     # a map without negative cells (every norm, α, their shares): the block min never outweighs the max
     signed = m.size > 0 and m.min() < 0
-    lo = np.minimum.reduceat(np.minimum.reduceat(m, re[:-1], axis=0), ce[:-1], axis=1) if signed else hi.copy()
-    # a block's few rows summed in the map's dtype, the blocks' columns in float64 (half the time of a float64
-    # pass at n = 4000; float32's own precision, about 1e-7 relative, on a float32 map)
-    total = np.add.reduceat(np.add.reduceat(m, re[:-1], axis=0).astype(np.float64), ce[:-1], axis=1)
+    hi = np.full((len(re) - 1, len(ce) - 1), -np.inf, dt)
+    lo = np.full_like(hi, np.inf) if signed else None
+    total = np.zeros(hi.shape, np.float64)
+    for bi in range(len(re) - 1):
+        r0, r1 = int(re[bi]), int(re[bi + 1])
+        width = min(m.shape[1], r1) if causal else m.shape[1]  # causal: later columns are masked in every row
+        nc = int(np.searchsorted(ce[:-1], width, side="left"))  # column blocks that start before it
+        if nc == 0:
+            continue
+        t = m[r0:r1, :width]
+        if f is not None:
+            t = t * f[r0:r1, None]
+        starts = ce[:nc]
+        hi[bi, :nc] = np.maximum.reduceat(t.max(0), starts)
+        if signed:
+            lo[bi, :nc] = np.minimum.reduceat(t.min(0), starts)
+        # a block's few rows summed in the map's dtype, the blocks' columns in float64 (float32's own
+        # precision, about 1e-7 relative, on a float32 map)
+        total[bi, :nc] = np.add.reduceat(t.sum(0).astype(np.float64), starts)
     if causal:
         counts = visible_counts(re, ce)
         for bi in range(len(re) - 1):
@@ -80,13 +100,17 @@ def overview(m: np.ndarray, cells: int = 512, causal: bool = False) -> Overview:
                 if not vis.any():
                     continue
                 sub = m[r0:r1, c0:c1]
-                hi[bi, bj], lo[bi, bj] = sub[vis].max(), sub[vis].min()
+                if f is not None:
+                    sub = sub * f[r0:r1, None]
+                hi[bi, bj] = sub[vis].max()
+                if signed:
+                    lo[bi, bj] = sub[vis].min()
                 total[bi, bj] = sub[vis].sum(dtype=np.float64)
     else:
         counts = np.diff(re)[:, None] * np.diff(ce)[None, :]
     empty = counts == 0
-    mx = np.where(np.abs(lo) > np.abs(hi), lo, hi)
-    mx = np.where(empty, np.nan, mx).astype(m.dtype if m.dtype.kind == "f" else np.float64)
+    mx = hi if not signed else np.where(np.abs(lo) > np.abs(hi), lo, hi)
+    mx = np.where(empty, np.nan, mx).astype(dt)
     mean = np.where(empty, np.nan, total / np.maximum(counts, 1)).astype(mx.dtype)
     return Overview(max=mx, mean=mean, row_edges=re, col_edges=ce)
 

@@ -42,21 +42,28 @@ class Peak(threading.Thread):
     def __init__(self, proc, every: float = 0.25):
         super().__init__(daemon=True)
         self.proc, self.every, self.peak, self._done = proc, every, 0, threading.Event()
+        self.peak_server = self.peak_children = 0
 
-    def rss(self) -> int:
+    def parts(self) -> tuple[int, int]:
+        """(the server process's RSS, its children's: the heavy-maps worker the first text of ≥ 24 tokens starts)."""
         import psutil
 
-        total = 0
-        for p in [self.proc] + self.proc.children(recursive=True):
+        own, children = self.proc.memory_info().rss, 0
+        for p in self.proc.children(recursive=True):
             try:
-                total += p.memory_info().rss
+                children += p.memory_info().rss
             except psutil.Error:
                 pass
-        return total
+        return own, children
+
+    def rss(self) -> int:
+        return sum(self.parts())
 
     def run(self):
         while not self._done.is_set():
-            self.peak = max(self.peak, self.rss())
+            own, children = self.parts()
+            self.peak = max(self.peak, own + children)
+            self.peak_server, self.peak_children = max(self.peak_server, own), max(self.peak_children, children)
             time.sleep(self.every)
 
     def stop(self) -> int:
@@ -73,11 +80,6 @@ def _text(lm_tokenizer) -> str:
     return lm_tokenizer.decode(ids)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "not met yet (issue 20): the server's RSS grows by 2.9 GB at peak (2.1 GB held after) for a 4,000-token "
-    "smollm2 text against the 2 GB budget: the q/k records are ~1.7 GB (x, z_attn, z_ff, out, q, k, v per "
-    "layer), the layer cache up to 512 MB, and one layer's α [9, n, n] (576 MB) while a layer is computed. "
-    "The figures are written before the check; strict: an XPASS fails, so the marker goes when the memory does."))
 def test_a_4000_token_paste_on_smollm2_stays_in_the_budget_and_a_layer_change_is_timed(tmp_path):
     require_browser()
     pytest.importorskip("psutil")
@@ -97,6 +99,7 @@ def test_a_4000_token_paste_on_smollm2_stays_in_the_budget_and_a_layer_change_is
         time.sleep(2)
         sampler = Peak(server)
         out["rss_before_mb"] = round(sampler.rss() / 2**20)  # model loaded, a short text analysed
+        out["rss_before_server_children_mb"] = [round(x / 2**20) for x in sampler.parts()]
         sampler.start()
         box = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stMain"] [data-testid="stTextInput"] input')[0]
         t0 = time.perf_counter()
@@ -117,6 +120,7 @@ def test_a_4000_token_paste_on_smollm2_stays_in_the_budget_and_a_layer_change_is
             layer_runs.append((shown, settled, server_s))
         out["rss_peak_mb"] = round(sampler.stop() / 2**20)
         out["rss_after_mb"] = round(sampler.rss() / 2**20)
+        out["rss_peak_server_children_mb"] = [round(sampler.peak_server / 2**20), round(sampler.peak_children / 2**20)]
     out["rss_growth_mb"] = out["rss_peak_mb"] - out["rss_before_mb"]
     out["layer_change"] = {"shown_median_s": round(statistics.median(r[0] for r in layer_runs), 2),
                            "settled_median_s": round(statistics.median(r[1] for r in layer_runs), 2),

@@ -260,3 +260,78 @@ def test_maps_of_one_layer_in_one_pass_equal_the_whole_arrays(arch):
             again = s.maps(keys, layer, head)
             assert all(again[k] is got[k] for k in ("attn_res", "attn_res_ln")) and again["attention"] is got["attention"]
     assert s.computed() == []
+
+
+@pytest.mark.parametrize("arch, n", [("llama", 150), ("qwen3", 150), ("bert", 61)])
+def test_a_long_layer_streams_alpha_in_row_blocks_with_the_same_bits(monkeypatch, arch, n):
+    """A layer recomputed from q, k is computed with α streamed in blocks of rows (``methods.long_layer``: α's
+    head mean and one head, one head of norm, norm_layer, attn_res, attn_res_ln; the pair kernel over a causal
+    block's own past): bit for bit the maps of the same layer from its whole α (float64, blocks of 8 rows,
+    odd and even counts, diagonal in every block), and the whole α is never built."""
+    from normviz import decompose
+    from normviz.devtools.tiny import build, encoded
+    from normviz.methods import long_layer
+
+    lm, enc = build(arch), encoded(n)
+    keys = ["attention", "norm", "attn_res", "attn_res_ln", "norm_layer"]
+    ref = Session.from_encoded(lm, [enc], options={"record_attention": "qk"})[0]
+    monkeypatch.setattr(long_layer, "streamable", lambda view, wanted: False)
+    want = {(layer, head): ref.maps(keys, layer, head) for layer in range(lm.n_layers) for head in (None, 1)}
+    monkeypatch.undo()
+    monkeypatch.setattr(long_layer, "BLOCK_BYTES", 8 * lm.n_heads * n * 8)
+    real = long_layer.layer_maps
+    monkeypatch.setattr(long_layer, "layer_maps", lambda v, w, block_bytes=None: real(v, w, long_layer.BLOCK_BYTES))
+    whole = []
+    monkeypatch.setattr(decompose.LayerDecomposition, "alpha", property(lambda self: whole.append(1)))
+    s = Session.from_encoded(lm, [enc], options={"record_attention": "qk"})[0]
+    for (layer, head), maps in want.items():
+        got = s.maps(keys, layer, head)
+        for k in keys:
+            np.testing.assert_array_equal(got[k], maps[k], err_msg=(arch, k, layer, head))
+    assert whole == []
+
+
+@pytest.mark.parametrize("arch", SELF_ATTENTION)
+def test_a_single_long_sequence_drops_q_and_k_and_reruns_the_layer_for_them(arch, monkeypatch):
+    """One sequence recorded with q, k: they are dropped after the pass (the rerun of the first and last layer
+    reproduced them bit for bit) and recomputed from the layer's recorded input when α is needed: α equals the
+    α-recording path bit for bit (float64, every layer). A rerun that does not reproduce them keeps them."""
+    from normviz import record as record_mod
+    from normviz.devtools.tiny import build, encoded
+
+    lm, enc = build(arch), encoded(40)
+    recs = Session.from_encoded(lm, [enc], options={"record_attention": "qk"})[0].records()
+    want = Session.from_encoded(lm, [enc], options={"record_attention": "weights"})[0].records()
+    assert all(r.qk.query is None and r.qk.key is None for r in recs)
+    for r, w in zip(recs, want):
+        assert r.n_heads == w.attn.shape[0]
+        assert torch.equal(r.attention(), w.attn)
+    real = record_mod.rerun
+
+    def off_by_rounding(layer, x, call):
+        got = real(layer, x, call)
+        return got.with_qk(got.query * (1 + 1e-15), got.key)
+    monkeypatch.setattr(record_mod, "rerun", off_by_rounding)
+    kept = Session.from_encoded(lm, [enc], options={"record_attention": "qk"})[0].records()
+    assert all(r.qk.query is not None for r in kept)
+    assert torch.equal(kept[-1].attention(), want[-1].attn)
+
+
+def test_a_long_layer_is_cached_within_the_long_input_bound(monkeypatch):
+    """A streamed (long) layer's maps go into at most ``long_map_cache_mb``: the previous layer's are dropped
+    before the new one is computed, and a head change keeps (and reuses) its layer's layer-level maps."""
+    from normviz.devtools.tiny import build, encoded
+
+    lm, n = build("llama"), 150
+    one_map = n * n * 8
+    s = Session.from_encoded(lm, [encoded(n)], options={"record_attention": "qk",
+                                                      "long_map_cache_mb": 4.5 * one_map / 2**20})[0]
+    keys = ["attention", "norm", "attn_res", "attn_res_ln"]
+    s.maps(keys, 0)
+    layer = s.maps(keys, 1)
+    assert s._layer_maps.nbytes == 4 * one_map  # layer 0's four maps dropped first
+    head = s.maps(keys, 1, 2)  # one head of attention and norm: the layer mean and norm_layer make room
+    assert s._layer_maps.nbytes == 4 * one_map
+    assert head["attn_res"] is layer["attn_res"] and head["attn_res_ln"] is layer["attn_res_ln"]
+    again = s.maps(keys, 1, 2)
+    assert all(again[k] is head[k] for k in keys)

@@ -256,3 +256,96 @@ def pair_norms_fused(alpha, gram, gx, fnorm, inv_s, norm_out, layer_out, res_out
                         for j in range(n):
                             o[j] = c * np.sqrt(max(q[j], zero))
                         o[i] = c * np.sqrt(max(qd, zero))
+
+
+@numba.njit(**opts)
+def _pair_sums_two_rows(alpha, i0, i1, g, nb, H, qq):  # pragma: no cover - compiled
+    # qq[0] (row i0), qq[1] (row i1) = α_ijᵀ G_j α_ij over blocks of 4 heads, j innermost: pair_norms_fused's
+    # loop for one layer and stage (alpha [H, rows, m], g [Hp, Hp, n]); the same calls in the same order
+    zero = alpha.dtype.type(0)
+    qq[:] = zero
+    for A in range(nb):
+        a0 = 4 * A
+        h0 = min(a0, H - 1)
+        h1 = min(a0 + 1, H - 1)
+        h2 = min(a0 + 2, H - 1)
+        h3 = min(a0 + 3, H - 1)
+        x0, x1, x2, x3 = alpha[h0, i0], alpha[h1, i0], alpha[h2, i0], alpha[h3, i0]
+        w0, w1, w2, w3 = alpha[h0, i1], alpha[h1, i1], alpha[h2, i1], alpha[h3, i1]
+        _diag_block(x0, x1, x2, x3, w0, w1, w2, w3,
+                    g[a0, a0], g[a0, a0 + 1], g[a0, a0 + 2], g[a0, a0 + 3], g[a0 + 1, a0 + 1],
+                    g[a0 + 1, a0 + 2], g[a0 + 1, a0 + 3], g[a0 + 2, a0 + 2], g[a0 + 2, a0 + 3],
+                    g[a0 + 3, a0 + 3], qq[0], qq[1])
+        for B in range(A + 1, nb):
+            b0 = 4 * B
+            k0 = min(b0, H - 1)
+            k1 = min(b0 + 1, H - 1)
+            k2 = min(b0 + 2, H - 1)
+            k3 = min(b0 + 3, H - 1)
+            _pair_block(x0, x1, x2, x3, alpha[k0, i0], alpha[k1, i0], alpha[k2, i0],
+                        alpha[k3, i0], w0, w1, w2, w3, alpha[k0, i1], alpha[k1, i1],
+                        alpha[k2, i1], alpha[k3, i1], g[a0, b0:b0 + 4], g[a0 + 1, b0:b0 + 4],
+                        g[a0 + 2, b0:b0 + 4], g[a0 + 3, b0:b0 + 4], qq[0], qq[1])
+
+
+@numba.njit(parallel=True, fastmath={"contract"}, cache=True, nogil=True)
+def pair_norms_rows(alpha, row0, gram, gx, inv_s, mean_out, layer_out, res_out, ln_out,
+                    with_mean, with_layer, with_res, with_ln):  # pragma: no cover - compiled
+    # pair_norms_fused's α-sized outputs for one block of receiving rows of one layer (a long input's layer,
+    # α streamed in row blocks: :mod:`normviz.methods.long_layer`), over the first m contributing tokens only.
+    #   alpha [H, r, m]         rows row0 … row0 + r − 1 of α, keys 0 … m − 1 (m ≥ row0 + r: the diagonal
+    #                           inside; a causal block's later keys are exact zeros and are left out)
+    #   gram [2, Hp, Hp, n], gx [2, H + 1, n], inv_s [n]   the layer's, from span_grams_packed
+    #   mean_out, layer_out, res_out, ln_out [r, ≥ m]       rows of the outputs; columns ≥ m are not written
+    #   mean_out[i, j] = (α⁰_ij + α¹_ij + … + α^{H−1}_ij) / H, added in that order (long_layer.head_mean's bits)
+    # Per pair (i, j) the operations and their order are pair_norms_fused's (the same _diag_block/_pair_block
+    # calls, j innermost): the same bits. The norm key (α^h_ij ‖f^h_j‖) is one product: taken in torch.
+    H, r, m = alpha.shape
+    nb = gram.shape[1] // 4
+    zero = alpha.dtype.type(0)
+    groups = (r + 1) // 2
+    hh = alpha.dtype.type(H)
+    for task in numba.prange(groups):
+        first = 2 * task
+        i0 = first
+        i1 = min(first + 1, r - 1)  # r odd: the last task's second row is its first again
+        last = min(first + 2, r)
+        if with_mean:
+            for i in range(first, last):
+                o = mean_out[i]
+                a = alpha[0, i]
+                for j in range(m):
+                    o[j] = a[j]
+                for h in range(1, H):
+                    a = alpha[h, i]
+                    for j in range(m):
+                        o[j] += a[j]
+                for j in range(m):
+                    o[j] = o[j] / hh
+        qq = np.empty((2, m), dtype=alpha.dtype)
+        for s in range(2):
+            if (s == 0 and (with_layer or with_res)) or (s == 1 and with_ln):
+                g = gram[s]
+                _pair_sums_two_rows(alpha, i0, i1, g, nb, H, qq)
+                for i in range(first, last):
+                    q = qq[i - first]
+                    gi = row0 + i
+                    qd = q[gi] + gx[s, H, gi]
+                    for h in range(H):
+                        qd += gx[s, h, gi] * alpha[h, i, gi]
+                    if s == 0:
+                        if with_layer:
+                            o = layer_out[i]
+                            for j in range(m):
+                                o[j] = np.sqrt(max(q[j], zero))
+                        if with_res:
+                            o = res_out[i]
+                            for j in range(m):
+                                o[j] = np.sqrt(max(q[j], zero))
+                            o[gi] = np.sqrt(max(qd, zero))
+                    else:
+                        c = inv_s[gi]
+                        o = ln_out[i]
+                        for j in range(m):
+                            o[j] = c * np.sqrt(max(q[j], zero))
+                        o[gi] = c * np.sqrt(max(qd, zero))

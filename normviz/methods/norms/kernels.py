@@ -30,7 +30,8 @@ def available() -> bool:
 def _build() -> dict[str, object]:
     from . import compiled
 
-    return {"span_grams_packed": compiled.span_grams_packed, "pair_norms_fused": compiled.pair_norms_fused}
+    return {"span_grams_packed": compiled.span_grams_packed, "pair_norms_fused": compiled.pair_norms_fused,
+            "pair_norms_rows": compiled.pair_norms_rows}  # one layer's row blocks (normviz.methods.long_layer)
 
 
 def run(name: str, *args) -> bool:
@@ -66,6 +67,9 @@ def warm() -> bool:
             return False
         if not run("pair_norms_fused", np.zeros((1, 1, 2, 2), dt), gram, gx, fnorm, inv_s, np.empty((1, 1, 2, 2), dt),
                    out, np.empty_like(out), np.empty_like(out), True, True, True, True):
+            return False
+        if not run("pair_norms_rows", np.zeros((1, 2, 2), dt), 0, gram[0], gx[0], inv_s[0], out[0], np.empty_like(out[0]),
+                   np.empty_like(out[0]), np.empty_like(out[0]), True, True, True, True):
             return False
     return True
 
