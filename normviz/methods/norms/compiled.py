@@ -212,29 +212,7 @@ def pair_norms_fused(alpha, gram, gx, fnorm, inv_s, norm_out, layer_out, res_out
         for s in range(2):
             if (s == 0 and (with_layer or with_res)) or (s == 1 and with_ln):
                 g = gram[l, s]
-                qq[:] = zero
-                for A in range(nb):
-                    a0 = 4 * A
-                    h0 = min(a0, H - 1)
-                    h1 = min(a0 + 1, H - 1)
-                    h2 = min(a0 + 2, H - 1)
-                    h3 = min(a0 + 3, H - 1)
-                    x0, x1, x2, x3 = alpha[l, h0, i0], alpha[l, h1, i0], alpha[l, h2, i0], alpha[l, h3, i0]
-                    w0, w1, w2, w3 = alpha[l, h0, i1], alpha[l, h1, i1], alpha[l, h2, i1], alpha[l, h3, i1]
-                    _diag_block(x0, x1, x2, x3, w0, w1, w2, w3,
-                                g[a0, a0], g[a0, a0 + 1], g[a0, a0 + 2], g[a0, a0 + 3], g[a0 + 1, a0 + 1],
-                                g[a0 + 1, a0 + 2], g[a0 + 1, a0 + 3], g[a0 + 2, a0 + 2], g[a0 + 2, a0 + 3],
-                                g[a0 + 3, a0 + 3], qq[0], qq[1])
-                    for B in range(A + 1, nb):
-                        b0 = 4 * B
-                        k0 = min(b0, H - 1)
-                        k1 = min(b0 + 1, H - 1)
-                        k2 = min(b0 + 2, H - 1)
-                        k3 = min(b0 + 3, H - 1)
-                        _pair_block(x0, x1, x2, x3, alpha[l, k0, i0], alpha[l, k1, i0], alpha[l, k2, i0],
-                                    alpha[l, k3, i0], w0, w1, w2, w3, alpha[l, k0, i1], alpha[l, k1, i1],
-                                    alpha[l, k2, i1], alpha[l, k3, i1], g[a0, b0:b0 + 4], g[a0 + 1, b0:b0 + 4],
-                                    g[a0 + 2, b0:b0 + 4], g[a0 + 3, b0:b0 + 4], qq[0], qq[1])
+                _pair_sums_two_rows(alpha[l], i0, i1, g, nb, H, qq)
                 for i in range(first, last):
                     q = qq[i - first]
                     qd = q[i] + gx[l, s, H, i]
