@@ -238,8 +238,8 @@ def pair_norms_fused(alpha, gram, gx, fnorm, inv_s, norm_out, layer_out, res_out
 
 @numba.njit(**opts)
 def _pair_sums_two_rows(alpha, i0, i1, g, nb, H, qq):  # pragma: no cover - compiled
-    # qq[0] (row i0), qq[1] (row i1) = α_ijᵀ G_j α_ij over blocks of 4 heads, j innermost: pair_norms_fused's
-    # loop for one layer and stage (alpha [H, rows, m], g [Hp, Hp, n]); the same calls in the same order
+    # qq[0] (row i0), qq[1] (row i1) = α_ijᵀ G_j α_ij over blocks of 4 heads, j innermost, for one layer and
+    # stage (alpha [H, rows, m], g [Hp, Hp, n]): the pair sums of pair_norms_fused and pair_norms_rows
     zero = alpha.dtype.type(0)
     qq[:] = zero
     for A in range(nb):
