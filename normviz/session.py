@@ -59,7 +59,10 @@ class Session:
     option ``max_new_tokens``: 2 × source tokens + 10, at most 256); ``Analysis.notes["target"]`` says which.
 
     ``max_tokens`` (default: the model's window) truncates with a TruncationWarning. ``options`` go to every
-    family (e.g. ``rollout_normalization``, ``feedforward_budget_s``, ``flow_max_tokens``, ``chunk_bytes``).
+    family (e.g. ``rollout_normalization``, ``feedforward_budget_s``, ``flow_max_tokens``, ``chunk_bytes``);
+    ``stop_early`` (default True): a ``get()`` of families that read only the attention blocks (``RECORD =
+    "attention"``: the attention weights, the norm family) stops the recording pass after the last layer's
+    attention block; anything needing the rest later records again, fully (False: always one full pass).
     ``worker``: a :class:`normviz.workers.HeavyWorker` that computes the costly families in another process
     (the app's server gives one, so that one visitor's heavy maps do not slow down another's short request).
     ``recorded``: a :class:`normviz.recording.Part` already tokenised (and maybe recorded with others:
