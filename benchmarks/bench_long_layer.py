@@ -1,7 +1,9 @@
 """One long-view layer change, measured in Python (no Streamlit): ``Session.maps(DEFAULT_MAPS, layer, None)``
 on smollm2 at n ≈ 4000 — its CPU seconds (process_time) and the RSS growth (psutil, sampled every 5 ms) while
-one layer is computed, then the CPU seconds of the four panels' overviews (``long_maps.long_panels``, 512 cells,
-shares, special tokens shown: the app's defaults; served from the layer cache, so the overviews alone). Usage: python benchmarks/bench_long_layer.py [--n 4000] [--layers 3 4 5] [--profile]
+one layer is computed (the maps are not held meanwhile, as in the app: the previous layer's leave the cache
+first), then the CPU seconds of the four panels' overviews (``long_maps.long_panels``, 256 cells, shares, special
+tokens shown: the app's defaults; served from the layer cache, so the overviews alone). The server fixes glibc's
+mmap threshold as the app does (``ui.memory.bound_heap``). Usage: python benchmarks/bench_long_layer.py [--n 4000] [--layers 3 4 5] [--profile]
 """
 from __future__ import annotations
 
@@ -46,16 +48,20 @@ def main(argv=None) -> int:
     from normviz.methods.norms import kernels
     from normviz.session import Session
     from normviz.ui import long_maps
+    from normviz.ui.memory import bound_heap
     from normviz.ui.state import DEFAULT_MAPS
 
+    bound_heap()
     kernels.warm()
     lm = normviz.load("smollm2")
     text = " ".join(f"Sentence {i} tells how the river {['rose', 'fell', 'turned'][i % 3]} near town {i % 17}."
                     for i in range(args.n // 9 + 20))
     s = Session(lm, text, max_tokens=args.n)
     c = time.process_time()
+    before = psutil.Process().memory_info().rss
     s.layers("model")
     rec = time.process_time() - c
+    records_mb = (psutil.Process().memory_info().rss - before) / 2**20
     rows = []
     for layer in args.layers:
         c, w = time.process_time(), time.perf_counter()
@@ -64,18 +70,20 @@ def main(argv=None) -> int:
             import pstats
             pr = cProfile.Profile()
             pr.enable()
-            _, peak = rss_peak_during(lambda: s.maps(list(DEFAULT_MAPS), layer, None))
+            _, peak = rss_peak_during(lambda: s.maps(list(DEFAULT_MAPS), layer, None) and None)
             pr.disable()
             pstats.Stats(pr).sort_stats("cumulative").print_stats(25)
         else:
-            _, peak = rss_peak_during(lambda: s.maps(list(DEFAULT_MAPS), layer, None))
+            _, peak = rss_peak_during(lambda: s.maps(list(DEFAULT_MAPS), layer, None) and None)
         maps_cpu = time.process_time() - c
         c2 = time.process_time()
-        long_maps.long_panels(s, list(DEFAULT_MAPS), layer, None, False, "share", 512, lm.is_causal)
+        long_maps.long_panels(s, list(DEFAULT_MAPS), layer, None, False, "share", long_maps.OVERVIEW_CELLS,
+                              lm.is_causal)
         rows.append({"layer": layer, "cpu_s": round(maps_cpu, 2), "wall_s": round(time.perf_counter() - w, 2),
                      "rss_peak_growth_mb": round(peak), "overviews_cpu_s": round(time.process_time() - c2, 2)})
         print(json.dumps(rows[-1]), flush=True)
-    res = {"n": s.n_tokens, "record_cpu_s": round(rec, 1), "keys": list(DEFAULT_MAPS), "layers": rows,
+    res = {"n": s.n_tokens, "record_cpu_s": round(rec, 1), "recording_rss_growth_mb": round(records_mb), "keys": list(DEFAULT_MAPS),
+           "layers": rows,
            "rss_mb": round(psutil.Process().memory_info().rss / 2**20), "loadavg": os.getloadavg(),
            "threads": os.environ.get("OMP_NUM_THREADS")}
     print(json.dumps(res))
