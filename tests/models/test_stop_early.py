@@ -93,3 +93,17 @@ def test_batches_and_long_input_records_stop_too(tiny_model, mode):
     for a, b in zip(early, full):
         for k in KEYS:
             assert np.array_equal(a.arrays[k], b.arrays[k]), (mode, k)
+
+
+def test_a_batch_records_again_once(tiny_model):
+    """Sessions of one batch share the recording: the first that needs the rest records again for all."""
+    lm = tiny_model("gpt2")
+    encs = [tiny.encoded(n=9, seed=1), tiny.encoded(n=6, seed=3)]
+    sessions = normviz.Session.from_encoded(lm, encs)
+    for s in sessions:
+        s.get(["norm"])
+    ff = _ff_key(lm)
+    got = [s.get([ff]).arrays[ff] for s in sessions]
+    assert all(s.forward_passes == 2 for s in sessions)
+    ref = [s.get([ff]).arrays[ff] for s in normviz.Session.from_encoded(lm, encs, options={"stop_early": False})]
+    assert all(np.array_equal(a, b) for a, b in zip(got, ref))
