@@ -30,9 +30,9 @@ from typing import Callable
 
 import torch
 
+from . import attention_interface
+
 _STATE = threading.local()
-_INSTALL_LOCK = threading.Lock()
-_INSTALLED = False
 
 # modeling modules whose eager attention is softmax(q kᵀ·scaling + mask) @ v (repeat_kv for GQA), nothing else
 SDPA_SAFE = {f"transformers.models.{m}.modeling_{m}" for m in
@@ -202,26 +202,16 @@ def _capturing(sink: dict, fn: Callable, module, query, key, value, attention_ma
     return out, None
 
 
+def _choose(fn: Callable) -> Callable:
+    """The model's attention function, or its recorder in a thread that is recording (:func:`capturing`)."""
+    sink = getattr(_STATE, "sink", None)
+    return fn if sink is None else functools.partial(_capturing, sink, fn)
+
+
 def install() -> bool:
-    """Wrap transformers' attention-function lookup once (thread-aware); False if this transformers has none."""
-    global _INSTALLED
-    with _INSTALL_LOCK:
-        if _INSTALLED:
-            return True
-        try:
-            from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-        except ImportError:  # pragma: no cover - transformers without the interface
-            return False
-        original = ALL_ATTENTION_FUNCTIONS.get_interface
-
-        def get_interface(attn_implementation, default):
-            fn = original(attn_implementation, default)
-            sink = getattr(_STATE, "sink", None)
-            return fn if sink is None else functools.partial(_capturing, sink, fn)
-
-        ALL_ATTENTION_FUNCTIONS.get_interface = get_interface
-        _INSTALLED = True
-        return True
+    """Register :func:`_choose` with the attention-function lookup (once, thread-aware); False if this
+    transformers has none."""
+    return attention_interface.add(_choose)
 
 
 @contextlib.contextmanager
@@ -229,13 +219,8 @@ def capturing():
     """Within this block, this thread's attention calls are recorded into the yielded dict {id(module): AttentionInputs}."""
     if not install():  # pragma: no cover
         raise RuntimeError("this transformers version has no attention interface to record q and k through")
-    sink: dict = {}
-    previous = getattr(_STATE, "sink", None)
-    _STATE.sink = sink
-    try:
+    with attention_interface.thread_state(_STATE, "sink", {}) as sink:
         yield sink
-    finally:
-        _STATE.sink = previous
 
 
 def rerun(layer: torch.nn.Module, x: torch.Tensor, call: tuple[tuple, dict]) -> AttentionInputs | None:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from . import alpha_into
 from .attention_capture import AttentionInputs, attention_module_ids, capturing, rerun
 from .models.params import get_path
 
@@ -194,14 +195,18 @@ def segment_ids(lm: "LoadedModel", token_type_ids: torch.Tensor | None) -> torch
 # ---------------------------------------------------------------- the recording pass
 @torch.no_grad()
 def record(lm: "LoadedModel", input_ids: torch.Tensor, attention_mask: torch.Tensor,
-           token_type_ids: torch.Tensor | None = None, attention: str = "auto") -> list[list[LayerRecord]]:
+           token_type_ids: torch.Tensor | None = None, attention: str = "auto", upto: str | None = None
+           ) -> list[list[LayerRecord]]:
     """Run the model once on a right-padded batch; return records[b][layer] trimmed to each length.
 
     ``token_type_ids``: segment ids of sentence pairs (see :func:`segment_ids`), passed to the model.
     ``attention``: record α (``"weights"``), or q, k to recompute it per layer (``"qk"``), or ``"auto"``
-    (:func:`records_qk`: q, k for long inputs). Passes of several threads run at once: the hooks record only
-    this thread's pass."""
-    return _record(lm, input_ids, attention_mask, token_type_ids, attention)
+    (:func:`records_qk`: q, k for long inputs). ``upto="attention"``: stop the pass where the last layer's
+    attention block ends (at the input z_attn of its norm on the attention residual): the last layer's FF block
+    and the final norm do not run, and its record has no ``out``, ``z_ff``, ``final`` (None); every other
+    number is the full pass's (the same operations up to there). Passes of several threads run at once: the
+    hooks record only this thread's pass."""
+    return _record(lm, input_ids, attention_mask, token_type_ids, attention, upto)
 
 
 def owner_only(fn):
@@ -227,6 +232,10 @@ def remove_hooks(model: torch.nn.Module, handles) -> None:
     with model_lock(model):
         for h in handles:
             h.remove()
+
+
+class StopRecording(Exception):
+    """Raised by the hook that ends a pass early (:meth:`Hooks.stop_before`)."""
 
 
 class Hooks:
@@ -265,6 +274,12 @@ class Hooks:
         def fn(mod, args, out):
             self.store[key] = out[0] if isinstance(out, (tuple, list)) else out
         self._adders.append(lambda: module.register_forward_hook(owner_only(fn)))
+
+    def stop_before(self, module: torch.nn.Module) -> None:
+        """End the pass (:class:`StopRecording`) when ``module`` is called, after the hooks added before this one."""
+        def fn(mod, args):
+            raise StopRecording
+        self._adders.append(lambda: module.register_forward_pre_hook(owner_only(fn)))
 
     def install(self, model: torch.nn.Module) -> None:
         """Add every collected hook, under the model's lock."""
@@ -317,7 +332,7 @@ def stack_records(store: dict, layers, attentions, lengths: list[int], length: i
                 attn=attentions[i][b, :, :n, :n] if qks is None else None,
                 z_attn=store[(key, "z_attn")][b, :n],
                 z_ff=z_ff[b, :n] if z_ff is not None else None,
-                out=store[(key, "out")][b, :n],
+                out=store[(key, "out")][b, :n] if (key, "out") in store else None,  # a pass stopped early
                 v=store[(key, "v")][b, :n],
                 call=layer_call(layers[i], args, kw, b, n, batch, length),
                 final=final[b, :n] if final is not None and i == len(layers) - 1 else None,
@@ -362,23 +377,42 @@ def records_qk(lm: "LoadedModel", length: int, batch: int = 1, mode: str = "auto
     return lm.n_layers * lm.n_heads * length * length * size * batch > QK_FROM_BYTES
 
 
-def _record(lm, input_ids, attention_mask, token_type_ids, mode: str = "auto") -> list[list[LayerRecord]]:
+def _record(lm, input_ids, attention_mask, token_type_ids, mode: str = "auto", upto: str | None = None
+            ) -> list[list[LayerRecord]]:
     store: dict = {}
     hooks = Hooks(store)
     qk = records_qk(lm, int(input_ids.shape[1]), int(input_ids.shape[0]), mode)
+    batch, length = int(input_ids.shape[0]), int(input_ids.shape[1])
+    stop = upto == "attention" and alpha_into.install()
+    out, stopped = None, False
     try:
         hook_stack(hooks, lm.layers, lm.spec)
+        if stop:  # after hook_stack's: the last layer's z_attn is recorded first
+            hooks.stop_before(get_path(lm.layers[-1], lm.spec.norm_on_attn_residual))
         hooks.install(lm.model)
         kwargs = {}
         if token_type_ids is not None:
             kwargs["token_type_ids"] = token_type_ids.to(lm.device)
         if getattr(lm.config, "use_cache", False):
             kwargs["use_cache"] = False  # no KV cache: nothing reads it, and layers are rerun without one
-        with capturing() if qk else contextlib.nullcontext() as captured:
-            out = lm.model(input_ids=input_ids.to(lm.device), attention_mask=attention_mask.to(lm.device),
-                           output_attentions=not qk, **kwargs)
+        block = not qk and alpha_into.wanted(lm.n_layers, lm.n_heads, length, batch, lm.dtype, lm.device)
+        # α straight into one pooled block (no copy for `attention`); a pass stopped early takes α from there
+        seen = block or (stop and not qk)
+        with (capturing() if qk else contextlib.nullcontext()) as captured, \
+                (alpha_into.into([list(layer.modules()) for layer in lm.layers], lm.n_heads, length, lm.dtype,
+                                 block=block) if seen else contextlib.nullcontext()) as slots:
+            try:
+                out = lm.model(input_ids=input_ids.to(lm.device), attention_mask=attention_mask.to(lm.device),
+                               output_attentions=not qk, **kwargs)
+            except StopRecording:
+                stopped = True
     finally:
         hooks.remove()
-    return stack_records(store, lm.layers, None if qk else out.attentions, attention_mask.sum(-1).tolist(),
+    attentions = None
+    if not qk:
+        attentions = out.attentions if not stopped else [slots.captured.get(i) for i in range(len(lm.layers))]
+        if stopped and any(a is None for a in attentions):  # α not seen through the interface: the full pass
+            return _record(lm, input_ids, attention_mask, token_type_ids, mode)
+    return stack_records(store, lm.layers, attentions, attention_mask.sum(-1).tolist(),
                          input_ids.shape[1], final=getattr(out, "last_hidden_state", None),
                          captured=captured if qk else None)

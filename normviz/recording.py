@@ -21,29 +21,38 @@ from .tokens import Encoded, pad_batch
 
 
 class Recording:
-    """``run()`` → one {stack: records} per sequence (and the raw record of each), called once, on first need."""
+    """``run(full)`` → one {stack: records} per sequence (and the raw record of each), called once, on first need.
 
-    def __init__(self, run: Callable[[], tuple[list[dict], list]]):
+    ``full=False`` (asked for the families whose ``RECORD`` is ``"attention"``: they read only the attention
+    blocks): the run may stop after the last layer's attention block (:func:`normviz.record.record`'s
+    ``upto``); the first reader that needs the rest (``full=True``, the default) then records again, fully —
+    the same numbers up to there — and :attr:`passes` counts both."""
+
+    def __init__(self, run: Callable[[bool], tuple[list[dict], list]], can_stop: bool = False):
         self._run = run
+        self._can_stop = can_stop
         self._records: list[dict] | None = None
         self._raw: list | None = None
+        self._partial = False
         self._lock = threading.Lock()
         self.passes = 0
 
-    def _ensure(self) -> None:
+    def _ensure(self, full: bool) -> None:
         with self._lock:
-            if self._records is None:
-                self._records, self._raw = self._run()
+            if self._records is None or (self._partial and full):
+                partial = self._can_stop and not full
+                self._records, self._raw = self._run(not partial)
+                self._partial = partial
                 self.passes += 1
 
-    def records(self, b: int) -> dict:
-        self._ensure()
+    def records(self, b: int, full: bool = True) -> dict:
+        self._ensure(full)
         return self._records[b]
 
-    def raw(self, b: int, record: bool = True):
-        if not record and self._raw is None:
-            return None
-        self._ensure()
+    def raw(self, b: int, record: bool = True, full: bool = True):
+        if not record:
+            return None if self._raw is None else self._raw[b]
+        self._ensure(full)
         return self._raw[b]
 
     # ---- the kinds of model
@@ -51,18 +60,18 @@ class Recording:
     def text_batch(cls, lm, encoded: list[Encoded], attention: str = "auto") -> list["Part"]:
         """Parts of several tokenised texts of a self-attention model, recorded in one right-padded pass.
         ``attention``: record α or q, k (:func:`normviz.record.records_qk`; option ``record_attention``)."""
-        def run():
+        def run(full: bool):
             ids, mask, types = pad_batch(encoded, pad_id=0, with_token_types=True)
-            recs = record(lm, ids, mask, segment_ids(lm, types), attention)
+            recs = record(lm, ids, mask, segment_ids(lm, types), attention, upto=None if full else "attention")
             return [{"model": r} for r in recs], recs
 
-        recording = cls(run)
+        recording = cls(run, can_stop=True)
         return [Part(recording, b, {"model": enc}, _pair_notes(lm, enc)) for b, enc in enumerate(encoded)]
 
     @classmethod
     def seq2seq(cls, lm, inputs: Seq2SeqInputs) -> "Part":
         """The part of one source and target of an encoder–decoder."""
-        def run():
+        def run(full: bool):
             rec = record_seq2seq(lm, inputs.source.ids, inputs.target.ids)
             return [{"encoder": rec.encoder, "decoder": rec.decoder, "cross": rec.cross}], [rec]
 
@@ -92,12 +101,13 @@ class Part:
     notes: dict[str, str] = field(default_factory=dict)
     seq2seq: Seq2SeqInputs | None = None  # an encoder–decoder's source, target and labels
 
-    def records(self, stack: str) -> list:
-        return self.recording.records(self.index)[stack]
+    def records(self, stack: str, full: bool = True) -> list:
+        """``full=False``: the last layer's record may stop after its attention block (see :class:`Recording`)."""
+        return self.recording.records(self.index, full)[stack]
 
     def raw(self, record: bool = True):
-        """The pass's own record of this sequence (a Seq2SeqRecord for an encoder–decoder); ``record=False``:
-        None when the pass has not run."""
+        """The pass's own record of this sequence (a Seq2SeqRecord for an encoder–decoder), of the full pass;
+        ``record=False``: None when the pass has not run."""
         return self.recording.raw(self.index, record)
 
     @property

@@ -59,7 +59,10 @@ class Session:
     option ``max_new_tokens``: 2 × source tokens + 10, at most 256); ``Analysis.notes["target"]`` says which.
 
     ``max_tokens`` (default: the model's window) truncates with a TruncationWarning. ``options`` go to every
-    family (e.g. ``rollout_normalization``, ``feedforward_budget_s``, ``flow_max_tokens``, ``chunk_bytes``).
+    family (e.g. ``rollout_normalization``, ``feedforward_budget_s``, ``flow_max_tokens``, ``chunk_bytes``);
+    ``stop_early`` (default True): a ``get()`` of families that read only the attention blocks (``RECORD =
+    "attention"``: the attention weights, the norm family) stops the recording pass after the last layer's
+    attention block; anything needing the rest later records again, fully (False: always one full pass).
     ``worker``: a :class:`normviz.workers.HeavyWorker` that computes the costly families in another process
     (the app's server gives one, so that one visitor's heavy maps do not slow down another's short request).
     ``recorded``: a :class:`normviz.recording.Part` already tokenised (and maybe recorded with others:
@@ -79,6 +82,7 @@ class Session:
         self._notes: dict[str, str] = {}
         self._lock = threading.RLock()
         self._views: dict[str, list] = {}
+        self._views_of: dict[str, list] = {}  # stack -> the records its views were made from
         self._requests: dict[str, Request] = {}
         self._waits = threading.local()  # seconds the current get() of each thread waited for other requests
         self._layer_maps = memory.LayerCache(float(self.options.get("map_cache_mb", memory.MAP_CACHE_MB)))
@@ -206,14 +210,17 @@ class Session:
         self-attention model, the :class:`~normviz.encdec.record.Seq2SeqRecord` of an encoder–decoder."""
         return self.part.raw()
 
-    def layers(self, stack: str | None = None) -> list:
+    def layers(self, stack: str | None = None, full: bool = True) -> list:
         """Per-layer views of ``stack``'s records (default: the first stack), each on its layer's device:
         :class:`LayerDecomposition` (self-attention stacks), :class:`CrossDecomposition` (cross); records
-        on first call."""
+        on first call. ``full=False``: the last layer's record may end after its attention block (a pass
+        stopped there, :class:`normviz.recording.Recording`); with ``full`` such a recording is made again,
+        fully, and the views follow it."""
         stack = stack or self.stacks[0]
         with self._lock:
-            if stack not in self._views:
-                records = self.part.records(stack)
+            records = self.part.records(stack, full)
+            if stack not in self._views or records is not self._views_of.get(stack):
+                self._views_of[stack] = records
                 view = keyspace.stack_model(self.lm, stack)
                 if stack == "cross":
                     views = [CrossDecomposition(rec, cross_params(self.lm, i)) for i, rec in enumerate(records)]
@@ -601,11 +608,16 @@ class Session:
                     progress(min(1.0, (done_steps + fraction) / max(steps, 1)), prefix + message)
             return report
 
+        # a pass may stop after the last attention block when every family asked for reads only the attention
+        # blocks (RECORD = "attention"): the last layer's FF block and the final norm are then not run
+        full = not (self.options.get("stop_early", True)
+                    and all(getattr(registry.families()[group(k)[1]], "RECORD", "full") == "attention" for k in todo))
+
         def views_of(stack: str):
             def layer_views():
                 if stack not in self._views and progress:
                     progress(done_steps / max(steps, 1), "forward pass")
-                return self.layers(stack)
+                return self.layers(stack, full)
             return layer_views
 
         pending = list(todo)

@@ -18,6 +18,10 @@ A family is one module under ``normviz/methods/`` with
     COMPUTED_TOGETHER  (optional) True: the session computes every applicable key of the family at once
     PER_LAYER   (optional) True: ``compute`` serves any subset of the layers (each layer's maps from its own
                 record alone), so ``Session.map(key, layer)`` computes that one layer
+    RECORD      (optional) ``"attention"``: ``compute`` reads only the attention blocks' records (x, α, v,
+                z_attn, the layer's call), so when every family of a ``get()`` says so the recording pass may
+                stop after the last layer's attention block (its ``out``, ``z_ff``, ``final`` are then None;
+                any later family without it records again, fully); default ``"full"``
     REFERENCES  the papers, for the Learn page and the docs
 
     check(request, key, options)     before any forward pass: raise NotApplicableError or TooCostlyError

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import pool
+from .. import alpha_into, pool
 from .base import Inputs, KeyInfo, Output, no_check, to_numpy
 from . import papers
 
@@ -18,12 +18,20 @@ OPT_IN = ()
 REFERENCES = (papers.VASWANI_2017,)
 check = no_check
 PER_LAYER = True  # compute() serves any subset of layers: Session.map computes one
+RECORD = "attention"  # reads only the attention blocks: a pass may stop after the last one (Session._compute)
 
 
 def compute(inputs: Inputs, keys, options) -> Output:
+    """α of the layers asked: the recording pass's own block when it wrote them into one
+    (:mod:`normviz.alpha_into`: the array is that memory, no copy), else copied into a pooled array."""
     layers = inputs.layers
     c0 = layers[0]
     n = c0.n
+    block = alpha_into.block_of([ctx.alpha for ctx in layers]) if c0.rec.attn is not None else None
+    if block is not None:
+        for ctx in layers:
+            ctx.clear()
+        return Output({"attention": block.numpy()})
     out = pool.empty((len(layers), c0.rec.n_heads, n, n), to_numpy(torch.empty(0, dtype=c0.dtype)).dtype)  # reused blocks
     for index, ctx in enumerate(layers):
         out[index] = to_numpy(ctx.alpha)

@@ -11,7 +11,7 @@ LAYERS = (
     ("normviz.backend", "normviz.activations", "normviz.tokens", "normviz.inputs", "normviz.analysis",
      "normviz.fx", "normviz.pool", "normviz.memory"),
     ("normviz.models",),
-    ("normviz.record", "normviz.attention_capture", "normviz.recording", "normviz.decompose", "normviz.encdec.params", "normviz.encdec.record",
+    ("normviz.record", "normviz.attention_capture", "normviz.alpha_into", "normviz.attention_interface", "normviz.recording", "normviz.decompose", "normviz.encdec.params", "normviz.encdec.record",
      "normviz.encdec.target"),
     ("normviz.methods", "normviz.encdec"),
     ("normviz.keyspace",),

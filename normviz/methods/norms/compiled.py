@@ -13,6 +13,24 @@ import numba
 import numpy as np
 
 
+@numba.njit(fastmath=True, cache=True, nogil=True, inline="always")
+def _emit(l, j, a, b, H, acc, accw, centre, sm, sw, gsum, gram, gx, fnorm):  # pragma: no cover - compiled
+    # entry (a, b), a ≤ b, of token j's plain and weighted Grams, in span_grams_packed's layout
+    zero = acc * 0
+    if centre:
+        accw = accw - sm[a] * sw[b] - sm[b] * sw[a] + sm[a] * sm[b] * gsum
+    if b < H:
+        c = 1 if a == b else 2
+        gram[l, 0, a, b, j] = c * acc
+        gram[l, 1, a, b, j] = c * accw
+        if a == b:
+            fnorm[l, a, j] = np.sqrt(max(acc, zero))
+    else:
+        c = 2 if a < H else 1
+        gx[l, 0, a, j] = c * acc
+        gx[l, 1, a, j] = c * accw
+
+
 @numba.njit(parallel=True, fastmath=True, cache=True, nogil=True)
 def span_grams_packed(f, x, z, gamma2, centre, eps, gram, gx, fnorm, inv_s):  # pragma: no cover - compiled
     # The per-token Grams of [f^1_j … f^H_j, x_j], laid out for pair_norms_fused, plus what it needs per token.
@@ -23,12 +41,14 @@ def span_grams_packed(f, x, z, gamma2, centre, eps, gram, gx, fnorm, inv_s):  # 
     #   gx [L, 2, H + 1, n]     2 G_aH (a < H) and G_HH: the residual's terms
     #   fnorm [L, H, n]         ‖f^a_j‖ = sqrt(plain G_aa)
     #   inv_s [L, n]            1 / s_j, s_j = sqrt(Var(z_j) + eps) (centre) or sqrt(mean(z_j²) + eps)
+    # Blocked like a small GEMM: tiles of 2 × 2 entries (a, a+1) × (b, b+1) in one pass over k (5 loads for 4
+    # products, each added to the plain sum and, times γ²_k, to the weighted one; one entry at a time: 3 loads
+    # per product), each row read once per tile. Per entry the formula of the one-entry loop it replaced.
     L, H, n, d = f.shape
     Hp = gram.shape[2]
     K = H + 1
     zero = gamma2.dtype.type(0)
     one = gamma2.dtype.type(1)
-    two = gamma2.dtype.type(2)
     eps_ = gamma2.dtype.type(eps)  # in the working dtype, as torch adds it
     dd = gamma2.dtype.type(d)
     for lj in numba.prange(L * n):
@@ -61,29 +81,46 @@ def span_grams_packed(f, x, z, gamma2, centre, eps, gram, gx, fnorm, inv_s):  # 
                 accw += g2[k] * ra[k]
                 acc += ra[k]
             sw[a] = accw
-            sm[a] = acc / d
-        for a in range(K):
-            ra = f[l, a, j] if a < H else x[l, j]
-            for b in range(a, K):
-                rb = f[l, b, j] if b < H else x[l, j]
-                acc = zero
-                accw = zero
+            sm[a] = acc / dd
+        for a in range(0, K, 2):
+            a1 = min(a + 1, K - 1)  # K odd: the last tile's second row is its first again
+            x0 = f[l, a, j] if a < H else x[l, j]
+            x1 = f[l, a1, j] if a1 < H else x[l, j]
+            for b in range(a, K, 2):
+                b1 = min(b + 1, K - 1)
+                y0 = f[l, b, j] if b < H else x[l, j]
+                y1 = f[l, b1, j] if b1 < H else x[l, j]
+                p00 = zero
+                p01 = zero
+                p10 = zero
+                p11 = zero
+                q00 = zero
+                q01 = zero
+                q10 = zero
+                q11 = zero
                 for k in range(d):
-                    prod = ra[k] * rb[k]
-                    acc += prod
-                    accw += g2[k] * prod
-                if centre:
-                    accw = accw - sm[a] * sw[b] - sm[b] * sw[a] + sm[a] * sm[b] * gsum
-                if b < H:
-                    c = one if a == b else two
-                    gram[l, 0, a, b, j] = c * acc
-                    gram[l, 1, a, b, j] = c * accw
-                    if a == b:
-                        fnorm[l, a, j] = np.sqrt(max(acc, zero))
-                else:
-                    c = two if a < H else one
-                    gx[l, 0, a, j] = c * acc
-                    gx[l, 1, a, j] = c * accw
+                    gk = g2[k]
+                    e0 = y0[k]
+                    e1 = y1[k]
+                    t00 = x0[k] * e0
+                    t01 = x0[k] * e1
+                    t10 = x1[k] * e0
+                    t11 = x1[k] * e1
+                    p00 += t00
+                    p01 += t01
+                    p10 += t10
+                    p11 += t11
+                    q00 += gk * t00
+                    q01 += gk * t01
+                    q10 += gk * t10
+                    q11 += gk * t11
+                _emit(l, j, a, b, H, p00, q00, centre, sm, sw, gsum, gram, gx, fnorm)
+                if b1 > b:
+                    _emit(l, j, a, b1, H, p01, q01, centre, sm, sw, gsum, gram, gx, fnorm)
+                if a1 > a and b >= a1:
+                    _emit(l, j, a1, b, H, p10, q10, centre, sm, sw, gsum, gram, gx, fnorm)
+                if a1 > a and b1 > b:
+                    _emit(l, j, a1, b1, H, p11, q11, centre, sm, sw, gsum, gram, gx, fnorm)
         for a in range(Hp):
             for b in range(max(a, H), Hp):
                 gram[l, 0, a, b, j] = zero
@@ -175,29 +212,7 @@ def pair_norms_fused(alpha, gram, gx, fnorm, inv_s, norm_out, layer_out, res_out
         for s in range(2):
             if (s == 0 and (with_layer or with_res)) or (s == 1 and with_ln):
                 g = gram[l, s]
-                qq[:] = zero
-                for A in range(nb):
-                    a0 = 4 * A
-                    h0 = min(a0, H - 1)
-                    h1 = min(a0 + 1, H - 1)
-                    h2 = min(a0 + 2, H - 1)
-                    h3 = min(a0 + 3, H - 1)
-                    x0, x1, x2, x3 = alpha[l, h0, i0], alpha[l, h1, i0], alpha[l, h2, i0], alpha[l, h3, i0]
-                    w0, w1, w2, w3 = alpha[l, h0, i1], alpha[l, h1, i1], alpha[l, h2, i1], alpha[l, h3, i1]
-                    _diag_block(x0, x1, x2, x3, w0, w1, w2, w3,
-                                g[a0, a0], g[a0, a0 + 1], g[a0, a0 + 2], g[a0, a0 + 3], g[a0 + 1, a0 + 1],
-                                g[a0 + 1, a0 + 2], g[a0 + 1, a0 + 3], g[a0 + 2, a0 + 2], g[a0 + 2, a0 + 3],
-                                g[a0 + 3, a0 + 3], qq[0], qq[1])
-                    for B in range(A + 1, nb):
-                        b0 = 4 * B
-                        k0 = min(b0, H - 1)
-                        k1 = min(b0 + 1, H - 1)
-                        k2 = min(b0 + 2, H - 1)
-                        k3 = min(b0 + 3, H - 1)
-                        _pair_block(x0, x1, x2, x3, alpha[l, k0, i0], alpha[l, k1, i0], alpha[l, k2, i0],
-                                    alpha[l, k3, i0], w0, w1, w2, w3, alpha[l, k0, i1], alpha[l, k1, i1],
-                                    alpha[l, k2, i1], alpha[l, k3, i1], g[a0, b0:b0 + 4], g[a0 + 1, b0:b0 + 4],
-                                    g[a0 + 2, b0:b0 + 4], g[a0 + 3, b0:b0 + 4], qq[0], qq[1])
+                _pair_sums_two_rows(alpha[l], i0, i1, g, nb, H, qq)
                 for i in range(first, last):
                     q = qq[i - first]
                     qd = q[i] + gx[l, s, H, i]
@@ -223,8 +238,8 @@ def pair_norms_fused(alpha, gram, gx, fnorm, inv_s, norm_out, layer_out, res_out
 
 @numba.njit(**opts)
 def _pair_sums_two_rows(alpha, i0, i1, g, nb, H, qq):  # pragma: no cover - compiled
-    # qq[0] (row i0), qq[1] (row i1) = α_ijᵀ G_j α_ij over blocks of 4 heads, j innermost: pair_norms_fused's
-    # loop for one layer and stage (alpha [H, rows, m], g [Hp, Hp, n]); the same calls in the same order
+    # qq[0] (row i0), qq[1] (row i1) = α_ijᵀ G_j α_ij over blocks of 4 heads, j innermost, for one layer and
+    # stage (alpha [H, rows, m], g [Hp, Hp, n]): the pair sums of pair_norms_fused and pair_norms_rows
     zero = alpha.dtype.type(0)
     qq[:] = zero
     for A in range(nb):
