@@ -391,8 +391,21 @@ def all_titles_say(text: str, per_head: bool = False) -> str:
 
 _PANEL_Z = ("const keys = [...new Set(Array.from(document.querySelectorAll('[class*=\"st-key-panel_\"]'))"
             ".map(c => c.className.match(/st-key-panel_\\S+/)[0]))].sort();"
-            "return keys.map(k => { const g = document.querySelector('.' + k + ' .js-plotly-plot');"
-            " return [k + ' ' + g.layout.title.text, g.data[0].z]; });")
+            "const got = keys.map(k => { const g = document.querySelector('.' + k + ' .js-plotly-plot');"
+            " return g && g.layout && g.data ? [k + ' ' + g.layout.title.text, g.data[0].z] : null; });"
+            "return got.includes(null) ? null : got;")  # null while a panel's chart is being remounted
+
+
+def panel_z(driver, timeout: float = 10.0):
+    """[(panel key and title, z)] of every Explore panel, once every panel holds a drawn chart (a rerun
+    remounts a panel's chart for a moment: read then, the panel has none)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = driver.execute_script(_PANEL_Z)
+        if got is not None or time.monotonic() > deadline:
+            assert got is not None, "a panel held no drawn chart for 10 s"
+            return got
+        time.sleep(0.01)
 
 
 def same_numbers(drawn_at_once, drawn_by_server) -> float:
@@ -433,17 +446,17 @@ def measure_explore(driver, url: str, log: str, rounds: int) -> dict:
     wait_for_app(driver, min_charts=4)
     got = {"layer change": [], "head change": [], "map off": [], "map on": [], "new sentence": []}
     at_once, worst = {}, 0.0
-    grab = lambda: at_once.__setitem__("z", driver.execute_script(_PANEL_Z))  # noqa: E731
+    grab = lambda: at_once.__setitem__("z", panel_z(driver))  # noqa: E731
     box = {}
     for r in range(rounds):
         got["layer change"].append(timed(driver, log, lambda: press_key(driver, "\ue014"),  # →
                                          all_titles_say(f"layer {r + 1}"), prepare=lambda: focus_slider(driver, 0),
                                          on_shown=grab))
-        worst = max(worst, same_numbers(at_once["z"], driver.execute_script(_PANEL_Z)))
+        worst = max(worst, same_numbers(at_once["z"], panel_z(driver)))
         got["head change"].append(timed(
             driver, log, lambda: box["field"].send_keys(Keys.ENTER), all_titles_say(f", head {r + 2}", per_head=True),
             prepare=lambda: box.__setitem__("field", open_selectbox(driver, "Head", f"head {r + 2}")), on_shown=grab))
-        worst = max(worst, same_numbers(at_once["z"], driver.execute_script(_PANEL_Z)))
+        worst = max(worst, same_numbers(at_once["z"], panel_z(driver)))
         got["map off"].append(timed(driver, log, lambda: click_button(driver, "+ residual"),
                                     "return !Array.from(document.querySelectorAll('.gtitle')).some("
                                     "e => e.textContent.startsWith('Attention + residual ·'));"))
