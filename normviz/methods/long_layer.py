@@ -23,7 +23,7 @@ import torch
 
 from ..memory import scratch_heap
 from .norms import kernels
-from .norms.runs import _stacked
+from .norms.runs import packed_grams
 
 BLOCK_BYTES = 32 << 20  # α per block of rows
 PAIR_KEYS = ("norm_layer", "attn_res", "attn_res_ln")
@@ -111,24 +111,14 @@ def _no_grams(view) -> dict[str, np.ndarray]:
 
 def _grams(view) -> dict[str, np.ndarray]:
     """The layer's Grams (plain and under the attention residual's norm), ‖f^h_j‖ and 1/s_j, as the norm family's
-    compiled path computes them (``span_grams_packed`` on f = v W^O per head), for one layer."""
-    ws, H, n = view.workspace, view.p.n_heads, view.n
-    dtype, d = view.dtype, view.rec.x.shape[-1]
-    hp = -(-H // 4) * 4
+    compiled path computes them (:func:`.norms.runs.packed_grams` on f = v W^O per head), for one layer."""
     # f^h = v^h W^O_h (runs._head_vectors; not a workspace buffer: dropped as soon as the Grams are made, before
     # α's blocks, 83 MB at smollm2's n = 4000)
-    f = torch.bmm(view.head_values, view.p.head_w_o().to(dtype)).unsqueeze(0)
-    x = _stacked(ws, "norms_x", [view.rec.x], dtype)
-    z = _stacked(ws, "norms_z", [view.rec.z_attn], dtype)
-    gamma2 = _stacked(ws, "norms_gamma2", [view.ln_attn.weight], dtype).square_()
-    gram = ws.buffer("norms_gram", (1, 2, hp, hp, n), dtype, view.device)
-    gx = ws.buffer("norms_gram_x", (1, 2, H + 1, n), dtype, view.device)
-    fnorm = ws.buffer("norms_fnorm", (1, H, n), dtype, view.device)
-    inv_s = ws.buffer("norms_inv_s", (1, n), dtype, view.device)
-    if not kernels.run("span_grams_packed", f.numpy(), x.numpy(), z.numpy(), gamma2.numpy(),
-                       view.ln_attn.kind == "layernorm", float(view.ln_attn.eps), gram.numpy(), gx.numpy(),
-                       fnorm.numpy(), inv_s.numpy()):
+    f = torch.bmm(view.head_values, view.p.head_w_o().to(view.dtype)).unsqueeze(0)
+    grams = packed_grams([view], f)
+    if grams is None:
         raise RuntimeError("the compiled Gram kernel could not run")
+    gram, gx, fnorm, inv_s = grams
     return {"gram": gram[0].numpy(), "gx": gx[0].numpy(), "inv_s": inv_s[0].numpy(), "fnorm": fnorm[0]}
 
 

@@ -94,14 +94,13 @@ def _stacked(ws, name: str, tensors, dtype) -> torch.Tensor:
     return out
 
 
-def kernel_run(ctxs, keys, dest, alpha: torch.Tensor | None) -> dict[str, torch.Tensor] | None:
-    """The compiled path for a run of layers: f per layer (torch), then two kernel calls — ``span_grams_packed``
-    (Grams in the pair kernel's layout, ‖f‖, 1/s) and ``pair_norms_fused`` (every output, diagonal included,
-    in one pass over α). None if a kernel can't run (the caller then takes the torch path)."""
+def packed_grams(ctxs, f: torch.Tensor) -> tuple[torch.Tensor, ...] | None:
+    """``span_grams_packed`` for the layers of ``ctxs`` from their head vectors f [L, H, n, d]: (gram [L, 2, Hp,
+    Hp, n], gx [L, 2, H + 1, n], ‖f‖ [L, H, n], 1/s [L, n]) in workspace buffers, laid out for the pair kernels;
+    None if the kernel can't run. Reads no α (a long input's layer streams it afterwards)."""
     c0 = ctxs[0]
-    L, H, n, d, dtype, ws = len(ctxs), c0.alpha.shape[0], c0.n, c0.rec.x.shape[-1], c0.dtype, c0.workspace
+    L, H, n, dtype, ws = f.shape[0], f.shape[1], c0.n, c0.dtype, c0.workspace
     Hp = -(-H // 4) * 4
-    f = _head_vectors(ctxs)
     x = _stacked(ws, "norms_x", [c.rec.x for c in ctxs], dtype)
     z = _stacked(ws, "norms_z", [c.rec.z_attn for c in ctxs], dtype)
     gamma2 = _stacked(ws, "norms_gamma2", [c.ln_attn.weight for c in ctxs], dtype)
@@ -114,6 +113,19 @@ def kernel_run(ctxs, keys, dest, alpha: torch.Tensor | None) -> dict[str, torch.
                        c0.ln_attn.kind == "layernorm", float(c0.ln_attn.eps), gram.numpy(), gx.numpy(),
                        fnorm.numpy(), inv_s.numpy()):
         return None
+    return gram, gx, fnorm, inv_s
+
+
+def kernel_run(ctxs, keys, dest, alpha: torch.Tensor | None) -> dict[str, torch.Tensor] | None:
+    """The compiled path for a run of layers: f per layer (torch), then two kernel calls — ``span_grams_packed``
+    (Grams in the pair kernel's layout, ‖f‖, 1/s) and ``pair_norms_fused`` (every output, diagonal included,
+    in one pass over α). None if a kernel can't run (the caller then takes the torch path)."""
+    c0 = ctxs[0]
+    L, H, n, dtype, ws = len(ctxs), c0.alpha.shape[0], c0.n, c0.dtype, c0.workspace
+    grams = packed_grams(ctxs, _head_vectors(ctxs))
+    if grams is None:
+        return None
+    gram, gx, fnorm, inv_s = grams
     if alpha is None and L == 1 and c0.alpha.is_contiguous():
         alpha = c0.alpha.unsqueeze(0)  # one layer (a long input's layer change): α itself, not a copy of it
     if alpha is None:
