@@ -129,26 +129,26 @@ def span_grams_packed(f, x, z, gamma2, centre, eps, gram, gx, fnorm, inv_s):  # 
 opts = dict(fastmath={"contract"}, cache=True, nogil=True)
 
 
+@numba.njit(inline="always", **opts)
+def _quad4(a00, a01, a02, a03, a11, a12, a13, a22, a23, a33, u0, u1, u2, u3):  # pragma: no cover
+    # Σ_{a≤b} g_ab u_a u_b over one block of 4 heads (off-diagonal g doubled)
+    t0 = a00 * u0
+    t1 = a01 * u0 + a11 * u1
+    t2 = a02 * u0 + a12 * u1 + a22 * u2
+    t3 = a03 * u0 + a13 * u1 + a23 * u2 + a33 * u3
+    return t0 * u0 + t1 * u1 + t2 * u2 + t3 * u3
+
+
 @numba.njit(**opts)
 def _diag_block(x0_0, x0_1, x0_2, x0_3, x1_0, x1_1, x1_2, x1_3,
                 g00, g01, g02, g03, g11, g12, g13, g22, g23, g33, q0, q1):  # pragma: no cover
-    # two rows' q_j += Σ_{a≤b} g_ab[j] x_a[j] x_b[j] over one block of 4 heads (off-diagonal g doubled),
-    # each g_ab[j] loaded once for both
+    # two rows' q_j += Σ_{a≤b} g_ab[j] x_a[j] x_b[j] over one block of 4 heads, each g_ab[j] loaded once for
+    # both rows (inlined: no call per j)
     for j in range(q0.shape[0]):
         a00 = g00[j]; a01 = g01[j]; a02 = g02[j]; a03 = g03[j]; a11 = g11[j]; a12 = g12[j]; a13 = g13[j]
         a22 = g22[j]; a23 = g23[j]; a33 = g33[j]
-        u0 = x0_0[j]; u1 = x0_1[j]; u2 = x0_2[j]; u3 = x0_3[j]
-        t0 = a00 * u0
-        t1 = a01 * u0 + a11 * u1
-        t2 = a02 * u0 + a12 * u1 + a22 * u2
-        t3 = a03 * u0 + a13 * u1 + a23 * u2 + a33 * u3
-        q0[j] += t0 * u0 + t1 * u1 + t2 * u2 + t3 * u3
-        u0 = x1_0[j]; u1 = x1_1[j]; u2 = x1_2[j]; u3 = x1_3[j]
-        t0 = a00 * u0
-        t1 = a01 * u0 + a11 * u1
-        t2 = a02 * u0 + a12 * u1 + a22 * u2
-        t3 = a03 * u0 + a13 * u1 + a23 * u2 + a33 * u3
-        q1[j] += t0 * u0 + t1 * u1 + t2 * u2 + t3 * u3
+        q0[j] += _quad4(a00, a01, a02, a03, a11, a12, a13, a22, a23, a33, x0_0[j], x0_1[j], x0_2[j], x0_3[j])
+        q1[j] += _quad4(a00, a01, a02, a03, a11, a12, a13, a22, a23, a33, x1_0[j], x1_1[j], x1_2[j], x1_3[j])
 
 
 
