@@ -49,10 +49,11 @@ class Recording:
         self._ensure(full)
         return self._records[b]
 
-    def raw(self, b: int, record: bool = True, full: bool = True):
+    def raw(self, b: int, record: bool = True):
+        """The full pass's raw record of sequence b; ``record=False``: None unless that pass has run."""
         if not record:
-            return None if self._raw is None else self._raw[b]
-        self._ensure(full)
+            return None if self._raw is None or self._partial else self._raw[b]
+        self._ensure(True)
         return self._raw[b]
 
     # ---- the kinds of model

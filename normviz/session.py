@@ -180,10 +180,9 @@ class Session:
     def request_of(self, stack: str) -> Request:
         """What ``stack``'s families know before the forward pass (its rows' count); built once per stack (a
         frozen Request: every check, shape and budget of a get() reads it, ~20 µs each to rebuild)."""
-        cache = self.__dict__.setdefault("_requests", {})
-        request = cache.get(stack)
+        request = self._requests.get(stack)
         if request is None:
-            request = cache[stack] = keyspace.request_for(self.lm, len(self.axis(stack).ids), stack)
+            request = self._requests[stack] = keyspace.request_for(self.lm, len(self.axis(stack).ids), stack)
         return request
 
     @property
