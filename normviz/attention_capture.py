@@ -230,18 +230,14 @@ def rerun(layer: torch.nn.Module, x: torch.Tensor, call: tuple[tuple, dict]) -> 
     layer made no call through the attention interface. The same operations on the same tensors as in the
     recording pass: the same q and k bit for bit (checked before any are dropped, :func:`normviz.record.stack_records`)."""
     args, kwargs = call
-    sink = _StopSink()
-    previous = getattr(_STATE, "sink", None)
     if not install():  # pragma: no cover
         return None
-    _STATE.sink = sink
-    try:
-        with torch.no_grad():
-            layer(x.unsqueeze(0), *args, **kwargs)
-    except _Stop:
-        pass
-    finally:
-        _STATE.sink = previous
+    with attention_interface.thread_state(_STATE, "sink", _StopSink()) as sink:
+        try:
+            with torch.no_grad():
+                layer(x.unsqueeze(0), *args, **kwargs)
+        except _Stop:
+            pass
     return next(iter(sink.values()), None)
 
 

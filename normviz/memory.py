@@ -75,7 +75,8 @@ _HEAP_LOCK = threading.Lock()
 _HEAP_USERS = 0
 
 
-def _libc():
+def libc():
+    """glibc, by ctypes (OSError or AttributeError where it is not there)."""
     import ctypes
     import ctypes.util
 
@@ -96,24 +97,24 @@ def scratch_heap(block_bytes: int):
         yield
         return
     try:
-        libc = _libc()
+        lib = libc()
     except (OSError, AttributeError):  # pragma: no cover - not glibc
         yield
         return
     with _HEAP_LOCK:
         _HEAP_USERS += 1
         if _HEAP_USERS == 1:  # and freed blocks stay in the heap (not trimmed at each free) until the end
-            libc.mallopt(M_MMAP_THRESHOLD, int(block_bytes))
-            libc.mallopt(M_TRIM_THRESHOLD, int(4 * block_bytes))
+            lib.mallopt(M_MMAP_THRESHOLD, int(block_bytes))
+            lib.mallopt(M_TRIM_THRESHOLD, int(4 * block_bytes))
     try:
         yield
     finally:
         with _HEAP_LOCK:
             _HEAP_USERS -= 1
             if _HEAP_USERS == 0:
-                libc.mallopt(M_MMAP_THRESHOLD, int(fixed))
-                libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
-                libc.malloc_trim(0)
+                lib.mallopt(M_MMAP_THRESHOLD, int(fixed))
+                lib.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+                lib.malloc_trim(0)
 
 
 class LayerCache:

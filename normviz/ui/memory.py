@@ -8,13 +8,10 @@ Linux/glibc only; elsewhere nothing changes.
 """
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import sys
 
 from .. import memory as core_memory
 
-M_MMAP_THRESHOLD = -3
 THRESHOLD = 1 << 20
 
 _done = False
@@ -28,8 +25,7 @@ def bound_heap(threshold: int = THRESHOLD) -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        _done = bool(libc.mallopt(M_MMAP_THRESHOLD, int(threshold)))
+        _done = bool(core_memory.libc().mallopt(core_memory.M_MMAP_THRESHOLD, int(threshold)))
         if _done:  # a long layer's computation raises it for its α blocks and puts it back (memory.scratch_heap)
             core_memory.FIXED_MMAP_THRESHOLD = int(threshold)
     except (OSError, AttributeError):  # not glibc (e.g. musl): keep the allocator's own policy

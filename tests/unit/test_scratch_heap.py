@@ -23,7 +23,7 @@ def test_scratch_heap_changes_nothing_without_a_fixed_threshold_and_always_puts_
         def malloc_trim(self, pad):
             calls.append(("trim", pad))
             return 1
-    monkeypatch.setattr(memory, "_libc", lambda: Libc())
+    monkeypatch.setattr(memory, "libc", lambda: Libc())
     monkeypatch.setattr(memory, "FIXED_MMAP_THRESHOLD", None)
     with memory.scratch_heap(64 << 20):
         pass
