@@ -192,7 +192,6 @@ def pair_norms_fused(alpha, gram, gx, fnorm, inv_s, norm_out, layer_out, res_out
     # odd the last task's second row is the first one again, computed twice and written once.
     L, H, n, _ = alpha.shape
     nb = gram.shape[2] // 4
-    zero = alpha.dtype.type(0)
     groups = (n + 1) // 2
     for task in numba.prange(L * groups):
         l = task // groups
@@ -211,29 +210,10 @@ def pair_norms_fused(alpha, gram, gx, fnorm, inv_s, norm_out, layer_out, res_out
         qq = np.empty((2, n), dtype=alpha.dtype)
         for s in range(2):
             if (s == 0 and (with_layer or with_res)) or (s == 1 and with_ln):
-                g = gram[l, s]
-                _pair_sums_two_rows(alpha[l], i0, i1, g, nb, H, qq)
-                for i in range(first, last):
-                    q = qq[i - first]
-                    qd = q[i] + gx[l, s, H, i]
-                    for h in range(H):
-                        qd += gx[l, s, h, i] * alpha[l, h, i, i]
-                    if s == 0:
-                        if with_layer:
-                            o = layer_out[l, i]
-                            for j in range(n):
-                                o[j] = np.sqrt(max(q[j], zero))
-                        if with_res:
-                            o = res_out[l, i]
-                            for j in range(n):
-                                o[j] = np.sqrt(max(q[j], zero))
-                            o[i] = np.sqrt(max(qd, zero))
-                    else:
-                        c = inv_s[l, i]
-                        o = ln_out[l, i]
-                        for j in range(n):
-                            o[j] = c * np.sqrt(max(q[j], zero))
-                        o[i] = c * np.sqrt(max(qd, zero))
+                _pair_sums_two_rows(alpha[l], i0, i1, gram[l, s], nb, H, qq)
+                _write_rows(s, qq, alpha[l], first, last, 0, gx[l, s], inv_s[l],  # an output not asked for
+                            layer_out[l if with_layer else 0], res_out[l if with_res else 0],  # is a [1, 1, 1]
+                            ln_out[l if with_ln else 0], with_layer, with_res)  # stand-in, never written
 
 
 @numba.njit(**opts)
@@ -266,6 +246,38 @@ def _pair_sums_two_rows(alpha, i0, i1, g, nb, H, qq):  # pragma: no cover - comp
                         g[a0 + 2, b0:b0 + 4], g[a0 + 3, b0:b0 + 4], qq[0], qq[1])
 
 
+@numba.njit(**opts)
+def _write_rows(s, qq, alpha, first, last, row0, gx, inv_s, layer_out, res_out, ln_out,
+                with_layer, with_res):  # pragma: no cover - compiled
+    # stage s's outputs of rows first … last − 1 (token row0 + i) from their pair sums qq (_pair_sums_two_rows):
+    # s = 0 the plain norms (layer_out, res_out with the residual at the diagonal), s = 1 the normed ones
+    # (ln_out, scaled by 1/s_i); alpha [H, rows, m], gx [H + 1, n] and inv_s [n] the stage's and layer's
+    zero = alpha.dtype.type(0)
+    H, m = alpha.shape[0], qq.shape[1]
+    for i in range(first, last):
+        q = qq[i - first]
+        gi = row0 + i
+        qd = q[gi] + gx[H, gi]
+        for h in range(H):
+            qd += gx[h, gi] * alpha[h, i, gi]
+        if s == 0:
+            if with_layer:
+                o = layer_out[i]
+                for j in range(m):
+                    o[j] = np.sqrt(max(q[j], zero))
+            if with_res:
+                o = res_out[i]
+                for j in range(m):
+                    o[j] = np.sqrt(max(q[j], zero))
+                o[gi] = np.sqrt(max(qd, zero))
+        else:
+            c = inv_s[gi]
+            o = ln_out[i]
+            for j in range(m):
+                o[j] = c * np.sqrt(max(q[j], zero))
+            o[gi] = c * np.sqrt(max(qd, zero))
+
+
 @numba.njit(parallel=True, fastmath={"contract"}, cache=True, nogil=True)
 def pair_norms_rows(alpha, row0, gram, gx, inv_s, mean_out, layer_out, res_out, ln_out,
                     with_mean, with_layer, with_res, with_ln):  # pragma: no cover - compiled
@@ -280,7 +292,6 @@ def pair_norms_rows(alpha, row0, gram, gx, inv_s, mean_out, layer_out, res_out, 
     # calls, j innermost): the same bits. The norm key (α^h_ij ‖f^h_j‖) is one product: taken in torch.
     H, r, m = alpha.shape
     nb = gram.shape[1] // 4
-    zero = alpha.dtype.type(0)
     groups = (r + 1) // 2
     hh = alpha.dtype.type(H)
     for task in numba.prange(groups):
@@ -303,27 +314,6 @@ def pair_norms_rows(alpha, row0, gram, gx, inv_s, mean_out, layer_out, res_out, 
         qq = np.empty((2, m), dtype=alpha.dtype)
         for s in range(2):
             if (s == 0 and (with_layer or with_res)) or (s == 1 and with_ln):
-                g = gram[s]
-                _pair_sums_two_rows(alpha, i0, i1, g, nb, H, qq)
-                for i in range(first, last):
-                    q = qq[i - first]
-                    gi = row0 + i
-                    qd = q[gi] + gx[s, H, gi]
-                    for h in range(H):
-                        qd += gx[s, h, gi] * alpha[h, i, gi]
-                    if s == 0:
-                        if with_layer:
-                            o = layer_out[i]
-                            for j in range(m):
-                                o[j] = np.sqrt(max(q[j], zero))
-                        if with_res:
-                            o = res_out[i]
-                            for j in range(m):
-                                o[j] = np.sqrt(max(q[j], zero))
-                            o[gi] = np.sqrt(max(qd, zero))
-                    else:
-                        c = inv_s[gi]
-                        o = ln_out[i]
-                        for j in range(m):
-                            o[j] = c * np.sqrt(max(q[j], zero))
-                        o[gi] = c * np.sqrt(max(qd, zero))
+                _pair_sums_two_rows(alpha, i0, i1, gram[s], nb, H, qq)
+                _write_rows(s, qq, alpha, first, last, row0, gx[s], inv_s, layer_out, res_out, ln_out,
+                            with_layer, with_res)
