@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..errors import NormvizError, NotApplicableError, TooCostlyError
+from ..errors import InputError, NormvizError, NotApplicableError, TooCostlyError
 from ..methods.base import COST_FLOPS_PER_SECOND, Budget, Request, refuse_over_budget
 from .direct import layer_parts
 from .predict import position_index
@@ -57,6 +57,17 @@ def check(request: Request, options: dict) -> None:
         rate = options.get("cost_flops_per_second") or COST_FLOPS_PER_SECOND.get(request.device)
         fits = token_limit(request, BUDGET.seconds(options) * float(rate), flops)
         raise TooCostlyError(f"{exc} The routes fit the budget up to about {fits} tokens here.") from None
+
+
+def threshold_value(threshold) -> float:
+    """τ as a float in [0, 1); InputError for anything else (nan, a string, 1 …), never an empty graph."""
+    try:
+        tau = float(threshold)
+    except (TypeError, ValueError):
+        raise InputError(f"threshold must be a number between 0 and 1, got {threshold!r}.") from None
+    if not 0 <= tau < 1:  # nan fails this too
+        raise InputError(f"threshold must be in [0, 1), got {threshold!r}.")
+    return tau
 
 
 def proximity(parts: torch.Tensor, whole: torch.Tensor) -> torch.Tensor:
@@ -113,8 +124,10 @@ class Routes:
 
     def above(self, threshold: float) -> "Routes":
         """The routes at a higher threshold (a sub-graph, re-extracted backwards; no model work)."""
+        threshold = threshold_value(threshold)
         if threshold < self.threshold:
-            raise ValueError("above(): the threshold can only rise (compute the routes again to lower it)")
+            raise InputError(f"above({threshold}): the threshold can only rise from {self.threshold} (compute the "
+                             "routes again to lower it).")
         start = f"x{self.n_layers}_{self.position}"
         kept = [e for e in self.edges if e["weight"] > threshold]
         by_target: dict[str, list[dict]] = {}
@@ -149,12 +162,7 @@ def routes(session, position: int = -1, threshold: float = 0.04, *, measure: str
     whose importance exceeds ``threshold``, extracted backwards from x^L_i. Pre-LN self-attention stacks."""
     if measure not in MEASURES:
         raise NormvizError(f"measure must be one of {', '.join(MEASURES)}, got {measure!r}.")
-    try:
-        tau = float(threshold)
-    except (TypeError, ValueError):
-        raise NormvizError(f"threshold must be a number between 0 and 1, got {threshold!r}.") from None
-    if not 0 <= tau < 1:
-        raise NormvizError(f"threshold must be in [0, 1), got {tau}.")
+    tau = threshold_value(threshold)
     if getattr(session, "is_encoder_decoder", False):
         raise NotApplicableError("routes follow one self-attention stack; encoder–decoders are not supported yet "
                                  "(explain the decoder with Session.explain).")
