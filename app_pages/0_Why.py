@@ -114,7 +114,7 @@ def page() -> None:
         st.stop()
     tname, fname = W.token_text(tok, int(target)), (W.token_text(tok, foil) if foil is not None else None)
     what = f"logit({tname!r})" + (f" − logit({fname!r})" if fname is not None else "")
-    refused = W.refusals(session, ui.settings().cost_budget_s)
+    refused = W.refusals(session, ui.settings().cost_budget_s, wv.tau)
     figures, captions, cfg = [], [], {}
 
     def show(fig, key, caption=""):
@@ -214,7 +214,11 @@ def page() -> None:
         if refused["routes"]:
             ui.say("warning", "Routes: " + refused["routes"])
         else:
-            routes = W.routes_at(session, pos, wv.tau)
+            try:  # refused at the slider's new τ, or stopped at the routes' deadline: a message
+                routes = W.routes_at(session, pos, wv.tau)
+            except normviz.errors.NormvizError as exc:
+                ui.say("warning", "Routes: " + str(exc))
+        if routes is not None:
             show(vw.routes_graph(routes.to_dict(), font_size=fs,
                                  title=f"Information-flow routes to the prediction (τ = {wv.tau:g})"),
                  "routes", "Ferrando & Voita 2024: edges whose importance exceeds τ, traced back from the "

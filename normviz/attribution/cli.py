@@ -5,7 +5,9 @@ Writes the fields of :class:`normviz.attribution.Explanation` (``total``, ``head
 ``cross_bias``, ``source_tokens``), the token, foil and position explained, ``tokens``, and the top predictions
 (``top_ids``, ``top_tokens``, ``top_probs``, ``top_logits``). Every user mistake that can be seen without the
 model (names, text, position, output file, token options) is refused on one line with exit code 2 before the
-model loads.
+model loads. ``sources`` runs under a default time budget (``SOURCES_BUDGET_S``, through the cost check of
+:func:`normviz.attribution.propagate.check`): over it they are refused with a note (``sources_refused`` in the
+output) before any work; ``--option explain_budget_s=SECONDS`` sets another.
 """
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from pathlib import Path
 
 from ..commands import subcommand
 from ..errors import NormvizError, NotApplicableError, TooCostlyError, TruncationWarning
+
+SOURCES_BUDGET_S = 300.0  # the CLI's default time budget for sources (estimated seconds; option explain_budget_s)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -39,7 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=None, help="cpu, cuda or mps (default: best available)")
     p.add_argument("--max-tokens", type=int, default=None, help="truncate longer text (default: the model's window)")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="options, e.g. --option explain_budget_s=60")
+                   help=f"options, e.g. --option explain_budget_s=60 (sources' time budget in seconds; default "
+                        f"{SOURCES_BUDGET_S:g})")
 
 
 def _output(out: str) -> Path:
@@ -62,7 +67,7 @@ def check_arguments(args) -> Path:
     if args.model.strip().lower() not in EMBEDDED:  # a directory without config.json, a malformed id …
         resolve(args.model)
     check_text(args.text, "--text")
-    check_text(args.target, "--target")
+    check_text(args.target, "--target", allow_empty=True)
     check_max_tokens(args.max_tokens)
     check_device(args.device)
     chosen = [name for name, v in (("--token", args.token), ("--token-id", args.token_id),
@@ -92,9 +97,11 @@ def run(args) -> int:
     from ..models import load
     from ..session import Session
     from . import actual_next
+    from .propagate import BUDGET
 
     out = check_arguments(args)
     options = _parse_options(args.option)
+    options.setdefault(BUDGET.option, SOURCES_BUDGET_S)  # a long text's sources are refused, not run for an hour
     lm = load(args.model, device=args.device, dtype=args.dtype, progress=lambda msg: print(msg, file=sys.stderr))
     if args.target is not None and not lm.is_encoder_decoder:
         raise NormvizError(f"--target is for encoder–decoder models (toy-mt, Marian, BART …); {args.model!r} is not one.")
@@ -118,7 +125,9 @@ def run(args) -> int:
             data["sources"], data["bias"] = e.sources, e.bias
         except (TooCostlyError, NotApplicableError) as exc:
             data["sources_refused"] = str(exc)
-            print(f"note: sources refused: {exc}", file=sys.stderr)
+            hint = (f" (--option {BUDGET.option}=SECONDS sets the budget; default {SOURCES_BUDGET_S:g})"
+                    if isinstance(exc, TooCostlyError) else "")
+            print(f"note: sources refused: {exc}{hint}", file=sys.stderr)
     data.update(top_ids=np.array([c.id for c in top]), top_tokens=np.array([c.token for c in top]),
                 top_probs=np.array([c.prob for c in top]), top_logits=np.array([c.logit for c in top]))
     _write(out, data)

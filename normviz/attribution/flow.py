@@ -19,21 +19,31 @@ importance exceeds τ and its target was reached. ``combine_heads=True`` sums th
 token first (the LM-TT demo's graph); ``measure="norm_share"`` is a variant (not the paper's): importance =
 ‖z_k‖₂ / Σ_m ‖z_m‖₂.
 
-Cost: per layer, for every reached row, H·n parts of d numbers (|z − y| and its sum): at most 3·L·n²·H·d
-operations, the same order as the FF-free part of one norm map; :func:`check` refuses above the option
-``routes_budget_s`` before anything runs. Memory: rows in chunks of at most ``chunk_bytes``.
+Cost: the time is in scoring the parts of every reached row: per layer and reached row, H·n + 2 parts of d
+numbers built (:func:`layer_parts`), subtracted from the sum, |·| and summed — memory-bound element work, about
+two orders of magnitude slower per number than the FLOP rate of a matrix product (issue 29: a 128-token smollm2
+page at τ = 0.01 took 51–71 s against 0.2 s estimated from FLOPs). :func:`cost` estimates the rows reached
+from τ and n as measured (:func:`rows_reached`; every row at τ = 0) and counts the numbers scored and the edge
+records built, each at its measured rate (``ROUTES_NUMBERS_PER_SECOND``, ``EDGE_SECONDS``:
+``benchmarks/bench_routes.py --estimate``). :func:`check` refuses above the option ``routes_budget_s`` before
+anything runs; a run also stops itself (:class:`DeadlineError`) past its deadline — ``routes_deadline_s``, else
+``DEADLINE_FACTOR`` × the budget, else ``DEFAULT_DEADLINE_S`` — checked at every layer and chunk of rows.
+Memory: rows in chunks of at most ``chunk_bytes``.
 """
 from __future__ import annotations
 
 import json
+import math
+import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from ..errors import InputError, NormvizError, NotApplicableError, TooCostlyError
-from ..methods.base import COST_FLOPS_PER_SECOND, Budget, Request, refuse_over_budget
+from ..errors import DeadlineError, InputError, NormvizError, NotApplicableError, TooCostlyError
+from ..methods.base import Budget, Request
+from ..workers import DEADLINE_FACTOR, DEFAULT_DEADLINE_S
 from .direct import layer_parts
 from .predict import position_index
 
@@ -42,21 +52,63 @@ BUDGET = Budget("routes")  # option routes_budget_s
 CHUNK_BYTES = 64 * 2**20
 
 
-def flops(request: Request) -> float:
-    """Worst case (every row reached): 3 operations per number of the L·n·(H·n + 2) parts of d numbers."""
-    n = request.n_tokens
-    return 3.0 * request.n_layers * n * (request.n_heads * n + 4) * request.d_model
+# measured on the shared 2-core CPU under load 9–14 (benchmarks/bench_routes.py --estimate, smollm2 float32;
+# docs/routes.md): numbers of the parts scored per second, one edge record, rows reached per layer × τ / n
+ROUTES_NUMBERS_PER_SECOND = {"cpu": 4e7}  # option routes_numbers_per_second
+EDGE_SECONDS = 3e-5
+REACH = 0.007  # smollm2: 0.4–0.7 of the rows at τ = 0.01, 0.06–0.10 at τ = 0.04, one per layer at τ = 0.2
 
 
-def check(request: Request, options: dict) -> None:
-    """TooCostlyError when the routes would exceed ``routes_budget_s`` at the device's rate."""
-    try:
-        refuse_over_budget(request, "routes", options, BUDGET, flops(request))
-    except TooCostlyError as exc:
-        from ..methods.decompx import token_limit
-        rate = options.get("cost_flops_per_second") or COST_FLOPS_PER_SECOND.get(request.device)
-        fits = token_limit(request, BUDGET.seconds(options) * float(rate), flops)
-        raise TooCostlyError(f"{exc} The routes fit the budget up to about {fits} tokens here.") from None
+def rows_reached(n: int, n_layers: int, tau: float) -> float:
+    """The rows whose parts are scored, all layers together: every row at τ = 0, else per layer
+    min(n, max(1, REACH · n / τ)) — measured, not a bound (a run past its estimate meets its deadline)."""
+    return float(n_layers * (n if tau <= 0 else min(n, max(1.0, REACH * n / tau))))
+
+
+def work(request: Request, tau: float = 0.0) -> tuple[float, float]:
+    """(numbers scored, edge records) of the routes at threshold τ: H·n + 2 parts of d numbers per row scored;
+    per row at most H·n + 2 edges, about 2 + 0.05/τ measured (2.5–4.4 at τ = 0.04–0.01)."""
+    n, H, d = request.n_tokens, request.n_heads, request.d_model
+    rows = rows_reached(n, request.n_layers, tau)
+    per_row = H * n + 2 if tau <= 0 else min(H * n + 2, 2 + 0.05 / tau)
+    return rows * (H * n + 2) * d, rows * per_row
+
+
+def cost(request: Request, options: dict, tau: float = 0.0) -> float | None:
+    """Estimated seconds of the routes at τ on the request's device (None: no rate known there)."""
+    rate = options.get("routes_numbers_per_second") or ROUTES_NUMBERS_PER_SECOND.get(request.device)
+    if not rate:
+        return None
+    numbers, edges = work(request, tau)
+    return numbers / float(rate) + edges * EDGE_SECONDS
+
+
+def check(request: Request, options: dict, threshold: float = 0.0) -> None:
+    """TooCostlyError when the routes at ``threshold`` would exceed ``routes_budget_s`` (their estimated
+    seconds, :func:`cost`; τ = 0, the default, is the worst case: every row reached)."""
+    budget, est = BUDGET.seconds(options), cost(request, options, threshold)
+    if budget is None or est is None or est <= budget:
+        return
+    lo, hi = 1, request.n_tokens  # the longest text that fits, at this τ
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if cost(Request(**{**request.__dict__, "n_tokens": mid}), options, threshold) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    raise TooCostlyError(f"the routes at τ = {threshold:g} would take about {est:.0f} s for {request.n_tokens} "
+                         f"tokens on this machine (budget {budget:.0f} s, option {BUDGET.named()}; in the app "
+                         f"NORMVIZ_COST_BUDGET). They fit the budget up to about {lo} tokens here; a higher τ "
+                         "reaches fewer rows, or shorten the text.")
+
+
+def deadline_s(options: dict) -> float:
+    """How long one routes call may run before it stops itself: option ``routes_deadline_s``, else
+    ``DEADLINE_FACTOR`` × ``routes_budget_s`` (the estimates are rough), else ``DEFAULT_DEADLINE_S``."""
+    if options.get("routes_deadline_s") is not None:
+        return float(options["routes_deadline_s"])
+    budget = BUDGET.seconds(options)
+    return DEADLINE_FACTOR * budget if budget is not None else DEFAULT_DEADLINE_S
 
 
 def threshold_value(threshold) -> float:
@@ -172,19 +224,37 @@ def routes(session, position: int = -1, threshold: float = 0.04, *, measure: str
                                  f"writes; {lm.name!r} normalises after every block (post-LN).")
     n = session.n_tokens
     i = position_index(position, n)
-    check(session.request, dict(session.options))
+    options = dict(session.options)
+    check(session.request, options, tau)
     lock = getattr(session, "_lock", None) or nullcontext()
     with lock:
         views = session.layers()
         try:
             return _extract(views, i, tau, measure, combine_heads, list(session.labels),
-                            int(session.options.get("chunk_bytes", CHUNK_BYTES)))
+                            int(options.get("chunk_bytes", CHUNK_BYTES)), Deadline(deadline_s(options)))
         finally:
             for v in views:
                 v.clear()
 
 
-def _extract(views, i: int, tau: float, measure: str, combine: bool, tokens: list[str], chunk: int) -> Routes:
+class Deadline:
+    """A cooperative deadline: :meth:`check` raises DeadlineError once ``seconds`` have passed since creation."""
+
+    clock = staticmethod(time.monotonic)
+
+    def __init__(self, seconds: float):
+        self.seconds, self.start = float(seconds), self.clock()
+
+    def check(self, layer: int) -> None:
+        spent = self.clock() - self.start
+        if spent > self.seconds:
+            raise DeadlineError(f"the routes were stopped at layer {layer} after {spent:.0f} s (deadline "
+                                f"{self.seconds:.0f} s: option routes_deadline_s, else {DEADLINE_FACTOR:g} × "
+                                "routes_budget_s). Raise τ (fewer rows are reached) or shorten the text.")
+
+
+def _extract(views, i: int, tau: float, measure: str, combine: bool, tokens: list[str], chunk: int,
+             deadline: Deadline) -> Routes:
     L = len(views)
     H = views[0].p.n_heads
     out = Routes(position=i, threshold=tau, measure=measure, tokens=tokens, n_layers=L, n_heads=H)
@@ -192,6 +262,7 @@ def _extract(views, i: int, tau: float, measure: str, combine: bool, tokens: lis
     edges: list[dict] = []
     reached = {i}  # tokens of x^{l+1} reached
     for l in range(L - 1, -1, -1):
+        deadline.check(l)
         ctx = views[l]
         rows = sorted(reached)
         # the FF sum: x^{l+1} = a^l + FF
@@ -212,6 +283,7 @@ def _extract(views, i: int, tau: float, measure: str, combine: bool, tokens: lis
         reached = set()
         per_row = H * ctx.n * ctx.rec.x.shape[-1] * ctx.rec.x.element_size() * 3
         for part_rows in _chunks(a_rows, per_row, chunk):
+            deadline.check(l)
             p = layer_parts(ctx, part_rows)
             R, n, d = p.heads.shape[0], p.heads.shape[2], p.heads.shape[3]
             parts = torch.cat([p.heads.reshape(R, H * n, d), p.residual[:, None],

@@ -91,8 +91,9 @@ def token_param(tokenizer, vocab_size: int, tid: int) -> str:
     return text if got == tid and not text.strip().isdigit() else str(tid)
 
 
-def refusals(session, budget_s: float | None) -> dict:
-    """{"sources": why refused | None, "routes": …} at the deployment's cost budget, before any work."""
+def refusals(session, budget_s: float | None, tau: float = 0.01) -> dict:
+    """{"sources": why refused | None, "routes": … (at threshold τ)} at the deployment's cost budget, before any
+    work."""
     from ..attribution import flow, propagate
 
     opts = dict(session.options)
@@ -101,7 +102,7 @@ def refusals(session, budget_s: float | None) -> dict:
         opts.setdefault("routes_budget_s", budget_s)
     out = {}
     for name, check in (("sources", lambda: propagate.check(session.request, opts)),
-                        ("routes", lambda: flow.check(session.request, opts))):
+                        ("routes", lambda: flow.check(session.request, opts, max(float(tau), 0.01)))):
         try:
             check()
             out[name] = None

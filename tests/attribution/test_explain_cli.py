@@ -50,6 +50,7 @@ def no_load(monkeypatch):
     ({}, ["--token-id", "-4"], "0 or more"),
     ({}, ["--top", "0"], "--top"),
     ({"--text": "   "}, [], "--text"),
+    ({"--text": ""}, [], "--text is empty"),
     ({"--model": "/no/such/model"}, [], "Unknown model"),
     ({}, ["--position", "x"], "invalid int"),
 ])
@@ -87,6 +88,25 @@ def test_writes_npz_and_json(llama_lm_dir, tmp_path, capsys):
     j = json.loads(js.read_text())
     assert j["token"] == s.encoded.ids[2] and "sources" not in j and len(j["heads"]) == 2
     assert "wrote" in capsys.readouterr().err
+
+
+def test_sources_run_under_a_default_time_budget(llama_lm_dir, tmp_path, capsys, monkeypatch):
+    """Issue 29: without --option explain_budget_s the CLI's default budget applies (389 tokens of smollm2 were
+    ~28 min estimated and ran): over it sources are refused before any work, with a note naming the option;
+    the option given still decides."""
+    from normviz.attribution import cli as explain_cli
+
+    out, text = tmp_path / "e.json", "the cat sat on the mat"
+    monkeypatch.setattr(explain_cli, "SOURCES_BUDGET_S", 1e-9)
+    assert cli.main(["explain", "--model", str(llama_lm_dir), "--text", text, "--out", str(out)]) == 0
+    j = json.loads(out.read_text())
+    assert "sources" not in j and "explain_budget_s" in j["sources_refused"] and "heads" in j
+    err = capsys.readouterr().err
+    assert "sources refused" in err and "--option explain_budget_s=SECONDS" in err
+    assert cli.main(["explain", "--model", str(llama_lm_dir), "--text", text, "--out", str(out),
+                     "--option", "explain_budget_s=1e9"]) == 0
+    j = json.loads(out.read_text())
+    assert "sources_refused" not in j and len(j["sources"]) == len(j["tokens"])
 
 
 def test_a_checkpoint_without_head_weights_loads_without_a_head(tiny_llama_dir):

@@ -125,7 +125,66 @@ def test_routes_refuse_bad_arguments_and_post_ln_and_cost(head_model):
     with pytest.raises(NotApplicableError, match="post-LN"):
         normviz.routes(_session(head_model("bert"), tiny.encoded(n=6, seed=1)))
     costly = normviz.Session.from_encoded(head_model("gpt2"), [tiny.encoded(n=6, seed=1)],
-                                          options={"routes_budget_s": 1e-9, "cost_flops_per_second": 1.0})[0]
+                                          options={"routes_budget_s": 1e-9})[0]
     with pytest.raises(TooCostlyError, match="routes"):
         normviz.routes(costly)
     assert costly.forward_passes == 0  # refused before any work
+
+
+# ---------------------------------------------------------------- issue 29: the cost of the extraction, a deadline
+def _round4_estimate_s(request) -> float:
+    """Round 4's check: 3·L·n·(H·n + 4)·d FLOPs at 4e10 FLOP/s (what let 51–71 s runs through at ~0.2 s)."""
+    n = request.n_tokens
+    return 3.0 * request.n_layers * n * (request.n_heads * n + 4) * request.d_model / 4e10
+
+
+@pytest.fixture(scope="module")
+def wide_session():
+    """A small GPT-2 (4 layers, 8 heads, d 256) on 128 tokens, float32: big enough that scoring the parts
+    outweighs everything else."""
+    import transformers as tf
+
+    cfg = tf.GPT2Config(n_layer=4, n_head=8, n_embd=256, vocab_size=97, n_positions=256, tie_word_embeddings=False)
+    torch.manual_seed(0)
+    model = tf.GPT2LMHeadModel(cfg).eval()
+    tiny.randomize_weights(model)
+    lm = normviz.from_model(model, None, name="small-gpt2")
+    return normviz.Session.from_encoded(lm, [tiny.encoded(n=128, seed=3)])[0]
+
+
+def test_the_cost_check_counts_the_extraction_that_flops_missed(wide_session):
+    import time
+
+    from normviz.attribution import flow
+
+    s, tau = wide_session, 0.01
+    budget = 3 * _round4_estimate_s(s.request)  # the old check lets this through ...
+    t0 = time.perf_counter()
+    r = normviz.routes(s, threshold=tau)  # (no budget: runs)
+    spent = time.perf_counter() - t0
+    assert spent > budget and len(r.edges) > 100  # ... and the run takes longer than it
+    assert flow.cost(s.request, {}, tau) > budget
+    costly = normviz.Session.from_encoded(s.lm, [tiny.encoded(n=128, seed=3)], options={"routes_budget_s": budget})[0]
+    with pytest.raises(TooCostlyError, match=r"τ = 0.01 would take about .* fit the budget up to about \d+ tokens"):
+        normviz.routes(costly, threshold=tau)
+    assert costly.forward_passes == 0  # refused before the recording pass
+    # a higher τ reaches fewer rows: estimated cheaper; every τ's estimate is below the worst case τ = 0
+    assert flow.cost(s.request, {}, 0.2) < flow.cost(s.request, {}, 0.04) < flow.cost(s.request, {}, tau) \
+        < flow.cost(s.request, {}, 0.0)
+
+
+def test_routes_stop_at_their_deadline(head_model, monkeypatch):
+    from normviz.attribution import flow
+    from normviz.errors import DeadlineError
+
+    assert flow.deadline_s({}) == flow.DEFAULT_DEADLINE_S  # never unbounded
+    assert flow.deadline_s({"routes_budget_s": 10}) == flow.DEADLINE_FACTOR * 10
+    assert flow.deadline_s({"routes_budget_s": 10, "routes_deadline_s": 3}) == 3
+    s = normviz.Session.from_encoded(head_model("gpt2"), [tiny.encoded(n=6, seed=1)],
+                                     options={"routes_deadline_s": 1.5})[0]
+    ticks = iter(range(1000))
+    monkeypatch.setattr(flow.Deadline, "clock", staticmethod(lambda: float(next(ticks))))  # 1 s per look
+    with pytest.raises(DeadlineError, match="routes_deadline_s.*Raise τ"):
+        normviz.routes(s, threshold=0.0)
+    monkeypatch.undo()
+    assert len(normviz.routes(s, threshold=0.0).edges) > 10  # the session is left usable
