@@ -16,7 +16,12 @@ x^l_i → a^l_i, and at the FF sum an FF edge and a residual edge a^l_i → x^{l
 attention sum (its share is reported on the a-node, it is no edge; a model without b^O has a zero part, whose
 proximity is 0). The graph is extracted backwards from the prediction's node x^L_i: an edge is kept when its
 importance exceeds τ and its target was reached. ``combine_heads=True`` sums the heads' importances per source
-token first (the LM-TT demo's graph); ``measure="norm_share"`` is a variant (not the paper's): importance =
+token first (LM-TT's ``build_full_graph`` without its ``renormalizing_threshold``); ``renormalise=True`` sets the
+importances at or below τ of each sum to 0 and divides the rest by their sum (LM-TT's
+``apply_threshold_and_renormalize``, which its app applies at the slider's τ): the same edges as without it
+(an importance above τ stays above τ), weights that sum to 1 over each node's kept parts; with
+``combine_heads=True`` too, the heads are summed per source token after it — LM-TT's app graph, whose token
+edges are those where one head exceeds τ. ``measure="norm_share"`` is a variant (not the paper's): importance =
 ‖z_k‖₂ / Σ_m ‖z_m‖₂.
 
 Cost: the time is in scoring the parts of every reached row: per layer and reached row, H·n + 2 parts of d
@@ -135,6 +140,13 @@ def importance(parts: torch.Tensor, whole: torch.Tensor, measure: str = "proximi
     return torch.where(total > 0, score / torch.where(total > 0, total, 1), torch.zeros_like(score))
 
 
+def renormalised(weights: torch.Tensor, tau: float) -> torch.Tensor:
+    """Importances [..., m] with those ≤ τ set to 0 and the rest divided by their sum (0 where none is left)."""
+    w = torch.where(weights > tau, weights, torch.zeros_like(weights))
+    total = w.sum(-1, keepdim=True)
+    return torch.where(total > 0, w / torch.where(total > 0, total, 1), w)
+
+
 @dataclass
 class Routes:
     """The routes to the prediction at ``position``: nodes and weighted edges (importance > ``threshold``).
@@ -153,6 +165,7 @@ class Routes:
     n_heads: int
     nodes: list[dict] = field(default_factory=list)
     edges: list[dict] = field(default_factory=list)
+    renormalised: bool = False  # weights renormalised over each node's parts above τ (routes(renormalise=True))
 
     def arrays(self) -> dict:
         """The edges as numpy columns (kind as 0 head / 1 residual / 2 ff; head −1 when none; source/target
@@ -168,8 +181,8 @@ class Routes:
 
     def to_dict(self) -> dict:
         return {"position": self.position, "threshold": self.threshold, "measure": self.measure,
-                "tokens": list(self.tokens), "n_layers": self.n_layers, "n_heads": self.n_heads,
-                "nodes": self.nodes, "edges": self.edges}
+                "renormalised": self.renormalised, "tokens": list(self.tokens), "n_layers": self.n_layers,
+                "n_heads": self.n_heads, "nodes": self.nodes, "edges": self.edges}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False)
@@ -177,6 +190,9 @@ class Routes:
     def above(self, threshold: float) -> "Routes":
         """The routes at a higher threshold (a sub-graph, re-extracted backwards; no model work)."""
         threshold = threshold_value(threshold)
+        if self.renormalised:
+            raise InputError("above(): renormalised routes depend on τ at every node (their weights are shares of "
+                             "the parts above it); compute routes(..., threshold=τ, renormalise=True) again.")
         if threshold < self.threshold:
             raise InputError(f"above({threshold}): the threshold can only rise from {self.threshold} (compute the "
                              "routes again to lower it).")
@@ -209,9 +225,10 @@ def _chunks(rows: list[int], per_row: int, chunk_bytes: int):
 
 @torch.no_grad()
 def routes(session, position: int = -1, threshold: float = 0.04, *, measure: str = "proximity",
-           combine_heads: bool = False) -> Routes:
+           combine_heads: bool = False, renormalise: bool = False) -> Routes:
     """The information-flow routes to position ``position``'s prediction (see the module docstring): edges
-    whose importance exceeds ``threshold``, extracted backwards from x^L_i. Pre-LN self-attention stacks."""
+    whose importance exceeds ``threshold``, extracted backwards from x^L_i (``renormalise``: their weights
+    renormalised over each node's parts above it, as LM-TT's app does). Pre-LN self-attention stacks."""
     if measure not in MEASURES:
         raise NormvizError(f"measure must be one of {', '.join(MEASURES)}, got {measure!r}.")
     tau = threshold_value(threshold)
@@ -231,7 +248,8 @@ def routes(session, position: int = -1, threshold: float = 0.04, *, measure: str
         views = session.layers()
         try:
             return _extract(views, i, tau, measure, combine_heads, list(session.labels),
-                            int(options.get("chunk_bytes", CHUNK_BYTES)), Deadline(deadline_s(options)))
+                            int(options.get("chunk_bytes", CHUNK_BYTES)), Deadline(deadline_s(options)),
+                            bool(renormalise))
         finally:
             for v in views:
                 v.clear()
@@ -254,10 +272,12 @@ class Deadline:
 
 
 def _extract(views, i: int, tau: float, measure: str, combine: bool, tokens: list[str], chunk: int,
-             deadline: Deadline) -> Routes:
+             deadline: Deadline, renormalise: bool = False) -> Routes:
     L = len(views)
     H = views[0].p.n_heads
-    out = Routes(position=i, threshold=tau, measure=measure, tokens=tokens, n_layers=L, n_heads=H)
+    out = Routes(position=i, threshold=tau, measure=measure, tokens=tokens, n_layers=L, n_heads=H,
+                 renormalised=renormalise)
+    kept = (lambda w: renormalised(w, tau)) if renormalise else (lambda w: w)  # noqa: E731
     nodes = {f"x{L}_{i}": {"id": f"x{L}_{i}", "kind": "x", "layer": L, "token": i}}
     edges: list[dict] = []
     reached = {i}  # tokens of x^{l+1} reached
@@ -269,7 +289,7 @@ def _extract(views, i: int, tau: float, measure: str, combine: bool, tokens: lis
         rec = ctx.rec
         r = torch.as_tensor(rows, device=ctx.device)
         a, x_next = rec.z_attn[r], rec.out[r]
-        w = importance(torch.stack([x_next - a, a], 1), x_next, measure)  # [r, 2]: ff, residual
+        w = kept(importance(torch.stack([x_next - a, a], 1), x_next, measure))  # [r, 2]: ff, residual
         a_rows = []
         for k, t in enumerate(rows):
             hit = False
@@ -288,7 +308,7 @@ def _extract(views, i: int, tau: float, measure: str, combine: bool, tokens: lis
             R, n, d = p.heads.shape[0], p.heads.shape[2], p.heads.shape[3]
             parts = torch.cat([p.heads.reshape(R, H * n, d), p.residual[:, None],
                                p.attn_bias.to(p.heads.dtype).expand(R, 1, d)], 1)
-            wa = importance(parts, rec.z_attn[p.rows], measure)  # [R, H·n + 2]
+            wa = kept(importance(parts, rec.z_attn[p.rows], measure))  # [R, H·n + 2]
             heads_w = wa[:, :H * n].reshape(R, H, n)
             for k, t in enumerate(part_rows):
                 nodes[f"a{l}_{t}"] = {"id": f"a{l}_{t}", "kind": "a", "layer": l, "token": t,

@@ -31,8 +31,16 @@ def _shares(parts: list[torch.Tensor], whole: torch.Tensor, measure: str) -> lis
 
 
 @torch.no_grad()
-def reference_routes(model, ids, i: int, tau: float, measure="proximity", combine=False) -> dict:
-    """{(source, target, kind, head): weight} of the routes, from hooks and the raw weights."""
+def reference_routes(model, ids, i: int, tau: float, measure="proximity", combine=False, renorm=False) -> dict:
+    """{(source, target, kind, head): weight} of the routes, from hooks and the raw weights (``renorm``: each
+    node's shares ≤ τ dropped and the rest divided by their sum before anything else)."""
+    def shares(parts, whole):
+        w = _shares(parts, whole, measure)
+        if not renorm:
+            return w
+        w = [x if x > tau else 0.0 for x in w]
+        return [x / sum(w) if sum(w) > 0 else 0.0 for x in w]
+
     p = ref.run(model, ids)
     cfg = model.config
     H = getattr(cfg, "num_attention_heads", None) or cfg.n_head
@@ -49,7 +57,7 @@ def reference_routes(model, ids, i: int, tau: float, measure="proximity", combin
         bias = b_o if b_o is not None else torch.zeros(w_o.shape[1], dtype=torch.float64)
         a_rows = set()
         for t in reached:
-            ff, res = _shares([p.ff_out[l][t], mid[t]], p.out[l][t], measure)
+            ff, res = shares([p.ff_out[l][t], mid[t]], p.out[l][t])
             for kind, w in (("ff", ff), ("residual", res)):
                 if w > tau:
                     edges[(f"a{l}_{t}", f"x{l + 1}_{t}", kind, None)] = w
@@ -57,7 +65,7 @@ def reference_routes(model, ids, i: int, tau: float, measure="proximity", combin
         reached = set()
         for t in a_rows:
             parts = [p.attn[l][h, t, j] * f[h][j] for h in range(H) for j in range(n)]
-            w = _shares(parts + [p.x_in[l][t], bias], mid[t], measure)
+            w = shares(parts + [p.x_in[l][t], bias], mid[t])
             if w[H * n] > tau:
                 edges[(f"x{l}_{t}", f"a{l}_{t}", "residual", None)] = w[H * n]
                 reached.add(t)
@@ -188,3 +196,36 @@ def test_routes_stop_at_their_deadline(head_model, monkeypatch):
         normviz.routes(s, threshold=0.0)
     monkeypatch.undo()
     assert len(normviz.routes(s, threshold=0.0).edges) > 10  # the session is left usable
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama_bias"])
+def test_renormalised_routes_are_lm_tts_app_graph(head_model, arch):
+    """renormalise=True: each node's importances above τ, divided by their sum (LM-TT's
+    apply_threshold_and_renormalize); the same edges as without it per head, weights summing to 1 per node;
+    with combine_heads=True a source token's edge exists when one of its heads exceeds τ (not their sum): the
+    per-head graph's edges with the heads merged."""
+    lm = head_model(arch)
+    enc = tiny.encoded(n=7, seed=4)
+    s = _session(lm, enc)
+    for tau in (0.04, 0.01):
+        plain = _as_dict(normviz.routes(s, threshold=tau))
+        for combine in (False, True):
+            r = normviz.routes(s, threshold=tau, combine_heads=combine, renormalise=True)
+            got, want = _as_dict(r), reference_routes(lm.head_model, enc.ids, 6, tau, combine=combine, renorm=True)
+            assert set(got) == set(want) and len(want) > 3
+            np.testing.assert_allclose([got[k] for k in want], list(want.values()), rtol=1e-9, atol=1e-12)
+            assert r.renormalised and r.to_dict()["renormalised"]
+            if not combine:
+                assert set(got) == set(plain)  # renormalising changes the weights, not the edges
+            else:  # a token edge where one head exceeds τ: the per-head graph's edges, heads merged
+                assert set(got) == {(a, b, kind, None) for a, b, kind, _ in plain}
+                assert set(got) <= set(_as_dict(normviz.routes(s, threshold=tau, combine_heads=True)))
+        into: dict = {}
+        for e in normviz.routes(s, threshold=tau, renormalise=True).edges:
+            into.setdefault((e["target"], e["kind"] == "ff" or e["target"].startswith("x")), []).append(e["weight"])
+        a_nodes = {nd["id"]: nd for nd in r.nodes if nd["kind"] == "a"}
+        for (target, _), ws in into.items():  # every node's kept parts sum to 1 (b^O's share on a-nodes)
+            total = sum(ws) + (a_nodes[target]["bias"] if target in a_nodes else 0.0)
+            assert total == pytest.approx(1.0, abs=1e-9), target
+    with pytest.raises(NormvizError, match="renormalise=True"):
+        r.above(0.2)
