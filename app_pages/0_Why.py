@@ -29,6 +29,7 @@ def page() -> None:
     with bar[0] if bar else st.container():
         view.text = st.text_input("Text (the model predicts what comes next)", key="w_text",
                                   max_chars=ui.settings().max_text_chars)
+    W.follow_text(view.model, view.text, wv)  # a new text: its own last position, not the old index
     W.save_why(view, wv)
     lm = ui.load_model(view.model) if view.model else None
     if lm is None:

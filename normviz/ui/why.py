@@ -20,6 +20,8 @@ from ..errors import NormvizError, TooCostlyError
 from .state import QueryView, encode_value
 
 WHY_VIEW = "_normviz_why"
+WHY_TEXT = "_normviz_why_text"  # the (model, text) the boxes below belong to
+FOLLOW_KEYS = ("w_why_pos", "w_why_token", "w_why_foil", "w_why_layer", "w_why_head")
 FALLBACK_MODEL = "smollm2"
 TOP = 10
 
@@ -230,6 +232,24 @@ def why_view():
     """The page's own view (from the URL on the session's first run, then kept)."""
     from .session_view import view_from_url
     return view_from_url(WhyView, WHY_VIEW)
+
+
+def follow_text(model: str, text: str, why) -> bool:
+    """A new text (or model: another tokenisation) is explained at its own last position, for its own top
+    prediction, with no foil: the position, token, foil and head boxes of the previous text are dropped
+    (they would explain another token of the new one: issue 29). True when that happened. The session's
+    first run keeps the link's position, token and foil."""
+    import streamlit as st
+
+    ss = st.session_state
+    before, now = ss.get(WHY_TEXT), (str(model), str(text))
+    ss[WHY_TEXT] = now
+    if before is None or tuple(before) == now:
+        return False
+    why.position, why.token, why.foil = None, "", ""
+    for key in FOLLOW_KEYS:
+        ss.pop(key, None)
+    return True
 
 
 def save_why(shared, why) -> None:

@@ -9,7 +9,7 @@ import normviz
 from normviz.ui import st_parts
 from normviz.viz.why import txt
 
-from ..helpers.app import app, arr, figures, no_exception, texts
+from ..helpers.app import app, arr, figures, no_exception, texts, title
 
 TEXT = "The capital of France is"
 PAGE = "app_pages/0_Why.py"
@@ -134,3 +134,39 @@ def test_toy_mt_explains_a_target_word_from_its_source():
     proportional(arr(figs["signed_bars"]["data"][0]["y"]), list(e.sources) + [e.bias])
     assert len(e.sources) == e.n_source + len(s.tgt_tokens)
     assert arr(figs["lens"]["data"][0]["y"])[-1] == pytest.approx(float(np.exp(s.logit_lens(2)[-1, e.token])), rel=1e-4)
+
+
+# ---- issue 29: a new prompt is explained at its own last position
+PROMPTS = ["The capital of France is", "Water boils at one hundred degrees when the pressure is", "My dog",
+           "Yesterday the old fisherman walked slowly down to the harbour at"]  # longer, shorter, longer
+
+
+def _explained(at) -> str:
+    return title(by_kind(at)["candidates"])
+
+
+def test_a_new_prompt_explains_its_last_position():
+    at = app(PAGE, {"model": "smollm2", "text": PROMPTS[0]})
+    at.run()
+    no_exception(at)
+    for text in PROMPTS[1:]:
+        at.text_input(key="w_text").set_value(text).run()
+        no_exception(at)
+        labels = normviz.Session(smollm2(), text).labels
+        n = len(labels)
+        assert at.selectbox(key="w_why_pos").value == n - 1, (text, at.selectbox(key="w_why_pos").value)
+        assert f"[{n - 1}]" in _explained(at), (text, _explained(at))
+        assert "position" not in at.query_params or at.query_params["position"] == "last"
+        assert not texts(at.warning), texts(at.warning)  # nothing clamped: no note to give
+
+
+def test_an_earlier_position_then_a_new_prompt_goes_to_its_last():
+    at = app(PAGE, {"model": "smollm2", "text": PROMPTS[1]})
+    at.run()
+    at.selectbox(key="w_why_pos").set_value(4).run()
+    assert "[4]" in _explained(at)
+    at.text_input(key="w_text").set_value(PROMPTS[2]).run()  # shorter than 5 tokens
+    no_exception(at)
+    n = len(normviz.Session(smollm2(), PROMPTS[2]).labels)
+    assert at.selectbox(key="w_why_pos").value == n - 1
+    assert f"[{n - 1}]" in _explained(at)
