@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 import normviz
+import normviz.sinks
 from normviz.ui import st_parts as ui
 from normviz.ui import why as W
 from normviz.ui.memo import memoised
@@ -225,10 +226,14 @@ def page() -> None:
                            "attention step); rows: tokens. Blue: attention heads, grey: residual, orange: FF. "
                            "Hover an edge's dot for its head and tokens.")
 
-    # ---- (6) attention sinks
-    a = ui.get_maps(session, ["attention", "norm"])
-    if a is not None and "attention" in a and "norm" in a:
-        wa, wn = memoised(a["norm"], "why_sinks", lambda: W.first_token_shares(a["attention"], a["norm"]))
+    # ---- (6) attention sinks: one layer's α at a time from the records (normviz.sinks), never [L, H, n, n]
+    try:
+        if refused["sinks"]:
+            raise normviz.errors.TooCostlyError(refused["sinks"])
+        wa, wn = memoised(session, "why_sinks", lambda: normviz.sinks.first_token_shares(session))
+    except normviz.errors.NormvizError as exc:
+        ui.say("warning", "Attention sinks (the last panel) are not drawn: " + str(exc))
+    else:
         s1, s2 = st.columns([3, 2], gap="medium")
         with s1:
             show(vw.sinks_scatter(wa, wn, first_token=tokens[0], font_size=fs), "sinks",

@@ -94,16 +94,20 @@ def token_param(tokenizer, vocab_size: int, tid: int) -> str:
 
 
 def refusals(session, budget_s: float | None) -> dict:
-    """{"sources": why refused | None, "routes": …} at the deployment's cost budget, before any work."""
+    """{"sources": why refused | None, "routes": …, "sinks": …} at the deployment's cost budget, before any
+    work."""
+    from .. import sinks
     from ..attribution import flow, propagate
 
     opts = dict(session.options)
     if budget_s is not None:
         opts.setdefault("explain_budget_s", budget_s)
         opts.setdefault("routes_budget_s", budget_s)
+        opts.setdefault("sinks_budget_s", budget_s)
     out = {}
     for name, check in (("sources", lambda: propagate.check(session.request, opts)),
-                        ("routes", lambda: flow.check(session.request, opts))):
+                        ("routes", lambda: flow.check(session.request, opts)),
+                        ("sinks", lambda: sinks.check(session.request, opts))):
         try:
             check()
             out[name] = None
@@ -176,16 +180,6 @@ def grid_columns(e) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     fin = np.full(L, np.nan)
     fin[-1] = e.final_bias
     return e.heads.sum(-1), {"FF": e.ff, "b^O": e.attn_bias, "embedding": emb, "final bias": fin}
-
-
-def first_token_shares(attention: np.ndarray, norm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per head [L, H]: the share of α, and of ‖α f(x)‖, that every row puts on the first token (mean over
-    rows; each row's share = its first column / its row sum)."""
-    def share(m):
-        m = np.abs(np.asarray(m, dtype=np.float64))
-        tot = m.sum(-1)
-        return np.where(tot > 0, m[..., 0] / np.where(tot > 0, tot, 1), 0).mean(-1)
-    return share(attention), share(norm)
 
 
 def numbers(e, candidates, lens_ids: dict[str, int], lens, routes=None, sources=None) -> dict:

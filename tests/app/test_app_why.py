@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import normviz
+import normviz.sinks
 from normviz.ui import st_parts
 from normviz.viz.why import txt
 
@@ -170,3 +171,36 @@ def test_an_earlier_position_then_a_new_prompt_goes_to_its_last():
     n = len(normviz.Session(smollm2(), PROMPTS[2]).labels)
     assert at.selectbox(key="w_why_pos").value == n - 1
     assert f"[{n - 1}]" in _explained(at)
+
+
+# ---- issue 29: the sinks panel per layer, on long texts too, and a word when it is not drawn
+LONG = " ".join(["the river carried small boats past the old mill while children counted them"] * 16)
+
+
+def test_sinks_are_drawn_on_a_text_whose_whole_maps_do_not_fit(monkeypatch):
+    """At the least memory budget (64 MB) smollm2's whole attention and norm maps of ~200 tokens (2 × 43 MB)
+    are refused: the panel was left out without a word; now it is computed one layer at a time."""
+    monkeypatch.setenv("NORMVIZ_MAX_TOKENS", "256")
+    monkeypatch.setenv("NORMVIZ_MEMORY_BUDGET_MB", "64")
+    monkeypatch.setenv("NORMVIZ_COST_BUDGET", "5")  # sources and routes refused (fast); the sinks fit
+    at = app(PAGE, {"model": "smollm2", "text": LONG})
+    at.run()
+    no_exception(at)
+    figs = by_kind(at)
+    assert "sinks" in figs, [texts(at.warning)]
+    s = normviz.Session(smollm2(), LONG)
+    assert s.n_tokens > 176  # 2 whole maps over 64 MB
+    wa, wn = normviz.sinks.first_token_shares(s)
+    dots = figs["sinks"]["data"][1]
+    np.testing.assert_allclose(arr(dots["x"]), wa.ravel(), rtol=1e-6)
+    np.testing.assert_allclose(arr(dots["y"]), wn.ravel(), rtol=1e-6)
+
+
+def test_sinks_over_the_cost_budget_say_so(monkeypatch):
+    monkeypatch.setenv("NORMVIZ_MAX_TOKENS", "256")
+    monkeypatch.setenv("NORMVIZ_COST_BUDGET", "0.1")
+    at = app(PAGE, {"model": "smollm2", "text": LONG})
+    at.run()
+    no_exception(at)
+    assert "sinks" not in by_kind(at)
+    assert any(t.startswith("Attention sinks") and "tokens" in t for t in texts(at.warning)), texts(at.warning)
