@@ -19,7 +19,7 @@ NONE = "(none)"
 
 
 def page() -> None:
-    view, fs = ui.start_page()
+    view, fs = ui.start_page(seq2seq=True)  # Why explains toy-mt too (its seq2seq part below)
     wv = W.why_view()
     wide = view.present
 
@@ -98,6 +98,9 @@ def page() -> None:
     with bar[3] if bar else (c2 or st.container()):
         foil = st.selectbox("… rather than (foil)", foil_opts, key="w_why_foil",
                             format_func=lambda t: t if t == NONE else name(t))
+    if foil != NONE and foil == target:  # logit(t) − logit(t) = 0: nothing to explain; said, not dropped silently
+        ui.say("info", f"The foil {W.token_text(tok, int(foil))!r} is the token being explained (their difference is "
+                       "0), so the page explains the token alone. Pick another foil to compare it with.")
     foil = None if foil == NONE or foil == target else int(foil)
     wv.token = "" if target == default else W.token_param(tok, vocab, int(target))
     wv.foil = "" if foil is None else W.token_param(tok, vocab, foil)

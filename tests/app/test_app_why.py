@@ -204,3 +204,32 @@ def test_sinks_over_the_cost_budget_say_so(monkeypatch):
     no_exception(at)
     assert "sinks" not in by_kind(at)
     assert any(t.startswith("Attention sinks") and "tokens" in t for t in texts(at.warning)), texts(at.warning)
+
+
+# ---- issue 29: silent changes on Why (and Learn's lesson) said
+def test_a_foil_equal_to_the_token_is_said():
+    cands = normviz.Session(smollm2(), TEXT).predict(top=10)
+    at = app(PAGE, {"model": "smollm2", "text": TEXT, "foil": cands[0].token})  # the default token itself
+    at.run()
+    no_exception(at)
+    assert any("is the token being explained" in t for t in texts(at.info)), texts(at.info)
+    assert "foil" not in at.query_params or not at.query_params["foil"]
+
+
+def test_toy_mt_in_public_mode_gives_one_consistent_story(monkeypatch):
+    monkeypatch.setenv("NORMVIZ_PUBLIC", "1")
+    at = app(PAGE, {"model": "toy-mt", "text": "the big dog often sees a small red car"})
+    at.run()
+    no_exception(at)
+    notes = texts(at.info) + texts(at.warning) + texts(at.error)
+    assert not any("shows minilm instead" in t or "no language-model head" in t for t in notes), notes
+    assert at.selectbox(key="w_model_choice").value == "toy-mt"
+    assert any(t.startswith("Source:") for t in texts(at.caption))  # the encoder–decoder's explanation
+
+
+def test_learn_says_an_unknown_lesson():
+    at = app("app_pages/2_Learn.py", {"lesson": "<b>nonsense</b>"})
+    at.run()
+    no_exception(at)
+    notes = texts(at.warning)
+    assert any("lesson='<b>nonsense</b>' is not a lesson" in t and "attention" in t for t in notes), notes
