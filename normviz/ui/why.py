@@ -17,6 +17,7 @@ import numpy as np
 from ..attribution import NoHeadError, readout_of
 from ..attribution.predict import token_id, token_text
 from ..errors import NormvizError, TooCostlyError
+from ..viz.why import shown
 from .state import QueryView, encode_value
 
 WHY_VIEW = "_normviz_why"
@@ -144,7 +145,7 @@ def lens_table(lens: np.ndarray, tokenizer, top: int = 5) -> list[dict]:
         best = part[l][np.lexsort((part[l], -lens[l, part[l]]))]  # by probability, ties by id
         row = {"after layer": l}
         for j, t in enumerate(best):
-            row[f"#{j + 1}"] = f"{token_text(tokenizer, int(t))!r} {float(np.exp(lens[l, t])):.3f}"
+            row[f"#{j + 1}"] = f"{shown(token_text(tokenizer, int(t)))} {float(np.exp(lens[l, t])):.3f}"
         rows.append(row)
     return rows
 
