@@ -118,7 +118,7 @@ def page() -> None:
                  format_func=str.upper, help="SVG for papers and slides; PNG at twice the screen resolution.")
         st.header("Steps (a talk as one link)")
         groups = data.grouped(available)
-        ui.step_controls(view, groups)
+        talk_slot = ui.step_controls(view, groups)
 
     # --- the control row: where in the model, and how to draw ---------------------------------------------------
     L, H = lm.n_layers, lm.n_heads
@@ -152,7 +152,9 @@ def page() -> None:
         view.threshold = st.slider("Hide below", 0.0, 0.9, step=0.05, key="w_threshold", format="%.2f",
                                    help="Hides cells (and lines) smaller than this share of the panel's largest value.")
     ui.save_view(view)
+    ui.show_talk_link(talk_slot, view)
     if view.present:
+        ui.step_indicator(view)
         ui.keyboard(LAYER, list(range(L)), HEAD, head_opts, leave=ui.leave_stage,
                     on_step=lambda delta: ui.walk_steps(delta, groups), focus_key="w_focus")
 

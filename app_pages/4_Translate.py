@@ -33,7 +33,8 @@ def save_view(view: TranslateView) -> None:
 def page() -> None:
     view = ui.view_from_url(TranslateView, VIEW)
     ui.seed("tr_present", view.present)
-    view.present = st.sidebar.toggle("Presentation mode (larger fonts)", key="tr_present")
+    view.present = st.sidebar.toggle("Stage mode (larger fonts)", key="tr_present")
+    ui.follow_theme(view)
     ui.apply_style(view.present)
     fs = ui.font_size(view.present)
     if not view.present:  # stage mode: one compact bar of controls, the panels right under it

@@ -16,12 +16,13 @@ from .settings import settings
 from .sidebar import sidebar
 from .state import ViewState, decode_bool
 from .style import apply_style, font_size
+from .theme import follow as follow_theme
 
 bound_heap()  # the server process: large freed buffers go back to the system (normviz.ui.memory)
 
 
 def presenting(view_key: str = VIEW) -> bool:
-    """Presentation mode: the session's view (kept under ``view_key``) once there is one, else the link's
+    """Stage mode: the session's view (kept under ``view_key``) once there is one, else the link's
     ``?present=1``."""
     if view_key in st.session_state:
         return bool(st.session_state[view_key].present)
@@ -32,7 +33,7 @@ def presenting(view_key: str = VIEW) -> bool:
 
 
 def page_config(title: str, icon: str, view_key: str = VIEW) -> None:
-    """``st.set_page_config`` for a page: wide; in presentation mode (``?present=1``) the sidebar starts
+    """``st.set_page_config`` for a page: wide; in stage mode (``?present=1``) the sidebar starts
     collapsed, so two large panels fill the screen."""
     st.set_page_config(page_title=f"normviz · {title}", page_icon=icon, layout="wide",
                        initial_sidebar_state="collapsed" if presenting(view_key) else "auto")
@@ -42,6 +43,7 @@ def start_page() -> tuple[ViewState, int]:
     """What every self-attention page does first: the shared view (URL / session), the sidebar, the style of
     its mode; returns the view and the font size of its figures."""
     view = sidebar(load_view())
+    follow_theme(view)
     apply_style(view.present)
     return view, font_size(view.present)
 

@@ -19,7 +19,7 @@ def self_attention_models(allow) -> list[str]:
 
 
 def sidebar(view: ViewState) -> ViewState:
-    """Model picker, presentation mode and the token cap line. Returns the view with ``model`` and ``present``."""
+    """Model picker, stage mode and the token cap line. Returns the view with ``model`` and ``present``."""
     allow = model_allowlist()
     with st.sidebar:
         st.header("Model")
@@ -56,7 +56,7 @@ def sidebar(view: ViewState) -> ViewState:
             else:
                 view.model = choice
         seed("w_present", view.present)
-        view.present = st.toggle("Presentation mode (larger fonts)", key="w_present")
+        view.present = st.toggle("Stage mode (larger fonts)", key="w_present")
         st.caption(f"Texts are cut at {token_cap()} tokens (NORMVIZ_MAX_TOKENS).")
     return view
 

@@ -3,7 +3,7 @@
 URL parameters: ``model``, ``src``, ``tgt`` (empty: generated), ``layer`` (a number; default the last),
 ``head`` (``all`` or a number),
 ``method`` (``norm``/``weight``: whose alignment is drawn), ``setting`` (``AWI``/``AWO``), ``gold`` (Pharaoh),
-``present`` (stage mode). Parsed by the pages' one codec, :class:`normviz.ui.state.QueryView`: never raises, a bad
+``present`` (stage mode), ``theme`` (dark/light). Parsed by the pages' one codec, :class:`normviz.ui.state.QueryView`: never raises, a bad
 value keeps the default and is reported in ``problems``. The session and its maps come from
 :mod:`normviz.ui.fetch`, as on every page.
 """
@@ -39,6 +39,7 @@ class TranslateView(QueryView):
     setting: str = "AWO"
     gold: str = ""
     present: bool = False  # stage mode (larger fonts, collapsed controls)
+    theme: str = ""  # dark | light | "" (the browser's): normviz.ui.theme
     problems: list[str] = field(default_factory=list, compare=False, repr=False)
 
     TEXT_FIELDS = ("src", "tgt")
@@ -60,6 +61,10 @@ def _decode(name: str, raw: str):
         return raw
     if name == "present":
         return decode_bool(raw)
+    if name == "theme":
+        from .theme import decode as decode_theme
+
+        return decode_theme(raw)
     if name == "model":
         if not raw.strip():
             raise ValueError("the model name is empty")
