@@ -113,7 +113,7 @@ def page() -> None:
             view.text_b = st.text_input("Second text", key="w_text_b", max_chars=ui.settings().max_text_chars,
                                         placeholder="Same layer, head and maps")
         elif view.compare == "model":
-            view.model_b = ui.second_model_picker(view.model_b)
+            view.model_b = ui.second_model_picker(view.model_b, view.model)
         st.radio("Chart downloads (camera icon)", ["png", "svg"], key="w_img", horizontal=True,
                  format_func=str.upper, help="SVG for papers and slides; PNG at twice the screen resolution.")
         st.header("Steps (a talk as one link)")
@@ -340,10 +340,11 @@ def page() -> None:
 
     # --- export ----------------------------------------------------------------------------------------------
     st.caption("Export: PNG or SVG (sidebar) from the camera icon in each chart's toolbar; the whole view as one "
-               "HTML file that opens offline, hover included; the numbers shown above as CSV or NPZ.")
+               "HTML file that opens offline, hover included; the numbers shown above as CSV or NPZ."
+               + (" " + data.CSV_MASKED_NOTE if lm.is_causal else ""))
     e1, e2, e3, _ = st.columns([1, 1, 1, 3])
     with e1:
-        st.download_button("Download CSV", lambda: data.panels_csv(panels), file_name=stem + ".csv", mime="text/csv",
+        st.download_button("Download CSV", lambda: data.panels_csv(panels, lm.is_causal), file_name=stem + ".csv", mime="text/csv",
                            on_click="ignore")
     with e2:
         st.download_button("Download NPZ", lambda: data.panels_npz(panels, list(a.tokens)), file_name=stem + ".npz",

@@ -197,15 +197,23 @@ def focus_rows(panels: list[Panel], token: int) -> dict[str, np.ndarray]:
 
 # --- exports ----------------------------------------------------------------------------------------------
 
-def panels_csv(panels: list[Panel]) -> bytes:
-    """Long format: one line per cell of every shown panel."""
+CSV_MASKED_NOTE = ("A decoder's token cannot see a later one: those cells (column_position > row_position) have "
+                   "an empty value and masked = 1 in the CSV, not 0.")
+
+
+def panels_csv(panels: list[Panel], causal: bool = False) -> bytes:
+    """Long format: one line per cell of every shown panel. ``causal`` (a decoder): a cell whose column comes
+    after its row is masked, written with an empty value and ``masked`` = 1 (a 0 would read as a measured
+    zero)."""
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(["map", "panel", "row_position", "row_token", "column_position", "column_token", "value"])
+    w.writerow(["map", "panel", "row_position", "row_token", "column_position", "column_token", "value", "masked"])
     for p in panels:
         for a, i in enumerate(p.index):
             for b, j in enumerate(p.index):
-                w.writerow([p.key, p.title, i, p.row_labels[a], j, p.col_labels[b], f"{p.matrix[a, b]:.8g}"])
+                masked = causal and j > i
+                value = "" if masked or not np.isfinite(p.matrix[a, b]) else f"{p.matrix[a, b]:.8g}"
+                w.writerow([p.key, p.title, i, p.row_labels[a], j, p.col_labels[b], value, int(masked)])
     return buf.getvalue().encode("utf-8")
 
 
