@@ -88,6 +88,36 @@ def _decode(name: str, raw: str):
     raise ValueError("unknown field")  # pragma: no cover
 
 
+def unknown_words(tokenizer, text: str) -> list[str]:
+    """The words of ``text`` (split on spaces) that ``tokenizer`` can only read as its unknown token, each once,
+    in order; [] for a tokenizer without one (byte-level: every word has pieces)."""
+    unk = getattr(tokenizer, "unk_token_id", None)
+    if unk is None:
+        return []
+    out = []
+    for word in dict.fromkeys(text.split()):
+        ids = tokenizer(word, add_special_tokens=False)["input_ids"]
+        if unk in ids:
+            out.append(word)
+    return out
+
+
+def unknown_words_note(model: str, vocab_size: int, unknown: list[str], n_words: int,
+                       examples: list[tuple[str, str, str]]) -> str:
+    """What to tell a visitor whose source has words the model does not know (plain text)."""
+    shown = ", ".join(f"“{w}”" for w in unknown[:12]) + (f" and {len(unknown) - 12} more" if len(unknown) > 12 else "")
+    text = (f"{model} does not know {len(unknown)} of the {n_words} words of the source: {shown}. "
+            f"It reads each as <unk>, so its translation of them means nothing.")
+    if model.strip().lower() == "toy-mt":
+        text += (f" toy-mt is a tiny model trained on a toy language pair with a vocabulary of {vocab_size} "
+                 "tokens (lower-case words such as the, big, dog, sees, car): real sentences are mostly unknown "
+                 "to it.")
+    if examples:
+        text += " Try one of its example sentences (the Examples box), e.g. " + "; ".join(
+            f"“{src}”" for src, _, _ in examples[:3]) + "."
+    return text
+
+
 def not_encoder_decoder(lm) -> str | None:
     """A message when ``lm`` has no cross-attention to analyse, else None."""
     if getattr(lm.config, "is_encoder_decoder", False):
