@@ -25,6 +25,18 @@ def page() -> None:
             st.session_state["w_text"], st.session_state["w_pair"] = EXAMPLES[choice]
             st.session_state["w_focus"] = None
 
+    def use_file():
+        up = st.session_state.get("w_upload")
+        if up is None:
+            return
+        limit = ui.settings()
+        text, notes = data.uploaded_text(up.name, up.getvalue(), int(limit.max_upload_mb * 2**20),
+                                         limit.max_text_chars)
+        st.session_state["_normviz_upload_notes"] = notes
+        if text is not None:
+            st.session_state["w_text"], st.session_state["w_pair"] = text, ""
+            st.session_state["w_focus"] = None
+
     ui.seed("w_text", view.text)
     ui.seed("w_pair", view.pair)
     if view.present:  # stage mode: one compact bar (text, layer, head, focus; the rest behind ⋯)
@@ -42,6 +54,12 @@ def page() -> None:
         st.selectbox("Examples", range(len(EXAMPLES)), index=None, key="w_example", on_change=use_example,
                      format_func=lambda i: EXAMPLES[i][0] + (" ‖ " + EXAMPLES[i][1] if EXAMPLES[i][1] else ""),
                      placeholder="Pick an example…")
+    with more if view.present else st.expander("A long text from a file (.txt)"):
+        st.file_uploader(f"Text file (UTF-8, at most {ui.settings().max_upload_mb:g} MB): its text goes into the "
+                         f"text box, cut at {ui.settings().max_text_chars:,} characters and {ui.settings().max_tokens} tokens",
+                         type=["txt", "md"], key="w_upload", on_change=use_file)
+    for note in st.session_state.pop("_normviz_upload_notes", []):
+        ui.say("warning", note)
 
     ui.save_view(view)
     lm = ui.load_model(view.model)

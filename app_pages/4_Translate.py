@@ -34,6 +34,7 @@ def page() -> None:
     view = ui.view_from_url(TranslateView, VIEW)
     ui.seed("tr_present", view.present)
     view.present = st.sidebar.toggle("Stage mode (larger fonts)", key="tr_present")
+    ui.keep_widgets_across_stage(view.present, "tr_")
     ui.follow_theme(view)
     ui.apply_style(view.present)
     fs = ui.font_size(view.present)

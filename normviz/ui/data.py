@@ -271,6 +271,29 @@ def upload_refusal(name: str, size: int, max_bytes: int) -> str | None:
     return None
 
 
+def uploaded_text(name: str, raw: bytes, max_bytes: int, max_chars: int) -> tuple[str | None, list[str]]:
+    """The text of a file a visitor uploaded for Explore's text box, and what to tell them: (None, [why]) for a
+    file over ``max_bytes`` or not UTF-8 text; else its text with runs of blank space folded into one space, cut
+    at ``max_chars`` (NORMVIZ_MAX_TOKENS × 50, the text box's own limit) with a note saying so."""
+    refusal = upload_refusal(name, len(raw), max_bytes)
+    if refusal:
+        return None, [refusal]
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return None, [f"The file {name[:100]!r} is not UTF-8 text: save it as plain text (.txt, UTF-8) and "
+                      "upload it again."]
+    text = " ".join(text.split())
+    if not text:
+        return None, [f"The file {name[:100]!r} holds no text."]
+    notes = []
+    if len(text) > max_chars:
+        notes.append(f"The file holds {len(text):,} characters; the text box takes the first {max_chars:,} "
+                     "(NORMVIZ_MAX_TOKENS × 50), and the analysis is cut at the token limit as for typed text.")
+        text = text[:max_chars]
+    return text, notes
+
+
 # --- the map picker ---------------------------------------------------------------------------------------
 
 def group_of(key: str) -> str:

@@ -43,9 +43,29 @@ def start_page() -> tuple[ViewState, int]:
     """What every self-attention page does first: the shared view (URL / session), the sidebar, the style of
     its mode; returns the view and the font size of its figures."""
     view = sidebar(load_view())
+    keep_widgets_across_stage(view.present)
     follow_theme(view)
     apply_style(view.present)
     return view, font_size(view.present)
+
+
+SIDEBAR_WIDGETS = ("w_model_choice", "w_model_other", "w_present", "tr_present")  # drawn by sidebar() before the check
+UNSETTABLE = ("w_step_save", "w_step_clear", "w_upload")  # buttons and uploads: Streamlit refuses a set value
+
+
+def keep_widgets_across_stage(present: bool, page_widgets: str = "w_") -> None:
+    """Entering or leaving stage mode moves a page's controls between its column layout and stage mode's one
+    compact bar (and the ⋯ popover, whose widgets the browser has not mounted while it stayed shut): the browser
+    then drew some of them empty (Explore's View control with nothing selected after Esc). Each widget value is
+    set again through session state on that run, so the browser is sent the value with the widget."""
+    ss = st.session_state
+    before = ss.get("_normviz_was_present")
+    ss["_normviz_was_present"] = present
+    if before is None or before == present:
+        return
+    skip = SIDEBAR_WIDGETS + UNSETTABLE
+    for k in [k for k in ss if isinstance(k, str) and k.startswith(page_widgets) and k not in skip]:
+        ss[k] = ss[k]
 
 
 def run_page(body) -> None:

@@ -27,7 +27,7 @@ from .keys import clamp_head, default_keys, known_keys, opt_in_keys, title  # no
 from .links import learn_link, link_to_page  # noqa: F401
 from .loading import load_model, show_device  # noqa: F401
 from .messages import say, shorten_error  # noqa: F401
-from .page import page_config, presenting, run_page, start_page  # noqa: F401
+from .page import keep_widgets_across_stage, page_config, presenting, run_page, start_page  # noqa: F401
 from .pickers import map_picker  # noqa: F401
 from .safe import lit, plain  # noqa: F401
 from .session_view import (VIEW, current_page, forget_widgets_on_page_change, load_view, save_view,  # noqa: F401

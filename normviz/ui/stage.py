@@ -62,7 +62,7 @@ def keyboard(layer_key: str, layers: list, head_key: str | None, heads: list, le
     index = layers.index(current) if current in layers else 0
     try:
         components.component("normviz_stage_keys")(
-            key=KEYS_WIDGET, data={"layer": index, "layers": len(layers)},
+            key=KEYS_WIDGET, data={"layer": index, "layers": len(layers), "slider": layer_key},
             on_key_change=lambda: _on_key(layer_key, layers, head_key, heads, leave, on_step, focus_key))
     except Exception:  # no components v2 (older Streamlit): the page's own controls still work
         pass
@@ -90,9 +90,10 @@ def context_line(fig, model: str, text: str, font_size: int) -> None:
     from normviz.viz.labels import plotly_text
 
     line = plotly_text(context_text(model, text))  # an annotation added here: escaped here, once
-    size = max(10, font_size - 2)
+    size = max(12, font_size - 1)  # it may be the only name of a compared model: read from a seat too
+    # no colour of its own: the theme's text colour (dark on light, light on dark), a little subdued
     fig.add_annotation(text=line, xref="paper", yref="paper", x=0.0, y=1.0, xanchor="left", yanchor="bottom",
-                       yshift=font_size + 2 + 8 + 6, showarrow=False, font=dict(size=size, color="#7a8291"),
+                       yshift=font_size + 2 + 8 + 6, showarrow=False, font=dict(size=size), opacity=0.85,
                        name="context")
 
 
