@@ -15,12 +15,13 @@ import numpy as np
 import streamlit as st
 
 from .. import viz
-from ..errors import InputError
+from ..errors import InputError, ServerBusyError
 from ..viz.heatmap import causal_mask
 from ..viz.labels import plotly_text, unique_labels
 from ..viz.overview_figure import AGGREGATE_TEXT, overview_heatmap, positions_to_shown
 from . import data, long_maps
 from .charts import image_format
+from .fetch import admitted
 from .instant import instant_switch
 from .keys import known_keys, title
 from .safe import plain
@@ -168,9 +169,14 @@ def draw(session, lm, view, font_size: int, width: int | None, present: bool = F
     cols = _shown_range(keep, ss[COLS])
 
     cells = long_maps.overview_cells(width)
-    with st.spinner(f"Computing layer {view.layer} ({', '.join(title(k) for k in keys)})…"):
-        panels, refused = long_maps.long_panels(session, keys, view.layer, view.head, view.hide_special,
-                                                view.values, cells, lm.is_causal)
+    try:
+        with st.spinner(f"Computing layer {view.layer} ({', '.join(title(k) for k in keys)})…"), \
+                admitted(session, long_layer=True, what=f"a layer of this {n:,}-token text"):
+            panels, refused = long_maps.long_panels(session, keys, view.layer, view.head, view.hide_special,
+                                                    view.values, cells, lm.is_causal)
+    except ServerBusyError as exc:
+        st.error(plain(str(exc), None))
+        return
     for k, why in refused.items():
         st.error(plain(f"{title(k)}: {why}", None))
     if not panels:
