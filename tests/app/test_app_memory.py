@@ -77,3 +77,15 @@ def test_room_is_made_from_the_least_recently_used_other_text(fresh_budget):
     assert not errors(b) and b.get("plotly_chart")
     assert not [k for k in cache.keys() if first in k] and [k for k in cache.keys() if second in k]
     assert mem.evicted == 1
+
+
+def test_overview_computes_one_layer_at_a_time_never_the_whole_arrays(fresh_budget):
+    fresh_budget()
+    text = "Overview draws every layer and head of this sentence."
+    at = app("app_pages/1_Overview.py", query={"text": text})
+    at.run()
+    no_exception(at)
+    assert len(at.get("plotly_chart")) >= 3 and not errors(at)  # two grids, the zoom, the no-op scatter
+    cache = stores.session_cache()
+    (session,) = [cache.get(k)[0] for k in cache.keys() if text in k]
+    assert session.computed() == []  # today: attention, norm (and the norm family) as [L, H, n, n]
