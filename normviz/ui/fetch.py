@@ -43,10 +43,12 @@ def session_options(lm) -> dict:
 
 
 def heavy_worker():
-    """The server's worker process(es) for the costly maps (NORMVIZ_HEAVY_WORKERS; None: 0, all in-process)."""
+    """The server's worker process(es) for the costly maps (NORMVIZ_HEAVY_WORKERS; None: 0, all in-process);
+    in the public app (NORMVIZ_PUBLIC=1) long texts' layers are computed there too (:mod:`normviz.workers`)."""
     from normviz.workers import shared_worker
 
-    return shared_worker(settings().heavy_workers)
+    conf = settings()
+    return shared_worker(conf.heavy_workers, long_layers=conf.public)
 
 
 def _cut(texts: list[str], limit: int) -> tuple[list[str], str | None]:
@@ -127,12 +129,15 @@ def session_for(lm, text: str, pair: str = "", *, target: str | None = None):
     return session
 
 
-def admitted(session, array_bytes: int = 0, long_layer: bool = False, what: str = "this text"):
+def admitted(session, array_bytes: int = 0, long_layer: bool = False, what: str = "this text",
+             records_here: bool = True):
     """The server-wide memory budget's admission (:meth:`ServerMemory.admit`) for what ``session`` is about to
-    compute: its recording if not made yet, ``array_bytes`` of whole arrays, or one long layer."""
+    compute: its recording if not made yet (and made in this process: ``records_here``), ``array_bytes`` of
+    arrays, or one long layer's working set."""
     from .server_memory import need_bytes
 
-    need = need_bytes(session.lm, session.n_tokens, session.part.passes > 0, array_bytes, long_layer)
+    recorded = session.part.passes > 0 or not records_here
+    need = need_bytes(session.lm, session.n_tokens, recorded, array_bytes, long_layer)
     return server_memory().admit(need, session, what)
 
 

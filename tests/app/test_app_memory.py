@@ -89,3 +89,26 @@ def test_overview_computes_one_layer_at_a_time_never_the_whole_arrays(fresh_budg
     cache = stores.session_cache()
     (session,) = [cache.get(k)[0] for k in cache.keys() if text in k]
     assert session.computed() == []  # today: attention, norm (and the norm family) as [L, H, n, n]
+
+
+def test_public_explore_computes_a_long_texts_layer_in_the_worker(fresh_budget, monkeypatch):
+    from normviz import workers
+
+    fresh_budget()
+    monkeypatch.setenv("NORMVIZ_PUBLIC", "1")
+    monkeypatch.setenv("NORMVIZ_MAX_TOKENS", "400")
+    text = "The river rose in the night and the town woke to water in the streets. " * 20
+    try:
+        at = app(query={"text": text, "layer": "1"})
+        at.session_state["_normviz_width"] = 500
+        at.run()
+        no_exception(at)
+        overviews = [f for f in at.get("plotly_chart") if '"overview"' in f.proto.spec]
+        assert len(overviews) == 4 and not errors(at)
+        cache = stores.session_cache()
+        (session,) = [cache.get(k)[0] for k in cache.keys() if any(isinstance(x, str) and "river rose" in x for x in k)]
+        assert session.part.passes == 0  # recorded in the worker, not in the server
+        assert [r.family for r in session.worker.ran] == ["long_layer"]
+    finally:
+        if workers._SHARED is not None:
+            workers._SHARED.shutdown()
