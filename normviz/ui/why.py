@@ -93,14 +93,14 @@ def token_param(tokenizer, vocab_size: int, tid: int) -> str:
 
 def refusals(session, budget_s: float | None) -> dict:
     """{"sources": why refused | None, "routes": …} at the deployment's cost budget, before any work."""
-    from ..attribution import flow, propagate
+    from ..attribution import adjoint, flow
 
     opts = dict(session.options)
     if budget_s is not None:
         opts.setdefault("explain_budget_s", budget_s)
         opts.setdefault("routes_budget_s", budget_s)
     out = {}
-    for name, check in (("sources", lambda: propagate.check(session.request, opts)),
+    for name, check in (("sources", lambda: adjoint.check(session.request, opts)),
                         ("routes", lambda: flow.check(session.request, opts))):
         try:
             check()
