@@ -3,13 +3,15 @@
     predict(session, top, position)               candidates best first (.token, .id, .prob, .logit)
     explain(session, token, foil, position)       an :class:`Explanation`: direct parts through the final norm
                                                   (heads [L,H,n], attn_bias [L], ff [L], embedding, final_bias)
-                                                  and propagated parts (sources [n], bias), each summing to total
+                                                  and propagated parts (sources [n], bias, sources_by_layer
+                                                  [L+1, n]), each summing to total
     logit_lens(session, position)                 [L+1, V] log-probabilities (nostalgebraist 2020)
     layer_parts(ctx, rows)                        one layer's residual writes as d-vectors (for routes, pages)
     routes(session, position, threshold)          information-flow routes (Ferrando & Voita 2024) to a prediction
 
 Modules: :mod:`.readout` (final norm + LM head), :mod:`.predict`, :mod:`.lens`, :mod:`.direct`,
-:mod:`.propagate` (DecompX's propagation with the biases as one part and integrated gradients), :mod:`.result`,
+:mod:`.adjoint` (``sources`` by one backward pass through the frozen coefficients), :mod:`.propagate` (the same
+numbers by DecompX's forward propagation with the biases as one part: the tests' reference), :mod:`.result`,
 :mod:`.cli` (``normviz explain``). An encoder–decoder's decoder rows: :mod:`normviz.encdec.explain` (above this
 package: it adds the cross blocks and the encoder's parts). ``Session.predict/explain/logit_lens`` call these.
 """

@@ -8,7 +8,9 @@ records (its final hidden state is kept from the one pass). ``explain``:
   ``ff`` [L] is the FF block's output at r (x^{l+1}_r minus the cross residual).
 - ``sources`` over source tokens, then target tokens: the encoder's parts of e (propagated through the encoder
   with the same rules) enter every cross block through its values; every decoder token starts as its embedding
-  output; one bias part takes every bias of both stacks. Σ sources + bias = total.
+  output; one bias part takes every bias of both stacks. Σ sources + bias = total. Computed by one backward
+  pass (:func:`backward`: the decoder, each cross block's adjoint summed at e, then the encoder;
+  :mod:`normviz.attribution.adjoint`); :func:`output_parts`, the forward propagation, is the tests' reference.
 """
 from __future__ import annotations
 
