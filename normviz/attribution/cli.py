@@ -1,7 +1,8 @@
 """``python -m normviz explain --model M --text T [--token TOK] [--foil TOK] [--position P] --out FILE.npz|.json``.
 
 Writes the fields of :class:`normviz.attribution.Explanation` (``total``, ``heads`` [L,H,n], ``attn_bias`` [L],
-``ff`` [L], ``embedding``, ``final_bias``, ``sources`` [n], ``bias``; encoder–decoders also ``cross_heads``,
+``ff`` [L], ``embedding``, ``final_bias``, ``sources`` [n], ``bias``, ``sources_by_layer`` [L+1, n],
+``bias_by_layer`` [L+1]; encoder–decoders also ``cross_heads``,
 ``cross_bias``, ``source_tokens``), the token, foil and position explained, ``tokens``, and the top predictions
 (``top_ids``, ``top_tokens``, ``top_probs``, ``top_logits``). Every user mistake that can be seen without the
 model (names, text, position, output file, token options) is refused on one line with exit code 2 before the
@@ -116,6 +117,7 @@ def run(args) -> int:
     if not args.no_sources:
         try:
             data["sources"], data["bias"] = e.sources, e.bias
+            data["sources_by_layer"], data["bias_by_layer"] = e.sources_by_layer, e.bias_by_layer
         except (TooCostlyError, NotApplicableError) as exc:
             data["sources_refused"] = str(exc)
             print(f"note: sources refused: {exc}", file=sys.stderr)
