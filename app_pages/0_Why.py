@@ -12,6 +12,7 @@ from normviz.ui import st_parts as ui
 from normviz.ui import why as W
 from normviz.ui.memo import memoised
 from normviz.viz import why as vw
+from normviz.viz.depth import depth_heatmap
 
 ui.page_config("Why", "❓")
 NONE = "(none)"
@@ -159,6 +160,12 @@ def page() -> None:
                  "sources", "Every input token's part, carried exactly through every layer (+ all biases).")
             st.caption(ui.plain(f"Σ tokens + bias = {s.sum() + b:.4f}; the model's {what} = {e.total:.4f}: "
                                 "they are equal (the split is complete). Blue raises it, red lowers it.", None))
+
+    # ---- (2b) where the information sits at each depth (normviz.viz.depth)
+    if sources is not None:
+        show(depth_heatmap(e.sources_by_layer, tokens, what=what, font_size=fs), "depth",
+             "Each position's part as its residual state entering each layer carries it (exact: every row + the "
+             "biases above it = the total).")
 
     # ---- (3) heads
     cols = st.columns([3, 2], gap="medium") if e.has_direct else [st.container()]

@@ -1,12 +1,13 @@
 """``python -m normviz explain --model M --text T [--token TOK] [--foil TOK] [--position P] --out FILE.npz|.json``.
 
 Writes the fields of :class:`normviz.attribution.Explanation` (``total``, ``heads`` [L,H,n], ``attn_bias`` [L],
-``ff`` [L], ``embedding``, ``final_bias``, ``sources`` [n], ``bias``; encoder–decoders also ``cross_heads``,
+``ff`` [L], ``embedding``, ``final_bias``, ``sources`` [n], ``bias``, ``sources_by_layer`` [L+1, n],
+``bias_by_layer`` [L+1]; encoder–decoders also ``cross_heads``,
 ``cross_bias``, ``source_tokens``), the token, foil and position explained, ``tokens``, and the top predictions
 (``top_ids``, ``top_tokens``, ``top_probs``, ``top_logits``). Every user mistake that can be seen without the
 model (names, text, position, output file, token options) is refused on one line with exit code 2 before the
 model loads. ``sources`` runs under a default time budget (``SOURCES_BUDGET_S``, through the cost check of
-:func:`normviz.attribution.propagate.check`): over it they are refused with a note (``sources_refused`` in the
+:func:`normviz.attribution.adjoint.check`): over it they are refused with a note (``sources_refused`` in the
 output) before any work; ``--option explain_budget_s=SECONDS`` sets another.
 """
 from __future__ import annotations
@@ -97,7 +98,7 @@ def run(args) -> int:
     from ..models import load
     from ..session import Session
     from . import actual_next
-    from .propagate import BUDGET
+    from .adjoint import BUDGET
 
     out = check_arguments(args)
     options = _parse_options(args.option)
@@ -123,6 +124,7 @@ def run(args) -> int:
     if not args.no_sources:
         try:
             data["sources"], data["bias"] = e.sources, e.bias
+            data["sources_by_layer"], data["bias_by_layer"] = e.sources_by_layer, e.bias_by_layer
         except (TooCostlyError, NotApplicableError) as exc:
             data["sources_refused"] = str(exc)
             hint = (f" (--option {BUDGET.option}=SECONDS sets the budget; default {SOURCES_BUDGET_S:g})"

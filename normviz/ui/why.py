@@ -98,7 +98,7 @@ def refusals(session, budget_s: float | None, tau: float = 0.01) -> dict:
     """{"sources": why refused | None, "routes": … (at threshold τ), "sinks": …} at the deployment's cost budget,
     before any work."""
     from .. import sinks
-    from ..attribution import flow, propagate
+    from ..attribution import adjoint, flow
 
     opts = dict(session.options)
     if budget_s is not None:
@@ -106,7 +106,7 @@ def refusals(session, budget_s: float | None, tau: float = 0.01) -> dict:
         opts.setdefault("routes_budget_s", budget_s)
         opts.setdefault("sinks_budget_s", budget_s)
     out = {}
-    for name, check in (("sources", lambda: propagate.check(session.request, opts)),
+    for name, check in (("sources", lambda: adjoint.check(session.request, opts)),
                         ("routes", lambda: flow.check(session.request, opts, max(float(tau), 0.01))),
                         ("sinks", lambda: sinks.check(session.request, opts))):
         try:

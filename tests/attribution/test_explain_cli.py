@@ -80,6 +80,8 @@ def test_writes_npz_and_json(llama_lm_dir, tmp_path, capsys):
     assert np.allclose(d["heads"], e.heads, rtol=0, atol=1e-12)
     total = float(d["total"])
     assert abs(d["sources"].sum() + float(d["bias"]) - total) <= 2e-6 * abs(total)
+    assert d["sources_by_layer"].shape == (3, s.n_tokens) and np.array_equal(d["sources_by_layer"][0], d["sources"])
+    assert abs(d["sources_by_layer"][1].sum() + d["bias_by_layer"][1:].sum() - total) <= 2e-6 * abs(total)
     assert abs(float(d["embedding"]) + d["heads"].sum() + d["attn_bias"].sum() + d["ff"].sum()
                + float(d["final_bias"]) - total) <= 2e-6 * abs(total)
     assert int(d["top_ids"][0]) == s.predict(1, position=3)[0].id and len(d["top_ids"]) == 10
