@@ -69,23 +69,28 @@ def layer_index(lm) -> dict[int, int]:
     return {id(m): index for index, layer in enumerate(lm.layers) for m in layer.modules()}
 
 
-def _inputs(lm, encoded, batch: int) -> dict:
-    ids = torch.tensor([encoded.ids], dtype=torch.long).expand(batch, -1).to(lm.device)
+def model_inputs(lm, encoded, batch: int, ids: torch.Tensor | None = None) -> dict:
+    """The forward's keyword arguments for ``batch`` copies of ``encoded`` (``ids`` [batch, n]: other token ids
+    of the same length, e.g. with tokens replaced), no padding, no KV cache."""
+    if ids is None:
+        ids = torch.tensor([encoded.ids], dtype=torch.long).expand(batch, -1)
+    ids = ids.to(lm.device)
     kwargs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     if encoded.token_type_ids is not None:
         from ..record import segment_ids
         types = segment_ids(lm, torch.tensor([encoded.token_type_ids], dtype=torch.long))
         if types is not None:
-            kwargs["token_type_ids"] = types.expand(batch, -1).to(lm.device)
+            kwargs["token_type_ids"] = types.expand(ids.shape[0], -1).to(lm.device)
     if getattr(lm.config, "use_cache", False):
         kwargs["use_cache"] = False
     return kwargs
 
 
 @torch.no_grad()
-def final_states(lm, encoded, i: int, edits: Edits | None, batch: int) -> torch.Tensor:
-    """[batch, d]: the model's final hidden state at position ``i`` for ``batch`` copies of ``encoded``, copy b
-    changed by ``edits`` (None: unchanged)."""
+def final_states(lm, encoded, i: int, edits: Edits | None, batch: int, ids: torch.Tensor | None = None
+                 ) -> torch.Tensor:
+    """[batch, d]: the model's final hidden state at position ``i`` for ``batch`` copies of ``encoded`` (or of
+    ``ids`` [batch, n]), copy b changed by ``edits`` (None: unchanged)."""
     if not attention_interface.add(_choose):  # pragma: no cover - transformers < 5
         raise RuntimeError("this transformers has no attention-function interface (needs transformers >= 5)")
     if edits is not None and not edits.layer_of:
@@ -93,7 +98,7 @@ def final_states(lm, encoded, i: int, edits: Edits | None, batch: int) -> torch.
     previous = getattr(_STATE, "edits", None)
     _STATE.edits = edits
     try:
-        out = lm.model(**_inputs(lm, encoded, batch))
+        out = lm.model(**model_inputs(lm, encoded, batch, ids))
     finally:
         _STATE.edits = previous
     return out.last_hidden_state[:, i]

@@ -61,8 +61,11 @@ def check(request: Request, kind: str, options: dict) -> None:
     (_knockout_family if kind == "knockout" else _head_family).check(request, kind, options)
 
 
-class _Target:
-    def __init__(self, session, token, foil, position):
+class InterventionTarget:
+    """The prediction an intervention is scored on (token, foil, position resolved by one unchanged pass) and
+    ``deltas`` of batched passes: total − score (measure "state": ‖h_i − h̃_i‖)."""
+
+    def __init__(self, session, token=None, foil=None, position: int = -1):
         lm = session.lm
         if getattr(session, "is_encoder_decoder", False):
             raise NormvizError("interventions run on self-attention models; for an encoder–decoder use Explain.")
@@ -93,7 +96,13 @@ class _Target:
         self.passes = 1
 
     def deltas(self, edits: intervene.Edits, batch: int) -> np.ndarray:
-        states = intervene.final_states(self.lm, self.encoded, self.i, edits, batch)
+        return self._deltas(intervene.final_states(self.lm, self.encoded, self.i, edits, batch))
+
+    def deltas_of_ids(self, ids: torch.Tensor) -> np.ndarray:
+        """Deltas of other token ids of the same length [B, n] (tokens replaced), no other change."""
+        return self._deltas(intervene.final_states(self.lm, self.encoded, self.i, None, ids.shape[0], ids))
+
+    def _deltas(self, states: torch.Tensor) -> np.ndarray:
         self.passes += 1
         if self.readout is None:
             return (states.to(torch.float64) - self.base).norm(dim=-1).cpu().numpy()
@@ -116,10 +125,12 @@ def knockout_mask(n: int, sources: range, dtype=torch.float64) -> torch.Tensor:
     return mask
 
 
-def knockout(session, token=None, foil=None, position: int = -1) -> Intervention:
-    """Attention knockout of each source token in every layer and head (module docstring)."""
+def knockout(session, token=None, foil=None, position: int = -1, target: InterventionTarget | None = None
+             ) -> Intervention:
+    """Attention knockout of each source token in every layer and head (module docstring); ``target``: one
+    resolved already (then token, foil, position are its own)."""
     check(session.request, "knockout", dict(session.options))
-    t = _Target(session, token, foil, position)
+    t = target or InterventionTarget(session, token, foil, position)
     n, L = len(t.encoded.ids), t.lm.n_layers
     delta = np.empty(n)
     for start, stop in intervene.chunks(n, n, t.batch_tokens):
@@ -128,11 +139,12 @@ def knockout(session, token=None, foil=None, position: int = -1) -> Intervention
     return t.result("knockout", delta, session.tokens)
 
 
-def ablate_heads(session, token=None, foil=None, position: int = -1, means=None) -> Intervention:
+def ablate_heads(session, token=None, foil=None, position: int = -1, means=None,
+                 target: InterventionTarget | None = None) -> Intervention:
     """Zero ablation (``means`` None) or mean ablation (``means`` [L, H, d_head], :func:`head_means`) of each
     head's output before W^O at every position (module docstring)."""
     check(session.request, "head_ablation", dict(session.options))
-    t = _Target(session, token, foil, position)
+    t = target or InterventionTarget(session, token, foil, position)
     lm, n = t.lm, len(t.encoded.ids)
     L, H = lm.n_layers, lm.n_heads
     means = None if means is None else torch.as_tensor(np.asarray(means))
