@@ -29,8 +29,12 @@ class GradientAttribution:
     baseline: str  # what the baseline is ("none" for input × gradient)
 
 
-def baseline_token(tokenizer) -> tuple[int, str]:
-    """(id, text) of the baseline token: the tokenizer's pad token, else unk, else eos."""
+def baseline_token(tokenizer, baseline_id: int | None = None) -> tuple[int, str]:
+    """(id, text) of the baseline token: ``baseline_id`` when given, else the tokenizer's pad token, else unk,
+    else eos."""
+    if baseline_id is not None:
+        text = tokenizer.decode([int(baseline_id)]) if tokenizer is not None else f"id {int(baseline_id)}"
+        return int(baseline_id), text
     for name in ("pad_token", "unk_token", "eos_token"):
         tid = getattr(tokenizer, f"{name}_id", None) if tokenizer is not None else None
         if tid is not None:

@@ -87,9 +87,11 @@ def _row(array: np.ndarray, per_head: bool, i: int) -> np.ndarray:
 
 
 def explain_text(session, keys=None, token=None, foil=None, position: int | None = None, *, heads: bool = True,
-                 gradients: bool = True, ig_steps: int = 32, erase: bool = True, seed: int = 0) -> Text:
+                 gradients: bool = True, ig_steps: int = 32, erase: bool = True, seed: int = 0,
+                 baseline_id: int | None = None) -> Text:
     """The ground truth and every attribution of one prediction of ``session`` (module docstring); position
-    None: :func:`target_position`. Keys refused (cost, architecture) are listed in ``Text.refused``."""
+    None: :func:`target_position`. ``baseline_id``: the token of the integrated-gradients and erasure baselines
+    (None: :func:`normviz.attribution.gradients.baseline_token`'s pad / unk / eos). Keys refused (cost, architecture) are listed in ``Text.refused``."""
     lm, seconds, refused = session.lm, {}, {}
     i = target_position(session) if position is None else position
     clock = time.perf_counter()
@@ -131,7 +133,7 @@ def explain_text(session, keys=None, token=None, foil=None, position: int | None
         clock = time.perf_counter()
         fn = grad.ScoreFunction(lm, t.readout, t.encoded, i, t.token, t.foil)
         for g in (grad.input_x_gradient(fn, t.batch_tokens),
-                  grad.integrated_gradients(fn, *grad.baseline_token(lm.tokenizer), ig_steps, t.batch_tokens)):
+                  grad.integrated_gradients(fn, *grad.baseline_token(lm.tokenizer, baseline_id), ig_steps, t.batch_tokens)):
             attributions[g.name], gaps[g.name], baselines[g.name] = g.values, g.gap, g.baseline
         seconds["gradients"] = time.perf_counter() - clock
     rng = np.random.default_rng(seed)
@@ -151,7 +153,7 @@ def explain_text(session, keys=None, token=None, foil=None, position: int | None
         out.kendall_heads[RANDOM] = kendall(rng.random(ha.delta.shape), ha.delta)
     if erase:
         clock = time.perf_counter()
-        bid, btext = grad.baseline_token(lm.tokenizer)
+        bid, btext = grad.baseline_token(lm.tokenizer, baseline_id)
         baselines["erasure"] = f"{btext!r} (id {bid}) in place of each removed token"
         out.aopc = erasure.aopc(t, {**attributions, "knockout": ko.delta}, bid)  # knockout: its own ranking
         seconds["erasure"] = time.perf_counter() - clock

@@ -101,7 +101,9 @@ def run(args) -> int:
 
         def progress(fraction, message):
             print(f"\r{message}", end="", file=sys.stderr, flush=True)
-        result = faithfulness(lm, lines, progress=progress, **settings)
+        def checkpoint(partial):  # the files so far, rewritten every 20 texts
+            write(partial, out, args, time.perf_counter() - start, len(lines))
+        result = faithfulness(lm, lines, progress=progress, checkpoint=checkpoint, **settings)
         print(file=sys.stderr)
     wall = time.perf_counter() - start
     write(result, out, args, wall, len(lines))

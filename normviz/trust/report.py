@@ -108,11 +108,12 @@ class Faithfulness:
 
 def faithfulness(lm, texts, keys=None, token=None, foil=None, *, max_tokens: int | None = None,
                  heads: bool | int = True, gradients: bool = True, ig_steps: int = 32, erase: bool = True,
-                 options: dict | None = None, progress=None) -> Faithfulness:
+                 options: dict | None = None, progress=None, checkpoint=None, every: int = 20) -> Faithfulness:
     """Score every attribution of each text's prediction against the interventions (module docstring).
     ``max_tokens`` truncates each text (its prediction is then at the cut); ``heads``: head ablation for every
     text (True), none (False) or the first N texts (an int: it costs L·H passes a text); a text refused (too costly, too
-    short) is listed in ``.skipped`` with why, never silently dropped."""
+    short) is listed in ``.skipped`` with why, never silently dropped. ``checkpoint(partial)`` is called with the
+    texts done so far every ``every`` texts (a long run's results survive its interruption)."""
     import warnings
 
     from ..errors import TruncationWarning
@@ -133,6 +134,12 @@ def faithfulness(lm, texts, keys=None, token=None, foil=None, *, max_tokens: int
             skipped.append((index, str(exc)))
         if progress is not None:
             progress((index + 1) / len(texts), f"text {index + 1}/{len(texts)}")
-    return Faithfulness(model=lm.name, texts=out, skipped=skipped, seconds=time.perf_counter() - start,
-                        settings={"max_tokens": max_tokens, "heads": heads, "gradients": gradients,
-                                  "ig_steps": ig_steps, "erase": erase, "token": token, "foil": foil})
+        if checkpoint is not None and (index + 1) % every == 0 and index + 1 < len(texts):
+            checkpoint(_result(lm, out, skipped, start, locals()))
+    return _result(lm, out, skipped, start, locals())
+
+
+def _result(lm, out, skipped, start, args) -> Faithfulness:
+    return Faithfulness(model=lm.name, texts=list(out), skipped=list(skipped), seconds=time.perf_counter() - start,
+                        settings={k: args[k] for k in ("max_tokens", "heads", "gradients", "ig_steps", "erase",
+                                                       "token", "foil")})
