@@ -122,8 +122,12 @@ def test_faithfulness_over_texts_per_text_and_summary(head_model, monkeypatch):
     assert texts[0].position == 0 and list(texts[0].scored) == [1, 2, 3, 4, 5]
 
 
-def test_faithfulness_lists_texts_it_cannot_score(head_model):
-    lm = tiny.build_with_head("gpt2")
-    # a tokenizer-less tiny model: Session(lm, text) cannot tokenise; the line is skipped with why, not dropped
-    f = faithfulness(lm, ["a b c"], ["attention"], gradients=False, heads=False, erase=False)
-    assert len(f.texts) + len(f.skipped) == 1
+def test_faithfulness_lists_texts_it_cannot_score(minilm):
+    """An empty line and a 2-token line are skipped with why (never silently dropped); minilm has no LM head, so
+    its ground truth is how far [CLS]'s final state moves (measure "state")."""
+    f = faithfulness(minilm, ["", "The cat sat on the mat."], ["attention", "norm"], heads=False, gradients=False,
+                     erase=False, max_tokens=8)
+    assert [k for k, _ in f.skipped] == [0] and "empty" in f.skipped[0][1]
+    assert len(f.texts) == 1 and f.texts[0].measure == "state" and f.texts[0].position == 0
+    assert np.all(f.texts[0].knockout.delta >= 0)
+    assert f.settings["max_tokens"] == 8 and len(f.texts[0].tokens) == 8
