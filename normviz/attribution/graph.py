@@ -364,8 +364,8 @@ def graph(session, token=None, foil=None, position: int = -1, node_threshold: fl
     t1 = time.perf_counter()
     L, H = len(views), views[0].p.n_heads
     n = views[0].rec.x.shape[0]
-    tokens = list(session.tokens)
-    names = [f"{tok!r} [{k}]" for k, tok in enumerate(tokens)]
+    tokens = [token_text(lm.tokenizer, int(v)) for v in session.encoded.ids]  # decoded, as Neuronpedia shows them
+    names = [f"{label} [{k}]" for k, label in enumerate(session.encoded.labels)]
     kinds, layers, heads = ["embedding"] * n, [-1] * n, [-1] * n
     for l in range(L):
         names += [f"L{l}.H{h}" for h in range(H)] + [f"L{l}.FF"]

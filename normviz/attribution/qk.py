@@ -51,7 +51,7 @@ class Attend:
     model_score     the same score from the model's own q and k (its own norm's rounding)
     components      names of the components, the constant ∅ ("constant": β, b_Q / b_K through R) last
     by_component    [C, C]: rows = what wrote the query's state x_i, columns = what wrote the key's state x_j
-    tokens          the input tokens
+    tokens          the input tokens' readable labels
     by_token_full   [n+1, n+1]: rows = source tokens of x_i, columns = of x_j; the last row/column the biases
                     (propagated bias part, β, b_Q / b_K); None unless asked for
     """
@@ -73,6 +73,20 @@ class Attend:
         """[n, n]: query-side source token × key-side source token (biases in :attr:`by_token_full`)."""
         return None if self.by_token_full is None else self.by_token_full[:-1, :-1]
 
+    def grouped(self) -> tuple[list[str], np.ndarray]:
+        """(labels, [G, G]): :attr:`by_component` summed into readable groups, the embedding, each earlier
+        layer's attention (its heads and b^O) and its FF block, and the constant; sums to :attr:`total`."""
+        labels, index = [], []
+        for name in self.components:
+            group = name if name in ("embedding", "constant") else (
+                name.split(".")[0] + (" FF" if name.endswith(".FF") else " attention"))
+            if group not in labels:
+                labels.append(group)
+            index.append(labels.index(group))
+        m = np.zeros((len(labels), len(labels)))
+        np.add.at(m, (np.array(index)[:, None], np.array(index)[None, :]), self.by_component)
+        return labels, m
+
     def top_pairs(self, k: int = 10, by: str = "component") -> list[tuple[str, str, float]]:
         """The k largest |parts| as (query side, key side, value), largest first."""
         if by == "component":
@@ -80,7 +94,7 @@ class Attend:
         else:
             if self.by_token_full is None:
                 raise NormvizError("this Attend was built without by_token: call attend(..., by_token=True).")
-            names = [f"{t!r} [{i}]" for i, t in enumerate(self.tokens)] + ["biases"]
+            names = [f"{t} [{i}]" for i, t in enumerate(self.tokens)] + ["biases"]
             m, rows, cols = self.by_token_full, names, names
         order = np.argsort(-np.abs(m), axis=None)[:k]
         return [(rows[a], cols[b], float(m[a, b])) for a, b in zip(*np.unravel_index(order, m.shape))]
@@ -241,7 +255,7 @@ def attend(session, layer: int, head: int, query: int = -1, key: int = 0, by_tok
         model_score = c * float(real.query[0, head, i].to(torch.float64) @ real.key[0, kv, j].to(torch.float64))
     return Attend(layer=layer, head=head, query=i, key=j, total=float(by_comp.sum()), model_score=model_score,
                   scaling=c, components=names + ["constant"], by_component=by_comp.cpu().numpy(),
-                  tokens=list(session.tokens), by_token_full=full)
+                  tokens=list(session.encoded.labels), by_token_full=full)
 
 
 __all__ = ["Attend", "attend", "components", "token_parts"]
