@@ -272,6 +272,12 @@ class Session:
         from .attribution.knockout import ablate_heads
         return ablate_heads(self, token, foil, position, means)
 
+    def attend(self, layer: int, head: int, query: int = -1, key: int = 0, by_token: bool = False):
+        """Head ``head`` of ``layer``: its score of ``query`` → ``key`` split exactly over what wrote both
+        residual states (:func:`normviz.attribution.qk.attend`)."""
+        from .attribution.qk import attend
+        return attend(self, layer, head, query, key, by_token)
+
     # ---- maps
     def get(self, keys: Iterable[str] | str | None = None, *, strict: bool = True,
             progress: Progress | None = None) -> Analysis:

@@ -46,6 +46,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help=f"options, e.g. --option explain_budget_s=60 (sources' time budget in seconds; default "
                         f"{SOURCES_BUDGET_S:g})")
+    p.add_argument("--graph", default=None, metavar="FILE",
+                   help="also write the attribution graph (heads and FF blocks as nodes, exact edges): .json in "
+                        "Neuronpedia's graph format, .plain.json, or .npz (pre-LN decoders)")
+    p.add_argument("--node-threshold", type=float, default=0.8, help="graph pruning: cumulative node influence kept")
+    p.add_argument("--edge-threshold", type=float, default=0.98, help="graph pruning: cumulative edge influence kept")
 
 
 def _output(out: str) -> Path:
@@ -88,6 +93,14 @@ def check_arguments(args) -> Path:
     if args.top < 1:
         raise NormvizError(f"--top {args.top}: give 1 or more.")
     _parse_options(args.option)
+    if args.graph is not None:
+        if not str(args.graph).lower().endswith((".json", ".npz")):
+            raise NormvizError(f"--graph {args.graph!r}: name a .json (Neuronpedia), .plain.json or .npz file.")
+        for name, t in (("--node-threshold", args.node_threshold), ("--edge-threshold", args.edge_threshold)):
+            if not 0.0 <= t <= 1.0:
+                raise NormvizError(f"{name} {t}: give a fraction in [0, 1].")
+        from ..inputs import output_file
+        output_file(args.graph, suffix=Path(args.graph).suffix.lower())
     return _output(args.out)
 
 
@@ -135,6 +148,17 @@ def run(args) -> int:
     _write(out, data)
     vs = f" vs {e.foil_text!r}" if e.foil is not None else ""
     print(f"wrote {out}: {e.token_text!r}{vs} at position {e.position}, total {e.total:.4f}", file=sys.stderr)
+    if args.graph is not None:
+        from .graph import graph
+        g = graph(s, token=e.token, foil=e.foil, position=e.position, node_threshold=args.node_threshold,
+                  edge_threshold=args.edge_threshold)
+        try:
+            g.save(args.graph, slug=Path(args.graph).stem.replace(".plain", ""))
+        except OSError as exc:
+            raise NormvizError(f"Could not write {args.graph!r}: {exc.strerror or exc}.") from None
+        print(f"wrote {args.graph}: {int(g.node_mask.sum())} of {g.n_nodes} nodes, {int(g.edge_mask.sum())} edges "
+              f"(thresholds {args.node_threshold} / {args.edge_threshold}), {sum(g.seconds.values()):.1f} s",
+              file=sys.stderr)
     return 0
 
 
