@@ -16,7 +16,7 @@ from .inputs import parse_options
 from .errors import NormvizError, TruncationWarning
 
 # modules that register subcommands when imported (absent ones are skipped): a new one is added here
-PLUGINS = ("normviz.corpus.cli", "normviz.align.cli", "normviz.attribution.cli")
+PLUGINS = ("normviz.corpus.cli", "normviz.align.cli", "normviz.attribution.cli", "normviz.trust.cli")
 
 
 def _add_export(p: argparse.ArgumentParser) -> None:
