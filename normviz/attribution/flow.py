@@ -47,13 +47,11 @@ import numpy as np
 import torch
 
 from ..errors import DeadlineError, InputError, NormvizError, NotApplicableError, TooCostlyError
-from ..methods.base import Budget, Request
+from ..methods.base import DEADLINE_FACTOR, DEFAULT_DEADLINE_S, Budget, Request
 from .direct import layer_parts
 from .predict import position_index
 
 MEASURES = ("proximity", "norm_share")
-DEADLINE_FACTOR = 4.0  # × routes_budget_s: the estimates are rough (the heavy worker's factor, workers.py)
-DEFAULT_DEADLINE_S = 600.0  # no budget set: still never unbounded
 BUDGET = Budget("routes")  # option routes_budget_s
 CHUNK_BYTES = 64 * 2**20
 
