@@ -7,6 +7,7 @@ import pandas as pd
 
 DEFAULT_KEYS = ("attention", "norm", "attn_res_ln", "ff_res", "rollout_attention", "rollout_attn_res_ln",
                 "rollout_ff_res", "alti", "rollout_alti")
+TAB = "Which map to trust"
 COLUMNS = ("attribution", "spearman", "kendall", "comprehensiveness", "sufficiency", "spearman_heads", "gap")
 
 MEANING = """
