@@ -259,6 +259,25 @@ class Session:
         from .attribution import logit_lens
         return logit_lens(self, position)
 
+    # ---- ground truth by intervention (normviz.attribution.knockout: the model's own pass, batched)
+    def knockout(self, token=None, foil=None, position: int = -1):
+        """Attention knockout: ``.delta`` [n], the logit (difference) lost when every attention edge out of
+        token j into other positions is blocked in every layer and head."""
+        from .attribution.knockout import knockout
+        return knockout(self, token, foil, position)
+
+    def ablate_heads(self, token=None, foil=None, position: int = -1, means=None):
+        """Head ablation: ``.delta`` [L, H], the logit (difference) lost when head (l, h)'s output before W^O is
+        zeroed at every position (``means`` [L, H, d_head]: replaced by its corpus mean instead)."""
+        from .attribution.knockout import ablate_heads
+        return ablate_heads(self, token, foil, position, means)
+
+    def attend(self, layer: int, head: int, query: int = -1, key: int = 0, by_token: bool = False):
+        """Head ``head`` of ``layer``: its score of ``query`` → ``key`` split exactly over what wrote both
+        residual states (:func:`normviz.attribution.qk.attend`)."""
+        from .attribution.qk import attend
+        return attend(self, layer, head, query, key, by_token)
+
     # ---- maps
     def get(self, keys: Iterable[str] | str | None = None, *, strict: bool = True,
             progress: Progress | None = None) -> Analysis:

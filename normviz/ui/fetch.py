@@ -31,11 +31,12 @@ def session_options(lm) -> dict:
     """Options every session of this deployment gets: the cost budget of every family that has one (its
     ``KeyInfo.budget_option``, checked before anything runs): NORMVIZ_FF_BUDGET seconds for the feed-forward
     maps, NORMVIZ_COST_BUDGET for the others (value zeroing, ALTI, effective attention, GlobEnc, DecompX, and
-    any family registered later); default 60 each; the memory budget of whole map arrays
+    any family registered later, and the Why page's routes); default 60 each; the memory budget of whole map arrays
     (NORMVIZ_MEMORY_BUDGET_MB, default 2048); and no recording pass stopped early (``stop_early``)."""
     conf = settings()
     options = {name: conf.cost_budget_s for name in methods.budget_options()}
     options[methods.budget_option("ff")] = conf.ff_budget_s
+    options["routes_budget_s"] = conf.cost_budget_s  # the Why page's routes: refused over it, stopped at 4× it
     options["memory_budget_mb"] = conf.memory_budget_mb
     # a shared session is asked for predictions and other maps later: one full pass, never a second one
     options["stop_early"] = False
