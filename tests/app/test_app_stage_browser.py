@@ -150,8 +150,9 @@ for (const c of document.querySelectorAll('[class*="st-key-panel_"]')) {
             bar: [b.left, b.top, b.right, b.bottom]});
 }
 return out;"""
-VIEW_SELECTED = ("return document.querySelectorAll('.st-key-w_draw [data-testid=\"stBaseButton-segmented_controlActive\"]')"
-                 ".length;")
+VIEW_SELECTED = """const b = Array.from(document.querySelectorAll('.st-key-w_draw button'));
+const look = e => { const s = getComputedStyle(e); return s.borderColor + s.color + s.backgroundColor; };
+return b.length === 2 && look(b[0]) !== look(b[1]) ? 1 : 0;"""  # the chosen segment is drawn unlike the other
 
 
 def test_escape_from_stage_leaves_explore_whole(stage):
@@ -196,3 +197,26 @@ def test_stage_arrow_keys_change_the_layer_as_fast_as_the_slider(stage):
                             prepare=lambda: focus_slider(driver, 0))[0])
     print(json.dumps({"stage_key_shown_s": keys, "slider_shown_s": slider, "load": os.getloadavg()}))
     assert sorted(keys)[1] <= 2 * sorted(slider)[1] + 0.15, (keys, slider)
+
+
+def test_the_exported_html_keeps_every_y_axis_label_inside_its_panel(tmp_path):
+    """Download HTML: long tokens' y-axis labels were cut at the panel's left edge (no Streamlit theme there)."""
+    import numpy as np
+
+    import normviz
+    from normviz.ui.downloads import view_html
+    from normviz.ui.state import ViewState
+
+    require_browser()
+    words = ["[CLS]", "internationalisation", "of", "extraordinarily", "long", "tokenisation", "[SEP]"]
+    figs = [normviz.viz.heatmap(np.full((7, 7), 1 / 7), words, title="one", font_size=12, width=420)]
+    page = tmp_path / "view.html"
+    page.write_bytes(view_html(figs, ["x"], "minilm", ViewState(text=" ".join(words)))())
+    with chromium(1280, 800) as driver:
+        driver.get(page.as_uri())
+        wait_until(driver, "return document.querySelectorAll('.ytick text').length >= 7;", idle=False)
+        boxes = driver.execute_script("""
+            const panel = document.querySelector('.nv-panel').getBoundingClientRect();
+            return Array.from(document.querySelectorAll('.ytick text, .g-ytitle text')).map(t => {
+              const r = t.getBoundingClientRect(); return [t.textContent, r.left - panel.left]; });""")
+    assert boxes and all(left >= 0 for _, left in boxes), boxes
