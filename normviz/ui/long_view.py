@@ -15,7 +15,7 @@ import numpy as np
 import streamlit as st
 
 from .. import viz
-from ..errors import InputError
+from ..errors import InputError, NormvizError
 from ..viz.heatmap import causal_mask
 from ..viz.labels import plotly_text, unique_labels
 from ..viz.contrast import NAMES as SCALE_NAMES
@@ -23,7 +23,9 @@ from ..viz.contrast import SCALES
 from ..viz.overview_figure import AGGREGATE_TEXT, overview_heatmap, positions_to_shown
 from . import data, long_maps
 from .charts import image_format
+from .fetch import admitted
 from .instant import instant_switch
+from .interrupts import deferred_interrupts
 from .keys import known_keys, title
 from .safe import plain
 
@@ -178,9 +180,24 @@ def draw(session, lm, view, font_size: int, width: int | None, present: bool = F
     cols = _shown_range(keep, ss[COLS])
 
     cells = long_maps.overview_cells(width)
-    with st.spinner(f"Computing layer {view.layer} ({', '.join(title(k) for k in keys)})…"):
-        panels, refused = long_maps.long_panels(session, keys, view.layer, view.head, view.hide_special,
-                                                view.values, cells, lm.is_causal)
+    # the layer's maps: in the worker process where there is one (the records live there; the server keeps
+    # the maps of the last layers), else here; within the server's memory budget either way
+    remote = long_maps.remote(session)
+    here = len(keys) * n * n * session.itemsize
+    bar = st.empty()
+    try:
+        with st.spinner(f"Computing layer {view.layer} ({', '.join(title(k) for k in keys)})…"), \
+                admitted(session, array_bytes=here if remote else 0, long_layer=not remote, records_here=not remote,
+                         what=f"a layer of this {n:,}-token text"), deferred_interrupts() as deferred:
+            panels, refused = long_maps.long_panels(
+                session, keys, view.layer, view.head, view.hide_special, view.values, cells, lm.is_causal,
+                progress=deferred.wrap(lambda f, m: bar.progress(min(1.0, max(0.0, f)), text=plain(
+                    f"Layer {view.layer}: {m}", None))))
+    except NormvizError as exc:  # the memory budget; the worker stopped or past its deadline
+        bar.empty()
+        st.error(plain(str(exc), None))
+        return
+    bar.empty()
     for k, why in refused.items():
         st.error(plain(f"{title(k)}: {why}", None))
     if not panels:

@@ -39,10 +39,11 @@ def page_config(title: str, icon: str, view_key: str = VIEW) -> None:
                        initial_sidebar_state="collapsed" if presenting(view_key) else "auto")
 
 
-def start_page() -> tuple[ViewState, int]:
+def start_page(seq2seq: bool = False) -> tuple[ViewState, int]:
     """What every self-attention page does first: the shared view (URL / session), the sidebar, the style of
-    its mode; returns the view and the font size of its figures."""
-    view = sidebar(load_view())
+    its mode; returns the view and the font size of its figures. ``seq2seq``: the page also explains
+    encoder–decoders (the sidebar offers the allowlist's)."""
+    view = sidebar(load_view(), seq2seq)
     keep_widgets_across_stage(view.present)
     follow_theme(view)
     apply_style(view.present)

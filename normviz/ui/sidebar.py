@@ -18,13 +18,14 @@ def self_attention_models(allow) -> list[str]:
     return [m for m in allow if m.strip().lower() not in EMBEDDED_SEQ2SEQ] or list(allow)
 
 
-def sidebar(view: ViewState) -> ViewState:
-    """Model picker, stage mode and the token cap line. Returns the view with ``model`` and ``present``."""
+def sidebar(view: ViewState, seq2seq: bool = False) -> ViewState:
+    """Model picker, stage mode and the token cap line. Returns the view with ``model`` and ``present``.
+    ``seq2seq``: the page explains encoder–decoders too (Why), so the allowlist's are offered."""
     allow = model_allowlist()
     with st.sidebar:
         st.header("Model")
         if allow is not None:
-            choices = self_attention_models(allow)
+            choices = list(allow) if seq2seq else self_attention_models(allow)
             current = view.model if view.model in choices else None
             if current is None and view.model:
                 msg = check_model_allowed(view.model, allow)

@@ -259,11 +259,14 @@ def test_session_options_carry_the_budgets(monkeypatch):
     costly = wanted - {ff}
     assert ff == "feedforward_budget_s" and {"zeroing_budget_s", "interactions_budget_s", "decompx_budget_s"} <= costly
     mem = "memory_budget_mb"
-    assert st_parts.session_options(None) == {ff: 60.0, **{k: 60.0 for k in costly}, mem: 2048.0, "stop_early": False}
+    routes = "routes_budget_s"  # the Why page's routes (issue 29: refused over it, stopped at 4× it)
+    assert st_parts.session_options(None) == {ff: 60.0, **{k: 60.0 for k in costly}, routes: 60.0, mem: 2048.0,
+                                              "stop_early": False}
     monkeypatch.setenv("NORMVIZ_FF_BUDGET", "5")
     monkeypatch.setenv("NORMVIZ_COST_BUDGET", "7")
     monkeypatch.setenv("NORMVIZ_MEMORY_BUDGET_MB", "512")
-    assert st_parts.session_options(None) == {ff: 5.0, **{k: 7.0 for k in costly}, mem: 512.0, "stop_early": False}
+    assert st_parts.session_options(None) == {ff: 5.0, **{k: 7.0 for k in costly}, routes: 7.0, mem: 512.0,
+                                              "stop_early": False}
     monkeypatch.setenv("NORMVIZ_FF_BUDGET", "lots")  # an invalid value falls back to the default
     assert st_parts.session_options(None)[ff] == 60.0
 
