@@ -62,7 +62,7 @@ def keyboard(layer_key: str, layers: list, head_key: str | None, heads: list, le
     index = layers.index(current) if current in layers else 0
     try:
         components.component("normviz_stage_keys")(
-            key=KEYS_WIDGET, data={"layer": index, "layers": len(layers), "slider": layer_key},
+            key=KEYS_WIDGET, data={"layer": index, "layers": len(layers)},
             on_key_change=lambda: _on_key(layer_key, layers, head_key, heads, leave, on_step, focus_key))
     except Exception:  # no components v2 (older Streamlit): the page's own controls still work
         pass

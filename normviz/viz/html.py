@@ -117,6 +117,16 @@ h1 { font-size: 22px; margin: 0 0 4px 0; } p.nv-desc { margin: 0 0 12px 0; color
 """
 
 
+def _labels_inside(fig: go.Figure) -> go.Figure:
+    """A copy of ``fig`` whose axes widen their margins to hold their tick labels and titles (``automargin``):
+    in the app Streamlit's chart theme does that; a bare plotly page keeps the figure's margins, which the
+    builders size from a label-width estimate, and cut the y-axis labels of long tokens."""
+    out = go.Figure(fig)
+    out.update_xaxes(automargin=True)
+    out.update_yaxes(automargin=True)
+    return out
+
+
 def standalone_html(figures: list[go.Figure], title: str = "normviz", *, description: str = "",
                     captions: list[str] | None = None, config: dict | None = None) -> str:
     """One self-contained HTML page of ``figures`` (plotly.js embedded, so it opens offline; every panel keeps
@@ -125,6 +135,7 @@ def standalone_html(figures: list[go.Figure], title: str = "normviz", *, descrip
     captions = list(captions or [])
     panels, numbers = [], []
     for k, fig in enumerate(figures):
+        fig = _labels_inside(fig)
         div = fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"nv-panel-{k}", config=config,
                           auto_play=False)
         cap = f'<p class="nv-caption">{_html.escape(captions[k])}</p>' if k < len(captions) and captions[k] else ""
