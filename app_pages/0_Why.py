@@ -218,18 +218,15 @@ def page() -> None:
             except normviz.errors.NormvizError as exc:
                 ui.say("info", "Why it attends there: " + str(exc))
             else:
-                labels, m = att.grouped()
-                q1, q2 = st.columns([3, 2], gap="medium")
-                with q1:
-                    show(va.score_split(labels, m, font_size=fs,
-                                        title=f"Why layer {int(hl)} head {int(hh)} attends from "
-                                              f"{vw.shown(tokens[pos])} to {vw.shown(tokens[int(key)])}"),
-                         "attend_split", "Its pre-softmax score split exactly: rows = what wrote the query's "
-                                         "state, columns = what wrote the key's (RoPE and the norm's scale included).")
-                with q2:
-                    pairs = att.top_pairs(10, by="token" if att.by_token_full is not None else "component")
-                    show(va.top_pairs_bars(pairs, font_size=fs, title="The pairs that build the score"),
-                         "attend_pairs", "The largest parts: query side · key side.")
+                labels, m = att.grouped(by="layer")
+                show(va.score_split(labels, m, font_size=fs,
+                                    title=f"Why layer {int(hl)} head {int(hh)} attends from "
+                                          f"{vw.shown(tokens[pos])} to {vw.shown(tokens[int(key)])}"),
+                     "attend_split", "Its pre-softmax score split exactly: rows = the layer that wrote into the "
+                                     "query's state, columns = into the key's (RoPE and the norm's scale included).")
+                pairs = att.top_pairs(10, by="token" if att.by_token_full is not None else "component")
+                show(va.top_pairs_bars(pairs, font_size=fs, title="The pairs that build the score"),
+                     "attend_pairs", "The largest parts: query side · key side.")
                 with k2:
                     st.caption(ui.plain(f"Score {att.total:.4f} = Σ parts (the model's own {att.model_score:.4f}); "
                                         "softmax over the keys gives the head's attention weights.", None))

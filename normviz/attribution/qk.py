@@ -73,12 +73,15 @@ class Attend:
         """[n, n]: query-side source token × key-side source token (biases in :attr:`by_token_full`)."""
         return None if self.by_token_full is None else self.by_token_full[:-1, :-1]
 
-    def grouped(self) -> tuple[list[str], np.ndarray]:
+    def grouped(self, by: str = "block") -> tuple[list[str], np.ndarray]:
         """(labels, [G, G]): :attr:`by_component` summed into readable groups, the embedding, each earlier
-        layer's attention (its heads and b^O) and its FF block, and the constant; sums to :attr:`total`."""
+        layer's attention (its heads and b^O) and its FF block (``by="layer"``: the whole layer), and the
+        constant; sums to :attr:`total`."""
+        if by not in ("block", "layer"):
+            raise NormvizError(f'grouped(by={by!r}): "block" or "layer".')
         labels, index = [], []
         for name in self.components:
-            group = name if name in ("embedding", "constant") else (
+            group = name if name in ("embedding", "constant") else name.split(".")[0] if by == "layer" else (
                 name.split(".")[0] + (" FF" if name.endswith(".FF") else " attention"))
             if group not in labels:
                 labels.append(group)

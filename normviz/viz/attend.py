@@ -114,7 +114,7 @@ def attribution_graph(graph, *, title: str = "", font_size: int = 14, max_edges:
                      ticktext=["tokens"] + [f"layer {l}" for l in layer_ticks] + ["logit"], showgrid=False,
                      zeroline=False, tickfont=dict(size=font_size))
     note = f" (the {len(shown)} largest of {len(edges)} edges)" if len(edges) > len(shown) else ""
-    fig.update_layout(legend=dict(orientation="h", y=-0.25, font=dict(size=font_size)),
+    fig.update_layout(legend=dict(orientation="v", x=1.01, y=1, font=dict(size=font_size)),
                       plot_bgcolor="rgba(0,0,0,0)")
     return _layout(fig, (title or "Attribution graph") + note, font_size, 420 + 10 * L + 6 * font_size,
                    meta=dict(normviz="attribution_graph"))

@@ -135,3 +135,13 @@ def test_smollm2_float32(smollm2):
     alpha = s.layers()[layer].rec.attention()[head, i, : i + 1].double().numpy()
     shift = np.log(alpha) - np.array([a.total for a in got])
     assert np.ptp(shift) <= 1e-4 * scale
+
+
+def test_grouped_sums_to_the_score(head_model):
+    a = attend(_session(head_model("gpt2")), 1, 0, query=6, key=2)
+    for by, size in (("block", 2 + 2 * 1), ("layer", 2 + 1)):
+        labels, m = a.grouped(by)
+        assert len(labels) == size and m.shape == (size, size)
+        assert abs(m.sum() - a.total) <= 1e-12 * max(1.0, abs(a.total))
+    with pytest.raises(NormvizError, match="grouped"):
+        a.grouped("head")
