@@ -12,6 +12,7 @@ from normviz.ui import st_parts as ui
 from normviz.ui import why as W
 from normviz.ui.memo import memoised
 from normviz.viz import why as vw
+from normviz.viz.depth import depth_heatmap
 
 ui.page_config("Why", "❓")
 NONE = "(none)"
@@ -122,7 +123,7 @@ def page() -> None:
         st.stop()
     tname, fname = W.token_text(tok, int(target)), (W.token_text(tok, foil) if foil is not None else None)
     what = f"logit({vw.shown(tname)})" + (f" − logit({vw.shown(fname)})" if fname is not None else "")
-    refused = W.refusals(session, ui.settings().cost_budget_s)
+    refused = W.refusals(session, ui.settings().cost_budget_s, wv.tau)
     figures, captions, cfg = [], [], {}
 
     def show(fig, key, caption=""):
@@ -159,6 +160,12 @@ def page() -> None:
                  "sources", "Every input token's part, carried exactly through every layer (+ all biases).")
             st.caption(ui.plain(f"Σ tokens + bias = {s.sum() + b:.4f}; the model's {what} = {e.total:.4f}: "
                                 "they are equal (the split is complete). Blue raises it, red lowers it.", None))
+
+    # ---- (2b) where the information sits at each depth (normviz.viz.depth)
+    if sources is not None:
+        show(depth_heatmap(e.sources_by_layer, tokens, what=what, font_size=fs), "depth",
+             "Each position's part as its residual state entering each layer carries it (exact: every row + the "
+             "biases above it = the total).")
 
     # ---- (3) heads
     cols = st.columns([3, 2], gap="medium") if e.has_direct else [st.container()]
@@ -224,7 +231,11 @@ def page() -> None:
         if refused["routes"]:
             ui.say("warning", "Routes: " + refused["routes"])
         else:
-            routes = W.routes_at(session, pos, wv.tau)
+            try:  # refused at the slider's new τ, or stopped at the routes' deadline: a message
+                routes = W.routes_at(session, pos, wv.tau)
+            except normviz.errors.NormvizError as exc:
+                ui.say("warning", "Routes: " + str(exc))
+        if routes is not None:
             show(vw.routes_graph(routes.to_dict(), font_size=fs,
                                  title=f"Information-flow routes to the prediction (τ = {wv.tau:g})"),
                  "routes", "Ferrando & Voita 2024: edges whose importance exceeds τ, traced back from the "

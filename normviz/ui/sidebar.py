@@ -19,7 +19,7 @@ def self_attention_models(allow) -> list[str]:
 
 
 def sidebar(view: ViewState, seq2seq: bool = False) -> ViewState:
-    """Model picker, presentation mode and the token cap line. Returns the view with ``model`` and ``present``.
+    """Model picker, stage mode and the token cap line. Returns the view with ``model`` and ``present``.
     ``seq2seq``: the page explains encoder–decoders too (Why), so the allowlist's are offered."""
     allow = model_allowlist()
     with st.sidebar:
@@ -57,16 +57,20 @@ def sidebar(view: ViewState, seq2seq: bool = False) -> ViewState:
             else:
                 view.model = choice
         seed("w_present", view.present)
-        view.present = st.toggle("Presentation mode (larger fonts)", key="w_present")
+        view.present = st.toggle("Stage mode (larger fonts)", key="w_present")
         st.caption(f"Texts are cut at {token_cap()} tokens (NORMVIZ_MAX_TOKENS).")
     return view
 
 
-def second_model_picker(current: str) -> str:
+def second_model_picker(current: str, main: str = "") -> str:
     """The model of a side-by-side comparison (``w_model_b``): the allowlist when there is one, else the
-    embedded models."""
+    embedded models. It starts on a model other than the ``main`` one where there is another (comparing a model
+    with itself shows two equal columns)."""
     allow = model_allowlist()
     choices = self_attention_models(allow) if allow is not None else list(EMBEDDED_CHOICES)
+    others = [c for c in choices if c.strip().lower() != main.strip().lower()]
+    if current.strip().lower() == main.strip().lower() and others and "w_model_b" not in st.session_state:
+        current = others[0]
     if current not in choices and "w_model_b" not in st.session_state and current:
         say("warning", f"The link's model_b={current!r} is not one of {', '.join(choices)}; comparing with "
                        f"{choices[-1]}.")

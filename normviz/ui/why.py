@@ -94,11 +94,11 @@ def token_param(tokenizer, vocab_size: int, tid: int) -> str:
     return text if got == tid and not text.strip().isdigit() else str(tid)
 
 
-def refusals(session, budget_s: float | None) -> dict:
-    """{"sources": why refused | None, "routes": …, "sinks": …} at the deployment's cost budget, before any
-    work."""
+def refusals(session, budget_s: float | None, tau: float = 0.01) -> dict:
+    """{"sources": why refused | None, "routes": … (at threshold τ), "sinks": …} at the deployment's cost budget,
+    before any work."""
     from .. import sinks
-    from ..attribution import flow, propagate
+    from ..attribution import adjoint, flow
 
     opts = dict(session.options)
     if budget_s is not None:
@@ -106,8 +106,8 @@ def refusals(session, budget_s: float | None) -> dict:
         opts.setdefault("routes_budget_s", budget_s)
         opts.setdefault("sinks_budget_s", budget_s)
     out = {}
-    for name, check in (("sources", lambda: propagate.check(session.request, opts)),
-                        ("routes", lambda: flow.check(session.request, opts)),
+    for name, check in (("sources", lambda: adjoint.check(session.request, opts)),
+                        ("routes", lambda: flow.check(session.request, opts, max(float(tau), 0.01))),
                         ("sinks", lambda: sinks.check(session.request, opts))):
         try:
             check()
