@@ -48,10 +48,10 @@ import threading
 import time
 from dataclasses import dataclass
 
+from .methods.base import DEADLINE_FACTOR, DEFAULT_DEADLINE_S  # noqa: F401 - × the budget; no seconds budget
+
 POLL_S = 0.25
-DEADLINE_FACTOR = 4.0  # × the family's cost budget: the estimates are rough, the worker runs at nice +10
 DEADLINE_GRACE_S = 60.0  # + loading the model in a fresh process (smollm2's first load takes ~30 s)
-DEFAULT_DEADLINE_S = 600.0  # a family without a seconds budget (maxflow), or a session without budgets
 LAYER_DEADLINE_S = 600.0  # one long text's layer, its recording included (smollm2 at n = 4096, one thread, nice +10)
 
 

@@ -47,8 +47,7 @@ import numpy as np
 import torch
 
 from ..errors import DeadlineError, InputError, NormvizError, NotApplicableError, TooCostlyError
-from ..methods.base import Budget, Request
-from ..workers import DEADLINE_FACTOR, DEFAULT_DEADLINE_S
+from ..methods.base import DEADLINE_FACTOR, DEFAULT_DEADLINE_S, Budget, Request
 from .direct import layer_parts
 from .predict import position_index
 

@@ -13,14 +13,14 @@ LAYERS = (
     ("normviz.models",),
     ("normviz.record", "normviz.attention_capture", "normviz.alpha_into", "normviz.attention_interface", "normviz.recording", "normviz.decompose", "normviz.encdec.params", "normviz.encdec.record",
      "normviz.encdec.target"),
-    ("normviz.methods", "normviz.encdec"),
+    ("normviz.methods", "normviz.encdec", "normviz.sinks"),
     ("normviz.keyspace",),
     ("normviz.attribution", "normviz.encdec.explain", "normviz.sinks"),  # prediction attribution, sinks: below the Session that calls it
     ("normviz.session",),
-    ("normviz.corpus", "normviz.align", "normviz.workers", "normviz.attribution.cli"),
+    ("normviz.corpus", "normviz.align", "normviz.workers", "normviz.attribution.cli", "normviz.trust"),
     ("normviz.viz", "normviz.notebook"),
     ("normviz",),  # the package's facade: normviz/__init__.py
-    ("normviz.cli", "normviz.__main__"),
+    ("normviz.cli", "normviz.__main__", "normviz.trust.cli"),
     ("normviz.ui",),
     ("normviz.devtools",),  # tools for tests and benchmarks (tiny models, the import graph): nothing imports them
 )
