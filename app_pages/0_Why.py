@@ -254,7 +254,7 @@ def page() -> None:
         lens_layer = st.slider("Lens: after layer (0 = embedding)", 0, len(lens.table) - 1, key=LENS_LAYER,
                                help="The layer whose top tokens head the table (↑/↓ in stage mode).")
         show(vw.lens_table(lens.table, layer=int(lens_layer), font_size=fs,
-                           title=f"Logit lens: top 5 after layer {int(lens_layer)}, then the model, then every layer"),
+                           title=f"Lens top {3 if fs >= 16 else 5}: layer {int(lens_layer)} first"),
              "lens_table", "Top 5 tokens of the logit lens per layer (0 = the embedding; the last row is the model).")
     with l1:
         show(vw.lens_lines(curves, model_probs=model_p, font_size=fs, layer=int(lens_layer),

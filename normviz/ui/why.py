@@ -22,7 +22,7 @@ from .state import QueryView, encode_value
 
 WHY_VIEW = "_normviz_why"
 WHY_TEXT = "_normviz_why_text"  # the (model, text) the boxes below belong to
-FOLLOW_KEYS = ("w_why_pos", "w_why_token", "w_why_foil", "w_why_layer", "w_why_head")
+FOLLOW_KEYS = ("w_why_pos", "w_why_token", "w_why_foil", "w_why_layer", "w_why_head", "w_why_lens_layer")
 FALLBACK_MODEL = "smollm2"
 TOP = 10
 

@@ -148,6 +148,7 @@ def lens_table(rows: list[dict], *, layer: int | None = None, font_size: int = 1
     as a table at the page's font size that fits its column (never cut on the right); ``layer``'s row is
     highlighted and listed first, the model's own last row next, then the rest in layer order."""
     cols = [k for k in rows[0]] if rows else []
+    cols = cols[:4] if font_size >= 16 else cols  # stage fonts: the top 3, each cell on one line
     order = list(range(len(rows)))
     if layer is not None and 0 <= layer < len(rows):
         order = [layer] + [len(rows) - 1] * (layer != len(rows) - 1) + [k for k in order if k not in (layer, len(rows) - 1)]

@@ -157,7 +157,7 @@ def test_new_prompts_stage_keys_and_readable_tokens(tmp_path):
         assert f"position={ns[0] - 2}" in driver.current_url
         press_key(driver, "\ue013")  # ↑
         wait_until(driver, "return Array.from(document.querySelectorAll('.st-key-lens_table .gtitle'))"
-                           f".some(t => t.textContent.includes('after layer {lm.n_layers - 1}'));")
+                           f".some(t => t.textContent.includes('layer {lm.n_layers - 1} first'));")
         # tokens as text: no Python repr anywhere a visitor reads (titles, ticks, table cells, boxes)
         shown_text = driver.execute_script(
             "return Array.from(document.querySelectorAll('.gtitle, .xtick text, .ytick text, .cell-text, "

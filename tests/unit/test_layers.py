@@ -15,7 +15,7 @@ LAYERS = (
      "normviz.encdec.target"),
     ("normviz.methods", "normviz.encdec", "normviz.sinks"),
     ("normviz.keyspace",),
-    ("normviz.attribution", "normviz.encdec.explain"),  # prediction attribution: below the Session that calls it
+    ("normviz.attribution", "normviz.encdec.explain", "normviz.sinks"),  # prediction attribution, sinks: below the Session that calls it
     ("normviz.session",),
     ("normviz.corpus", "normviz.align", "normviz.workers", "normviz.attribution.cli", "normviz.trust"),
     ("normviz.viz", "normviz.notebook"),

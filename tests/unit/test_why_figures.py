@@ -61,7 +61,9 @@ def test_lens_table_shows_the_chosen_layer_first_at_the_page_font():
     fig = vw.lens_table(rows, layer=12, font_size=22)
     t = fig.data[0]
     assert t.cells.font.size == 22 and t.header.font.size == 22
-    first = [t.cells.values[c][0] for c in range(6)]
+    assert len(t.cells.values) == 4  # stage font: layer + the top 3 (5 wrap onto two lines at 1280 px)
+    assert len(vw.lens_table(rows, font_size=12).data[0].cells.values) == 6
+    first = [t.cells.values[c][0] for c in range(4)]
     assert first[0] == "12" and str(t.cells.values[0][1]) == "30"  # the chosen layer, then the model's row
     assert sorted(int(v) for v in t.cells.values[0]) == list(range(31))  # every layer once
     assert "'" not in first[1]
