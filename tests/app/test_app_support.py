@@ -260,6 +260,8 @@ def test_session_options_carry_the_budgets(monkeypatch):
     assert ff == "feedforward_budget_s" and {"zeroing_budget_s", "interactions_budget_s", "decompx_budget_s"} <= costly
     mem = "memory_budget_mb"
     routes = "routes_budget_s"  # the Why page's routes (issue 29: refused over it, stopped at 4× it)
+    # keyless families (issue 31's interventions) are cost-checked through the same budget
+    costly |= {"knockout_budget_s", "head_ablation_budget_s"}
     assert st_parts.session_options(None) == {ff: 60.0, **{k: 60.0 for k in costly}, routes: 60.0, mem: 2048.0,
                                               "stop_early": False}
     monkeypatch.setenv("NORMVIZ_FF_BUDGET", "5")
