@@ -42,6 +42,8 @@ import threading
 import time
 from dataclasses import dataclass
 
+from . import settings
+
 POLL_S = 0.25
 DEADLINE_FACTOR = 4.0  # × the family's cost budget: the estimates are rough, the worker runs at nice +10
 DEADLINE_GRACE_S = 60.0  # + loading the model in a fresh process (smollm2's first load takes ~30 s)
@@ -378,7 +380,7 @@ def _model(name: str, device: str, dtype: str, cache_key: tuple | None = None):
     if cache_key is not None and tuple(lm.cache_key) != tuple(cache_key):
         raise RuntimeError(f"the worker loaded {lm.cache_key}, not the server's {cache_key}")
     _MODELS[key] = lm
-    while len(_MODELS) > int(os.environ.get("NORMVIZ_WORKER_MODELS", "2")):
+    while len(_MODELS) > settings.env("NORMVIZ_WORKER_MODELS"):
         _MODELS.pop(next(iter(_MODELS)))
     return lm
 
@@ -406,7 +408,7 @@ def serve() -> None:
     os.dup2(2, 1)
     inp = sys.stdin.buffer
     try:
-        os.nice(int(os.environ.get("NORMVIZ_WORKER_NICE", "10")))
+        os.nice(settings.env("NORMVIZ_WORKER_NICE"))
     except (AttributeError, OSError):  # pragma: no cover - platforms without nice
         pass
     import torch

@@ -3,6 +3,7 @@
 #
 #   bash scripts/serve_many.sh [N=2] [PORT=8500]        # then open http://127.0.0.1:PORT
 #   NORMVIZ_SERVE_DIR=/tmp/x bash scripts/serve_many.sh  # where configs, pids and logs go (default: a temp dir)
+#   normviz app --procs N [--port PORT] [--warm MODELS] [--public]  # the same, from the command line
 #
 # Why: one Streamlit process serialises its visitors' Python work on one GIL (issue 22); N processes use N
 # cores. Each process keeps its own models, session cache and heavy-maps worker (NORMVIZ_HEAVY_WORKERS per
@@ -32,10 +33,13 @@ stop() {
 }
 trap stop INT TERM EXIT
 
+# NORMVIZ_WARM (normviz app --warm MODELS): each process warms those models up before it listens
+runner=(-m streamlit run)
+case "${NORMVIZ_WARM:-0}" in 0|"") ;; *) runner=(-m normviz.ui.warm) ;; esac
 servers=""
 for k in $(seq 1 "$N"); do
   p=$((PORT + k))
-  STREAMLIT_SERVER_COOKIE_SECRET="$SECRET" "$PY" -m streamlit run app.py --server.port "$p" \
+  STREAMLIT_SERVER_COOKIE_SECRET="$SECRET" "$PY" "${runner[@]}" app.py --server.port "$p" \
     --server.address 127.0.0.1 --server.headless true --browser.gatherUsageStats false \
     >"$DIR/app_$p.log" 2>&1 &
   pids+=($!)

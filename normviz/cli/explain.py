@@ -53,7 +53,7 @@ def _output(out: str) -> Path:
 
 def check_arguments(args) -> Path:
     """Every mistake visible without the model; the output path."""
-    from ..inputs import parse_options as _parse_options
+    from ._options import parse_options as _parse_options
     from ..inputs import check_device, check_max_tokens, check_model_name, check_text
 
     check_model_name(args.model)
@@ -88,10 +88,10 @@ def check_arguments(args) -> Path:
 def run(args) -> int:
     import numpy as np
 
-    from ..inputs import parse_options as _parse_options
+    from ._options import parse_options as _parse_options
     from ..models import load
     from ..session import Session
-    from . import actual_next
+    from ..attribution import actual_next
 
     out = check_arguments(args)
     options = _parse_options(args.option)
