@@ -27,6 +27,7 @@ def _early_settings():
     where = Path(importlib.util.find_spec("normviz").origin).parent / "settings.py"
     spec = importlib.util.spec_from_file_location("normviz._early_settings", where)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 

@@ -177,17 +177,18 @@ OPTIONS: dict[str, Setting] = {s.name: s for s in (
          shown="the device's measured rate"),
     _opt("max_new_tokens", "int", None, "encoder–decoders: longest generated target", 1, 100_000,
          shown="from the source's length"),
-    _opt("ff_budget_s", "float", None, "older name of feedforward_budget_s", 1e-3, 1e9, shown="no limit"),
 )}
 
-BUDGET_DOC = "seconds the {family} maps may take (estimated before running; no limit when absent)"
+BUDGET_DOC = "seconds {family} may take (estimated before it runs; absent: no limit)"
 
 
-def declare_budget(family: str) -> Setting:
-    """The option ``<family>_budget_s`` (seconds, > 0 and finite; absent: no limit), declared once."""
-    name = f"{family}_budget_s"
+def declare_budget(family: str, alias: str | None = None) -> Setting:
+    """The option ``<family>_budget_s`` (seconds, > 0 and finite; absent: no limit), declared once; ``alias``: an
+    older name of it, declared as such."""
+    name = alias or f"{family}_budget_s"
     if name not in OPTIONS:
-        OPTIONS[name] = _opt(name, "float", None, BUDGET_DOC.format(family=family), 1e-3, 1e9, shown="no limit")
+        doc = f"older name of {family}_budget_s" if alias else BUDGET_DOC.format(family=family)
+        OPTIONS[name] = _opt(name, "float", None, doc, 1e-3, 1e9, shown="no limit")
     return OPTIONS[name]
 
 

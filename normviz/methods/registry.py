@@ -49,6 +49,9 @@ def register_family(module: ModuleType) -> ModuleType:
         _KEYS[info.key] = (module, info)
         if info.budget_option:  # its time budget becomes a declared option (normviz.settings)
             settings.declare_budget(info.budget_option.removesuffix("_budget_s"))
+    budget = getattr(module, "BUDGET", None)
+    for alias in getattr(budget, "aliases", ()):
+        settings.declare_budget(budget.family, alias=alias)
     return module
 
 
