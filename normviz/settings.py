@@ -162,15 +162,15 @@ OPTIONS: dict[str, Setting] = {s.name: s for s in (
     _opt("record_attention", "choice", "auto", "record the attention weights or q, k", choices=("auto", "qk",
                                                                                                "weights")),
     _opt("map_cache_mb", "float", 512.0, "MB of per-layer maps a Session keeps", 0.0, 1048576.0),
-    _opt("long_map_cache_mb", "float", 256.0, "MB a long input's layer (α streamed) is put into at most", 1.0,
+    _opt("long_map_cache_mb", "float", 256.0, "MB a long input's layer (α streamed) is put into at most", 0.0,
          1048576.0),
     _opt("memory_budget_mb", "float", None, "MB the whole [L, …] arrays of one get() may hold (refused before "
-         "computing)", 1.0, 1048576.0, shown="half this machine's memory"),
-    _opt("chunk_bytes", "int", None, "bytes per row chunk of per-pair vectors", 1 << 16, 1 << 40,
+         "computing)", 0.0, 1048576.0, shown="half this machine's memory"),
+    _opt("chunk_bytes", "int", None, "bytes per row chunk of per-pair vectors", 1, 1 << 40,
          shown="each path's own (32–64 MiB)"),
     _opt("value_zeroing_chunk_bytes", "int", 256 * 2**20, "bytes per chunk of value zeroing's reruns", 1 << 16,
          1 << 40),
-    _opt("explain_max_bytes", "int", 2 * 2**30, "bytes the propagated parts of explain may hold", 1 << 16, 1 << 44),
+    _opt("explain_max_bytes", "int", 2 * 2**30, "bytes the propagated parts of explain may hold", 1, 1 << 44),
     _opt("cost_flops_per_second", "float", None, "the rate the cost checks assume", 1.0, 1e18,
          shown="the device's measured rate"),
     _opt("ff_flops_per_second", "float", None, "the rate the feed-forward cost check assumes", 1.0, 1e18,
@@ -188,7 +188,7 @@ def declare_budget(family: str, alias: str | None = None) -> Setting:
     name = alias or f"{family}_budget_s"
     if name not in OPTIONS:
         doc = f"older name of {family}_budget_s" if alias else BUDGET_DOC.format(family=family)
-        OPTIONS[name] = _opt(name, "float", None, doc, 1e-3, 1e9, shown="no limit")
+        OPTIONS[name] = _opt(name, "float", None, doc, 0.0, 1e9, shown="no limit")
     return OPTIONS[name]
 
 
