@@ -168,7 +168,7 @@ OPTIONS: dict[str, Setting] = {s.name: s for s in (
          "computing)", 0.0, 1048576.0, shown="half this machine's memory"),
     _opt("chunk_bytes", "int", None, "bytes per row chunk of per-pair vectors", 1, 1 << 40,
          shown="each path's own (32–64 MiB)"),
-    _opt("value_zeroing_chunk_bytes", "int", 256 * 2**20, "bytes per chunk of value zeroing's reruns", 1 << 16,
+    _opt("value_zeroing_chunk_bytes", "int", 256 * 2**20, "bytes per chunk of value zeroing's reruns", 1,
          1 << 40),
     _opt("explain_max_bytes", "int", 2 * 2**30, "bytes the propagated parts of explain may hold", 1, 1 << 44),
     _opt("cost_flops_per_second", "float", None, "the rate the cost checks assume", 1.0, 1e18,
