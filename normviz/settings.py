@@ -95,6 +95,9 @@ ENV: dict[str, Setting] = {s.name: s for s in (
          "explain and routes may take (estimated before running)", 0.1, 86400.0),
     _env("NORMVIZ_MEMORY_BUDGET_MB", "float", 2048.0, "MB a visitor's whole [L, …] map arrays may hold (refused "
          "before computing; one layer at a time still works)", 64.0, 1048576.0),
+    _env("NORMVIZ_SERVER_MEMORY_MB", "float", 6144.0, "MB the whole server process may hold (every visitor "
+         "together: least recently used texts dropped, then requests refused with a message; at most 3/4 of the "
+         "machine)", 256.0, 1048576.0),
     _env("NORMVIZ_HEAVY_WORKERS", "int", 1, "worker processes for the costly maps (normviz.workers); 0: in the "
          "server", 0, 4),
     _env("NORMVIZ_CORPUS_MAX_LINES", "int", 200, "lines the Corpus page analyses at most", 1, 100_000),
@@ -117,6 +120,10 @@ ENV: dict[str, Setting] = {s.name: s for s in (
          1, 64, scope="server"),
     _env("NORMVIZ_WORKER_NICE", "int", 10, "niceness of a heavy-maps worker process (set by the server)", 0, 19,
          scope="server"),
+    _env("NORMVIZ_WORKER_SESSIONS", "int", 3, "texts a heavy-maps worker keeps recorded for a long text's layer "
+         "jobs", 1, 64, scope="server"),
+    _env("NORMVIZ_WORKER_IDLE_S", "float", 90.0, "seconds a worker's kept session may stay unused before it is "
+         "dropped", 0.0, 86400.0, scope="server"),
     _env("NORMVIZ_SERVE_DIR", "path", None, "where scripts/serve_many.sh (normviz app --procs N) writes configs, "
          "pids and logs", scope="scripts", shown="a temporary directory"),
     _env("NORMVIZ_SETUP_BROWSER", "flag", False, "scripts/setup.sh installs Debian's chromium for the browser tests "
@@ -175,6 +182,14 @@ OPTIONS: dict[str, Setting] = {s.name: s for s in (
          shown="the device's measured rate"),
     _opt("ff_flops_per_second", "float", None, "the rate the feed-forward cost check assumes", 1.0, 1e18,
          shown="the device's measured rate"),
+    _opt("explain_cache_bytes", "int", 256 * 2**20, "bytes of FF factors kept per text for the next candidate's "
+         "backward pass", 0, 1 << 44),
+    _opt("intervention_batch_tokens", "int", 4096, "tokens per batched pass of knockout / head ablation", 1,
+         10**8),
+    _opt("routes_deadline_s", "float", None, "seconds after which a routes call stops itself", 0.0, 1e9,
+         shown="4 × routes_budget_s, else 600"),
+    _opt("routes_numbers_per_second", "float", None, "the rate the routes' cost check assumes (parts scored per "
+         "second)", 1.0, 1e18, shown="the device's measured rate"),
     _opt("max_new_tokens", "int", None, "encoder–decoders: longest generated target", 1, 100_000,
          shown="from the source's length"),
 )}
@@ -192,7 +207,7 @@ def declare_budget(family: str, alias: str | None = None) -> Setting:
     return OPTIONS[name]
 
 
-for _family in ("explain", "routes"):  # the attribution's budgets (the families' come from their registration)
+for _family in ("explain", "routes", "sinks"):  # the attribution's budgets (the families' come from their registration)
     declare_budget(_family)
 
 

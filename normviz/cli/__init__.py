@@ -18,7 +18,7 @@ from ..commands import SUBCOMMANDS
 from ..errors import NormvizError
 
 # the order of ``--help``; modules of this package not named here follow in alphabetical order
-ORDER = ("export", "explain", "corpus", "align", "app")
+ORDER = ("export", "explain", "corpus", "align", "faithfulness", "app")
 # modules outside this package that register subcommands when imported (absent ones are skipped)
 PLUGINS: tuple[str, ...] = ()
 

@@ -40,8 +40,8 @@ def _run_export(args) -> int:
     # every user mistake that can be seen without the model is refused before it loads
     check_model_name(args.model)
     check_text(args.text, "--text")
-    check_text(args.text_pair, "--text-pair")
-    check_text(args.target, "--target")
+    check_text(args.text_pair, "--text-pair", allow_empty=True)
+    check_text(args.target, "--target", allow_empty=True)
     check_max_tokens(args.max_tokens)
     check_device(args.device)
     out = output_file(args.out)

@@ -156,6 +156,10 @@ def per_layer(inputs: Inputs, family: str, keys: Sequence[str],
     return out
 
 
+# a costly call's deadline: DEADLINE_FACTOR × its cost budget (the estimates are rough), else DEFAULT_DEADLINE_S
+# (read by the heavy-maps worker and by routes' cooperative deadline)
+DEADLINE_FACTOR = 4.0
+DEFAULT_DEADLINE_S = 600.0
 COST_FLOPS_PER_SECOND = {"cpu": 4e10}  # a rough rate for the estimates below (option cost_flops_per_second)
 
 

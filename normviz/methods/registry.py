@@ -50,6 +50,8 @@ def register_family(module: ModuleType) -> ModuleType:
         if info.budget_option:  # its time budget becomes a declared option (normviz.settings)
             settings.declare_budget(info.budget_option.removesuffix("_budget_s"))
     budget = getattr(module, "BUDGET", None)
+    if budget is not None:  # a family without map keys (the interventions) has its budget too
+        settings.declare_budget(budget.family)
     for alias in getattr(budget, "aliases", ()):
         settings.declare_budget(budget.family, alias=alias)
     return module
@@ -138,8 +140,11 @@ def budget_option(key: str) -> str | None:
 
 
 def budget_options() -> list[str]:
-    """Every family's budget option, once each (e.g. for a deployment that sets them all)."""
-    return list(dict.fromkeys(i.budget_option for _, i in _KEYS.values() if i.budget_option))
+    """Every family's budget option, once each (e.g. for a deployment that sets them all), also those of families
+    without map keys (the interventions, :mod:`normviz.methods.knockout`)."""
+    keyed = (i.budget_option for _, i in _KEYS.values() if i.budget_option)
+    keyless = (f.BUDGET.option for f in _FAMILIES.values() if getattr(f, "BUDGET", None) is not None and not f.KEYS)
+    return list(dict.fromkeys([*keyed, *keyless]))
 
 
 def references() -> dict[str, tuple[str, ...]]:

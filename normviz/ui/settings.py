@@ -28,6 +28,7 @@ class Settings:
     max_upload_mb: float = 5.0
     heavy_workers: int = 1
     memory_budget_mb: float = 2048.0
+    server_memory_mb: float = 6144.0
     problems: tuple[str, ...] = field(default=(), compare=False)
 
     @property
@@ -63,6 +64,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
                     ff_budget_s=read("NORMVIZ_FF_BUDGET"), cost_budget_s=read("NORMVIZ_COST_BUDGET"),
                     corpus_max_lines=read("NORMVIZ_CORPUS_MAX_LINES"), max_upload_mb=read("NORMVIZ_MAX_UPLOAD_MB"),
                     heavy_workers=read("NORMVIZ_HEAVY_WORKERS"), memory_budget_mb=read("NORMVIZ_MEMORY_BUDGET_MB"),
+                    server_memory_mb=read("NORMVIZ_SERVER_MEMORY_MB"),
                     problems=tuple(problems))
 
 

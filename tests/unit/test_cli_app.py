@@ -79,7 +79,7 @@ def test_warm_list():
 
 def test_every_subcommand_is_one_module_of_the_cli_package():
     mods = subcommand_modules()
-    assert mods[:5] == [f"normviz.cli.{n}" for n in ("export", "explain", "corpus", "align", "app")]
+    assert mods[:6] == [f"normviz.cli.{n}" for n in ("export", "explain", "corpus", "align", "faithfulness", "app")]
     for name in ("cli.py", "commands.py"):
         assert not (ROOT / "normviz" / "attribution" / name).exists()
     for pkg in ("corpus", "align", "attribution"):

@@ -13,11 +13,11 @@ LAYERS = (
     ("normviz.models",),
     ("normviz.record", "normviz.attention_capture", "normviz.alpha_into", "normviz.attention_interface", "normviz.recording", "normviz.decompose", "normviz.encdec.params", "normviz.encdec.record",
      "normviz.encdec.target"),
-    ("normviz.methods", "normviz.encdec"),
+    ("normviz.methods", "normviz.encdec", "normviz.sinks"),
     ("normviz.keyspace",),
     ("normviz.attribution", "normviz.encdec.explain"),  # prediction attribution: below the Session that calls it
     ("normviz.session",),
-    ("normviz.corpus", "normviz.align", "normviz.workers"),
+    ("normviz.corpus", "normviz.align", "normviz.workers", "normviz.trust"),
     ("normviz.viz", "normviz.notebook"),
     ("normviz",),  # the package's facade: normviz/__init__.py
     ("normviz.cli", "normviz.__main__"),  # one module per subcommand (normviz/cli/)

@@ -149,3 +149,10 @@ def test_the_settings_table_in_the_docs_is_current():
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "settings_table.py"), "--check"],
                          capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_defaults_of_the_attribution_options_agree():
+    from normviz.attribution import adjoint, knockout
+
+    assert settings.OPTIONS["explain_cache_bytes"].default == adjoint.CACHE_BYTES
+    assert settings.OPTIONS["intervention_batch_tokens"].default == knockout.BATCH_TOKENS
