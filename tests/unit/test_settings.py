@@ -133,7 +133,7 @@ def test_every_setting_is_documented_with_its_type_and_default():
 
 def test_defaults_agree_with_the_modules_that_use_them():
     from normviz import memory
-    from normviz.attribution import propagate
+    from normviz.attribution import adjoint
     from normviz.methods import maxflow, zeroing
     from normviz.ui import frames
 
@@ -141,7 +141,7 @@ def test_defaults_agree_with_the_modules_that_use_them():
     assert o["map_cache_mb"].default == memory.MAP_CACHE_MB and o["long_map_cache_mb"].default == memory.LONG_MAP_CACHE_MB
     assert o["flow_max_tokens"].default == maxflow.MAX_TOKENS and o["flow_max_work"].default == maxflow.MAX_WORK
     assert o["value_zeroing_chunk_bytes"].default == zeroing.CHUNK_BYTES
-    assert o["explain_max_bytes"].default == propagate.MAX_BYTES
+    assert o["explain_max_bytes"].default == adjoint.MAX_BYTES
     assert e["NORMVIZ_INSTANT_CELLS"].default == frames.DEFAULT_BUDGET
 
 
