@@ -1,6 +1,7 @@
 """normviz · Why: why the model predicts this token (rather than that one) — candidates, input tokens, heads,
 logit lens, information-flow routes, attention sinks. All numbers from normviz (Session.predict / explain /
 logit_lens, normviz.routes); figures from normviz.viz.why; this file only draws."""
+import json
 from dataclasses import replace
 
 import numpy as np
@@ -11,6 +12,7 @@ import normviz.sinks
 from normviz.ui import st_parts as ui
 from normviz.ui import why as W
 from normviz.ui.memo import memoised
+from normviz.viz import attend as va
 from normviz.viz import why as vw
 from normviz.viz.depth import depth_heatmap
 
@@ -201,6 +203,50 @@ def page() -> None:
                  "head_row", "One head's direct part through each source token.")
             ui.link_to_page("app_pages/0_Explore.py", f"Open layer {int(hl)}, head {int(hh)} on Explore",
                             {"layer": int(hl), "head": int(hh)})
+
+        # ---- (3b) why that head attends there (normviz.attribution.qk, exact; pre-LN decoders)
+        if not getattr(lm, "is_encoder_decoder", False) and lm.spec.placement == "pre":
+            row = e.heads[int(hl), int(hh), : pos + 1]
+            carried = int(np.argmax(np.abs(row)))
+            k1, k2 = st.columns([1, 3])
+            with k1:
+                key = st.selectbox("Key token it attends to", list(range(pos + 1)), index=carried,
+                                   format_func=lambda j: f"{vw.shown(tokens[j])} [{j}]", key="w_why_key",
+                                   help="Default: the source token this head carried most.")
+            try:
+                att = W.attend_at(session, int(hl), int(hh), pos, int(key), by_token=len(tokens) <= 64)
+            except normviz.errors.NormvizError as exc:
+                ui.say("info", "Why it attends there: " + str(exc))
+            else:
+                labels, m = att.grouped()
+                q1, q2 = st.columns([3, 2], gap="medium")
+                with q1:
+                    show(va.score_split(labels, m, font_size=fs,
+                                        title=f"Why layer {int(hl)} head {int(hh)} attends from "
+                                              f"{vw.shown(tokens[pos])} to {vw.shown(tokens[int(key)])}"),
+                         "attend_split", "Its pre-softmax score split exactly: rows = what wrote the query's "
+                                         "state, columns = what wrote the key's (RoPE and the norm's scale included).")
+                with q2:
+                    pairs = att.top_pairs(10, by="token" if att.by_token_full is not None else "component")
+                    show(va.top_pairs_bars(pairs, font_size=fs, title="The pairs that build the score"),
+                         "attend_pairs", "The largest parts: query side · key side.")
+                with k2:
+                    st.caption(ui.plain(f"Score {att.total:.4f} = Σ parts (the model's own {att.model_score:.4f}); "
+                                        "softmax over the keys gives the head's attention weights.", None))
+
+        # ---- (3c) the attribution graph (normviz.graph: heads and FF blocks as nodes, exact edges)
+        if not getattr(lm, "is_encoder_decoder", False) and lm.spec.placement == "pre" and len(tokens) <= 128:
+            try:
+                g = W.graph_at(session, int(target), foil, pos)
+            except normviz.errors.NormvizError as exc:
+                ui.say("info", "Attribution graph: " + str(exc))
+            else:
+                show(va.attribution_graph(g, font_size=fs, title=f"Attribution graph of {what}"), "graph",
+                     "Nodes: tokens, heads, FF blocks, the logit; an edge is a direct effect through the node it "
+                     "enters (circuit-tracer's pruning: 80 % of node influence, 98 % of edge influence).")
+                st.download_button("Download the graph (Neuronpedia JSON)",
+                                   json.dumps(g.to_neuronpedia("normviz-why")), file_name="normviz-graph.json",
+                                   mime="application/json", key="w_why_graph_dl")
 
     # ---- (4) logit lens (↑/↓ in stage mode: the layer read in the table)
     lens_ids = {tname: int(target)} | ({fname: foil} if foil is not None else {})

@@ -8,7 +8,7 @@ import normviz
 
 from normviz import viz
 from normviz.methods import registry
-from normviz.ui import data, learn
+from normviz.ui import data, learn, trust
 from normviz.ui import st_parts as ui
 
 ui.page_config("Learn", "🎓")
@@ -87,9 +87,13 @@ def page() -> None:
         default = learn.WHY_TAB
     elif view.lesson and view.lesson not in registry.all_keys():  # a typo in a link: said, not ignored
         ui.say("warning", learn.unknown_lesson(view.lesson, keys, titles[0] if titles else learn.WHY_TAB))
-    tabs = st.tabs(titles + [learn.WHY_TAB], default=default)
-    with tabs[-1]:
+    tabs = st.tabs(titles + [learn.WHY_TAB, trust.TAB], default=default)
+    with tabs[-2]:
         why_this_token(lm, session, fs)
+    with tabs[-1]:
+        st.markdown(trust.MEANING)
+        ui.link_to_page("app_pages/5_Trust.py", "Every attribution against the interventions, on your text: the "
+                        "Trust page ↗", {})
     for tab, key in zip(tabs, keys):
         info = registry.key_info(key)
         lesson = learn.LESSONS.get(key)

@@ -10,6 +10,14 @@ median (and p90) seconds of a layer change and of a new sentence, bytes received
 (exceptions or error alerts), and "mixed views": the last view of every visitor replayed alone in a fresh
 session must show the same heatmaps (|Δz| ≤ 1e-5). The 1-minute load average is sampled through the run.
 Configs alternate in one run (baseline beside candidate); the machine is shared, so read ratios.
+
+    python benchmarks/bench_load.py --long 3 --visitors 4 --configs max=4096 [--idle 120]
+
+``--long N`` (issue 29): N more visitors each paste a different ~4,000-token text on Explore (smollm2, the
+public app's token cap from ``max=…``: NORMVIZ_MAX_TOKENS), change the layer twice and leave, beside the
+short-text visitors; reported: the server's RSS (start, peak, ``--idle`` s after the last visitor left) against
+its memory budget (NORMVIZ_SERVER_MEMORY_MB), the worker processes' RSS, the long visitors' times, and the
+short visitors' layer changes during the long pastes.
 """
 from __future__ import annotations
 
@@ -53,6 +61,52 @@ def server_process():
         except psutil.Error:
             continue
     return None
+
+
+def worker_rss_mb() -> float:
+    """RSS of the server's worker processes (normviz.workers) together, in MB."""
+    import psutil
+
+    total = 0.0
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "normviz.workers" in " ".join(child.cmdline()):
+                total += child.memory_info().rss / 2**20
+        except psutil.Error:
+            continue
+    return total
+
+
+def long_text(k: int, words: int = 3900) -> str:
+    """A different ~4,000-token text per visitor ``k`` (smollm2: about one token a word)."""
+    rng = random.Random(1000 + k)
+    return " ".join(sentence(rng, 13) for _ in range(words // 13))
+
+
+def long_visitor(url: str, k: int, out: list, lock: threading.Lock, changes: int = 2) -> None:
+    """Paste a long text on Explore (smollm2), change the layer ``changes`` times, leave."""
+    rng = random.Random(k)
+    rec = {"model": "long", "open_s": None, "layer_s": [], "errors": 0, "alerts": [], "charts": 0}
+    try:
+        v = Visitor(url, timeout=1200)
+        r = v.open(urllib.parse.urlencode({"model": "smollm2", "text": long_text(k)}))
+        rec["open_s"], rec["charts"] = round(r.seconds, 2), len(r.charts)
+        rec["errors"] += is_error(r)
+        rec["alerts"] += [a[:160] for a in r.alerts]
+        layer = 0
+        for _ in range(changes):
+            layer = (layer + rng.randint(1, LAYERS["smollm2"] - 1)) % LAYERS["smollm2"]
+            r = v.set_widget("w_layer", double_array_value=[float(layer)])
+            rec["layer_s"].append(round(r.seconds, 2))
+            rec["errors"] += is_error(r)
+            rec["alerts"] += [a[:160] for a in r.alerts]
+        v.close()
+    except Exception as exc:
+        rec["errors"] += 1
+        rec["crash"] = f"{type(exc).__name__}: {exc}"
+    rec["left_at"] = time.time()
+    with lock:
+        out.append(rec)
 
 
 def server_rss_mb() -> float:
@@ -196,7 +250,7 @@ def _made(path: str) -> str:
 
 
 def run_config(name: str, env: dict, visitors: int, seconds: float, log_dir: str, spy_s: float = 0.0,
-               processes: int = 1) -> dict:
+               processes: int = 1, long: int = 0, idle_s: float = 120.0) -> dict:
     print(f"== {name}", file=sys.stderr, flush=True)
     server = (streamlit_server({"NORMVIZ_PUBLIC": "1", **env}, log_path=os.path.join(log_dir, f"server_{name}.log"))
               if processes <= 1 else many_servers(processes, _made(os.path.join(log_dir, f"serve_many_{name}")),
@@ -216,8 +270,10 @@ def run_config(name: str, env: dict, visitors: int, seconds: float, log_dir: str
             solo[model]["sentence_s"] = round(v.set_widget("w_text", string_value="The red bird sang.").seconds, 3)
             v.close()
         recs, lock, loads, rss = [], threading.Lock(), [], [server_rss_mb()]
+        wrss, longs = [worker_rss_mb()], []
         until = time.time() + seconds
         threads = [threading.Thread(target=visitor, args=(url, k, until, recs, lock)) for k in range(visitors)]
+        threads += [threading.Thread(target=long_visitor, args=(url, k, longs, lock)) for k in range(long)]
         for t in threads:
             t.start()
         spied = {}
@@ -228,7 +284,14 @@ def run_config(name: str, env: dict, visitors: int, seconds: float, log_dir: str
         while any(t.is_alive() for t in threads):
             loads.append(loadavg())
             rss.append(server_rss_mb())
-            time.sleep(5)
+            wrss.append(worker_rss_mb())
+            time.sleep(2)
+        after = {}
+        if long:  # everyone left: the memory back?
+            left = time.time()
+            while time.time() - left < idle_s:
+                time.sleep(5)
+                after[round(time.time() - left)] = (round(server_rss_mb(), 1), round(worker_rss_mb(), 1))
         tried, differ = mixed_views(url, recs)
     out = {"config": name, "env": env, "processes": processes, "visitors": visitors, "seconds": seconds, "solo": solo,
            "load_avg": {"mean": round(statistics.mean(loads), 2) if loads else None, "max": max(loads, default=None)},
@@ -236,6 +299,18 @@ def run_config(name: str, env: dict, visitors: int, seconds: float, log_dir: str
            "server_rss_mb": {"start": round(rss[0], 1), "max": round(max(rss), 1), "end": round(rss[-1], 1)},
            "profile": spied,
            "models": {}}
+    if long:
+        from normviz.ui.server_memory import limit_mb
+        from normviz.ui.settings import load_settings
+
+        budget = limit_mb(load_settings({"NORMVIZ_PUBLIC": "1", **env}).server_memory_mb)
+        end = list(after.values())[-1] if after else (float("nan"), float("nan"))
+        out["long"] = {
+            "visitors": long, "server_budget_mb": round(budget), "server_rss_mb": {
+                "start": round(rss[0], 1), "peak": round(max(rss), 1), f"after_{idle_s:.0f}s": end[0],
+                "back_within_10pct": bool(end[0] <= 1.1 * rss[0]), "under_budget": bool(max(rss) <= budget)},
+            "worker_rss_mb": {"start": round(wrss[0], 1), "peak": round(max(wrss), 1), f"after_{idle_s:.0f}s": end[1]},
+            "after_leaving": after, "pastes": longs}
     for model in ("minilm", "smollm2"):
         rs = [r for r in recs if r["model"] == model]
         out["models"][model] = {
@@ -257,6 +332,8 @@ def main() -> None:
                     help="gc=false|true: STREAMLIT_RUNNER_POST_SCRIPT_GC for that server; wscomp=true|false: "
                          "STREAMLIT_SERVER_ENABLE_WEBSOCKET_COMPRESSION (permessage-deflate); procs=N: N app processes "
                          "behind nginx (scripts/serve_many.sh)")
+    ap.add_argument("--long", type=int, default=0, help="visitors pasting a ~4,000-token text each (issue 29)")
+    ap.add_argument("--idle", type=float, default=120.0, help="seconds after the last visitor left (--long)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--log-dir", default="/tmp")
     ap.add_argument("--py-spy", type=float, default=0.0, help="seconds of py-spy on the server during the load")
@@ -265,14 +342,21 @@ def main() -> None:
     for c in args.configs:
         key, _, value = c.partition("=")
         env = {"gc": {"STREAMLIT_RUNNER_POST_SCRIPT_GC": value},
-               "wscomp": {"STREAMLIT_SERVER_ENABLE_WEBSOCKET_COMPRESSION": value}}.get(key, {})
+               "wscomp": {"STREAMLIT_SERVER_ENABLE_WEBSOCKET_COMPRESSION": value},
+               "max": {"NORMVIZ_MAX_TOKENS": value}}.get(key, {})
         processes = int(value) if key == "procs" else 1
-        results.append(run_config(c, env, args.visitors, args.seconds, args.log_dir, args.py_spy, processes))
+        results.append(run_config(c, env, args.visitors, args.seconds, args.log_dir, args.py_spy, processes,
+                                  args.long, args.idle))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
     for r in results:
         print(f"{r['config']}: load avg {r['load_avg']}, mixed views {r['mixed_views']}, server RSS {r['server_rss_mb']}")
+        if r.get("long"):
+            print(f"  long pastes: {json.dumps({k: v for k, v in r['long'].items() if k != 'pastes'})}")
+            for p in r["long"]["pastes"]:
+                print(f"    paste: open {p['open_s']} s, layers {p['layer_s']}, charts {p['charts']}, errors "
+                      f"{p['errors']} {p.get('crash', '')} {p['alerts'][:3]}")
         if r.get("profile"):
             print(f"  py-spy: {r['profile']}")
         for model, m in r["models"].items():

@@ -306,17 +306,23 @@ def stack_adjoint(views, g: torch.Tensor, frozen: Frozen, tag: str = "", crosses
     return g, torch.stack(rows), torch.tensor(biases, dtype=torch.float64), g_es
 
 
-def backward(views, readout, t, frozen: Frozen | None = None, progress=None) -> Backward:
-    """The logit (difference) of target ``t`` (:class:`normviz.attribution.Target`) split over a
-    self-attention stack's input tokens and depths by one backward pass."""
-    frozen = frozen or Frozen()
+def output_adjoint(readout, t, last) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """(g^L [n, d]: δ_i r in the last layer's dtype, the output row [n] of ``by_layer``: ⟨r, x^L_i⟩ at i,
+    the readout's constant) for target ``t`` on the stack whose last layer view is ``last``."""
     r, const = readout_adjoint(readout, t.u, t.b, t.x_last)
-    last = views[-1]
     n, d = last.rec.x.shape
     g = torch.zeros(n, d, dtype=last.dtype, device=last.device)
     g[t.i] = r.to(device=last.device, dtype=last.dtype)
     top = torch.zeros(n, dtype=torch.float64)
     top[t.i] = float(r @ t.x_last.to(torch.float64))
+    return g, top, const
+
+
+def backward(views, readout, t, frozen: Frozen | None = None, progress=None) -> Backward:
+    """The logit (difference) of target ``t`` (:class:`normviz.attribution.Target`) split over a
+    self-attention stack's input tokens and depths by one backward pass."""
+    frozen = frozen or Frozen()
+    g, top, const = output_adjoint(readout, t, views[-1])
     g0, rows, biases, _ = stack_adjoint(views, g, frozen, progress=progress)
     return Backward(sources=rows[0].clone(), by_layer=torch.cat([rows, top[None]]),
                     bias_by_layer=torch.cat([biases, torch.tensor([const], dtype=torch.float64)]))

@@ -128,13 +128,7 @@ def backward(session, readout, t) -> adjoint.Backward:
     shared = frozen(session)
     dec_views = session.layers("decoder")
     crosses = cross_adjoints(session)
-    r, const = adjoint.readout_adjoint(readout, t.u, t.b, t.x_last)
-    last = dec_views[-1]
-    m, d = last.rec.x.shape
-    g = torch.zeros(m, d, dtype=last.dtype, device=last.device)
-    g[t.i] = r.to(device=last.device, dtype=last.dtype)
-    top = torch.zeros(m, dtype=torch.float64)
-    top[t.i] = float(r @ t.x_last.to(torch.float64))
+    g, top, const = adjoint.output_adjoint(readout, t, dec_views[-1])
     _, rows, biases, g_es = adjoint.stack_adjoint(dec_views, g, shared, "decoder", crosses)
     e = session.records().memory
     e = e.reshape(-1, e.shape[-1]).to(torch.float64)

@@ -80,6 +80,17 @@ class Text:
     refused: dict[str, str] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
 
+    def rows(self) -> list[dict]:
+        """One row per attribution: its scores against the ground truth, best Spearman first (random last)."""
+        out = []
+        for key in self.attributions:
+            aopc = self.aopc.get(key, {})
+            out.append({"attribution": key, "spearman": self.spearman.get(key), "kendall": self.kendall.get(key),
+                        "comprehensiveness": aopc.get("comprehensiveness"), "sufficiency": aopc.get("sufficiency"),
+                        "spearman_heads": self.spearman_heads.get(key), "gap": self.gaps.get(key)})
+        return sorted(out, key=lambda r: (r["attribution"] == RANDOM,
+                                          -(r["spearman"] if r["spearman"] == r["spearman"] else -9)))
+
 
 def _row(array: np.ndarray, per_head: bool, i: int) -> np.ndarray:
     last = array[-1]

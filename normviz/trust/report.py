@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import time
+from pathlib import Path
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -104,6 +105,20 @@ class Faithfulness:
                 keys = dict.fromkeys(k for name in SCORES for k in self._of(t, name))
                 for k in keys:
                     w.writerow([index, k, *(self._of(t, name).get(k, "") for name in SCORES)])
+
+
+SHIPPED = Path(__file__).resolve().parents[2] / "assets" / "trust"
+
+
+def shipped(model: str) -> list[dict] | None:
+    """The summary rows of the shipped corpus run for ``model`` (assets/trust/<model>.csv, written by
+    ``normviz faithfulness``), or None when none is shipped."""
+    path = SHIPPED / f"{model}.csv"
+    if not path.is_file():
+        return None
+    with open(path, newline="", encoding="utf-8") as fh:
+        return [{**r, "mean": float(r["mean"]), "lo": float(r["lo"]), "hi": float(r["hi"]), "n": int(r["n"])}
+                for r in csv.DictReader(fh)]
 
 
 def faithfulness(lm, texts, keys=None, token=None, foil=None, *, max_tokens: int | None = None,

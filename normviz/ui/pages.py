@@ -12,7 +12,8 @@ from pathlib import Path
 
 # Material icons (Streamlit bundles the font: they show in any browser, unlike emoji without an emoji font)
 ICONS = {"Explore": ":material/search:", "Overview": ":material/grid_view:", "Learn": ":material/school:",
-         "Corpus": ":material/library_books:", "Translate": ":material/translate:", "Why": ":material/help:"}
+         "Corpus": ":material/library_books:", "Translate": ":material/translate:", "Why": ":material/help:",
+         "Trust": ":material/verified:"}
 _NAME = re.compile(r"^(\d+)_(\w+)\.py$")
 
 

@@ -172,6 +172,25 @@ def routes_at(session, position: int, tau: float):
     return r if r.threshold == tau else r.above(tau)
 
 
+def attend_at(session, layer: int, head: int, position: int, key: int, by_token: bool):
+    """Why head (layer, head) attends from ``position`` to ``key``: :meth:`normviz.Session.attend`, once per
+    session (ui.memo: shared by every visitor of the same text)."""
+    from .memo import memoised
+
+    return memoised(session, ("why_attend", int(layer), int(head), int(position), int(key), bool(by_token)),
+                    lambda: session.attend(int(layer), int(head), query=int(position), key=int(key),
+                                           by_token=bool(by_token)))
+
+
+def graph_at(session, token: int, foil: int | None, position: int):
+    """The attribution graph (:func:`normviz.graph`) of the page's prediction, once per session and target."""
+    from ..attribution.graph import graph
+    from .memo import memoised
+
+    return memoised(session, ("why_graph", int(token), foil, int(position)),
+                    lambda: graph(session, token=int(token), foil=foil, position=int(position)))
+
+
 def grid_columns(e) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """The heads grid of an Explanation: heads.sum(-1) [L, H], and the extra columns FF [L], b^O [L], the
     embedding (layer 0's row) and the final norm's/head's bias (the last layer's row). Every cell sums to total."""

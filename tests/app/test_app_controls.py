@@ -224,8 +224,11 @@ def test_learn_has_a_tab_per_key_symbols_and_the_walk_through():
     at.run()
     no_exception(at)
     keys = normviz.all_keys("post", include_opt_in=True)
-    assert len(at.tabs) == len(keys) + 1  # one per map key, then the Why page's "Why this token"
-    assert at.tabs[-1].label == learn.WHY_TAB
+    assert len(at.tabs) == len(keys) + 2  # one per map key, the Why page's "Why this token", "Which map to trust"
+    assert at.tabs[-2].label == learn.WHY_TAB
+    from normviz.ui import trust
+    assert at.tabs[-1].label == trust.TAB
+    assert any("necessary" in m.value for m in at.tabs[-1].markdown)
     assert {"flow", "value_zeroing", "rollout_value_zeroing", "globenc", "effective_attention"} <= set(keys)
     symbols = at.table[0].value
     assert "α_ij (α^h_ij)" in symbols.index and "‖v‖" in symbols.index

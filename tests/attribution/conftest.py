@@ -1,4 +1,5 @@
-"""``head_model(arch)``: a tiny float64 model with its LM head (tests/helpers/tiny.py), cached per session."""
+"""``head_model(arch)``: a tiny float64 model with its LM head (tests/helpers/tiny.py); ``seq2seq_model(arch)``:
+a tiny float64 encoder–decoder (tests/helpers/seq2seq.py); each cached per session."""
 from __future__ import annotations
 
 import pytest
@@ -13,5 +14,18 @@ def head_model():
     def make(arch):
         if arch not in cache:
             cache[arch] = tiny.build_with_head(arch)
+        return cache[arch]
+    return make
+
+
+@pytest.fixture(scope="session")
+def seq2seq_model():
+    from ..helpers import seq2seq
+
+    cache: dict = {}
+
+    def make(arch):
+        if arch not in cache:
+            cache[arch] = seq2seq.build(arch)
         return cache[arch]
     return make

@@ -12,7 +12,6 @@ import normviz
 from normviz.attribution import adjoint, propagate, readout_of
 from normviz.encdec import explain as encdec_explain
 
-from ..helpers import seq2seq as S
 from ..helpers import tiny
 
 ARCHS = ["llama", "llama_bias", "qwen2", "gpt2", "bert"]  # llama, qwen2: GQA (4 heads, 2 kv heads); bert: MLM head
@@ -85,20 +84,9 @@ def test_the_bias_part_is_the_biases(head_model, arch):
     assert abs(e.bias_by_layer.sum() + e.sources.sum() - e.total) <= tol * abs(e.total)
 
 
-@pytest.fixture(scope="module")
-def seq2seq():
-    cache: dict = {}
-
-    def make(arch):
-        if arch not in cache:
-            cache[arch] = S.build(arch)
-        return cache[arch]
-    return make
-
-
 @pytest.mark.parametrize("arch", SEQ2SEQ)
-def test_seq2seq_adjoint_equals_the_forward_propagation(seq2seq, arch):
-    lm = seq2seq(arch)
+def test_seq2seq_adjoint_equals_the_forward_propagation(seq2seq_model, arch):
+    lm = seq2seq_model(arch)
     s = normviz.Session(lm, "the cat sat on the mat", target="le chat assis sur le tapis")
     r, foil = 3, 5
     e = s.explain(foil=foil, position=r)

@@ -10,26 +10,13 @@ import torch
 import normviz
 from normviz.errors import NotApplicableError
 
-from ..helpers import seq2seq as S
-
 ARCHS = ["marian", "bart", "mbart", "m2m_100", "t5"]
 TOL = {"t5": 2e-6}  # T5's RMSNorm rounds through float32
 
 
-@pytest.fixture(scope="module")
-def model():
-    cache: dict = {}
-
-    def make(arch):
-        if arch not in cache:
-            cache[arch] = S.build(arch)
-        return cache[arch]
-    return make
-
-
 @pytest.mark.parametrize("arch", ARCHS)
-def test_decoder_rows_are_explained_exactly(model, arch):
-    lm = model(arch)
+def test_decoder_rows_are_explained_exactly(seq2seq_model, arch):
+    lm = seq2seq_model(arch)
     s = normviz.Session(lm, "the cat sat on the mat", target="le chat assis sur le tapis")
     r, foil = 3, 5
     src, tgt = torch.tensor([s.part.axes["encoder"].ids]), torch.tensor([s.part.axes["decoder"].ids])

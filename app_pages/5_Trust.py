@@ -1,0 +1,76 @@
+"""normviz · Trust: which map to trust for this prediction — every attribution beside the ground truth by
+intervention (attention knockout, head ablation), with rank agreement and erasure scores; over the shipped corpus
+run, the ranking with confidence intervals. Numbers from normviz.trust (explain_text, shipped); this file draws."""
+import streamlit as st
+
+import normviz
+from normviz.trust import explain_text
+from normviz.trust.report import shipped
+from normviz.ui import st_parts as ui
+from normviz.ui import trust as T
+from normviz.ui.memo import memoised
+from normviz.viz import trust as vt
+
+ui.page_config("Trust", "✅")
+
+
+def page() -> None:
+    view, fs = ui.start_page()
+    st.subheader("Which map to trust? Attributions against interventions")
+    ui.seed("w_trust_text", view.text)
+    view.text = st.text_input("Text (the prediction after its last token; an encoder: at [MASK], else [CLS])",
+                              key="w_trust_text", max_chars=ui.settings().max_text_chars)
+    ui.save_view(view)
+    lm = ui.load_model(view.model) if view.model else None
+    if lm is None:
+        st.stop()
+    ui.show_device(lm)
+    if not view.text.strip():
+        st.error("The text is empty. Type a sentence; the page scores every attribution of its prediction.")
+        st.stop()
+    session = ui.session_for(lm, view.text)
+    if session is None:
+        st.stop()
+    c1, c2 = st.columns(2)
+    heads = c1.checkbox("Also head ablation (L·H passes)", value=False, key="w_trust_heads")
+    gradients = c2.checkbox("Gradient baselines (input × gradient, integrated gradients)", value=True,
+                            key="w_trust_grads")
+    keys = [k for k in T.DEFAULT_KEYS if k in normviz.all_keys(lm)]
+    try:
+        with st.spinner("Running the interventions …"):
+            t = memoised(session, ("trust", heads, gradients),
+                         lambda: explain_text(session, keys, heads=heads, gradients=gradients, ig_steps=16))
+    except normviz.errors.NormvizError as exc:
+        ui.say("error", str(exc))
+        st.stop()
+    what = t.measure if t.token_text is None else f"{t.measure} of {t.token_text!r}"
+    st.markdown(f"Explained: the **{ui.plain(what, 80)}** at position {t.position} "
+                f"(total {t.total:.4g}). {t.knockout.question}")
+    for key, why in t.refused.items():
+        ui.say("info", f"{key}: {why}")
+    labels = list(session.labels)
+    shown = [k for k in ("sources", "attention", "attn_res_ln", "rollout_attn_res_ln") if k in t.attributions]
+    ui.chart(vt.truth_beside(labels, t.knockout.delta, {k: t.attributions[k] for k in shown}, font_size=fs),
+             key="trust_beside", filename="trust_beside")
+    df = T.table(t.rows())
+    ui.table(df, view.present, hide_index=True, width="stretch")
+    st.caption(f"Ranks over positions {list(map(int, t.scored))}. Baselines: "
+               + "; ".join(f"{k}: {v}" for k, v in t.baselines.items()))
+
+    rows = shipped(lm.name)
+    st.subheader("Over the shipped corpus sample")
+    if rows is None:
+        st.caption(f"No corpus run is shipped for {ui.plain(lm.name, 80)}; run `normviz faithfulness --model "
+                   f"{ui.plain(lm.name, 80)} --corpus FILE --out DIR`.")
+    else:
+        score = st.selectbox("Score", ["spearman", "kendall", "comprehensiveness", "sufficiency", "spearman_heads"],
+                             key="w_trust_score")
+        ct = T.corpus_table(rows, score)
+        ui.chart(vt.score_bars(list(ct["attribution"]), ct["mean"], ct["95% lo"], ct["95% hi"],
+                               title=f"{score} (mean, 95% bootstrap interval)", reference="attention",
+                               font_size=fs), key="trust_corpus", filename="trust_corpus")
+    with st.expander("What the numbers mean", expanded=False):
+        st.markdown(T.MEANING)
+
+
+ui.run_page(page)

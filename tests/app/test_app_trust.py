@@ -1,0 +1,43 @@
+"""Issue 31: the Trust page on minilm — the Spearman (and Kendall) it shows for a text equal
+normviz.trust.explain_text's for the same session settings; the knockout bars are the library's deltas."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import normviz
+from normviz.trust import explain_text
+from normviz.ui import st_parts
+from normviz.ui import trust as T
+
+from ..helpers.app import app, arr, figures, no_exception
+
+TEXT = "The cat sat on the mat."
+PAGE = "app_pages/5_Trust.py"
+
+
+@pytest.fixture(scope="module")
+def page():
+    at = app(PAGE, {"model": "minilm", "text": TEXT})
+    at.run(timeout=300)
+    return at
+
+
+def test_the_spearman_shown_is_the_librarys(page):
+    no_exception(page)
+    lm = st_parts.model_cache().get_or_compute("minilm", lambda: normviz.load("minilm"))
+    keys = [k for k in T.DEFAULT_KEYS if k in normviz.all_keys(lm)]
+    t = explain_text(normviz.Session(lm, TEXT), keys, heads=False, gradients=True, ig_steps=16)
+    shown = page.dataframe[0].value.set_index("attribution")
+    lib = {r["attribution"]: r for r in t.rows()}
+    assert set(shown.index) == set(lib)
+    for key, row in lib.items():
+        for col in ("spearman", "kendall"):
+            if row[col] is None or np.isnan(row[col]):
+                assert np.isnan(shown.loc[key, col])
+            else:
+                assert shown.loc[key, col] == pytest.approx(row[col], abs=1e-9), (key, col)
+    beside = [f for f in figures(page) if f["data"][0].get("name") == "knockout"][0]
+    ko = arr(beside["data"][0]["customdata"])
+    np.testing.assert_allclose(ko, t.knockout.delta, rtol=1e-4, atol=1e-6)
+    assert any("What the numbers mean" in e.label for e in page.expander)
