@@ -18,13 +18,27 @@ from pathlib import Path
 # Only in a process where neither is loaded yet (the server's first run): a later change is not read by OpenMP,
 # and numba refuses a NUMBA_NUM_THREADS that differs from its running pool (AppTest runs this file in-process).
 _FRESH = "torch" not in sys.modules and "numba" not in sys.modules
+
+
+def _early_settings():
+    """normviz.settings read on its own, before ``import normviz`` (whose facade loads torch)."""
+    import importlib.util
+
+    where = Path(importlib.util.find_spec("normviz").origin).parent / "settings.py"
+    spec = importlib.util.spec_from_file_location("normviz._early_settings", where)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
 if _FRESH:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # A public demo serves many visitors at once: one thread per pass (torch, MKL, numba's kernels), the visitors
 # themselves filling the cores. Two threads per pass under 7 visitors made a new smollm2 text 1.3-1.8 s against
 # 0.7-1.0 s with one (load 15; a pass waits for its second thread to be scheduled). Alone on the machine (no
 # NORMVIZ_PUBLIC) a pass keeps every core: a long document's maps need them. Explicit settings win.
-if _FRESH and os.environ.get("NORMVIZ_PUBLIC", "").strip().lower() in ("1", "true", "yes", "on"):
+if _FRESH and _early_settings().flag("NORMVIZ_PUBLIC"):
     for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
         os.environ.setdefault(_threads, "1")
 

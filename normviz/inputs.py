@@ -93,20 +93,11 @@ def output_dir(out: str) -> Path:
 
 
 def parse_options(items: list[str]) -> dict:
-    """``--option KEY=VALUE`` items as a dict (numbers cast to int or float)."""
-    out = {}
-    for item in items:
-        if "=" not in item:
-            raise NormvizError(f"--option expects KEY=VALUE, got {item!r}")
-        k, v = item.split("=", 1)
-        for cast in (int, float):
-            try:
-                v = cast(v)
-                break
-            except ValueError:
-                pass
-        out[k.strip()] = v
-    return out
+    """``--option KEY=VALUE`` items as a typed dict: :func:`normviz.settings.parse_options` (unknown or
+    ill-typed: a one-line NormvizError)."""
+    from . import settings
+
+    return settings.parse_options(items)
 
 
 _BOMS = [(b"\x00\x00\xfe\xff", "UTF-32 (big-endian)"), (b"\xff\xfe\x00\x00", "UTF-32 (little-endian)"),

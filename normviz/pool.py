@@ -19,7 +19,6 @@ arrays go), so the pool never tracks more than the blocks of its last requests. 
 """
 from __future__ import annotations
 
-import os
 import sys
 import threading
 
@@ -30,10 +29,9 @@ MAX_IDLE_TAKES = 16
 
 
 def _env_bytes() -> int:
-    try:
-        return max(0, int(float(os.environ.get("NORMVIZ_POOL_MB", "512")) * 2**20))
-    except ValueError:
-        return 512 * 2**20
+    from . import settings
+
+    return int(settings.env("NORMVIZ_POOL_MB") * 2**20)
 
 
 MAX_IDLE_BYTES = _env_bytes()

@@ -22,7 +22,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from . import keyspace, memory
+from . import keyspace, memory, settings
 from . import methods as registry
 from .analysis import Analysis, Target, TokenAxis
 from .decompose import CHUNK_BYTES, LayerDecomposition, Workspace, working_dtype
@@ -71,7 +71,7 @@ class Session:
     def __init__(self, lm: LoadedModel, text: str = "", text_pair: str | None = None, *,
                  target: str | None = None, max_tokens: int | None = None, max_new_tokens: int | None = None,
                  options: dict | None = None, worker=None, recorded: Part | None = None):
-        self.lm, self.options = lm, dict(options or {})
+        self.lm, self.options = lm, settings.check_options(options)  # unknown or ill-typed: refused here
         if recorded is None:
             recorded = _tokenised(lm, text, text_pair, target, max_tokens, max_new_tokens, self.options)
         self.part = recorded

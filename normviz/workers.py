@@ -48,6 +48,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from . import settings
 from .methods.base import DEADLINE_FACTOR, DEFAULT_DEADLINE_S  # noqa: F401 - × the budget; no seconds budget
 
 POLL_S = 0.25
@@ -421,7 +422,7 @@ def _model(name: str, device: str, dtype: str, cache_key: tuple | None = None):
     if cache_key is not None and tuple(lm.cache_key) != tuple(cache_key):
         raise RuntimeError(f"the worker loaded {lm.cache_key}, not the server's {cache_key}")
     _MODELS[key] = lm
-    while len(_MODELS) > int(os.environ.get("NORMVIZ_WORKER_MODELS", "2")):
+    while len(_MODELS) > settings.env("NORMVIZ_WORKER_MODELS"):
         _MODELS.pop(next(iter(_MODELS)))
     return lm
 
@@ -448,7 +449,7 @@ def _session(lm, job: Job):
             session = Session.from_inputs(lm, job.encoded, job.text, job.text_pair, job.options)
         _SESSIONS[key] = (session, time.monotonic())
         dropped = 0
-        while len(_SESSIONS) > max(1, int(os.environ.get("NORMVIZ_WORKER_SESSIONS", "3"))):
+        while len(_SESSIONS) > settings.env("NORMVIZ_WORKER_SESSIONS"):
             _SESSIONS.popitem(last=False)
             dropped += 1
     if dropped:
@@ -514,13 +515,13 @@ def serve() -> None:
     os.dup2(2, 1)
     inp = sys.stdin.buffer
     try:
-        os.nice(int(os.environ.get("NORMVIZ_WORKER_NICE", "10")))
+        os.nice(settings.env("NORMVIZ_WORKER_NICE"))
     except (AttributeError, OSError):  # pragma: no cover - platforms without nice
         pass
     import torch
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-    idle = float(os.environ.get("NORMVIZ_WORKER_IDLE_S", WORKER_IDLE_S))
+    idle = settings.env("NORMVIZ_WORKER_IDLE_S")
     threading.Thread(target=_sweep_forever, args=(idle,), name="normviz-worker-sweep", daemon=True).start()
 
     def send(message) -> None:

@@ -3,6 +3,7 @@
 #
 #   bash scripts/serve_many.sh [N=2] [PORT=8500]        # then open http://127.0.0.1:PORT
 #   NORMVIZ_SERVE_DIR=/tmp/x bash scripts/serve_many.sh  # where configs, pids and logs go (default: a temp dir)
+#   normviz app --procs N [--port PORT] [--warm MODELS] [--public]  # the same, from the command line
 #
 # Why: one Streamlit process serialises its visitors' Python work on one GIL (issue 22); N processes use N
 # cores. Each process keeps its own models, session cache and heavy-maps worker (NORMVIZ_HEAVY_WORKERS per
@@ -42,7 +43,7 @@ rm -f "$DIR/stopping"
 supervise() {  # the app process of port $1, started again whenever it ends, until stop()
   local port=$1 restarts=0 app
   while [ ! -e "$DIR/stopping" ]; do
-    STREAMLIT_SERVER_COOKIE_SECRET="$SECRET" "$PY" -m streamlit run app.py --server.port "$port" \
+    STREAMLIT_SERVER_COOKIE_SECRET="$SECRET" "$PY" "${runner[@]}" app.py --server.port "$port" \
       --server.address 127.0.0.1 --server.headless true --browser.gatherUsageStats false \
       >>"$DIR/app_$port.log" 2>&1 &
     app=$!
@@ -57,6 +58,9 @@ supervise() {  # the app process of port $1, started again whenever it ends, unt
   done
 }
 
+# NORMVIZ_WARM (normviz app --warm MODELS): each process warms those models up before it listens
+runner=(-m streamlit run)
+case "${NORMVIZ_WARM:-0}" in 0|"") ;; *) runner=(-m normviz.ui.warm) ;; esac
 servers=""
 for k in $(seq 1 "$N"); do
   p=$((PORT + k))

@@ -17,10 +17,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from .. import settings
+
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = [os.environ.get("NORMVIZ_CHROMIUM", ""), "/usr/bin/chromium", "/usr/bin/chromium-browser",
+CHROMIUM = [settings.env_raw("NORMVIZ_CHROMIUM") or "", "/usr/bin/chromium", "/usr/bin/chromium-browser",
             "/usr/bin/google-chrome"]
-DRIVERS = [os.environ.get("NORMVIZ_CHROMEDRIVER", ""), "/usr/bin/chromedriver", shutil.which("chromedriver") or ""]
+DRIVERS = [settings.env_raw("NORMVIZ_CHROMEDRIVER") or "", "/usr/bin/chromedriver", shutil.which("chromedriver") or ""]
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--disable-dev-shm-usage", "--hide-scrollbars"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from types import ModuleType
 
+from .. import settings
 from ..errors import NotApplicableError, TooCostlyError, UnknownKeyError
 from .base import DEFAULT_STACKS, DEFAULT_UNIT, GROUPS, KeyInfo, Request
 
@@ -46,6 +47,13 @@ def register_family(module: ModuleType) -> ModuleType:
     module.KEYS = tuple(_completed(module, i) for i in module.KEYS)
     for info in module.KEYS:
         _KEYS[info.key] = (module, info)
+        if info.budget_option:  # its time budget becomes a declared option (normviz.settings)
+            settings.declare_budget(info.budget_option.removesuffix("_budget_s"))
+    budget = getattr(module, "BUDGET", None)
+    if budget is not None:  # a family without map keys (the interventions) has its budget too
+        settings.declare_budget(budget.family)
+    for alias in getattr(budget, "aliases", ()):
+        settings.declare_budget(budget.family, alias=alias)
     return module
 
 

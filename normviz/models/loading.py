@@ -53,7 +53,9 @@ TOY_MT_DIR = Path(__file__).resolve().parents[2] / "assets" / "toy_mt"
 
 def cache_dir() -> Path:
     """Where converted models are kept: $NORMVIZ_CACHE or ~/.cache/normviz."""
-    return Path(os.environ.get("NORMVIZ_CACHE", Path.home() / ".cache" / "normviz"))
+    from .. import settings
+
+    return Path(settings.env_raw("NORMVIZ_CACHE") or Path.home() / ".cache" / "normviz")
 
 
 @dataclass

@@ -14,7 +14,6 @@ else not at all (then every change is drawn by the server).
 """
 from __future__ import annotations
 
-import os
 
 import numpy as np
 
@@ -30,10 +29,9 @@ def frame_name(layer: int, head: int | None) -> str:
 
 
 def budget() -> int:
-    try:
-        return max(0, int(os.environ.get("NORMVIZ_INSTANT_CELLS", DEFAULT_BUDGET)))
-    except ValueError:
-        return DEFAULT_BUDGET
+    from .. import settings
+
+    return settings.env("NORMVIZ_INSTANT_CELLS")
 
 
 def plan(n_shown: int, n_panels: int, n_layers: int, head_views: list[int | None], layer: int,

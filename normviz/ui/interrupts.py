@@ -24,7 +24,6 @@ and finds them.
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import time
 from typing import Callable
@@ -33,6 +32,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
 
+from .. import settings
 from . import timing
 
 GUARD_KEY = "_normviz_run_guard"  # the session's lock, kept in its session state
@@ -46,7 +46,7 @@ def guard_enabled() -> bool:
     """``NORMVIZ_ONE_RUN=1`` turns :func:`one_run_per_session` on. Off by default for now: with it on, the
     real-browser redraw test (tests/app/test_app_browser.py) once read a panel whose chart was gone during a
     layer change ("Cannot read properties of null (reading 'layout')"), not yet understood (issue 22)."""
-    return os.environ.get("NORMVIZ_ONE_RUN", "").strip().lower() in ("1", "true", "yes", "on")
+    return settings.flag("NORMVIZ_ONE_RUN")
 
 
 @contextlib.contextmanager

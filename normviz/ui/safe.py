@@ -9,7 +9,6 @@ visitor's string any other way.
 """
 from __future__ import annotations
 
-import os
 import re
 
 _PUNCT = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&%^=\"'/?;,])")
@@ -48,8 +47,9 @@ def lit(value, limit: int = 80) -> str:
 def public(env=None) -> bool:
     """``NORMVIZ_PUBLIC=1``: a public deployment (no error details, no server paths, embedded models only
     unless ``NORMVIZ_ALLOWED_MODELS`` says otherwise)."""
-    env = os.environ if env is None else env
-    return str(env.get("NORMVIZ_PUBLIC", "")).strip().lower() in ("1", "true", "yes", "on")
+    from .. import settings
+
+    return settings.flag("NORMVIZ_PUBLIC", env)
 
 
 def redact(text: str) -> str:

@@ -12,13 +12,14 @@
 """
 from __future__ import annotations
 
-import os
 import sys
 import time
 
 
 def enabled() -> bool:
-    return os.environ.get("NORMVIZ_TIMING", "").strip().lower() in ("1", "true", "yes", "on")
+    from .. import settings
+
+    return settings.flag("NORMVIZ_TIMING")
 
 
 def report(kind: str, *fields) -> None:

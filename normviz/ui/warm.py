@@ -1,7 +1,11 @@
-"""Warm-up before the first visitor (``scripts/app.sh --warm``, or ``NORMVIZ_WARM=1``): load the default model
-into the server's model cache, compile the norm kernels, and analyse the default view once, in the server's own
-process, so the first page load is a cache hit (a fresh server's first Explore load took 8.8 s quiet, 13 s
-loaded). ``python -m normviz.ui.warm app.py [streamlit run arguments…]`` warms up and then starts the app."""
+"""Warm-up before the first visitor (``normviz app --warm [MODELS]``, or ``NORMVIZ_WARM=1`` / ``=smollm2,minilm``):
+load each model into the server's model cache, compile the norm kernels, and analyse the default view once per
+model, in the server's own process, so the first page load — and the first switch to another warmed model — is
+a cache hit (a fresh server's first Explore load took 8.8 s quiet, 13 s loaded; a first switch to smollm2 41 s).
+``python -m normviz.ui.warm app.py [streamlit run arguments…]`` warms up and then starts the app.
+
+:func:`prepare` converts what a model needs converting once (smollm2's GGUF file, into ``NORMVIZ_CACHE``), for
+the set-up (``scripts/setup.sh``) to do before any server starts."""
 from __future__ import annotations
 
 import logging
@@ -30,14 +34,50 @@ def warm(model: str | None = None, text: str | None = None) -> dict:
             "maps": [] if analysis is None else list(analysis.keys())}
 
 
+def warm_models(value: str | None = None) -> list[str]:
+    """The models to warm from ``NORMVIZ_WARM`` (or ``value``): ``1``/``default`` the pages' default model, a
+    comma-separated list those models, ``0``/empty none."""
+    from .. import settings
+    from .state import DEFAULT_MODEL
+
+    raw = settings.env("NORMVIZ_WARM") if value is None else value
+    names = [m.strip().lower() for m in str(raw).split(",") if m.strip()]
+    if not names or names == ["0"]:
+        return []
+    return list(dict.fromkeys(DEFAULT_MODEL if m in ("1", "default", "true", "yes") else m for m in names))
+
+
+def prepare(models=("smollm2",)) -> list[str]:
+    """Convert once what each model needs converting (smollm2: its GGUF file, ~30-40 s) into the cache; returns
+    the models it converted or found converted."""
+    from ..models import loading
+
+    done = []
+    for m in models:
+        if m == "smollm2":
+            loading.smollm2_dir(progress=lambda msg: print(f"normviz: {msg}", file=sys.stderr))
+            done.append(m)
+    return done
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Warm up, then ``streamlit run APP …`` in this same process (the caches are the server's)."""
+    """Warm up (the models of ``NORMVIZ_WARM``, default: the pages' default model), then ``streamlit run APP …``
+    in this same process (the caches are the server's)."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "--prepare":
+        prepare(args[1].split(",") if len(args) > 1 else ("smollm2",))
+        return
     if not args or not args[0].endswith(".py"):
-        sys.exit("usage: python -m normviz.ui.warm APP.py [streamlit run arguments…]")
-    done = warm()
-    print(f"normviz: warmed up {done['model']} (load {done['load_s']} s, default maps {done['maps_s']} s)",
-          file=sys.stderr)
+        sys.exit("usage: python -m normviz.ui.warm APP.py [streamlit run arguments…] | --prepare [MODELS]")
+    models = warm_models() or [None]
+    # the default model last: the model cache keeps the most recent ones, the first page asks for it
+    from .state import DEFAULT_MODEL
+
+    models.sort(key=lambda m: m in (None, DEFAULT_MODEL))
+    for model in models:
+        done = warm(model)
+        print(f"normviz: warmed up {done['model']} (load {done['load_s']} s, default maps {done['maps_s']} s)",
+              file=sys.stderr)
     from streamlit.web import cli
 
     sys.argv = ["streamlit", "run", *args]

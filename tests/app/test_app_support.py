@@ -256,6 +256,7 @@ def test_session_options_carry_the_budgets(monkeypatch):
     ff = methods.budget_option("ff")
     # every key's budget option (its KeyInfo) reaches the app's sessions: no table of names in ui/
     wanted = {methods.key_info(k).budget_option for k in methods.all_keys()} - {None}
+    wanted |= set(methods.budget_options())  # and the keyless families' (knockout, head_ablation)
     costly = wanted - {ff}
     assert ff == "feedforward_budget_s" and {"zeroing_budget_s", "interactions_budget_s", "decompx_budget_s"} <= costly
     mem = "memory_budget_mb"

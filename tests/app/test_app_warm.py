@@ -30,6 +30,7 @@ def test_the_launcher_binds_to_loopback_and_knows_warm():
     config = (ROOT / ".streamlit" / "config.toml").read_text()
     assert 'address = "127.0.0.1"' in config
     script = (ROOT / "scripts" / "app.sh").read_text()
-    assert "--warm" in script and "normviz.ui.warm" in script
+    assert "--warm" in script and "normviz app" in script
+    assert "normviz.ui.warm" in (ROOT / "normviz" / "cli" / "app.py").read_text()
     out = subprocess.run(["bash", "-n", str(ROOT / "scripts" / "app.sh")], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr

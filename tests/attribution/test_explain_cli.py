@@ -98,7 +98,7 @@ def test_sources_run_under_a_default_time_budget(llama_lm_dir, tmp_path, capsys,
     """Issue 29: without --option explain_budget_s the CLI's default budget applies (389 tokens of smollm2 were
     ~28 min estimated and ran): over it sources are refused before any work, with a note naming the option;
     the option given still decides."""
-    from normviz.attribution import cli as explain_cli
+    from normviz.cli import explain as explain_cli
 
     out, text = tmp_path / "e.json", "the cat sat on the mat"
     monkeypatch.setattr(explain_cli, "SOURCES_BUDGET_S", 1e-9)

@@ -7,7 +7,7 @@ from normviz.devtools.module_graph import build, cycles
 
 # lowest first; a module may import modules of its own layer or below
 LAYERS = (
-    ("normviz.errors", "normviz.commands"),
+    ("normviz.errors", "normviz.commands", "normviz.settings"),
     ("normviz.backend", "normviz.activations", "normviz.tokens", "normviz.inputs", "normviz.analysis",
      "normviz.fx", "normviz.pool", "normviz.memory"),
     ("normviz.models",),
@@ -17,10 +17,10 @@ LAYERS = (
     ("normviz.keyspace",),
     ("normviz.attribution", "normviz.encdec.explain", "normviz.sinks"),  # prediction attribution, sinks: below the Session that calls it
     ("normviz.session",),
-    ("normviz.corpus", "normviz.align", "normviz.workers", "normviz.attribution.cli", "normviz.trust"),
+    ("normviz.corpus", "normviz.align", "normviz.workers", "normviz.trust"),
     ("normviz.viz", "normviz.notebook"),
     ("normviz",),  # the package's facade: normviz/__init__.py
-    ("normviz.cli", "normviz.__main__", "normviz.trust.cli"),
+    ("normviz.cli", "normviz.__main__"),  # one module per subcommand (normviz/cli/)
     ("normviz.ui",),
     ("normviz.devtools",),  # tools for tests and benchmarks (tiny models, the import graph): nothing imports them
 )

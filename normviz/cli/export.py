@@ -1,22 +1,13 @@
-"""Command line: ``python -m normviz export --model M --text T --out F.npz``.
-
-Subcommands register themselves in :data:`normviz.commands.SUBCOMMANDS` (name -> (add_arguments, run)) so
-later features add their own without editing the parser here; this module imports the modules that do
-(:data:`PLUGINS`), from above them.
-"""
+"""``python -m normviz export --model M --text T --out F.npz``: one text's maps to an .npz (and an --html page)."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import warnings
 
-from .commands import SUBCOMMANDS, subcommand
-from .inputs import parse_options
-from .errors import NormvizError, TruncationWarning
-
-# modules that register subcommands when imported (absent ones are skipped): a new one is added here
-PLUGINS = ("normviz.corpus.cli", "normviz.align.cli", "normviz.attribution.cli", "normviz.trust.cli")
+from ..commands import subcommand
+from ..errors import NormvizError, TruncationWarning
+from ._options import parse_options
 
 
 def _add_export(p: argparse.ArgumentParser) -> None:
@@ -42,12 +33,9 @@ def _add_export(p: argparse.ArgumentParser) -> None:
                    help="heatmaps, bertviz-style lines, or each map animated through the layers")
 
 
-_parse_options = parse_options  # (in normviz.inputs, so that subcommands below this module share it)
-
-
 def _run_export(args) -> int:
-    from . import analyze, load
-    from .inputs import check_device, check_max_tokens, check_model_name, check_text, output_file
+    from .. import analyze, load
+    from ..inputs import check_device, check_max_tokens, check_model_name, check_text, output_file
 
     # every user mistake that can be seen without the model is refused before it loads
     check_model_name(args.model)
@@ -58,11 +46,11 @@ def _run_export(args) -> int:
     check_device(args.device)
     out = output_file(args.out)
     html_out = _html_file(args.html) if args.html is not None else None
-    options = _parse_options(args.option)
+    options = parse_options(args.option)
     keys = None
     if args.maps:
         keys = [m for item in args.maps for m in item.split(",") if m.strip()]
-        from .keyspace import known, parse
+        from ..keyspace import known, parse
 
         for k in keys:
             if not known(k):
@@ -98,7 +86,7 @@ def _run_export(args) -> int:
 
 def _html_file(name: str):
     """The --html file, checked writable before the model loads (as --out is)."""
-    from .inputs import output_file
+    from ..inputs import output_file
 
     try:
         return output_file(name, suffix=".html")
@@ -108,8 +96,8 @@ def _html_file(name: str):
 
 def _write_html(analysis, path, args) -> None:
     """The --html page: :func:`normviz.notebook.default_view` in :func:`normviz.viz.standalone_html`."""
-    from .notebook import default_view
-    from .viz import standalone_html
+    from ..notebook import default_view
+    from ..viz import standalone_html
 
     figs, captions = default_view(analysis, layer=args.html_layer, head=args.html_head, view=args.html_view)
     pair = f" / {analysis.text_pair}" if analysis.text_pair else ""
@@ -123,54 +111,3 @@ def _write_html(analysis, path, args) -> None:
 
 
 subcommand("export", "analyse one text and write every map to an .npz file")((_add_export, _run_export))
-
-
-class _Parser(argparse.ArgumentParser):
-    """Usage mistakes on one line (``error: … (see --help)``), exit code 2."""
-
-    def error(self, message: str):
-        self.exit(2, f"error: {message.splitlines()[0] if message else 'bad arguments'} (see {self.prog} --help)\n")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m normviz", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for name, (add, _run, help_text) in SUBCOMMANDS.items():
-        add(sub.add_parser(name, help=help_text))
-    return parser
-
-
-def _load_plugins() -> None:
-    """Import modules that add subcommands (they may be absent in a minimal install)."""
-    import importlib
-
-    for mod in PLUGINS:
-        try:
-            importlib.import_module(mod)
-        except ModuleNotFoundError as exc:
-            if exc.name and not exc.name.startswith(mod.rsplit(".", 1)[0]):
-                raise
-
-
-def main(argv: list[str] | None = None) -> int:
-    _load_plugins()
-    args = build_parser().parse_args(argv)
-    try:
-        return SUBCOMMANDS[args.command][1](args)
-    except NormvizError as exc:
-        print(f"error: {_one_line(exc)}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 130
-    except Exception as exc:  # a bug, not a user mistake: still one line (NORMVIZ_DEBUG=1 for the traceback)
-        if os.environ.get("NORMVIZ_DEBUG"):
-            raise
-        print(f"error: unexpected {type(exc).__name__}: {_one_line(exc)} (set NORMVIZ_DEBUG=1 for the traceback)",
-              file=sys.stderr)
-        return 1
-
-
-def _one_line(exc: BaseException, limit: int = 600) -> str:
-    text = " ".join(str(exc).split())
-    return text if len(text) <= limit else text[:limit] + "…"

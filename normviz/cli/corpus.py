@@ -6,7 +6,7 @@ import json
 import sys
 
 from ..commands import subcommand
-from .stats import STATISTICS, STAT_TITLES
+from ..corpus.stats import STATISTICS, STAT_TITLES
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -40,7 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     from ..errors import NormvizError
     from ..inputs import check_device, check_max_tokens, check_model_name, output_dir
-    from .engine import CorpusJob, run_corpus
+    from ..corpus.engine import CorpusJob, run_corpus
 
     check_model_name(args.model)
     check_max_tokens(args.max_tokens)

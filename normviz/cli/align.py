@@ -30,9 +30,9 @@ def run(args) -> int:
     from ..models import load
     from ..errors import NormvizError
     from ..inputs import check_device, check_max_tokens, check_model_name, output_dir
-    from .corpus import align_corpus, read_lines
-    from .formats import read_alignments
-    from .report import layer_table_text, write_outputs
+    from ..align.corpus import align_corpus, read_lines
+    from ..align.formats import read_alignments
+    from ..align.report import layer_table_text, write_outputs
 
     check_model_name(args.model)
     check_max_tokens(args.max_tokens)

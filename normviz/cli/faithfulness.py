@@ -58,7 +58,7 @@ def _settings(args) -> dict:
 
 def _shard(model, device, dtype, lines, offset, settings):
     from ..models import load
-    from .report import faithfulness
+    from ..trust.report import faithfulness
     lm = load(model, device=device, dtype=dtype)
     heads = settings["heads"]
     if not isinstance(heads, bool):  # the first N lines of the whole corpus
@@ -67,7 +67,7 @@ def _shard(model, device, dtype, lines, offset, settings):
 
 
 def merge(parts, offsets):
-    from .report import Faithfulness
+    from ..trust.report import Faithfulness
     first = parts[0]
     texts, skipped = [], []
     for part, offset in zip(parts, offsets):
@@ -96,7 +96,7 @@ def run(args) -> int:
         result = merge(parts, offsets)
     else:
         from ..models import load
-        from .report import faithfulness
+        from ..trust.report import faithfulness
         lm = load(args.model, device=args.device, dtype=args.dtype)
 
         def progress(fraction, message):

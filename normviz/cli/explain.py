@@ -64,7 +64,7 @@ def _output(out: str) -> Path:
 
 def check_arguments(args) -> Path:
     """Every mistake visible without the model; the output path."""
-    from ..inputs import parse_options as _parse_options
+    from ._options import parse_options as _parse_options
     from ..inputs import check_device, check_max_tokens, check_model_name, check_text
 
     check_model_name(args.model)
@@ -107,11 +107,11 @@ def check_arguments(args) -> Path:
 def run(args) -> int:
     import numpy as np
 
-    from ..inputs import parse_options as _parse_options
+    from ._options import parse_options as _parse_options
     from ..models import load
     from ..session import Session
-    from . import actual_next
-    from .adjoint import BUDGET
+    from ..attribution import actual_next
+    from ..attribution.adjoint import BUDGET
 
     out = check_arguments(args)
     options = _parse_options(args.option)
@@ -149,7 +149,7 @@ def run(args) -> int:
     vs = f" vs {e.foil_text!r}" if e.foil is not None else ""
     print(f"wrote {out}: {e.token_text!r}{vs} at position {e.position}, total {e.total:.4f}", file=sys.stderr)
     if args.graph is not None:
-        from .graph import graph
+        from ..attribution.graph import graph
         g = graph(s, token=e.token, foil=e.foil, position=e.position, node_threshold=args.node_threshold,
                   edge_threshold=args.edge_threshold)
         try:

@@ -1,0 +1,85 @@
+"""Fresh clone → first drawn page, and the first smollm2 view after warm-up (issue 29 item 10, issue 32 item 5).
+
+    .venv/bin/python benchmarks/bench_fresh_clone.py [--clone-dir /tmp/normviz-fresh] [--warm smollm2,minilm]
+
+Clones this checkout (its committed HEAD) into a new folder, runs the README's app command there
+(``bash scripts/app.sh --warm MODELS --server.port P``: a new .venv, the app's requirements only, SmolLM2
+converted into a new, empty NORMVIZ_CACHE, the warm-up, the server), and times with headless Chromium (this
+venv's selenium): the first Explore page with a drawn chart, then ``?model=smollm2`` (its first view). pip's own
+download cache is what this machine has: say so with the figures. Prints one JSON line; also the load average.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), 1).close()
+        return True
+    except OSError:
+        return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--clone-dir", default=None)
+    ap.add_argument("--warm", default="smollm2,minilm")
+    ap.add_argument("--timeout", type=float, default=1200)
+    args = ap.parse_args(argv)
+    from normviz.devtools.browser import chromium, free_port, wait_for_app
+
+    where = Path(args.clone_dir or tempfile.mkdtemp(prefix="normviz-fresh-"))
+    if where.exists():
+        shutil.rmtree(where)
+    cache = Path(tempfile.mkdtemp(prefix="normviz-fresh-cache-"))
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(NORMVIZ_CACHE=str(cache), HF_HUB_OFFLINE="1")
+    load0 = os.getloadavg()
+    t0 = time.perf_counter()
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(where)], check=True)
+    log = open(where / "app.log", "w")
+    proc = subprocess.Popen(["bash", "scripts/app.sh", "--warm", args.warm, "--server.port", str(port)], cwd=where,
+                            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    result: dict = {"warm": args.warm, "load_before": [round(x, 2) for x in load0]}
+    try:
+        while not _listening(port):
+            if proc.poll() is not None or time.perf_counter() - t0 > args.timeout:
+                raise RuntimeError(f"the app did not start (see {where / 'app.log'})")
+            time.sleep(0.5)
+        result["listening_s"] = round(time.perf_counter() - t0, 1)
+        with chromium() as driver:
+            driver.get(f"http://127.0.0.1:{port}/")
+            wait_for_app(driver, timeout=args.timeout)
+            result["first_page_s"] = round(time.perf_counter() - t0, 1)
+            t1 = time.perf_counter()
+            driver.get(f"http://127.0.0.1:{port}/?model=smollm2")
+            wait_for_app(driver, timeout=args.timeout)
+            result["first_smollm2_view_s"] = round(time.perf_counter() - t1, 2)
+        text = (where / "app.log").read_text(errors="replace")
+        result["warm_lines"] = [line for line in text.splitlines() if line.startswith("normviz: ")]
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=60)
+        result["load_after"] = [round(x, 2) for x in os.getloadavg()]
+        shutil.rmtree(cache, ignore_errors=True)
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
