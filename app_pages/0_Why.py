@@ -2,7 +2,6 @@
 logit lens, information-flow routes, attention sinks. All numbers from normviz (Session.predict / explain /
 logit_lens, normviz.routes); figures from normviz.viz.why; this file only draws."""
 import json
-from dataclasses import replace
 
 import numpy as np
 import streamlit as st
@@ -181,13 +180,14 @@ def page() -> None:
             total = grid.sum() + sum(np.nansum(v) for v in extra.values())
             st.caption(ui.plain(f"Σ cells = {total:.4f} = the model's {what} ({e.total:.4f}). Colours fit the "
                                 "heads (FF and embedding cells may saturate; hover reads every value). Click a "
-                                "head's cell to open it on Explore.", None))
+                                "head's cell to see which tokens it carried and why it attends there.", None))
         clicked = ui.grid_clicks({"why_heads": lm.n_heads}, 1)
-        if clicked is not None and clicked["head"] is not None:
-            head = clicked["head"] if clicked["head"] < lm.n_heads else None
-            ui.save_view(replace(view, layer=clicked["layer"], head=head))
-            st.switch_page("app_pages/0_Explore.py",
-                           query_params=replace(view, layer=clicked["layer"], head=head).to_query())
+        if clicked is not None and clicked["head"] is not None and clicked["head"] < lm.n_heads:
+            # a head's cell: that head in the boxes beside the grid, and why it attends there below them
+            # (Explore is one link away, under its row)
+            st.session_state["w_why_layer"] = int(clicked["layer"])
+            st.session_state["w_why_head"] = int(clicked["head"])
+            st.session_state.pop("w_why_key", None)  # the new head's own most-carried token
         with cols[1]:
             L, H = e.heads.shape[:2]
             best = np.unravel_index(np.argmax(np.abs(grid)), grid.shape)

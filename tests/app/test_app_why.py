@@ -91,7 +91,9 @@ def test_a_foil_and_an_earlier_position(page):
     assert "France" in str(page.selectbox(key="w_why_token").format_func(page.selectbox(key="w_why_token").value))
 
 
-def test_clicking_a_head_cell_opens_it_on_explore(monkeypatch):
+def test_clicking_a_head_cell_shows_why_it_attends(monkeypatch):
+    """Issue 33: a click on the grid's cell (layer 3, head 2) puts that head in the boxes and draws why it attends
+    from the explained position to the token it carried most: its score split, equal to Session.attend's."""
     at = app("app.py", {"model": "smollm2", "text": TEXT})
     at.run()
     at.switch_page(PAGE)
@@ -100,8 +102,18 @@ def test_clicking_a_head_cell_opens_it_on_explore(monkeypatch):
     monkeypatch.setattr(st_parts, "grid_clicks", lambda charts, cell: {"layer": 3, "head": 2, "chart": "why_heads"})
     at.run()
     no_exception(at)
-    assert at.query_params["layer"] == "3" and at.query_params["head"] == "2"
-    assert at.slider(key="w_layer").value == 3 and at.selectbox(key="w_head").value == 2
+    assert at.number_input(key="w_why_layer").value == 3 and at.number_input(key="w_why_head").value == 2
+    figs = by_kind(at)
+    assert "score_split" in figs and "attribution_graph" in figs
+    s = normviz.Session(smollm2(), TEXT)
+    e = s.explain()
+    n = len(s.tokens)
+    key = int(np.argmax(np.abs(e.heads[3, 2])))
+    assert at.selectbox(key="w_why_key").value == key
+    want = s.attend(3, 2, query=n - 1, key=key).grouped(by="layer")[1]
+    np.testing.assert_allclose(arr(figs["score_split"]["data"][0]["z"]).astype(float), want, rtol=0,
+                               atol=1e-5 * np.abs(want).max())
+    assert "layer 3 head 2" in title(figs["score_split"])
 
 
 def test_a_model_without_head_points_to_smollm2():
