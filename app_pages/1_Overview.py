@@ -4,8 +4,8 @@ import pandas as pd
 import streamlit as st
 
 from normviz import viz
-from normviz.ui import data
-from normviz.ui import st_parts as ui
+from normviz.ui.kit import data
+from normviz.ui.kit import st_parts as ui
 
 ui.page_config("Overview", "🧭")
 

@@ -2,7 +2,7 @@
 
     python benchmarks/module_graph.py [BASELINE_ROOT]   # default baseline: /work/wt/baseline (main at fd13ca3)
 
-Reads source only (``normviz.devtools.module_graph``: lazy and importlib imports counted), so the baseline's
+Reads source only (``tools.module_graph``: lazy and importlib imports counted), so the baseline's
 tree needs no environment of its own.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import importlib.util
 
 HERE = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("module_graph", HERE / "normviz" / "devtools" / "module_graph.py")
+_spec = importlib.util.spec_from_file_location("module_graph", HERE / "tools" / "module_graph.py")
 _graph = importlib.util.module_from_spec(_spec)  # loaded as a file: importing normviz would need torch
 sys.modules["module_graph"] = _graph
 _spec.loader.exec_module(_graph)

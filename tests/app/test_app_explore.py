@@ -7,7 +7,7 @@ import pytest
 import normviz
 from normviz.errors import UnsupportedModelError
 from normviz.methods import registry
-from normviz.ui import data, st_parts
+from normviz.ui.kit import data, st_parts
 
 from ..helpers.app import app, arr, figures, heatmaps, no_exception, texts, title, z
 from ..helpers.maps import count_forward
@@ -300,7 +300,7 @@ def test_switching_to_the_llama_model_keeps_the_view_working(at):
 
 
 def test_an_example_sentence_pair_fills_both_fields(at):
-    from normviz.ui.st_parts import OTHER  # noqa: F401  (the free-field choice exists)
+    from normviz.ui.kit.st_parts import OTHER  # noqa: F401  (the free-field choice exists)
 
     i = next(i for i, opt in enumerate(at.selectbox(key="w_example").options) if "‖" in opt)
     at.selectbox(key="w_example").set_value(i).run()

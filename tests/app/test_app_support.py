@@ -7,9 +7,10 @@ import time
 import numpy as np
 import pytest
 
-from normviz.ui import data, learn
-from normviz.ui.cache import BoundedCache
-from normviz.ui.state import ViewState, check_model_allowed, load_examples, model_allowlist, token_cap
+from normviz.ui.kit import data
+from normviz.ui.views import learn
+from normviz.ui.kit.cache import BoundedCache
+from normviz.ui.kit.state import ViewState, check_model_allowed, load_examples, model_allowlist, token_cap
 
 from ..helpers.maps import in_threads
 
@@ -187,7 +188,7 @@ def test_concurrent_analyses_of_one_shared_model_do_not_mix(minilm):
     """The app's sessions (ui.session_for / ui.get_maps) of one shared model in threads: normviz records with
     forward hooks on the shared model, so passes must not mix."""
     import normviz
-    from normviz.ui import st_parts
+    from normviz.ui.kit import st_parts
 
     texts = ["The cat sat on the mat, a thread test.", "Dogs bark at night, loudly and often, in threads."]
     alone = [normviz.analyze(minilm, t, methods=["attention", "norm"])["norm"] for t in texts]
@@ -237,7 +238,7 @@ def test_ff_budget_lets_minilm_through_and_stops_long_smollm2_texts():
 
 
 def test_session_options_carry_the_budgets(monkeypatch):
-    from normviz.ui import st_parts
+    from normviz.ui.kit import st_parts
 
     for name in ("NORMVIZ_FF_BUDGET", "NORMVIZ_COST_BUDGET", "NORMVIZ_MEMORY_BUDGET_MB"):
         monkeypatch.delenv(name, raising=False)
@@ -265,11 +266,11 @@ def test_overview_npz_holds_every_grid():
 
 
 def test_the_server_process_fixes_the_mmap_threshold():
-    """normviz.ui.memory: large freed buffers go back to the system (the RSS bound itself: the slow
+    """normviz.ui.kit.memory: large freed buffers go back to the system (the RSS bound itself: the slow
     tests/reliability RSS test)."""
     import sys
 
-    from normviz.ui.memory import bound_heap
+    from normviz.ui.kit.memory import bound_heap
 
     if not sys.platform.startswith("linux"):
         pytest.skip("glibc's mallopt is Linux-only")

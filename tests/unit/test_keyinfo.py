@@ -65,7 +65,7 @@ def test_pair_boundary_one_rule():
     A.text_pair = None
     assert pair_boundary(A) is None
     from normviz.notebook import pair_boundary as nb
-    from normviz.ui.data import pair_boundary as ui
+    from normviz.ui.kit.data import pair_boundary as ui
 
     assert nb is ui is pair_boundary  # one function
 

@@ -1,9 +1,9 @@
 """The package's import graph, read from its source (lazy imports inside functions and importlib strings
-included, :mod:`normviz.devtools.module_graph`): no import cycle, and no import from a lower layer to a higher
+included, :mod:`tools.module_graph`): no import cycle, and no import from a lower layer to a higher
 one. A new module must be placed in LAYERS (longest prefix wins), so its place is a decision, not an accident."""
 from __future__ import annotations
 
-from normviz.devtools.module_graph import build, cycles
+from tools.module_graph import build, cycles
 
 # lowest first; a module may import modules of its own layer or below
 LAYERS = (
@@ -15,14 +15,13 @@ LAYERS = (
      "normviz.encdec.target"),
     ("normviz.methods", "normviz.encdec"),
     ("normviz.keyspace",),
-    ("normviz.attribution", "normviz.encdec.explain"),  # prediction attribution: below the Session that calls it
+    ("normviz.attribution", "normviz.attribution.seq2seq"),  # prediction attribution: below the Session that calls it
     ("normviz.session",),
     ("normviz.corpus", "normviz.align", "normviz.workers", "normviz.attribution.cli"),
     ("normviz.viz", "normviz.notebook"),
     ("normviz",),  # the package's facade: normviz/__init__.py
     ("normviz.cli", "normviz.__main__"),
     ("normviz.ui",),
-    ("normviz.devtools",),  # tools for tests and benchmarks (tiny models, the import graph): nothing imports them
 )
 
 

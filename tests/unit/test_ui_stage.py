@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from normviz.methods import registry
-from normviz.ui import data, stage
+from normviz.ui.kit import data, stage
 
 
 def _press(monkeypatch, state: dict, key: str, leave=lambda: None):
@@ -31,7 +31,7 @@ def test_arrow_keys_move_layer_and_head_within_their_options(monkeypatch):
 
 
 def test_escape_leaves_stage_mode(monkeypatch):
-    from normviz.ui.state import ViewState
+    from normviz.ui.kit.state import ViewState
 
     state = {"w_present": True, "_normviz_view": ViewState(present=True), "w_layer": 2}
     monkeypatch.setattr(stage.st, "session_state", state)
@@ -69,8 +69,8 @@ def test_every_map_pill_has_its_own_label():
 
 
 def test_steps_round_trip_through_the_url_and_refuse_malformed_ones():
-    from normviz.ui.state import ViewState
-    from normviz.ui.steps import Step, clean_name, following
+    from normviz.ui.kit.state import ViewState
+    from normviz.ui.kit.steps import Step, clean_name, following
 
     steps = (Step("Weights", 0, None, ("attention", "norm")), Step(clean_name("Deep; ~x+y"), 5, 3, ("norm",)))
     view = ViewState(steps=steps)
@@ -85,8 +85,8 @@ def test_steps_round_trip_through_the_url_and_refuse_malformed_ones():
 
 
 def test_next_step_sets_the_pages_own_widgets(monkeypatch):
-    from normviz.ui.state import ViewState
-    from normviz.ui.steps import Step
+    from normviz.ui.kit.state import ViewState
+    from normviz.ui.kit.steps import Step
 
     view = ViewState(steps=(Step("a", 1, None, ("attention",)), Step("b", 4, 2, ("norm", "rollout_alti"))))
     state = {"_normviz_view": view}
