@@ -180,6 +180,56 @@ def cycles(graph: Graph) -> list[list[str]]:
     return out
 
 
+def unit_of(graph: Graph, module: str, single: tuple[str, ...] = (), merge=None) -> str:
+    """The folder a module belongs to, as one unit: a package's modules and its ``__init__`` are the package
+    (``normviz.ui.kit.state`` → ``normviz.ui.kit``); a top-level module (``normviz.session``) is its own unit
+    (the top folder holds the layers' single files, each placed on its own); ``single``: modules still counted
+    on their own (a file on its way to another folder). ``merge(parent, sub)``: True when a subfolder is one
+    unit with its parent folder (the layer test: when both sit in the same layer, ``methods.norms`` is part
+    of ``methods``); default: every subfolder merged into its top folder (``normviz.methods``)."""
+    if module in single or "." not in module:
+        return module
+    unit = module if graph.modules[module].name == "__init__.py" else module.rsplit(".", 1)[0]
+    if unit == PACKAGE:
+        return module
+    while unit.count(".") > 1:
+        parent = unit.rsplit(".", 1)[0]
+        if merge is not None and not merge(parent, unit):
+            break
+        unit = parent
+    return unit
+
+
+def folders(graph: Graph, single: tuple[str, ...] = (), merge=None) -> Graph:
+    """The graph with each folder one node (:func:`unit_of`): an edge between two folders for any import
+    between their modules (the first line found kept), none within a folder."""
+    units = {unit_of(graph, m, single, merge): graph.modules[m] for m in graph.modules}
+    out = Graph({u: units[u] for u in units})
+    for a, b, line in graph.edge_list():
+        ua, ub = unit_of(graph, a, single, merge), unit_of(graph, b, single, merge)
+        if ua != ub:
+            out.edges.setdefault(ua, {}).setdefault(ub, line)
+    for u in units:
+        out.edges.setdefault(u, {})
+    return out
+
+
+def layer_of(module: str, layers) -> int:
+    """The index of ``module``'s layer in ``layers`` (lowest first; tuples of module or package prefixes, the
+    longest prefix wins); -1 when none names it."""
+    best, found = -1, -1
+    for i, prefixes in enumerate(layers):
+        for p in prefixes:
+            if (module == p or (p != PACKAGE and module.startswith(p + "."))) and len(p) > best:
+                best, found = len(p), i
+    return found
+
+
+def back_edges(graph: Graph, layers) -> list[tuple[str, str, int]]:
+    """The imports that run up the layers (the importer's layer below the imported's)."""
+    return [(a, b, line) for a, b, line in graph.edge_list() if layer_of(b, layers) > layer_of(a, layers)]
+
+
 def files_per_package(graph: Graph) -> dict[str, int]:
     """Python files per package (``normviz`` = the top-level modules)."""
     count: Counter = Counter()
@@ -189,11 +239,27 @@ def files_per_package(graph: Graph) -> dict[str, int]:
     return dict(sorted(count.items()))
 
 
-def figures(graph: Graph) -> dict:
+def figures(graph: Graph, layers=None) -> dict:
+    """Modules, edges, cycles (and, given ``layers``, imports up the layers), by module and by folder."""
     cyc = cycles(graph)
-    return {"modules": len(graph.modules), "edges": len(graph.edge_list()), "cycles": len(cyc),
-            "modules_in_cycles": sum(len(c) for c in cyc), "cycle_members": cyc,
-            "files_per_package": files_per_package(graph)}
+    merge = None if layers is None else (lambda parent, sub: layer_of(parent, layers) == layer_of(sub, layers))
+    units = folders(graph, merge=merge)
+    fcyc = cycles(units)
+    out = {"modules": len(graph.modules), "edges": len(graph.edge_list()), "cycles": len(cyc),
+           "modules_in_cycles": sum(len(c) for c in cyc), "cycle_members": cyc,
+           "folders": len(units.modules), "folder_edges": len(units.edge_list()), "folder_cycles": len(fcyc),
+           "folder_cycle_members": fcyc, "files_per_package": files_per_package(graph)}
+    if layers is not None:
+        out["back_edges"] = len(back_edges(graph, layers))
+        # a folder sits at its lowest module's layer: an import from it to a higher layer runs back up
+        low = {}
+        for m in graph.modules:
+            u = unit_of(graph, m, merge=merge)
+            low[u] = min(low.get(u, 10**6), layer_of(m, layers))
+        out["folder_back_edges"] = [f"{a} -> {b}" for a, b, _ in units.edge_list() if low[b] > low[a]]
+        out["folders_spanning_layers"] = sorted(
+            u for u in low if len({layer_of(m, layers) for m in graph.modules if unit_of(graph, m, merge=merge) == u}) > 1)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
