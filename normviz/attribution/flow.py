@@ -32,8 +32,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..errors import NormvizError, NotApplicableError, TooCostlyError
-from ..methods.base import COST_FLOPS_PER_SECOND, Budget, Request, refuse_over_budget
+from ..errors import NormvizError, NotApplicableError
+from ..methods.base import Request
+from ..methods.cost import Budget, refuse_over_budget
+from ..methods.family import Family
+from ..methods.registry import register_computation
 from .direct import layer_parts
 from .predict import position_index
 
@@ -50,13 +53,10 @@ def flops(request: Request) -> float:
 
 def check(request: Request, options: dict) -> None:
     """TooCostlyError when the routes would exceed ``routes_budget_s`` at the device's rate."""
-    try:
-        refuse_over_budget(request, "routes", options, BUDGET, flops(request))
-    except TooCostlyError as exc:
-        from ..methods.decompx import token_limit
-        rate = options.get("cost_flops_per_second") or COST_FLOPS_PER_SECOND.get(request.device)
-        fits = token_limit(request, BUDGET.seconds(options) * float(rate), flops)
-        raise TooCostlyError(f"{exc} The routes fit the budget up to about {fits} tokens here.") from None
+    refuse_over_budget(request, "routes", options, BUDGET, flops)
+
+
+register_computation(Family(name="routes", keys=(), check=check, compute=None, budget=BUDGET))
 
 
 def proximity(parts: torch.Tensor, whole: torch.Tensor) -> torch.Tensor:

@@ -22,10 +22,13 @@ import torch
 
 from ..errors import TooCostlyError
 from ..methods import decompx
-from ..methods.base import Budget, Request, refuse_over_budget
+from ..methods.base import Request
+from ..methods.cost import Budget, refuse_over_budget
+from ..methods.family import Family
+from ..methods.registry import register_computation
 
 MAX_BYTES = 2 * 2**30  # the parts X and their values, by default
-BUDGET = Budget("explain")  # option explain_budget_s
+BUDGET = Budget("explain", rates="decompx")  # option explain_budget_s, at DecompX's measured rate
 
 
 def flops(request: Request) -> float:
@@ -51,13 +54,11 @@ def check(request: Request, options: dict, itemsize: int = 4) -> None:
         raise TooCostlyError(f"sources for {request.n_tokens} tokens needs about {need / 2**30:.1f} GiB for the "
                              f"propagated parts (limit {limit / 2**30:.1f} GiB, option explain_max_bytes). "
                              "Shorten the text; the direct parts (heads, ff …) need no such memory.")
-    rate = options.get("cost_flops_per_second") or decompx.FLOPS_PER_SECOND.get(request.device)
-    try:
-        refuse_over_budget(request, "sources", {**options, "cost_flops_per_second": rate}, BUDGET, flops(request))
-    except TooCostlyError as exc:
-        fits = decompx.token_limit(request, BUDGET.seconds(options) * float(rate), flops)
-        raise TooCostlyError(f"{exc} sources fits the budget up to about {fits} tokens here; the direct parts "
-                             "(heads, ff …) cost about one forward pass.") from None
+    refuse_over_budget(request, "sources", options, BUDGET, flops,
+                       note="The direct parts (heads, ff …) cost about one forward pass.")
+
+
+register_computation(Family(name="explain", keys=(), check=check, compute=None, budget=BUDGET))
 
 
 def output_parts(views, progress=None) -> torch.Tensor:

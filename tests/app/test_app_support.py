@@ -219,14 +219,14 @@ def test_ff_budget_lets_minilm_through_and_stops_long_smollm2_texts():
     import re
 
     from normviz.errors import TooCostlyError
-    from normviz.methods import feedforward
+    from normviz.methods import cost, feedforward
 
-    rate = feedforward.FLOPS_PER_SECOND["cpu"]
+    rate = cost.RATES["feedforward"]["cpu"]
     budget = {"ff_budget_s": 60}
-    assert feedforward.estimated_seconds(_ff_request(128, 6, 384, 1536, False), {}) < 60
+    assert feedforward.flops(_ff_request(128, 6, 384, 1536, False)) / rate < 60
     feedforward.check(_ff_request(128, 6, 384, 1536, False), "ff", budget)
-    assert feedforward.token_limit(_ff_request(1, 6, 384, 1536, False), 60, rate) >= 128
-    limit = feedforward.token_limit(_ff_request(1, 30, 576, 1536, True), 60, rate)
+    assert cost.token_limit(_ff_request(1, 6, 384, 1536, False), 60 * rate, feedforward.flops) >= 128
+    limit = cost.token_limit(_ff_request(1, 30, 576, 1536, True), 60 * rate, feedforward.flops)
     assert 40 <= limit < 1000
     feedforward.check(_ff_request(limit, 30, 576, 1536, True), "ff_res", budget)
     with pytest.raises(TooCostlyError, match="NORMVIZ_FF_BUDGET") as exc:
@@ -247,7 +247,7 @@ def test_session_options_carry_the_budgets(monkeypatch):
     ff = methods.budget_option("ff")
     # every key's budget option (its KeyInfo) reaches the app's sessions: no table of names in ui/
     wanted = {methods.key_info(k).budget_option for k in methods.all_keys()} - {None}
-    costly = wanted - {ff}
+    costly = (wanted - {ff}) | {"explain_budget_s", "routes_budget_s"}  # the Why page's computations too
     assert ff == "feedforward_budget_s" and {"zeroing_budget_s", "interactions_budget_s", "decompx_budget_s"} <= costly
     mem = "memory_budget_mb"
     assert st_parts.session_options(None) == {ff: 60.0, **{k: 60.0 for k in costly}, mem: 2048.0, "stop_early": False}

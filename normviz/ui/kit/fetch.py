@@ -33,7 +33,7 @@ def session_options(lm) -> dict:
     any family registered later); default 60 each; the memory budget of whole map arrays
     (NORMVIZ_MEMORY_BUDGET_MB, default 2048); and no recording pass stopped early (``stop_early``)."""
     conf = settings()
-    options = {name: conf.cost_budget_s for name in methods.budget_options()}
+    options = {name: conf.cost_budget_s for name in methods.all_budget_options()}  # explain's and routes' too
     options[methods.budget_option("ff")] = conf.ff_budget_s
     options["memory_budget_mb"] = conf.memory_budget_mb
     # a shared session is asked for predictions and other maps later: one full pass, never a second one
