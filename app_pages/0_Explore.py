@@ -26,6 +26,18 @@ def page() -> None:
             st.session_state["w_text"], st.session_state["w_pair"] = EXAMPLES[choice]
             st.session_state["w_focus"] = None
 
+    def use_file():
+        up = st.session_state.get("w_upload")
+        if up is None:
+            return
+        limit = ui.settings()
+        text, notes = data.uploaded_text(up.name, up.getvalue(), int(limit.max_upload_mb * 2**20),
+                                         limit.max_text_chars)
+        st.session_state["_normviz_upload_notes"] = notes
+        if text is not None:
+            st.session_state["w_text"], st.session_state["w_pair"] = text, ""
+            st.session_state["w_focus"] = None
+
     ui.seed("w_text", view.text)
     ui.seed("w_pair", view.pair)
     if view.present:  # stage mode: one compact bar (text, layer, head, focus; the rest behind ⋯)
@@ -43,6 +55,12 @@ def page() -> None:
         st.selectbox("Examples", range(len(EXAMPLES)), index=None, key="w_example", on_change=use_example,
                      format_func=lambda i: EXAMPLES[i][0] + (" ‖ " + EXAMPLES[i][1] if EXAMPLES[i][1] else ""),
                      placeholder="Pick an example…")
+    with more if view.present else st.expander("A long text from a file (.txt)"):
+        st.file_uploader(f"Text file (UTF-8, at most {ui.settings().max_upload_mb:g} MB): its text goes into the "
+                         f"text box, cut at {ui.settings().max_text_chars:,} characters and {ui.settings().max_tokens} tokens",
+                         type=["txt", "md"], key="w_upload", on_change=use_file)
+    for note in st.session_state.pop("_normviz_upload_notes", []):
+        ui.say("warning", note)
 
     ui.save_view(view)
     lm = ui.load_model(view.model)
@@ -114,12 +132,12 @@ def page() -> None:
             view.text_b = st.text_input("Second text", key="w_text_b", max_chars=ui.settings().max_text_chars,
                                         placeholder="Same layer, head and maps")
         elif view.compare == "model":
-            view.model_b = ui.second_model_picker(view.model_b)
+            view.model_b = ui.second_model_picker(view.model_b, view.model)
         st.radio("Chart downloads (camera icon)", ["png", "svg"], key="w_img", horizontal=True,
                  format_func=str.upper, help="SVG for papers and slides; PNG at twice the screen resolution.")
         st.header("Steps (a talk as one link)")
         groups = data.grouped(available)
-        ui.step_controls(view, groups)
+        talk_slot = ui.step_controls(view, groups)
 
     # --- the control row: where in the model, and how to draw ---------------------------------------------------
     L, H = lm.n_layers, lm.n_heads
@@ -153,7 +171,9 @@ def page() -> None:
         view.threshold = st.slider("Hide below", 0.0, 0.9, step=0.05, key="w_threshold", format="%.2f",
                                    help="Hides cells (and lines) smaller than this share of the panel's largest value.")
     ui.save_view(view)
+    ui.show_talk_link(talk_slot, view)
     if view.present:
+        ui.step_indicator(view)
         ui.keyboard(LAYER, list(range(L)), HEAD, head_opts, leave=ui.leave_stage,
                     on_step=lambda delta: ui.walk_steps(delta, groups), focus_key="w_focus")
 
@@ -339,10 +359,11 @@ def page() -> None:
 
     # --- export ----------------------------------------------------------------------------------------------
     st.caption("Export: PNG or SVG (sidebar) from the camera icon in each chart's toolbar; the whole view as one "
-               "HTML file that opens offline, hover included; the numbers shown above as CSV or NPZ.")
+               "HTML file that opens offline, hover included; the numbers shown above as CSV or NPZ."
+               + (" " + data.CSV_MASKED_NOTE if lm.is_causal else ""))
     e1, e2, e3, _ = st.columns([1, 1, 1, 3])
     with e1:
-        st.download_button("Download CSV", lambda: data.panels_csv(panels), file_name=stem + ".csv", mime="text/csv",
+        st.download_button("Download CSV", lambda: data.panels_csv(panels, lm.is_causal), file_name=stem + ".csv", mime="text/csv",
                            on_click="ignore")
     with e2:
         st.download_button("Download NPZ", lambda: data.panels_npz(panels, list(a.tokens)), file_name=stem + ".npz",

@@ -4,21 +4,23 @@ logit_lens, normviz.routes); figures from normviz.viz.why; this file only draws.
 from dataclasses import replace
 
 import numpy as np
-import pandas as pd
 import streamlit as st
 
 import normviz
+import normviz.sinks
 from normviz.ui.kit import st_parts as ui
 from normviz.ui.views import why as W
 from normviz.ui.kit.memo import memoised
 from normviz.viz import why as vw
+from normviz.viz.depth import depth_heatmap
 
 ui.page_config("Why", "❓")
 NONE = "(none)"
+POS, LENS_LAYER = "w_why_pos", "w_why_lens_layer"
 
 
 def page() -> None:
-    view, fs = ui.start_page()
+    view, fs = ui.start_page(seq2seq=True)  # Why explains toy-mt too (its seq2seq part below)
     wv = W.why_view()
     wide = view.present
 
@@ -29,6 +31,7 @@ def page() -> None:
     with bar[0] if bar else st.container():
         view.text = st.text_input("Text (the model predicts what comes next)", key="w_text",
                                   max_chars=ui.settings().max_text_chars)
+    W.follow_text(view.model, view.text, wv)  # a new text: its own last position, not the old index
     W.save_why(view, wv)
     lm = ui.load_model(view.model) if view.model else None
     if lm is None:
@@ -59,10 +62,13 @@ def page() -> None:
     with bar[1] if bar else st.container():
         ui.seed_index("w_why_pos", n - 1 if wv.position is None else wv.position, n, "position")
         pos = st.selectbox("Position", list(range(n)), key="w_why_pos",
-                           format_func=lambda k: f"{k}: {tokens[k]!r}" + (" (last)" if k == n - 1 else ""),
+                           format_func=lambda k: f"{k}: {vw.shown(tokens[k])}" + (" (last)" if k == n - 1 else ""),
                            help="The prediction after this token. An earlier position explains the text's own "
                                 "next token there.")
     wv.position = None if pos == n - 1 else int(pos)
+    ui.seed(LENS_LAYER, lm.n_layers)  # the model's own row
+    if wide:  # stage mode: ←/→ the position, ↑/↓ the lens's layer, Esc leaves (as on Explore)
+        ui.keyboard(POS, list(range(n)), LENS_LAYER, list(range(lm.n_layers + 1)), leave=ui.leave_stage)
     try:
         # once per session and position (a new candidate, foil or τ reuses them; ui.memo)
         cands = memoised(session, ("why_predict", int(pos)), lambda: session.predict(top=W.TOP, position=pos))
@@ -75,10 +81,10 @@ def page() -> None:
     if note and "w_why_token" not in st.session_state:
         ui.say("warning", note)
     options = list(dict.fromkeys(ids + [default] + ([want] if want is not None else [])))
-    label = {c.id: f"{c.token!r} ({c.prob:.1%})" for c in cands}
+    label = {c.id: f"{vw.shown(c.token)} ({c.prob:.1%})" for c in cands}
 
     def name(t):
-        return label.get(t) or f"{W.token_text(tok, t)!r}" + (" (the text's next token)" if t == default else "")
+        return label.get(t) or f"{vw.shown(W.token_text(tok, t))}" + (" (the text's next token)" if t == default else "")
     ui.seed("w_why_token", want if want is not None else default)
     if st.session_state["w_why_token"] not in options:
         st.session_state["w_why_token"] = default
@@ -96,6 +102,9 @@ def page() -> None:
     with bar[3] if bar else (c2 or st.container()):
         foil = st.selectbox("… rather than (foil)", foil_opts, key="w_why_foil",
                             format_func=lambda t: t if t == NONE else name(t))
+    if foil != NONE and foil == target:  # logit(t) − logit(t) = 0: nothing to explain; said, not dropped silently
+        ui.say("info", f"The foil {vw.shown(W.token_text(tok, int(foil)))} is the token being explained (their "
+                       "difference is 0), so the page explains the token alone. Pick another foil to compare it with.")
     foil = None if foil == NONE or foil == target else int(foil)
     wv.token = "" if target == default else W.token_param(tok, vocab, int(target))
     wv.foil = "" if foil is None else W.token_param(tok, vocab, foil)
@@ -113,8 +122,8 @@ def page() -> None:
         ui.say("error", str(exc))
         st.stop()
     tname, fname = W.token_text(tok, int(target)), (W.token_text(tok, foil) if foil is not None else None)
-    what = f"logit({tname!r})" + (f" − logit({fname!r})" if fname is not None else "")
-    refused = W.refusals(session, ui.settings().cost_budget_s)
+    what = f"logit({vw.shown(tname)})" + (f" − logit({vw.shown(fname)})" if fname is not None else "")
+    refused = W.refusals(session, ui.settings().cost_budget_s, wv.tau)
     figures, captions, cfg = [], [], {}
 
     def show(fig, key, caption=""):
@@ -130,7 +139,7 @@ def page() -> None:
         chosen = ids.index(int(target)) if int(target) in ids else None
         show(vw.candidates([c.token for c in cands], [c.prob for c in cands], chosen=chosen,
                            foil=ids.index(foil) if foil in ids else None, font_size=fs,
-                           title=f"After {tokens[pos]!r} [{pos}]: the top {len(cands)}"),
+                           title=f"After {vw.shown(tokens[pos])} [{pos}]: the top {len(cands)}"),
              "candidates", "The model's top next tokens and their probabilities.")
         if not wide:
             st.caption(f"The model's own top {len(cands)} next tokens after position {pos}. Pick the token to "
@@ -151,6 +160,12 @@ def page() -> None:
                  "sources", "Every input token's part, carried exactly through every layer (+ all biases).")
             st.caption(ui.plain(f"Σ tokens + bias = {s.sum() + b:.4f}; the model's {what} = {e.total:.4f}: "
                                 "they are equal (the split is complete). Blue raises it, red lowers it.", None))
+
+    # ---- (2b) where the information sits at each depth (normviz.viz.depth)
+    if sources is not None:
+        show(depth_heatmap(e.sources_by_layer, tokens, what=what, font_size=fs), "depth",
+             "Each position's part as its residual state entering each layer carries it (exact: every row + the "
+             "biases above it = the total).")
 
     # ---- (3) heads
     cols = st.columns([3, 2], gap="medium") if e.has_direct else [st.container()]
@@ -187,19 +202,21 @@ def page() -> None:
             ui.link_to_page("app_pages/0_Explore.py", f"Open layer {int(hl)}, head {int(hh)} on Explore",
                             {"layer": int(hl), "head": int(hh)})
 
-    # ---- (4) logit lens
+    # ---- (4) logit lens (↑/↓ in stage mode: the layer read in the table)
     lens_ids = {tname: int(target)} | ({fname: foil} if foil is not None else {})
     curves = lens.curves(lens_ids)
     model_p = {k: float(p[-1]) for k, p in curves.items()}
     l1, l2 = st.columns([3, 2], gap="medium")
+    with l2:
+        lens_layer = st.slider("Lens: after layer (0 = embedding)", 0, len(lens.table) - 1, key=LENS_LAYER,
+                               help="The layer whose top tokens head the table (↑/↓ in stage mode).")
+        show(vw.lens_table(lens.table, layer=int(lens_layer), font_size=fs,
+                           title=f"Logit lens: top 5 after layer {int(lens_layer)}, then the model, then every layer"),
+             "lens_table", "Top 5 tokens of the logit lens per layer (0 = the embedding; the last row is the model).")
     with l1:
-        show(vw.lens_lines(curves, model_probs=model_p, font_size=fs,
+        show(vw.lens_lines(curves, model_probs=model_p, font_size=fs, layer=int(lens_layer),
                            title="Logit lens: the probability after every layer"),
              "lens", "Each layer's residual state read through the final norm and LM head.")
-    with l2:
-        if not wide:
-            st.caption("Top 5 tokens of the logit lens per layer (0 = the embedding; the last row is the model).")
-        st.dataframe(pd.DataFrame(lens.table), hide_index=True, height=300 if wide else 360)
 
     # ---- (5) routes
     routes = None
@@ -214,7 +231,11 @@ def page() -> None:
         if refused["routes"]:
             ui.say("warning", "Routes: " + refused["routes"])
         else:
-            routes = W.routes_at(session, pos, wv.tau)
+            try:  # refused at the slider's new τ, or stopped at the routes' deadline: a message
+                routes = W.routes_at(session, pos, wv.tau)
+            except normviz.errors.NormvizError as exc:
+                ui.say("warning", "Routes: " + str(exc))
+        if routes is not None:
             show(vw.routes_graph(routes.to_dict(), font_size=fs,
                                  title=f"Information-flow routes to the prediction (τ = {wv.tau:g})"),
                  "routes", "Ferrando & Voita 2024: edges whose importance exceeds τ, traced back from the "
@@ -224,10 +245,14 @@ def page() -> None:
                            "attention step); rows: tokens. Blue: attention heads, grey: residual, orange: FF. "
                            "Hover an edge's dot for its head and tokens.")
 
-    # ---- (6) attention sinks
-    a = ui.get_maps(session, ["attention", "norm"])
-    if a is not None and "attention" in a and "norm" in a:
-        wa, wn = memoised(a["norm"], "why_sinks", lambda: W.first_token_shares(a["attention"], a["norm"]))
+    # ---- (6) attention sinks: one layer's α at a time from the records (normviz.sinks), never [L, H, n, n]
+    try:
+        if refused["sinks"]:
+            raise normviz.errors.TooCostlyError(refused["sinks"])
+        wa, wn = memoised(session, "why_sinks", lambda: normviz.sinks.first_token_shares(session))
+    except normviz.errors.NormvizError as exc:
+        ui.say("warning", "Attention sinks (the last panel) are not drawn: " + str(exc))
+    else:
         s1, s2 = st.columns([3, 2], gap="medium")
         with s1:
             show(vw.sinks_scatter(wa, wn, first_token=tokens[0], font_size=fs), "sinks",
@@ -273,7 +298,7 @@ def seq2seq(lm, view, wv, fs) -> None:
         st.stop()
     ui.seed_index("w_why_pos", 0 if wv.position is None else wv.position, n, "position")
     pos = st.selectbox("Target word", list(range(n)), key="w_why_pos",
-                       format_func=lambda r: f"{r}: {W.token_text(tok, nxt[r])!r} (after {rows[r]!r})")
+                       format_func=lambda r: f"{r}: {vw.shown(W.token_text(tok, nxt[r]))} (after {vw.shown(rows[r])})")
     wv.position = int(pos)
     W.save_why(view, wv)
     st.caption(ui.plain(f"Source: {' '.join(session.src_tokens)} → target: {' '.join(rows)}", None))
@@ -289,14 +314,14 @@ def seq2seq(lm, view, wv, fs) -> None:
         ids = [c.id for c in cands]
         fig = vw.candidates([c.token for c in cands], [c.prob for c in cands], font_size=fs,
                             chosen=ids.index(e.token) if e.token in ids else None,
-                            title=f"After {rows[pos]!r}: the top {len(cands)}")
+                            title=f"After {vw.shown(rows[pos])}: the top {len(cands)}")
         ui.context_line(fig, lm.name, view.text, fs)
         ui.chart(fig, key="candidates", filename="normviz_why_candidates")
     with right:
         names = [("src " if k < e.n_source else "tgt ") + t for k, t in enumerate(e.source_tokens)]
         fig = vw.signed_bars(e.sources, names, extra={"bias": e.bias}, font_size=fs,
-                             what=f"part of logit({e.token_text!r})",
-                             title=f"Which source and target tokens carry logit({e.token_text!r})")
+                             what=f"part of logit({vw.shown(e.token_text)})",
+                             title=f"Which source and target tokens carry logit({vw.shown(e.token_text)})")
         ui.context_line(fig, lm.name, view.text, fs)
         ui.chart(fig, key="sources", filename="normviz_why_sources")
         st.caption(ui.plain(f"Σ tokens + bias = {e.sources.sum() + e.bias:.4f}; the model's logit = {e.total:.4f}: "

@@ -5,6 +5,7 @@ import streamlit as st
 
 from normviz import viz
 from normviz.ui.kit import data
+from normviz.ui.views import overview_maps
 from normviz.ui.kit import st_parts as ui
 
 ui.page_config("Overview", "🧭")
@@ -50,26 +51,22 @@ def page() -> None:
     session = ui.session_for(lm, view.text, view.pair)
     if session is None:
         st.stop()
-    # the per-head summary below compares attention with norm
-    a = ui.get_maps(session, [view.overview_map, view.overview_compare, "attention", "norm"])
-    if a is None:
-        st.stop()
-    for k in dict.fromkeys((view.overview_map, view.overview_compare)):
-        if k in a.refused:
-            ui.say("error", f"{ui.title(k)}: {a.refused[k]}")
-    per_head = [k for k in a.keys() if a[k].ndim == 4]
-
-    labels = data.unique_labels(list(a.labels))
-    shown = [k for k in dict.fromkeys((view.overview_map, view.overview_compare)) if k in a]  # same map: once
+    shown = [k for k in dict.fromkeys((view.overview_map, view.overview_compare)) if k in keys]  # same map: once
     if view.overview_compare == view.overview_map:
         st.caption("Map and Compare are the same map; it is shown once.")
-    if not shown:
+    # one layer at a time (ui.overview_maps): the grids keep the first m tokens of each layer, the per-head
+    # summary one number per head; the whole [L, H, n, n] arrays are never made
+    m = overview_maps.grid_tokens(session, shown)
+    summary = [k for k in ("attention", "norm") if k in ui.known_keys(lm)]
+    summary = summary if len(summary) == 2 and all(len(session.array_shape(k)) == 4 for k in summary) else []
+    sink, sink_name = overview_maps.sink_of(session, lm.is_causal)
+    stacks, shares = layer_by_layer(session, shown, m, summary, sink if sink.any() else None)
+    if not stacks:
         st.stop()
-    stacks = {k: data.per_head_stack(a, k) for k in shown}
-    cells = sum(s.shape[0] * s.shape[1] for s in stacks.values())
-    m = data.crop_tokens(a.n_tokens, cells, limit_cells=400_000)
-    if m < a.n_tokens:
-        st.info(f"The grid shows the first {m} of {a.n_tokens} tokens so the page stays responsive.")
+    shown = [k for k in shown if k in stacks]
+    labels = data.unique_labels(list(session.labels))
+    if m < session.n_tokens:
+        st.info(f"The grid shows the first {m} of {session.n_tokens} tokens so the page stays responsive.")
     if not view.present:
         st.caption("Each small square is one head's map (rows receive, columns contribute); one colour scale per "
                    "grid. Hover a cell for layer, head and token pair; click a square to open that head on Explore, "
@@ -98,26 +95,18 @@ def page() -> None:
         ui.save_view(view)
         st.switch_page("app_pages/0_Explore.py", query_params=view.to_query())
     with grid_cols[-1] if len(shown) == 1 else st.container():
-        zoom_head(view, lm, a, shown, labels, fs)
+        zoom_head(view, lm, session, shown, labels, fs)
 
     st.download_button("Download the grids' numbers (NPZ)",
-                       data.stacks_npz({k: stacks[k][:, :, :m, :m] for k in shown}, list(a.tokens[:m])),
+                       data.stacks_npz({k: stacks[k][:, :, :m, :m] for k in shown}, list(session.tokens[:m])),
                        file_name=f"normviz_overview_{lm.name.replace('/', '_')}.npz", mime="application/octet-stream")
 
     st.subheader("Which heads are no-op heads?")
-    if "attention" in per_head and "norm" in per_head:
-        sink = a.special.astype(bool)
-        sink_name = ", ".join(sorted({a.labels[i] for i in np.flatnonzero(sink)}))
-        if not sink.any() and lm.is_causal:
-            # decoders without a BOS token park attention on the first token (an "attention sink")
-            sink = np.zeros(a.n_tokens, dtype=bool)
-            sink[0] = True
-            sink_name = f"the first token “{a.labels[0]}”, the attention sink of a decoder"
+    if summary:
         if not sink.any():
             st.info("This text has no special tokens, so there is no share to compare.")
-        else:
-            wa = data.special_share(a["attention"], sink)
-            wn = data.special_share(a["norm"], sink)
+        elif len(shares) == 2:
+            wa, wn = shares["attention"], shares["norm"]
             st.caption(f"Share of each head's attention weight that lands on {ui.plain(sink_name)}, against the share of its "
                        "norm ‖α f(x)‖. Heads far below the diagonal attend there but move little: their weight says "
                        "more than their effect.")
@@ -141,8 +130,34 @@ def page() -> None:
                                                         help="This head on the Explore page (same text)")})
                 st.download_button("Per-head summary (CSV)", table.to_csv(index=False).encode(),
                                    file_name="normviz_heads_special_share.csv", mime="text/csv")
+        elif sink.any():
+            st.info("The per-head summary needs the attention and norm maps (refused above).")
     else:
         st.info("The per-head summary needs the attention and norm maps.")
+
+
+def layer_by_layer(session, shown, m, summary, sink):
+    """The grids and the per-head shares (``ui.overview_maps.overview``: one layer at a time) with a progress
+    bar, within the server's memory budget; a refused key (its cost for one layer, an error) is said."""
+    from normviz.errors import NormvizError
+    from normviz.ui.kit.fetch import admitted
+
+    bar = st.empty()
+    prog = bar.progress(0.0, text="Computing the maps one layer at a time…")
+    try:
+        with admitted(session, overview_maps.layer_bytes(session, list(dict.fromkeys(shown + summary))),
+                      what="this overview"):
+            stacks, shares, refused = overview_maps.overview(
+                session, shown, m, summary, sink,
+                lambda f, msg: prog.progress(min(1.0, f), text=f"Computing the maps: {msg}"))
+    except NormvizError as exc:  # the server's memory budget
+        ui.say("error", ui.shorten_error(exc, 600))
+        return {}, {}
+    finally:
+        bar.empty()
+    for k, why in refused.items():
+        ui.say("error", f"{ui.title(k)}: {ui.shorten_error(why, 600)}")
+    return stacks, shares
 
 
 def explore_url(view, layer: int, head: int) -> str:
@@ -154,7 +169,7 @@ def explore_url(view, layer: int, head: int) -> str:
 
 
 @st.fragment
-def zoom_head(view, lm, a, shown, labels, fs) -> None:
+def zoom_head(view, lm, session, shown, labels, fs) -> None:
     """One head of the grid, large and with its token labels, and a link that opens it on Explore. A fragment:
     a zoom click reruns (and resends) this panel only, not the grids beside it (18.6 MB a click on smollm2)."""
     st.markdown("**Zoom into a head**")
@@ -168,18 +183,26 @@ def zoom_head(view, lm, a, shown, labels, fs) -> None:
         view.layer = st.number_input("Layer", 0, L - 1, key="w_ov_layer")
     with c2:
         head = st.number_input("Head", 0, H - 1, key="w_ov_head")
-    per_head = [k for k in shown if a[k].ndim == 4]
+    per_head = [k for k in shown if len(session.array_shape(k)) == 4]
     view.head = int(head) if per_head else view.head
     ui.save_view(view)
     k = shown[0]
-    m = a.map(k, int(view.layer), int(head) if a[k].ndim == 4 else None)
-    title = data.panel_title(k, int(view.layer), int(head) if a[k].ndim == 4 else None)
+    one = int(head) if len(session.array_shape(k)) == 4 else None
+    m = session.map(k, int(view.layer), one)
+    title = data.panel_title(k, int(view.layer), one)
     main = ui.main_width()  # the zoom's column: 2/5 of the page beside one grid, else the page
     width = None if main is None else (int(main * 2 / 5) - 16 if len(shown) == 1 else min(main, 760))
     fig = viz.heatmap(m, labels, title=title, font_size=fs, colorbar_title=data.unit(k, "raw"), width=width,
-                      causal=lm.is_causal, boundary=data.pair_boundary(a), present=view.present)
+                      causal=lm.is_causal, boundary=data.pair_boundary(_Axis(session)), present=view.present)
     ui.chart(fig, key="zoom_head", filename=f"normviz_L{view.layer}_H{head}_{k}")
     ui.link_to_page("app_pages/0_Explore.py", f"Open layer {view.layer}, head {head} in Explore", {})
+
+
+class _Axis:
+    """What ``data.pair_boundary`` reads of a session (its pair and special tokens)."""
+
+    def __init__(self, session):
+        self.text_pair, self.special = session.text_pair, np.asarray(session.encoded.special, bool)
 
 
 ui.run_page(page)

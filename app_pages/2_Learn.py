@@ -86,6 +86,8 @@ def page() -> None:
         ui.say("info", f"{view.lesson} does not apply to {lm.name} ({lm.spec.placement}-LN); showing the first map.")
     if view.lesson == learn.WHY_LESSON:
         default = learn.WHY_TAB
+    elif view.lesson and view.lesson not in registry.all_keys():  # a typo in a link: said, not ignored
+        ui.say("warning", learn.unknown_lesson(view.lesson, keys, titles[0] if titles else learn.WHY_TAB))
     tabs = st.tabs(titles + [learn.WHY_TAB], default=default)
     with tabs[-1]:
         why_this_token(lm, session, fs)

@@ -15,7 +15,7 @@ from normviz.ui.kit import data
 from normviz.ui.kit import st_parts as ui
 from normviz.ui.kit.settings import settings
 from normviz.ui.views.translate import (CROSS_KEYS, MAX_GOLD_CHARS, METHODS, SETTINGS, TranslateView, maps_npz,
-                                        not_encoder_decoder, toy_examples)
+                                  not_encoder_decoder, toy_examples, unknown_words, unknown_words_note)
 from normviz.viz.alignment import alignment_figure
 
 DATA = Path(__file__).resolve().parents[1] / "assets" / "toy_mt" / "data"
@@ -33,7 +33,9 @@ def save_view(view: TranslateView) -> None:
 def page() -> None:
     view = ui.view_from_url(TranslateView, VIEW)
     ui.seed("tr_present", view.present)
-    view.present = st.sidebar.toggle("Presentation mode (larger fonts)", key="tr_present")
+    view.present = st.sidebar.toggle("Stage mode (larger fonts)", key="tr_present")
+    ui.keep_widgets_across_stage(view.present, "tr_")
+    ui.follow_theme(view)
     ui.apply_style(view.present)
     fs = ui.font_size(view.present)
     if not view.present:  # stage mode: one compact bar of controls, the panels right under it
@@ -85,6 +87,9 @@ def page() -> None:
         st.error("The source is empty. Type a sentence to translate, or pick an example.")
         st.stop()
 
+    unknown = unknown_words(lm.tokenizer, view.src)
+    if unknown:
+        ui.say("warning", unknown_words_note(lm.name, len(lm.tokenizer), unknown, len(view.src.split()), examples))
     session = ui.session_for(lm, view.src, target=view.tgt)
     if session is None:
         st.stop()

@@ -224,7 +224,8 @@ def capturing():
 
 
 def rerun(layer: torch.nn.Module, x: torch.Tensor, call: tuple[tuple, dict]) -> AttentionInputs | None:
-    """The inputs of ``layer``'s attention call when it is called on ``x`` [n, d] with its recorded ``call``
+    """The inputs of ``layer``'s attention call when it is called on ``x`` [n, d] (or a batch [B, n, d] of
+    states of the same positions, e.g. :mod:`normviz.attribution.qk`'s component states) with its recorded ``call``
     (:attr:`normviz.record.LayerRecord.call`), by running the layer only up to that call (its norm and the
     q, k, v projections with position encoding: a few n·d² products, not the attention itself); None if the
     layer made no call through the attention interface. The same operations on the same tensors as in the
@@ -235,7 +236,7 @@ def rerun(layer: torch.nn.Module, x: torch.Tensor, call: tuple[tuple, dict]) -> 
     with attention_interface.thread_state(_STATE, "sink", _StopSink()) as sink:
         try:
             with torch.no_grad():
-                layer(x.unsqueeze(0), *args, **kwargs)
+                layer(x if x.dim() == 3 else x.unsqueeze(0), *args, **kwargs)
         except _Stop:
             pass
     return next(iter(sink.values()), None)

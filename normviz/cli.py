@@ -16,7 +16,7 @@ from .inputs import parse_options
 from .errors import NormvizError, TruncationWarning
 
 # modules that register subcommands when imported (absent ones are skipped): a new one is added here
-PLUGINS = ("normviz.corpus.cli", "normviz.align.cli", "normviz.attribution.cli")
+PLUGINS = ("normviz.corpus.cli", "normviz.align.cli", "normviz.attribution.cli", "normviz.trust.cli")
 
 
 def _add_export(p: argparse.ArgumentParser) -> None:
@@ -52,8 +52,8 @@ def _run_export(args) -> int:
     # every user mistake that can be seen without the model is refused before it loads
     check_model_name(args.model)
     check_text(args.text, "--text")
-    check_text(args.text_pair, "--text-pair")
-    check_text(args.target, "--target")
+    check_text(args.text_pair, "--text-pair", allow_empty=True)
+    check_text(args.target, "--target", allow_empty=True)
     check_max_tokens(args.max_tokens)
     check_device(args.device)
     out = output_file(args.out)

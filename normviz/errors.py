@@ -44,6 +44,10 @@ class TooCostlyError(NormvizError):
     """A method refuses an input that would take too long or too much memory."""
 
 
+class ServerBusyError(TooCostlyError):
+    """The server's memory budget is taken by other visitors' texts (the app's NORMVIZ_SERVER_MEMORY_MB)."""
+
+
 class DeadlineError(TooCostlyError):
     """A costly computation ran past its deadline (its cost budget with a margin) and was stopped."""
 

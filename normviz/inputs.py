@@ -13,10 +13,13 @@ from .errors import EmptyInputError, NormvizError
 MAX_MODEL_NAME = 256
 
 
-def check_text(text: str | None, what: str = "--text") -> None:
-    """Valid UTF-8 (the shell hands Python undecodable bytes as surrogates) and at least one visible character."""
-    if text is None:
+def check_text(text: str | None, what: str = "--text", allow_empty: bool = False) -> None:
+    """Valid UTF-8 (the shell hands Python undecodable bytes as surrogates) and at least one visible character;
+    ``allow_empty``: "" passes (an optional text whose emptiness means none, e.g. --text-pair, --target)."""
+    if text is None or text == "" and allow_empty:
         return
+    if text == "":
+        raise EmptyInputError(f"{what} is empty; pass a sentence to analyse.")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -27,7 +30,7 @@ def check_text(text: str | None, what: str = "--text") -> None:
         except UnicodeDecodeError as dec:
             offset = dec.start
         raise NormvizError(f"{what} is not valid UTF-8 (byte {offset}); pass UTF-8 text.") from None
-    if text and not any(not unicodedata.category(c).startswith(("C", "Z")) for c in text):
+    if not any(not unicodedata.category(c).startswith(("C", "Z")) for c in text):
         raise EmptyInputError(f"{what} has no visible character (only spaces or control characters); "
                               "pass a sentence to analyse.")
 

@@ -259,6 +259,25 @@ class Session:
         from .attribution import logit_lens
         return logit_lens(self, position)
 
+    # ---- ground truth by intervention (normviz.attribution.knockout: the model's own pass, batched)
+    def knockout(self, token=None, foil=None, position: int = -1):
+        """Attention knockout: ``.delta`` [n], the logit (difference) lost when every attention edge out of
+        token j into other positions is blocked in every layer and head."""
+        from .attribution.knockout import knockout
+        return knockout(self, token, foil, position)
+
+    def ablate_heads(self, token=None, foil=None, position: int = -1, means=None):
+        """Head ablation: ``.delta`` [L, H], the logit (difference) lost when head (l, h)'s output before W^O is
+        zeroed at every position (``means`` [L, H, d_head]: replaced by its corpus mean instead)."""
+        from .attribution.knockout import ablate_heads
+        return ablate_heads(self, token, foil, position, means)
+
+    def attend(self, layer: int, head: int, query: int = -1, key: int = 0, by_token: bool = False):
+        """Head ``head`` of ``layer``: its score of ``query`` → ``key`` split exactly over what wrote both
+        residual states (:func:`normviz.attribution.qk.attend`)."""
+        from .attribution.qk import attend
+        return attend(self, layer, head, query, key, by_token)
+
     # ---- maps
     def get(self, keys: Iterable[str] | str | None = None, *, strict: bool = True,
             progress: Progress | None = None) -> Analysis:
@@ -459,6 +478,25 @@ class Session:
                 if not kept:  # the whole layer did not fit the cache: keep the one head shown
                     self._layer_maps.put((k, li, take), out[k])
         return {k: out[k] for k in dict.fromkeys(keys)}
+
+    def layer_stack(self, key: str, layer: int) -> np.ndarray:
+        """Every head of one layer of ``key`` at once: [H, rows, cols] for per-head keys, [1, rows, cols] for
+        layer-level ones — layer ``layer`` of the whole array, the same numbers, without making the whole
+        array. Per-layer families compute that layer alone (its [H, n, n] once for all heads, kept in the
+        bounded layer cache when it fits); a key already computed whole is read from it; other keys (cross-layer
+        maps, and the families a worker process computes) come whole through :meth:`get`."""
+        stack, base = keyspace.parse(key)
+        info, family = registry.key_info(base), registry.family_of(base)
+        worker = self.worker is not None and self.worker.takes(self, family, [key])
+        if key in self._arrays or not getattr(family, "PER_LAYER", False) or worker:
+            arr = self.get([key])[key]
+            li = _index(layer, arr.shape[0], "layer", key)
+            return arr[li] if arr.ndim == 4 else arr[li][None]
+        if not info.per_head:
+            return self.map(key, layer)[None]
+        request = self.request_of(stack) if stack in self.stacks else self.request
+        li = _index(layer, request.n_layers, "layer", key)
+        return self._layers(stack, [base], li)[base][0]
 
     def _rollout_one_at_a_time(self, base: str) -> bool:
         from .methods import rollouts

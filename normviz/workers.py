@@ -17,6 +17,12 @@ solo time both with the worker and without it (once no lock is held around passe
 the two. One process by default: heavy jobs of several visitors queue, and the waiting is reported
 (``Analysis.waited_s`` and the progress message).
 
+Long texts' layers (the public app: ``long_layers``): Explore's layer of a long text
+(:meth:`HeavyWorker.layer_maps`, ``Session.maps`` there) is a job too; the worker keeps the last
+``NORMVIZ_WORKER_SESSIONS`` (3) texts it recorded, dropped after ``NORMVIZ_WORKER_IDLE_S`` (90) s unused, so a
+long text's records and α blocks live in the worker, and the server's threads stay free for short requests
+(waiting visitors see how long they have waited, as for the costly maps).
+
 Only CPU models loaded by name (``normviz.load``) go to the worker; a model built in memory, sharded with
 ``device_map`` or on a GPU is computed in the server as before, and so are texts shorter than ``min_tokens``
 (there the heavy families take milliseconds and a round trip would cost more).
@@ -42,10 +48,11 @@ import threading
 import time
 from dataclasses import dataclass
 
+from .methods.base import DEADLINE_FACTOR, DEFAULT_DEADLINE_S  # noqa: F401 - × the budget; no seconds budget
+
 POLL_S = 0.25
-DEADLINE_FACTOR = 4.0  # × the family's cost budget: the estimates are rough, the worker runs at nice +10
 DEADLINE_GRACE_S = 60.0  # + loading the model in a fresh process (smollm2's first load takes ~30 s)
-DEFAULT_DEADLINE_S = 600.0  # a family without a seconds budget (maxflow), or a session without budgets
+LAYER_DEADLINE_S = 600.0  # one long text's layer, its recording included (smollm2 at n = 4096, one thread, nice +10)
 
 
 def is_heavy(family) -> bool:
@@ -73,6 +80,8 @@ class Job:
     text_pair: str | None
     options: dict
     keys: tuple[str, ...]
+    layer: int | None = None  # a long text's layer: Session.maps(keys, layer, head) on the worker's session
+    head: int | None = None
 
 
 @dataclass
@@ -168,12 +177,14 @@ class HeavyWorker:
     def __init__(self, processes: int = 1, *, nice: int = 10, threads: int = 1, min_tokens: int = 24,
                  max_models: int = 2, families: tuple[str, ...] | None = None,
                  deadline_factor: float = DEADLINE_FACTOR, deadline_grace_s: float = DEADLINE_GRACE_S,
-                 default_deadline_s: float = DEFAULT_DEADLINE_S):
+                 default_deadline_s: float = DEFAULT_DEADLINE_S, long_layers: bool = False,
+                 layer_deadline_s: float = LAYER_DEADLINE_S):
         self.processes, self.nice, self.threads = processes, nice, threads
         self.min_tokens, self.max_models = min_tokens, max_models
         self.families = None if families is None else tuple(families)
         self.deadline_factor, self.deadline_grace_s = float(deadline_factor), float(deadline_grace_s)
         self.default_deadline_s = float(default_deadline_s)
+        self.long_layers, self.layer_deadline_s = bool(long_layers), float(layer_deadline_s)
         self._lock = threading.Lock()
         self._free: queue.Queue[_Process] = queue.Queue()
         self._all: list[_Process] = []
@@ -286,19 +297,10 @@ class HeavyWorker:
 
         threading.Thread(target=drain, name=f"normviz-worker-drain-{proc.pid}", daemon=True).start()
 
-    # ---- one job
-    def compute(self, session, family, keys, progress=None):
-        """``family``'s ``keys`` of ``session``, computed in a worker process; a ``methods.base.Output``.
-        Raises :class:`~normviz.errors.DeadlineError` past the job's deadline, NormvizError if the process dies."""
+    def _submit(self, session, job: Job, names: str, deadline: float, progress) -> Result:
+        """Hand ``job`` to a free process and wait for its result (progress passed on), within ``deadline``."""
         from . import errors
-        from .methods import base
 
-        lm = session.lm
-        job = Job(model=lm.name, device=str(lm.device), dtype=str(lm.dtype).replace("torch.", ""),
-                  cache_key=tuple(lm.cache_key), encoded=session.inputs, text=session.text,
-                  text_pair=session.text_pair, options=dict(session.options), keys=tuple(keys))
-        names = ", ".join(keys)
-        deadline = self.deadline_s(family, job.options)
         if not self._all:
             self.start()
         proc, waited = self._take(progress, names)
@@ -355,13 +357,54 @@ class HeavyWorker:
                     self.busy -= 1
                 if proc is not None:
                     self._free.put(proc)
+        return result
+
+    # ---- one job
+    def compute(self, session, family, keys, progress=None):
+        """``family``'s ``keys`` of ``session``, computed in a worker process; a ``methods.base.Output``.
+        Raises :class:`~normviz.errors.DeadlineError` past the job's deadline, NormvizError if the process dies."""
+        from .methods import base
+
+        lm = session.lm
+        job = Job(model=lm.name, device=str(lm.device), dtype=str(lm.dtype).replace("torch.", ""),
+                  cache_key=tuple(lm.cache_key), encoded=session.inputs, text=session.text,
+                  text_pair=session.text_pair, options=dict(session.options), keys=tuple(keys))
+        result = self._submit(session, job, ", ".join(keys), self.deadline_s(family, job.options), progress)
         self.ran.append(Ran(family.NAME, tuple(keys), result.pid, result.seconds))
-        if result.error is not None:
-            cls = getattr(errors, result.error[0], None)
-            if not (isinstance(cls, type) and issubclass(cls, errors.NormvizError)):
-                cls = errors.NormvizError
-            raise cls(result.error[1])
+        _raise(result)
         return base.Output(arrays=result.arrays, notes=result.notes)
+
+    def layer_maps(self, session, keys, layer: int, head: int | None = None, progress=None) -> dict:
+        """``session.maps(keys, layer, head)`` computed in a worker process, which keeps the last
+        ``NORMVIZ_WORKER_SESSIONS`` (default 3) sessions it recorded: a long text's records and its layers'
+        α blocks live there, not in the server, and a visitor's next layer is one more job on the same
+        records. {key: [n, n] array}; raises as :meth:`compute` does."""
+        lm = session.lm
+        job = Job(model=lm.name, device=str(lm.device), dtype=str(lm.dtype).replace("torch.", ""),
+                  cache_key=tuple(lm.cache_key), encoded=session.inputs, text=session.text,
+                  text_pair=session.text_pair, options=dict(session.options), keys=tuple(keys), layer=int(layer),
+                  head=None if head is None else int(head))
+        names = f"layer {layer} of this {session.n_tokens:,}-token text"
+        result = self._submit(session, job, names, self.layer_deadline_s, progress)
+        self.ran.append(Ran("long_layer", tuple(keys), result.pid, result.seconds))
+        _raise(result)
+        return result.arrays
+
+
+def _raise(result: Result) -> None:
+    """The NormvizError a worker reported, raised here (its class when it is one of normviz.errors)."""
+    from . import errors
+
+    if result.error is not None:
+        cls = getattr(errors, result.error[0], None)
+        if not (isinstance(cls, type) and issubclass(cls, errors.NormvizError)):
+            cls = errors.NormvizError
+        raise cls(result.error[1])
+
+
+def takes_layers(worker, session) -> bool:
+    """Whether ``worker`` computes ``session``'s long-text layers (:meth:`HeavyWorker.layer_maps`)."""
+    return worker is not None and worker.long_layers and worker._eligible(session)
 
 
 # ---------------------------------------------------------------- in the worker process
@@ -383,14 +426,79 @@ def _model(name: str, device: str, dtype: str, cache_key: tuple | None = None):
     return lm
 
 
+_SESSIONS: collections.OrderedDict = collections.OrderedDict()  # key -> (session, last used): layer jobs' texts
+_SESSIONS_LOCK = threading.Lock()
+WORKER_IDLE_S = 90.0  # a kept session unused this long is dropped (NORMVIZ_WORKER_IDLE_S)
+
+
+def _session(lm, job: Job):
+    """The worker's session of ``job``'s text: kept (the last ``NORMVIZ_WORKER_SESSIONS``) for layer jobs, whose
+    next layer reuses its records; a fresh one for whole-family jobs (as before)."""
+    import hashlib
+
+    from .session import Session
+
+    if job.layer is None:
+        return Session.from_inputs(lm, job.encoded, job.text, job.text_pair, job.options)
+    key = (tuple(job.cache_key), hashlib.sha1(pickle.dumps(
+        (job.encoded, job.text, job.text_pair, sorted(job.options.items(), key=str)))).hexdigest())
+    with _SESSIONS_LOCK:
+        session = _SESSIONS.pop(key, (None,))[0]
+        if session is None:
+            session = Session.from_inputs(lm, job.encoded, job.text, job.text_pair, job.options)
+        _SESSIONS[key] = (session, time.monotonic())
+        dropped = 0
+        while len(_SESSIONS) > max(1, int(os.environ.get("NORMVIZ_WORKER_SESSIONS", "3"))):
+            _SESSIONS.popitem(last=False)
+            dropped += 1
+    if dropped:
+        _trim()
+    return session
+
+
+def _forget_idle(idle_s: float) -> int:
+    """Drop the kept sessions not used for ``idle_s`` seconds (their visitors left): the worker's memory back."""
+    now = time.monotonic()
+    with _SESSIONS_LOCK:
+        old = [k for k, (_, used) in _SESSIONS.items() if now - used > idle_s]
+        for k in old:
+            del _SESSIONS[k]
+    if old:
+        _trim()
+    return len(old)
+
+
+def _sweep_forever(idle_s: float, every_s: float = 10.0) -> None:
+    while True:
+        time.sleep(every_s)
+        _forget_idle(idle_s)
+
+
+def _trim() -> None:
+    import gc
+
+    gc.collect()
+    try:
+        from .memory import libc
+
+        libc().malloc_trim(0)
+    except (OSError, AttributeError):  # pragma: no cover - not glibc
+        pass
+
+
 def _run(job: Job, progress) -> Result:
     from .errors import NormvizError
-    from .session import Session
 
     t0 = time.perf_counter()
     try:
         lm = _model(job.model, job.device, job.dtype, job.cache_key)
-        session = Session.from_inputs(lm, job.encoded, job.text, job.text_pair, job.options)
+        session = _session(lm, job)
+        if job.layer is not None:
+            if progress:
+                progress(0.0, f"computing layer {job.layer}" + ("" if session.part.passes else
+                                                               " (recording the text first)"))
+            maps = session.maps(list(job.keys), job.layer, job.head)
+            return Result(dict(maps), {}, None, time.perf_counter() - t0, os.getpid())
         a = session.get(list(job.keys), strict=True, progress=progress)
         arrays = {k: a.arrays[k] for k in job.keys}
         notes = {k: a.notes[k] for k in job.keys if k in a.notes}
@@ -412,6 +520,8 @@ def serve() -> None:
     import torch
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    idle = float(os.environ.get("NORMVIZ_WORKER_IDLE_S", WORKER_IDLE_S))
+    threading.Thread(target=_sweep_forever, args=(idle,), name="normviz-worker-sweep", daemon=True).start()
 
     def send(message) -> None:
         pickle.dump(message, out, protocol=pickle.HIGHEST_PROTOCOL)
@@ -439,14 +549,17 @@ _SHARED: HeavyWorker | None = None
 _SHARED_LOCK = threading.Lock()
 
 
-def shared_worker(processes: int = 1) -> HeavyWorker | None:
-    """The process-wide worker of the app's server (None when ``processes`` is 0: everything in-process)."""
+def shared_worker(processes: int = 1, long_layers: bool = False) -> HeavyWorker | None:
+    """The process-wide worker of the app's server (None when ``processes`` is 0: everything in-process);
+    ``long_layers``: long texts' layers go there too (the public app)."""
     global _SHARED
     if processes <= 0:
         return None
     with _SHARED_LOCK:
-        if _SHARED is None or _SHARED.processes != processes:
-            _SHARED = HeavyWorker(processes)
+        if _SHARED is None or _SHARED.processes != processes or _SHARED.long_layers != bool(long_layers):
+            if _SHARED is not None:
+                _SHARED.shutdown()
+            _SHARED = HeavyWorker(processes, long_layers=long_layers)
         return _SHARED
 
 
@@ -456,4 +569,4 @@ if __name__ == "__main__":  # as normviz.workers, so that pickled Results name t
     _serve()
 
 
-__all__ = ["HeavyWorker", "Job", "Ran", "Result", "heavy_families", "is_heavy", "shared_worker"]
+__all__ = ["HeavyWorker", "Job", "Ran", "Result", "heavy_families", "is_heavy", "shared_worker", "takes_layers"]

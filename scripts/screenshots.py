@@ -1,4 +1,4 @@
-"""Screenshots of every page at 1280×800 and 1920×1080 in light, dark and presentation modes.
+"""Screenshots of every page at 1280×800 and 1920×1080 in light and dark, in stage mode and not.
 
     .venv/bin/python scripts/screenshots.py OUT_DIR [--text "A sentence."] [--model smollm2] [--sizes 1280x800 ...]
 

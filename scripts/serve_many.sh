@@ -11,6 +11,10 @@
 # Sticky: nginx hashes a cookie (nvsid) it sets on the first response, so a browser's page, its websocket and
 # its reconnections reach the same process (a Streamlit session lives in one process); the processes share one
 # cookie secret, so the XSRF cookie any of them set is valid on all. Ctrl-C (or SIGTERM) stops everything.
+# Supervised: an app process that ends (a crash, kill -9, the OOM killer) is started again on its port within
+# a second or two (each restart is logged in app_PORT.log and counted in restarts_PORT); meanwhile nginx sends
+# its visitors to the other processes (max_fails=1 fail_timeout=2s). A visitor's page reconnects and reruns
+# from its URL, which holds the text and the view (every page writes them there), so nothing typed is lost.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # idle OpenMP threads sleep, not spin (app.py says why; set here too: --warm loads torch before app.py runs)
@@ -26,21 +30,39 @@ SECRET=${STREAMLIT_SERVER_COOKIE_SECRET:-$("$PY" -c 'import secrets; print(secre
 pids=()
 stop() {
   trap - INT TERM EXIT
+  touch "$DIR/stopping"
   [ -f "$DIR/nginx.pid" ] && kill "$(cat "$DIR/nginx.pid")" 2>/dev/null || true
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done  # the supervisors first: no restart now
+  for f in "$DIR"/app_*.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true; done
   wait 2>/dev/null || true
 }
 trap stop INT TERM EXIT
+rm -f "$DIR/stopping"
+
+supervise() {  # the app process of port $1, started again whenever it ends, until stop()
+  local port=$1 restarts=0 app
+  while [ ! -e "$DIR/stopping" ]; do
+    STREAMLIT_SERVER_COOKIE_SECRET="$SECRET" "$PY" -m streamlit run app.py --server.port "$port" \
+      --server.address 127.0.0.1 --server.headless true --browser.gatherUsageStats false \
+      >>"$DIR/app_$port.log" 2>&1 &
+    app=$!
+    echo "$app" > "$DIR/app_$port.pid"
+    wait "$app" && code=0 || code=$?
+    [ -e "$DIR/stopping" ] && break
+    restarts=$((restarts + 1))
+    echo "$restarts" > "$DIR/restarts_$port"
+    echo "normviz: the app on port $port ended (exit $code); starting it again (restart $restarts)" \
+      | tee -a "$DIR/app_$port.log" >&2
+    sleep 1
+  done
+}
 
 servers=""
 for k in $(seq 1 "$N"); do
   p=$((PORT + k))
-  STREAMLIT_SERVER_COOKIE_SECRET="$SECRET" "$PY" -m streamlit run app.py --server.port "$p" \
-    --server.address 127.0.0.1 --server.headless true --browser.gatherUsageStats false \
-    >"$DIR/app_$p.log" 2>&1 &
+  supervise "$p" &
   pids+=($!)
-  echo "$!" > "$DIR/app_$p.pid"
-  servers="$servers    server 127.0.0.1:$p;\n"
+  servers="$servers    server 127.0.0.1:$p max_fails=1 fail_timeout=2s;\n"
 done
 
 cat > "$DIR/nginx.conf" <<EOF

@@ -200,9 +200,9 @@ def page_height(driver) -> int:
 # --- issue 13: redraw latency, page switching through the sidebar, screenshots in every mode ---------------
 
 SIZES = [(1280, 800), (1920, 1080)]
-MODES = ["light", "dark", "present"]
-SHOT_PAGES = [("explore", "/"), ("overview", "/Overview"), ("learn", "/Learn"), ("corpus", "/Corpus"),
-              ("translate", "/Translate")]
+MODES = ["light", "dark", "present", "present-dark"]  # present: stage mode (?present=1), light or dark
+SHOT_PAGES = [("explore", "/"), ("why", "/Why"), ("overview", "/Overview"), ("learn", "/Learn"),
+              ("corpus", "/Corpus"), ("translate", "/Translate")]
 _IDLE = """return document.querySelectorAll('[data-testid="stStatusWidget"]').length === 0 &&
                   document.querySelectorAll('[data-testid="stSkeleton"]').length === 0;"""
 _TITLES = """return Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"] .gtitle'))
@@ -343,20 +343,20 @@ def text_inputs(driver) -> list[str]:
 def emulate(driver, width: int, height: int, mode: str) -> None:
     set_viewport(driver, width, height)
     driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [
-        {"name": "prefers-color-scheme", "value": "dark" if mode == "dark" else "light"}]})
+        {"name": "prefers-color-scheme", "value": "dark" if mode.endswith("dark") else "light"}]})
 
 
 def screenshots(driver, url: str, out_dir: Path, query: str = "", pages=SHOT_PAGES, sizes=SIZES,
                 modes=MODES) -> list[Path]:
     """One screenshot per page × size × mode (light, dark = the browser's dark preference, present =
-    ``?present=1``) as ``<page>_<w>x<h>_<mode>.png``; returns the files written."""
+    ``?present=1`` in light, present-dark in dark) as ``<page>_<w>x<h>_<mode>.png``; returns the files written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for w, h in sizes:
         for mode in modes:
             emulate(driver, w, h, mode)
             for name, path in pages:
-                q = "&".join(x for x in (query, "present=1" if mode == "present" else "") if x)
+                q = "&".join(x for x in (query, "present=1" if mode.startswith("present") else "") if x)
                 driver.get(url + path + ("?" + q if q else ""))
                 if name == "corpus":  # no chart before a run: wait for the page's header instead
                     wait_until(driver, "return document.querySelectorAll('[data-testid=\"stHeading\"]').length > 0")

@@ -3,13 +3,15 @@
     predict(session, top, position)               candidates best first (.token, .id, .prob, .logit)
     explain(session, token, foil, position)       an :class:`Explanation`: direct parts through the final norm
                                                   (heads [L,H,n], attn_bias [L], ff [L], embedding, final_bias)
-                                                  and propagated parts (sources [n], bias), each summing to total
+                                                  and propagated parts (sources [n], bias, sources_by_layer
+                                                  [L+1, n]), each summing to total
     logit_lens(session, position)                 [L+1, V] log-probabilities (nostalgebraist 2020)
     layer_parts(ctx, rows)                        one layer's residual writes as d-vectors (for routes, pages)
     routes(session, position, threshold)          information-flow routes (Ferrando & Voita 2024) to a prediction
 
 Modules: :mod:`.readout` (final norm + LM head), :mod:`.predict`, :mod:`.lens`, :mod:`.direct`,
-:mod:`.propagate` (DecompX's propagation with the biases as one part and integrated gradients), :mod:`.result`,
+:mod:`.adjoint` (``sources`` by one backward pass through the frozen coefficients), :mod:`.propagate` (the same
+numbers by DecompX's forward propagation with the biases as one part: the tests' reference), :mod:`.result`,
 :mod:`.cli` (``normviz explain``). An encoder–decoder's decoder rows: :mod:`normviz.attribution.seq2seq` (above this
 package: it adds the cross blocks and the encoder's parts). ``Session.predict/explain/logit_lens`` call these.
 """
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from ..errors import NormvizError
-from . import propagate
+from . import adjoint
 from .direct import LayerParts, direct_logits, layer_parts
 from .flow import Routes, routes
 from .lens import logit_lens, residual_states
@@ -113,31 +115,27 @@ def explain(session, token=None, foil=None, position: int = -1) -> Explanation:
     request, options, itemsize = session.request, dict(session.options), views[0].rec.x.element_size()
 
     def sources():
-        propagate.check(request, options, itemsize)
+        adjoint.check(request, options, itemsize)
         with _lock(session):
-            X = _output_parts(session)
-            out = propagate.source_logits(X[t.i], readout, t.x_last, t.u, t.b)
-        return out[0].cpu().numpy(), out[1]
+            return adjoint.backward(session.layers(), readout, t, frozen(session))
 
     return explanation(lm, t, session.tokens, direct, refusal, sources)
 
 
-def _output_parts(session):
-    """X^L [n, n+1, d] of the session, propagated once and kept on it (every target, foil and position of the
-    same text reads the same parts: a new candidate costs only its projection)."""
-    X = getattr(session, "_source_parts", None)
-    if X is None:
-        X = propagate.output_parts(session.layers())
-        for v in session.layers():
-            v.clear()
-        session._source_parts = X
-    return X
+def frozen(session) -> adjoint.Frozen:
+    """The session's frozen coefficients shared by every candidate, foil and position of its text (the FF
+    factors, within the option ``explain_cache_bytes``): a new candidate costs one backward pass."""
+    got = getattr(session, "_frozen", None)
+    if got is None:
+        got = adjoint.Frozen(int(session.options.get("explain_cache_bytes", adjoint.CACHE_BYTES)))
+        session._frozen = got
+    return got
 
 
 def sources_refusal(session) -> str | None:
     """Why ``sources`` would be refused for this session (cost), or None; runs nothing."""
     try:
-        propagate.check(session.request, dict(session.options))
+        adjoint.check(session.request, dict(session.options))
     except NormvizError as exc:
         return str(exc)
     return None

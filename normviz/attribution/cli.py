@@ -1,11 +1,14 @@
 """``python -m normviz explain --model M --text T [--token TOK] [--foil TOK] [--position P] --out FILE.npz|.json``.
 
 Writes the fields of :class:`normviz.attribution.Explanation` (``total``, ``heads`` [L,H,n], ``attn_bias`` [L],
-``ff`` [L], ``embedding``, ``final_bias``, ``sources`` [n], ``bias``; encoder–decoders also ``cross_heads``,
+``ff`` [L], ``embedding``, ``final_bias``, ``sources`` [n], ``bias``, ``sources_by_layer`` [L+1, n],
+``bias_by_layer`` [L+1]; encoder–decoders also ``cross_heads``,
 ``cross_bias``, ``source_tokens``), the token, foil and position explained, ``tokens``, and the top predictions
 (``top_ids``, ``top_tokens``, ``top_probs``, ``top_logits``). Every user mistake that can be seen without the
 model (names, text, position, output file, token options) is refused on one line with exit code 2 before the
-model loads.
+model loads. ``sources`` runs under a default time budget (``SOURCES_BUDGET_S``, through the cost check of
+:func:`normviz.attribution.adjoint.check`): over it they are refused with a note (``sources_refused`` in the
+output) before any work; ``--option explain_budget_s=SECONDS`` sets another.
 """
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ from pathlib import Path
 
 from ..commands import subcommand
 from ..errors import NormvizError, NotApplicableError, TooCostlyError, TruncationWarning
+
+SOURCES_BUDGET_S = 300.0  # the CLI's default time budget for sources (estimated seconds; option explain_budget_s)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -39,7 +44,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=None, help="cpu, cuda or mps (default: best available)")
     p.add_argument("--max-tokens", type=int, default=None, help="truncate longer text (default: the model's window)")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="options, e.g. --option explain_budget_s=60")
+                   help=f"options, e.g. --option explain_budget_s=60 (sources' time budget in seconds; default "
+                        f"{SOURCES_BUDGET_S:g})")
+    p.add_argument("--graph", default=None, metavar="FILE",
+                   help="also write the attribution graph (heads and FF blocks as nodes, exact edges): .json in "
+                        "Neuronpedia's graph format, .plain.json, or .npz (pre-LN decoders)")
+    p.add_argument("--node-threshold", type=float, default=0.8, help="graph pruning: cumulative node influence kept")
+    p.add_argument("--edge-threshold", type=float, default=0.98, help="graph pruning: cumulative edge influence kept")
 
 
 def _output(out: str) -> Path:
@@ -62,7 +73,7 @@ def check_arguments(args) -> Path:
     if args.model.strip().lower() not in EMBEDDED:  # a directory without config.json, a malformed id …
         resolve(args.model)
     check_text(args.text, "--text")
-    check_text(args.target, "--target")
+    check_text(args.target, "--target", allow_empty=True)
     check_max_tokens(args.max_tokens)
     check_device(args.device)
     chosen = [name for name, v in (("--token", args.token), ("--token-id", args.token_id),
@@ -82,6 +93,14 @@ def check_arguments(args) -> Path:
     if args.top < 1:
         raise NormvizError(f"--top {args.top}: give 1 or more.")
     _parse_options(args.option)
+    if args.graph is not None:
+        if not str(args.graph).lower().endswith((".json", ".npz")):
+            raise NormvizError(f"--graph {args.graph!r}: name a .json (Neuronpedia), .plain.json or .npz file.")
+        for name, t in (("--node-threshold", args.node_threshold), ("--edge-threshold", args.edge_threshold)):
+            if not 0.0 <= t <= 1.0:
+                raise NormvizError(f"{name} {t}: give a fraction in [0, 1].")
+        from ..inputs import output_file
+        output_file(args.graph, suffix=Path(args.graph).suffix.lower())
     return _output(args.out)
 
 
@@ -92,9 +111,11 @@ def run(args) -> int:
     from ..models import load
     from ..session import Session
     from . import actual_next
+    from .adjoint import BUDGET
 
     out = check_arguments(args)
     options = _parse_options(args.option)
+    options.setdefault(BUDGET.option, SOURCES_BUDGET_S)  # a long text's sources are refused, not run for an hour
     lm = load(args.model, device=args.device, dtype=args.dtype, progress=lambda msg: print(msg, file=sys.stderr))
     if args.target is not None and not lm.is_encoder_decoder:
         raise NormvizError(f"--target is for encoder–decoder models (toy-mt, Marian, BART …); {args.model!r} is not one.")
@@ -116,14 +137,28 @@ def run(args) -> int:
     if not args.no_sources:
         try:
             data["sources"], data["bias"] = e.sources, e.bias
+            data["sources_by_layer"], data["bias_by_layer"] = e.sources_by_layer, e.bias_by_layer
         except (TooCostlyError, NotApplicableError) as exc:
             data["sources_refused"] = str(exc)
-            print(f"note: sources refused: {exc}", file=sys.stderr)
+            hint = (f" (--option {BUDGET.option}=SECONDS sets the budget; default {SOURCES_BUDGET_S:g})"
+                    if isinstance(exc, TooCostlyError) else "")
+            print(f"note: sources refused: {exc}{hint}", file=sys.stderr)
     data.update(top_ids=np.array([c.id for c in top]), top_tokens=np.array([c.token for c in top]),
                 top_probs=np.array([c.prob for c in top]), top_logits=np.array([c.logit for c in top]))
     _write(out, data)
     vs = f" vs {e.foil_text!r}" if e.foil is not None else ""
     print(f"wrote {out}: {e.token_text!r}{vs} at position {e.position}, total {e.total:.4f}", file=sys.stderr)
+    if args.graph is not None:
+        from .graph import graph
+        g = graph(s, token=e.token, foil=e.foil, position=e.position, node_threshold=args.node_threshold,
+                  edge_threshold=args.edge_threshold)
+        try:
+            g.save(args.graph, slug=Path(args.graph).stem.replace(".plain", ""))
+        except OSError as exc:
+            raise NormvizError(f"Could not write {args.graph!r}: {exc.strerror or exc}.") from None
+        print(f"wrote {args.graph}: {int(g.node_mask.sum())} of {g.n_nodes} nodes, {int(g.edge_mask.sum())} edges "
+              f"(thresholds {args.node_threshold} / {args.edge_threshold}), {sum(g.seconds.values()):.1f} s",
+              file=sys.stderr)
     return 0
 
 

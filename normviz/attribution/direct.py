@@ -81,6 +81,13 @@ def _cross_parts(rec, params, r) -> torch.Tensor:
     return rec.attn[:, r].permute(1, 0, 2).to(params.w_o.dtype)[..., None] * cross_head_vectors(rec, params)[None]
 
 
+def _alpha_row(ctx, i: int) -> torch.Tensor:
+    """α^h_i· [H, n]: the recorded row, or a long input's row alone recomputed from q, k (never its whole α)."""
+    if ctx.rec.attn is not None or "alpha" in ctx.__dict__:
+        return ctx.alpha[:, i]
+    return ctx.rec.attention(slice(i, i + 1))[:, 0].to(ctx.dtype)
+
+
 def _bias(b, ctx) -> torch.Tensor:
     return b if b is not None else torch.zeros(ctx.rec.x.shape[-1], dtype=ctx.dtype, device=ctx.device)
 
@@ -107,7 +114,7 @@ def direct_logits(views, i: int, r: torch.Tensor, crosses=None) -> DirectLogits:
         rl = r.to(device=ctx.device, dtype=acc)
         w_or = torch.einsum("hed,d->he", ctx.p.head_w_o().to(acc), rl)  # W^O_h r, [H, dh]
         values = ctx.head_values.to(acc)  # [H, n, dh], the model's own values
-        heads.append(ctx.alpha[:, i].to(acc) * torch.einsum("hjd,hd->hj", values, w_or))
+        heads.append(_alpha_row(ctx, i).to(acc) * torch.einsum("hjd,hd->hj", values, w_or))
         attn_bias.append(ctx.b_o.to(acc) @ rl)
         z = ctx.rec.z_attn[i] if crosses is None else crosses[l][0].z[i]
         ff.append((ctx.rec.out[i] - z).to(acc) @ rl)

@@ -16,25 +16,38 @@ x^l_i → a^l_i, and at the FF sum an FF edge and a residual edge a^l_i → x^{l
 attention sum (its share is reported on the a-node, it is no edge; a model without b^O has a zero part, whose
 proximity is 0). The graph is extracted backwards from the prediction's node x^L_i: an edge is kept when its
 importance exceeds τ and its target was reached. ``combine_heads=True`` sums the heads' importances per source
-token first (the LM-TT demo's graph); ``measure="norm_share"`` is a variant (not the paper's): importance =
+token first (LM-TT's ``build_full_graph`` without its ``renormalizing_threshold``); ``renormalise=True`` sets the
+importances at or below τ of each sum to 0 and divides the rest by their sum (LM-TT's
+``apply_threshold_and_renormalize``, which its app applies at the slider's τ): the same edges as without it
+(an importance above τ stays above τ), weights that sum to 1 over each node's kept parts; with
+``combine_heads=True`` too, the heads are summed per source token after it — LM-TT's app graph, whose token
+edges are those where one head exceeds τ. ``measure="norm_share"`` is a variant (not the paper's): importance =
 ‖z_k‖₂ / Σ_m ‖z_m‖₂.
 
-Cost: per layer, for every reached row, H·n parts of d numbers (|z − y| and its sum): at most 3·L·n²·H·d
-operations, the same order as the FF-free part of one norm map; :func:`check` refuses above the option
-``routes_budget_s`` before anything runs. Memory: rows in chunks of at most ``chunk_bytes``.
+Cost: the time is in scoring the parts of every reached row: per layer and reached row, H·n + 2 parts of d
+numbers built (:func:`layer_parts`), subtracted from the sum, |·| and summed — memory-bound element work, about
+two orders of magnitude slower per number than the FLOP rate of a matrix product (issue 29: a 128-token smollm2
+page at τ = 0.01 took 51–71 s against 0.2 s estimated from FLOPs). :func:`cost` estimates the rows reached
+from τ and n as measured (:func:`rows_reached`; every row at τ = 0) and counts the numbers scored and the edge
+records built, each at its measured rate (``ROUTES_NUMBERS_PER_SECOND``, ``EDGE_SECONDS``:
+``benchmarks/bench_routes.py --estimate``). :func:`check` refuses above the option ``routes_budget_s`` before
+anything runs; a run also stops itself (:class:`DeadlineError`) past its deadline — ``routes_deadline_s``, else
+``DEADLINE_FACTOR`` × the budget, else ``DEFAULT_DEADLINE_S`` — checked at every layer and chunk of rows.
+Memory: rows in chunks of at most ``chunk_bytes``.
 """
 from __future__ import annotations
 
 import json
+import math
+import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from ..errors import NormvizError, NotApplicableError
-from ..methods.base import Request
-from ..methods.cost import Budget, refuse_over_budget
+from ..errors import DeadlineError, InputError, NormvizError, NotApplicableError, TooCostlyError
+from ..methods.base import DEADLINE_FACTOR, DEFAULT_DEADLINE_S, Budget, Request
 from ..methods.family import Family
 from ..methods.registry import register_computation
 from .direct import layer_parts
@@ -45,18 +58,77 @@ BUDGET = Budget("routes")  # option routes_budget_s
 CHUNK_BYTES = 64 * 2**20
 
 
-def flops(request: Request) -> float:
-    """Worst case (every row reached): 3 operations per number of the L·n·(H·n + 2) parts of d numbers."""
-    n = request.n_tokens
-    return 3.0 * request.n_layers * n * (request.n_heads * n + 4) * request.d_model
+# measured on the shared 2-core CPU under load 9–14 (benchmarks/bench_routes.py --estimate, smollm2 float32;
+# docs/routes.md): numbers of the parts scored per second, one edge record, rows reached per layer × τ / n
+ROUTES_NUMBERS_PER_SECOND = {"cpu": 4e7}  # option routes_numbers_per_second
+EDGE_SECONDS = 3e-5
+REACH = 0.007  # smollm2: 0.4–0.7 of the rows at τ = 0.01, 0.06–0.10 at τ = 0.04, one per layer at τ = 0.2
 
 
-def check(request: Request, options: dict) -> None:
-    """TooCostlyError when the routes would exceed ``routes_budget_s`` at the device's rate."""
-    refuse_over_budget(request, "routes", options, BUDGET, flops)
+def rows_reached(n: int, n_layers: int, tau: float) -> float:
+    """The rows whose parts are scored, all layers together: every row at τ = 0, else per layer
+    min(n, max(1, REACH · n / τ)) — measured, not a bound (a run past its estimate meets its deadline)."""
+    return float(n_layers * (n if tau <= 0 else min(n, max(1.0, REACH * n / tau))))
+
+
+def work(request: Request, tau: float = 0.0) -> tuple[float, float]:
+    """(numbers scored, edge records) of the routes at threshold τ: H·n + 2 parts of d numbers per row scored;
+    per row at most H·n + 2 edges, about 2 + 0.05/τ measured (2.5–4.4 at τ = 0.04–0.01)."""
+    n, H, d = request.n_tokens, request.n_heads, request.d_model
+    rows = rows_reached(n, request.n_layers, tau)
+    per_row = H * n + 2 if tau <= 0 else min(H * n + 2, 2 + 0.05 / tau)
+    return rows * (H * n + 2) * d, rows * per_row
+
+
+def cost(request: Request, options: dict, tau: float = 0.0) -> float | None:
+    """Estimated seconds of the routes at τ on the request's device (None: no rate known there)."""
+    rate = options.get("routes_numbers_per_second") or ROUTES_NUMBERS_PER_SECOND.get(request.device)
+    if not rate:
+        return None
+    numbers, edges = work(request, tau)
+    return numbers / float(rate) + edges * EDGE_SECONDS
+
+
+def check(request: Request, options: dict, threshold: float = 0.0) -> None:
+    """TooCostlyError when the routes at ``threshold`` would exceed ``routes_budget_s`` (their estimated
+    seconds, :func:`cost`; τ = 0, the default, is the worst case: every row reached)."""
+    budget, est = BUDGET.seconds(options), cost(request, options, threshold)
+    if budget is None or est is None or est <= budget:
+        return
+    lo, hi = 1, request.n_tokens  # the longest text that fits, at this τ
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if cost(Request(**{**request.__dict__, "n_tokens": mid}), options, threshold) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    raise TooCostlyError(f"the routes at τ = {threshold:g} would take about {est:.0f} s for {request.n_tokens} "
+                         f"tokens on this machine (budget {budget:.0f} s, option {BUDGET.named()}; in the app "
+                         f"NORMVIZ_COST_BUDGET). They fit the budget up to about {lo} tokens here; a higher τ "
+                         "reaches fewer rows, or shorten the text.")
 
 
 register_computation(Family(name="routes", keys=(), check=check, compute=None, budget=BUDGET))
+
+
+def deadline_s(options: dict) -> float:
+    """How long one routes call may run before it stops itself: option ``routes_deadline_s``, else
+    ``DEADLINE_FACTOR`` × ``routes_budget_s`` (the estimates are rough), else ``DEFAULT_DEADLINE_S``."""
+    if options.get("routes_deadline_s") is not None:
+        return float(options["routes_deadline_s"])
+    budget = BUDGET.seconds(options)
+    return DEADLINE_FACTOR * budget if budget is not None else DEFAULT_DEADLINE_S
+
+
+def threshold_value(threshold) -> float:
+    """τ as a float in [0, 1); InputError for anything else (nan, a string, 1 …), never an empty graph."""
+    try:
+        tau = float(threshold)
+    except (TypeError, ValueError):
+        raise InputError(f"threshold must be a number between 0 and 1, got {threshold!r}.") from None
+    if not 0 <= tau < 1:  # nan fails this too
+        raise InputError(f"threshold must be in [0, 1), got {threshold!r}.")
+    return tau
 
 
 def proximity(parts: torch.Tensor, whole: torch.Tensor) -> torch.Tensor:
@@ -70,6 +142,13 @@ def importance(parts: torch.Tensor, whole: torch.Tensor, measure: str = "proximi
     score = proximity(parts, whole) if measure == "proximity" else parts.norm(dim=-1)
     total = score.sum(-1, keepdim=True)
     return torch.where(total > 0, score / torch.where(total > 0, total, 1), torch.zeros_like(score))
+
+
+def renormalised(weights: torch.Tensor, tau: float) -> torch.Tensor:
+    """Importances [..., m] with those ≤ τ set to 0 and the rest divided by their sum (0 where none is left)."""
+    w = torch.where(weights > tau, weights, torch.zeros_like(weights))
+    total = w.sum(-1, keepdim=True)
+    return torch.where(total > 0, w / torch.where(total > 0, total, 1), w)
 
 
 @dataclass
@@ -90,6 +169,7 @@ class Routes:
     n_heads: int
     nodes: list[dict] = field(default_factory=list)
     edges: list[dict] = field(default_factory=list)
+    renormalised: bool = False  # weights renormalised over each node's parts above τ (routes(renormalise=True))
 
     def arrays(self) -> dict:
         """The edges as numpy columns (kind as 0 head / 1 residual / 2 ff; head −1 when none; source/target
@@ -105,16 +185,21 @@ class Routes:
 
     def to_dict(self) -> dict:
         return {"position": self.position, "threshold": self.threshold, "measure": self.measure,
-                "tokens": list(self.tokens), "n_layers": self.n_layers, "n_heads": self.n_heads,
-                "nodes": self.nodes, "edges": self.edges}
+                "renormalised": self.renormalised, "tokens": list(self.tokens), "n_layers": self.n_layers,
+                "n_heads": self.n_heads, "nodes": self.nodes, "edges": self.edges}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False)
 
     def above(self, threshold: float) -> "Routes":
         """The routes at a higher threshold (a sub-graph, re-extracted backwards; no model work)."""
+        threshold = threshold_value(threshold)
+        if self.renormalised:
+            raise InputError("above(): renormalised routes depend on τ at every node (their weights are shares of "
+                             "the parts above it); compute routes(..., threshold=τ, renormalise=True) again.")
         if threshold < self.threshold:
-            raise ValueError("above(): the threshold can only rise (compute the routes again to lower it)")
+            raise InputError(f"above({threshold}): the threshold can only rise from {self.threshold} (compute the "
+                             "routes again to lower it).")
         start = f"x{self.n_layers}_{self.position}"
         kept = [e for e in self.edges if e["weight"] > threshold]
         by_target: dict[str, list[dict]] = {}
@@ -144,17 +229,13 @@ def _chunks(rows: list[int], per_row: int, chunk_bytes: int):
 
 @torch.no_grad()
 def routes(session, position: int = -1, threshold: float = 0.04, *, measure: str = "proximity",
-           combine_heads: bool = False) -> Routes:
+           combine_heads: bool = False, renormalise: bool = False) -> Routes:
     """The information-flow routes to position ``position``'s prediction (see the module docstring): edges
-    whose importance exceeds ``threshold``, extracted backwards from x^L_i. Pre-LN self-attention stacks."""
+    whose importance exceeds ``threshold``, extracted backwards from x^L_i (``renormalise``: their weights
+    renormalised over each node's parts above it, as LM-TT's app does). Pre-LN self-attention stacks."""
     if measure not in MEASURES:
         raise NormvizError(f"measure must be one of {', '.join(MEASURES)}, got {measure!r}.")
-    try:
-        tau = float(threshold)
-    except (TypeError, ValueError):
-        raise NormvizError(f"threshold must be a number between 0 and 1, got {threshold!r}.") from None
-    if not 0 <= tau < 1:
-        raise NormvizError(f"threshold must be in [0, 1), got {tau}.")
+    tau = threshold_value(threshold)
     if getattr(session, "is_encoder_decoder", False):
         raise NotApplicableError("routes follow one self-attention stack; encoder–decoders are not supported yet "
                                  "(explain the decoder with Session.explain).")
@@ -164,33 +245,55 @@ def routes(session, position: int = -1, threshold: float = 0.04, *, measure: str
                                  f"writes; {lm.name!r} normalises after every block (post-LN).")
     n = session.n_tokens
     i = position_index(position, n)
-    check(session.request, dict(session.options))
+    options = dict(session.options)
+    check(session.request, options, tau)
     lock = getattr(session, "_lock", None) or nullcontext()
     with lock:
         views = session.layers()
         try:
             return _extract(views, i, tau, measure, combine_heads, list(session.labels),
-                            int(session.options.get("chunk_bytes", CHUNK_BYTES)))
+                            int(options.get("chunk_bytes", CHUNK_BYTES)), Deadline(deadline_s(options)),
+                            bool(renormalise))
         finally:
             for v in views:
                 v.clear()
 
 
-def _extract(views, i: int, tau: float, measure: str, combine: bool, tokens: list[str], chunk: int) -> Routes:
+class Deadline:
+    """A cooperative deadline: :meth:`check` raises DeadlineError once ``seconds`` have passed since creation."""
+
+    clock = staticmethod(time.monotonic)
+
+    def __init__(self, seconds: float):
+        self.seconds, self.start = float(seconds), self.clock()
+
+    def check(self, layer: int) -> None:
+        spent = self.clock() - self.start
+        if spent > self.seconds:
+            raise DeadlineError(f"the routes were stopped at layer {layer} after {spent:.0f} s (deadline "
+                                f"{self.seconds:.0f} s: option routes_deadline_s, else {DEADLINE_FACTOR:g} × "
+                                "routes_budget_s). Raise τ (fewer rows are reached) or shorten the text.")
+
+
+def _extract(views, i: int, tau: float, measure: str, combine: bool, tokens: list[str], chunk: int,
+             deadline: Deadline, renormalise: bool = False) -> Routes:
     L = len(views)
     H = views[0].p.n_heads
-    out = Routes(position=i, threshold=tau, measure=measure, tokens=tokens, n_layers=L, n_heads=H)
+    out = Routes(position=i, threshold=tau, measure=measure, tokens=tokens, n_layers=L, n_heads=H,
+                 renormalised=renormalise)
+    kept = (lambda w: renormalised(w, tau)) if renormalise else (lambda w: w)  # noqa: E731
     nodes = {f"x{L}_{i}": {"id": f"x{L}_{i}", "kind": "x", "layer": L, "token": i}}
     edges: list[dict] = []
     reached = {i}  # tokens of x^{l+1} reached
     for l in range(L - 1, -1, -1):
+        deadline.check(l)
         ctx = views[l]
         rows = sorted(reached)
         # the FF sum: x^{l+1} = a^l + FF
         rec = ctx.rec
         r = torch.as_tensor(rows, device=ctx.device)
         a, x_next = rec.z_attn[r], rec.out[r]
-        w = importance(torch.stack([x_next - a, a], 1), x_next, measure)  # [r, 2]: ff, residual
+        w = kept(importance(torch.stack([x_next - a, a], 1), x_next, measure))  # [r, 2]: ff, residual
         a_rows = []
         for k, t in enumerate(rows):
             hit = False
@@ -204,11 +307,12 @@ def _extract(views, i: int, tau: float, measure: str, combine: bool, tokens: lis
         reached = set()
         per_row = H * ctx.n * ctx.rec.x.shape[-1] * ctx.rec.x.element_size() * 3
         for part_rows in _chunks(a_rows, per_row, chunk):
+            deadline.check(l)
             p = layer_parts(ctx, part_rows)
             R, n, d = p.heads.shape[0], p.heads.shape[2], p.heads.shape[3]
             parts = torch.cat([p.heads.reshape(R, H * n, d), p.residual[:, None],
                                p.attn_bias.to(p.heads.dtype).expand(R, 1, d)], 1)
-            wa = importance(parts, rec.z_attn[p.rows], measure)  # [R, H·n + 2]
+            wa = kept(importance(parts, rec.z_attn[p.rows], measure))  # [R, H·n + 2]
             heads_w = wa[:, :H * n].reshape(R, H, n)
             for k, t in enumerate(part_rows):
                 nodes[f"a{l}_{t}"] = {"id": f"a{l}_{t}", "kind": "a", "layer": l, "token": t,

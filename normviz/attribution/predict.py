@@ -5,12 +5,14 @@ a string of one token or an id (:func:`token_id`); positions negative from the e
 """
 from __future__ import annotations
 
+import math
+import numbers
 import operator
 from dataclasses import dataclass
 
 import torch
 
-from ..errors import NormvizError
+from ..errors import InputError, NormvizError
 from .readout import Readout, readout_of, stack_view
 
 
@@ -24,12 +26,30 @@ class Candidate:
     logit: float
 
 
-def position_index(position: int, n: int) -> int:
-    """``position`` (negative: from the end) as an index into n tokens; NormvizError when out of range."""
+def whole_number(value, what: str) -> int:
+    """``value`` as an int when it is one exactly (an int, a numpy integer, a float or string of a whole
+    number); InputError otherwise: 1.5, nan, True, "two" are refused, never rounded or truncated."""
+    if isinstance(value, bool):
+        raise InputError(f"{what} must be a whole number, got {value!r}.")
     try:
-        p = int(position)
-    except (TypeError, ValueError):
-        raise NormvizError(f"position must be a whole number, got {position!r}.") from None
+        return operator.index(value)
+    except TypeError:  # not an integer type (a float, a string, a float tensor …)
+        pass
+    number = value
+    if isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            number = None
+    if isinstance(number, numbers.Real) and math.isfinite(number) and float(number).is_integer():
+        return int(number)
+    raise InputError(f"{what} must be a whole number, got {value!r}.")
+
+
+def position_index(position: int, n: int) -> int:
+    """``position`` (negative: from the end) as an index into n tokens; NormvizError when out of range or
+    not a whole number."""
+    p = whole_number(position, "position")
     if not -n <= p < n:
         raise NormvizError(f"position {p} is outside the text's {n} tokens (use 0…{n - 1}, or −1 for the last).")
     return p % n
@@ -80,17 +100,16 @@ def logits_at(readout: Readout, views, i: int) -> torch.Tensor:
 @torch.no_grad()
 def predict(session, top: int = 10, position: int = -1) -> list[Candidate]:
     """The ``top`` most probable next tokens at ``position`` (encoders: the token at a [MASK] there;
-    encoder–decoders: after decoder row ``position``)."""
-    try:
-        k = int(top)
-    except (TypeError, ValueError):
-        raise NormvizError(f"top must be a whole number, got {top!r}.") from None
+    encoder–decoders: after decoder row ``position``); the whole vocabulary when ``top`` exceeds it."""
+    k = whole_number(top, "top")
+    if k < 1:
+        raise InputError(f"top must be 1 or more (how many candidates to list), got {k}.")
     lm, stack = stack_view(session)
     readout = readout_of(lm)  # refused before the recording pass when there is no head
     views = session.layers(stack)
     i = position_index(position, len(views[0].rec.x))
     logits = logits_at(readout, views, i).to(torch.float64)
-    k = max(1, min(k, logits.shape[0]))
+    k = min(k, logits.shape[0])
     probs = torch.softmax(logits, -1)
     best = torch.topk(logits, k)
     tok = session.lm.tokenizer

@@ -10,6 +10,10 @@ for a linear readout the contribution of any vector c to the logit difference of
 ⟨N(c), u⟩ = ⟨c, r⟩ with u = W_U[w] − W_U[f] and r the **readout vector** (:meth:`Readout.vector`); β and b_U
 give a constant (:meth:`Readout.constant`). The MLM head's activation is split like the FF's (integrated
 gradients from zero: part × g(h)/h at the real pre-activation, :meth:`Readout.project_parts`).
+
+Half-precision (bfloat16/float16) models are read out in float32 as the maps are (DESIGN.md "Long inputs"):
+their records come upcast per layer, the final norm and an MLM transform are upcast copies, and W_U is upcast
+a vocabulary chunk at a time (at most ``CHUNK_BYTES`` extra), never as a whole float32 copy.
 """
 from __future__ import annotations
 
@@ -18,8 +22,11 @@ from dataclasses import dataclass
 import torch
 
 from ..activations import activation_ratio
+from ..decompose import HALF, working_dtype
 from ..errors import NormvizError
-from ..models.params import NormParams, _norm_params, get_path
+from ..models.params import NormParams, _norm_params, _upcast_norm, get_path
+
+CHUNK_BYTES = 32 * 2**20  # one upcast slice of W_U (half-precision models)
 
 
 class NoHeadError(NormvizError):
@@ -49,8 +56,23 @@ class Readout:
     def logits(self, final: torch.Tensor) -> torch.Tensor:
         """Logits from final hidden states [m, d] (the stack's output, after its final norm), by the model's own
         head modules."""
-        out = self.head(final * self.scale if self.scale != 1.0 else final)
+        x = final * self.scale if self.scale != 1.0 else final
+        if x.dtype != self.w_u.dtype:  # half-precision weights, states in the working dtype
+            return self._upcast_logits(x)
+        out = self.head(x)
         return out + self.extra_bias if self.extra_bias is not None else out
+
+    def _upcast_logits(self, x: torch.Tensor) -> torch.Tensor:
+        """The head's formula in x's dtype: (MLM: LN(g(x W_t + b_t))) · W_Uᵀ + b_U, W_U upcast in row chunks."""
+        if self.transform is not None:
+            dense, act, norm = self.transform  # upcast copies (readout_of)
+            x = norm.module(act(dense(x)))
+        w = self.w_u
+        out = torch.empty(*x.shape[:-1], w.shape[0], dtype=x.dtype, device=x.device)
+        step = max(1, CHUNK_BYTES // (w.shape[1] * x.element_size()))
+        for k in range(0, w.shape[0], step):
+            out[..., k:k + step] = x @ w[k:k + step].to(device=x.device, dtype=x.dtype).T
+        return out + self.b_u.to(device=x.device, dtype=x.dtype) if self.b_u is not None else out
 
     def from_residual(self, x: torch.Tensor) -> torch.Tensor:
         """Logits of residual states [m, d] through the final norm (the model's module) and the head."""
@@ -59,7 +81,8 @@ class Readout:
     # ---- the direction of a (contrastive) logit
     def direction(self, token: int, foil: int | None) -> tuple[torch.Tensor, float]:
         """(u = W_U[w] − W_U[f] (or W_U[w]) [d], b_U[w] − b_U[f] (or b_U[w])); u times the head's input scale."""
-        u = (self.w_u[token] - (self.w_u[foil] if foil is not None else 0)) * self.scale
+        work = working_dtype(self.w_u.dtype)  # half-precision rows upcast before they are subtracted
+        u = (self.w_u[token].to(work) - (self.w_u[foil].to(work) if foil is not None else 0)) * self.scale
         b = 0.0
         if self.b_u is not None:
             b = float(self.b_u[token]) - (float(self.b_u[foil]) if foil is not None else 0.0)
@@ -128,9 +151,11 @@ def readout_of(lm) -> Readout:
             "BertForMaskedLM and the encoder–decoders). Use a model with one: 'smollm2' (a decoder) or 'toy-mt'.")
     head = get_path(head_model, spec.lm_head)
     out_emb = head_model.get_output_embeddings()
+    half = out_emb.weight.dtype in HALF  # read out in float32: the small modules upcast, W_U chunk by chunk
+    up = (lambda t: t.float()) if half else (lambda t: t)  # noqa: E731
     extra = getattr(head_model, "final_logits_bias", None)
-    extra = extra.reshape(-1) if extra is not None else None
-    b_u = out_emb.bias if getattr(out_emb, "bias", None) is not None else None
+    extra = up(extra.reshape(-1)) if extra is not None else None
+    b_u = up(out_emb.bias) if getattr(out_emb, "bias", None) is not None else None
     if extra is not None:
         b_u = extra if b_u is None else b_u + extra
     root = lm.model
@@ -141,6 +166,13 @@ def readout_of(lm) -> Readout:
     if spec.head_transform:
         dense, act, ln = (get_path(head_model, path) for path in spec.head_transform)
         transform = (dense, act, _norm_params(ln, "layernorm"))
+    if half:
+        import copy
+
+        norm = _upcast_norm(norm, torch.float32)
+        if transform is not None:
+            dense, act, ln = transform
+            transform = (copy.deepcopy(dense).float(), act, _upcast_norm(ln, torch.float32))
     scale = 1.0
     if spec.head_scale_flag and getattr(lm.config, spec.head_scale_flag, False):
         scale = float(head_model.config.d_model) ** -0.5

@@ -4,18 +4,21 @@ Direct parts (pre-LN stacks), through the final norm with its real scale frozen:
     embedding + heads.sum() + attn_bias.sum() + ff.sum() + final_bias == total
     (encoder–decoder decoders: + cross_heads.sum() + cross_bias.sum())
 Propagated parts (every model with an LM head):
-    sources.sum() + bias == total
-``sources`` is computed on first access (it costs O(n²·d·(d + d_ff)) per layer; refused with TooCostlyError over
-budget); the direct parts cost about one forward pass and are refused with NotApplicableError on post-LN stacks.
+    sources.sum() + bias == total,  sources_by_layer[l].sum() + bias_by_layer[l:].sum() == total
+``sources`` is computed on first access by one backward pass (about a forward pass's cost; refused with
+TooCostlyError over budget); the direct parts cost about one forward pass and are refused with NotApplicableError on post-LN stacks.
 """
 from __future__ import annotations
 
 import json
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from ..errors import NotApplicableError
+
+if TYPE_CHECKING:
+    from .adjoint import Backward
 
 DIRECT = ("heads", "attn_bias", "ff", "embedding", "final_bias", "cross_heads", "cross_bias")
 
@@ -25,7 +28,7 @@ class Explanation:
 
     def __init__(self, *, token: int, token_text: str, foil: int | None, foil_text: str | None, position: int,
                  total: float, tokens: list[str], direct: dict | None, direct_refusal: str | None,
-                 sources: Callable[[], tuple[np.ndarray, float]], source_tokens: list[str] | None = None,
+                 sources: Callable[[], "Backward"], source_tokens: list[str] | None = None,
                  n_source: int = 0):
         self.token, self.token_text, self.foil, self.foil_text = token, token_text, foil, foil_text
         self.position, self.total, self.tokens = position, float(total), list(tokens)
@@ -60,8 +63,8 @@ class Explanation:
     cross_heads = property(lambda self: self._get("cross_heads"), doc="[L, H, n_src] cross block heads")
     cross_bias = property(lambda self: self._get("cross_bias"), doc="[L] cross block b^O")
 
-    # ---- propagated parts
-    def _propagated(self) -> tuple[np.ndarray, float]:
+    # ---- propagated parts (one backward pass, :mod:`normviz.attribution.adjoint`)
+    def _propagated(self):
         if self._sources is None:
             self._sources = self._sources_fn()
         return self._sources
@@ -70,11 +73,33 @@ class Explanation:
     def sources(self) -> np.ndarray:
         """[n] every input token's part carried through the whole network (encoder–decoders: source tokens,
         then target tokens)."""
-        return self._propagated()[0]
+        return self._propagated().sources.numpy()
 
     @property
     def bias(self) -> float:
-        return self._propagated()[1]
+        """Every bias's part, computed directly in the backward pass (Σ :attr:`bias_by_layer` +
+        :attr:`encoder_bias`); total − Σ sources equals it up to the model's rounding (0 for a model without
+        biases)."""
+        return self._propagated().bias
+
+    @property
+    def sources_by_layer(self) -> np.ndarray:
+        """[L+1, n] each token's part as carried by its residual state entering layer l (row 0 = sources,
+        row L = the output, nonzero only at the explained position): ⟨g^l_j, x^l_j⟩. Every row plus the biases
+        injected at or above its layer (``bias_by_layer[l:]``) is the total. Encoder–decoders: the decoder's
+        layers; a source column is the encoder output's part read by the cross blocks at or above l."""
+        return self._propagated().by_layer.numpy()
+
+    @property
+    def bias_by_layer(self) -> np.ndarray:
+        """[L+1] the part of the biases injected in layer l (the last entry: the readout's own constant),
+        computed directly in the same backward pass (encoder–decoders: + :attr:`encoder_bias`)."""
+        return self._propagated().bias_by_layer.numpy()
+
+    @property
+    def encoder_bias(self) -> float:
+        """Encoder–decoders: the part of the encoder's biases (inside its output e); else 0."""
+        return self._propagated().encoder_bias
 
     # ---- export
     def to_dict(self, with_sources: bool = True) -> dict:
@@ -89,6 +114,7 @@ class Explanation:
             out.update({k: v for k, v in self._direct.items() if v is not None})
         if with_sources:
             out["sources"], out["bias"] = self.sources, self.bias
+            out["sources_by_layer"], out["bias_by_layer"] = self.sources_by_layer, self.bias_by_layer
         return out
 
     def to_json(self, **kw) -> str:

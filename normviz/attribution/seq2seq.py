@@ -8,7 +8,9 @@ records (its final hidden state is kept from the one pass). ``explain``:
   ``ff`` [L] is the FF block's output at r (x^{l+1}_r minus the cross residual).
 - ``sources`` over source tokens, then target tokens: the encoder's parts of e (propagated through the encoder
   with the same rules) enter every cross block through its values; every decoder token starts as its embedding
-  output; one bias part takes every bias of both stacks. Σ sources + bias = total.
+  output; one bias part takes every bias of both stacks. Σ sources + bias = total. Computed by one backward
+  pass (:func:`backward`: the decoder, each cross block's adjoint summed at e, then the encoder;
+  :mod:`normviz.attribution.adjoint`); :func:`output_parts`, the forward propagation, is the tests' reference.
 """
 from __future__ import annotations
 
@@ -16,9 +18,9 @@ from dataclasses import dataclass
 
 import torch
 
-from . import direct_fields, explanation, propagate, target
-from .readout import readout_of
-from .result import Explanation
+from ..attribution import adjoint, direct_fields, explanation, frozen, propagate, target
+from ..attribution.readout import readout_of
+from ..attribution.result import Explanation
 from ..methods import decompx
 from ..methods.base import Request
 from ..encdec.params import cross_params, decoder_view
@@ -44,14 +46,9 @@ class CrossParts:
         return out
 
 
-def _cross_parts(ctx, rec, params, E: torch.Tensor, lm) -> CrossParts:
-    """``E`` [n_src, M, d]: the parts of the encoder output e over all M parts."""
-    n_src, M, d = E.shape
-    H, dh = params.n_heads, params.head_dim
-    values = (E.reshape(n_src * M, d) @ params.w_v).view(n_src, M, H, dh).permute(2, 0, 1, 3).reshape(H, n_src, M * dh)
-    bias = params.b_o if params.b_o is not None else torch.zeros(d, dtype=E.dtype, device=E.device)
-    if params.b_v is not None:
-        bias = bias + params.b_v @ params.w_o
+def _cross_norms(ctx, rec, lm):
+    """(the norm after the cross residual (post-LN) or the FF's input norm (pre-LN), and, post-LN, the real
+    input of the norm after the FF residual: c + FF(c), or None)."""
     from ..models.params import _norm_params, get_path
 
     dec_spec = lm.spec.decoder
@@ -63,6 +60,18 @@ def _cross_parts(ctx, rec, params, E: torch.Tensor, lm) -> CrossParts:
         c = norm.module(rec.z)
         h = c @ p.w_in + (p.b_in if p.b_in is not None else 0)
         z_ff = c + p.act(h) @ p.w_out + (p.b_out if p.b_out is not None else 0)
+    return norm, z_ff
+
+
+def _cross_parts(ctx, rec, params, E: torch.Tensor, lm) -> CrossParts:
+    """``E`` [n_src, M, d]: the parts of the encoder output e over all M parts."""
+    n_src, M, d = E.shape
+    H, dh = params.n_heads, params.head_dim
+    values = (E.reshape(n_src * M, d) @ params.w_v).view(n_src, M, H, dh).permute(2, 0, 1, 3).reshape(H, n_src, M * dh)
+    bias = params.b_o if params.b_o is not None else torch.zeros(d, dtype=E.dtype, device=E.device)
+    if params.b_v is not None:
+        bias = bias + params.b_v @ params.w_o
+    norm, z_ff = _cross_norms(ctx, rec, lm)
     return CrossParts(values=values, alpha=rec.attn.to(E.dtype), params=params, bias=bias, norm=norm, z=rec.z,
                       z_ff=z_ff, m=M)
 
@@ -91,6 +100,60 @@ def output_parts(session) -> torch.Tensor:
         decompx.propagate(ctx, X, first=False, rules=decompx.BIAS_PART, cross=cross)
         ctx.clear()
     return X
+
+
+def cross_adjoints(session) -> list[adjoint.CrossAdjoint]:
+    """Each decoder layer's cross block, frozen at the recorded pass, for the backward pass."""
+    lm, rec = session.lm, session.records()
+    out = []
+    for l, ctx in enumerate(session.layers("decoder")):
+        norm, z_ff = _cross_norms(ctx, rec.cross[l], lm)
+        out.append(adjoint.CrossAdjoint(alpha=rec.cross[l].attn, params=cross_params(lm, l), norm=norm,
+                                        z=rec.cross[l].z, z_ff=z_ff))
+    return out
+
+
+def _encoder_norm(lm):
+    if not lm.spec.final_norm:
+        return None
+    from ..models.params import _norm_params, get_path
+    return _norm_params(get_path(lm.model.get_encoder(), lm.spec.final_norm), lm.spec.norm_kind)
+
+
+def backward(session, readout, t) -> adjoint.Backward:
+    """The decoder row's logit (difference) split over source + target tokens by one backward pass: through
+    the decoder, its cross blocks' adjoints summed at the encoder output e, then (e = N(x^L), its β a bias)
+    through the encoder. ``by_layer`` over the decoder's layers (source columns: ⟨Σ_{l' ≥ l} g_e^{l'}, e_j⟩)."""
+    lm = session.lm
+    shared = frozen(session)
+    dec_views = session.layers("decoder")
+    crosses = cross_adjoints(session)
+    r, const = adjoint.readout_adjoint(readout, t.u, t.b, t.x_last)
+    last = dec_views[-1]
+    m, d = last.rec.x.shape
+    g = torch.zeros(m, d, dtype=last.dtype, device=last.device)
+    g[t.i] = r.to(device=last.device, dtype=last.dtype)
+    top = torch.zeros(m, dtype=torch.float64)
+    top[t.i] = float(r @ t.x_last.to(torch.float64))
+    _, rows, biases, g_es = adjoint.stack_adjoint(dec_views, g, shared, "decoder", crosses)
+    e = session.records().memory
+    e = e.reshape(-1, e.shape[-1]).to(torch.float64)
+    per_layer = torch.stack([adjoint._row(ge, e) for ge in g_es])  # [L, n_src]: each cross block's read of e
+    above = per_layer.flip(0).cumsum(0).flip(0)  # Σ over layers ≥ l
+    by_layer = torch.cat([torch.cat([above, rows], 1),
+                          torch.cat([torch.zeros(1, above.shape[1], dtype=torch.float64), top[None]], 1)])
+    enc_views = session.layers("encoder")
+    g_e = sum(ge.to(torch.float64) for ge in g_es)
+    enc_bias = 0.0
+    norm = _encoder_norm(lm)
+    if norm is not None:  # e = N(x^L): β is a bias, its linear part transposed
+        enc_bias += adjoint._dot(g_e, norm.bias)
+        g_e = adjoint.norm_adjoint(norm, g_e, enc_views[-1].rec.out.to(torch.float64))
+    g_e = g_e.to(device=enc_views[-1].device, dtype=enc_views[-1].dtype)
+    _, enc_rows, enc_biases, _ = adjoint.stack_adjoint(enc_views, g_e, shared, "encoder")
+    return adjoint.Backward(sources=torch.cat([enc_rows[0], rows[0]]), by_layer=by_layer,
+                            bias_by_layer=torch.cat([biases, torch.tensor([const], dtype=torch.float64)]),
+                            encoder_bias=enc_bias + float(enc_biases.sum()))
 
 
 def _check_activations(lm) -> None:
@@ -126,12 +189,10 @@ def explain(session, token=None, foil=None, position: int = -1) -> Explanation:
     request, options, itemsize = sources_request(session), dict(session.options), views[0].rec.x.element_size()
 
     def sources():
-        propagate.check(request, options, itemsize)
+        adjoint.check(request, options, itemsize)
         _check_activations(lm)
         with session._lock:
-            X = output_parts(session)
-            out = propagate.source_logits(X[t.i], readout, t.x_last, t.u, t.b)
-        return out[0].cpu().numpy(), out[1]
+            return backward(session, readout, t)
 
     src, tgt = list(session.src_tokens), list(session.tgt_tokens)
     return explanation(lm, t, tgt, direct, refusal, sources, source_tokens=src + tgt, n_source=len(src))

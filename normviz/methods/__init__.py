@@ -12,11 +12,14 @@
     zeroing        value_zeroing (opt-in)
     decompx        decompx (opt-in; older family name decomposition)
     cross          cross_attention, cross_norm, cross_norm_layer, cross_source_share (encoder–decoders' cross stack)
+    knockout       no map key: attention knockout, Session.knockout (ground truth; its budget and check)
+    head_ablation  no map key: head ablation, Session.ablate_heads (ground truth; its budget and check)
 
 A family's name is its module's name. Which stacks a key applies to, its picker group, unit, short label and
 budget option are on its :class:`KeyInfo` (filled from the family by :func:`register_family`).
 """
-from . import cross, decompx, effective, feedforward, globenc, interactions, maxflow, norms, rollouts, weights, zeroing
+from . import (cross, decompx, effective, feedforward, globenc, head_ablation, interactions, knockout, maxflow, norms,
+               rollouts, weights, zeroing)
 from .base import GROUPS, Inputs, KeyInfo, Output, Request
 from .cost import Budget
 from .family import Family
@@ -25,7 +28,7 @@ from .registry import (FAMILY_ALIASES, all_budget_options, all_keys, budget_opti
                        register_computation, register_family, requires, unregister_family)
 
 for _family in (weights, norms, feedforward, rollouts, effective, interactions, globenc, maxflow, zeroing, decompx,
-                cross):
+                cross, knockout, head_ablation):
     register_family(_family)
 
 __all__ = ["FAMILY_ALIASES", "GROUPS", "Budget", "Family", "Inputs", "KeyInfo", "Output", "Request", "all_budget_options",

@@ -136,6 +136,12 @@ def per_layer(inputs: Inputs, family: str, keys: Sequence[str],
     return out
 
 
+# a costly call's deadline: DEADLINE_FACTOR × its cost budget (the estimates are rough), else DEFAULT_DEADLINE_S
+# (read by the heavy-maps worker and by routes' cooperative deadline)
+DEADLINE_FACTOR = 4.0
+DEFAULT_DEADLINE_S = 600.0
+
+
 def no_check(request: Request, key: str, options: dict) -> None:
     """For families that apply to every supported model and are never too costly."""
     return None

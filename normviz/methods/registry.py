@@ -157,8 +157,11 @@ def budget_option(key: str) -> str | None:
 
 
 def budget_options() -> list[str]:
-    """Every family's budget option, once each (e.g. for a deployment that sets them all)."""
-    return list(dict.fromkeys(i.budget_option for _, i in _KEYS.values() if i.budget_option))
+    """Every family's budget option, once each (e.g. for a deployment that sets them all), also those of families
+    without map keys (the interventions, :mod:`normviz.methods.knockout`)."""
+    keyed = (i.budget_option for _, i in _KEYS.values() if i.budget_option)
+    keyless = (f.BUDGET.option for f in _FAMILIES.values() if getattr(f, "BUDGET", None) is not None and not f.KEYS)
+    return list(dict.fromkeys([*keyed, *keyless]))
 
 
 def references() -> dict[str, tuple[str, ...]]:

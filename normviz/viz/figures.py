@@ -84,8 +84,11 @@ def grid(stack: np.ndarray, labels: list[str], *, title: str = "", font_size: in
                      tickfont=dict(size=font_size), title=dict(text="layer", font=dict(size=font_size)),
                      scaleanchor="x", scaleratio=1, constrain="domain")
     plot_w = max(200, width_hint - 140)  # minus axis labels and the colour bar
+    # plotly.js places a title of several lines as if it had one (yanchor "top" holds its first line's
+    # baseline): each further line is pushed up past the figure's top edge, so the pad makes room for them
+    extra_lines = str(title).count("\n")
     fig.update_layout(title=dict(text=plotly_text(title), font=dict(size=font_size + 2), x=0.0, xanchor="left", yref="container",
-                                 y=1.0, yanchor="top", pad=dict(t=6)),
+                                 y=1.0, yanchor="top", pad=dict(t=6 + extra_lines * int(1.3 * (font_size + 2)))),
                       height=int(min(1400, max(320, plot_w * L / max(H, 1) + 150))), font=dict(size=font_size),
                       margin=dict(l=10, r=10, t=70 + 2 * font_size, b=10), plot_bgcolor="rgba(0,0,0,0)")
     return fig

@@ -15,7 +15,7 @@ from .labels import Sizing, abbreviate, fit_labels, occurrence_note, plotly_text
 
 SEQUENTIAL = "Viridis"
 DIVERGING = "RdBu_r"
-MASKED_BG = "#c8c8c8"  # the ground that masked (NaN) cells show
+MASKED_BG = "rgba(128, 128, 128, 0.35)"  # masked (NaN) cells: mid grey over the page, light or dark (no glare)
 FOCUS_LINE = "#ff7f0e"  # the focus token's row and column
 MASKED_TEXT = "masked (causal): a decoder's token i cannot see a later token j"
 HOVER = "%{y} ← %{x}: %{z:.4g}<extra></extra>"

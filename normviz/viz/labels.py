@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-PRESENT_FONT = 18  # presentation mode: labels at least this large (px)
+PRESENT_FONT = 18  # stage mode: labels at least this large (px)
 MIN_FONT = 9       # below this a label is not readable
 CELL_PER_FONT = 1.25
 _SUFFIX = re.compile(r"^(.*)·(\d+)$")

@@ -39,23 +39,29 @@ def uniform_grid(edges: np.ndarray, keep: np.ndarray) -> tuple[float, float] | N
 def overview_heatmap(values: np.ndarray, row_edges: np.ndarray, col_edges: np.ndarray, keep: np.ndarray, *,
                      aggregate: str, title: str = "", zmin: float | None = None, zmax: float | None = None,
                      window: tuple[tuple[int, int], tuple[int, int]] | None = None, focus: int | None = None,
-                     colorbar_title: str = "", font_size: int = 12, width: int | None = None) -> go.Figure:
+                     colorbar_title: str = "", font_size: int = 12, width: int | None = None,
+                     scale: str = "linear") -> go.Figure:
     """``values`` [blocks_r, blocks_c] (an Overview's ``max`` or ``mean``; NaN: masked) with
     ``window`` = ((row start, stop), (col start, stop)) in shown indices outlined, ``focus`` (a token
-    position) marked by lines along its row and column."""
+    position) marked by lines along its row and column. ``scale``: how the values map to colours
+    (:mod:`normviz.viz.contrast`: linear, rest, log, quantile), said in the title and the hover."""
+    from .contrast import rescale
+
+    values, zmin, zmax, scale_text, unit = rescale(values, scale, zmin, zmax)
+    colorbar_title = colorbar_title + unit
     keep = np.asarray(keep)
     ys, xs = block_centres(row_edges, keep), block_centres(col_edges, keep)
     lo = zmin if zmin is not None else float(np.nanmin(values)) if np.isfinite(values).any() else 0.0
-    scale, zmid = colorscale_for(lo)
+    colours, zmid = colorscale_for(0.0 if scale == "log" else lo)  # log10 of a non-negative map: sequential
     z = np.asarray(values, np.float32)
     tokens_per_cell = float(np.diff(row_edges).mean())
-    hover = (f"tokens ≈%{{y:.0f}} ← ≈%{{x:.0f}} (cells of ~{tokens_per_cell:.3g} tokens): {aggregate} "
+    hover = (f"tokens ≈%{{y:.0f}} ← ≈%{{x:.0f}} (cells of ~{tokens_per_cell:.3g} tokens): {aggregate}{unit} "
              "%{z:.4g}<extra></extra>")
     side = int(max(200, (width or 600) - 150))
     gx, gy = uniform_grid(col_edges, keep), uniform_grid(row_edges, keep)
     place = (dict(x0=gx[0], dx=gx[1], y0=gy[0], dy=gy[1]) if gx is not None and gy is not None
              else dict(x=xs, y=ys))
-    trace = go.Heatmap(z=z, **place, zmin=zmin, zmax=zmax, zmid=zmid, colorscale=scale, hoverongaps=False,
+    trace = go.Heatmap(z=z, **place, zmin=zmin, zmax=zmax, zmid=zmid, colorscale=colours, hoverongaps=False,
                        hovertemplate=hover, colorbar=colorbar_dict(colorbar_title, side, font_size))
     shapes = []
     if window is not None:
@@ -69,13 +75,13 @@ def overview_heatmap(values: np.ndarray, row_edges: np.ndarray, col_edges: np.nd
         shapes.append(dict(type="line", x0=focus, x1=focus, y0=-0.5, y1=end, line=line))
     axis = dict(showgrid=False, zeroline=False, constrain="domain", tickfont=dict(size=font_size))
     layout = dict(
-        title=title_dict(f"{title} · overview: {aggregate}", font_size), font=dict(size=font_size),
+        title=title_dict(f"{title} · overview: {aggregate}, {scale_text}", font_size), font=dict(size=font_size),
         plot_bgcolor=MASKED_BG, shapes=shapes, dragmode="select",
         xaxis=dict(axis, title=dict(text="contributing token j (position)", font=dict(size=font_size))),
         yaxis=dict(axis, autorange="reversed", scaleanchor="x", scaleratio=1,
                    title=dict(text="receiving token i (position)", font=dict(size=font_size))),
         height=int(side + 60 + 2 * font_size + 60), margin=dict(l=70, r=110, t=50 + 2 * font_size, b=60),
-        meta=dict(normviz="overview", aggregate=aggregate, blocks=[int(len(ys)), int(len(xs))],
+        meta=dict(normviz="overview", aggregate=aggregate, scale=scale, blocks=[int(len(ys)), int(len(xs))],
                   tokens_per_cell=tokens_per_cell),
     )
     if width is not None:

@@ -12,21 +12,45 @@ from .heatmap import DIVERGING, title_dict
 from .labels import abbreviate, fit_labels, plotly_text
 
 POS, NEG, FOIL = "#1f63b4", "#c0392b", "#e67e22"
+LEGEND = {"head": "attention head", "residual": "residual", "ff": "FF"}
+
+
+_GLYPHS = {"\n": "↵", "\r": "␍", "\t": "⇥"}
+
+
+def shown(s) -> str:
+    """A token as a visitor reads it (plain text, never a Python repr): a space that begins or ends it is ␣
+    (" Paris" and "Paris" differ; a no-break or other odd space always is), a newline ↵, a tab ⇥, another
+    control character ·, the empty token ∅."""
+    out = []
+    for c in str(s):
+        if c in _GLYPHS:
+            out.append(_GLYPHS[c])
+        elif c != " " and c.isspace():
+            out.append("␣")  # \xa0, \u2009 …: a space that is not the space bar's
+        elif not c.isprintable() and c != " ":
+            out.append("·")
+        else:
+            out.append(c)
+    s = "".join(out)
+    if not s:
+        return "∅"
+    if not s.strip():
+        return s.replace(" ", "␣")
+    if s.startswith(" "):
+        s = "␣" + s[1:]
+    if s.endswith(" "):
+        s = s[:-1] + "␣"
+    return s
 
 
 def txt(s) -> str:
-    """A visitor's or a tokenizer's text as plotly text: escaped, control characters shown as spaces,
-    leading/trailing spaces made visible (␣) so " Paris" and "Paris" differ."""
-    s = "".join(c if c.isprintable() else " " for c in str(s))
-    if not s.strip():
-        s = s.replace(" ", "␣") or "∅"
-    elif s.startswith(" "):
-        s = "␣" + s[1:]
-    return plotly_text(s)
+    """:func:`shown` as plotly text (escaped)."""
+    return plotly_text(shown(s))
 
 
 def _layout(fig: go.Figure, title: str, font_size: int, height: int, **kw) -> go.Figure:
-    fig.update_layout(title=title_dict(plotly_text(title), font_size), font=dict(size=font_size), height=int(height),
+    fig.update_layout(title=title_dict(title, font_size), font=dict(size=font_size), height=int(height),  # escaped once there
                       margin=dict(l=10, r=10, t=60 + 3 * font_size, b=10), **kw)
     return fig
 
@@ -95,9 +119,12 @@ def head_grid(heads, extra: dict[str, np.ndarray], *, title: str = "", font_size
 
 
 def lens_lines(probs: dict[str, np.ndarray], *, model_probs: dict[str, float] | None = None, title: str = "",
-               font_size: int = 12) -> go.Figure:
-    """Each named token's probability after every layer (x = 0 the embedding … L the model's own output)."""
+               font_size: int = 12, layer: int | None = None) -> go.Figure:
+    """Each named token's probability after every layer (x = 0 the embedding … L the model's own output);
+    ``layer``: the layer read in the lens table, marked by a vertical line."""
     fig = go.Figure()
+    if layer is not None:
+        fig.add_vline(x=int(layer), line=dict(color="#9aa5b1", width=2, dash="dash"))
     for k, (name, p) in enumerate(probs.items()):
         p = np.asarray(p, dtype=np.float64)
         fig.add_trace(go.Scatter(x=list(range(len(p))), y=p, mode="lines+markers", name=txt(name),
@@ -108,10 +135,34 @@ def lens_lines(probs: dict[str, np.ndarray], *, model_probs: dict[str, float] | 
         fig.add_trace(go.Scatter(x=[L], y=[p], mode="markers", marker=dict(symbol="star", size=16,
                                  color=POS if k == 0 else FOIL), name=f"model: {txt(name)}",
                                  hovertemplate="the model's probability: %{y:.4f}<extra></extra>"))
-    fig.update_xaxes(title=dict(text="after layer (0 = embedding)"))
-    fig.update_yaxes(title=dict(text="probability"), rangemode="tozero")
-    return _layout(fig, title, font_size, 340 + 6 * font_size, meta=dict(normviz="lens"),
-                   legend=dict(orientation="h", y=-0.25))
+    fig.update_xaxes(title=dict(text="after layer (0 = embedding)"), automargin=True)
+    fig.update_yaxes(title=dict(text="probability"), rangemode="tozero", automargin=True)
+    fig = _layout(fig, title, font_size, 360 + 8 * font_size, meta=dict(normviz="lens"),
+                  legend=dict(orientation="h", y=-0.3, yanchor="top"))
+    fig.update_layout(margin=dict(b=40 + 4 * font_size))  # the x-axis title and the legend below it, not clipped
+    return fig
+
+
+def lens_table(rows: list[dict], *, layer: int | None = None, font_size: int = 12, title: str = "") -> go.Figure:
+    """The logit lens's top tokens per layer (:func:`normviz.ui.views.why.lens_table`'s rows: "after layer", "#1" …)
+    as a table at the page's font size that fits its column (never cut on the right); ``layer``'s row is
+    highlighted and listed first, the model's own last row next, then the rest in layer order."""
+    cols = [k for k in rows[0]] if rows else []
+    order = list(range(len(rows)))
+    if layer is not None and 0 <= layer < len(rows):
+        order = [layer] + [len(rows) - 1] * (layer != len(rows) - 1) + [k for k in order if k not in (layer, len(rows) - 1)]
+    fill = [["rgba(230,126,34,0.35)" if k == layer else "rgba(0,0,0,0)" for k in order]]  # light and dark
+    values = [[plotly_text(str(rows[k][c])) for k in order] for c in cols]
+    header = ["layer" if c == "after layer" else c for c in cols]
+    fig = go.Figure(go.Table(
+        columnwidth=[0.55] + [1.0] * (len(cols) - 1),
+        header=dict(values=header, font=dict(size=font_size), align="left", height=font_size * 2),
+        cells=dict(values=values, font=dict(size=font_size), align="left",
+                   height=int(font_size * 1.9), fill=dict(color=fill * len(cols)))))
+    out = _layout(fig, title, font_size, 360 + 8 * font_size, meta=dict(normviz="lens_table"))
+    out.update_layout(margin=dict(l=4, r=4, b=4))
+    return out
+
 
 
 def routes_graph(routes: dict, *, title: str = "", font_size: int = 12) -> go.Figure:
@@ -129,6 +180,7 @@ def routes_graph(routes: dict, *, title: str = "", font_size: int = 12) -> go.Fi
     fig = go.Figure()
     styles = {"head": POS, "residual": "#8a8f98", "ff": FOIL}
     mids: dict[str, list] = {k: [[], [], []] for k in styles}
+    named: set[str] = set()
     for kind, color in styles.items():
         for lo, hi, width in ((0.0, 0.2, 1.5), (0.2, 0.5, 3.5), (0.5, 1.01, 6.0)):
             xs, ys = [], []
@@ -138,9 +190,12 @@ def routes_graph(routes: dict, *, title: str = "", font_size: int = 12) -> go.Fi
                 (x0, y0), (x1, y1) = xy(e["source"]), xy(e["target"])
                 xs += [x0, x1, None]
                 ys += [y0, y1, None]
-            if xs:
+            if xs:  # the legend names each kind once, by its line (the hover dots are faint)
+                first = kind not in named
+                named.add(kind)
                 fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=color, width=width),
-                                         opacity=0.75, hoverinfo="skip", showlegend=False))
+                                         opacity=0.75, hoverinfo="skip", showlegend=first, legendgroup=kind,
+                                         name=LEGEND[kind]))
         for e in routes["edges"]:
             if e["kind"] != kind:
                 continue
@@ -154,9 +209,10 @@ def routes_graph(routes: dict, *, title: str = "", font_size: int = 12) -> go.Fi
                                  f"{tokens[e['to_token']]} [{e['to_token']}], importance {e['weight']:.3f}")
     for kind, (xs, ys, text) in mids.items():
         if xs:
-            fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", marker=dict(size=7, color=styles[kind],
-                                     opacity=0.35), text=text, hovertemplate="%{text}<extra></extra>",
-                                     name={"head": "attention head", "residual": "residual", "ff": "FF"}[kind]))
+            fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", marker=dict(size=max(6, font_size // 2),
+                                     color=styles[kind], opacity=0.2), text=text,  # hover targets, not ink
+                                     hovertemplate="%{text}<extra></extra>", legendgroup=kind,
+                                     showlegend=False, name=LEGEND[kind]))
     nx, ny, nt = [], [], []
     for nd in routes["nodes"]:
         x, y = xy(nd["id"])
@@ -165,17 +221,23 @@ def routes_graph(routes: dict, *, title: str = "", font_size: int = 12) -> go.Fi
         where = "after attention of layer" if nd["kind"] == "a" else "entering layer"
         nt.append(f"{tokens[nd['token']]} [{nd['token']}], {where} {nd['layer']}"
                   if not (nd["kind"] == "x" and nd["layer"] == L) else f"{tokens[nd['token']]}: the output")
-    fig.add_trace(go.Scatter(x=nx, y=ny, mode="markers", marker=dict(size=9, color="#333"), text=nt,
+    # small grey rings: visible on a light and a dark background, never hiding the edges that meet there
+    fig.add_trace(go.Scatter(x=nx, y=ny, mode="markers", text=nt,
+                             marker=dict(size=max(5, font_size // 3), color="#9aa5b1", line=dict(width=1, color="#5b6472")),
                              hovertemplate="%{text}<extra></extra>", name="node", showlegend=False))
     fit = fit_labels(n, max(200, 28 * n), font_size=font_size)
     fig.update_yaxes(tickmode="array", tickvals=list(range(n)), ticktext=[abbreviate(t, fit.max_chars) for t in tokens],
-                     autorange="reversed", range=[n - 0.5, -0.5])
+                     autorange="reversed", range=[n - 0.5, -0.5], tickfont=dict(size=font_size), automargin=True,
+                     showgrid=True, gridcolor="rgba(128,128,128,0.15)")
     step = max(1, L // 12)
     fig.update_xaxes(tickmode="array", tickvals=[2 * l for l in range(0, L + 1, step)],
                      ticktext=[str(l) for l in range(0, L + 1, step)], title=dict(text="layer"),
                      range=[-0.5, 2 * L + 0.5])
-    return _layout(fig, title, font_size, max(320, 120 + (16 + font_size) * n), meta=dict(normviz="routes"),
-                   legend=dict(orientation="h", y=-0.2))
+    row = max(30, 2 * font_size)  # a row per token that a seat can read (was 16 px + the font: squashed)
+    fig = _layout(fig, title, font_size, max(360, 150 + row * n), meta=dict(normviz="routes"),
+                  legend=dict(orientation="h", y=-0.12, yanchor="top"))
+    fig.update_layout(margin=dict(b=30 + 4 * font_size))
+    return fig
 
 
 def sinks_scatter(alpha_share, norm_share, *, first_token: str, font_size: int = 12) -> go.Figure:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ..helpers.browser import (EXPLORE_TEXT, SHOT_PAGES, chromium, click_button, click_nav, focus_slider, open_selectbox, press_key,
+from ..helpers.browser import (EXPLORE_TEXT, MODES, SHOT_PAGES, chromium, click_button, click_nav, focus_slider, open_selectbox, press_key,
                                require_browser, screenshots, streamlit_server, text_inputs, timed, titles, wait_for_app,
                                wait_until, measure_explore, streamlit_floor)
 
@@ -79,7 +79,7 @@ def test_redraw_latency_page_switching_and_screenshots(tmp_path):
             assert not driver.execute_script("return document.querySelectorAll('[data-testid=\"stException\"]').length")
 
         shots = screenshots(driver, url, out / "screenshots", query="text=" + TEXT.replace(" ", "+"))
-    assert len(shots) == 2 * 3 * len(SHOT_PAGES) and all(f.stat().st_size > 10_000 for f in shots)
+    assert len(shots) == 2 * len(MODES) * len(SHOT_PAGES) and all(f.stat().st_size > 10_000 for f in shots)
     # against the floor measured in the same run (a bare page redrawing four heatmaps), so a loaded machine
     # does not fail it: on a quiet one the floor is ~0.1 s
     bound = float(os.environ.get("NORMVIZ_REDRAW_BOUND_X", "10")) * floor

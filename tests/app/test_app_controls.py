@@ -165,6 +165,13 @@ def test_compare_two_models_clamps_the_layer_with_a_note():
     assert ps[1]["layout"]["yaxis"]["ticktext"][:2] == ["The", " cat"]
 
 
+def test_comparing_models_starts_on_a_model_other_than_the_main_one():
+    at = app(query={"model": "smollm2", "compare": "model", "text": "The cat sat."})
+    at.run()
+    no_exception(at)
+    assert at.sidebar.selectbox(key="w_model_b").value == "minilm"
+
+
 def test_html_download_is_offline_and_holds_every_panel(at):
     labels = [b.proto.label for b in at.get("download_button")]
     assert "Download HTML" in labels

@@ -125,3 +125,15 @@ def test_search_range_and_drag_move_the_zoom_window(long_at):
 
 def test_short_texts_keep_the_short_view(at):
     assert not by_role(at, "overview") and len(zooms(at)) == 0
+
+
+def test_the_overview_contrast_control_redraws_the_overviews_and_says_the_scale(long_at):
+    at, _ = long_at
+    norm = lambda: next(f for f in by_role(at, "overview") if f["layout"]["title"]["text"].startswith("Norm"))  # noqa: E731
+    assert norm()["layout"]["title"]["text"].endswith("overview: max, linear scale")
+    at.selectbox(key="w_ov_scale").set_value("quantile").run()
+    no_exception(at)
+    fig = norm()
+    assert fig["layout"]["title"]["text"].endswith("overview: max, quantile scale")
+    got = arr(fig["data"][0]["z"])
+    assert np.nanmin(got) == 0.0 and np.nanmax(got) == 1.0 and fig["layout"]["meta"]["scale"] == "quantile"

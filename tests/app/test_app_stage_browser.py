@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from urllib.parse import quote_plus
 
@@ -138,3 +139,60 @@ def test_overview_colour_bar_and_a_click_on_a_square_opens_that_head_on_explore(
                        "t.textContent.includes('layer 2, head 3'));")
     assert "layer=2" in driver.current_url and "head=3" in driver.current_url
     driver.save_screenshot(str(out / "explore_1280x800_from_overview_click.png"))
+
+
+ALIGNED = """const out = [];
+for (const c of document.querySelectorAll('[class*="st-key-panel_"]')) {
+  const img = c.querySelector('.hm image, .heatmaplayer image'), bar = c.querySelector('.colorbar .cbfills');
+  if (!img || !bar) continue;
+  const a = img.getBoundingClientRect(), b = bar.getBoundingClientRect();
+  out.push({key: c.className.match(/st-key-panel_\\S+/)[0], plot: [a.left, a.top, a.right, a.bottom],
+            bar: [b.left, b.top, b.right, b.bottom]});
+}
+return out;"""
+VIEW_SELECTED = ("return document.querySelectorAll('.st-key-w_draw [data-testid=\"stBaseButton-segmented_controlActive\"]')"
+                 ".length;")
+
+
+def test_escape_from_stage_leaves_explore_whole(stage):
+    """Esc out of stage mode: the View control still shows its choice and every heatmap sits beside its colour
+    bar (its top level with the bar's, the bar just right of it), as on a page opened without stage mode."""
+    url, driver, out = stage
+    emulate(driver, 1280, 800, "light")
+    _open(driver, url, "/", "text=" + quote_plus(SENTENCE), 4)
+    time.sleep(2)  # the column width is measured once and the page redrawn at it
+    wait_for_app(driver, min_charts=4)
+    fresh = driver.execute_script(ALIGNED)
+    _open(driver, url, "/", "present=1&text=" + quote_plus(SENTENCE), 4)
+    press_key(driver, "\ue00c")  # Esc
+    wait_until(driver, "return !window.location.search.includes('present=1');")
+    time.sleep(2)
+    wait_for_app(driver, min_charts=4)
+    driver.save_screenshot(str(out / "explore_1280x800_after_escape.png"))
+    assert driver.execute_script(VIEW_SELECTED) == 1, "the View control has nothing selected"
+    got = driver.execute_script(ALIGNED)
+    assert len(got) >= 4 and len(got) == len(fresh), (got, fresh)
+    for p in got:
+        (l, t, r, _), (bl, bt, _, _) = p["plot"], p["bar"]
+        assert abs(bt - t) <= 12 and 0 <= bl - r <= 60, p  # the bar level with the plot, just right of it
+    assert [round(p["plot"][2] - p["plot"][0]) for p in got] == [round(p["plot"][2] - p["plot"][0]) for p in fresh]
+
+
+def test_stage_arrow_keys_change_the_layer_as_fast_as_the_slider(stage):
+    """→ on stage moves the layer slider in the browser (instant frames), not a server round trip first."""
+    from ..helpers.browser import all_titles_say, focus_slider, timed
+
+    url, driver, out = stage
+    emulate(driver, 1280, 800, "light")
+    log = str(out / "streamlit.log")
+    _open(driver, url, "/", "present=1&text=" + quote_plus(SENTENCE), 4)
+    time.sleep(2)
+    wait_for_app(driver, min_charts=4)
+    keys, slider = [], []
+    for r in range(3):
+        driver.execute_script("document.activeElement && document.activeElement.blur();")
+        keys.append(timed(driver, log, lambda: press_key(driver, "\ue014"), all_titles_say(f"layer {2 * r + 1}"))[0])
+        slider.append(timed(driver, log, lambda: press_key(driver, "\ue014"), all_titles_say(f"layer {2 * r + 2}"),
+                            prepare=lambda: focus_slider(driver, 0))[0])
+    print(json.dumps({"stage_key_shown_s": keys, "slider_shown_s": slider, "load": os.getloadavg()}))
+    assert sorted(keys)[1] <= 2 * sorted(slider)[1] + 0.15, (keys, slider)

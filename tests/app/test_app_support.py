@@ -101,9 +101,19 @@ def _panels():
 
 def test_csv_export_has_every_shown_cell():
     rows = list(csv.reader(io.StringIO(data.panels_csv(_panels()).decode())))
-    assert rows[0] == ["map", "panel", "row_position", "row_token", "column_position", "column_token", "value"]
+    assert rows[0] == ["map", "panel", "row_position", "row_token", "column_position", "column_token", "value",
+                       "masked"]
     assert len(rows) == 1 + 4
-    assert rows[2] == ["norm", "Norm · layer 0", "1", "a", "2", "b", "0.5"]
+    assert rows[2] == ["norm", "Norm · layer 0", "1", "a", "2", "b", "0.5", "0"]
+
+
+def test_csv_export_of_a_decoder_leaves_its_masked_cells_empty():
+    """A decoder's j > i cells hold 0 in the map: written as 0 they would read as measured zeros."""
+    rows = list(csv.reader(io.StringIO(data.panels_csv(_panels(), causal=True).decode())))
+    by_cell = {(r[2], r[4]): (r[6], r[7]) for r in rows[1:]}
+    assert by_cell[("1", "2")] == ("", "1")  # column after row: masked, no value
+    assert by_cell[("2", "1")] == ("0.25", "0") and by_cell[("1", "1")] == ("0.5", "0")
+    assert "empty value" in data.CSV_MASKED_NOTE
 
 
 def test_npz_export_round_trips():
@@ -250,11 +260,14 @@ def test_session_options_carry_the_budgets(monkeypatch):
     costly = (wanted - {ff}) | {"explain_budget_s", "routes_budget_s"}  # the Why page's computations too
     assert ff == "feedforward_budget_s" and {"zeroing_budget_s", "interactions_budget_s", "decompx_budget_s"} <= costly
     mem = "memory_budget_mb"
-    assert st_parts.session_options(None) == {ff: 60.0, **{k: 60.0 for k in costly}, mem: 2048.0, "stop_early": False}
+    routes = "routes_budget_s"  # the Why page's routes (issue 29: refused over it, stopped at 4× it)
+    assert st_parts.session_options(None) == {ff: 60.0, **{k: 60.0 for k in costly}, routes: 60.0, mem: 2048.0,
+                                              "stop_early": False}
     monkeypatch.setenv("NORMVIZ_FF_BUDGET", "5")
     monkeypatch.setenv("NORMVIZ_COST_BUDGET", "7")
     monkeypatch.setenv("NORMVIZ_MEMORY_BUDGET_MB", "512")
-    assert st_parts.session_options(None) == {ff: 5.0, **{k: 7.0 for k in costly}, mem: 512.0, "stop_early": False}
+    assert st_parts.session_options(None) == {ff: 5.0, **{k: 7.0 for k in costly}, routes: 7.0, mem: 512.0,
+                                              "stop_early": False}
     monkeypatch.setenv("NORMVIZ_FF_BUDGET", "lots")  # an invalid value falls back to the default
     assert st_parts.session_options(None)[ff] == 60.0
 

@@ -151,3 +151,23 @@ def test_translate_stage_mode_names_model_and_text_and_keeps_its_widgets():
                                  for f in hms)
     assert at.sidebar.toggle(key="tr_present").value is True
     assert at.slider(key="tr_layer").value == 2 and at.selectbox(key="tr_head").value == -1
+
+
+def test_a_real_sentence_names_the_words_toy_mt_does_not_know_and_offers_its_examples():
+    at = app(PAGE, query={"src": "Hello world, the big dog sees my neighbour"})
+    at.run()
+    no_exception(at)
+    warned = [w for w in texts(at.warning) if "does not know" in w]
+    assert len(warned) == 1, texts(at.warning)
+    w = warned[0]
+    assert "“Hello”" in w and "“neighbour”" in w and "“dog”" not in w and "“big”" not in w
+    assert "170" in w and "Examples" in w
+    first = (DATA / "test.src").read_text().splitlines()[0]
+    assert first in w  # an example sentence offered
+
+
+def test_a_sentence_it_knows_gets_no_unknown_word_note():
+    at = app(PAGE)
+    at.run()
+    no_exception(at)
+    assert not [w for w in texts(at.warning) if "does not know" in w]

@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 
 import normviz
+import normviz.sinks
 from normviz.ui.kit import st_parts
 from normviz.viz.why import txt
 
-from ..helpers.app import app, arr, figures, no_exception, texts
+from ..helpers.app import app, arr, figures, no_exception, texts, title
 
 TEXT = "The capital of France is"
 PAGE = "app_pages/0_Why.py"
@@ -134,3 +135,101 @@ def test_toy_mt_explains_a_target_word_from_its_source():
     proportional(arr(figs["signed_bars"]["data"][0]["y"]), list(e.sources) + [e.bias])
     assert len(e.sources) == e.n_source + len(s.tgt_tokens)
     assert arr(figs["lens"]["data"][0]["y"])[-1] == pytest.approx(float(np.exp(s.logit_lens(2)[-1, e.token])), rel=1e-4)
+
+
+# ---- issue 29: a new prompt is explained at its own last position
+PROMPTS = ["The capital of France is", "Water boils at one hundred degrees when the pressure is", "My dog",
+           "Yesterday the old fisherman walked slowly down to the harbour at"]  # longer, shorter, longer
+
+
+def _explained(at) -> str:
+    return title(by_kind(at)["candidates"])
+
+
+def test_a_new_prompt_explains_its_last_position():
+    at = app(PAGE, {"model": "smollm2", "text": PROMPTS[0]})
+    at.run()
+    no_exception(at)
+    for text in PROMPTS[1:]:
+        at.text_input(key="w_text").set_value(text).run()
+        no_exception(at)
+        labels = normviz.Session(smollm2(), text).labels
+        n = len(labels)
+        assert at.selectbox(key="w_why_pos").value == n - 1, (text, at.selectbox(key="w_why_pos").value)
+        assert f"[{n - 1}]" in _explained(at), (text, _explained(at))
+        assert "position" not in at.query_params or at.query_params["position"] == "last"
+        assert not texts(at.warning), texts(at.warning)  # nothing clamped: no note to give
+
+
+def test_an_earlier_position_then_a_new_prompt_goes_to_its_last():
+    at = app(PAGE, {"model": "smollm2", "text": PROMPTS[1]})
+    at.run()
+    at.selectbox(key="w_why_pos").set_value(4).run()
+    assert "[4]" in _explained(at)
+    at.text_input(key="w_text").set_value(PROMPTS[2]).run()  # shorter than 5 tokens
+    no_exception(at)
+    n = len(normviz.Session(smollm2(), PROMPTS[2]).labels)
+    assert at.selectbox(key="w_why_pos").value == n - 1
+    assert f"[{n - 1}]" in _explained(at)
+
+
+# ---- issue 29: the sinks panel per layer, on long texts too, and a word when it is not drawn
+LONG = " ".join(["the river carried small boats past the old mill while children counted them"] * 16)
+
+
+def test_sinks_are_drawn_on_a_text_whose_whole_maps_do_not_fit(monkeypatch):
+    """At the least memory budget (64 MB) smollm2's whole attention and norm maps of ~200 tokens (2 × 43 MB)
+    are refused: the panel was left out without a word; now it is computed one layer at a time."""
+    monkeypatch.setenv("NORMVIZ_MAX_TOKENS", "256")
+    monkeypatch.setenv("NORMVIZ_MEMORY_BUDGET_MB", "64")
+    monkeypatch.setenv("NORMVIZ_COST_BUDGET", "5")  # sources and routes refused (fast); the sinks fit
+    at = app(PAGE, {"model": "smollm2", "text": LONG})
+    at.run()
+    no_exception(at)
+    figs = by_kind(at)
+    assert "sinks" in figs, [texts(at.warning)]
+    s = normviz.Session(smollm2(), LONG)
+    assert s.n_tokens > 176  # 2 whole maps over 64 MB
+    wa, wn = normviz.sinks.first_token_shares(s)
+    dots = figs["sinks"]["data"][1]
+    np.testing.assert_allclose(arr(dots["x"]), wa.ravel(), rtol=1e-6)
+    np.testing.assert_allclose(arr(dots["y"]), wn.ravel(), rtol=1e-6)
+
+
+def test_sinks_over_the_cost_budget_say_so(monkeypatch):
+    monkeypatch.setenv("NORMVIZ_MAX_TOKENS", "256")
+    monkeypatch.setenv("NORMVIZ_COST_BUDGET", "0.1")
+    at = app(PAGE, {"model": "smollm2", "text": LONG})
+    at.run()
+    no_exception(at)
+    assert "sinks" not in by_kind(at)
+    assert any(t.startswith("Attention sinks") and "tokens" in t for t in texts(at.warning)), texts(at.warning)
+
+
+# ---- issue 29: silent changes on Why (and Learn's lesson) said
+def test_a_foil_equal_to_the_token_is_said():
+    cands = normviz.Session(smollm2(), TEXT).predict(top=10)
+    at = app(PAGE, {"model": "smollm2", "text": TEXT, "foil": cands[0].token})  # the default token itself
+    at.run()
+    no_exception(at)
+    assert any("is the token being explained" in t for t in texts(at.info)), texts(at.info)
+    assert "foil" not in at.query_params or not at.query_params["foil"]
+
+
+def test_toy_mt_in_public_mode_gives_one_consistent_story(monkeypatch):
+    monkeypatch.setenv("NORMVIZ_PUBLIC", "1")
+    at = app(PAGE, {"model": "toy-mt", "text": "the big dog often sees a small red car"})
+    at.run()
+    no_exception(at)
+    notes = texts(at.info) + texts(at.warning) + texts(at.error)
+    assert not any("shows minilm instead" in t or "no language-model head" in t for t in notes), notes
+    assert at.selectbox(key="w_model_choice").value == "toy-mt"
+    assert any(t.startswith("Source:") for t in texts(at.caption))  # the encoder–decoder's explanation
+
+
+def test_learn_says_an_unknown_lesson():
+    at = app("app_pages/2_Learn.py", {"lesson": "<b>nonsense</b>"})
+    at.run()
+    no_exception(at)
+    notes = texts(at.warning)
+    assert any("lesson='<b>nonsense</b>' is not a lesson" in t and "attention" in t for t in notes), notes

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from urllib.parse import quote_plus
 
 import pytest
 
 import normviz
+from normviz.viz.why import shown
 
-from ..helpers.browser import SIZES, chromium, emulate, open_selectbox, require_browser, streamlit_server, timed, \
-    wait_for_app, wait_until
+from ..helpers.browser import SIZES, chromium, emulate, open_selectbox, press_key, require_browser, streamlit_server, \
+    timed, wait_for_app, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(1500)]
 TEXT = "The capital of France is"
@@ -63,13 +65,13 @@ def test_why_page_redraws_and_screenshots(tmp_path):
         driver.get(f"{url}/Why?model=smollm2&text={quote_plus(TEXT)}")
         wait_for_app(driver, min_charts=CHARTS)
         titles = driver.execute_script("return Array.from(document.querySelectorAll('.gtitle')).map(t => t.textContent);")
-        assert any(f"logit({cands[0].token!r})" in t for t in titles), titles
+        assert any(f"logit({shown(cands[0].token)})" in t for t in titles), titles
         # another candidate: the charts that depend on the target say its name
         box = {}
         other = cands[2].token
         shown, settled, server = timed(
             driver, log, lambda: box["field"].send_keys("\ue007"),  # Enter
-            _titles_with(f"logit({other!r})", 2),
+            _titles_with(f"logit({shown(other)})", 2),
             prepare=lambda: box.__setitem__("field", open_selectbox(driver, "Explain the token", other.strip())))
         figures["candidate change"] = {"shown_s": round(shown, 3), "settled_s": round(settled, 3),
                                        "server_s": round(server, 3)}
@@ -115,3 +117,57 @@ def test_why_page_redraws_and_screenshots(tmp_path):
     (out / "why_latency.json").write_text(json.dumps(figures, indent=1))
     print(json.dumps(figures, indent=1))
     assert len(shots) == 8 and all(f.stat().st_size > 10_000 for f in shots)
+
+
+# ---- issue 29: a new prompt explains its last position; stage keys; tokens as text; the lens table fits
+PROMPTS = ["The capital of France is", "Water boils at one hundred degrees when the pressure is", "My dog",
+           "Yesterday the old fisherman walked slowly down to the harbour at"]  # longer, shorter, longer
+_CAND_TITLE = "const t = document.querySelector('.st-key-candidates .gtitle'); return t ? t.textContent : '';"
+
+
+def _type(driver, text: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    field = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stMain"] [data-testid="stTextInput"] input')[0]
+    field.send_keys(Keys.CONTROL, "a")
+    field.send_keys(text + Keys.ENTER)
+
+
+def test_new_prompts_stage_keys_and_readable_tokens(tmp_path):
+    require_browser()
+    lm = normviz.load("smollm2")
+    ns = [normviz.Session(lm, t).n_tokens for t in PROMPTS]
+    with streamlit_server(log_path=str(tmp_path / "streamlit.log")) as url, chromium(1280, 800) as driver:
+        driver.get(f"{url}/Why?model=smollm2&text={quote_plus(PROMPTS[0])}")
+        wait_for_app(driver, min_charts=CHARTS)
+        assert f"[{ns[0] - 1}]" in driver.execute_script(_CAND_TITLE)
+        for text, n in zip(PROMPTS[1:], ns[1:]):  # was "After ' hundred' [4]", then "After 'My' [0]"
+            _type(driver, text)
+            wait_until(driver, f"const t = (() => {{ {_CAND_TITLE} }})(); return t.includes('[{n - 1}]: the top');",
+                       timeout=600)
+            assert "position=" not in driver.current_url
+        # stage mode: ← the position before the last, ↑ the lens one layer down from the model's row
+        emulate(driver, 1280, 800, "dark")
+        driver.get(f"{url}/Why?model=smollm2&present=1&text={quote_plus(PROMPTS[0])}")
+        wait_for_app(driver, min_charts=CHARTS)
+        driver.execute_script("document.activeElement && document.activeElement.blur();")
+        press_key(driver, "\ue012")  # ←
+        wait_until(driver, f"const t = (() => {{ {_CAND_TITLE} }})(); return t.includes('[{ns[0] - 2}]: the top');")
+        assert f"position={ns[0] - 2}" in driver.current_url
+        press_key(driver, "\ue013")  # ↑
+        wait_until(driver, "return Array.from(document.querySelectorAll('.st-key-lens_table .gtitle'))"
+                           f".some(t => t.textContent.includes('after layer {lm.n_layers - 1}'));")
+        # tokens as text: no Python repr anywhere a visitor reads (titles, ticks, table cells, boxes)
+        shown_text = driver.execute_script(
+            "return Array.from(document.querySelectorAll('.gtitle, .xtick text, .ytick text, .cell-text, "
+            "[data-baseweb=\"select\"]')).map(e => e.textContent).join(' | ');")
+        assert "\\x" not in shown_text and not re.search(r"(^|[\s(|:])'", shown_text), shown_text[:500]
+        assert "␣" in shown_text
+        # the lens table at the stage font, inside the screen's width
+        got = driver.execute_script(
+            "const t = document.querySelector('.st-key-lens_table .cell-text');"
+            "const r = document.querySelector('.st-key-lens_table').getBoundingClientRect();"
+            "return {font: parseFloat(getComputedStyle(t).fontSize), right: r.right, vw: window.innerWidth};")
+        assert got["font"] >= 18 and got["right"] <= got["vw"], got
+        driver.save_screenshot(str(tmp_path / "why_stage_keys.png"))

@@ -22,6 +22,11 @@ def test_smollm2_paris(smollm2):
     assert abs(e.sources.sum() + e.bias - e.total) <= 1e-4 * abs(e.total)
     assert e.heads.shape == (30, 9, 5) and e.bias == 0.0  # no biases, RMSNorm without β
     assert s.tokens[int(np.argmax(e.sources))] == "ĠFrance"  # what carries the answer
+    # the README's worked example (issue 29: it skipped layer 29 head 0): the head × source cells by size
+    biggest = [np.unravel_index(k, e.heads.shape) for k in np.argsort(-np.abs(e.heads).ravel())[:4]]
+    assert [(int(l), int(h), s.tokens[j]) for l, h, j in biggest] == [
+        (23, 4, "ĠFrance"), (29, 0, "Ġis"), (29, 1, "Ġis"), (23, 3, "ĠFrance")]
+    np.testing.assert_allclose([e.heads[b] for b in biggest], [2.67, -0.99, 0.94, -0.86], atol=0.01)
     lens = s.logit_lens()
     with torch.no_grad():
         real = smollm2.head_model(input_ids=torch.tensor([s.encoded.ids])).logits[0, -1].double()

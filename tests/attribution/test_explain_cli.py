@@ -50,8 +50,11 @@ def no_load(monkeypatch):
     ({}, ["--token-id", "-4"], "0 or more"),
     ({}, ["--top", "0"], "--top"),
     ({"--text": "   "}, [], "--text"),
+    ({"--text": ""}, [], "--text is empty"),
     ({"--model": "/no/such/model"}, [], "Unknown model"),
     ({}, ["--position", "x"], "invalid int"),
+    ({}, ["--graph", "g.txt"], "--graph"),
+    ({}, ["--graph", "g.json", "--node-threshold", "2"], "--node-threshold"),
 ])
 def test_user_mistakes_are_one_line_before_the_model_loads(no_load, tmp_path, capsys, override, extra, says):
     args = {"--model": "smollm2", "--text": "The capital of France is", "--out": str(tmp_path / "e.npz"), **override}
@@ -79,6 +82,8 @@ def test_writes_npz_and_json(llama_lm_dir, tmp_path, capsys):
     assert np.allclose(d["heads"], e.heads, rtol=0, atol=1e-12)
     total = float(d["total"])
     assert abs(d["sources"].sum() + float(d["bias"]) - total) <= 2e-6 * abs(total)
+    assert d["sources_by_layer"].shape == (3, s.n_tokens) and np.array_equal(d["sources_by_layer"][0], d["sources"])
+    assert abs(d["sources_by_layer"][1].sum() + d["bias_by_layer"][1:].sum() - total) <= 2e-6 * abs(total)
     assert abs(float(d["embedding"]) + d["heads"].sum() + d["attn_bias"].sum() + d["ff"].sum()
                + float(d["final_bias"]) - total) <= 2e-6 * abs(total)
     assert int(d["top_ids"][0]) == s.predict(1, position=3)[0].id and len(d["top_ids"]) == 10
@@ -87,6 +92,40 @@ def test_writes_npz_and_json(llama_lm_dir, tmp_path, capsys):
     j = json.loads(js.read_text())
     assert j["token"] == s.encoded.ids[2] and "sources" not in j and len(j["heads"]) == 2
     assert "wrote" in capsys.readouterr().err
+
+
+def test_sources_run_under_a_default_time_budget(llama_lm_dir, tmp_path, capsys, monkeypatch):
+    """Issue 29: without --option explain_budget_s the CLI's default budget applies (389 tokens of smollm2 were
+    ~28 min estimated and ran): over it sources are refused before any work, with a note naming the option;
+    the option given still decides."""
+    from normviz.attribution import cli as explain_cli
+
+    out, text = tmp_path / "e.json", "the cat sat on the mat"
+    monkeypatch.setattr(explain_cli, "SOURCES_BUDGET_S", 1e-9)
+    assert cli.main(["explain", "--model", str(llama_lm_dir), "--text", text, "--out", str(out)]) == 0
+    j = json.loads(out.read_text())
+    assert "sources" not in j and "explain_budget_s" in j["sources_refused"] and "heads" in j
+    err = capsys.readouterr().err
+    assert "sources refused" in err and "--option explain_budget_s=SECONDS" in err
+    assert cli.main(["explain", "--model", str(llama_lm_dir), "--text", text, "--out", str(out),
+                     "--option", "explain_budget_s=1e9"]) == 0
+    j = json.loads(out.read_text())
+    assert "sources_refused" not in j and len(j["sources"]) == len(j["tokens"])
+
+
+def test_writes_the_graph(llama_lm_dir, tmp_path, capsys):
+    """--graph: Neuronpedia's JSON (and .npz) of the same prediction; the graph's logit node is the total."""
+    g_json, g_npz = tmp_path / "g.json", tmp_path / "g.npz"
+    text = "the cat sat on the mat"
+    for path in (g_json, g_npz):
+        assert cli.main(["explain", "--model", str(llama_lm_dir), "--text", text, "--out", str(tmp_path / "e.npz"),
+                         "--dtype", "float64", "--graph", str(path), "--node-threshold", "0.9"]) == 0
+    doc = json.loads(g_json.read_text())
+    assert doc["metadata"]["slug"] == "g" and doc["metadata"]["pruning_settings"]["node_threshold"] == 0.9
+    e = np.load(tmp_path / "e.npz")
+    arrays = np.load(g_npz)
+    assert abs(float(arrays["values"][-1]) - float(e["total"])) <= 2e-6 * abs(float(e["total"]))
+    assert "nodes" in capsys.readouterr().err
 
 
 def test_a_checkpoint_without_head_weights_loads_without_a_head(tiny_llama_dir):

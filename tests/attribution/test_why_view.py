@@ -35,7 +35,7 @@ def test_lens_view_keeps_the_table_and_the_offered_columns_only(head_model):
     assert len(view.table) == lens.shape[0]
     for l, row in enumerate(view.table):
         best = np.argsort(-lens[l], kind="stable")[:5]
-        assert [row[f"#{k + 1}"] for k in range(5)] == [f"{str(int(t))!r} {float(np.exp(lens[l, t])):.3f}"
+        assert [row[f"#{k + 1}"] for k in range(5)] == [f"{int(t)} {float(np.exp(lens[l, t])):.3f}"
                                                         for t in best]
     # what the memo holds: the table's strings and three columns, far below the array
     assert size_of(view) < lens.nbytes / 4

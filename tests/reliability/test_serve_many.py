@@ -38,3 +38,47 @@ def test_two_processes_behind_nginx_serve_both_pages(tmp_path):
         assert len(runs) == 2 and all(n >= 1 for n in runs.values()), runs  # both processes served visitors
         rss = {p.stem: psutil.Process(int(p.read_text())).memory_info().rss / 2**20 for p in tmp_path.glob("app_*.pid")}
         print("runs per process:", runs, "RSS per process (MB):", {k: round(v) for k, v in rss.items()})
+
+
+@pytest.mark.skipif(not os.path.exists(NGINX), reason="no nginx (apt-get install nginx-light)")
+def test_a_killed_app_process_is_started_again_and_a_visitor_gets_its_text_back(tmp_path):
+    """kill -9 of one app process (issue 29: the port stayed down, half the capacity, the typed text lost): the
+    supervisor starts it again on its port, and a visitor's reconnection reruns the page from its URL."""
+    import signal
+    import socket
+    import time
+
+    from ws_visitor import Visitor
+
+    text = "The text a visitor had just typed survives."
+    with many_servers(2, str(tmp_path), {"NORMVIZ_PUBLIC": "1"}) as url:
+        pid_file = sorted(tmp_path.glob("app_*.pid"))[0]
+        port = int(pid_file.stem.split("_")[1])
+        old = int(pid_file.read_text())
+        os.kill(old, signal.SIGKILL)
+        deadline = time.time() + 180
+        while True:  # a new process, listening on the same port
+            new = int(pid_file.read_text())
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    if new != old:
+                        break
+            except OSError:
+                pass
+            assert time.time() < deadline, "the killed app process was not started again"
+            time.sleep(0.5)
+        assert (tmp_path / f"restarts_{port}").read_text().strip() == "1"
+        assert "starting it again" in (tmp_path / f"app_{port}.log").read_text()
+        for base in (f"http://127.0.0.1:{port}", url):  # the restarted process itself, and through the proxy
+            v = Visitor(base)
+            run = v.open(urllib.parse.urlencode({"model": "minilm", "text": text}))
+            v.close()
+            assert run.exceptions == 0 and len(run.charts) >= 2, run.alerts
+            labels = json_labels(run.charts)
+            assert "survives" in labels and "visitor" in labels  # the page drew the URL's text
+
+
+def json_labels(charts: dict) -> str:
+    import json
+
+    return json.dumps(list(charts.values()))

@@ -38,7 +38,8 @@ def test_budget_options_one_rule_and_their_aliases():
     assert methods.budget_option("ff_res") == "feedforward_budget_s"
     assert methods.budget_option("rollout_alti") == methods.budget_option("alti") == "interactions_budget_s"
     assert set(methods.budget_options()) == {"feedforward_budget_s", "zeroing_budget_s", "interactions_budget_s",
-                                             "effective_budget_s", "globenc_budget_s", "decompx_budget_s"}
+                                             "effective_budget_s", "globenc_budget_s", "decompx_budget_s",
+                                             "knockout_budget_s", "head_ablation_budget_s"}  # + keyless families
     req = keyspace.Request(n_tokens=200, n_layers=12, n_heads=12, d_model=768, d_ff=3072, placement="post",
                            causal=False, gated=False, device="cpu")
     for option in ("feedforward_budget_s", "ff_budget_s"):  # the new name and the older one both limit

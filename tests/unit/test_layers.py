@@ -15,20 +15,20 @@ LAYERS = (
     ("normviz.models",),
     ("normviz.record", "normviz.attention_capture", "normviz.alpha_into", "normviz.attention_interface",
      "normviz.recording", "normviz.decompose", "normviz.encdec"),
-    ("normviz.methods",),
+    ("normviz.methods", "normviz.sinks"),
     ("normviz.keyspace",),
     ("normviz.attribution",),  # prediction attribution: below the Session that calls it
     ("normviz.session",),
-    ("normviz.corpus", "normviz.align", "normviz.workers", "normviz.attribution.cli"),
+    ("normviz.corpus", "normviz.align", "normviz.workers", "normviz.attribution.cli", "normviz.trust"),
     ("normviz.viz", "normviz.notebook"),
     ("normviz",),  # the package's facade: normviz/__init__.py
-    ("normviz.cli", "normviz.__main__"),
+    ("normviz.cli", "normviz.__main__", "normviz.trust.cli"),
     ("normviz.ui.kit",),  # what every page is built from
     ("normviz.ui.views",),  # one page's own view, on the kit
     ("normviz.ui",),
 )
 # modules counted on their own until they move to the folder of their layer (issue 32: the CLI package)
-ON_THEIR_WAY = ("normviz.attribution.cli",)
+ON_THEIR_WAY = ("normviz.attribution.cli", "normviz.trust.cli")
 
 
 def layer_of(module: str) -> int:

@@ -97,3 +97,23 @@ def test_next_step_sets_the_pages_own_widgets(monkeypatch):
     stage.walk_steps(1, groups)
     assert (state["w_layer"], state["w_head"], state["w_maps"], state["w_maps_across"]) == (4, 2, ["norm"], ["rollout_alti"])
     assert view.maps == ("norm", "rollout_alti") and state["_normviz_step"] == 1
+
+
+def test_a_plus_read_as_a_space_still_joins_the_maps_of_a_step():
+    """A link typed as ``steps=…attention+norm…`` arrives with a space for the + (form encoding): same steps."""
+    from normviz.ui.kit.state import ViewState
+
+    got = ViewState.from_query({"steps": "Weights~0~all~attention norm;Deep~5~3~norm"})
+    assert got.problems == []
+    assert [(s.name, s.layer, s.head, s.maps) for s in got.steps] == [
+        ("Weights", 0, None, ("attention", "norm")), ("Deep", 5, 3, ("norm",))]
+
+
+def test_a_step_that_cannot_be_read_is_named_and_the_others_kept():
+    from normviz.ui.kit.state import ViewState
+
+    got = ViewState.from_query({"steps": "Weights~0~all~attention;Bad~x~all~norm;Deep~5~3~norm<b>;Last~2~1~norm"})
+    assert [s.name for s in got.steps] == ["Weights", "Last"]
+    assert len(got.problems) == 2
+    assert "step 2" in got.problems[0] and "'Bad~x~all~norm'" in got.problems[0] and "layer" in got.problems[0]
+    assert "step 3" in got.problems[1] and "maps" in got.problems[1]

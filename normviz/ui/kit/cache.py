@@ -64,6 +64,20 @@ class BoundedCache:
                 self._key_locks.pop(key, None)
             return value
 
+    def oldest(self, exclude=()) -> Hashable | None:
+        """The least recently used key not in ``exclude`` (None when there is none)."""
+        with self._lock:
+            return next((k for k in self._data if k not in exclude), None)
+
+    def pop(self, key: Hashable) -> Any:
+        """Drop ``key`` (its value, or None when it was not there)."""
+        with self._lock:
+            return self._data.pop(key, None)
+
+    def keys(self) -> list:
+        with self._lock:
+            return list(self._data)
+
     def clear(self) -> None:
         with self._lock:
             self._data.clear()

@@ -197,15 +197,23 @@ def focus_rows(panels: list[Panel], token: int) -> dict[str, np.ndarray]:
 
 # --- exports ----------------------------------------------------------------------------------------------
 
-def panels_csv(panels: list[Panel]) -> bytes:
-    """Long format: one line per cell of every shown panel."""
+CSV_MASKED_NOTE = ("A decoder's token cannot see a later one: those cells (column_position > row_position) have "
+                   "an empty value and masked = 1 in the CSV, not 0.")
+
+
+def panels_csv(panels: list[Panel], causal: bool = False) -> bytes:
+    """Long format: one line per cell of every shown panel. ``causal`` (a decoder): a cell whose column comes
+    after its row is masked, written with an empty value and ``masked`` = 1 (a 0 would read as a measured
+    zero)."""
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(["map", "panel", "row_position", "row_token", "column_position", "column_token", "value"])
+    w.writerow(["map", "panel", "row_position", "row_token", "column_position", "column_token", "value", "masked"])
     for p in panels:
         for a, i in enumerate(p.index):
             for b, j in enumerate(p.index):
-                w.writerow([p.key, p.title, i, p.row_labels[a], j, p.col_labels[b], f"{p.matrix[a, b]:.8g}"])
+                masked = causal and j > i
+                value = "" if masked or not np.isfinite(p.matrix[a, b]) else f"{p.matrix[a, b]:.8g}"
+                w.writerow([p.key, p.title, i, p.row_labels[a], j, p.col_labels[b], value, int(masked)])
     return buf.getvalue().encode("utf-8")
 
 
@@ -261,6 +269,29 @@ def upload_refusal(name: str, size: int, max_bytes: int) -> str | None:
         return (f"The file {name[:100]!r} is {size / 2**20:.1f} MB; this deployment accepts files up to "
                 f"{max_bytes / 2**20:.1f} MB (NORMVIZ_MAX_UPLOAD_MB). Upload fewer lines.")
     return None
+
+
+def uploaded_text(name: str, raw: bytes, max_bytes: int, max_chars: int) -> tuple[str | None, list[str]]:
+    """The text of a file a visitor uploaded for Explore's text box, and what to tell them: (None, [why]) for a
+    file over ``max_bytes`` or not UTF-8 text; else its text with runs of blank space folded into one space, cut
+    at ``max_chars`` (NORMVIZ_MAX_TOKENS × 50, the text box's own limit) with a note saying so."""
+    refusal = upload_refusal(name, len(raw), max_bytes)
+    if refusal:
+        return None, [refusal]
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return None, [f"The file {name[:100]!r} is not UTF-8 text: save it as plain text (.txt, UTF-8) and "
+                      "upload it again."]
+    text = " ".join(text.split())
+    if not text:
+        return None, [f"The file {name[:100]!r} holds no text."]
+    notes = []
+    if len(text) > max_chars:
+        notes.append(f"The file holds {len(text):,} characters; the text box takes the first {max_chars:,} "
+                     "(NORMVIZ_MAX_TOKENS × 50), and the analysis is cut at the token limit as for typed text.")
+        text = text[:max_chars]
+    return text, notes
 
 
 # --- the map picker ---------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ text ("" = the model generates it). Either shows an error box and returns None w
 """
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 
@@ -23,18 +24,19 @@ from .messages import say, shorten_error
 from .safe import plain
 from .settings import settings
 from .state import token_cap
-from .stores import session_cache
+from .stores import server_memory, session_cache, visitor_id
 
 
 def session_options(lm) -> dict:
     """Options every session of this deployment gets: the cost budget of every family that has one (its
     ``KeyInfo.budget_option``, checked before anything runs): NORMVIZ_FF_BUDGET seconds for the feed-forward
     maps, NORMVIZ_COST_BUDGET for the others (value zeroing, ALTI, effective attention, GlobEnc, DecompX, and
-    any family registered later); default 60 each; the memory budget of whole map arrays
+    any family registered later, and the Why page's routes); default 60 each; the memory budget of whole map arrays
     (NORMVIZ_MEMORY_BUDGET_MB, default 2048); and no recording pass stopped early (``stop_early``)."""
     conf = settings()
     options = {name: conf.cost_budget_s for name in methods.all_budget_options()}  # explain's and routes' too
     options[methods.budget_option("ff")] = conf.ff_budget_s
+    options["routes_budget_s"] = conf.cost_budget_s  # the Why page's routes: refused over it, stopped at 4× it
     options["memory_budget_mb"] = conf.memory_budget_mb
     # a shared session is asked for predictions and other maps later: one full pass, never a second one
     options["stop_early"] = False
@@ -42,10 +44,12 @@ def session_options(lm) -> dict:
 
 
 def heavy_worker():
-    """The server's worker process(es) for the costly maps (NORMVIZ_HEAVY_WORKERS; None: 0, all in-process)."""
+    """The server's worker process(es) for the costly maps (NORMVIZ_HEAVY_WORKERS; None: 0, all in-process);
+    in the public app (NORMVIZ_PUBLIC=1) long texts' layers are computed there too (:mod:`normviz.workers`)."""
     from normviz.workers import shared_worker
 
-    return shared_worker(settings().heavy_workers)
+    conf = settings()
+    return shared_worker(conf.heavy_workers, long_layers=conf.public)
 
 
 def _cut(texts: list[str], limit: int) -> tuple[list[str], str | None]:
@@ -120,9 +124,22 @@ def session_for(lm, text: str, pair: str = "", *, target: str | None = None):
     except Exception as exc:  # anything unexpected still reads as a message, never a traceback
         say("error", f"The text could not be prepared: {type(exc).__name__}: {shorten_error(exc)}")
         return None
+    server_memory().note_use(key, visitor_id(), session)
     for note in notes:
         say("warning", note)
     return session
+
+
+def admitted(session, array_bytes: int = 0, long_layer: bool = False, what: str = "this text",
+             records_here: bool = True):
+    """The server-wide memory budget's admission (:meth:`ServerMemory.admit`) for what ``session`` is about to
+    compute: its recording if not made yet (and made in this process: ``records_here``), ``array_bytes`` of
+    arrays, or one long layer's working set."""
+    from .server_memory import need_bytes
+
+    recorded = session.part.passes > 0 or not records_here
+    need = need_bytes(session.lm, session.n_tokens, recorded, array_bytes, long_layer)
+    return server_memory().admit(need, session, what)
 
 
 def get_maps(session, keys: list[str]):
@@ -134,8 +151,10 @@ def get_maps(session, keys: list[str]):
     keys = [k for k in dict.fromkeys(keys) if k in known]
     missing = [k for k in keys if k not in session.computed()]
     bar = st.empty() if missing else None
+    held = contextlib.ExitStack()
     try:
         if bar is not None:
+            held.enter_context(admitted(session, _whole_bytes(session, missing)))
             prog = bar.progress(0.0, text=f"Analysing ({', '.join(missing)})…")
             t0, deferred, how = time.perf_counter(), None, "done"
             try:
@@ -157,10 +176,25 @@ def get_maps(session, keys: list[str]):
         say("error", f"The analysis failed: {type(exc).__name__}: {shorten_error(exc)}")
         return None
     finally:
+        held.close()
         if bar is not None:
             bar.empty()
     notice_waited(analysis)
     return analysis
+
+
+def _whole_bytes(session, keys: list[str]) -> int:
+    """Bytes of the whole [L, …] arrays of ``keys`` for this input (known before computing)."""
+    from normviz import memory
+
+    total = 0
+    for k in keys:
+        try:
+            total += memory.nbytes(session.array_shape(k), session.itemsize)
+        except Exception:  # a key whose shape is not known up front: its own checks apply
+            continue
+    cap = memory.budget_mb(session.options)  # past the session's own budget, keys are refused, not computed
+    return total if cap is None else min(total, int(cap * 2**20))
 
 
 def notice_waited(analysis, at_least_s: float = 0.5) -> None:

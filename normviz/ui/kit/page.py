@@ -16,12 +16,13 @@ from .settings import settings
 from .sidebar import sidebar
 from .state import ViewState, decode_bool
 from .style import apply_style, font_size
+from .theme import follow as follow_theme
 
 bound_heap()  # the server process: large freed buffers go back to the system (normviz.ui.kit.memory)
 
 
 def presenting(view_key: str = VIEW) -> bool:
-    """Presentation mode: the session's view (kept under ``view_key``) once there is one, else the link's
+    """Stage mode: the session's view (kept under ``view_key``) once there is one, else the link's
     ``?present=1``."""
     if view_key in st.session_state:
         return bool(st.session_state[view_key].present)
@@ -32,18 +33,40 @@ def presenting(view_key: str = VIEW) -> bool:
 
 
 def page_config(title: str, icon: str, view_key: str = VIEW) -> None:
-    """``st.set_page_config`` for a page: wide; in presentation mode (``?present=1``) the sidebar starts
+    """``st.set_page_config`` for a page: wide; in stage mode (``?present=1``) the sidebar starts
     collapsed, so two large panels fill the screen."""
     st.set_page_config(page_title=f"normviz · {title}", page_icon=icon, layout="wide",
                        initial_sidebar_state="collapsed" if presenting(view_key) else "auto")
 
 
-def start_page() -> tuple[ViewState, int]:
+def start_page(seq2seq: bool = False) -> tuple[ViewState, int]:
     """What every self-attention page does first: the shared view (URL / session), the sidebar, the style of
-    its mode; returns the view and the font size of its figures."""
-    view = sidebar(load_view())
+    its mode; returns the view and the font size of its figures. ``seq2seq``: the page also explains
+    encoder–decoders (the sidebar offers the allowlist's)."""
+    view = sidebar(load_view(), seq2seq)
+    keep_widgets_across_stage(view.present)
+    follow_theme(view)
     apply_style(view.present)
     return view, font_size(view.present)
+
+
+SIDEBAR_WIDGETS = ("w_model_choice", "w_model_other", "w_present", "tr_present")  # drawn by sidebar() before the check
+UNSETTABLE = ("w_step_save", "w_step_clear", "w_upload")  # buttons and uploads: Streamlit refuses a set value
+
+
+def keep_widgets_across_stage(present: bool, page_widgets: str = "w_") -> None:
+    """Entering or leaving stage mode moves a page's controls between its column layout and stage mode's one
+    compact bar (and the ⋯ popover, whose widgets the browser has not mounted while it stayed shut): the browser
+    then drew some of them empty (Explore's View control with nothing selected after Esc). Each widget value is
+    set again through session state on that run, so the browser is sent the value with the widget."""
+    ss = st.session_state
+    before = ss.get("_normviz_was_present")
+    ss["_normviz_was_present"] = present
+    if before is None or before == present:
+        return
+    skip = SIDEBAR_WIDGETS + UNSETTABLE
+    for k in [k for k in ss if isinstance(k, str) and k.startswith(page_widgets) and k not in skip]:
+        ss[k] = ss[k]
 
 
 def run_page(body) -> None:

@@ -9,6 +9,7 @@ variable, the value and the fallback (shown to the operator on stderr and as a n
 | NORMVIZ_FF_BUDGET | seconds the feed-forward maps may take (estimated before running) | 60 |
 | NORMVIZ_COST_BUDGET | seconds value zeroing, ALTI, effective attention, GlobEnc, DecompX may take (estimated) | 60 |
 | NORMVIZ_MEMORY_BUDGET_MB | MB a visitor's whole [L, …] map arrays may hold (refused before computing; one layer at a time still works), 64 … 1048576 | 2048 |
+| NORMVIZ_SERVER_MEMORY_MB | MB the whole server process may hold (every visitor together: least recently used texts dropped, then requests refused with a message; at most 3/4 of the machine), 256 … 1048576 | 6144 |
 | NORMVIZ_HEAVY_WORKERS | worker processes for the costly maps (normviz.workers), 0 … 4; 0: in the server | 1 |
 | NORMVIZ_CORPUS_MAX_LINES | lines the Corpus page analyses at most, 1 … 100000 | 200 |
 | NORMVIZ_MAX_UPLOAD_MB | largest file the Corpus page accepts, in MB (also cap it with server.maxUploadSize) | 5 |
@@ -28,7 +29,7 @@ EMBEDDED_SEQ2SEQ = ("toy-mt",)  # embedded encoder–decoders: the Translate pag
 DEFAULT_TOKEN_CAP = 128
 KNOWN = ("NORMVIZ_PUBLIC", "NORMVIZ_ALLOWED_MODELS", "NORMVIZ_MAX_TOKENS", "NORMVIZ_FF_BUDGET", "NORMVIZ_COST_BUDGET",
          "NORMVIZ_CORPUS_MAX_LINES", "NORMVIZ_MAX_UPLOAD_MB", "NORMVIZ_CACHE", "NORMVIZ_HEAVY_WORKERS",
-         "NORMVIZ_MEMORY_BUDGET_MB")
+         "NORMVIZ_MEMORY_BUDGET_MB", "NORMVIZ_SERVER_MEMORY_MB")
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class Settings:
     max_upload_mb: float = 5.0
     heavy_workers: int = 1
     memory_budget_mb: float = 2048.0
+    server_memory_mb: float = 6144.0
     problems: tuple[str, ...] = field(default=(), compare=False)
 
     @property
@@ -98,12 +100,14 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     upload = _number(env, "NORMVIZ_MAX_UPLOAD_MB", 5.0, 0.001, 200.0, float, problems)
     heavy = _number(env, "NORMVIZ_HEAVY_WORKERS", 1, 0, 4, int, problems)
     memory_mb = _number(env, "NORMVIZ_MEMORY_BUDGET_MB", 2048.0, 64.0, 1048576.0, float, problems)
+    server_mb = _number(env, "NORMVIZ_SERVER_MEMORY_MB", 6144.0, 256.0, 1048576.0, float, problems)
     cache = env.get("NORMVIZ_CACHE")
     if cache is not None and cache.strip() and os.path.exists(cache) and not os.path.isdir(cache):
         problems.append(f"NORMVIZ_CACHE={_shown(cache)} is a file, not a directory; converted models will not be "
                         "cached there (loading smollm2 fails until it names a directory).")
     return Settings(public=public, allowed_models=allowed, max_tokens=max_tokens, ff_budget_s=ff, cost_budget_s=cost,
                     corpus_max_lines=lines, max_upload_mb=upload, heavy_workers=heavy, memory_budget_mb=memory_mb,
+                    server_memory_mb=server_mb,
                     problems=tuple(problems))
 
 

@@ -18,13 +18,14 @@ def self_attention_models(allow) -> list[str]:
     return [m for m in allow if m.strip().lower() not in EMBEDDED_SEQ2SEQ] or list(allow)
 
 
-def sidebar(view: ViewState) -> ViewState:
-    """Model picker, presentation mode and the token cap line. Returns the view with ``model`` and ``present``."""
+def sidebar(view: ViewState, seq2seq: bool = False) -> ViewState:
+    """Model picker, stage mode and the token cap line. Returns the view with ``model`` and ``present``.
+    ``seq2seq``: the page explains encoder–decoders too (Why), so the allowlist's are offered."""
     allow = model_allowlist()
     with st.sidebar:
         st.header("Model")
         if allow is not None:
-            choices = self_attention_models(allow)
+            choices = list(allow) if seq2seq else self_attention_models(allow)
             current = view.model if view.model in choices else None
             if current is None and view.model:
                 msg = check_model_allowed(view.model, allow)
@@ -56,16 +57,20 @@ def sidebar(view: ViewState) -> ViewState:
             else:
                 view.model = choice
         seed("w_present", view.present)
-        view.present = st.toggle("Presentation mode (larger fonts)", key="w_present")
+        view.present = st.toggle("Stage mode (larger fonts)", key="w_present")
         st.caption(f"Texts are cut at {token_cap()} tokens (NORMVIZ_MAX_TOKENS).")
     return view
 
 
-def second_model_picker(current: str) -> str:
+def second_model_picker(current: str, main: str = "") -> str:
     """The model of a side-by-side comparison (``w_model_b``): the allowlist when there is one, else the
-    embedded models."""
+    embedded models. It starts on a model other than the ``main`` one where there is another (comparing a model
+    with itself shows two equal columns)."""
     allow = model_allowlist()
     choices = self_attention_models(allow) if allow is not None else list(EMBEDDED_CHOICES)
+    others = [c for c in choices if c.strip().lower() != main.strip().lower()]
+    if current.strip().lower() == main.strip().lower() and others and "w_model_b" not in st.session_state:
+        current = others[0]
     if current not in choices and "w_model_b" not in st.session_state and current:
         say("warning", f"The link's model_b={current!r} is not one of {', '.join(choices)}; comparing with "
                        f"{choices[-1]}.")

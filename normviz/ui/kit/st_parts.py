@@ -4,7 +4,7 @@ of its own job:
 - :mod:`.page` — page config, the first steps of every page, the top-level error catch;
 - :mod:`.session_view` — the view in session state and the URL, widgets seeded from it (one codec:
   :class:`normviz.ui.kit.state.QueryView`);
-- :mod:`.sidebar` — model pickers and presentation mode; :mod:`.pickers` — Explore's map picker;
+- :mod:`.sidebar` — model pickers and stage mode; :mod:`.pickers` — Explore's map picker;
 - :mod:`.loading` — loading a model; :mod:`.fetch` — the shared session of a text and its maps (both model
   kinds); :mod:`.stores` — the server-wide caches; :mod:`.keys` — the keys a model offers and their titles;
 - :mod:`.compare` — a comparison's second side; :mod:`.charts`, :mod:`.downloads`, :mod:`.links`;
@@ -26,7 +26,7 @@ from .keys import clamp_head, default_keys, known_keys, opt_in_keys, title  # no
 from .links import learn_link, link_to_page  # noqa: F401
 from .loading import load_model, show_device  # noqa: F401
 from .messages import say, shorten_error  # noqa: F401
-from .page import page_config, presenting, run_page, start_page  # noqa: F401
+from .page import keep_widgets_across_stage, page_config, presenting, run_page, start_page  # noqa: F401
 from .pickers import map_picker  # noqa: F401
 from .safe import lit, plain  # noqa: F401
 from .session_view import (VIEW, current_page, forget_widgets_on_page_change, load_view, save_view,  # noqa: F401
@@ -35,7 +35,8 @@ from .settings import settings  # noqa: F401
 from .sidebar import EMBEDDED_CHOICES, OTHER, second_model_picker, self_attention_models, sidebar  # noqa: F401
 from .sizing import main_width, panel_width, screen  # noqa: F401
 from .stage import (context_line, context_text, go_to_step, grid_clicks, keyboard, leave_stage,  # noqa: F401
-                    step_controls, walk_steps)
+                    show_talk_link, step_controls, step_indicator, talk_link, walk_steps)
 from .state import ViewState  # noqa: F401
 from .stores import SESSION_ENTRIES, model_cache, session_cache  # noqa: F401
 from .style import apply_style, font_size  # noqa: F401
+from .theme import follow as follow_theme  # noqa: F401

@@ -1,4 +1,4 @@
-"""Stage mode (``?present=1``, the sidebar's presentation toggle): what a page needs on a projector.
+"""Stage mode (``?present=1``, the sidebar's Stage mode toggle): what a page needs on a projector.
 
 The keyboard (←/→ layer, ↑/↓ head, Space plays the layers, f focuses the hovered token, Esc leaves stage mode;
 ``components/stage_keys.js``) moves the page's own
@@ -62,7 +62,7 @@ def keyboard(layer_key: str, layers: list, head_key: str | None, heads: list, le
     index = layers.index(current) if current in layers else 0
     try:
         components.component("normviz_stage_keys")(
-            key=KEYS_WIDGET, data={"layer": index, "layers": len(layers)},
+            key=KEYS_WIDGET, data={"layer": index, "layers": len(layers), "slider": layer_key},
             on_key_change=lambda: _on_key(layer_key, layers, head_key, heads, leave, on_step, focus_key))
     except Exception:  # no components v2 (older Streamlit): the page's own controls still work
         pass
@@ -90,9 +90,10 @@ def context_line(fig, model: str, text: str, font_size: int) -> None:
     from normviz.viz.labels import plotly_text
 
     line = plotly_text(context_text(model, text))  # an annotation added here: escaped here, once
-    size = max(10, font_size - 2)
+    size = max(12, font_size - 1)  # it may be the only name of a compared model: read from a seat too
+    # no colour of its own: the theme's text colour (dark on light, light on dark), a little subdued
     fig.add_annotation(text=line, xref="paper", yref="paper", x=0.0, y=1.0, xanchor="left", yanchor="bottom",
-                       yshift=font_size + 2 + 8 + 6, showarrow=False, font=dict(size=size, color="#7a8291"),
+                       yshift=font_size + 2 + 8 + 6, showarrow=False, font=dict(size=size), opacity=0.85,
                        name="context")
 
 
@@ -168,9 +169,50 @@ def _clear_steps() -> None:
     st.session_state.pop("_normviz_step", None)
 
 
-def step_controls(view, groups: dict[str, list[str]]) -> None:
+def talk_link(view, base: str) -> str:
+    """``base`` (the page's address) with ``view``'s query, every separator of the steps percent-encoded
+    (``+`` as ``%2B``, ``;`` as ``%3B``, spaces as ``%20``): a mail client or chat that rewrites a bare ``+``
+    cannot lose a step. ``ViewState.from_query(parse_qs(query))`` gives the view back."""
+    from urllib.parse import quote, urlencode
+
+    query = urlencode(view.to_query(), quote_via=quote, safe="")
+    return base.split("?", 1)[0].split("#", 1)[0] + ("?" + query if query else "")
+
+
+def page_address() -> str:
+    """The address of the page in the visitor's browser (without its query), or "./" where unknown (AppTest)."""
+    try:
+        url = st.context.url
+    except Exception:
+        url = None
+    return url.split("?", 1)[0] if isinstance(url, str) and url.startswith("http") else "./"
+
+
+def step_text(view, current: int | None) -> str | None:
+    """'Step 2 of 5 · Deep layers' for the step on screen, '5 steps · PageDown shows the first' before one is
+    chosen; None without steps."""
+    n = len(view.steps)
+    if not n:
+        return None
+    if current is None or not 0 <= current < n:
+        return f"{n} step{'s' if n > 1 else ''} · PageDown (or n) shows the first"
+    return f"Step {current + 1} of {n} · {view.steps[current].name}"
+
+
+def step_indicator(view) -> None:
+    """The step on screen, named and numbered (stage mode, above the panels)."""
+    from .safe import plain
+
+    text = step_text(view, st.session_state.get("_normviz_step"))
+    if text is not None:
+        st.markdown(f"**{plain(text, None)}**", help="PageDown / PageUp (a presenter's remote) or n / p walk "
+                    "the talk's steps; the sidebar lists them.")
+
+
+def step_controls(view, groups: dict[str, list[str]]):
     """The sidebar's steps: save the current view (layer, head, maps) under a name, go to a step, clear them.
-    They travel in the URL (``steps=``), so the talk is one link."""
+    They travel in the URL (``steps=``), so the talk is one link. Returns the slot of the talk link
+    (:func:`show_talk_link`)."""
     st.text_input("Name this view", key="w_step_name", max_chars=40, placeholder=f"step {len(view.steps) + 1}")
     st.button("Save the view as a step", key="w_step_save", on_click=_save_step,
               disabled=len(view.steps) >= 30)
@@ -180,3 +222,14 @@ def step_controls(view, groups: dict[str, list[str]]) -> None:
                  on_change=lambda: go_to_step(st.session_state["w_step_go"], groups))
         st.button("Clear the steps", key="w_step_clear", on_click=_clear_steps)
         st.caption("In stage mode PageDown / PageUp (a presenter's remote) or n / p walk through them.")
+    return st.empty()  # the talk link, written by show_talk_link once the page's controls hold the view
+
+
+def show_talk_link(slot, view) -> None:
+    """The talk link (this view and its steps, safely encoded) in the sidebar ``slot`` that
+    :func:`step_controls` returned; ``st.code`` gives it a copy button."""
+    if slot is None or not view.steps:
+        return
+    with slot.container():
+        st.caption("Copy the talk link (the icon at its right): this view and its steps, every separator encoded.")
+        st.code(talk_link(view, page_address()), language=None, wrap_lines=True)

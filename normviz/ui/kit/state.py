@@ -96,7 +96,7 @@ class ViewState(QueryView):
     shared_scale: bool = True
     values: str = "share"
     focus: int | None = None  # token index whose row is shown as bars
-    present: bool = False  # presentation mode (larger fonts)
+    present: bool = False  # stage mode (larger fonts)
     overview_map: str = "attention"
     overview_compare: str = "norm"
     draw: str = "heatmap"  # heatmap | lines
@@ -109,6 +109,7 @@ class ViewState(QueryView):
     lesson: str = ""  # Learn: the tab opened first (a map key)
     player: str = ""  # the map animated through the layers ("" = no player)
     steps: tuple = ()  # a talk's named views (normviz.ui.kit.steps.Step), walked with PageDown/PageUp on stage
+    theme: str = ""  # dark | light | "" (the browser's): normviz.ui.kit.theme
     problems: list[str] = field(default_factory=list, compare=False, repr=False)
 
     TEXT_FIELDS = ("text", "pair", "text_b")
@@ -127,7 +128,10 @@ class ViewState(QueryView):
         return _decode(name, raw)
 
     def accept(self, name: str, value):
-        """Repeated map names are dropped (with a note)."""
+        """Repeated map names are dropped (with a note); a talk's steps that could not be read are named."""
+        if name == "steps":
+            self.problems.extend(f"The link's steps: {p}." for p in value.problems)
+            return value.steps
         if name == "maps" and len(set(value)) < len(value):
             twice = sorted({k for k in value if value.count(k) > 1})
             self.problems.append(f"The link names the map(s) {', '.join(twice)} more than once; each is shown once.")
@@ -167,10 +171,17 @@ def _decode(name: str, raw: str):
         if keys and (len(keys) != 2 or keys[0] == keys[1]):
             raise ValueError("name two different maps, e.g. attention,norm")
         return keys
-    if name == "steps":
-        from .steps import decode
+    if name == "theme":
+        from .theme import decode as decode_theme
 
-        return decode(raw)
+        return decode_theme(raw)
+    if name == "steps":
+        from .steps import decode_each
+
+        read = decode_each(raw)
+        if not read.steps:
+            raise ValueError("; ".join(read.problems) or "no step in it")
+        return read
     if name == "threshold":
         try:
             value = float(raw.strip()) if len(raw.strip()) <= 12 else float("x")

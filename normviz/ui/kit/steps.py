@@ -1,6 +1,9 @@
 """A talk's steps (bookmarks): named views — layer, head and maps — of one text, kept in the URL so a talk is
 one link (``steps=Weights~0~all~attention+norm;Deep~5~3~norm``: name~layer~head~maps, ``;`` between steps).
 Pure Python (no Streamlit import); :mod:`normviz.ui.kit.stage` walks them (PageDown/PageUp, n/p in stage mode).
+
+A ``+`` typed into a link arrives as a space (the query string's form encoding): the maps are split on ``+``,
+spaces and commas alike, so ``attention+norm`` works unescaped as well as ``attention%2B norm``.
 """
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ MAX_STEPS = 30
 MAX_NAME = 40
 _KEY = re.compile(r"^[a-z][a-z0-9_]{0,60}$")
 _UNSAFE = re.compile(r"[~;+\x00-\x1f]")
+_MAP_SEP = re.compile(r"[+,\s]+")
 
 
 @dataclass(frozen=True)
@@ -36,25 +40,54 @@ def encode(steps: tuple[Step, ...]) -> str:
 
 
 def decode(raw: str) -> tuple[Step, ...]:
-    """The steps of a link's ``steps=``; raises ValueError (saying what is wrong) on a malformed one."""
-    out = []
-    for part in [p for p in raw.split(";") if p.strip()]:
-        bits = part.split("~")
-        if len(bits) != 4:
-            raise ValueError("each step is name~layer~head~maps")
-        name, layer, head, maps = bits
-        if not layer.strip().isdigit() or len(layer.strip()) > 4:
-            raise ValueError(f"step {name!r}: the layer is not a whole number ≥ 0")
-        if head.strip().lower() != "all" and (not head.strip().isdigit() or len(head.strip()) > 4):
-            raise ValueError(f"step {name!r}: the head is 'all' or a whole number ≥ 0")
-        keys = tuple(k for k in maps.split("+") if k)
-        if not keys or not all(_KEY.match(k) for k in keys):
-            raise ValueError(f"step {name!r}: name its maps as map keys joined by +")
-        out.append(Step(clean_name(name), int(layer), None if head.strip().lower() == "all" else int(head),
-                        tuple(dict.fromkeys(keys))))
+    """The steps of a link's ``steps=``; raises ValueError (saying what is wrong) when a step can't be read."""
+    read = decode_each(raw)
+    if read.problems:
+        raise ValueError("; ".join(read.problems))
+    return read.steps
+
+
+@dataclass(frozen=True)
+class StepsRead:
+    """The steps of a link that could be read, and one message per step that could not."""
+    steps: tuple[Step, ...]
+    problems: tuple[str, ...]
+
+
+def decode_each(raw: str) -> StepsRead:
+    """Each step of ``steps=`` on its own: a malformed step is left out with a message naming it (its number
+    and text), the others kept."""
+    out, problems = [], []
+    parts = [p for p in raw.split(";") if p.strip()]
+    for i, part in enumerate(parts, 1):
+        try:
+            out.append(_decode_one(part))
+        except ValueError as exc:
+            problems.append(f"step {i} ({_short(part)!r}) was left out: {exc}")
     if len(out) > MAX_STEPS:
-        raise ValueError(f"at most {MAX_STEPS} steps")
-    return tuple(out)
+        problems.append(f"at most {MAX_STEPS} steps: the {len(out) - MAX_STEPS} after the {MAX_STEPS}th were left out")
+        out = out[:MAX_STEPS]
+    return StepsRead(tuple(out), tuple(problems))
+
+
+def _short(text: str, limit: int = 50) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _decode_one(part: str) -> Step:
+    bits = part.split("~")
+    if len(bits) != 4:
+        raise ValueError("each step is name~layer~head~maps (e.g. Weights~0~all~attention+norm)")
+    name, layer, head, maps = bits
+    if not layer.strip().isdigit() or len(layer.strip()) > 4:
+        raise ValueError("the layer is not a whole number ≥ 0")
+    if head.strip().lower() != "all" and (not head.strip().isdigit() or len(head.strip()) > 4):
+        raise ValueError("the head is 'all' or a whole number ≥ 0")
+    keys = tuple(k for k in _MAP_SEP.split(maps.strip()) if k)
+    if not keys or not all(_KEY.match(k) for k in keys):
+        raise ValueError("name its maps as map keys joined by + (e.g. attention+norm)")
+    return Step(clean_name(name), int(layer), None if head.strip().lower() == "all" else int(head),
+                tuple(dict.fromkeys(keys)))
 
 
 def following(steps: tuple[Step, ...], current: int | None, delta: int) -> int | None:

@@ -1,4 +1,4 @@
-"""The pages' look: the CSS of the normal and the presentation (stage) mode, and the figures' font size."""
+"""The pages' look: the CSS of the normal and the stage mode, and the figures' font size."""
 from __future__ import annotations
 
 import streamlit as st
@@ -11,7 +11,7 @@ def font_size(present: bool) -> int:
 
 
 def apply_style(present: bool = False) -> None:
-    """The pages' CSS: the main column uses the page width; presentation mode's larger fonts."""
+    """The pages' CSS: the main column uses the page width; stage mode's larger fonts."""
     st.html(f"""<style>
         {MAIN_COLUMN} {{ padding: 4rem 1.5rem 2rem 1.5rem; max-width: none; }}
         [data-testid="stSidebarHeader"] {{ height: 1.2rem; margin-bottom: 0; }}

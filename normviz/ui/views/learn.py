@@ -255,6 +255,14 @@ def why_rows(alpha_row: np.ndarray, fx: np.ndarray, norm_row: np.ndarray) -> dic
 # ---------------------------------------------------------------- why this token (the Why page's three answers)
 WHY_TAB = "Why this token"
 WHY_LESSON = "why"  # ?lesson=why opens the tab
+
+
+def unknown_lesson(lesson: str, keys: list[str], first: str) -> str:
+    """The note for a link's ``lesson=`` that names no map key (nor ``why``): what is shown instead, and the
+    names that work. Plain text (the caller shows it escaped)."""
+    shown = str(lesson)[:40] + ("…" if len(str(lesson)) > 40 else "")
+    return (f"The link's lesson={shown!r} is not a lesson here; showing the first tab ({first}). Lessons: "
+            + ", ".join(list(keys) + [WHY_LESSON]) + ".")
 WHY_FORMULAS = [
     ("Direct logit attribution",
      r"\mathrm{logit}(w)-\mathrm{logit}(f) = \langle N(x^L_i), u\rangle + \langle\beta,u\rangle + b,\quad "

@@ -19,6 +19,7 @@ and the window's ranges are indices into it (:func:`shown_index` converts a toke
 from __future__ import annotations
 
 import re
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,21 +90,58 @@ def kept_positions(special: np.ndarray, hide_special: bool) -> np.ndarray:
     return keep if len(keep) else np.arange(len(special))
 
 
-def layer_maps(session, keys: list[str], layer: int, head: int | None) -> tuple[dict, dict]:
+def layer_maps(session, keys: list[str], layer: int, head: int | None, progress=None) -> tuple[dict, dict]:
     """({key: [n, n] map of ``layer``} from :meth:`Session.maps`, {key: why refused}); a refused key (a cost
-    check for one layer, a cross-layer map over its budget) does not stop the others."""
+    check for one layer, a cross-layer map over its budget) does not stop the others. Where the session has a
+    worker that takes long texts (:func:`normviz.workers.takes_layers`: the public app's) the layer is computed
+    there (:func:`remote_maps`), never in the server's threads."""
     from ...errors import NormvizError
 
+    def maps(ks):
+        return remote_maps(session, ks, layer, head, progress) if remote(session) else session.maps(ks, layer, head)
+
     try:
-        return session.maps(keys, layer, head), {}
+        return maps(keys), {}
     except NormvizError:
         got, refused = {}, {}
         for k in keys:
             try:
-                got[k] = session.map(k, layer, head)
+                got[k] = maps([k])[k]
             except NormvizError as exc:
                 refused[k] = str(exc)
         return got, refused
+
+
+_REMOTE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # session -> LayerCache of its layers' maps
+
+
+def remote(session) -> bool:
+    """Whether ``session``'s long-text layers are computed in its worker process."""
+    from ...workers import takes_layers
+
+    return takes_layers(getattr(session, "worker", None), session)
+
+
+def remote_maps(session, keys: list[str], layer: int, head: int | None, progress=None) -> dict:
+    """``session.maps(keys, layer, head)`` from the worker process (:meth:`HeavyWorker.layer_maps`: the records
+    live there), the last layers kept here in a bounded cache (``memory.LONG_MAP_CACHE_MB`` per session, as the
+    session's own): going back to a layer is no job at all."""
+    from ...memory import LONG_MAP_CACHE_MB, LayerCache
+
+    cache = _REMOTE.get(session)
+    if cache is None:
+        cache = _REMOTE.setdefault(session, LayerCache(LONG_MAP_CACHE_MB))
+    n_layers = session.request.n_layers
+    li = int(layer) % n_layers if -n_layers <= int(layer) < n_layers else int(layer)  # out of range: said there
+    out = {k: cache.get((k, li, head)) for k in keys}
+    todo = [k for k, v in out.items() if v is None]
+    if todo:
+        got = session.worker.layer_maps(session, todo, li, head, progress)
+        for k in todo:
+            got[k].setflags(write=False)
+            cache.put((k, li, head), got[k])
+            out[k] = got[k]
+    return out
 
 
 def long_panel(session, key: str, m: np.ndarray, layer: int, head: int | None, hide_special: bool, values: str,
@@ -126,9 +164,9 @@ def long_panel(session, key: str, m: np.ndarray, layer: int, head: int | None, h
 
 
 def long_panels(session, keys: list[str], layer: int, head: int | None, hide_special: bool, values: str,
-                cells: int, causal: bool) -> tuple[list[LongPanel], dict[str, str]]:
+                cells: int, causal: bool, progress=None) -> tuple[list[LongPanel], dict[str, str]]:
     """The panels of ``keys`` at ``layer``/``head`` and the refusals, in the order of ``keys``."""
-    maps, refused = layer_maps(session, keys, layer, head)
+    maps, refused = layer_maps(session, keys, layer, head, progress)
     panels = [long_panel(session, k, maps[k], layer, head, hide_special, values, cells, causal)
               for k in keys if k in maps]
     return panels, refused
@@ -236,5 +274,5 @@ def find_tokens(labels: list[str], query: str, limit: int = 500) -> list[int]:
 
 
 __all__ = ["AGGREGATES", "LONG_TOKENS", "LongPanel", "MAX_WINDOW", "WINDOW", "centred", "clamp_window",
-           "color_ranges", "find_tokens", "is_long", "kept_positions", "layer_maps", "long_panel", "long_panels",
+           "color_ranges", "find_tokens", "is_long", "kept_positions", "layer_maps", "long_panel", "long_panels", "remote", "remote_maps",
            "OVERVIEW_CELLS", "overview_cells", "parse_range", "row_factors", "shown_index"]

@@ -15,19 +15,24 @@ import numpy as np
 import streamlit as st
 
 from ... import viz
-from ...errors import InputError
+from ...errors import InputError, NormvizError
 from ...viz.heatmap import causal_mask
 from ...viz.labels import plotly_text, unique_labels
+from ...viz.contrast import NAMES as SCALE_NAMES
+from ...viz.contrast import SCALES
 from ...viz.overview_figure import AGGREGATE_TEXT, overview_heatmap, positions_to_shown
 from ..kit import data
 from . import long_maps
 from ..kit.charts import image_format
+from ..kit.fetch import admitted
 from ..kit.instant import instant_switch
+from ..kit.interrupts import deferred_interrupts
 from ..kit.keys import known_keys, title
 from ..kit.safe import plain
 
 ROWS, COLS = "w_zoom_rows", "w_zoom_cols"  # the window, in token positions (inclusive ends)
 AGG, RANGE, FIND = "w_agg", "w_range", "w_find"
+SCALE = "w_ov_scale"  # the overviews' colour scale (normviz.viz.contrast)
 FOCUS = "w_focus"
 _MSG = "_normviz_long_msg"
 
@@ -130,13 +135,20 @@ def draw(session, lm, view, font_size: int, width: int | None, present: bool = F
         "per block of tokens (the max or the mean of the block, as its title says), with the zoom window outlined; "
         f"under it the window at full resolution (at most {long_maps.MAX_WINDOW} tokens a side). A layer or head "
         "change computes that layer alone.", None))
-    c1, c2, c3, c4 = st.columns([2, 3, 3, 3])
+    c1, c5, c2, c3, c4 = st.columns([2, 2, 3, 3, 3])
     with c1:
         ss.setdefault(AGG, "max")
         aggregate = st.segmented_control(
             "Overview cells", list(long_maps.AGGREGATES), key=AGG, required=True,
             help="Max: the strongest cell of each block (a single sharp contribution stays visible). Mean: the "
                  "block's average (its overall mass; a decoder's masked cells are left out).") or "max"
+    with c5:
+        ss.setdefault(SCALE, "linear")
+        scale = st.selectbox(
+            "Overview contrast", list(SCALES), key=SCALE, format_func=lambda s: SCALE_NAMES[s].capitalize(),
+            help="Linear: the panels' colour scale (a first token that takes most of every row leaves the rest one "
+                 "dark colour). Row share without the first column: each row divided by the sum of its other "
+                 "blocks. Log: ten-fold steps, 4 decades. Quantile: each cell's rank. The title says which.")
     with c2:
         st.text_input("Find a token (its text)", key=FIND, on_change=_found, args=(list(session.labels), n),
                       placeholder="e.g. mayor", help="Jumps the zoom window to the first token holding this text "
@@ -169,9 +181,24 @@ def draw(session, lm, view, font_size: int, width: int | None, present: bool = F
     cols = _shown_range(keep, ss[COLS])
 
     cells = long_maps.overview_cells(width)
-    with st.spinner(f"Computing layer {view.layer} ({', '.join(title(k) for k in keys)})…"):
-        panels, refused = long_maps.long_panels(session, keys, view.layer, view.head, view.hide_special,
-                                                view.values, cells, lm.is_causal)
+    # the layer's maps: in the worker process where there is one (the records live there; the server keeps
+    # the maps of the last layers), else here; within the server's memory budget either way
+    remote = long_maps.remote(session)
+    here = len(keys) * n * n * session.itemsize
+    bar = st.empty()
+    try:
+        with st.spinner(f"Computing layer {view.layer} ({', '.join(title(k) for k in keys)})…"), \
+                admitted(session, array_bytes=here if remote else 0, long_layer=not remote, records_here=not remote,
+                         what=f"a layer of this {n:,}-token text"), deferred_interrupts() as deferred:
+            panels, refused = long_maps.long_panels(
+                session, keys, view.layer, view.head, view.hide_special, view.values, cells, lm.is_causal,
+                progress=deferred.wrap(lambda f, m: bar.progress(min(1.0, max(0.0, f)), text=plain(
+                    f"Layer {view.layer}: {m}", None))))
+    except NormvizError as exc:  # the memory budget; the worker stopped or past its deadline
+        bar.empty()
+        st.error(plain(str(exc), None))
+        return
+    bar.empty()
     for k, why in refused.items():
         st.error(plain(f"{title(k)}: {why}", None))
     if not panels:
@@ -182,7 +209,7 @@ def draw(session, lm, view, font_size: int, width: int | None, present: bool = F
     for start in range(0, len(panels), 2):
         for col, p, rng in zip(st.columns(2, gap="medium"), panels[start:start + 2], ranges[start:start + 2]):
             with col:
-                _panel(p, rng, aggregate, rows, cols, view, lm, labels, font_size, width, present, config)
+                _panel(p, rng, aggregate, rows, cols, view, lm, labels, font_size, width, present, config, scale)
     notes = [x for x in (data.all_heads_note(keys, view.head), merged) if x]
     for x in notes:
         st.caption(x)
@@ -201,12 +228,13 @@ def _shown_range(keep: np.ndarray, positions: tuple[int, int]) -> tuple[int, int
     return long_maps.clamp_window((a, b), len(keep))
 
 
-def _panel(p, rng, aggregate, rows, cols, view, lm, labels, font_size, width, present, config) -> None:
+def _panel(p, rng, aggregate, rows, cols, view, lm, labels, font_size, width, present, config,
+           scale: str = "linear") -> None:
     focus = view.focus if view.focus is not None and view.focus in set(p.keep.tolist()) else None
     fig = overview_heatmap(p.overview.of(aggregate), p.overview.row_edges, p.overview.col_edges, p.keep,
                            aggregate=aggregate, title=p.title, zmin=rng[0], zmax=rng[1], window=(rows, cols),
                            focus=focus, colorbar_title=data.unit(p.key, view.values), font_size=font_size,
-                           width=width)
+                           width=width, scale=scale)
     st.plotly_chart(fig, key=f"ov_{p.key}", config=config, on_select="rerun", selection_mode=("box",),
                     width="content" if width else "stretch")
     st.caption(plain(f"Overview: {AGGREGATE_TEXT[aggregate]}, ~{fig.layout.meta['tokens_per_cell']:.3g} tokens a "

@@ -3,7 +3,7 @@
 URL parameters: ``model``, ``src``, ``tgt`` (empty: generated), ``layer`` (a number; default the last),
 ``head`` (``all`` or a number),
 ``method`` (``norm``/``weight``: whose alignment is drawn), ``setting`` (``AWI``/``AWO``), ``gold`` (Pharaoh),
-``present`` (stage mode). Parsed by the pages' one codec, :class:`normviz.ui.kit.state.QueryView`: never raises, a bad
+``present`` (stage mode), ``theme`` (dark/light). Parsed by the pages' one codec, :class:`normviz.ui.kit.state.QueryView`: never raises, a bad
 value keeps the default and is reported in ``problems``. The session and its maps come from
 :mod:`normviz.ui.kit.fetch`, as on every page.
 """
@@ -39,6 +39,7 @@ class TranslateView(QueryView):
     setting: str = "AWO"
     gold: str = ""
     present: bool = False  # stage mode (larger fonts, collapsed controls)
+    theme: str = ""  # dark | light | "" (the browser's): normviz.ui.kit.theme
     problems: list[str] = field(default_factory=list, compare=False, repr=False)
 
     TEXT_FIELDS = ("src", "tgt")
@@ -60,6 +61,10 @@ def _decode(name: str, raw: str):
         return raw
     if name == "present":
         return decode_bool(raw)
+    if name == "theme":
+        from ..kit.theme import decode as decode_theme
+
+        return decode_theme(raw)
     if name == "model":
         if not raw.strip():
             raise ValueError("the model name is empty")
@@ -81,6 +86,36 @@ def _decode(name: str, raw: str):
             raise ValueError(f"use one of {', '.join(SETTINGS)}")
         return raw.upper()
     raise ValueError("unknown field")  # pragma: no cover
+
+
+def unknown_words(tokenizer, text: str) -> list[str]:
+    """The words of ``text`` (split on spaces) that ``tokenizer`` can only read as its unknown token, each once,
+    in order; [] for a tokenizer without one (byte-level: every word has pieces)."""
+    unk = getattr(tokenizer, "unk_token_id", None)
+    if unk is None:
+        return []
+    out = []
+    for word in dict.fromkeys(text.split()):
+        ids = tokenizer(word, add_special_tokens=False)["input_ids"]
+        if unk in ids:
+            out.append(word)
+    return out
+
+
+def unknown_words_note(model: str, vocab_size: int, unknown: list[str], n_words: int,
+                       examples: list[tuple[str, str, str]]) -> str:
+    """What to tell a visitor whose source has words the model does not know (plain text)."""
+    shown = ", ".join(f"“{w}”" for w in unknown[:12]) + (f" and {len(unknown) - 12} more" if len(unknown) > 12 else "")
+    text = (f"{model} does not know {len(unknown)} of the {n_words} words of the source: {shown}. "
+            f"It reads each as <unk>, so its translation of them means nothing.")
+    if model.strip().lower() == "toy-mt":
+        text += (f" toy-mt is a tiny model trained on a toy language pair with a vocabulary of {vocab_size} "
+                 "tokens (lower-case words such as the, big, dog, sees, car): real sentences are mostly unknown "
+                 "to it.")
+    if examples:
+        text += " Try one of its example sentences (the Examples box), e.g. " + "; ".join(
+            f"“{src}”" for src, _, _ in examples[:3]) + "."
+    return text
 
 
 def not_encoder_decoder(lm) -> str | None:

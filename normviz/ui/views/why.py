@@ -17,9 +17,12 @@ import numpy as np
 from ...attribution import NoHeadError, readout_of
 from ...attribution.predict import token_id, token_text
 from ...errors import NormvizError, TooCostlyError
+from ...viz.why import shown
 from ..kit.state import QueryView, encode_value
 
 WHY_VIEW = "_normviz_why"
+WHY_TEXT = "_normviz_why_text"  # the (model, text) the boxes below belong to
+FOLLOW_KEYS = ("w_why_pos", "w_why_token", "w_why_foil", "w_why_layer", "w_why_head")
 FALLBACK_MODEL = "smollm2"
 TOP = 10
 
@@ -91,17 +94,21 @@ def token_param(tokenizer, vocab_size: int, tid: int) -> str:
     return text if got == tid and not text.strip().isdigit() else str(tid)
 
 
-def refusals(session, budget_s: float | None) -> dict:
-    """{"sources": why refused | None, "routes": …} at the deployment's cost budget, before any work."""
-    from ...attribution import flow, propagate
+def refusals(session, budget_s: float | None, tau: float = 0.01) -> dict:
+    """{"sources": why refused | None, "routes": … (at threshold τ), "sinks": …} at the deployment's cost budget,
+    before any work."""
+    from ... import sinks
+    from ...attribution import adjoint, flow
 
     opts = dict(session.options)
     if budget_s is not None:
         opts.setdefault("explain_budget_s", budget_s)
         opts.setdefault("routes_budget_s", budget_s)
+        opts.setdefault("sinks_budget_s", budget_s)
     out = {}
-    for name, check in (("sources", lambda: propagate.check(session.request, opts)),
-                        ("routes", lambda: flow.check(session.request, opts))):
+    for name, check in (("sources", lambda: adjoint.check(session.request, opts)),
+                        ("routes", lambda: flow.check(session.request, opts, max(float(tau), 0.01))),
+                        ("sinks", lambda: sinks.check(session.request, opts))):
         try:
             check()
             out[name] = None
@@ -138,7 +145,7 @@ def lens_table(lens: np.ndarray, tokenizer, top: int = 5) -> list[dict]:
         best = part[l][np.lexsort((part[l], -lens[l, part[l]]))]  # by probability, ties by id
         row = {"after layer": l}
         for j, t in enumerate(best):
-            row[f"#{j + 1}"] = f"{token_text(tokenizer, int(t))!r} {float(np.exp(lens[l, t])):.3f}"
+            row[f"#{j + 1}"] = f"{shown(token_text(tokenizer, int(t)))} {float(np.exp(lens[l, t])):.3f}"
         rows.append(row)
     return rows
 
@@ -174,16 +181,6 @@ def grid_columns(e) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     fin = np.full(L, np.nan)
     fin[-1] = e.final_bias
     return e.heads.sum(-1), {"FF": e.ff, "b^O": e.attn_bias, "embedding": emb, "final bias": fin}
-
-
-def first_token_shares(attention: np.ndarray, norm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per head [L, H]: the share of α, and of ‖α f(x)‖, that every row puts on the first token (mean over
-    rows; each row's share = its first column / its row sum)."""
-    def share(m):
-        m = np.abs(np.asarray(m, dtype=np.float64))
-        tot = m.sum(-1)
-        return np.where(tot > 0, m[..., 0] / np.where(tot > 0, tot, 1), 0).mean(-1)
-    return share(attention), share(norm)
 
 
 def numbers(e, candidates, lens_ids: dict[str, int], lens, routes=None, sources=None) -> dict:
@@ -230,6 +227,24 @@ def why_view():
     """The page's own view (from the URL on the session's first run, then kept)."""
     from ..kit.session_view import view_from_url
     return view_from_url(WhyView, WHY_VIEW)
+
+
+def follow_text(model: str, text: str, why) -> bool:
+    """A new text (or model: another tokenisation) is explained at its own last position, for its own top
+    prediction, with no foil: the position, token, foil and head boxes of the previous text are dropped
+    (they would explain another token of the new one: issue 29). True when that happened. The session's
+    first run keeps the link's position, token and foil."""
+    import streamlit as st
+
+    ss = st.session_state
+    before, now = ss.get(WHY_TEXT), (str(model), str(text))
+    ss[WHY_TEXT] = now
+    if before is None or tuple(before) == now:
+        return False
+    why.position, why.token, why.foil = None, "", ""
+    for key in FOLLOW_KEYS:
+        ss.pop(key, None)
+    return True
 
 
 def save_why(shared, why) -> None:

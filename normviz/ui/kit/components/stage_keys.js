@@ -2,7 +2,10 @@
 // f focuses the token under the mouse (f away from a chart: no focus), Esc leaves stage mode, PageDown/PageUp
 // (or n/p) the next/previous step of a talk. Each press is sent to the server as a trigger value; the server
 // moves the page's own controls and reruns. Keys typed into a field (text, select, slider) stay the field's.
-// data: {layer: the layer slider's index, layers: how many}.
+// ←/→ (and Space's steps) move the page's layer slider in the browser, as its own arrow keys would: the panels
+// are then redrawn at once from the instant-switch frames and the slider's rerun follows, instead of a round
+// trip to the server first (0.6-1.5 s against the slider's 0.15-0.4 s). Without that slider: sent to the server.
+// data: {layer: the layer slider's index, layers: how many, slider: the layer slider's widget key}.
 const KEYS = {ArrowLeft: 'layer-', ArrowRight: 'layer+', ArrowUp: 'head-', ArrowDown: 'head+', Escape: 'leave',
               PageDown: 'next', PageUp: 'prev', n: 'next', p: 'prev'};  // a presenter's remote sends PageDown/Up
 
@@ -29,9 +32,21 @@ export function keyAction(key, hovered) {
   return KEYS[key] || null;
 }
 
+// Move the layer slider of widget key ``key`` one step (what: 'layer+' / 'layer-'); false where there is none.
+export function moveSlider(key, what) {
+  const thumb = key ? document.querySelector('.st-key-' + key + ' [role="slider"]') : null;
+  if (!thumb || (what !== 'layer+' && what !== 'layer-')) return false;
+  const arrow = what === 'layer+' ? 'ArrowRight' : 'ArrowLeft';
+  for (const type of ['keydown', 'keyup']) {
+    thumb.dispatchEvent(new KeyboardEvent(type, {key: arrow, code: arrow, bubbles: true, cancelable: true}));
+  }
+  return true;
+}
+
 export default function(component) {
   const S = (window.__normvizKeys = window.__normvizKeys || {});
   S.send = component.setTriggerValue;
+  S.layer = (what) => moveSlider((S.data || {}).slider, what) || S.send('key', what);
   S.data = component.data || {};
   const stop = () => { if (S.timer) { clearInterval(S.timer); S.timer = null; } };
   const play = () => {  // one layer a second up to the last (from the first when already there)
@@ -42,7 +57,7 @@ export default function(component) {
     S.timer = setInterval(() => {
       const now = S.data || {};
       if (!S.send || now.layer >= now.layers - 1) { stop(); return; }
-      S.send('key', 'layer+');
+      S.layer('layer+');
     }, 1000);
   };
   if (!S.installed) {
@@ -62,8 +77,8 @@ export default function(component) {
                 || t.closest('[role="listbox"], [data-baseweb="popover"]'))) return;
       e.preventDefault();
       if (what === 'play') { play(); return; }
-      if (what !== 'layer+' && what !== 'layer-') stop();
-      S.send('key', what);
+      if (what !== 'layer+' && what !== 'layer-') { stop(); S.send('key', what); return; }
+      S.layer(what);
     }, true);
   }
   return () => { stop(); S.send = null; };  // unmounted (stage mode left, or another page)

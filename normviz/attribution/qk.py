@@ -1,0 +1,261 @@
+"""Why a head attends where it does: its pre-softmax score split exactly over what wrote the residual stream.
+
+For head h of layer l, query position i and key position j the score (before the mask and the softmax) is
+
+    s_ij = c · ⟨q_i, k_j⟩,   q_i = R_i(W_Q N(x_i) + b_Q),   k_j = R_j(W_K N(x_j) + b_K)
+
+with c the attention call's scaling (1/√d_head), R_i the position encoding at i (RoPE: a rotation, linear;
+the identity for GPT-2) and N the layer's input norm. With N's real scale s_i frozen at the recorded pass, N is
+affine: N(x_i) = γ⊙C(x_i)/s_i + β (C centres for LayerNorm, the identity for RMSNorm). The residual stream is a
+sum of what wrote it, x_i = Σ_a x_i(a), so
+
+    q_i = Σ_a q_i(a) + q_i(∅),   q_i(a) = R_i(W_Q γ⊙C(x_i(a))/s_i),   q_i(∅) = R_i(W_Q β + b_Q)
+
+and likewise k_j; hence, exactly, s_ij = Σ_a Σ_b c·⟨q_i(a), k_j(b)⟩ over a, b in the components and ∅.
+
+Two splittings of x^l (pre-LN self-attention stacks):
+- by component: the embedding output x^0, and for each earlier layer its heads' writes Σ_j α^h_ij f^h(x̂_j),
+  its b^O and its FF block's output (biases included), as the direct parts of :mod:`normviz.attribution.direct`;
+- by source token: every input token's part of x^l and the bias part, carried exactly through the earlier
+  layers (the propagation of ``explain().sources``, :mod:`normviz.attribution.propagate`); this layer's own
+  β, b_Q and b_K join the bias part.
+
+q_i(a) and k_j(b) are computed by the model's own layer code (its q/k projections, fused layouts, GQA, RoPE),
+run on a batch of component states with the input norm replaced, in this thread only, by its frozen affine
+map, and stopped at the attention call (:func:`normviz.attention_capture.rerun`). The total is therefore the
+score of the exactly normed states; the model's own norm may round differently (Llama's RMSNorm computes in
+float32 even in a float64 model: ~1e-7), which ``model_score`` shows beside it.
+"""
+from __future__ import annotations
+
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..attention_capture import rerun
+from ..errors import NormvizError, NotApplicableError
+from ..models.params import get_path
+from ..record import owner_only
+from .predict import position_index
+
+CHUNK_ROWS = 64  # component states per batched layer call
+
+
+@dataclass
+class Attend:
+    """One head's score s_ij split exactly (see the module docstring).
+
+    total           s_ij = c·⟨q_i, k_j⟩ from the exactly normed states (= by_component.sum() = by_token_full.sum())
+    model_score     the same score from the model's own q and k (its own norm's rounding)
+    components      names of the components, the constant ∅ ("constant": β, b_Q / b_K through R) last
+    by_component    [C, C]: rows = what wrote the query's state x_i, columns = what wrote the key's state x_j
+    tokens          the input tokens' readable labels
+    by_token_full   [n+1, n+1]: rows = source tokens of x_i, columns = of x_j; the last row/column the biases
+                    (propagated bias part, β, b_Q / b_K); None unless asked for
+    """
+
+    layer: int
+    head: int
+    query: int
+    key: int
+    total: float
+    model_score: float
+    scaling: float
+    components: list[str]
+    by_component: np.ndarray
+    tokens: list[str]
+    by_token_full: np.ndarray | None = None
+
+    @property
+    def by_token(self) -> np.ndarray | None:
+        """[n, n]: query-side source token × key-side source token (biases in :attr:`by_token_full`)."""
+        return None if self.by_token_full is None else self.by_token_full[:-1, :-1]
+
+    def grouped(self) -> tuple[list[str], np.ndarray]:
+        """(labels, [G, G]): :attr:`by_component` summed into readable groups, the embedding, each earlier
+        layer's attention (its heads and b^O) and its FF block, and the constant; sums to :attr:`total`."""
+        labels, index = [], []
+        for name in self.components:
+            group = name if name in ("embedding", "constant") else (
+                name.split(".")[0] + (" FF" if name.endswith(".FF") else " attention"))
+            if group not in labels:
+                labels.append(group)
+            index.append(labels.index(group))
+        m = np.zeros((len(labels), len(labels)))
+        np.add.at(m, (np.array(index)[:, None], np.array(index)[None, :]), self.by_component)
+        return labels, m
+
+    def top_pairs(self, k: int = 10, by: str = "component") -> list[tuple[str, str, float]]:
+        """The k largest |parts| as (query side, key side, value), largest first."""
+        if by == "component":
+            m, rows, cols = self.by_component, self.components, self.components
+        else:
+            if self.by_token_full is None:
+                raise NormvizError("this Attend was built without by_token: call attend(..., by_token=True).")
+            names = [f"{t} [{i}]" for i, t in enumerate(self.tokens)] + ["biases"]
+            m, rows, cols = self.by_token_full, names, names
+        order = np.argsort(-np.abs(m), axis=None)[:k]
+        return [(rows[a], cols[b], float(m[a, b])) for a, b in zip(*np.unravel_index(order, m.shape))]
+
+
+def _scaling(inputs, head_dim: int) -> float:
+    """c: the attention call's ``scaling``, the module's, or GPT-2's rule (1/√d_head, over layer_idx+1 when
+    scale_attn_by_inverse_layer_idx)."""
+    kw, mod = inputs.kwargs, inputs.module
+    if kw.get("scaling") is not None:
+        return float(kw["scaling"])
+    if getattr(mod, "scaling", None) is not None:
+        return float(mod.scaling)
+    c = head_dim ** -0.5 if getattr(mod, "scale_attn_weights", True) else 1.0
+    if getattr(mod, "scale_attn_by_inverse_layer_idx", False):
+        c /= float(mod.layer_idx + 1)
+    return c
+
+
+def _refuse_unsupported(lm, layer_module) -> None:
+    if lm.spec.placement != "pre" or lm.spec.norm_on_input is None:
+        raise NotApplicableError(
+            f"attend needs a pre-LN stack, where each layer's input norm is the only thing between the residual "
+            f"stream and q, k; {lm.name!r} normalises after each block (post-LN).")
+    for name, _ in layer_module.named_modules():
+        if name.endswith(("q_norm", "k_norm", "q_layernorm", "k_layernorm")):
+            raise NotApplicableError(
+                f"attend: {lm.name!r} normalises q and k per head ({name}), so the score is not bilinear in the "
+                "residual stream's parts; not supported yet.")
+
+
+class _FrozenNorm:
+    """The layer's input norm replaced, in this thread, by its affine map with the real scale s of the recorded
+    input: y = γ⊙C(h)/s + w·β per batch row (w = ``beta_rows``)."""
+
+    def __init__(self, norm, scale: torch.Tensor):
+        self.norm, self.scale, self.beta_rows = norm, scale, None
+
+    def __call__(self, module, args, output):
+        h = args[0]
+        y = self.norm.linear_part(h) / self.scale[None, :, None]
+        if self.norm.bias is not None and self.beta_rows is not None:
+            y = y + self.beta_rows.to(y.dtype)[:, None, None] * self.norm.bias
+        return y.to(output.dtype).contiguous()
+
+
+def _lock(session):
+    return getattr(session, "_lock", None) or nullcontext()
+
+
+def _qk_rows(layer_module, frozen: _FrozenNorm, states: torch.Tensor, call, beta_rows: torch.Tensor):
+    """(q [B, H, n, dh], k [B, KV, n, dh]) of the layer on the batch ``states`` [B, n, d] through the frozen norm."""
+    frozen.beta_rows = beta_rows
+    got = rerun(layer_module, states, call)
+    if got is None:
+        raise NotApplicableError("attend: this layer makes no call through transformers' attention interface.")
+    return got.query, got.key
+
+
+def _split(layer_module, frozen, states: torch.Tensor, call, i: int, j: int):
+    """q_i(a) [C, H, dh] and k_j(a) [C, KV, dh] for the C component states [C, n, d] (linear parts), and the
+    constant q_i(∅), k_j(∅): rows of zeros without β give R(b) (subtracted), with β the constant."""
+    n, d = states.shape[1:]
+    zeros = torch.zeros(2, n, d, dtype=states.dtype, device=states.device)
+    q0, k0 = _qk_rows(layer_module, frozen, zeros, _call(call), torch.tensor([0.0, 1.0]))
+    base_q, base_k = q0[0, :, i], k0[0, :, j]
+    qs, ks = [], []
+    for a in range(0, states.shape[0], CHUNK_ROWS):
+        block = states[a:a + CHUNK_ROWS]
+        q, k = _qk_rows(layer_module, frozen, block, _call(call), torch.zeros(block.shape[0]))
+        qs.append(q[:, :, i] - base_q)
+        ks.append(k[:, :, j] - base_k)
+    return torch.cat(qs), torch.cat(ks), q0[1, :, i], k0[1, :, j]
+
+
+def _call(call):
+    return call if call is not None else ((), {})
+
+
+def components(views, layer: int) -> tuple[list[str], torch.Tensor]:
+    """(names, x^l's components [C, n, d]): the embedding output, then per earlier layer its heads' writes
+    Σ_j α^h_ij f^h(x̂_j), its b^O, its FF block's output (x^{l'+1} − z_attn). They sum to x^l (the layer's input)."""
+    first = views[0].rec.x
+    names, parts = ["embedding"], [first[None]]
+    for ctx in views[:layer]:
+        H = ctx.alpha.shape[0]
+        parts.append(torch.bmm(ctx.alpha.to(ctx.head_vectors.dtype), ctx.head_vectors))
+        parts.append(ctx.b_o.expand_as(first)[None])
+        parts.append((ctx.rec.out - ctx.rec.z_attn)[None])
+        names += [f"L{ctx.index}.H{h}" for h in range(H)] + [f"L{ctx.index}.attn bias", f"L{ctx.index}.FF"]
+        ctx.clear()
+    return names, torch.cat([p.to(first.dtype) for p in parts])
+
+
+def token_parts(views, layer: int) -> torch.Tensor:
+    """Every source token's part of x^l and the bias part, [n+1, n, d] (source first), by the exact propagation."""
+    from ..methods import decompx
+
+    x0 = views[0].rec.x
+    n, d = x0.shape
+    X = torch.zeros(n, n + 1, d, dtype=x0.dtype, device=x0.device)
+    X[torch.arange(n), torch.arange(n)] = x0
+    for X in decompx.decompx_vectors(views[:layer], rules=decompx.BIAS_PART):
+        pass
+    return X.permute(1, 0, 2).clone()
+
+
+def _bilinear(q: torch.Tensor, k: torch.Tensor, head: int, n_heads: int, c: float) -> torch.Tensor:
+    """[A, B]: c·⟨q_a, k_b⟩ of head ``head`` (GQA: its key head h // (H / KV))."""
+    kv = head // (n_heads // k.shape[1])
+    return c * (q[:, head].to(torch.float64) @ k[:, kv].to(torch.float64).T)
+
+
+@torch.no_grad()
+def attend(session, layer: int, head: int, query: int = -1, key: int = 0, by_token: bool = False) -> Attend:
+    """Split head ``head`` of layer ``layer``'s score of ``query`` → ``key`` exactly (module docstring)."""
+    lm = session.lm
+    L, H = lm.n_layers, lm.n_heads
+    if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not -L <= layer < L:
+        raise NormvizError(f"layer must be an integer in [0, {L}) (or negative from the end), not {layer!r}.")
+    if isinstance(head, bool) or not isinstance(head, (int, np.integer)) or not 0 <= head < H:
+        raise NormvizError(f"head must be an integer in [0, {H}), not {head!r}.")
+    layer = int(layer) % L
+    if lm.is_encoder_decoder:
+        raise NotApplicableError("attend: encoder–decoder models are not supported yet (self-attention stacks of "
+                                 "decoder-only models: GPT-2, Llama, Qwen2 …).")
+    layer_module = lm.layers[layer]
+    _refuse_unsupported(lm, layer_module)
+    with _lock(session):
+        views = session.layers()
+        n = views[0].rec.x.shape[0]
+        i, j = position_index(query, n), position_index(key, n)
+        if lm.is_causal and j > i:
+            raise NormvizError(f"query {i} cannot attend to key {j} in a causal model (a later token).")
+        ctx = views[layer]
+        rec, norm = ctx.rec, ctx.p.norm_on_input
+        real = rerun(layer_module, rec.x, _call(rec.call))  # the model's own q, k (before the norm is frozen)
+        if real is None:
+            raise NotApplicableError("attend: this layer makes no call through transformers' attention interface.")
+        c = _scaling(real, ctx.p.head_dim)
+        frozen = _FrozenNorm(norm, norm.scale(rec.x))
+        handle = get_path(layer_module, lm.spec.norm_on_input).register_forward_hook(owner_only(frozen))
+        try:
+            names, states = components(views, layer)
+            q, k, q_c, k_c = _split(layer_module, frozen, states.to(rec.x.dtype), rec.call, i, j)
+            q, k = torch.cat([q, q_c[None]]), torch.cat([k, k_c[None]])
+            by_comp = _bilinear(q, k, head, H, c)
+            full = None
+            if by_token:
+                parts = token_parts(views, layer).to(rec.x.dtype)
+                tq, tk, tq_c, tk_c = _split(layer_module, frozen, parts, rec.call, i, j)
+                tq[-1] += tq_c
+                tk[-1] += tk_c
+                full = _bilinear(tq, tk, head, H, c).cpu().numpy()
+        finally:
+            handle.remove()
+        kv = head // (H // real.key.shape[1])
+        model_score = c * float(real.query[0, head, i].to(torch.float64) @ real.key[0, kv, j].to(torch.float64))
+    return Attend(layer=layer, head=head, query=i, key=j, total=float(by_comp.sum()), model_score=model_score,
+                  scaling=c, components=names + ["constant"], by_component=by_comp.cpu().numpy(),
+                  tokens=list(session.encoded.labels), by_token_full=full)
+
+
+__all__ = ["Attend", "attend", "components", "token_parts"]

@@ -1,0 +1,38 @@
+"""Figures of the faithfulness scores (arrays and labels in, plotly figures out; no model, no torch)."""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+
+def score_bars(keys: list[str], mean, lo, hi, *, title: str = "", reference: str | None = None,
+               font_size: int = 12) -> go.Figure:
+    """Horizontal bars of one score per attribution with its interval (lo, hi: nan draws no whisker);
+    ``reference``'s bar (e.g. "attention") is drawn in another colour."""
+    mean, lo, hi = (np.asarray(v, dtype=np.float64) for v in (mean, lo, hi))
+    plus = np.where(np.isfinite(hi), hi - mean, 0.0)
+    minus = np.where(np.isfinite(lo), mean - lo, 0.0)
+    colours = ["#d62728" if k == reference else ("#7f7f7f" if k == "random" else "#1f77b4") for k in keys]
+    fig = go.Figure(go.Bar(y=list(keys), x=mean, orientation="h", marker_color=colours,
+                           error_x=dict(type="data", array=plus, arrayminus=minus, visible=True),
+                           hovertemplate="%{y}: %{x:.3f}<extra></extra>"))
+    fig.update_layout(title=dict(text=title, font=dict(size=font_size + 2)), height=max(260, 22 * len(keys) + 90),
+                      margin=dict(l=10, r=10, t=40, b=30), font=dict(size=font_size),
+                      yaxis=dict(autorange="reversed"))
+    return fig
+
+
+def truth_beside(tokens: list[str], truth: np.ndarray, rows: dict[str, np.ndarray], *, truth_name: str = "knockout",
+                 font_size: int = 12) -> go.Figure:
+    """One text: the ground truth and each attribution over its tokens, each scaled by its largest |value| (so
+    their shapes compare; the numbers are in the table beside)."""
+    fig = go.Figure()
+    x = [f"{k}: {t}" for k, t in enumerate(tokens)]
+    for name, values in {truth_name: truth, **rows}.items():
+        v = np.asarray(values, dtype=np.float64)
+        scale = np.nanmax(np.abs(v)) if v.size and np.nanmax(np.abs(v)) > 0 else 1.0
+        fig.add_trace(go.Bar(x=x, y=v / scale, name=name, customdata=v,
+                             hovertemplate=name + " %{x}: %{customdata:.4g}<extra></extra>"))
+    fig.update_layout(barmode="group", height=360, margin=dict(l=10, r=10, t=30, b=60), font=dict(size=font_size),
+                      yaxis_title="value / its largest |value|", legend=dict(orientation="h"))
+    return fig

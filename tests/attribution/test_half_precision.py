@@ -1,0 +1,91 @@
+"""Issue 29: predict, logit_lens and explain on bfloat16 / float16 models (they crashed in the LM head: a float32
+state into a half-precision Linear). Each is computed in float32 from the upcast records, as the maps are
+(DESIGN.md "Long inputs"), and compared with the same computation on a float32 twin holding the very same
+weights: the differences left are the half-precision forward pass's own rounding.
+
+Tolerances (relative to the largest |logit| at the position; measured on these tiny models: bfloat16 ≤ 0.9 %,
+float16 ≤ 0.1 %): logits, totals and every part within 3 % (bfloat16) / 0.5 % (float16); the parts sum to the
+total within 1 % / 0.2 % (the half-precision pass rounds each write, the float32 parts do not); the logit lens's
+log-probabilities within 0.25 / 0.05 nats.
+"""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+import normviz
+
+from ..helpers import tiny
+
+TOL = {torch.bfloat16: dict(value=3e-2, total=1e-2, lens=0.25), torch.float16: dict(value=5e-3, total=2e-3, lens=0.05)}
+
+
+@pytest.fixture(scope="module")
+def pair():
+    cache: dict = {}
+
+    def make(arch, dtype):
+        if (arch, dtype) not in cache:
+            lm = tiny.build_with_head(arch, dtype=dtype)
+            twin = normviz.from_model(copy.deepcopy(lm.head_model).float(), None, name=f"{lm.name}-float32")
+            cache[arch, dtype] = lm, twin
+        return cache[arch, dtype]
+    return make
+
+
+def _sessions(lm, twin):
+    enc = tiny.encoded(n=9, seed=4)
+    return tuple(normviz.Session.from_encoded(m, [enc])[0] for m in (lm, twin))
+
+
+def _direct_sum(e) -> float:
+    return e.embedding + e.heads.sum() + e.attn_bias.sum() + e.ff.sum() + e.final_bias
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("arch", ["llama", "gpt2", "bert"])
+def test_half_precision_models_predict_explain_and_lens_like_float32(pair, arch, dtype):
+    lm, twin = pair(arch, dtype)
+    assert lm.head_model.get_output_embeddings().weight.dtype == dtype
+    half, full = _sessions(lm, twin)
+    tol, pos = TOL[dtype], 6
+    V = lm.head_model.get_output_embeddings().weight.shape[0]
+    want = {c.id: c.logit for c in full.predict(top=V, position=pos)}
+    got = {c.id: c.logit for c in half.predict(top=V, position=pos)}
+    scale = max(abs(v) for v in want.values())
+    assert set(got) == set(want)
+    assert max(abs(got[k] - want[k]) for k in want) <= tol["value"] * scale
+    top = half.predict(top=3, position=pos)
+    assert len(top) == 3 and sum(c.prob for c in half.predict(top=V, position=pos)) == pytest.approx(1, abs=1e-6)
+
+    lens_h, lens_f = half.logit_lens(position=pos), full.logit_lens(position=pos)
+    assert lens_h.shape == lens_f.shape == (lm.n_layers + 1, V) and np.isfinite(lens_h).all()
+    assert np.abs(lens_h - lens_f).max() <= tol["lens"]
+
+    for foil in (None, 7):
+        token = max(want, key=want.get) if foil != max(want, key=want.get) else 8
+        eh, ef = half.explain(token=token, foil=foil, position=pos), full.explain(token=token, foil=foil, position=pos)
+        assert abs(eh.total - ef.total) <= tol["value"] * scale
+        assert abs(float(eh.sources.sum()) + eh.bias - eh.total) <= tol["total"] * scale
+        assert np.abs(eh.sources - ef.sources).max() <= tol["value"] * scale
+        assert eh.has_direct == ef.has_direct == (arch != "bert")
+        if eh.has_direct:
+            assert abs(_direct_sum(eh) - eh.total) <= tol["total"] * scale
+            assert abs(_direct_sum(ef) - ef.total) <= 1e-5 * scale  # the float32 twin: exact to its rounding
+            for name in ("heads", "attn_bias", "ff"):
+                assert np.abs(getattr(eh, name) - getattr(ef, name)).max() <= tol["value"] * scale, name
+
+
+def test_half_precision_readout_upcasts_w_u_in_chunks(pair, monkeypatch):
+    """The vocabulary is read out a slice at a time (never one whole float32 copy of W_U), with the same
+    logits as in one piece."""
+    from normviz.attribution import readout as ro
+
+    lm, _ = pair("llama", torch.bfloat16)
+    half, _ = _sessions(*pair("llama", torch.bfloat16))
+    whole = [c.logit for c in half.predict(top=5)]
+    monkeypatch.setattr(ro, "CHUNK_BYTES", 7 * lm.config.hidden_size * 4)  # 7 rows of W_U per slice
+    assert [c.logit for c in half.predict(top=5)] == whole

@@ -1,0 +1,147 @@
+"""One memory budget for the whole server (issue 29): least recently used texts dropped to make room,
+requests refused with a message past it, reservations of requests in flight counted, texts of visitors who
+left released (normviz.ui.kit.server_memory over the shared session cache)."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from normviz.errors import ServerBusyError, TooCostlyError
+from normviz.ui.kit import server_memory
+from normviz.ui.kit.cache import BoundedCache
+from normviz.ui.kit.server_memory import ServerMemory
+from normviz.ui.kit.settings import load_settings
+
+MB = 2**20
+
+
+class Held:
+    """A stand-in process: 1000 MB of its own plus each cached session's size (evicting frees it)."""
+
+    def __init__(self, cache, base=1000 * MB):
+        self.cache, self.base = cache, base
+        self.trims = 0
+
+    def rss(self):
+        return self.base + sum(self.cache.get(k)[0].size for k in self.cache.keys())
+
+    def trim(self):
+        self.trims += 1
+
+
+class Fake:
+    def __init__(self, size):
+        self.size = size
+
+
+def budget(limit_mb=3000, entries=12):
+    cache = BoundedCache(entries)
+    held = Held(cache)
+    return cache, held, ServerMemory(cache, limit_mb * MB, rss=held.rss, trim=held.trim)
+
+
+def add(cache, mem, key, size_mb, visitor=None):
+    s = Fake(size_mb * MB)
+    cache.put(key, (s, []))
+    mem.note_use(key, visitor, s)
+    return s
+
+
+def test_room_is_made_by_dropping_the_least_recently_used_texts_of_others():
+    cache, held, mem = budget(3000)
+    add(cache, mem, "a", 800)
+    add(cache, mem, "b", 800)
+    c = add(cache, mem, "c", 200)
+    cache.get("a")  # a used again: b is now the oldest
+    with mem.admit(900 * MB, c):  # 1000 + 1800 held; 900 more does not fit: b goes, then it does
+        assert mem.held() <= mem.limit
+    assert sorted(cache.keys()) == ["a", "c"] and mem.evicted == 1 and held.trims == 1
+
+
+def test_the_asking_session_is_never_dropped_and_a_request_that_cannot_fit_is_refused():
+    cache, held, mem = budget(3000)
+    own = add(cache, mem, "own", 1500)
+    add(cache, mem, "other", 300)
+    with pytest.raises(ServerBusyError) as exc:
+        with mem.admit(1000 * MB, own, what="a layer of this 4,000-token text"):
+            pass
+    assert cache.keys() == ["own"]  # the other text went, and still there was no room
+    msg = str(exc.value)
+    assert "memory budget" in msg and "NORMVIZ_SERVER_MEMORY_MB" in msg and "4,000-token" in msg
+    assert "Try again" in msg and isinstance(exc.value, TooCostlyError) and mem.refused == 1
+
+
+def test_requests_in_flight_are_counted_until_they_finish():
+    cache, held, mem = budget(3000)
+    s = add(cache, mem, "x", 0)
+    with mem.admit(1500 * MB, s):
+        assert mem.held() == 2500 * MB
+        with pytest.raises(ServerBusyError):  # the first one's reservation counts: 2500 + 600 > 3000
+            with mem.admit(600 * MB, s):
+                pass
+    with mem.admit(600 * MB, s):  # it finished
+        pass
+    assert mem.held() == 1000 * MB
+
+
+def test_concurrent_admissions_never_reserve_past_the_limit():
+    cache, held, mem = budget(3000)
+    s = add(cache, mem, "x", 0)
+    inside, worst, refused = [0], [0], [0]
+    lock, go = threading.Lock(), threading.Barrier(8)
+
+    def visitor():
+        go.wait()
+        try:
+            with mem.admit(500 * MB, s):
+                with lock:
+                    inside[0] += 1
+                    worst[0] = max(worst[0], mem.held())
+                threading.Event().wait(0.05)
+                with lock:
+                    inside[0] -= 1
+        except ServerBusyError:
+            with lock:
+                refused[0] += 1
+
+    threads = [threading.Thread(target=visitor) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert worst[0] <= mem.limit and refused[0] >= 4  # at most 4 × 500 MB beside the 1000 held
+
+
+def test_texts_of_visitors_who_left_are_released_on_sweep():
+    cache, held, mem = budget(6000)
+    add(cache, mem, "a", 500, visitor="v1")
+    add(cache, mem, "b", 500, visitor="v2")
+    add(cache, mem, "b", 500, visitor="v3")  # two visitors on the same text
+    add(cache, mem, "warm", 100)  # the warm-up's text: no visitor, kept until room is needed
+    live = {"v2"}
+    assert mem.sweep(lambda v: v in live) == 1
+    assert sorted(cache.keys()) == ["b", "warm"]
+    live.clear()
+    assert mem.sweep(lambda v: v in live) == 1 and cache.keys() == ["warm"]
+    assert mem.released == 2 and held.rss() == 1100 * MB
+
+
+def test_the_setting_and_its_default():
+    assert load_settings({}).server_memory_mb == 6144.0
+    assert load_settings({"NORMVIZ_SERVER_MEMORY_MB": "9000"}).server_memory_mb == 9000.0
+    bad = load_settings({"NORMVIZ_SERVER_MEMORY_MB": "lots"})
+    assert bad.server_memory_mb == 6144.0 and "NORMVIZ_SERVER_MEMORY_MB" in bad.problems[0]
+    assert server_memory.limit_mb(10**9) <= 0.75 * server_memory.limit_mb(None) * 10**9  # capped by the machine
+
+
+def test_need_grows_with_the_text_and_the_arrays():
+    class LM:
+        sizes = (576, 1536)
+        n_layers = 30
+
+    short = server_memory.need_bytes(LM(), 100, recorded=False)
+    long = server_memory.need_bytes(LM(), 4000, recorded=False)
+    assert long == 40 * short and server_memory.need_bytes(LM(), 4000, recorded=True) == 0
+    assert server_memory.need_bytes(LM(), 10, True, array_bytes=100 * MB) == 150 * MB
+    assert server_memory.need_bytes(LM(), 10, True, long_layer=True) == server_memory.LONG_LAYER_BYTES
