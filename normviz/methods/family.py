@@ -18,16 +18,15 @@ from .cost import Budget
 RECORDS = ("full", "attention")  # what compute() reads of the recording pass
 
 
-@dataclass(frozen=True)
+@dataclass
 class Family:
     """A map family (or a computation with a cost budget: ``explain``'s sources, ``routes``) as the rest of the
-    code sees it."""
+    code sees it. Not frozen: a test (or a user's experiment) may patch its ``compute`` or ``check``."""
 
     name: str
     keys: tuple[KeyInfo, ...]
-    check: Callable
-    compute: Callable | None
-    module: ModuleType | None = None
+    module: ModuleType | None = None  # the family's module: its check and compute are read there, at call time
+    own_check: Callable | None = None  # a computation without a module: its cost pre-flight
     requires: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     opt_in: tuple[str, ...] = ()
     needs_model: bool = False  # compute() reruns parts of the live model (inputs.model is given)
@@ -60,8 +59,7 @@ class Family:
         views = getattr(module, "LAYER_VIEWS", None)
         if views is None:
             views = {i.key: i.key + "_layer" for i in keys if i.per_head and i.key + "_layer" in names}
-        return cls(name=module.NAME, keys=keys, check=module.check, compute=getattr(module, "compute", None),
-                   module=module, requires=dict(getattr(module, "REQUIRES", {})),
+        return cls(name=module.NAME, keys=keys, module=module, requires=dict(getattr(module, "REQUIRES", {})),
                    opt_in=tuple(getattr(module, "OPT_IN", ())),
                    needs_model=bool(getattr(module, "NEEDS_MODEL", False)),
                    hooks_own_thread=bool(getattr(module, "HOOKS_OWN_THREAD", False)),
@@ -70,6 +68,22 @@ class Family:
                    stacks=tuple(getattr(module, "STACKS", DEFAULT_STACKS)), group=group,
                    unit=getattr(module, "UNIT", DEFAULT_UNIT), budget=getattr(module, "BUDGET", None),
                    layer_views=dict(views), references=tuple(getattr(module, "REFERENCES", ())))
+
+    @property
+    def check(self) -> Callable:
+        return self.own_check if self.module is None else self.module.check
+
+    @check.setter
+    def check(self, fn) -> None:  # a patch (a test's) goes to the module, which the record reads at call time
+        setattr(self.module, "check", fn)
+
+    @property
+    def compute(self) -> Callable | None:
+        return None if self.module is None else getattr(self.module, "compute", None)
+
+    @compute.setter
+    def compute(self, fn) -> None:
+        setattr(self.module, "compute", fn)
 
     def __getattr__(self, name: str):
         """What the record does not hold is the module's (``NAME``, ``KEYS``, its helpers)."""

@@ -257,7 +257,8 @@ def test_session_options_carry_the_budgets(monkeypatch):
     ff = methods.budget_option("ff")
     # every key's budget option (its KeyInfo) reaches the app's sessions: no table of names in ui/
     wanted = {methods.key_info(k).budget_option for k in methods.all_keys()} - {None}
-    costly = (wanted - {ff}) | {"explain_budget_s", "routes_budget_s"}  # the Why page's computations too
+    costly = set(methods.all_budget_options()) - {ff}  # the keys' and the Why page's computations' (explain, routes)
+    assert wanted - {ff} <= costly and {"explain_budget_s", "routes_budget_s"} <= costly
     assert ff == "feedforward_budget_s" and {"zeroing_budget_s", "interactions_budget_s", "decompx_budget_s"} <= costly
     mem = "memory_budget_mb"
     routes = "routes_budget_s"  # the Why page's routes (issue 29: refused over it, stopped at 4× it)

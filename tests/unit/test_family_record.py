@@ -64,19 +64,20 @@ def _request(n=64, placement="post"):
 
 
 def test_every_budget_is_one_pre_flight():
-    """Each family with a budget, explain's sources and the routes refuse through the same helper: the same
-    sentence, with the longest input that fits; explain and routes are registered next to the families."""
+    """Each family with a budget and explain's sources refuse through the same helper: the same sentence, with
+    the longest input that fits; explain and routes are registered next to the families (routes keep their own
+    estimate at τ, saying the same)."""
     assert {"explain_budget_s", "routes_budget_s"} <= set(methods.all_budget_options())
     checks = [(f.budget, lambda o, f=f, k=f.keys[0].key: f.check(_request(), k, o))
-              for f in methods.families().values() if f.budget is not None]
+              for f in methods.families().values() if f.budget is not None and f.keys]
     checks += [(methods.computation(n).budget, lambda o, n=n: methods.computation(n).check(_request(placement="pre"), o))
                for n in ("explain", "routes")]
     assert len(checks) >= 8
     for budget, check in checks:
         check({})  # no budget: nothing refused
-        with pytest.raises(TooCostlyError, match=r"fits the budget up to about \d+ tokens") as exc:
+        with pytest.raises(TooCostlyError, match=r"fits? the budget up to about \d+ tokens") as exc:
             check({budget.option: 1e-9})
-        assert budget.option in str(exc.value) and "Shorten the text" in str(exc.value)
+        assert budget.option in str(exc.value) and "shorten the text" in str(exc.value).lower()
 
 
 def test_one_rate_table():
