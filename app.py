@@ -3,7 +3,7 @@
 Every ``app_pages/<n>_<Name>.py`` is a page, in the order of ``n``; ``0_Explore.py`` is the default (the root URL),
 the others live at ``/<Name>``. Each page also runs on its own (``AppTest.from_file("app_pages/1_Overview.py")``).
 With ``NORMVIZ_TIMING=1`` each run's server time goes to stderr (``normviz-timing <time> <session> <page>
-<seconds>``, :mod:`normviz.ui.timing`), which the real-browser test reads to split a redraw into server and
+<seconds>``, :mod:`normviz.ui.kit.timing`), which the real-browser test reads to split a redraw into server and
 browser time.
 """
 import os
@@ -47,9 +47,9 @@ if _FRESH and _early_settings().flag("NORMVIZ_PUBLIC"):
 import pandas  # noqa: F401
 import streamlit as st
 
-from normviz.ui import timing
-from normviz.ui.pages import discover
-from normviz.ui.url_check import install as mark_dropped_queries
+from normviz.ui.kit import timing
+from normviz.ui.kit.pages import discover
+from normviz.ui.kit.url_check import install as mark_dropped_queries
 
 mark_dropped_queries()  # a query string Streamlit drops as too long is then said, not silently ignored
 

@@ -4,10 +4,11 @@ from pathlib import Path
 import streamlit as st
 
 from normviz import viz
-from normviz.ui import controls, data, learn, long_view
-from normviz.ui import st_parts as ui
-from normviz.ui.frames import frame_name as frames_name
-from normviz.ui.state import COMPARE_MODES, DEFAULT_MAPS, load_examples
+from normviz.ui.kit import controls, data
+from normviz.ui.views import compare, learn, long_view
+from normviz.ui.kit import st_parts as ui
+from normviz.ui.kit.frames import frame_name as frames_name
+from normviz.ui.kit.state import COMPARE_MODES, DEFAULT_MAPS, load_examples
 from normviz.viz.labels import ordinal
 
 ui.page_config("Explore", "🔎")
@@ -203,7 +204,7 @@ def page() -> None:
 
     second = None  # (label, analysis, panels, lm) of the comparison
     if view.compare != "none":
-        second = ui.comparison(view, lm, keys)
+        second = compare.comparison(view, lm, keys)
 
     if not panels:
         st.info("Choose at least one map in the sidebar.")

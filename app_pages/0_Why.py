@@ -8,9 +8,9 @@ import streamlit as st
 
 import normviz
 import normviz.sinks
-from normviz.ui import st_parts as ui
-from normviz.ui import why as W
-from normviz.ui.memo import memoised
+from normviz.ui.kit import st_parts as ui
+from normviz.ui.views import why as W
+from normviz.ui.kit.memo import memoised
 from normviz.viz import attend as va
 from normviz.viz import why as vw
 from normviz.viz.depth import depth_heatmap

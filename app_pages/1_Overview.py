@@ -4,8 +4,9 @@ import pandas as pd
 import streamlit as st
 
 from normviz import viz
-from normviz.ui import data, overview_maps
-from normviz.ui import st_parts as ui
+from normviz.ui.kit import data
+from normviz.ui.views import overview_maps
+from normviz.ui.kit import st_parts as ui
 
 ui.page_config("Overview", "🧭")
 
@@ -139,7 +140,7 @@ def layer_by_layer(session, shown, m, summary, sink):
     """The grids and the per-head shares (``ui.overview_maps.overview``: one layer at a time) with a progress
     bar, within the server's memory budget; a refused key (its cost for one layer, an error) is said."""
     from normviz.errors import NormvizError
-    from normviz.ui.fetch import admitted
+    from normviz.ui.kit.fetch import admitted
 
     bar = st.empty()
     prog = bar.progress(0.0, text="Computing the maps one layer at a time…")

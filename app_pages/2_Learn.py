@@ -8,8 +8,9 @@ import normviz
 
 from normviz import viz
 from normviz.methods import registry
-from normviz.ui import data, learn, trust
-from normviz.ui import st_parts as ui
+from normviz.ui.kit import data
+from normviz.ui.views import learn, trust
+from normviz.ui.kit import st_parts as ui
 
 ui.page_config("Learn", "🎓")
 
@@ -216,7 +217,7 @@ def why_weight_is_not_contribution(view, lm, fs) -> None:
 def why_this_token(lm, session, fs) -> None:
     """The Why page's three answers — direct logit attribution, the exact propagation, the routes — with their
     formulas and the numbers of this 3-token text."""
-    from normviz.ui import why as W
+    from normviz.ui.views import why as W
 
     for name, latex, words in learn.WHY_FORMULAS:
         st.markdown(f"**{name}**")

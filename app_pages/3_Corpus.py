@@ -14,8 +14,8 @@ from normviz.corpus import STAT_TITLES, STATISTICS, CorpusJob, run_corpus
 from normviz.corpus.samples import SAMPLES
 from normviz.errors import NormvizError
 from normviz.viz import corpus as plots
-from normviz.ui import data as ui_data
-from normviz.ui import st_parts as ui
+from normviz.ui.kit import data as ui_data
+from normviz.ui.kit import st_parts as ui
 
 MAX_LINES = ui.settings().corpus_max_lines  # NORMVIZ_CORPUS_MAX_LINES, validated: cap for public demos
 

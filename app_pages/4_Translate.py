@@ -1,6 +1,6 @@
 """normviz · Translate: an encoder–decoder's cross-attention, weights vs norms, and the word alignment they imply.
 
-Thin page: widgets, one cached session and its cross maps (:mod:`normviz.ui.fetch`, as every page), alignments from :mod:`normviz.align`, figures from :mod:`normviz.viz`.
+Thin page: widgets, one cached session and its cross maps (:mod:`normviz.ui.kit.fetch`, as every page), alignments from :mod:`normviz.align`, figures from :mod:`normviz.viz`.
 """
 from pathlib import Path
 
@@ -11,10 +11,10 @@ import normviz
 from normviz import viz
 from normviz.align import align_analysis, cross_matrix, format_pharaoh, parse_line
 from normviz.align.formats import AlignmentFormatError
-from normviz.ui import data
-from normviz.ui import st_parts as ui
-from normviz.ui.settings import settings
-from normviz.ui.translate import (CROSS_KEYS, MAX_GOLD_CHARS, METHODS, SETTINGS, TranslateView, maps_npz,
+from normviz.ui.kit import data
+from normviz.ui.kit import st_parts as ui
+from normviz.ui.kit.settings import settings
+from normviz.ui.views.translate import (CROSS_KEYS, MAX_GOLD_CHARS, METHODS, SETTINGS, TranslateView, maps_npz,
                                   not_encoder_decoder, toy_examples, unknown_words, unknown_words_note)
 from normviz.viz.alignment import alignment_figure
 

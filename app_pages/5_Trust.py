@@ -6,9 +6,9 @@ import streamlit as st
 import normviz
 from normviz.trust import explain_text
 from normviz.trust.report import shipped
-from normviz.ui import st_parts as ui
-from normviz.ui import trust as T
-from normviz.ui.memo import memoised
+from normviz.ui.kit import st_parts as ui
+from normviz.ui.views import trust as T
+from normviz.ui.kit.memo import memoised
 from normviz.viz import trust as vt
 
 ui.page_config("Trust", "✅")

@@ -45,7 +45,7 @@ def timed(at: AppTest, action) -> float:
 
 
 def bench(model: str, n_sentences: int) -> dict:
-    from normviz.ui import st_parts
+    from normviz.ui.kit import st_parts
 
     at = AppTest.from_file(os.path.join(ROOT, "app.py"), default_timeout=600)
     at.query_params["model"] = model

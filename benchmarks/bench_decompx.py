@@ -6,7 +6,7 @@ For each length n: the recording pass (:func:`normviz.record.record`, one pass w
 ``decompx`` family's compute on fresh per-layer views of the same records, alternated in one process
 (:func:`benchmarks.timing.alternate`), medians. Prints the ratio decompx / forward, the FLOPs estimate that
 ``check`` uses (:func:`normviz.methods.decompx.flops`) and the rate it achieved (to compare with the rate the
-budget assumes, ``normviz.methods.decompx.FLOPS_PER_SECOND``), next to the rate of one plain GEMM of the
+budget assumes, ``normviz.methods.cost.RATES["decompx"]``), next to the rate of one plain GEMM of the
 same shape as the FF projection, timed in the same alternation (the machine's speed at that moment).
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import torch  # noqa: E402
 
 import normviz  # noqa: E402
-from normviz.methods import decompx  # noqa: E402
+from normviz.methods import cost, decompx  # noqa: E402
 from normviz.methods.base import Inputs  # noqa: E402
 from normviz.record import record  # noqa: E402
 from normviz.session import Session  # noqa: E402
@@ -65,7 +65,7 @@ def main(argv=None) -> None:
     torch.set_num_threads(max(1, torch.get_num_threads()))
     lm = normviz.load(args.model, dtype=args.dtype)
     print(f"{args.model} ({args.dtype}), torch {torch.__version__}, {platform.machine()}, "
-          f"{torch.get_num_threads()} threads; budget rate assumed {decompx.FLOPS_PER_SECOND['cpu']:.0e} FLOP/s")
+          f"{torch.get_num_threads()} threads; budget rate assumed {cost.RATES['decompx']['cpu']:.0e} FLOP/s")
     print("| n | forward (s) | decompx (s) | decompx / forward | FLOPs (estimate) | achieved FLOP/s | one [n²,d]@[d,d_ff] GEMM, FLOP/s |")
     print("|---|---|---|---|---|---|---|")
     for n in args.tokens:

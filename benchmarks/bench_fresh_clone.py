@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warm", default="smollm2,minilm")
     ap.add_argument("--timeout", type=float, default=1200)
     args = ap.parse_args(argv)
-    from normviz.devtools.browser import chromium, free_port, wait_for_app
+    from tools.browser import chromium, free_port, wait_for_app
 
     where = Path(args.clone_dir or tempfile.mkdtemp(prefix="normviz-fresh-"))
     if where.exists():

@@ -300,8 +300,8 @@ def run_config(name: str, env: dict, visitors: int, seconds: float, log_dir: str
            "profile": spied,
            "models": {}}
     if long:
-        from normviz.ui.server_memory import limit_mb
-        from normviz.ui.settings import load_settings
+        from normviz.ui.kit.server_memory import limit_mb
+        from normviz.ui.kit.settings import load_settings
 
         budget = limit_mb(load_settings({"NORMVIZ_PUBLIC": "1", **env}).server_memory_mb)
         end = list(after.values())[-1] if after else (float("nan"), float("nan"))

@@ -30,7 +30,7 @@ import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from normviz.devtools.browser import chromium, find_browser, streamlit_server  # noqa: E402
+from tools.browser import chromium, find_browser, streamlit_server  # noqa: E402
 
 HEAVY_MAPS = "ff_res_ln,value_zeroing,alti,effective_attention,flow"
 SHORT_MAP = "norm"

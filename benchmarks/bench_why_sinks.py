@@ -35,7 +35,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     import normviz
     import normviz.sinks
-    from normviz.ui.memory import bound_heap
+    from normviz.ui.kit.memory import bound_heap
 
     bound_heap()
     lm = normviz.load(args.model)

@@ -4,7 +4,7 @@
 
 The baseline is a ``git worktree`` of main before the restructure (commit fd13ca3). Each side runs in its own
 subprocess with its own PYTHONPATH (``--dump DIR``): the same tiny random float64 models
-(:mod:`normviz.devtools.tiny`, loaded as a file so that it builds them with either side's ``from_model``), every
+(:mod:`tools.tiny`, loaded as a file so that it builds them with either side's ``from_model``), every
 key each side offers, default and opt-in (refused keys are compared as refused), written to one .npz per
 case; then the arrays are compared: ≤ 1e-12 relative (max |Δ| / max |baseline| per key), the same keys, the
 same tokens and notes.
@@ -41,7 +41,7 @@ TGT = "le grand chat assis sur le tapis rouge"
 
 
 def _tiny():
-    spec = importlib.util.spec_from_file_location("normviz_tiny_models", HERE / "normviz" / "devtools" / "tiny.py")
+    spec = importlib.util.spec_from_file_location("normviz_tiny_models", HERE / "tools" / "tiny.py")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)

@@ -38,7 +38,7 @@ def exactness(device: str, archs=ARCHS) -> dict:
     import torch
 
     import normviz
-    from normviz.devtools import tiny
+    from tools import tiny
     from normviz.session import Session
 
     out = {}

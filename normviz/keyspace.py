@@ -207,7 +207,7 @@ def resolve(lm, names: Iterable[str] | str | None) -> list[str]:
                 parse(name)  # unknown: refused by name
             for s in ([stack] if stack else stacks_of(lm)):
                 view = stack_model(lm, s) if s in stacks_of(lm) else lm
-                wanted += [spell(s, i.key) for i in family.KEYS
+                wanted += [spell(s, i.key) for i in family.keys
                            if s in i.stacks and view.spec.placement in i.placements]
     out: list[str] = []
     for name in wanted:

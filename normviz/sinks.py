@@ -18,7 +18,8 @@ import numpy as np
 import torch
 
 from .errors import NormvizError, TooCostlyError
-from .methods.base import COST_FLOPS_PER_SECOND, Budget, Request, refuse_over_budget
+from .methods.base import Budget, Request
+from .methods.cost import rate as cost_rate, refuse_over_budget
 
 BLOCK_BYTES = 32 << 20  # α per block of rows (a long input's recomputed α)
 BUDGET = Budget("sinks")  # option sinks_budget_s
@@ -35,19 +36,13 @@ def flops(request: Request) -> float:
 
 def estimate_s(request: Request, options: dict) -> float:
     """The seconds :func:`first_token_shares` is expected to take at the device's rate (0: no rate known)."""
-    rate = options.get("cost_flops_per_second") or COST_FLOPS_PER_SECOND.get(request.device)
-    return flops(request) / float(rate) if rate else 0.0
+    rate = cost_rate(BUDGET.rates, request.device, options)
+    return flops(request) / rate if rate else 0.0
 
 
 def check(request: Request, options: dict) -> None:
     """:class:`~normviz.errors.TooCostlyError` when the shares would exceed ``sinks_budget_s``."""
-    try:
-        refuse_over_budget(request, "The attention sinks", options, BUDGET, flops(request))
-    except TooCostlyError as exc:
-        from .methods.decompx import token_limit
-        rate = options.get("cost_flops_per_second") or COST_FLOPS_PER_SECOND.get(request.device)
-        fits = token_limit(request, BUDGET.seconds(options) * float(rate), flops)
-        raise TooCostlyError(f"{exc} They fit the budget up to about {fits} tokens here.") from None
+    refuse_over_budget(request, "The attention sinks", options, BUDGET, flops)
 
 
 def first_token_shares(session, stack: str | None = None,

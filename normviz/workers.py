@@ -57,8 +57,8 @@ LAYER_DEADLINE_S = 600.0  # one long text's layer, its recording included (smoll
 
 
 def is_heavy(family) -> bool:
-    """Whether ``family`` (a map-family module) is one of the costly ones (its ``HEAVY`` flag)."""
-    return bool(getattr(family, "HEAVY", False))
+    """Whether ``family`` (a registered family's record) is one of the costly ones (its module's ``HEAVY``)."""
+    return family.heavy
 
 
 def heavy_families() -> tuple[str, ...]:
@@ -207,7 +207,7 @@ class HeavyWorker:
     def deadline_s(self, family, options: dict) -> float:
         """``grace + factor × budget`` with ``budget`` = the family's ``BUDGET.seconds(options)``
         (:class:`normviz.methods.base.Budget`), else the default deadline."""
-        spec = getattr(family, "BUDGET", None)
+        spec = family.budget
         budget = spec.seconds(options) if spec is not None else None
         if budget is None:
             return self.default_deadline_s

@@ -12,7 +12,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from normviz.devtools.browser import MODES, SHOT_PAGES, SIZES, chromium, screenshots, streamlit_server  # noqa: E402
+from tools.browser import MODES, SHOT_PAGES, SIZES, chromium, screenshots, streamlit_server  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:

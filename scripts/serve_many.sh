@@ -60,7 +60,7 @@ supervise() {  # the app process of port $1, started again whenever it ends, unt
 
 # NORMVIZ_WARM (normviz app --warm MODELS): each process warms those models up before it listens
 runner=(-m streamlit run)
-case "${NORMVIZ_WARM:-0}" in 0|"") ;; *) runner=(-m normviz.ui.warm) ;; esac
+case "${NORMVIZ_WARM:-0}" in 0|"") ;; *) runner=(-m normviz.ui.kit.warm) ;; esac
 servers=""
 for k in $(seq 1 "$N"); do
   p=$((PORT + k))

@@ -27,10 +27,10 @@ if ! ls normviz/methods/norms/__pycache__/kernels.*.nbi >/dev/null 2>&1; then
 fi
 
 # The embedded SmolLM2 converted from its GGUF file once, here (~30-40 s), not at a visitor's first switch to it
-# (normviz.ui.warm.prepare; kept in NORMVIZ_CACHE, default ~/.cache/normviz)
+# (normviz.ui.kit.warm.prepare; kept in NORMVIZ_CACHE, default ~/.cache/normviz)
 if [ "${NORMVIZ_SETUP_SMOLLM2:-1}" = "1" ] \
    && [ ! -f "${NORMVIZ_CACHE:-$HOME/.cache/normviz}/smollm2-135m-instruct-q4_1/model.safetensors" ]; then
-  .venv/bin/python -m normviz.ui.warm --prepare smollm2 || echo "SmolLM2 not converted now: the first load converts it."
+  .venv/bin/python -m normviz.ui.kit.warm --prepare smollm2 || echo "SmolLM2 not converted now: the first load converts it."
 fi
 
 # The browser test drives Debian's Chromium through Selenium. scripts/test.sh asks for it (NORMVIZ_SETUP_BROWSER=1):

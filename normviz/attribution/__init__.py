@@ -12,7 +12,7 @@
 Modules: :mod:`.readout` (final norm + LM head), :mod:`.predict`, :mod:`.lens`, :mod:`.direct`,
 :mod:`.adjoint` (``sources`` by one backward pass through the frozen coefficients), :mod:`.propagate` (the same
 numbers by DecompX's forward propagation with the biases as one part: the tests' reference), :mod:`.result`,
-:mod:`.cli` (``normviz explain``). An encoder–decoder's decoder rows: :mod:`normviz.encdec.explain` (above this
+:mod:`.cli` (``normviz explain``). An encoder–decoder's decoder rows: :mod:`normviz.attribution.seq2seq` (above this
 package: it adds the cross blocks and the encoder's parts). ``Session.predict/explain/logit_lens`` call these.
 """
 from __future__ import annotations

@@ -39,9 +39,12 @@ import torch
 from ..activations import activation_ratio
 from ..errors import TooCostlyError
 from ..methods import decompx
-from ..methods.base import Budget, Request, refuse_over_budget
+from ..methods.base import Request
+from ..methods.cost import Budget, refuse_over_budget
+from ..methods.family import Family
+from ..methods.registry import register_computation
 
-BUDGET = Budget("explain")  # option explain_budget_s
+BUDGET = Budget("explain", rates="decompx")  # option explain_budget_s, at DecompX's measured rate (methods.cost)
 MAX_BYTES = 2 * 2**30  # option explain_max_bytes
 CACHE_BYTES = 256 * 2**20  # option explain_cache_bytes: the FF factors kept per text for the next candidate
 ALPHA_BLOCK_BYTES = 32 * 2**20
@@ -73,13 +76,11 @@ def check(request: Request, options: dict, itemsize: int = 4) -> None:
         raise TooCostlyError(f"sources for {request.n_tokens} tokens needs about {need / 2**20:.0f} MiB for one "
                              f"layer's backward pass (limit {limit / 2**20:.0f} MiB, option explain_max_bytes). "
                              "Raise the limit or shorten the text; the direct parts (heads, ff …) need no more.")
-    rate = options.get("cost_flops_per_second") or decompx.FLOPS_PER_SECOND.get(request.device)
-    try:
-        refuse_over_budget(request, "sources", {**options, "cost_flops_per_second": rate}, BUDGET, flops(request))
-    except TooCostlyError as exc:
-        fits = decompx.token_limit(request, BUDGET.seconds(options) * float(rate), flops)
-        raise TooCostlyError(f"{exc} sources fits the budget up to about {fits} tokens here; the direct parts "
-                             "(heads, ff …) cost about one forward pass.") from None
+    refuse_over_budget(request, "sources", options, BUDGET, flops,
+                       note="The direct parts (heads, ff …) cost about one forward pass.")
+
+
+register_computation(Family(name="explain", keys=(), own_check=check, budget=BUDGET))
 
 
 # ---------------------------------------------------------------- the pieces

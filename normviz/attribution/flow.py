@@ -48,6 +48,8 @@ import torch
 
 from ..errors import DeadlineError, InputError, NormvizError, NotApplicableError, TooCostlyError
 from ..methods.base import DEADLINE_FACTOR, DEFAULT_DEADLINE_S, Budget, Request
+from ..methods.family import Family
+from ..methods.registry import register_computation
 from .direct import layer_parts
 from .predict import position_index
 
@@ -104,6 +106,9 @@ def check(request: Request, options: dict, threshold: float = 0.0) -> None:
                          f"tokens on this machine (budget {budget:.0f} s, option {BUDGET.named()}; in the app "
                          f"NORMVIZ_COST_BUDGET). They fit the budget up to about {lo} tokens here; a higher τ "
                          "reaches fewer rows, or shorten the text.")
+
+
+register_computation(Family(name="routes", keys=(), own_check=check, budget=BUDGET))
 
 
 def deadline_s(options: dict) -> float:

@@ -134,8 +134,8 @@ def stack_view(session):
     """(the LoadedModel view whose predictions are explained, the name of its stack for ``session.layers``):
     the model's one stack (None: the default), or an encoder–decoder's decoder. Records nothing."""
     if getattr(session, "is_encoder_decoder", False):
-        from ..keyspace import stack_model
-        return stack_model(session.lm, "decoder"), "decoder"
+        from ..encdec.params import decoder_view
+        return decoder_view(session.lm), "decoder"
     return session.lm, None
 
 

@@ -4,7 +4,7 @@ One Streamlit server (``streamlit run app.py``, with the project's ``.streamlit/
 with ``--procs N``, N servers behind nginx with sticky sessions (``scripts/serve_many.sh``). The command replaces
 itself with the server (``exec``), so that the server's environment is set before torch loads:
 ``OMP_WAIT_POLICY=PASSIVE`` (idle OpenMP threads sleep), ``NORMVIZ_PUBLIC`` (``--public``) and, in public mode,
-one thread per pass; ``NORMVIZ_WARM`` (``--warm``) for :mod:`normviz.ui.warm`. Settings: docs/settings.md.
+one thread per pass; ``NORMVIZ_WARM`` (``--warm``) for :mod:`normviz.ui.kit.warm`. Settings: docs/settings.md.
 """
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def command(args, extra: list[str]) -> tuple[list[str], dict[str, str], Path]:
         bash = shutil.which("bash") or "/bin/bash"
         return [bash, str(script), str(args.procs), str(args.port or 8500)], env, root
     port = ["--server.port", str(args.port)] if args.port is not None else []
-    runner = ["-m", "normviz.ui.warm"] if warm else ["-m", "streamlit", "run"]
+    runner = ["-m", "normviz.ui.kit.warm"] if warm else ["-m", "streamlit", "run"]
     return [sys.executable, *runner, "app.py", *port, *extra], env, root
 
 

@@ -20,15 +20,18 @@ budget option are on its :class:`KeyInfo` (filled from the family by :func:`regi
 """
 from . import (cross, decompx, effective, feedforward, globenc, head_ablation, interactions, knockout, maxflow, norms,
                rollouts, weights, zeroing)
-from .base import GROUPS, Budget, Inputs, KeyInfo, Output, Request
-from .registry import (FAMILY_ALIASES, all_keys, budget_option, budget_options, check, families, family, family_of,
-                       is_key, is_opt_in, key_info, lookup, references, register_family, requires,
-                       unregister_family)
+from .base import GROUPS, Inputs, KeyInfo, Output, Request
+from .cost import Budget
+from .family import Family
+from .registry import (FAMILY_ALIASES, all_budget_options, all_keys, budget_option, budget_options, check, computation,
+                       families, family, family_of, is_key, is_opt_in, key_info, layer_view, lookup, references,
+                       register_computation, register_family, requires, unregister_family)
 
 for _family in (weights, norms, feedforward, rollouts, effective, interactions, globenc, maxflow, zeroing, decompx,
                 cross, knockout, head_ablation):
     register_family(_family)
 
-__all__ = ["FAMILY_ALIASES", "GROUPS", "Budget", "Inputs", "KeyInfo", "Output", "Request", "all_keys", "budget_option",
-           "budget_options", "check", "families", "family", "family_of", "is_key", "is_opt_in", "key_info", "lookup",
-           "references", "register_family", "requires", "unregister_family"]
+__all__ = ["FAMILY_ALIASES", "GROUPS", "Budget", "Family", "Inputs", "KeyInfo", "Output", "Request", "all_budget_options",
+           "all_keys", "budget_option", "budget_options", "check", "computation", "families", "family", "family_of",
+           "is_key", "is_opt_in", "key_info", "layer_view", "lookup", "references", "register_computation",
+           "register_family", "requires", "unregister_family"]

@@ -14,7 +14,8 @@ A family is one module under ``normviz/methods/`` with
                 ``"cross"``: its cross-attention blocks), see :mod:`normviz.keyspace`
     GROUP       (optional) the picker group of its keys (:data:`GROUPS`; default "alternatives")
     UNIT        (optional) what one cell's number is, for colour bars (default ‖vector‖)
-    BUDGET      (optional) a :class:`Budget`: its cost check reads option ``<NAME>_budget_s`` (seconds)
+    BUDGET      (optional) a :class:`~normviz.methods.cost.Budget`: its cost check reads option
+                ``<NAME>_budget_s`` (seconds) through :func:`~normviz.methods.cost.refuse_over_budget`
     COMPUTED_TOGETHER  (optional) True: the session computes every applicable key of the family at once
     PER_LAYER   (optional) True: ``compute`` serves any subset of the layers (each layer's maps from its own
                 record alone), so ``Session.map(key, layer)`` computes that one layer
@@ -39,7 +40,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import torch
 
-from ..errors import TooCostlyError
+from .cost import Budget, refuse_over_budget  # noqa: F401  (the one cost pre-flight, for families)
 
 
 GROUPS = ("per layer", "across layers", "alternatives")  # Kobayashi et al.'s per-layer maps | chained | others
@@ -68,27 +69,6 @@ class KeyInfo:
         """The short label, or the title cut to 22 characters."""
         t = self.short or self.title
         return t if len(t) <= 22 else t[:21] + "…"
-
-
-@dataclass(frozen=True)
-class Budget:
-    """A family's time budget: option ``<family>_budget_s`` (seconds; older names in ``aliases`` still read)."""
-
-    family: str
-    aliases: tuple[str, ...] = ()
-
-    @property
-    def option(self) -> str:
-        return f"{self.family}_budget_s"
-
-    def seconds(self, options: dict) -> float | None:
-        for name in (self.option, *self.aliases):
-            if options.get(name) is not None:
-                return float(options[name])
-        return None
-
-    def named(self) -> str:
-        return self.option + (f" (or {', '.join(self.aliases)})" if self.aliases else "")
 
 
 @dataclass(frozen=True)
@@ -160,22 +140,6 @@ def per_layer(inputs: Inputs, family: str, keys: Sequence[str],
 # (read by the heavy-maps worker and by routes' cooperative deadline)
 DEADLINE_FACTOR = 4.0
 DEFAULT_DEADLINE_S = 600.0
-COST_FLOPS_PER_SECOND = {"cpu": 4e10}  # a rough rate for the estimates below (option cost_flops_per_second)
-
-
-def refuse_over_budget(request: Request, key: str, options: dict, budget: Budget, flops: float) -> None:
-    """Raise TooCostlyError when ``flops`` at the device's rate would take longer than the family's budget
-    (option ``<family>_budget_s``; the app sets these budgets from NORMVIZ_COST_BUDGET; no limit by default;
-    devices without a rate: no estimate)."""
-    seconds = budget.seconds(options)
-    rate = options.get("cost_flops_per_second") or COST_FLOPS_PER_SECOND.get(request.device)
-    if seconds is None or not rate:
-        return
-    est = flops / float(rate)
-    if est > seconds:
-        raise TooCostlyError(f"{key} would take about {est:.0f} s for {request.n_tokens} tokens on this machine "
-                             f"(budget {seconds:.0f} s, option {budget.named()}; in the app NORMVIZ_COST_BUDGET). "
-                             "Shorten the text.")
 
 
 def no_check(request: Request, key: str, options: dict) -> None:

@@ -47,12 +47,12 @@ from typing import Iterator, Sequence
 
 import torch
 
-from ..errors import NotApplicableError, TooCostlyError
+from ..errors import NotApplicableError
 from .base import Budget, Inputs, KeyInfo, Output, Request, refuse_over_budget, to_numpy
 from . import papers
 
 NAME = "decompx"  # the module's name (map key: decompx); "decomposition" is an alias
-BUDGET = Budget(NAME)  # option decompx_budget_s
+BUDGET = Budget(NAME, rates="decompx")  # option decompx_budget_s, at DecompX's measured rate (methods.cost)
 KEYS = (KeyInfo("decompx", "DecompX (propagated decomposition)", False,
                 "‖x^l_{i⇐k}‖: token k's part of token i's output of layer l, the decomposition carried from the "
                 "embeddings through attention, residuals, both norms and the FF block (biases split by |dot|, "
@@ -71,39 +71,13 @@ def flops(request: Request) -> float:
     return request.n_layers * (2.0 * n * n * d * (2 * d + 2 * d_ff) + 2.0 * n ** 3 * d)
 
 
-# flops()/s on this 2-core CPU (benchmarks/bench_decompx.py, minilm float32): 0.4–1.0e10 at n = 32/128 while
-# other processes loaded both cores (load average 7–9), 45 % of a plain GEMM of the FF's shape timed alongside.
-# 2e10 assumes a less busy machine but still errs on refusing. Other devices: no estimate unless the option
-# cost_flops_per_second is given.
-FLOPS_PER_SECOND = {"cpu": 2e10}
-
-
 def check(request: Request, key: str, options: dict) -> None:
     if request.gated:
         raise NotApplicableError(
             f"{key!r} (DecompX) linearises an element-wise FF activation by its zero-origin slope g(h)/h; this "
             "model's gated FF (SwiGLU) multiplies two sums of token parts and has no such split. Use ff / ff_res "
             "(integrated gradients through the gate) or rollout_ff_res instead.")
-    rate = options.get("cost_flops_per_second") or FLOPS_PER_SECOND.get(request.device)
-    try:
-        refuse_over_budget(request, key, {**options, "cost_flops_per_second": rate}, BUDGET,
-                           flops(request))
-    except TooCostlyError as exc:
-        fits = token_limit(request, BUDGET.seconds(options) * float(rate))
-        raise TooCostlyError(f"{exc} DecompX fits the budget up to about {fits} tokens here.") from None
-
-
-def token_limit(request: Request, max_flops: float, cost=None) -> int:
-    """The longest input whose ``cost`` (default :func:`flops`; grows with n) stays within ``max_flops``."""
-    cost = cost or flops
-    lo, hi = 0, request.n_tokens
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if cost(Request(**{**request.__dict__, "n_tokens": mid})) <= max_flops:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    refuse_over_budget(request, key, options, BUDGET, flops)
 
 
 # ---------------------------------------------------------------- the pieces (row chunks [c, n, ·])

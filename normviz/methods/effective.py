@@ -205,5 +205,5 @@ def check(request: Request, key: str, options: dict) -> None:
     """Refuse before anything runs when one SVD of an n × d matrix per layer and head (4·L·H·n·d·min(n, d) FLOPs) would take longer than option ``effective_budget_s``
     seconds (:func:`~normviz.methods.base.refuse_over_budget`)."""
     _options(options)
-    n, d, L = request.n_tokens, request.d_model, request.n_layers
-    refuse_over_budget(request, key, options, BUDGET, L * 4.0 * request.n_heads * n * d * min(n, d))
+    refuse_over_budget(request, key, options, BUDGET, lambda r: r.n_layers * 4.0 * r.n_heads * r.n_tokens
+                       * r.d_model * min(r.n_tokens, r.d_model))

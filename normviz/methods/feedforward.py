@@ -13,19 +13,21 @@ a = Σ a_c, b = Σ b_c gives part c  a_c·b·∫₀¹t·silu′(ta)dt + b_c·∫
 O(n²·d·d_ff) per layer by nature (causal models: the n(n+1)/2 pairs i ≥ j): :func:`ff_maps` computes the
 norms in chunks of bounded memory, each one GEMM through W_out; :func:`ff_vectors` gives the per-pair
 vectors themselves. ``check`` refuses an input whose estimated time exceeds the option ``feedforward_budget_s`` (or ``ff_budget_s``)
-(seconds; no limit by default), estimated from :func:`flops` at ``ff_flops_per_second``.
+(seconds; no limit by default), estimated from :func:`flops` at the FF rate of :data:`normviz.methods.cost.RATES`
+(option ``ff_flops_per_second``).
 """
 from __future__ import annotations
 
 import torch
 
 from ..activations import activation_ratio, silu_path_integral
-from ..errors import NotApplicableError, TooCostlyError
-from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer
+from ..errors import NotApplicableError
+from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
 from . import papers
 
 NAME = "feedforward"
-BUDGET = Budget(NAME, aliases=("ff_budget_s",))  # option feedforward_budget_s
+BUDGET = Budget(NAME, aliases=("ff_budget_s",), rates="feedforward",  # option feedforward_budget_s
+                setting="NORMVIZ_FF_BUDGET")
 GROUP = "per layer"
 KEYS = (
     KeyInfo("ff", "Feed-forward", False,
@@ -42,12 +44,6 @@ COMPUTED_TOGETHER = True  # the stages share the per-pair vectors: asking for on
 REFERENCES = (papers.KOBAYASHI_2024,)
 PER_LAYER = True  # compute() serves any subset of layers: Session.map computes one
 
-# flops()/s the FF maps achieve on this 2-core CPU (benchmarks/bench_ff.py): quiet, 100–136e9 (BERT-base, n = 32…512)
-# and 60e9 (SmolLM2-shaped, gated); 18–23e9 while other processes load both cores. 5e10 lies between, so that
-# a busy public server errs on refusing rather than on running for minutes. Other devices: no estimate.
-FLOPS_PER_SECOND = {"cpu": 5e10}
-
-
 def flops(request: Request) -> float:
     """Multiply-adds ×2 of the FF maps over the n² pairs (n(n+1)/2 causal), per layer and pair: the W_out
     product 2·d_ff·d, the mixing of the pre-activation parts 2·H·d_ff (gated: gate and up, twice) and of the
@@ -58,32 +54,11 @@ def flops(request: Request) -> float:
     return 2.0 * request.n_layers * pairs * (d_ff * d + heads * d_ff * (2 if request.gated else 1) + heads * d)
 
 
-def estimated_seconds(request: Request, options: dict) -> float | None:
-    rate = options.get("ff_flops_per_second") or FLOPS_PER_SECOND.get(request.device)
-    return flops(request) / float(rate) if rate else None
-
-
-def token_limit(request: Request, budget_s: float, rate: float) -> int:
-    pairs = budget_s * rate / flops(Request(**{**request.__dict__, "n_tokens": 1}))  # one token: one pair
-    return int(((8 * pairs + 1) ** 0.5 - 1) / 2 if request.causal else pairs ** 0.5)
-
-
 def check(request: Request, key: str, options: dict) -> None:
     if request.ff_refusal:  # e.g. the gated GELU of a T5 v1.1 encoder (self-attention models are refused at load)
         raise NotApplicableError(f"{key!r} needs the feed-forward split, which is not available: {request.ff_refusal}.")
-    budget = BUDGET.seconds(options)
-    if budget is None:
-        return
-    est = estimated_seconds(request, options)
-    if est is None or est <= float(budget):
-        return
-    rate = float(options.get("ff_flops_per_second") or FLOPS_PER_SECOND[request.device])
-    raise TooCostlyError(
-        f"The feed-forward maps for {request.n_tokens} tokens would take about {est:.0f} s here "
-        f"(budget {float(budget):.0f} s). Shorten the text to about {token_limit(request, float(budget), rate)} "
-        "tokens, pick maps without the feed-forward block, or raise the budget (option "
-        f"{BUDGET.named()}; in the app "
-        "NORMVIZ_FF_BUDGET).")
+    refuse_over_budget(request, f"The feed-forward maps ({key})", options, BUDGET, flops,
+                       note="Or pick maps without the feed-forward block, or raise the budget.")
 
 
 # ---------------------------------------------------------------- per-pair vectors of one layer

@@ -63,7 +63,7 @@ def check(request: Request, key: str, options: dict) -> None:
     ``globenc_budget_s`` seconds (:func:`~normviz.methods.base.refuse_over_budget`; the app sets it from
     NORMVIZ_COST_BUDGET)."""
     if request.placement == "post":
-        refuse_over_budget(request, key, options, BUDGET, flops(request))
+        refuse_over_budget(request, key, options, BUDGET, flops)
     if request.placement != "post":
         raise NotApplicableError(
             f"{key!r} (GlobEnc) is defined for post-LN encoders (BERT family), whose second LayerNorm follows the "

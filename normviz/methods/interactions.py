@@ -95,5 +95,5 @@ def compute(inputs: Inputs, keys, options) -> Output:
 def check(request: Request, key: str, options: dict) -> None:
     """Refuse before anything runs when the n² per-pair vectors of every layer and head (4·L·H·n²·d FLOPs) would take longer than option ``interactions_budget_s`` (or ``alti_budget_s``)
     seconds (:func:`~normviz.methods.base.refuse_over_budget`)."""
-    n, d, L = request.n_tokens, request.d_model, request.n_layers
-    refuse_over_budget(request, key, options, BUDGET, L * 4.0 * request.n_heads * n * n * d)
+    refuse_over_budget(request, key, options, BUDGET,
+                       lambda r: r.n_layers * 4.0 * r.n_heads * r.n_tokens * r.n_tokens * r.d_model)

@@ -1,7 +1,11 @@
-"""The registry of map families (modules, see :mod:`normviz.methods.base`) and of the map keys they compute.
+"""The registry of map families and of the map keys they compute.
 
-Keys here are a stack's own names (``norm``, ``cross_norm``); :mod:`normviz.keyspace` spells them per stack
-(``encoder_norm``) and resolves, checks and lists them for a loaded model."""
+A family is registered as a module (see :mod:`normviz.methods.base`), kept as one typed record
+(:class:`~normviz.methods.family.Family`: every optional attribute's default declared there once). Keys here are
+a stack's own names (``norm``, ``cross_norm``); :mod:`normviz.keyspace` spells them per stack (``encoder_norm``)
+and resolves, checks and lists them for a loaded model. Computations with a cost budget that are not map
+families (``explain``'s sources, ``routes``: :mod:`normviz.attribution`) are registered as records too
+(:func:`register_computation`), so that every budget is listed in one place (:func:`all_budget_options`)."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,10 +13,12 @@ from types import ModuleType
 
 from .. import settings
 from ..errors import NotApplicableError, TooCostlyError, UnknownKeyError
-from .base import DEFAULT_STACKS, DEFAULT_UNIT, GROUPS, KeyInfo, Request
+from .base import KeyInfo, Request
+from .family import Family
 
-_FAMILIES: dict[str, ModuleType] = {}
-_KEYS: dict[str, tuple[ModuleType, KeyInfo]] = {}
+_FAMILIES: dict[str, Family] = {}
+_KEYS: dict[str, tuple[Family, KeyInfo]] = {}
+_COMPUTATIONS: dict[str, Family] = {}
 
 _REQUIRED = ("NAME", "KEYS", "check", "compute")
 
@@ -20,22 +26,23 @@ _REQUIRED = ("NAME", "KEYS", "check", "compute")
 FAMILY_ALIASES = {"global_encoder": "globenc", "decomposition": "decompx"}
 
 
-def _completed(module: ModuleType, info: KeyInfo) -> KeyInfo:
+def _completed(family: Family, info: KeyInfo) -> KeyInfo:
     """``info`` with the fields it leaves to its family filled in (stacks, group, unit, budget option)."""
-    budget = getattr(module, "BUDGET", None)
-    group = info.group or getattr(module, "GROUP", GROUPS[2])
+    from .base import GROUPS
+
+    group = info.group or family.group
     if group not in GROUPS:
         raise ValueError(f"{info.key}: group {group!r} is not one of {', '.join(GROUPS)}")
     return dataclasses.replace(
-        info, group=group, unit=info.unit or getattr(module, "UNIT", DEFAULT_UNIT),
-        stacks=tuple(info.stacks or getattr(module, "STACKS", DEFAULT_STACKS)),
-        budget_option=info.budget_option or (budget.option if budget is not None else None))
+        info, group=group, unit=info.unit or family.unit, stacks=tuple(info.stacks or family.stacks),
+        budget_option=info.budget_option or (family.budget.option if family.budget is not None else None))
 
 
 def register_family(module: ModuleType) -> ModuleType:
-    """Add a family module (NAME, KEYS, REQUIRES, NEEDS_RECORDS, NEEDS_MODEL, OPT_IN, REFERENCES, STACKS, GROUP,
-    UNIT, BUDGET, check, compute). Its keys are offered on every stack they apply to (:mod:`normviz.keyspace`).
-    A family's name may be one of its own keys' (``decompx``), never another family's key."""
+    """Add a family module (NAME, KEYS, check, compute and the optional attributes of :mod:`normviz.methods.base`),
+    kept as its :class:`Family` record. Its keys are offered on every stack they apply to
+    (:mod:`normviz.keyspace`). A family's name may be one of its own keys' (``decompx``), never another family's
+    key."""
     missing = [a for a in _REQUIRED if not hasattr(module, a)]
     if missing:
         raise TypeError(f"{module.__name__} is not a map family: it lacks {', '.join(missing)}")
@@ -43,10 +50,12 @@ def register_family(module: ModuleType) -> ModuleType:
     clash = [i.key for i in module.KEYS if i.key in _FAMILIES or (i.key in _KEYS and _KEYS[i.key][0] is not module)]
     if clash or (module.NAME in _KEYS and module.NAME not in own) or module.NAME in FAMILY_ALIASES:
         raise ValueError(f"family name {module.NAME!r} and key names must differ ({', '.join(clash) or module.NAME})")
-    _FAMILIES[module.NAME] = module
-    module.KEYS = tuple(_completed(module, i) for i in module.KEYS)
-    for info in module.KEYS:
-        _KEYS[info.key] = (module, info)
+    record = Family.of(module)
+    record = dataclasses.replace(record, keys=tuple(_completed(record, i) for i in record.keys))
+    module.KEYS = record.keys
+    _FAMILIES[record.name] = record
+    for info in record.keys:
+        _KEYS[info.key] = (record, info)
         if info.budget_option:  # its time budget becomes a declared option (normviz.settings)
             settings.declare_budget(info.budget_option.removesuffix("_budget_s"))
     budget = getattr(module, "BUDGET", None)
@@ -57,25 +66,42 @@ def register_family(module: ModuleType) -> ModuleType:
     return module
 
 
+def register_computation(record: Family) -> Family:
+    """Add a computation with a cost budget that is not a map family (no keys): ``explain``'s sources,
+    ``routes``. Its ``check(request, options)`` is its cost pre-flight."""
+    _COMPUTATIONS[record.name] = record
+    return record
+
+
+def computation(name: str) -> Family:
+    return _COMPUTATIONS[name]
+
+
+def all_budget_options() -> list[str]:
+    """Every budget option: the families' (:func:`budget_options`) and the other computations' (``explain``,
+    ``routes``), once each (the app sets them all from its cost budget)."""
+    return list(dict.fromkeys(budget_options() + [c.budget.option for c in _COMPUTATIONS.values() if c.budget]))
+
+
 def unregister_family(name: str) -> None:
     """Remove a family and its keys (a user's experiment, a test's)."""
-    module = _FAMILIES.pop(name, None)
-    if module is not None:
-        for info in module.KEYS:
-            if _KEYS.get(info.key, (None,))[0] is module:
+    record = _FAMILIES.pop(name, None)
+    if record is not None:
+        for info in record.keys:
+            if _KEYS.get(info.key, (None,))[0] is record:
                 del _KEYS[info.key]
 
 
-def families() -> dict[str, ModuleType]:
+def families() -> dict[str, Family]:
     return dict(_FAMILIES)
 
 
-def family(name: str) -> ModuleType | None:
+def family(name: str) -> Family | None:
     """The family called ``name`` (or an older name of it), or None."""
     return _FAMILIES.get(FAMILY_ALIASES.get(name, name))
 
 
-def family_of(key: str) -> ModuleType:
+def family_of(key: str) -> Family:
     return lookup(key)[0]
 
 
@@ -83,7 +109,7 @@ def key_info(key: str) -> KeyInfo:
     return lookup(key)[1]
 
 
-def lookup(key: str) -> tuple[ModuleType, KeyInfo]:
+def lookup(key: str) -> tuple[Family, KeyInfo]:
     try:
         return _KEYS[key]
     except KeyError:
@@ -95,12 +121,11 @@ def is_key(key: str) -> bool:
 
 
 def requires(key: str) -> tuple[str, ...]:
-    family = family_of(key)
-    return tuple(getattr(family, "REQUIRES", {}).get(key, ()))
+    return tuple(family_of(key).requires.get(key, ()))
 
 
 def is_opt_in(key: str) -> bool:
-    return key in getattr(family_of(key), "OPT_IN", ())
+    return key in family_of(key).opt_in
 
 
 def all_keys(placement: str | None = None, include_opt_in: bool = True, stack: str | None = "model") -> list[str]:
@@ -113,7 +138,7 @@ def all_keys(placement: str | None = None, include_opt_in: bool = True, stack: s
             continue
         if stack is not None and stack not in info.stacks:
             continue
-        if not include_opt_in and key in getattr(family, "OPT_IN", ()):
+        if not include_opt_in and key in family.opt_in:
             continue
         out.append(key)
     return out
@@ -149,4 +174,12 @@ def budget_options() -> list[str]:
 
 def references() -> dict[str, tuple[str, ...]]:
     """Family name → the papers it implements."""
-    return {name: tuple(getattr(f, "REFERENCES", ())) for name, f in _FAMILIES.items()}
+    return {name: f.references for name, f in _FAMILIES.items()}
+
+
+def layer_view(key: str) -> str | None:
+    """The key whose layer map is ``key``'s "all heads" view (a stack's own names: ``norm`` → ``norm_layer``,
+    ``cross_norm`` → ``cross_norm_layer``), declared by its family (:attr:`Family.layer_views`); None: the head
+    mean (``attention``, every per-head key without one), and for keys that are not per head."""
+    family, info = lookup(key)
+    return family.layer_views.get(key) if info.per_head else None

@@ -120,5 +120,10 @@ def compute(inputs: Inputs, keys, options) -> Output:
 def check(request: Request, key: str, options: dict) -> None:
     """Refuse before anything runs when L·(n+1) reruns of a layer on n tokens would take longer than option ``zeroing_budget_s`` (or ``value_zeroing_budget_s``)
     seconds (:func:`~normviz.methods.base.refuse_over_budget`)."""
-    n, d, L = request.n_tokens, request.d_model, request.n_layers
-    refuse_over_budget(request, key, options, BUDGET, L * (n + 1) * 2.0 * n * (4 * d * d + 2 * d * request.d_ff + 2 * n * d))
+    refuse_over_budget(request, key, options, BUDGET, flops)
+
+
+def flops(r: Request) -> float:
+    """L·(n+1) reruns of a layer on n tokens: 2n(4d² + 2·d·d_ff + 2n·d) each."""
+    n, d = r.n_tokens, r.d_model
+    return r.n_layers * (n + 1) * 2.0 * n * (4 * d * d + 2 * d * r.d_ff + 2 * n * d)

@@ -144,7 +144,7 @@ def lens_lines(probs: dict[str, np.ndarray], *, model_probs: dict[str, float] | 
 
 
 def lens_table(rows: list[dict], *, layer: int | None = None, font_size: int = 12, title: str = "") -> go.Figure:
-    """The logit lens's top tokens per layer (:func:`normviz.ui.why.lens_table`'s rows: "after layer", "#1" …)
+    """The logit lens's top tokens per layer (:func:`normviz.ui.views.why.lens_table`'s rows: "after layer", "#1" …)
     as a table at the page's font size that fits its column (never cut on the right); ``layer``'s row is
     highlighted and listed first, the model's own last row next, then the rest in layer order."""
     cols = [k for k in rows[0]] if rows else []

@@ -1,5 +1,5 @@
-"""The two browser scripts are files of their own (normviz/ui/components/*.js, package data), and the controls
-the instant-switch script watches are named once (normviz.ui.controls): these fail if a widget key or a head
+"""The two browser scripts are files of their own (normviz/ui/kit/components/*.js, package data), and the controls
+the instant-switch script watches are named once (normviz.ui.kit.controls): these fail if a widget key or a head
 label is renamed on one side only, or if a script would not ship with an installed package."""
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import tomllib
 
 import pytest
 
-from normviz.ui import components, controls
-from normviz.ui.frames import frame_name
+from normviz.ui.kit import components, controls
+from normviz.ui.kit.frames import frame_name
 
 from ..helpers.app import ROOT, app, no_exception
 
@@ -22,7 +22,7 @@ INSTANT = components.source("normviz_instant")
 
 def test_every_script_is_a_file_shipped_as_package_data():
     conf = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    globs = conf["tool"]["setuptools"]["package-data"]["normviz.ui.components"]
+    globs = conf["tool"]["setuptools"]["package-data"]["normviz.ui.kit.components"]
     for name, file in components.SCRIPTS.items():
         assert (components.HERE / file).is_file() and components.source(name).strip()
         assert any(fnmatch.fnmatch(file, g) for g in globs), (file, globs)
@@ -111,11 +111,11 @@ def test_stage_keys_space_plays_and_f_focuses_the_token_the_hover_names():
 
 
 def test_stage_key_presses_move_the_pages_controls():
-    """What the server does with each press (normviz.ui.stage.on_key): focus the token, again → none, a position
+    """What the server does with each press (normviz.ui.kit.stage.on_key): focus the token, again → none, a position
     the page does not offer → none; 'layer0' (Space at the last layer) rewinds."""
     from streamlit import session_state as ss
 
-    from normviz.ui import stage
+    from normviz.ui.kit import stage
 
     ss.clear()
     ss["w_layer"], ss["w_head"], ss["w_focus"] = 5, -1, None

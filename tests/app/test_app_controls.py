@@ -7,7 +7,8 @@ import numpy as np
 
 import normviz
 import normviz.viz
-from normviz.ui import data, learn, pickers, st_parts
+from normviz.ui.kit import data, pickers, st_parts
+from normviz.ui.views import learn
 
 from ..helpers.app import app, arr, figures, heatmaps, no_exception, texts, title, z
 
@@ -182,7 +183,7 @@ def test_html_download_is_offline_and_holds_every_panel(at):
 
 
 def test_new_view_fields_round_trip_and_bad_values_are_noted():
-    from normviz.ui.state import ViewState
+    from normviz.ui.kit.state import ViewState
 
     v = ViewState(draw="lines", threshold=0.25, diff=("attention", "norm"), fx=False, compare="text",
                   text_b="Other.", player="norm", lesson="flow")
@@ -226,7 +227,7 @@ def test_learn_has_a_tab_per_key_symbols_and_the_walk_through():
     keys = normviz.all_keys("post", include_opt_in=True)
     assert len(at.tabs) == len(keys) + 2  # one per map key, the Why page's "Why this token", "Which map to trust"
     assert at.tabs[-2].label == learn.WHY_TAB
-    from normviz.ui import trust
+    from normviz.ui.views import trust
     assert at.tabs[-1].label == trust.TAB
     assert any("necessary" in m.value for m in at.tabs[-1].markdown)
     assert {"flow", "value_zeroing", "rollout_value_zeroing", "globenc", "effective_attention"} <= set(keys)
@@ -241,7 +242,7 @@ def test_learn_has_a_tab_per_key_symbols_and_the_walk_through():
 def test_learn_in_stage_mode_shows_its_tables_as_text_the_stage_css_enlarges():
     """Issue 23: Learn's tables stayed Streamlit's small canvas size in stage mode: there they are st.table (text,
     sized by the stage CSS, which also enlarges inputs), with the same numbers as the normal page's dataframes."""
-    from normviz.ui import style
+    from normviz.ui.kit import style
 
     query = {"text": "The cat sat on the mat.", "lesson": "norm"}
     normal = app("app_pages/2_Learn.py", query=query)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import normviz
-from normviz.ui import st_parts
+from normviz.ui.kit import st_parts
 from normviz.viz.depth import depth_heatmap
 
 from ..helpers.app import app, arr, figures, no_exception

@@ -48,7 +48,7 @@ def test_a_long_token_in_a_refusal_is_cut():
 def test_a_dropped_query_string_arrives_as_a_marker():
     from streamlit.runtime import app_session
 
-    from normviz.ui.url_check import MARKER, install
+    from normviz.ui.kit.url_check import MARKER, install
 
     assert install() and install()  # once per process, idempotent
     assert app_session.sanitize_query_string("text=" + "a" * 600_000) == f"{MARKER}=chars:600005"
@@ -57,7 +57,7 @@ def test_a_dropped_query_string_arrives_as_a_marker():
 
 
 def test_a_dropped_query_string_is_said_on_explore_and_translate():
-    from normviz.ui.url_check import MARKER
+    from normviz.ui.kit.url_check import MARKER
 
     for page in ("app.py", "app_pages/4_Translate.py"):
         at = app(page, {MARKER: "chars:600013"})

@@ -7,7 +7,7 @@ import pytest
 import normviz
 from normviz.errors import UnsupportedModelError
 from normviz.methods import registry
-from normviz.ui import data, st_parts
+from normviz.ui.kit import data, st_parts
 
 from ..helpers.app import app, arr, figures, heatmaps, no_exception, texts, title, z
 from ..helpers.maps import count_forward
@@ -242,7 +242,7 @@ def test_feed_forward_maps_too_costly_for_the_cpu_budget_say_so(monkeypatch):
     at = app(query={"text": text, "maps": "attention,ff_res"})
     at.run()
     no_exception(at)
-    assert any("feed-forward maps for" in e and "NORMVIZ_FF_BUDGET" in e for e in texts(at.error)), texts(at.error)
+    assert any("feed-forward maps" in e and "NORMVIZ_FF_BUDGET" in e for e in texts(at.error)), texts(at.error)
     assert len(heatmaps(at)) == 1  # attention still shows
     monkeypatch.delenv("NORMVIZ_FF_BUDGET")
     at.run()
@@ -300,7 +300,7 @@ def test_switching_to_the_llama_model_keeps_the_view_working(at):
 
 
 def test_an_example_sentence_pair_fills_both_fields(at):
-    from normviz.ui.st_parts import OTHER  # noqa: F401  (the free-field choice exists)
+    from normviz.ui.kit.st_parts import OTHER  # noqa: F401  (the free-field choice exists)
 
     i = next(i for i, opt in enumerate(at.selectbox(key="w_example").options) if "‖" in opt)
     at.selectbox(key="w_example").set_value(i).run()

@@ -1,4 +1,4 @@
-"""Explore hands the browser frames so that a layer or head change is drawn at once (normviz.ui.frames,
+"""Explore hands the browser frames so that a layer or head change is drawn at once (normviz.ui.kit.frames,
 st_parts.instant_switch); AppTest runs no JS, so these check what the page sends: the frame of the view
 shown equals the figure drawn, the frames cover the next layer and head change, and views whose other
 charts depend on the layer get none."""
@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 
-from normviz.ui.frames import frame_name
+from normviz.ui.kit.frames import frame_name
 
 from ..helpers.app import heatmaps, no_exception, title, z
 

@@ -7,7 +7,8 @@ import pytest
 
 import normviz
 from normviz.methods import registry
-from normviz.ui import data, long_maps, st_parts
+from normviz.ui.kit import data, st_parts
+from normviz.ui.views import long_maps
 from normviz.viz.overview import overview
 
 from ..helpers.app import app, arr, figures, no_exception, texts

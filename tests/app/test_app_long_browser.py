@@ -1,7 +1,7 @@
 """The app on a long document in a real browser (issue 20): a ~4,000-token paste on smollm2 with
 NORMVIZ_MAX_TOKENS=4096. The server's RSS (psutil, the server and its children, sampled every 0.25 s) must stay
 within the memory budget above what it held before the paste; a layer change is timed in the page (the
-in-page clock of :func:`normviz.devtools.browser.timed`). Figures go to stdout and to
+in-page clock of :func:`tools.browser.timed`). Figures go to stdout and to
 ``benchmarks/results/long_browser.json`` (``$NORMVIZ_LONG_RESULTS`` overrides): the time is reported, not
 asserted (the target, ≤ 3 s, is measured on a quiet machine)."""
 from __future__ import annotations

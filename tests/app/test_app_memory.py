@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from normviz.ui import stores
+from normviz.ui.kit import stores
 
 from ..helpers.app import app, no_exception
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import normviz
-from normviz.ui.pages import discover
+from normviz.ui.kit.pages import discover
 
 from ..helpers.app import ROOT, app, no_exception, texts
 

@@ -209,8 +209,8 @@ def test_the_exported_html_keeps_every_y_axis_label_inside_its_panel(tmp_path):
     import numpy as np
 
     import normviz
-    from normviz.ui.downloads import view_html
-    from normviz.ui.state import ViewState
+    from normviz.ui.kit.downloads import view_html
+    from normviz.ui.kit.state import ViewState
 
     require_browser()
     words = ["[CLS]", "internationalisation", "of", "extraordinarily", "long", "tokenisation", "[SEP]"]

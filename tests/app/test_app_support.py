@@ -7,9 +7,10 @@ import time
 import numpy as np
 import pytest
 
-from normviz.ui import data, learn
-from normviz.ui.cache import BoundedCache
-from normviz.ui.state import ViewState, check_model_allowed, load_examples, model_allowlist, token_cap
+from normviz.ui.kit import data
+from normviz.ui.views import learn
+from normviz.ui.kit.cache import BoundedCache
+from normviz.ui.kit.state import ViewState, check_model_allowed, load_examples, model_allowlist, token_cap
 
 from ..helpers.maps import in_threads
 
@@ -197,7 +198,7 @@ def test_concurrent_analyses_of_one_shared_model_do_not_mix(minilm):
     """The app's sessions (ui.session_for / ui.get_maps) of one shared model in threads: normviz records with
     forward hooks on the shared model, so passes must not mix."""
     import normviz
-    from normviz.ui import st_parts
+    from normviz.ui.kit import st_parts
 
     texts = ["The cat sat on the mat, a thread test.", "Dogs bark at night, loudly and often, in threads."]
     alone = [normviz.analyze(minilm, t, methods=["attention", "norm"])["norm"] for t in texts]
@@ -228,14 +229,14 @@ def test_ff_budget_lets_minilm_through_and_stops_long_smollm2_texts():
     import re
 
     from normviz.errors import TooCostlyError
-    from normviz.methods import feedforward
+    from normviz.methods import cost, feedforward
 
-    rate = feedforward.FLOPS_PER_SECOND["cpu"]
+    rate = cost.RATES["feedforward"]["cpu"]
     budget = {"ff_budget_s": 60}
-    assert feedforward.estimated_seconds(_ff_request(128, 6, 384, 1536, False), {}) < 60
+    assert feedforward.flops(_ff_request(128, 6, 384, 1536, False)) / rate < 60
     feedforward.check(_ff_request(128, 6, 384, 1536, False), "ff", budget)
-    assert feedforward.token_limit(_ff_request(1, 6, 384, 1536, False), 60, rate) >= 128
-    limit = feedforward.token_limit(_ff_request(1, 30, 576, 1536, True), 60, rate)
+    assert cost.token_limit(_ff_request(1, 6, 384, 1536, False), 60 * rate, feedforward.flops) >= 128
+    limit = cost.token_limit(_ff_request(1, 30, 576, 1536, True), 60 * rate, feedforward.flops)
     assert 40 <= limit < 1000
     feedforward.check(_ff_request(limit, 30, 576, 1536, True), "ff_res", budget)
     with pytest.raises(TooCostlyError, match="NORMVIZ_FF_BUDGET") as exc:
@@ -247,7 +248,7 @@ def test_ff_budget_lets_minilm_through_and_stops_long_smollm2_texts():
 
 
 def test_session_options_carry_the_budgets(monkeypatch):
-    from normviz.ui import st_parts
+    from normviz.ui.kit import st_parts
 
     for name in ("NORMVIZ_FF_BUDGET", "NORMVIZ_COST_BUDGET", "NORMVIZ_MEMORY_BUDGET_MB"):
         monkeypatch.delenv(name, raising=False)
@@ -257,7 +258,8 @@ def test_session_options_carry_the_budgets(monkeypatch):
     # every key's budget option (its KeyInfo) reaches the app's sessions: no table of names in ui/
     wanted = {methods.key_info(k).budget_option for k in methods.all_keys()} - {None}
     wanted |= set(methods.budget_options())  # and the keyless families' (knockout, head_ablation)
-    costly = wanted - {ff}
+    costly = set(methods.all_budget_options()) - {ff}  # the keys' and the Why page's computations' (explain, routes)
+    assert wanted - {ff} <= costly and {"explain_budget_s", "routes_budget_s"} <= costly
     assert ff == "feedforward_budget_s" and {"zeroing_budget_s", "interactions_budget_s", "decompx_budget_s"} <= costly
     mem = "memory_budget_mb"
     routes = "routes_budget_s"  # the Why page's routes (issue 29: refused over it, stopped at 4× it)
@@ -281,11 +283,11 @@ def test_overview_npz_holds_every_grid():
 
 
 def test_the_server_process_fixes_the_mmap_threshold():
-    """normviz.ui.memory: large freed buffers go back to the system (the RSS bound itself: the slow
+    """normviz.ui.kit.memory: large freed buffers go back to the system (the RSS bound itself: the slow
     tests/reliability RSS test)."""
     import sys
 
-    from normviz.ui.memory import bound_heap
+    from normviz.ui.kit.memory import bound_heap
 
     if not sys.platform.startswith("linux"):
         pytest.skip("glibc's mallopt is Linux-only")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlsplit
 
-from normviz.ui.state import ViewState
-from normviz.ui.steps import Step
+from normviz.ui.kit.state import ViewState
+from normviz.ui.kit.steps import Step
 
 from ..helpers.app import app, no_exception, texts
 
@@ -31,7 +31,7 @@ def test_the_step_indicator_names_and_numbers_the_step_on_stage():
     at = app(query={"steps": "Weights~0~all~attention+norm;Deep~3~1~norm", "present": "1"})
     at.run()
     no_exception(at)
-    from normviz.ui import stage
+    from normviz.ui.kit import stage
 
     at.sidebar.radio(key="w_step_go").set_value(1).run()
     no_exception(at)
@@ -43,7 +43,7 @@ def test_the_step_indicator_names_and_numbers_the_step_on_stage():
 def test_the_talk_link_round_trips_every_step_and_encodes_its_separators():
     steps = (Step("Weights & norms", 0, None, ("attention", "norm")), Step("Deep", 5, 3, ("norm", "attn_res")))
     view = ViewState(text="Paris is the capital of France; really?", steps=steps, present=True, theme="dark")
-    from normviz.ui.stage import talk_link
+    from normviz.ui.kit.stage import talk_link
 
     link = talk_link(view, "http://host:8501/?old=1")
     query = urlsplit(link).query

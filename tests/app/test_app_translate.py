@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from normviz.ui.translate import TranslateView
+from normviz.ui.views.translate import TranslateView
 
 from ..helpers.app import app, figures, heatmaps, no_exception, texts, title, z
 

@@ -7,8 +7,8 @@ import pytest
 
 import normviz
 from normviz.trust import explain_text
-from normviz.ui import st_parts
-from normviz.ui import trust as T
+from normviz.ui.kit import st_parts
+from normviz.ui.views import trust as T
 
 from ..helpers.app import app, arr, figures, no_exception
 

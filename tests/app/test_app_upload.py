@@ -2,7 +2,7 @@
 limits), and a file that can't be used is refused with a message saying what to do."""
 from __future__ import annotations
 
-from normviz.ui import data
+from normviz.ui.kit import data
 
 from ..helpers.app import app, no_exception
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import subprocess
 
-from normviz.ui import stores
-from normviz.ui.state import DEFAULT_MAPS, DEFAULT_TEXT
-from normviz.ui.warm import warm
+from normviz.ui.kit import stores
+from normviz.ui.kit.state import DEFAULT_MAPS, DEFAULT_TEXT
+from normviz.ui.kit.warm import warm
 
 from ..helpers.app import ROOT, app, no_exception
 
@@ -31,6 +31,6 @@ def test_the_launcher_binds_to_loopback_and_knows_warm():
     assert 'address = "127.0.0.1"' in config
     script = (ROOT / "scripts" / "app.sh").read_text()
     assert "--warm" in script and "normviz app" in script
-    assert "normviz.ui.warm" in (ROOT / "normviz" / "cli" / "app.py").read_text()
+    assert "normviz.ui.kit.warm" in (ROOT / "normviz" / "cli" / "app.py").read_text()
     out = subprocess.run(["bash", "-n", str(ROOT / "scripts" / "app.sh")], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr

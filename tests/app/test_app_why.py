@@ -7,7 +7,7 @@ import pytest
 
 import normviz
 import normviz.sinks
-from normviz.ui import st_parts
+from normviz.ui.kit import st_parts
 from normviz.viz.why import txt
 
 from ..helpers.app import app, arr, figures, no_exception, texts, title

@@ -10,7 +10,7 @@ import torch
 
 import normviz
 from normviz.attribution import adjoint, propagate, readout_of
-from normviz.encdec import explain as encdec_explain
+from normviz.attribution import seq2seq as encdec_explain
 
 from ..helpers import tiny
 

@@ -50,7 +50,7 @@ def title(fig: dict) -> str:
 
 def texts(elements) -> list[str]:
     """The text a visitor reads in each element: the app escapes Markdown punctuation in messages that may hold
-    visitor input and breaks autolinks with a word joiner (normviz.ui.safe.plain); both undone here."""
+    visitor input and breaks autolinks with a word joiner (normviz.ui.kit.safe.plain); both undone here."""
     return [re.sub(r"\\([^A-Za-z0-9\s])", r"\1", e.value).replace("\u2060", "") for e in elements]
 
 

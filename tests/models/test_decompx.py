@@ -115,11 +115,13 @@ def test_opt_in_and_cost_budget(tiny_model):
     assert "decompx" not in s.get().arrays  # not computed by default
     with pytest.raises(TooCostlyError, match="decompx_budget_s"):
         s.get(["decompx"])
-    from normviz.methods.decompx import FLOPS_PER_SECOND, flops, token_limit
+    from normviz.methods.cost import RATES, token_limit
+    from normviz.methods.decompx import flops
+    FLOPS_PER_SECOND = RATES["decompx"]
     request = s.request
-    fits = token_limit(request, 1.0 * FLOPS_PER_SECOND["cpu"])  # a 1 s budget
+    fits = token_limit(request, 1.0 * FLOPS_PER_SECOND["cpu"], flops)  # a 1 s budget
     assert flops(type(request)(**{**request.__dict__, "n_tokens": fits})) <= FLOPS_PER_SECOND["cpu"]
-    assert f"up to about {token_limit(request, 1e-9 * FLOPS_PER_SECOND['cpu'])} tokens" in s.refusal("decompx")
+    assert f"up to about {token_limit(request, 1e-9 * FLOPS_PER_SECOND['cpu'], flops)} tokens" in s.refusal("decompx")
     assert "decompx" in (s.refusal("decompx") or "")
     fresh = _session(lm, tiny.encoded(n=9), options={"decompx_budget_s": 1e-9})
     with pytest.raises(TooCostlyError):

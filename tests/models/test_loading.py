@@ -202,7 +202,7 @@ def test_a_two_part_device_map_gives_the_single_device_maps(tmp_path):
     real devices (benchmarks/gpu_check.py runs the exactness tests on CUDA). Weights offloaded to disk are on
     the 'meta' device outside the forward pass: refused with a message instead of failing inside a map."""
     accelerate = pytest.importorskip("accelerate")
-    from normviz.devtools.tiny import build, distinct
+    from tools.tiny import build, distinct
     from normviz.session import Session
 
     enc = distinct(9)

@@ -224,7 +224,7 @@ def test_alpha_recomputed_in_row_blocks_equals_the_recorded_alpha(monkeypatch, n
     block's), a causal block over its own past only (keys cut at a multiple of 64): the same numbers as the
     recorded α, bit for bit (float64, blocks of 7 rows; at 200 tokens most blocks are cut)."""
     from normviz import attention_capture
-    from normviz.devtools.tiny import build, encoded
+    from tools.tiny import build, encoded
     from normviz.session import Session
 
     lm, enc = build("llama"), encoded(n)
@@ -245,7 +245,7 @@ def test_maps_of_one_layer_in_one_pass_equal_the_whole_arrays(arch):
     """Session.maps (one pass over a layer's records for several keys; α's head mean or one head taken from α
     itself) equals the whole arrays of get() to 1e-12 (float64), computes no whole array, and a second call is
     served from the cache."""
-    from normviz.devtools.tiny import build, distinct
+    from tools.tiny import build, distinct
 
     lm, enc = build(arch), distinct(11)
     keys = ["attention", "norm", "attn_res", "attn_res_ln"]
@@ -269,7 +269,7 @@ def test_a_long_layer_streams_alpha_in_row_blocks_with_the_same_bits(monkeypatch
     block's own past): bit for bit the maps of the same layer from its whole α (float64, blocks of 8 rows,
     odd and even counts, diagonal in every block), and the whole α is never built."""
     from normviz import decompose
-    from normviz.devtools.tiny import build, encoded
+    from tools.tiny import build, encoded
     from normviz.methods import long_layer
 
     lm, enc = build(arch), encoded(n)
@@ -297,7 +297,7 @@ def test_a_single_long_sequence_drops_q_and_k_and_reruns_the_layer_for_them(arch
     reproduced them bit for bit) and recomputed from the layer's recorded input when α is needed: α equals the
     α-recording path bit for bit (float64, every layer). A rerun that does not reproduce them keeps them."""
     from normviz import record as record_mod
-    from normviz.devtools.tiny import build, encoded
+    from tools.tiny import build, encoded
 
     lm, enc = build(arch), encoded(40)
     recs = Session.from_encoded(lm, [enc], options={"record_attention": "qk"})[0].records()
@@ -320,7 +320,7 @@ def test_a_single_long_sequence_drops_q_and_k_and_reruns_the_layer_for_them(arch
 def test_a_long_layer_is_cached_within_the_long_input_bound(monkeypatch):
     """A streamed (long) layer's maps go into at most ``long_map_cache_mb``: the previous layer's are dropped
     before the new one is computed, and a head change keeps (and reuses) its layer's layer-level maps."""
-    from normviz.devtools.tiny import build, encoded
+    from tools.tiny import build, encoded
 
     lm, n = build("llama"), 150
     one_map = n * n * 8

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import normviz
 from normviz import cli
-from normviz.ui.safe import lit, plain
-from normviz.ui.state import ViewState
+from normviz.ui.kit.safe import lit, plain
+from normviz.ui.kit.state import ViewState
 
 from .helpers import MARKER, PAGES, PAYLOADS, ROOT, app, markup_hits, tracebacks
 
@@ -133,8 +133,8 @@ def test_eight_concurrent_sessions_match_independent_analyses():
 
 RSS_PROBE = r"""
 import gc, json, sys, psutil, normviz
-from normviz.ui.memory import bound_heap
-bound_heap()  # as the app's server process does (normviz.ui.st_parts)
+from normviz.ui.kit.memory import bound_heap
+bound_heap()  # as the app's server process does (normviz.ui.kit.st_parts)
 lm = normviz.load("minilm")
 proc = psutil.Process()
 n = int(sys.argv[1])

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import normviz
-from normviz.ui import long_maps
+from normviz.ui.views import long_maps
 from normviz.workers import HeavyWorker, takes_layers
 
 SENTENCE = "The river rose in the night and the town woke to water in the streets. "

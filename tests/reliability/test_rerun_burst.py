@@ -2,7 +2,7 @@
 changes fired without waiting, while the visitor's new sentence is being computed (its costly map in the worker
 process), cost one computation of that sentence's maps, a few script runs (not 21), and end on the view last
 asked for, equal to that view opened alone. The server counts its script runs and computations on stderr
-(``NORMVIZ_TIMING=1``, :mod:`normviz.ui.timing`)."""
+(``NORMVIZ_TIMING=1``, :mod:`normviz.ui.kit.timing`)."""
 from __future__ import annotations
 
 import sys

@@ -188,7 +188,7 @@ def test_the_page_says_how_long_a_request_waited():
     def page():
         from types import SimpleNamespace
 
-        from normviz.ui import st_parts
+        from normviz.ui.kit import st_parts
 
         st_parts.notice_waited(SimpleNamespace(waited_s=3.25))
         st_parts.notice_waited(SimpleNamespace(waited_s=0.1))
@@ -201,7 +201,7 @@ def test_the_page_says_how_long_a_request_waited():
 
 @pytest.mark.parametrize("raw,expect", [("abc", 1), ("-1", 0), ("9", 4), ("2", 2), ("0", 0)])
 def test_the_heavy_workers_setting_is_validated(raw, expect):
-    from normviz.ui.settings import load_settings
+    from normviz.ui.kit.settings import load_settings
 
     s = load_settings({"NORMVIZ_HEAVY_WORKERS": raw})
     assert s.heavy_workers == expect

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from normviz.cli import main, subcommand_modules
-from normviz.ui.warm import warm_models
+from normviz.ui.kit.warm import warm_models
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,7 +35,7 @@ def test_one_server_runs_streamlit_on_the_app_and_passes_other_arguments_on(caps
 
 def test_warm_runs_the_warm_up_first(capsys, monkeypatch):
     monkeypatch.delenv("NORMVIZ_WARM", raising=False)
-    assert "-m normviz.ui.warm app.py" in _dry(capsys, "--warm", "smollm2,minilm")
+    assert "-m normviz.ui.kit.warm app.py" in _dry(capsys, "--warm", "smollm2,minilm")
     assert "-m streamlit run app.py" in _dry(capsys)
 
 

@@ -1,4 +1,4 @@
-"""Explore's frames (normviz.ui.frames): what the browser draws at once for a new layer or head must be what
+"""Explore's frames (normviz.ui.kit.frames): what the browser draws at once for a new layer or head must be what
 the server then draws for that layer and head (the heatmap the page builds), at the frames' 4 digits."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 import normviz
 from normviz import viz
-from normviz.ui import data, frames
+from normviz.ui.kit import data, frames
 
 from ..helpers import tiny
 from ..helpers.app import arr

@@ -6,7 +6,7 @@ import pytest
 from streamlit.runtime.scriptrunner_utils.exceptions import RerunException, StopException
 from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
 
-from normviz.ui.interrupts import deferred_interrupts
+from normviz.ui.kit.interrupts import deferred_interrupts
 
 
 def computation(progress, steps: int = 5, fail: bool = False):

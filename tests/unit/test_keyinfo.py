@@ -14,7 +14,7 @@ from normviz.errors import TooCostlyError, UnknownKeyError, UnknownMethodError
 
 def test_every_key_is_described_by_its_family():
     for name, family in methods.families().items():
-        assert family.__name__.rsplit(".", 1)[-1] == name  # family name = module name
+        assert family.module.__name__.rsplit(".", 1)[-1] == name  # family name = module name
         for info in family.KEYS:
             assert info.group in methods.GROUPS and info.unit and info.stacks and len(info.label) <= 22, info
             assert methods.budget_option(info.key) == (f"{name}_budget_s" if hasattr(family, "BUDGET") else None)
@@ -66,7 +66,7 @@ def test_pair_boundary_one_rule():
     A.text_pair = None
     assert pair_boundary(A) is None
     from normviz.notebook import pair_boundary as nb
-    from normviz.ui.data import pair_boundary as ui
+    from normviz.ui.kit.data import pair_boundary as ui
 
     assert nb is ui is pair_boundary  # one function
 

@@ -1,38 +1,39 @@
 """The package's import graph, read from its source (lazy imports inside functions and importlib strings
-included, :mod:`normviz.devtools.module_graph`): no import cycle, and no import from a lower layer to a higher
+included, :mod:`tools.module_graph`): no import cycle, and no import from a lower layer to a higher
 one. A new module must be placed in LAYERS (longest prefix wins), so its place is a decision, not an accident."""
 from __future__ import annotations
 
-from normviz.devtools.module_graph import build, cycles
+from tools import module_graph
+from tools.module_graph import build, cycles, folders, unit_of
 
-# lowest first; a module may import modules of its own layer or below
+# lowest first; a module may import modules of its own layer or below. A folder (package) sits in one layer: every
+# module in it, so that counted as one unit (tools.module_graph.folders) it imports only its layer or below too
 LAYERS = (
     ("normviz.errors", "normviz.commands", "normviz.settings"),
     ("normviz.backend", "normviz.activations", "normviz.tokens", "normviz.inputs", "normviz.analysis",
      "normviz.fx", "normviz.pool", "normviz.memory"),
     ("normviz.models",),
-    ("normviz.record", "normviz.attention_capture", "normviz.alpha_into", "normviz.attention_interface", "normviz.recording", "normviz.decompose", "normviz.encdec.params", "normviz.encdec.record",
-     "normviz.encdec.target"),
-    ("normviz.methods", "normviz.encdec", "normviz.sinks"),
+    ("normviz.record", "normviz.attention_capture", "normviz.alpha_into", "normviz.attention_interface",
+     "normviz.recording", "normviz.decompose", "normviz.encdec"),
+    ("normviz.methods", "normviz.sinks"),
     ("normviz.keyspace",),
-    ("normviz.attribution", "normviz.encdec.explain", "normviz.sinks"),  # prediction attribution, sinks: below the Session that calls it
+    ("normviz.attribution",),  # prediction attribution: below the Session that calls it
     ("normviz.session",),
     ("normviz.corpus", "normviz.align", "normviz.workers", "normviz.trust"),
     ("normviz.viz", "normviz.notebook"),
     ("normviz",),  # the package's facade: normviz/__init__.py
     ("normviz.cli", "normviz.__main__"),  # one module per subcommand (normviz/cli/)
+    ("normviz.ui.kit",),  # what every page is built from
+    ("normviz.ui.views",),  # one page's own view, on the kit
     ("normviz.ui",),
-    ("normviz.devtools",),  # tools for tests and benchmarks (tiny models, the import graph): nothing imports them
 )
+# modules counted on their own until they move to the folder of their layer (issue 32: the CLI package)
+ON_THEIR_WAY: tuple[str, ...] = ()
 
 
 def layer_of(module: str) -> int:
-    best, found = -1, None
-    for i, prefixes in enumerate(LAYERS):
-        for p in prefixes:
-            if (module == p or (p != "normviz" and module.startswith(p + "."))) and len(p) > best:
-                best, found = len(p), i
-    assert found is not None, f"{module} has no layer: place it in LAYERS"
+    found = module_graph.layer_of(module, LAYERS)
+    assert found >= 0, f"{module} has no layer: place it in LAYERS"
     return found
 
 
@@ -52,6 +53,61 @@ def test_no_import_goes_up_the_layers():
     up = [f"{a} (layer {layer_of(a)}) imports {b} (layer {layer_of(b)}) at line {line}"
           for a, b, line in GRAPH.edge_list() if layer_of(b) > layer_of(a)]
     assert up == []
+
+
+
+
+def same_layer(parent: str, sub: str) -> bool:
+    """A subfolder is one unit with its parent folder when both sit in the same layer (``methods.norms``)."""
+    return layer_of(parent) == layer_of(sub)
+
+
+FOLDERS = folders(GRAPH, ON_THEIR_WAY, same_layer)
+
+
+def test_every_folder_sits_in_one_layer():
+    spans = {}
+    for m in GRAPH.modules:
+        spans.setdefault(unit_of(GRAPH, m, ON_THEIR_WAY, same_layer), set()).add(layer_of(m))
+    assert {u: sorted(ls) for u, ls in spans.items() if len(ls) > 1} == {}
+
+
+def test_no_folder_cycle():
+    """Each folder one unit: no two folders import each other, however indirectly."""
+    assert cycles(FOLDERS) == []
+
+
+def test_no_folder_imports_up_the_layers():
+    up = [f"{a} (layer {layer_of(a)}) imports {b} (layer {layer_of(b)}), first at line {line}"
+          for a, b, line in FOLDERS.edge_list() if layer_of(b) > layer_of(a)]
+    assert up == []
+
+
+def test_folders_are_units(tmp_path):
+    """The folder graph the tests above read: a package's modules are one node, a top-level module its own,
+    an import between two folders' modules is one edge between the folders (a cycle of folders found), and a
+    subfolder is its own unit or part of its parent's as ``merge`` says."""
+    pkg = tmp_path / "normviz"
+    (pkg / "low").mkdir(parents=True)
+    (pkg / "high").mkdir()
+    for f in ("__init__.py", "low/__init__.py", "high/__init__.py", "top.py"):
+        (pkg / f).write_text("")
+    (pkg / "low" / "a.py").write_text("from ..high import b\n")
+    (pkg / "high" / "b.py").write_text("def f():\n    from normviz.low import c\n")
+    (pkg / "low" / "c.py").write_text("from .. import top\n")
+    g = build(pkg)
+    assert cycles(g) == []  # module by module: a -> b -> c, no cycle
+    f = folders(g)
+    assert set(f.modules) == {"normviz", "normviz.low", "normviz.high", "normviz.top"}
+    assert set(f.edges["normviz.low"]) == {"normviz.high", "normviz.top"}
+    assert cycles(f) == [["normviz.high", "normviz.low"]]
+    (pkg / "low" / "sub").mkdir()
+    (pkg / "low" / "sub" / "__init__.py").write_text("from .. import a\n")
+    (pkg / "low" / "d.py").write_text("from .sub import x\n")
+    g = build(pkg)
+    apart = folders(g, merge=lambda parent, sub: False)
+    assert apart.edges["normviz.low.sub"] == {"normviz.low": 1} and "normviz.low.sub" in apart.edges["normviz.low"]
+    assert "normviz.low.sub" not in folders(g).modules  # merged into normviz.low by default
 
 
 def test_the_scanner_sees_lazy_and_importlib_imports(tmp_path):

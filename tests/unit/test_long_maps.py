@@ -1,10 +1,11 @@
-"""normviz.ui.long_maps: the long view's numbers and controls without Streamlit (the panels equal the short
+"""normviz.ui.views.long_maps: the long view's numbers and controls without Streamlit (the panels equal the short
 view's shown matrices; typed ranges, token search, the window's bounds; a box on the overview as tokens)."""
 import numpy as np
 import pytest
 
 from normviz.errors import InputError
-from normviz.ui import data, long_maps
+from normviz.ui.kit import data
+from normviz.ui.views import long_maps
 from normviz.viz.overview_figure import block_centres, positions_to_shown
 
 

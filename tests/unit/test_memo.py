@@ -1,4 +1,4 @@
-"""Per-rerun work kept beside what it derives from (normviz.ui.memo): computed once per owner and key,
+"""Per-rerun work kept beside what it derives from (normviz.ui.kit.memo): computed once per owner and key,
 read-only, gone with the owner; the memoised panels and frames equal the ones computed afresh."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import gc
 import numpy as np
 import pytest
 
-from normviz.ui import data, frames
-from normviz.ui.memo import memoised, stats
+from normviz.ui.kit import data, frames
+from normviz.ui.kit.memo import memoised, stats
 
 
 def test_computed_once_read_only_and_gone_with_the_owner():
@@ -27,7 +27,7 @@ def test_computed_once_read_only_and_gone_with_the_owner():
 
 def test_an_owner_holds_at_most_max_bytes(monkeypatch):
     """Results past the byte bound push the oldest out; one bigger than the bound is returned, not kept."""
-    from normviz.ui import memo
+    from normviz.ui.kit import memo
 
     monkeypatch.setattr(memo, "MAX_BYTES", 10_000)
     owner = np.zeros(1)

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import normviz
-from normviz.ui import data, overview_maps
+from normviz.ui.kit import data
+from normviz.ui.views import overview_maps
 
 from ..helpers import tiny
 

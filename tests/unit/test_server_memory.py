@@ -1,6 +1,6 @@
 """One memory budget for the whole server (issue 29): least recently used texts dropped to make room,
 requests refused with a message past it, reservations of requests in flight counted, texts of visitors who
-left released (normviz.ui.server_memory over the shared session cache)."""
+left released (normviz.ui.kit.server_memory over the shared session cache)."""
 from __future__ import annotations
 
 import threading
@@ -8,10 +8,10 @@ import threading
 import pytest
 
 from normviz.errors import ServerBusyError, TooCostlyError
-from normviz.ui import server_memory
-from normviz.ui.cache import BoundedCache
-from normviz.ui.server_memory import ServerMemory
-from normviz.ui.settings import load_settings
+from normviz.ui.kit import server_memory
+from normviz.ui.kit.cache import BoundedCache
+from normviz.ui.kit.server_memory import ServerMemory
+from normviz.ui.kit.settings import load_settings
 
 MB = 2**20
 

@@ -93,7 +93,7 @@ def test_option_values_are_typed():
 
 def test_the_session_refuses_an_unknown_or_ill_typed_option(tiny_model):
     import normviz
-    from normviz.devtools.tiny import encoded
+    from tools.tiny import encoded
 
     lm = tiny_model("bert")
     for bad, said in (({"no_such_option": 1}, "not an option"), ({"map_cache_mb": "abc"}, "not a number")):
@@ -135,7 +135,7 @@ def test_defaults_agree_with_the_modules_that_use_them():
     from normviz import memory
     from normviz.attribution import adjoint
     from normviz.methods import maxflow, zeroing
-    from normviz.ui import frames
+    from normviz.ui.kit import frames
 
     o, e = settings.OPTIONS, settings.ENV
     assert o["map_cache_mb"].default == memory.MAP_CACHE_MB and o["long_map_cache_mb"].default == memory.LONG_MAP_CACHE_MB

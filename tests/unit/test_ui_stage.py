@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from normviz.methods import registry
-from normviz.ui import data, stage
+from normviz.ui.kit import data, stage
 
 
 def _press(monkeypatch, state: dict, key: str, leave=lambda: None):
@@ -31,7 +31,7 @@ def test_arrow_keys_move_layer_and_head_within_their_options(monkeypatch):
 
 
 def test_escape_leaves_stage_mode(monkeypatch):
-    from normviz.ui.state import ViewState
+    from normviz.ui.kit.state import ViewState
 
     state = {"w_present": True, "_normviz_view": ViewState(present=True), "w_layer": 2}
     monkeypatch.setattr(stage.st, "session_state", state)
@@ -69,8 +69,8 @@ def test_every_map_pill_has_its_own_label():
 
 
 def test_steps_round_trip_through_the_url_and_refuse_malformed_ones():
-    from normviz.ui.state import ViewState
-    from normviz.ui.steps import Step, clean_name, following
+    from normviz.ui.kit.state import ViewState
+    from normviz.ui.kit.steps import Step, clean_name, following
 
     steps = (Step("Weights", 0, None, ("attention", "norm")), Step(clean_name("Deep; ~x+y"), 5, 3, ("norm",)))
     view = ViewState(steps=steps)
@@ -85,8 +85,8 @@ def test_steps_round_trip_through_the_url_and_refuse_malformed_ones():
 
 
 def test_next_step_sets_the_pages_own_widgets(monkeypatch):
-    from normviz.ui.state import ViewState
-    from normviz.ui.steps import Step
+    from normviz.ui.kit.state import ViewState
+    from normviz.ui.kit.steps import Step
 
     view = ViewState(steps=(Step("a", 1, None, ("attention",)), Step("b", 4, 2, ("norm", "rollout_alti"))))
     state = {"_normviz_view": view}
@@ -101,7 +101,7 @@ def test_next_step_sets_the_pages_own_widgets(monkeypatch):
 
 def test_a_plus_read_as_a_space_still_joins_the_maps_of_a_step():
     """A link typed as ``steps=…attention+norm…`` arrives with a space for the + (form encoding): same steps."""
-    from normviz.ui.state import ViewState
+    from normviz.ui.kit.state import ViewState
 
     got = ViewState.from_query({"steps": "Weights~0~all~attention norm;Deep~5~3~norm"})
     assert got.problems == []
@@ -110,7 +110,7 @@ def test_a_plus_read_as_a_space_still_joins_the_maps_of_a_step():
 
 
 def test_a_step_that_cannot_be_read_is_named_and_the_others_kept():
-    from normviz.ui.state import ViewState
+    from normviz.ui.kit.state import ViewState
 
     got = ViewState.from_query({"steps": "Weights~0~all~attention;Bad~x~all~norm;Deep~5~3~norm<b>;Last~2~1~norm"})
     assert [s.name for s in got.steps] == ["Weights", "Last"]

@@ -1,0 +1,93 @@
+"""One typed record per registered family: the module attributes a family declares (:mod:`normviz.methods.base`)
+read once, with their defaults declared here only, so that the session, the worker, the key space and the pages
+read fields (``family.per_layer``) instead of ``getattr(module, "PER_LAYER", False)`` each with its own default.
+
+A family module (ours or a user's own, :func:`normviz.register_family`) keeps declaring its upper-case attributes;
+:meth:`Family.of` builds the record. An attribute the record does not know is read from the module
+(``record.NAME``, ``record.compute`` still work), so code written against the modules keeps working.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Callable, Mapping
+
+from .base import DEFAULT_STACKS, DEFAULT_UNIT, GROUPS, KeyInfo
+from .cost import Budget
+
+RECORDS = ("full", "attention")  # what compute() reads of the recording pass
+
+
+@dataclass
+class Family:
+    """A map family (or a computation with a cost budget: ``explain``'s sources, ``routes``) as the rest of the
+    code sees it. Not frozen: a test (or a user's experiment) may patch its ``compute`` or ``check``."""
+
+    name: str
+    keys: tuple[KeyInfo, ...]
+    module: ModuleType | None = None  # the family's module: its check and compute are read there, at call time
+    own_check: Callable | None = None  # a computation without a module: its cost pre-flight
+    requires: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    opt_in: tuple[str, ...] = ()
+    needs_model: bool = False  # compute() reruns parts of the live model (inputs.model is given)
+    hooks_own_thread: bool = False  # its hooks act only in their own thread: no model lock needed
+    heavy: bool = False  # costly: a session's heavy-methods worker computes it (normviz.workers)
+    per_layer: bool = False  # compute() serves any subset of layers: Session.map computes one layer
+    record: str = "full"  # "attention": reads only the attention blocks (a pass may stop early)
+    computed_together: bool = False  # its applicable keys are computed at once
+    stacks: tuple[str, ...] = DEFAULT_STACKS
+    group: str = GROUPS[2]
+    unit: str = DEFAULT_UNIT
+    budget: Budget | None = None
+    layer_views: Mapping[str, str] = field(default_factory=dict)  # per-head key -> its "all heads" key
+    references: tuple = ()
+
+    @classmethod
+    def of(cls, module: ModuleType) -> "Family":
+        """The record of a family module; the defaults of every optional attribute are this class's."""
+        keys = tuple(module.KEYS)
+        names = {i.key for i in keys}
+        record = getattr(module, "RECORD", cls.record)
+        if record not in RECORDS:
+            raise ValueError(f"{module.NAME}: RECORD {record!r} is not one of {', '.join(RECORDS)}")
+        group = getattr(module, "GROUP", cls.group)
+        if group not in GROUPS:
+            raise ValueError(f"{module.NAME}: group {group!r} is not one of {', '.join(GROUPS)}")
+        # "all heads" of a per-head key: its family's declared LAYER_VIEWS, else the family's own <key>_layer
+        # (norm → norm_layer, cross_norm → cross_norm_layer: the heads' vectors summed, then the norm), else none
+        # (the head mean)
+        views = getattr(module, "LAYER_VIEWS", None)
+        if views is None:
+            views = {i.key: i.key + "_layer" for i in keys if i.per_head and i.key + "_layer" in names}
+        return cls(name=module.NAME, keys=keys, module=module, requires=dict(getattr(module, "REQUIRES", {})),
+                   opt_in=tuple(getattr(module, "OPT_IN", ())),
+                   needs_model=bool(getattr(module, "NEEDS_MODEL", False)),
+                   hooks_own_thread=bool(getattr(module, "HOOKS_OWN_THREAD", False)),
+                   heavy=bool(getattr(module, "HEAVY", False)), per_layer=bool(getattr(module, "PER_LAYER", False)),
+                   record=record, computed_together=bool(getattr(module, "COMPUTED_TOGETHER", False)),
+                   stacks=tuple(getattr(module, "STACKS", DEFAULT_STACKS)), group=group,
+                   unit=getattr(module, "UNIT", DEFAULT_UNIT), budget=getattr(module, "BUDGET", None),
+                   layer_views=dict(views), references=tuple(getattr(module, "REFERENCES", ())))
+
+    @property
+    def check(self) -> Callable:
+        return self.own_check if self.module is None else self.module.check
+
+    @check.setter
+    def check(self, fn) -> None:  # a patch (a test's) goes to the module, which the record reads at call time
+        setattr(self.module, "check", fn)
+
+    @property
+    def compute(self) -> Callable | None:
+        return None if self.module is None else getattr(self.module, "compute", None)
+
+    @compute.setter
+    def compute(self, fn) -> None:
+        setattr(self.module, "compute", fn)
+
+    def __getattr__(self, name: str):
+        """What the record does not hold is the module's (``NAME``, ``KEYS``, its helpers)."""
+        module = self.__dict__.get("module")
+        if module is None or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(module, name)

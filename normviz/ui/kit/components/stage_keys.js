@@ -1,0 +1,70 @@
+// Stage mode's keyboard (normviz.ui.kit.stage.keyboard): ←/→ layer, ↑/↓ head, Space plays the layers (again: pause),
+// f focuses the token under the mouse (f away from a chart: no focus), Esc leaves stage mode, PageDown/PageUp
+// (or n/p) the next/previous step of a talk. Each press is sent to the server as a trigger value; the server
+// moves the page's own controls and reruns. Keys typed into a field (text, select, slider) stay the field's.
+// data: {layer: the layer slider's index, layers: how many}.
+const KEYS = {ArrowLeft: 'layer-', ArrowRight: 'layer+', ArrowUp: 'head-', ArrowDown: 'head+', Escape: 'leave',
+              PageDown: 'next', PageUp: 'prev', n: 'next', p: 'prev'};  // a presenter's remote sends PageDown/Up
+
+// The original token position named by a hover label ('cat [2]', 'the·2 [5] (the 2nd occurrence of …)'), or null.
+export function positionOf(name) {
+  const m = /\s\[(\d+)\](?: \(.*\))?$/.exec(String(name == null ? '' : name));
+  return m ? parseInt(m[1], 10) : null;
+}
+
+// The token a plotly hover point is on: a heatmap cell's row (the receiving token), else the bar's token.
+export function hoveredPosition(point) {
+  if (!point) return null;
+  const row = positionOf(point.y);
+  if (row !== null) return row;
+  const col = positionOf(point.x);
+  if (col !== null) return col;
+  return point.customdata && point.customdata.length ? positionOf(point.customdata[0]) : null;
+}
+
+// What a key sends to the server ('layer+', 'focus:5', 'focus:none' …), 'play' for Space, or null.
+export function keyAction(key, hovered) {
+  if (key === ' ' || key === 'Spacebar') return 'play';
+  if (key === 'f' || key === 'F') return hovered === null || hovered === undefined ? 'focus:none' : 'focus:' + hovered;
+  return KEYS[key] || null;
+}
+
+export default function(component) {
+  const S = (window.__normvizKeys = window.__normvizKeys || {});
+  S.send = component.setTriggerValue;
+  S.data = component.data || {};
+  const stop = () => { if (S.timer) { clearInterval(S.timer); S.timer = null; } };
+  const play = () => {  // one layer a second up to the last (from the first when already there)
+    if (S.timer) { stop(); return; }
+    const d = S.data || {};
+    if (!(d.layers > 1)) return;
+    if (d.layer >= d.layers - 1) S.send('key', 'layer0');
+    S.timer = setInterval(() => {
+      const now = S.data || {};
+      if (!S.send || now.layer >= now.layers - 1) { stop(); return; }
+      S.send('key', 'layer+');
+    }, 1000);
+  };
+  if (!S.installed) {
+    S.installed = true;
+    document.addEventListener('mouseover', (e) => {  // charts come and go with reruns: hook each once
+      const gd = e.target && e.target.closest && e.target.closest('.js-plotly-plot');
+      if (!gd || gd.__normvizHover || !gd.on) return;
+      gd.__normvizHover = true;
+      gd.on('plotly_hover', (ev) => { S.hovered = hoveredPosition(ev && ev.points && ev.points[0]); });
+      gd.on('plotly_unhover', () => { S.hovered = null; });
+    }, true);
+    document.addEventListener('keydown', (e) => {
+      const t = e.target;
+      const what = keyAction(e.key, S.hovered);
+      if (!what || !S.send || e.altKey || e.ctrlKey || e.metaKey) return;
+      if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT|BUTTON)$/.test(t.tagName) || t.getAttribute('role') === 'slider'
+                || t.closest('[role="listbox"], [data-baseweb="popover"]'))) return;
+      e.preventDefault();
+      if (what === 'play') { play(); return; }
+      if (what !== 'layer+' && what !== 'layer-') stop();
+      S.send('key', what);
+    }, true);
+  }
+  return () => { stop(); S.send = null; };  // unmounted (stage mode left, or another page)
+}

@@ -1,0 +1,202 @@
+"""One memory budget for the whole server process, shared by every visitor (not one per session).
+
+    limit      NORMVIZ_SERVER_MEMORY_MB (default :data:`DEFAULT_MB`, 6144; never more than 3/4 of the machine)
+    held       the process's resident memory now (``/proc/self/statm``) + what admitted requests still
+               running said they would add (:meth:`ServerMemory.admit` reserves it until they finish)
+    need       what a request would add, estimated before it runs (:func:`need_bytes`): a text's first
+               recording ≈ RECORD_FACTOR · L · n · d · itemsize (measured on smollm2: 4 values of d per token
+               and layer, and as much again while the pass runs), whole [L, …] arrays of the keys asked for
+               (× 1.5 for their temporaries), or one long layer's bounded cache and scratch
+
+Before a session is made or maps are computed the app calls :meth:`ServerMemory.admit`: while held + need
+would pass the limit, the least recently used sessions of *other* texts are dropped from the shared cache
+(their records, maps and memoised figures go with them; then ``gc`` and glibc's ``malloc_trim``); if it still
+does not fit, the request is refused with :class:`ServerBusyError`, a message that says what to do (wait for
+other visitors, or a shorter text), before anything grows.
+
+Release when visitors leave: :meth:`ServerMemory.note_use` records which Streamlit sessions use which cached
+text; :meth:`ServerMemory.sweep` (every :data:`SWEEP_S` s in a daemon thread of the server) drops the texts no
+connected visitor uses any more, the array pool's idle blocks, and trims the heap.
+"""
+from __future__ import annotations
+
+import gc
+import os
+import threading
+import time
+from contextlib import contextmanager
+
+from ...errors import ServerBusyError
+
+DEFAULT_MB = 6144.0
+SWEEP_S = 10.0
+RECORD_FACTOR = 8.0  # records ≈ 4·d values per token and layer (smollm2 n = 1000: 252 MB), × 2 while recording
+ARRAY_FACTOR = 1.5  # whole [L, …] arrays and their temporaries
+LONG_LAYER_BYTES = (256 + 3 * 32 + 64) << 20  # memory.LONG_MAP_CACHE_MB + α blocks' scratch + Grams (long_layer)
+
+
+def rss_bytes() -> int:
+    """The process's resident memory (Linux: /proc/self/statm; elsewhere ru_maxrss, the peak)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError, AttributeError):
+        import resource
+
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def trim_heap() -> None:
+    """``gc.collect()``, then glibc's ``malloc_trim(0)`` (freed heap back to the system; nothing elsewhere)."""
+    gc.collect()
+    try:
+        from ... import memory as core_memory
+
+        core_memory.libc().malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
+def limit_mb(configured: float | None) -> float:
+    """The budget in MB: ``configured`` (NORMVIZ_SERVER_MEMORY_MB) or :data:`DEFAULT_MB`, at most 3/4 of this
+    machine's memory (a budget past the machine would only move the failure to the kernel's OOM killer)."""
+    from ...memory import physical_mb
+
+    value = float(configured if configured is not None else DEFAULT_MB)
+    phys = physical_mb()
+    return min(value, 0.75 * phys) if phys else value
+
+
+def need_bytes(lm, n_tokens: int, recorded: bool, array_bytes: int = 0, long_layer: bool = False) -> int:
+    """What a request would add (module docstring): the recording if not ``recorded`` yet, ``array_bytes`` of
+    whole arrays to compute, one long layer's working set if ``long_layer``."""
+    try:
+        d = int(lm.sizes[0])
+    except Exception:  # a stand-in model without an architecture row
+        d = 768
+    layers = int(getattr(lm, "n_layers", 12) or 12)
+    need = 0 if recorded else int(RECORD_FACTOR * layers * int(n_tokens) * d * 4)
+    need += int(ARRAY_FACTOR * array_bytes)
+    if long_layer:
+        need += LONG_LAYER_BYTES
+    return need
+
+
+def _gb(b: float) -> str:
+    return f"{b / 2**30:.1f} GB"
+
+
+class ServerMemory:
+    """The budget (module docstring) over ``cache`` (a :class:`normviz.ui.kit.cache.BoundedCache` of sessions)."""
+
+    def __init__(self, cache, limit_bytes: int, rss=rss_bytes, trim=trim_heap):
+        self.cache, self.limit = cache, int(limit_bytes)
+        self._rss, self._trim = rss, trim
+        self._lock = threading.Lock()
+        self._reserved = 0
+        self._users: dict = {}  # cache key -> set of Streamlit session ids that used it
+        self._key_of: dict = {}  # id(session) -> its cache key
+        self.evicted = 0  # sessions dropped to make room
+        self.released = 0  # sessions dropped because no connected visitor used them
+        self.refused = 0
+        self._thread: threading.Thread | None = None
+
+    # ---- the budget
+    def held(self) -> int:
+        return self._rss() + self._reserved
+
+    @contextmanager
+    def admit(self, need: int, session=None, what: str = "this text"):
+        """Within: ``need`` bytes reserved for the caller (dropping least recently used sessions of other texts
+        first, never ``session``'s own); ServerBusyError when they would not fit even then."""
+        need = max(0, int(need))
+        with self._lock:
+            if self._rss() + self._reserved + need > self.limit:
+                own = self._key_of.get(id(session))
+                self._make_room(need, set() if own is None else {own})
+            now = self._rss()
+            if now + self._reserved + need > self.limit:
+                self.refused += 1
+                raise ServerBusyError(
+                    f"The server is at its memory budget: {_gb(now + self._reserved)} of {_gb(self.limit)} are in "
+                    f"use (the models and other visitors' texts), and {what} would need about {_gb(need)} more. "
+                    "Try again "
+                    "in a minute (texts nobody is looking at are released), or with a shorter text. "
+                    "(The operator sets the budget with NORMVIZ_SERVER_MEMORY_MB.)")
+            self._reserved += need
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._reserved -= need
+
+    def _make_room(self, need: int, keep: set) -> None:
+        """Drop the oldest sessions (not in ``keep``) one by one until ``need`` fits (called with the lock)."""
+        while self._rss() + self._reserved + need > self.limit:
+            key = self.cache.oldest(exclude=keep)
+            if key is None:
+                return
+            self._forget(key)
+            self.evicted += 1
+            self._trim()
+
+    # ---- visitors leaving
+    def note_use(self, key, visitor: str | None, session=None) -> None:
+        """``visitor`` (a Streamlit session id) uses the cached text ``key`` (whose session is ``session``)."""
+        with self._lock:
+            if session is not None:
+                self._key_of[id(session)] = key
+            if visitor is not None:
+                self._users.setdefault(key, set()).add(visitor)
+
+    def _forget(self, key) -> None:
+        self.cache.pop(key)
+        self._users.pop(key, None)
+        for sid, k in list(self._key_of.items()):
+            if k == key:
+                del self._key_of[sid]
+
+    def sweep(self, active) -> int:
+        """Drop cached texts whose visitors are all gone (``active(visitor_id)`` False), then the array
+        pool's idle blocks, and trim the heap; returns how many were dropped. A text cached without a noted
+        visitor (the warm-up's) stays: least recently used, it goes first when room is needed."""
+        with self._lock:
+            gone = []
+            for key, users in list(self._users.items()):
+                live = {u for u in users if active(u)}
+                if live:
+                    self._users[key] = live
+                else:
+                    gone.append(key)
+            for key in gone:
+                self._forget(key)
+            self.released += len(gone)
+        if gone:
+            from ...pool import POOL
+
+            POOL.clear()
+            self._trim()
+        return len(gone)
+
+    def start_sweeping(self, active, every_s: float = SWEEP_S) -> None:
+        """:meth:`sweep` every ``every_s`` seconds in a daemon thread (once)."""
+        if self._thread is not None:
+            return
+
+        def loop():
+            while True:
+                time.sleep(every_s)
+                try:
+                    self.sweep(active)
+                except Exception:  # pragma: no cover - never stop sweeping
+                    pass
+
+        self._thread = threading.Thread(target=loop, name="normviz-memory-sweep", daemon=True)
+        self._thread.start()
+
+    def stats(self) -> dict:
+        return {"limit": self.limit, "rss": self._rss(), "reserved": self._reserved, "sessions": len(self.cache),
+                "evicted": self.evicted, "released": self.released, "refused": self.refused}
+
+
+__all__ = ["DEFAULT_MB", "ServerBusyError", "ServerMemory", "limit_mb", "need_bytes", "rss_bytes", "trim_heap"]

@@ -1,0 +1,88 @@
+"""Warm-up before the first visitor (``normviz app --warm [MODELS]``, or ``NORMVIZ_WARM=1`` / ``=smollm2,minilm``):
+load each model into the server's model cache, compile the norm kernels, and analyse the default view once per
+model, in the server's own process, so the first page load — and the first switch to another warmed model — is
+a cache hit (a fresh server's first Explore load took 8.8 s quiet, 13 s loaded; a first switch to smollm2 41 s).
+``python -m normviz.ui.kit.warm app.py [streamlit run arguments…]`` warms up and then starts the app.
+
+:func:`prepare` converts what a model needs converting once (smollm2's GGUF file, into ``NORMVIZ_CACHE``), for
+the set-up (``scripts/setup.sh``) to do before any server starts."""
+from __future__ import annotations
+
+import logging
+import sys
+import time
+
+
+def warm(model: str | None = None, text: str | None = None) -> dict:
+    """Load ``model`` (default: the pages' default) and compute the default maps of ``text`` (default: the
+    pages' default text) through the pages' own caches. Returns what it did and how long it took."""
+    from . import fetch, stores
+    from .state import DEFAULT_MAPS, DEFAULT_MODEL, DEFAULT_TEXT
+
+    for name in ("streamlit", "streamlit.runtime"):  # outside a script run Streamlit warns once per call
+        logging.getLogger(name).setLevel(logging.ERROR)
+    import normviz
+
+    t0 = time.perf_counter()
+    key = (model or DEFAULT_MODEL).strip().lower()
+    lm = stores.model_cache().get_or_compute(key, lambda: normviz.load(key))
+    t1 = time.perf_counter()
+    session = fetch.session_for(lm, text or DEFAULT_TEXT, "")
+    analysis = fetch.get_maps(session, list(DEFAULT_MAPS)) if session is not None else None
+    t2 = time.perf_counter()
+    return {"model": lm.name, "load_s": round(t1 - t0, 2), "maps_s": round(t2 - t1, 2),
+            "maps": [] if analysis is None else list(analysis.keys())}
+
+
+def warm_models(value: str | None = None) -> list[str]:
+    """The models to warm from ``NORMVIZ_WARM`` (or ``value``): ``1``/``default`` the pages' default model, a
+    comma-separated list those models, ``0``/empty none."""
+    from ... import settings
+    from .state import DEFAULT_MODEL
+
+    raw = settings.env("NORMVIZ_WARM") if value is None else value
+    names = [m.strip().lower() for m in str(raw).split(",") if m.strip()]
+    if not names or names == ["0"]:
+        return []
+    return list(dict.fromkeys(DEFAULT_MODEL if m in ("1", "default", "true", "yes") else m for m in names))
+
+
+def prepare(models=("smollm2",)) -> list[str]:
+    """Convert once what each model needs converting (smollm2: its GGUF file, ~30-40 s) into the cache; returns
+    the models it converted or found converted."""
+    from ...models import loading
+
+    done = []
+    for m in models:
+        if m == "smollm2":
+            loading.smollm2_dir(progress=lambda msg: print(f"normviz: {msg}", file=sys.stderr))
+            done.append(m)
+    return done
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Warm up (the models of ``NORMVIZ_WARM``, default: the pages' default model), then ``streamlit run APP …``
+    in this same process (the caches are the server's)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "--prepare":
+        prepare(args[1].split(",") if len(args) > 1 else ("smollm2",))
+        return
+    if not args or not args[0].endswith(".py"):
+        sys.exit("usage: python -m normviz.ui.kit.warm APP.py [streamlit run arguments…] | --prepare [MODELS]")
+    models = warm_models() or [None]
+    # the default model last: the model cache keeps the most recent ones, the first page asks for it
+    from .state import DEFAULT_MODEL
+
+    models.sort(key=lambda m: m in (None, DEFAULT_MODEL))
+    for model in models:
+        done = warm(model)
+        print(f"normviz: warmed up {done['model']} (load {done['load_s']} s, default maps {done['maps_s']} s)",
+              file=sys.stderr)
+    from streamlit.web import cli
+
+    sys.argv = ["streamlit", "run", *args]
+    cli.main()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,276 @@
+"""The Why page's view (its own URL parameters on top of the shared text and model) and its computations.
+
+URL parameters (with the shared ``text``, ``model``, ``present``): ``position`` (a token index; default the
+last), ``token`` (the target: its text, e.g. `` Paris``, or its id; default the top prediction, or at an earlier
+position the text's actual next token), ``foil`` (empty: none), ``tau`` (the routes' threshold, 0.01 … 0.5).
+Everything here is Streamlit-free except :func:`save_why` / :func:`why_view`; the page draws.
+"""
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from ...attribution import NoHeadError, readout_of
+from ...attribution.predict import token_id, token_text
+from ...errors import NormvizError, TooCostlyError
+from ...viz.why import shown
+from ..kit.state import QueryView, encode_value
+
+WHY_VIEW = "_normviz_why"
+WHY_TEXT = "_normviz_why_text"  # the (model, text) the boxes below belong to
+FOLLOW_KEYS = ("w_why_pos", "w_why_token", "w_why_foil", "w_why_layer", "w_why_head", "w_why_lens_layer")
+FALLBACK_MODEL = "smollm2"
+TOP = 10
+
+
+@dataclass
+class WhyView(QueryView):
+    position: int | None = None  # None: the last token
+    token: str = ""  # "" = the default target
+    foil: str = ""
+    tau: float = 0.04
+    problems: list[str] = field(default_factory=list, compare=False, repr=False)
+
+    LIMITS = {"token": 200, "foil": 200}
+
+    @staticmethod
+    def encode(name: str, value) -> str:
+        return "last" if value is None else encode_value(value)
+
+    @staticmethod
+    def decode(name: str, raw: str):
+        if name in ("token", "foil"):
+            return raw
+        if name == "position":
+            if raw.strip().lower() in ("", "last", "-1"):
+                return None
+            try:
+                v = int(raw.strip()) if len(raw.strip()) <= 9 else int("x")
+            except ValueError:
+                raise ValueError("not a whole number") from None
+            if v < 0:
+                raise ValueError("use 0, 1, … or last")
+            return v
+        if name == "tau":
+            try:
+                v = float(raw.strip()) if len(raw.strip()) <= 12 else float("x")
+            except ValueError:
+                raise ValueError("not a number") from None
+            if not 0.01 <= v <= 0.5:  # also NaN
+                raise ValueError("use a number from 0.01 to 0.5")
+            return round(v, 3)
+        raise ValueError("unknown field")  # pragma: no cover
+
+
+def has_head(lm) -> str | None:
+    """None when ``lm`` predicts tokens, else why not (what to pick instead)."""
+    try:
+        readout_of(lm)
+    except NoHeadError as exc:
+        return str(exc)
+    return None
+
+
+def resolve(tokenizer, vocab_size: int, value: str, what: str) -> tuple[int | None, str | None]:
+    """(the id of the URL's token/foil, None) or (None, why it was ignored); "" → (None, None)."""
+    if not value:
+        return None, None
+    try:
+        if value.strip().isdigit():
+            return token_id(tokenizer, int(value.strip()), vocab_size, what), None
+        return token_id(tokenizer, value, vocab_size, what), None
+    except NormvizError as exc:
+        return None, f"Ignored the link's {what}: {exc}"
+
+
+def token_param(tokenizer, vocab_size: int, tid: int) -> str:
+    """How a token goes into the URL: its text when that reads back as the same id, else its id."""
+    text = token_text(tokenizer, tid)
+    got, _ = resolve(tokenizer, vocab_size, text, "token")
+    return text if got == tid and not text.strip().isdigit() else str(tid)
+
+
+def refusals(session, budget_s: float | None, tau: float = 0.01) -> dict:
+    """{"sources": why refused | None, "routes": … (at threshold τ), "sinks": …} at the deployment's cost budget,
+    before any work."""
+    from ... import sinks
+    from ...attribution import adjoint, flow
+
+    opts = dict(session.options)
+    if budget_s is not None:
+        opts.setdefault("explain_budget_s", budget_s)
+        opts.setdefault("routes_budget_s", budget_s)
+        opts.setdefault("sinks_budget_s", budget_s)
+    out = {}
+    for name, check in (("sources", lambda: adjoint.check(session.request, opts)),
+                        ("routes", lambda: flow.check(session.request, opts, max(float(tau), 0.01))),
+                        ("sinks", lambda: sinks.check(session.request, opts))):
+        try:
+            check()
+            out[name] = None
+        except TooCostlyError as exc:
+            out[name] = str(exc)
+    return out
+
+
+class LensView(NamedTuple):
+    """What the page shows of a logit lens [L+1, V] at one position: the top-``k`` table per layer and the
+    log-probability columns [L+1] of the tokens it may draw (the candidates, the text's next token, a link's
+    token and foil). Kept per position instead of the whole array (6 MB per position on smollm2: a visitor
+    clicking through a 128-token text's positions held 0.8 GB); a tuple, so ui.memo counts its bytes."""
+
+    table: list[dict]
+    columns: dict[int, np.ndarray]
+
+    def curves(self, ids: dict[str, int]) -> dict[str, np.ndarray]:
+        """Each named token's probability after every layer [L+1] (the last: the model's own)."""
+        return {name: np.exp(self.columns[t].astype(np.float64)) for name, t in ids.items()}
+
+
+def lens_view(lens: np.ndarray, tokenizer, ids, top: int = 5) -> LensView:
+    """The :class:`LensView` of ``lens`` [L+1, V] (log-probabilities) for the token ids ``ids``."""
+    return LensView(lens_table(lens, tokenizer, top), {int(t): np.array(lens[:, int(t)]) for t in ids})
+
+
+def lens_table(lens: np.ndarray, tokenizer, top: int = 5) -> list[dict]:
+    """Per layer (0 = embedding … L = the model), the ``top`` tokens of the logit lens and their probabilities."""
+    k = min(top, lens.shape[1])
+    part = np.argpartition(-lens, k - 1, axis=1)[:, :k]  # the top k per row, unordered (no sort of V)
+    rows = []
+    for l in range(lens.shape[0]):
+        best = part[l][np.lexsort((part[l], -lens[l, part[l]]))]  # by probability, ties by id
+        row = {"after layer": l}
+        for j, t in enumerate(best):
+            row[f"#{j + 1}"] = f"{shown(token_text(tokenizer, int(t)))} {float(np.exp(lens[l, t])):.3f}"
+        rows.append(row)
+    return rows
+
+
+def lens_curves(lens: np.ndarray, ids: dict[str, int]) -> dict[str, np.ndarray]:
+    """Each named token's probability after every layer [L+1]."""
+    return {name: np.exp(lens[:, t].astype(np.float64)) for name, t in ids.items()}
+
+
+def routes_at(session, position: int, tau: float):
+    """The routes of ``session`` at ``position`` and threshold τ (≥ 0.01, the slider's least), computed at the
+    lowest τ asked so far per session and position (ui.memo: shared by every visitor of the same text) and
+    re-extracted from it for a higher τ (:meth:`Routes.above`: no model work). The first view pays for its own
+    τ only (τ = 0.04 reaches about half the rows of τ = 0.01)."""
+    from ...attribution import routes
+    from ..kit.memo import memoised
+
+    tau = max(float(tau), 0.01)
+    held = memoised(session, ("why_routes", int(position)), lambda: [None])  # a box: the lowest τ's routes
+    r = held[0]
+    if r is None or r.threshold > tau:
+        r = routes(session, position=position, threshold=tau)
+        held[0] = r
+    return r if r.threshold == tau else r.above(tau)
+
+
+def attend_at(session, layer: int, head: int, position: int, key: int, by_token: bool):
+    """Why head (layer, head) attends from ``position`` to ``key``: :meth:`normviz.Session.attend`, once per
+    session (ui.memo: shared by every visitor of the same text)."""
+    from ..kit.memo import memoised
+
+    return memoised(session, ("why_attend", int(layer), int(head), int(position), int(key), bool(by_token)),
+                    lambda: session.attend(int(layer), int(head), query=int(position), key=int(key),
+                                           by_token=bool(by_token)))
+
+
+def graph_at(session, token: int, foil: int | None, position: int):
+    """The attribution graph (:func:`normviz.graph`) of the page's prediction, once per session and target."""
+    from ...attribution.graph import graph
+    from ..kit.memo import memoised
+
+    return memoised(session, ("why_graph", int(token), foil, int(position)),
+                    lambda: graph(session, token=int(token), foil=foil, position=int(position)))
+
+
+def grid_columns(e) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The heads grid of an Explanation: heads.sum(-1) [L, H], and the extra columns FF [L], b^O [L], the
+    embedding (layer 0's row) and the final norm's/head's bias (the last layer's row). Every cell sums to total."""
+    L = e.heads.shape[0]
+    emb = np.full(L, np.nan)
+    emb[0] = e.embedding
+    fin = np.full(L, np.nan)
+    fin[-1] = e.final_bias
+    return e.heads.sum(-1), {"FF": e.ff, "b^O": e.attn_bias, "embedding": emb, "final bias": fin}
+
+
+def numbers(e, candidates, lens_ids: dict[str, int], lens, routes=None, sources=None) -> dict:
+    """Every number the page shows, as one dict of numpy arrays / numbers / strings (``lens``: the [L+1, V]
+    log-probabilities or their :class:`LensView`)."""
+    out = e.to_dict(with_sources=False) if e is not None else {}
+    out["candidate_tokens"] = np.array([c.token for c in candidates])
+    out["candidate_ids"] = np.array([c.id for c in candidates])
+    out["candidate_probs"] = np.array([c.prob for c in candidates])
+    curves = lens.curves(lens_ids) if isinstance(lens, LensView) else lens_curves(lens, lens_ids)
+    for name, p in curves.items():
+        out[f"lens_prob_{name}"] = p
+    if sources is not None:
+        out["sources"], out["bias"] = sources
+    if routes is not None:
+        out.update({f"routes_{k}": v for k, v in routes.arrays().items()})
+        out["routes_threshold"] = routes.threshold
+    return out
+
+
+def to_npz(d: dict) -> bytes:
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **{k: np.asarray(v) for k, v in d.items()})
+    return buf.getvalue()
+
+
+def to_json(d: dict) -> bytes:
+    """JSON of :func:`numbers` (NaN, an empty cell of the grid's extra columns, as null)."""
+    def plain(v):
+        if isinstance(v, np.ndarray):
+            return [plain(x) for x in v.tolist()] if v.dtype.kind == "f" else v.tolist()
+        if isinstance(v, list):
+            return [plain(x) for x in v]
+        if isinstance(v, np.generic):
+            v = v.item()
+        if isinstance(v, float) and not np.isfinite(v):
+            return None
+        return v
+    return json.dumps({k: plain(v) for k, v in d.items()}, ensure_ascii=False, default=str).encode("utf-8")
+
+
+# ---------------------------------------------------------------- Streamlit: the view in session and URL
+def why_view():
+    """The page's own view (from the URL on the session's first run, then kept)."""
+    from ..kit.session_view import view_from_url
+    return view_from_url(WhyView, WHY_VIEW)
+
+
+def follow_text(model: str, text: str, why) -> bool:
+    """A new text (or model: another tokenisation) is explained at its own last position, for its own top
+    prediction, with no foil: the position, token, foil and head boxes of the previous text are dropped
+    (they would explain another token of the new one: issue 29). True when that happened. The session's
+    first run keeps the link's position, token and foil."""
+    import streamlit as st
+
+    ss = st.session_state
+    before, now = ss.get(WHY_TEXT), (str(model), str(text))
+    ss[WHY_TEXT] = now
+    if before is None or tuple(before) == now:
+        return False
+    why.position, why.token, why.foil = None, "", ""
+    for key in FOLLOW_KEYS:
+        ss.pop(key, None)
+    return True
+
+
+def save_why(shared, why) -> None:
+    """Keep both views and write both into the URL (the shared one's fields, then the page's own)."""
+    import streamlit as st
+
+    from ..kit.session_view import VIEW
+    st.session_state[VIEW] = shared
+    st.session_state[WHY_VIEW] = why
+    st.query_params.from_dict({**shared.to_query(), **why.to_query()})
