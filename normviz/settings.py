@@ -157,7 +157,7 @@ OPTIONS: dict[str, Setting] = {s.name: s for s in (
     _opt("flow_solver", "choice", "auto", "max-flow solver of attention flow (auto: igraph when installed)",
          choices=("auto", "igraph", "scipy")),
     _opt("flow_max_tokens", "int", 96, "longest input attention flow runs on", 1, 1_000_000),
-    _opt("flow_max_work", "float", 2e8, "largest max-flow work (layers × n³) attention flow runs", 1.0, 1e18),
+    _opt("flow_max_work", "float", 2e8, "largest max-flow work (layers × n³) attention flow runs", 0.0, 1e18),
     _opt("effective_rtol", "float", None, "relative tolerance of effective attention's null space",
          0.0, 1.0, shown="numpy's"),
     _opt("effective_causal", "choice", "prefix", "effective attention of a causal model: over each row's prefix or "
