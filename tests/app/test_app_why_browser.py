@@ -69,11 +69,11 @@ def test_why_page_redraws_and_screenshots(tmp_path):
         # another candidate: the charts that depend on the target say its name
         box = {}
         other = cands[2].token
-        shown, settled, server = timed(
+        shown_s, settled, server = timed(
             driver, log, lambda: box["field"].send_keys("\ue007"),  # Enter
             _titles_with(f"logit({shown(other)})", 2),
             prepare=lambda: box.__setitem__("field", open_selectbox(driver, "Explain the token", other.strip())))
-        figures["candidate change"] = {"shown_s": round(shown, 3), "settled_s": round(settled, 3),
+        figures["candidate change"] = {"shown_s": round(shown_s, 3), "settled_s": round(settled, 3),
                                        "server_s": round(server, 3)}
         assert "token=" in driver.current_url
         # the first view of a new 12-token prompt: every chart names the new text
@@ -84,8 +84,8 @@ def test_why_page_redraws_and_screenshots(tmp_path):
             field = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stMain"] [data-testid="stTextInput"] input')[0]
             field.send_keys(Keys.CONTROL, "a")
             field.send_keys(NEW + Keys.ENTER)
-        shown, settled, server = timed(driver, log, type_new, _titles_with("Yesterday the old", 5), timeout=600)
-        figures["new 12-token prompt"] = {"shown_s": round(shown, 3), "settled_s": round(settled, 3),
+        shown_s, settled, server = timed(driver, log, type_new, _titles_with("Yesterday the old", 5), timeout=600)
+        figures["new 12-token prompt"] = {"shown_s": round(shown_s, 3), "settled_s": round(settled, 3),
                                           "server_s": round(server, 3)}
         assert not driver.execute_script("return document.querySelectorAll('[data-testid=\"stException\"]').length")
         # a click on the layer × head grid's cell (layer 3, head 2) shows why that head attends there (issue 33)
