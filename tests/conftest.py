@@ -2,6 +2,7 @@
 
     tiny_model(arch, seed=0, dtype=float64)   a random base model of one supported architecture (cached)
     records(arch, enc=None, n=9, seed=1)      (lm, enc, [LayerRecord per layer]) of one recorded sequence
+    head_model(arch)                          a tiny float64 model with its LM head (cached)
     minilm, smollm2                           the embedded models, loaded once per session (float32, CPU)
     tiny_bert_dir, tiny_llama_dir             tiny random models saved with a real tokenizer (corpus tests)
 """
@@ -28,6 +29,19 @@ def tiny_model():
             cache[key] = tiny.build(arch, seed=seed, dtype=dtype)
         return cache[key]
 
+    return make
+
+
+@pytest.fixture(scope="session")
+def head_model():
+    """``head_model(arch)``: a tiny float64 model with its LM head (tests/helpers/tiny.py), cached per session
+    (prediction attribution, interventions, faithfulness)."""
+    cache: dict = {}
+
+    def make(arch):
+        if arch not in cache:
+            cache[arch] = tiny.build_with_head(arch)
+        return cache[arch]
     return make
 
 

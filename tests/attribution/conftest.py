@@ -1,21 +1,8 @@
-"""``head_model(arch)``: a tiny float64 model with its LM head (tests/helpers/tiny.py); ``seq2seq_model(arch)``:
-a tiny float64 encoder–decoder (tests/helpers/seq2seq.py); each cached per session."""
+"""``seq2seq_model(arch)``: a tiny float64 encoder–decoder (tests/helpers/seq2seq.py), cached per session
+(``head_model`` is the suite's, tests/conftest.py)."""
 from __future__ import annotations
 
 import pytest
-
-from ..helpers import tiny
-
-
-@pytest.fixture(scope="session")
-def head_model():
-    cache: dict = {}
-
-    def make(arch):
-        if arch not in cache:
-            cache[arch] = tiny.build_with_head(arch)
-        return cache[arch]
-    return make
 
 
 @pytest.fixture(scope="session")
