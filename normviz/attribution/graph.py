@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from ..errors import NormvizError, NotApplicableError
+from .adjoint import ff_adjoint, norm_adjoint
 from .predict import token_text
 
 GENERATOR = "normviz"
@@ -207,12 +208,6 @@ def _norm_lin(norm, v: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     return norm.linear_part(v) / norm.scale(z)[:, None]
 
 
-def _norm_t(norm, g: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-    """Nᵀ g = C(γ⊙g)/s_i (centring is self-adjoint)."""
-    w = g * norm.weight / norm.scale(z)[:, None]
-    return w - w.mean(-1, keepdim=True) if norm.kind == "layernorm" else w
-
-
 def _kv_cols(p, h: int) -> slice:
     kv = h // (p.n_heads // p.n_kv_heads)
     return slice(kv * p.head_dim, (kv + 1) * p.head_dim)
@@ -238,23 +233,14 @@ def _head_writes(ctx, stream: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]
     return W, const
 
 
-def _ff_maps(ctx, factors):
-    """(forward v ↦ FF_lin(v) on N2-normed inputs, its transpose), per position, with the frozen factors."""
+def _ff_forward(ctx, factors, u: torch.Tensor) -> torch.Tensor:
+    """FF_lin(u) on N2-normed inputs u, per position, with the frozen factors (its transpose is
+    :func:`normviz.attribution.adjoint.ff_adjoint`)."""
     p = ctx.p
-
-    def forward(u):
-        h = (u @ p.w_in) * factors[0]
-        if p.ff_kind != "mlp":
-            h = h + (u @ p.w_up) * factors[1]
-        return h @ p.w_out
-
-    def transpose(g):
-        h = g @ p.w_out.T
-        out = (h * factors[0]) @ p.w_in.T
-        if p.ff_kind != "mlp":
-            out = out + (h * factors[1]) @ p.w_up.T
-        return out
-    return forward, transpose
+    h = (u @ p.w_in) * factors[0]
+    if p.ff_kind != "mlp":
+        h = h + (u @ p.w_up) * factors[1]
+    return h @ p.w_out
 
 
 def _ff_constant(ctx, factors) -> torch.Tensor:
@@ -280,7 +266,7 @@ def _head_readers(ctx, g_z: torch.Tensor) -> torch.Tensor:
     P = torch.einsum("nd,hed->hne", g_z, p.head_w_o())  # g W^O_hᵀ, [H, n, dh]
     Q = torch.bmm(ctx.alpha.to(g_z.dtype).transpose(1, 2), P)
     R = torch.stack([Q[h] @ p.w_v[:, _kv_cols(p, h)].T for h in range(p.n_heads)])
-    return torch.stack([_norm_t(p.norm_on_input, R[h], x) for h in range(p.n_heads)])
+    return torch.stack([norm_adjoint(p.norm_on_input, R[h], x) for h in range(p.n_heads)])
 
 
 # ---------------------------------------------------------------- pruning (circuit-tracer's algorithm)
@@ -427,8 +413,7 @@ def _build(views, readout, t):
         consts_at_z.append(const.clone())
         factors = [f.to(acc) for f in ff_factors(ctx, ctx.ln_attn.apply(ctx.rec.z_attn))]
         factors_of.append(factors)
-        forward, _ = _ff_maps(c64, factors)
-        w_ff = forward(_norm_lin(c64.ln_attn, stream, c64.rec.z_attn))
+        w_ff = _ff_forward(c64, factors, _norm_lin(c64.ln_attn, stream, c64.rec.z_attn))
         writes[l * (H + 1) + H] = w_ff
         ff_const = _ff_constant(c64, factors)
         const = const + ff_const
@@ -453,8 +438,7 @@ def _build(views, readout, t):
         by_pos = torch.einsum("nd,nd->n", g, writes[l * (H + 1) + H])
         values[ff_node] = float(by_pos.sum())
         positions[ff_node] = int(by_pos.abs().argmax())
-        _, transpose = _ff_maps(c64, factors_of[l])
-        R_ff = _norm_t(c64.ln_attn, transpose(g), c64.rec.z_attn)
+        R_ff = norm_adjoint(c64.ln_attn, ff_adjoint(c64.p, g, factors_of[l])[0], c64.rec.z_attn)
         readers[l * (H + 1) + H] = R_ff
         A[ff_node, bias_node] = float((R_ff * consts_at_z[l]).sum())
         g = g + R_ff
