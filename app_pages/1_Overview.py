@@ -112,7 +112,7 @@ def page() -> None:
                        "more than their effect.")
             left, right = st.columns([1, 1])
             with left:
-                st.plotly_chart(viz.special_share_scatter(wa, wn, "attention weight", "norm", font_size=fs),
+                st.plotly_chart(ui.themed(viz.special_share_scatter(wa, wn, "attention weight", "norm", font_size=fs)),
                                 key="noop_scatter")
             with right:
                 L, H = wa.shape

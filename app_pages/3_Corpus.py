@@ -105,9 +105,9 @@ def page() -> None:
     tabs = res.tables
     if "category_shares" in tabs:
         st.subheader("Weights vs norms by token category")
-        st.plotly_chart(plots.category_shares(tabs["category_shares"], font_size=fs), width="stretch")
+        st.plotly_chart(ui.themed(plots.category_shares(tabs["category_shares"], font_size=fs)), width="stretch")
         cat = st.selectbox("Category per layer", list(tabs["category_shares"]["category"].unique()), key="corpus_cat")
-        st.plotly_chart(plots.category_by_layer(tabs["category_shares"], cat, font_size=fs), width="stretch")
+        st.plotly_chart(ui.themed(plots.category_by_layer(tabs["category_shares"], cat, font_size=fs)), width="stretch")
     ls = tabs["layer_stats"]
     mix = [c for c in ls.columns if c.startswith("mixing_") and not c.startswith("mixing_share_")]
     share = [c for c in ls.columns if c.startswith("mixing_share_")]
@@ -117,26 +117,26 @@ def page() -> None:
                    "‖v_ii‖) (the vectors from other tokens summed, then the norm); for weights Σ_{j≠i} ᾱ_ij with heads "
                    "averaged. Pooled over tokens per layer. Dashed lines: BERT-base means of Kobayashi et al. 2021, "
                    "Table 2.")
-        st.plotly_chart(plots.layer_lines(ls, mix, "Mixing ratio", font_size=fs), width="stretch")
+        st.plotly_chart(ui.themed(plots.layer_lines(ls, mix, "Mixing ratio", font_size=fs)), width="stretch")
     if share:
         with st.expander("Share of non-self norms (a different statistic, not comparable with Table 2)"):
             st.caption("Σ_{j≠i} ‖v_ij‖ / Σ_j ‖v_ij‖: the share of the norms of the other tokens' parts. Norms of parts "
                        "add up to more than the norm of their sum, so this is larger than the paper's ratio.")
-            st.plotly_chart(plots.layer_lines(ls, share, "Share of non-self norms", reference=False, font_size=fs),
+            st.plotly_chart(ui.themed(plots.layer_lines(ls, share, "Share of non-self norms", reference=False, font_size=fs)),
                             width="stretch")
     ffc = [c for c in ls.columns if c.startswith("ff_change_")]
     if ffc:
         st.subheader("Contextualisation change by the FF block")
-        st.plotly_chart(plots.layer_lines(ls, ffc, "1 − Spearman ρ(map before FF, map after)", font_size=fs), width="stretch")
+        st.plotly_chart(ui.themed(plots.layer_lines(ls, ffc, "1 − Spearman ρ(map before FF, map after)", font_size=fs)), width="stretch")
     other = [c for c in ls.columns if c in ("fx_cv", "rho_alpha_fx", "rho_fx_freq")]
     if other:
         st.subheader("‖f(x)‖ per layer")
-        st.plotly_chart(plots.layer_lines(ls, other, "‖f(x)‖ statistics (mean over heads)", font_size=fs), width="stretch")
+        st.plotly_chart(ui.themed(plots.layer_lines(ls, other, "‖f(x)‖ statistics (mean over heads)", font_size=fs)), width="stretch")
     hcols = plots.head_columns(tabs["head_stats"])
     if hcols:
         st.subheader("Head × layer")
         col = st.selectbox("Statistic", hcols, format_func=plots.column_title, key="corpus_head_stat")
-        st.plotly_chart(plots.head_heatmap(tabs["head_stats"], col, font_size=fs), width="stretch")
+        st.plotly_chart(ui.themed(plots.head_heatmap(tabs["head_stats"], col, font_size=fs)), width="stretch")
 
     st.subheader("Downloads")
     cols = st.columns(len(tabs) + 1)

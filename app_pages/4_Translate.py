@@ -175,7 +175,7 @@ def page() -> None:
     fig = alignment_figure(sa.src_words, sa.tgt_words, links, sure=sure, possible=possible, font_size=fs,
                            width_px=ui.main_width(),
                            title=f"Alignment from {METHOD_NAMES[view.method]}, {view.setting}, {where}")
-    st.plotly_chart(fig, key="tr_alignment", config={"displaylogo": False})
+    st.plotly_chart(ui.themed(fig), key="tr_alignment", config={"displaylogo": False})
     st.caption("Each target word is linked to the source word with the largest score (subword scores summed over "
                "a source word, averaged over a target word); no link when the source end-of-sentence token wins.")
     if sure is not None:

@@ -204,7 +204,7 @@ def page_height(driver) -> int:
 SIZES = [(1280, 800), (1920, 1080)]
 MODES = ["light", "dark", "present", "present-dark"]  # present: stage mode (?present=1), light or dark
 SHOT_PAGES = [("explore", "/"), ("why", "/Why"), ("overview", "/Overview"), ("learn", "/Learn"),
-              ("corpus", "/Corpus"), ("translate", "/Translate")]
+              ("corpus", "/Corpus"), ("translate", "/Translate"), ("trust", "/Trust")]
 _IDLE = """return document.querySelectorAll('[data-testid="stStatusWidget"]').length === 0 &&
                   document.querySelectorAll('[data-testid="stSkeleton"]').length === 0;"""
 _TITLES = """return Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"] .gtitle'))
@@ -349,9 +349,11 @@ def emulate(driver, width: int, height: int, mode: str) -> None:
 
 
 def screenshots(driver, url: str, out_dir: Path, query: str = "", pages=SHOT_PAGES, sizes=SIZES,
-                modes=MODES) -> list[Path]:
+                modes=MODES, full: bool = False, max_full_px: int = 12000) -> list[Path]:
     """One screenshot per page × size × mode (light, dark = the browser's dark preference, present =
-    ``?present=1`` in light, present-dark in dark) as ``<page>_<w>x<h>_<mode>.png``; returns the files written."""
+    ``?present=1`` in light, present-dark in dark) as ``<page>_<w>x<h>_<mode>.png``; returns the files written.
+    ``full``: also the whole page (the viewport stretched to the page's height, at most ``max_full_px``) as
+    ``<page>_<w>x<h>_<mode>_full.png``, where the figures below the first screen show."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for w, h in sizes:
@@ -366,6 +368,16 @@ def screenshots(driver, url: str, out_dir: Path, query: str = "", pages=SHOT_PAG
                 f = out_dir / f"{name}_{w}x{h}_{mode}.png"
                 driver.save_screenshot(str(f))
                 written.append(f)
+                if full:
+                    set_viewport(driver, w, min(max_full_px, max(h, page_height(driver))))
+                    time.sleep(1.0)
+                    wait_for_app(driver, min_charts=0)
+                    set_viewport(driver, w, min(max_full_px, max(h, page_height(driver))))  # charts may have grown
+                    time.sleep(1.0)
+                    f = out_dir / f"{name}_{w}x{h}_{mode}_full.png"
+                    driver.save_screenshot(str(f))
+                    written.append(f)
+                    set_viewport(driver, w, h)
     return written
 
 

@@ -5,6 +5,8 @@ import streamlit as st
 
 from normviz import viz
 
+from .theme import themed
+
 
 def image_format() -> str:
     """The chart toolbar's download format, PNG or SVG (the sidebar's choice, ``w_img``; not in the URL)."""
@@ -13,7 +15,9 @@ def image_format() -> str:
 
 def chart(fig, key: str, filename: str, width: str = "stretch") -> None:
     """``st.plotly_chart`` whose toolbar camera downloads ``filename`` as PNG or SVG (:func:`image_format`);
-    a figure that set its own width (many tokens need more room than the column) keeps it."""
+    a figure that set its own width (many tokens need more room than the column) keeps it; its colours follow
+    the page's theme (:func:`normviz.ui.kit.theme.themed`: no white glare on a dark page)."""
+    themed(fig)
     own = getattr(fig.layout, "width", None)
     st.plotly_chart(fig, key=key, config=viz.plotly_config(filename=filename, fmt=image_format()),
                     width="content" if own else width)

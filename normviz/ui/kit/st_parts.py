@@ -39,4 +39,4 @@ from .stage import (context_line, context_text, go_to_step, grid_clicks, keyboar
 from .state import ViewState  # noqa: F401
 from .stores import SESSION_ENTRIES, model_cache, session_cache  # noqa: F401
 from .style import apply_style, font_size  # noqa: F401
-from .theme import follow as follow_theme  # noqa: F401
+from .theme import figure_theme, follow as follow_theme, themed  # noqa: F401

@@ -5,6 +5,9 @@ server which one is shown (``st.context.theme.type``). :func:`follow` reconciles
 differs from the one shown is applied once in the browser (``components/theme.js``: stored where Streamlit reads
 it, then one reload); once they agree, the theme shown is the view's, so a later choice in the menu is what the
 URL and every link the app makes carry.
+
+:func:`figure_theme` is the theme the figures are drawn for (:func:`normviz.viz.theme.for_theme`): the one shown,
+else (AppTest, a browser that does not say) the link's.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from . import components
 
 THEMES = ("dark", "light")
 _AGREED = "_normviz_theme_agreed"
+_FIGURES = "_normviz_figure_theme"
 
 
 def decode(raw: str) -> str:
@@ -36,6 +40,7 @@ def shown() -> str | None:
 def follow(view) -> None:
     """Keep ``view.theme`` and the browser's theme together (see the module's docstring)."""
     have = shown()
+    st.session_state[_FIGURES] = have or view.theme
     if have is None:
         return
     ss = st.session_state
@@ -47,3 +52,18 @@ def follow(view) -> None:
         return
     ss[_AGREED] = True
     view.theme = have
+
+
+def figure_theme() -> str:
+    """The theme this run's figures are drawn for: "dark", "light" or "" (not known: as built, light)."""
+    return shown() or st.session_state.get(_FIGURES, "") or ""
+
+
+def themed(fig):
+    """``fig`` dressed for the page, in place: the colours of :func:`figure_theme`
+    (:func:`normviz.viz.theme.for_theme`) and its own font size on every axis, colour bar and legend, which
+    Streamlit's chart theme would otherwise set to ~12 px (:func:`normviz.viz.fonts.own_fonts`)."""
+    from normviz.viz.fonts import own_fonts
+    from normviz.viz.theme import for_theme
+
+    return own_fonts(for_theme(fig, figure_theme()))

@@ -29,6 +29,7 @@ from ..kit.instant import instant_switch
 from ..kit.interrupts import deferred_interrupts
 from ..kit.keys import known_keys, title
 from ..kit.safe import plain
+from ..kit.theme import themed
 
 ROWS, COLS = "w_zoom_rows", "w_zoom_cols"  # the window, in token positions (inclusive ends)
 AGG, RANGE, FIND = "w_agg", "w_range", "w_find"
@@ -235,7 +236,7 @@ def _panel(p, rng, aggregate, rows, cols, view, lm, labels, font_size, width, pr
                            aggregate=aggregate, title=p.title, zmin=rng[0], zmax=rng[1], window=(rows, cols),
                            focus=focus, colorbar_title=data.unit(p.key, view.values), font_size=font_size,
                            width=width, scale=scale)
-    st.plotly_chart(fig, key=f"ov_{p.key}", config=config, on_select="rerun", selection_mode=("box",),
+    st.plotly_chart(themed(fig), key=f"ov_{p.key}", config=config, on_select="rerun", selection_mode=("box",),
                     width="content" if width else "stretch")
     st.caption(plain(f"Overview: {AGGREGATE_TEXT[aggregate]}, ~{fig.layout.meta['tokens_per_cell']:.3g} tokens a "
                      "cell. Draw a box on it to zoom there.", None))
@@ -248,7 +249,7 @@ def _panel(p, rng, aggregate, rows, cols, view, lm, labels, font_size, width, pr
                        colorbar_title=data.unit(p.key, view.values), masked=masked, present=present, width=width,
                        focus=focus)
     zoom.layout.meta = {**(zoom.layout.meta or {}), "window": [rpos[0], rpos[-1] + 1, cpos[0], cpos[-1] + 1]}
-    st.plotly_chart(zoom, key=f"zoom_{p.key}", config=viz.plotly_config(filename=f"normviz_zoom_{p.key}",
+    st.plotly_chart(themed(zoom), key=f"zoom_{p.key}", config=viz.plotly_config(filename=f"normviz_zoom_{p.key}",
                                                                          fmt=image_format()),
                     width="content" if zoom.layout.width else "stretch")
 
@@ -269,7 +270,7 @@ def _focus_rows(panels, focus: int, labels: list[str], font_size: int) -> None:
         f"Row of “{labels[focus]}” [{focus}]: how much each token contributes to it"), font=dict(size=font_size + 2)),
         xaxis_title="contributing token j (position)", yaxis_title="value (as in the panels)", height=360,
         font=dict(size=font_size), meta=dict(normviz="focus_rows", focus=int(focus)))
-    st.plotly_chart(fig, key="focus_rows", config=viz.plotly_config(filename="normviz_focus_row", fmt=image_format()))
+    st.plotly_chart(themed(fig), key="focus_rows", config=viz.plotly_config(filename="normviz_focus_row", fmt=image_format()))
 
 
 __all__ = ["applies", "draw"]
