@@ -114,7 +114,8 @@ def head_grid(heads, extra: dict[str, np.ndarray], *, title: str = "", font_size
     ticks = [k for k in range(H) if H <= 16 or k % max(1, H // 8) == 0]
     fig.update_xaxes(tickmode="array", tickvals=ticks + xs[H + 1:], ticktext=[str(k) for k in ticks] +
                      [txt(n) for n in list(extra)], title=dict(text="head · other parts"), tickangle=-45)
-    fig.update_yaxes(title=dict(text="layer"), autorange="reversed")
+    fig.update_yaxes(title=dict(text="layer"), autorange="reversed", showgrid=False)  # no lines across the gap
+    fig.update_xaxes(showgrid=False)
     return _layout(fig, title, font_size, max(320, 140 + 16 * L + 4 * font_size), meta=dict(normviz="head_grid"))
 
 
@@ -235,9 +236,11 @@ def routes_graph(routes: dict, *, title: str = "", font_size: int = 12) -> go.Fi
                      ticktext=[str(l) for l in range(0, L + 1, step)], title=dict(text="layer"),
                      range=[-0.5, 2 * L + 0.5])
     row = max(30, 2 * font_size)  # a row per token that a seat can read (was 16 px + the font: squashed)
-    fig = _layout(fig, title, font_size, max(360, 150 + row * n), meta=dict(normviz="routes"),
-                  legend=dict(orientation="h", y=-0.12, yanchor="top"))
-    fig.update_layout(margin=dict(b=30 + 4 * font_size))
+    top, bottom = 60 + 3 * font_size, 40 + 5 * font_size  # bottom: the ticks, the axis title, then the legend
+    # the plot area itself holds the rows (the margins grow with the font: on stage they took the rows' room)
+    fig = _layout(fig, title, font_size, max(360, top + bottom + row * n), meta=dict(normviz="routes"),
+                  legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", font=dict(size=font_size)))
+    fig.update_layout(margin=dict(b=bottom))  # the legend sits at the figure's foot, below the axis title
     return fig
 
 

@@ -99,3 +99,13 @@ def test_no_theme_or_an_unknown_one():
     assert for_theme(fig, None).to_json() == before and for_theme(fig, "").to_json() == before
     with pytest.raises(ValueError, match="light"):
         for_theme(fig, "sepia")
+
+
+def test_trust_intervals_read_on_both_pages():
+    from normviz.viz import trust as vt
+
+    fig = for_theme(vt.score_bars(["sources", "attention", "random"], [0.2, 0.1, 0.0], [0.15, 0.05, -0.05],
+                                  [0.25, 0.15, 0.05], reference="attention"), "dark")
+    whisker = fig.data[0].error_x.color
+    assert whisker is not None  # plotly's default #444: 1.9:1 on the dark page, the intervals vanished
+    assert contrast(whisker, DARK) >= 3 and contrast(whisker, LIGHT) >= 3

@@ -1,0 +1,40 @@
+"""Issue 29, seen in the stage screenshots (1280×800): the routes graph of a 5-token prompt squashed its rows to
+~29 px and laid its legend over the layer numbers; the head grid drew the layer grid lines across the empty
+column between the heads and the other parts; every axis label at the figure's own font (Streamlit's chart
+theme otherwise sets 12-px ticks), without overriding the sizes a figure chose."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from normviz.viz import why as vw
+
+from .test_why_figures import _routes
+
+
+@pytest.mark.parametrize("n, font_size", [(5, 18), (5, 22), (12, 18), (3, 12)])
+def test_routes_rows_hold_their_room_and_the_legend_sits_below_the_axis(n, font_size):
+    fig = vw.routes_graph(_routes(n), font_size=font_size)
+    lay = fig.layout
+    plot_h = lay.height - lay.margin.t - lay.margin.b
+    assert plot_h / n >= max(30, 2 * font_size) - 1e-9, plot_h / n  # was 28.8 px at 5 tokens on stage
+    assert lay.legend.yref == "container" and lay.legend.y == 0 and lay.legend.yanchor == "bottom"
+    assert lay.margin.b >= 4 * font_size + 30  # ticks + the axis title + the legend
+
+
+def test_head_grid_draws_no_grid_lines_across_its_gap():
+    fig = vw.head_grid(np.ones((4, 3)), {"FF": np.ones(4)})
+    assert fig.layout.yaxis.showgrid is False and fig.layout.xaxis.showgrid is False
+
+
+def test_own_fonts_fills_the_unsized_labels_and_keeps_the_chosen_ones():
+    from normviz.viz.fonts import own_fonts
+
+    fig = vw.signed_bars([1.0, -1.0, 2.0], ["a", "b", "c"], font_size=20)
+    chosen = fig.layout.xaxis.tickfont.size  # fitted to the tokens
+    own_fonts(fig)
+    assert fig.layout.xaxis.tickfont.size == chosen
+    assert fig.layout.yaxis.tickfont.size == 20 and fig.layout.yaxis.title.font.size == 20
+    assert fig.layout.legend.font.size == 20
+    grid = own_fonts(vw.head_grid(np.ones((4, 3)), {}, font_size=20))
+    assert grid.data[0].colorbar.tickfont.size == 20 and grid.data[0].colorbar.title.font.size == 20
