@@ -76,8 +76,10 @@ def grid(stack: np.ndarray, labels: list[str], *, title: str = "", font_size: in
         zmin=-max(abs(lo), abs(hi)) if lo < 0 else lo, zmax=max(abs(lo), abs(hi)) if lo < 0 else hi, zmid=zmid,
         hoverongaps=False, colorbar={**colorbar_dict(colorbar_title, 400, font_size), "lenmode": "fraction", "len": 0.8},
     ))
+    # constrain="domain" on x too: a grid narrower than its column (many layers, few heads) shrinks its own area,
+    # so the layer names stay beside it (with the range padded instead, they sat ~130 px to its left on stage)
     fig.update_xaxes(tickmode="array", tickvals=[h * cell + (n - 1) / 2 for h in range(H)], ticktext=head_names,
-                     side="top", showgrid=False, zeroline=False, tickfont=dict(size=font_size),
+                     side="top", showgrid=False, zeroline=False, tickfont=dict(size=font_size), constrain="domain",
                      title=dict(text="head", font=dict(size=font_size)))
     fig.update_yaxes(tickmode="array", tickvals=[li * cell + (n - 1) / 2 for li in range(L)],
                      ticktext=[f"L{li}" for li in range(L)], autorange="reversed", showgrid=False, zeroline=False,

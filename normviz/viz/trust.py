@@ -37,6 +37,10 @@ def truth_beside(tokens: list[str], truth: np.ndarray, rows: dict[str, np.ndarra
         scale = np.nanmax(np.abs(v)) if v.size and np.nanmax(np.abs(v)) > 0 else 1.0
         fig.add_trace(go.Bar(x=x, y=v / scale, name=name, customdata=v,
                              hovertemplate=name + " %{x}: %{customdata:.4g}<extra></extra>"))
-    fig.update_layout(barmode="group", height=360, margin=dict(l=10, r=10, t=30, b=60), font=dict(size=font_size),
-                      yaxis_title="value / its largest |value|", legend=dict(orientation="h"))
+    # the legend at the figure's foot, below the token names (at a stage font it sat on them and cut them)
+    bottom = 30 + 5 * font_size
+    fig.update_layout(barmode="group", height=330 + bottom, margin=dict(l=10, r=10, t=30, b=bottom),
+                      font=dict(size=font_size), yaxis_title="value / its largest |value|",
+                      legend=dict(orientation="h", yref="container", y=0, yanchor="bottom"),
+                      meta=dict(normviz="truth_beside"))
     return fig

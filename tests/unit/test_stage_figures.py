@@ -38,3 +38,21 @@ def test_own_fonts_fills_the_unsized_labels_and_keeps_the_chosen_ones():
     assert fig.layout.legend.font.size == 20
     grid = own_fonts(vw.head_grid(np.ones((4, 3)), {}, font_size=20))
     assert grid.data[0].colorbar.tickfont.size == 20 and grid.data[0].colorbar.title.font.size == 20
+
+
+def test_overview_grid_keeps_its_layer_names_beside_the_squares():
+    from normviz import viz
+
+    fig = viz.grid(np.ones((30, 9, 5, 5)), [f"t{k}" for k in range(5)], font_size=18, width_hint=900)
+    assert fig.layout.xaxis.constrain == "domain" and fig.layout.yaxis.constrain == "domain"
+
+
+@pytest.mark.parametrize("font_size", [12, 18])
+def test_trust_legend_sits_below_the_token_names(font_size):
+    from normviz.viz import trust as vt
+
+    fig = vt.truth_beside(["The", " capital", " of"], np.array([1.0, -0.5, 0.2]), {"sources": np.ones(3)},
+                          font_size=font_size)
+    lay = fig.layout
+    assert lay.legend.yref == "container" and lay.legend.y == 0 and lay.legend.yanchor == "bottom"
+    assert lay.margin.b >= 30 + 5 * font_size and lay.height - lay.margin.t - lay.margin.b >= 280
