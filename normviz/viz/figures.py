@@ -92,8 +92,18 @@ def grid(stack: np.ndarray, labels: list[str], *, title: str = "", font_size: in
     fig.update_layout(title=dict(text=plotly_text(title), font=dict(size=font_size + 2), x=0.0, xanchor="left", yref="container",
                                  y=1.0, yanchor="top", pad=dict(t=6 + extra_lines * int(1.3 * (font_size + 2)))),
                       height=int(min(1400, max(320, plot_w * L / max(H, 1) + 150))), font=dict(size=font_size),
-                      margin=dict(l=10, r=10, t=70 + 2 * font_size, b=10), plot_bgcolor="rgba(0,0,0,0)")
+                      # the top margin holds the title's lines, then the head names and "head" above the squares
+                      # (with 70 + 2·font the axis title sat on a two-line title's second line on stage)
+                      margin=dict(l=10, r=10, t=_grid_top(font_size, extra_lines), b=10),
+                      plot_bgcolor="rgba(0,0,0,0)")
     return fig
+
+
+def _grid_top(font_size: int, extra_lines: int) -> int:
+    """The grid's top margin: pad + the title's lines (1.3 × its font each) + the x axis on top (ticks and title,
+    ~1.4 × the font each) + a gap."""
+    title_line = int(1.3 * (font_size + 2))
+    return int(6 + (1 + extra_lines) * title_line + 2.8 * font_size + 24)
 
 
 def special_share_scatter(share_a: np.ndarray, share_b: np.ndarray, name_a: str, name_b: str, *,

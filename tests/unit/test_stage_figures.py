@@ -56,3 +56,14 @@ def test_trust_legend_sits_below_the_token_names(font_size):
     lay = fig.layout
     assert lay.legend.yref == "container" and lay.legend.y == 0 and lay.legend.yanchor == "bottom"
     assert lay.margin.b >= 30 + 5 * font_size and lay.height - lay.margin.t - lay.margin.b >= 280
+
+
+@pytest.mark.parametrize("font_size", [12, 18])
+def test_overview_grid_top_margin_holds_a_two_line_title_and_the_head_axis(font_size):
+    from normviz import viz
+
+    fig = viz.grid(np.ones((6, 4, 5, 5)), [f"t{k}" for k in range(5)], font_size=font_size,
+                   title="Attention weights α\nminilm: “The cat sat on the mat.”")
+    title_lines = 2 * 1.3 * (font_size + 2)
+    axis_on_top = 2.5 * font_size  # tick labels and the "head" title above the squares
+    assert fig.layout.margin.t >= 6 + title_lines + axis_on_top + 10, fig.layout.margin.t  # was 70 + 2·font
