@@ -116,7 +116,8 @@ def page() -> None:
                             + "  \nShare of each row on the token itself (diagonal): "
                             + ui.plain(", ".join(f"{labels[i]} {v:.1%}" for i, v in enumerate(ex["self_share"])), None))
             with right:
-                st.plotly_chart(ui.themed(viz.heatmap(m, labels, title=where, font_size=fs, height=340, causal=lm.is_causal)),
+                st.plotly_chart(ui.themed(viz.heatmap(m, labels, title=where, font_size=fs, height=340,
+                                                      causal=lm.is_causal)),
                                 key=f"learn_{key}")
             if lesson:
                 st.markdown(f"**Shows:** {lesson.shows}\n\n**Hides:** {lesson.hides}")

@@ -122,16 +122,19 @@ def page() -> None:
         with st.expander("Share of non-self norms (a different statistic, not comparable with Table 2)"):
             st.caption("Σ_{j≠i} ‖v_ij‖ / Σ_j ‖v_ij‖: the share of the norms of the other tokens' parts. Norms of parts "
                        "add up to more than the norm of their sum, so this is larger than the paper's ratio.")
-            st.plotly_chart(ui.themed(plots.layer_lines(ls, share, "Share of non-self norms", reference=False, font_size=fs)),
+            st.plotly_chart(ui.themed(plots.layer_lines(ls, share, "Share of non-self norms", reference=False,
+                                                        font_size=fs)),
                             width="stretch")
     ffc = [c for c in ls.columns if c.startswith("ff_change_")]
     if ffc:
         st.subheader("Contextualisation change by the FF block")
-        st.plotly_chart(ui.themed(plots.layer_lines(ls, ffc, "1 − Spearman ρ(map before FF, map after)", font_size=fs)), width="stretch")
+        st.plotly_chart(ui.themed(plots.layer_lines(ls, ffc, "1 − Spearman ρ(map before FF, map after)", font_size=fs)),
+                        width="stretch")
     other = [c for c in ls.columns if c in ("fx_cv", "rho_alpha_fx", "rho_fx_freq")]
     if other:
         st.subheader("‖f(x)‖ per layer")
-        st.plotly_chart(ui.themed(plots.layer_lines(ls, other, "‖f(x)‖ statistics (mean over heads)", font_size=fs)), width="stretch")
+        st.plotly_chart(ui.themed(plots.layer_lines(ls, other, "‖f(x)‖ statistics (mean over heads)", font_size=fs)),
+                        width="stretch")
     hcols = plots.head_columns(tabs["head_stats"])
     if hcols:
         st.subheader("Head × layer")

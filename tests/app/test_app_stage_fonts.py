@@ -27,7 +27,8 @@ def unsized(fig: dict) -> list[str]:
             out.append(f"{name} title {title.get('font')}")
     for k, trace in enumerate(fig["data"]):
         for bar in (trace.get("colorbar"), (trace.get("marker") or {}).get("colorbar")):
-            if bar and trace.get("showscale", True) is not False and (bar.get("tickfont") or {}).get("size", 0) < STAGE_MIN_PX:
+            small = ((bar or {}).get("tickfont") or {}).get("size", 0) < STAGE_MIN_PX
+            if bar and trace.get("showscale", True) is not False and small:
                 out.append(f"trace {k} colour bar {bar.get('tickfont')}")
     return out
 

@@ -270,7 +270,8 @@ def _focus_rows(panels, focus: int, labels: list[str], font_size: int) -> None:
         f"Row of “{labels[focus]}” [{focus}]: how much each token contributes to it"), font=dict(size=font_size + 2)),
         xaxis_title="contributing token j (position)", yaxis_title="value (as in the panels)", height=360,
         font=dict(size=font_size), meta=dict(normviz="focus_rows", focus=int(focus)))
-    st.plotly_chart(themed(fig), key="focus_rows", config=viz.plotly_config(filename="normviz_focus_row", fmt=image_format()))
+    st.plotly_chart(themed(fig), key="focus_rows",
+                    config=viz.plotly_config(filename="normviz_focus_row", fmt=image_format()))
 
 
 __all__ = ["applies", "draw"]
