@@ -1,9 +1,9 @@
 """Every label of a figure at the figure's own font size, whatever the page's chart theme says.
 
-Streamlit's chart theme (``st.plotly_chart``'s default) gives every axis's tick labels ~12 px and its title ~14 px,
-and a colour bar's and a legend's text ~12 px, unless the figure names a size there: ``layout.font.size`` alone
-does not reach them. A stage figure built at 20 px therefore kept 12-px ticks (the depth map's layers, the bars'
-values, the lens's axis). :func:`own_fonts` writes ``layout.font.size`` into each of those places that names no
+Streamlit's chart theme (``st.plotly_chart``'s default) gives every axis's tick labels 0.75 rem and its title
+0.875 rem (12 / 14 px; 15 / 17.5 px at the stage's 20-px root font), and a colour bar's and a legend's text the
+same, unless the figure names a size there: ``layout.font.size`` alone does not reach them. A stage figure built at
+18 px therefore drew 15-px ticks (the depth map's layers, the bars' values, the lens's axes). :func:`own_fonts` writes ``layout.font.size`` into each of those places that names no
 size of its own; sizes a figure chose (labels shrunk to fit many tokens) stay.
 """
 from __future__ import annotations

@@ -114,8 +114,9 @@ def head_grid(heads, extra: dict[str, np.ndarray], *, title: str = "", font_size
     ticks = [k for k in range(H) if H <= 16 or k % max(1, H // 8) == 0]
     fig.update_xaxes(tickmode="array", tickvals=ticks + xs[H + 1:], ticktext=[str(k) for k in ticks] +
                      [txt(n) for n in list(extra)], title=dict(text="head · other parts"), tickangle=-45)
-    fig.update_yaxes(title=dict(text="layer"), autorange="reversed", showgrid=False)  # no lines across the gap
-    fig.update_xaxes(showgrid=False)
+    # no grid or zero lines across the gap and the empty cells
+    fig.update_yaxes(title=dict(text="layer"), autorange="reversed", showgrid=False, zeroline=False)
+    fig.update_xaxes(showgrid=False, zeroline=False)
     return _layout(fig, title, font_size, max(320, 140 + 16 * L + 4 * font_size), meta=dict(normviz="head_grid"))
 
 

@@ -1,6 +1,7 @@
-"""Issue 29: on stage every chart's labels are stage-sized. Streamlit's chart theme sets an axis's tick labels to
-~12 px and its title to ~14 px wherever the figure names no size, so the figures' 18-px stage font never reached
-the depth map's layers, the bars' values or the lens's axes (seen in the 1280×800 stage screenshots). Every axis,
+"""Issue 29: on stage every chart's labels are at the figure's stage font. Streamlit's chart theme sizes an axis's
+tick labels at 0.75 rem and its title at 0.875 rem wherever the figure names no size (12 / 14 px, 15 / 17.5 px at
+the stage root), so the figures' 18-px stage font never reached the depth map's layers, the bars' values or the
+lens's axes (seen in the 1280×800 stage screenshots; 98 of the Why page's 220 labels were 15 px). Every axis,
 colour bar and legend of every chart the page sends must name a size ≥ 14 px (AppTest: the figures as sent)."""
 from __future__ import annotations
 

@@ -25,6 +25,7 @@ def test_routes_rows_hold_their_room_and_the_legend_sits_below_the_axis(n, font_
 def test_head_grid_draws_no_grid_lines_across_its_gap():
     fig = vw.head_grid(np.ones((4, 3)), {"FF": np.ones(4)})
     assert fig.layout.yaxis.showgrid is False and fig.layout.xaxis.showgrid is False
+    assert fig.layout.yaxis.zeroline is False and fig.layout.xaxis.zeroline is False  # the line along layer 0
 
 
 def test_own_fonts_fills_the_unsized_labels_and_keeps_the_chosen_ones():
