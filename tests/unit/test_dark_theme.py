@@ -109,3 +109,13 @@ def test_trust_intervals_read_on_both_pages():
     whisker = fig.data[0].error_x.color
     assert whisker is not None  # plotly's default #444: 1.9:1 on the dark page, the intervals vanished
     assert contrast(whisker, DARK) >= 3 and contrast(whisker, LIGHT) >= 3
+
+
+def test_alignment_word_dots_read_on_both_pages():
+    from normviz.viz.alignment import alignment_figure
+
+    fig = for_theme(alignment_figure(["the", "cat"], ["mao", "inu"], [(0, 1), (1, 0)]), "dark")
+    dots = [d for d in fig.data if d.mode == "markers+text"]
+    assert dots
+    for d in dots:  # #444 (1.9:1 on the dark page) hid the words' dots
+        assert contrast(d.marker.color, DARK) >= 3 and contrast(d.marker.color, LIGHT) >= 3, d.marker.color
