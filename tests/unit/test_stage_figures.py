@@ -66,5 +66,5 @@ def test_overview_grid_top_margin_holds_a_two_line_title_and_the_head_axis(font_
     fig = viz.grid(np.ones((6, 4, 5, 5)), [f"t{k}" for k in range(5)], font_size=font_size,
                    title="Attention weights α\nminilm: “The cat sat on the mat.”")
     title_lines = 2 * 1.3 * (font_size + 2)
-    axis_on_top = 2.5 * font_size  # tick labels and the "head" title above the squares
+    axis_on_top = 4 * font_size  # tick labels, the theme's stand-off and the "head" title above the squares
     assert fig.layout.margin.t >= 6 + title_lines + axis_on_top + 10, fig.layout.margin.t  # was 70 + 2·font
