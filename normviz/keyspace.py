@@ -294,6 +294,13 @@ def layer_view(name: str) -> str | None:
     return spell(stack, view) if view is not None else None
 
 
+def same_at_all_heads(keys: Iterable[str]) -> dict[str, str]:
+    """{per-head key: its "all heads" view} for each of ``keys`` whose view is among ``keys`` too: with all heads
+    the two are one map (``norm`` and ``norm_layer``), shown once."""
+    keys = list(keys)
+    return {k: v for k in keys if (v := layer_view(k)) is not None and v in keys}
+
+
 def unit(name: str, values: str = "raw", br: str = "<br>") -> str:
     """The colour bar's title: what one cell's number is (``values="share"``: rows normalised to 1). ``br``
     breaks it before its parenthesis, so that the bar stays narrow (plotly: ``<br>``)."""
@@ -303,5 +310,5 @@ def unit(name: str, values: str = "raw", br: str = "<br>") -> str:
     return text.replace(" (", br + "(", 1) if br else text
 
 
-__all__ = ["PREFIX", "STACKS", "Stack", "all_keys", "check", "default_keys", "key_info", "known", "layer_view", "offered", "parse",
+__all__ = ["PREFIX", "STACKS", "Stack", "all_keys", "check", "default_keys", "key_info", "known", "layer_view", "same_at_all_heads", "offered", "parse",
            "primary", "refusal", "request_for", "requirements", "resolve", "spell", "stack_model", "stacks_of", "unit"]
