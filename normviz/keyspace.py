@@ -310,5 +310,6 @@ def unit(name: str, values: str = "raw", br: str = "<br>") -> str:
     return text.replace(" (", br + "(", 1) if br else text
 
 
-__all__ = ["PREFIX", "STACKS", "Stack", "all_keys", "check", "default_keys", "key_info", "known", "layer_view", "same_at_all_heads", "offered", "parse",
-           "primary", "refusal", "request_for", "requirements", "resolve", "spell", "stack_model", "stacks_of", "unit"]
+__all__ = ["PREFIX", "STACKS", "Stack", "all_keys", "check", "default_keys", "key_info", "known", "layer_view",
+           "offered", "parse", "primary", "refusal", "request_for", "requirements", "resolve", "same_at_all_heads",
+           "spell", "stack_model", "stacks_of", "unit"]

@@ -31,8 +31,8 @@ page at τ = 0.01 took 51–71 s against 0.2 s estimated from FLOPs). :func:`cos
 from τ and n as measured (:func:`rows_reached`; every row at τ = 0) and counts the numbers scored and the edge
 records built, each at its measured rate (the ``routes`` row of :data:`normviz.methods.cost.RATES`, option
 ``routes_numbers_per_second``; ``EDGE_SECONDS``: ``benchmarks/bench_routes.py --estimate``), through the one cost
-pre-flight (:func:`normviz.methods.cost.refuse_over_budget`). :func:`check` refuses above the option ``routes_budget_s`` before
-anything runs; a run also stops itself (:class:`DeadlineError`) past its deadline — ``routes_deadline_s``, else
+pre-flight (:func:`normviz.methods.cost.refuse_over_budget`). :func:`check` refuses above the option
+``routes_budget_s`` before anything runs; a run also stops itself (:class:`DeadlineError`) past its deadline — ``routes_deadline_s``, else
 ``DEADLINE_FACTOR`` × the budget, else ``DEFAULT_DEADLINE_S`` — checked at every layer and chunk of rows.
 Memory: rows in chunks of at most ``chunk_bytes``.
 """
