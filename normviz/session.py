@@ -231,6 +231,10 @@ class Session:
     def explain(self, token=None, foil=None, position: int = -1):
         """Why ``token`` (None: the top prediction) rather than ``foil`` at ``position``: an Explanation
         (encoder–decoders: after decoder row ``position``, sources over source + target tokens)."""
+        if self.is_encoder_decoder:
+            from .attribution.seq2seq import explain as explain_seq2seq
+            with self._lock:
+                return explain_seq2seq(self, token, foil, position)
         from .attribution import explain
         return explain(self, token, foil, position)
 

@@ -105,13 +105,7 @@ def explanation(lm, t: Target, tokens, direct, refusal, sources, **extra) -> Exp
 @torch.no_grad()
 def explain(session, token=None, foil=None, position: int = -1) -> Explanation:
     """Explain the logit of ``token`` (None: the top-1 prediction) minus that of ``foil`` (None: the logit
-    itself) at ``position``. See :mod:`normviz.attribution.result` for the fields and identities.
-    Encoder–decoders: after decoder row ``position``, sources over source + target tokens
-    (:func:`normviz.attribution.seq2seq.explain`)."""
-    if session.is_encoder_decoder:
-        from .seq2seq import explain as explain_seq2seq
-        with _lock(session):
-            return explain_seq2seq(session, token, foil, position)
+    itself) at ``position``. See :mod:`normviz.attribution.result` for the fields and identities."""
     lm = session.lm
     readout = readout_of(lm)
     with _lock(session):
