@@ -7,6 +7,11 @@ Clones this checkout (its committed HEAD) into a new folder, runs the README's a
 converted into a new, empty NORMVIZ_CACHE, the warm-up, the server), and times with headless Chromium (this
 venv's selenium): the first Explore page with a drawn chart, then ``?model=smollm2`` (its first view). pip's own
 download cache is what this machine has: say so with the figures. Prints one JSON line; also the load average.
+
+Every line the command prints is kept in ``app.log`` with the seconds since the clone started, and the phases are
+read off them: ``normviz: set-up PHASE N s`` (scripts/setup.sh), ``normviz: warmed up …`` (the warm-up), the
+server listening, the first page drawn; ``phases`` in the JSON gives each one's end time and the load average
+(1 min) sampled then.
 """
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -48,13 +54,31 @@ def main(argv: list[str] | None = None) -> int:
     cache = Path(tempfile.mkdtemp(prefix="normviz-fresh-cache-"))
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env.update(NORMVIZ_CACHE=str(cache), HF_HUB_OFFLINE="1")
+    env.update(NORMVIZ_CACHE=str(cache), HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", NORMVIZ_TIMING="1")
     load0 = os.getloadavg()
     t0 = time.perf_counter()
     subprocess.run(["git", "clone", "-q", str(ROOT), str(where)], check=True)
+    phases: list[dict] = []
+
+    def mark(name: str) -> None:
+        phases.append({"phase": name, "at_s": round(time.perf_counter() - t0, 1),
+                       "load1": round(os.getloadavg()[0], 2)})
+
+    mark("git clone")
     log = open(where / "app.log", "w")
     proc = subprocess.Popen(["bash", "scripts/app.sh", "--warm", args.warm, "--server.port", str(port)], cwd=where,
-                            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                            text=True, errors="replace")
+
+    def stamp_lines() -> None:
+        for line in proc.stdout:
+            log.write(f"[{time.perf_counter() - t0:7.1f}] {line}")
+            log.flush()
+            if line.startswith("normviz: "):
+                mark(line[len("normviz: "):].strip())
+
+    reader = threading.Thread(target=stamp_lines, daemon=True)
+    reader.start()
     result: dict = {"warm": args.warm, "load_before": [round(x, 2) for x in load0]}
     try:
         while not _listening(port):
@@ -62,19 +86,23 @@ def main(argv: list[str] | None = None) -> int:
                 raise RuntimeError(f"the app did not start (see {where / 'app.log'})")
             time.sleep(0.5)
         result["listening_s"] = round(time.perf_counter() - t0, 1)
+        mark("server listening")
         with chromium() as driver:
             driver.get(f"http://127.0.0.1:{port}/")
             wait_for_app(driver, timeout=args.timeout)
             result["first_page_s"] = round(time.perf_counter() - t0, 1)
+            mark("first page drawn")
             t1 = time.perf_counter()
             driver.get(f"http://127.0.0.1:{port}/?model=smollm2")
             wait_for_app(driver, timeout=args.timeout)
             result["first_smollm2_view_s"] = round(time.perf_counter() - t1, 2)
-        text = (where / "app.log").read_text(errors="replace")
-        result["warm_lines"] = [line for line in text.splitlines() if line.startswith("normviz: ")]
+            mark("first smollm2 view drawn")
+        result["phases"] = phases
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=60)
+        reader.join(timeout=10)
+        log.close()
         result["load_after"] = [round(x, 2) for x in os.getloadavg()]
         shutil.rmtree(cache, ignore_errors=True)
     print(json.dumps(result))
