@@ -5,8 +5,9 @@
 Clones this checkout (its committed HEAD) into a new folder, runs the README's app command there
 (``bash scripts/app.sh --warm MODELS --server.port P``: a new .venv, the app's requirements only, SmolLM2
 converted into a new, empty NORMVIZ_CACHE, the warm-up, the server), and times with headless Chromium (this
-venv's selenium): the first Explore page with a drawn chart, then ``?model=smollm2`` (its first view). pip's own
-download cache is what this machine has: say so with the figures. Prints one JSON line; also the load average.
+venv's selenium): the first Explore page with a drawn chart, then ``?model=smollm2`` (its first view, once every
+model of --warm says it is warmed up). pip's own download cache is what this machine has: say so with the figures
+(here pip keeps none: its HTTP cache stays empty). Prints one JSON line; also the load average.
 
 Every line the command prints is kept in ``app.log`` with the seconds since the clone started, and the phases are
 read off them: ``normviz: set-up PHASE N s`` (scripts/setup.sh), ``normviz: warmed up …`` (the warm-up), the
@@ -92,6 +93,13 @@ def main(argv: list[str] | None = None) -> int:
             wait_for_app(driver, timeout=args.timeout)
             result["first_page_s"] = round(time.perf_counter() - t0, 1)
             mark("first page drawn")
+            # "after warm-up": the models warmed after the server started (a thread) are done first
+            wanted = {m.strip().lower() for m in args.warm.split(",") if m.strip()}
+            while not all(any(p["phase"].startswith(f"warmed up {m}") for p in phases) for m in wanted):
+                if proc.poll() is not None or time.perf_counter() - t0 > args.timeout:
+                    raise RuntimeError(f"the warm-up did not finish (see {where / 'app.log'})")
+                time.sleep(0.2)
+            result["warm_up_done_s"] = round(time.perf_counter() - t0, 1)
             t1 = time.perf_counter()
             driver.get(f"http://127.0.0.1:{port}/?model=smollm2")
             wait_for_app(driver, timeout=args.timeout)

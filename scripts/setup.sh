@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv (once) and install what the app needs (requirements.txt, the pinned lock; requirements-nodeps.txt;
-# the package itself, editable); a stamp skips the install when nothing changed. The test command
+# the package itself, editable); a stamp skips the install when nothing changed. Each phase prints
+# "normviz: set-up PHASE N s". --app (scripts/app.sh): SmolLM2's conversion runs in the background. The test command
 # (scripts/test.sh) adds the tests', benchmarks' and docs' requirements (requirements-dev.txt) on top.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,29 +21,78 @@ want=$(cat requirements.txt requirements-nodeps.txt pyproject.toml | sha256sum |
 quiet() {  # pip, minus this machine's notes about local mirror folders that don't exist
   "$@" 2>&1 | { grep -v "^WARNING: Location 'file:" || true; }
 }
+# --no-compile: no .pyc written for the ~40,000 files installed; Python writes those of the modules it imports
+pip_install() { quiet .venv/bin/python -m pip install -q --no-compile --progress-bar off "$@"; }
+kernels_done() {  # numba's cache of the three kernels (beside normviz/methods/norms/compiled.py)
+  local k
+  for k in span_grams_packed pair_norms_fused pair_norms_rows; do
+    ls normviz/methods/norms/__pycache__/compiled."$k"-*.nbi >/dev/null 2>&1 || return 1
+  done
+}
+# Compile the numba kernels once into numba's cache: later processes load them (the same machine code, the same
+# bits). Only numpy and numba are needed: normviz/methods/norms is loaded as a package of its own, not torch.
+compile_kernels() {
+  .venv/bin/python - <<'PYEOF'
+import importlib.util, pathlib, sys
+where = pathlib.Path("normviz/methods/norms").resolve()
+spec = importlib.util.spec_from_file_location("_normviz_norms", where / "__init__.py", submodule_search_locations=[str(where)])
+pkg = importlib.util.module_from_spec(spec)  # its __init__ is not run (it imports the library): only the folder
+sys.modules["_normviz_norms"] = pkg
+import _normviz_norms.kernels as k
+k.warm() or print("numba kernels unavailable: the torch versions will run")
+PYEOF
+}
+kernels_pid=
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setting up .venv (first run: a few minutes)…"
-  quiet .venv/bin/python -m pip install -q -r requirements.txt
-  phase pip-requirements
-  quiet .venv/bin/python -m pip install -q --no-deps -r requirements-nodeps.txt
-  phase pip-nodeps
-  quiet .venv/bin/python -m pip install -q --no-deps -e .
-  phase pip-editable
+  # numpy and numba first, so that the kernels compile while the rest installs
+  pins() { grep -E '^[A-Za-z0-9_.-]+==' "$@" | sed 's/ *#.*//'; }
+  pip_install --no-deps $(pins requirements.txt | grep -E '^(numpy|numba|llvmlite)==')
+  phase pip-numba
+  if ! kernels_done; then
+    { compile_kernels; phase numba-kernels; } &
+    kernels_pid=$!
+  fi
+  # the rest of the lock (every dependency is pinned there) dealt round-robin to 3 pip processes, --no-deps;
+  # the embedded models' packages (requirements-nodeps.txt) as a fourth
+  groups=$(mktemp -d)
+  pins requirements.txt | grep -vE '^(numpy|numba|llvmlite)==' | awk -v d="$groups" '{ print > (d "/" (NR - 1) % 3) }'
+  pids=()
+  for g in "$groups"/*; do pip_install --no-deps -r "$g" & pids+=($!); done
+  pip_install --no-deps -r requirements-nodeps.txt & pids+=($!)
+  for pid in "${pids[@]}"; do wait "$pid"; done
+  rm -rf "$groups"
+  phase pip-parallel
+  # one ordinary install over the whole lock: installs whatever a dependency needs that the lock lacks, and fails
+  # on a conflict; the package itself, editable, with the venv's setuptools (no isolated build env to fill)
+  pip_install -r requirements.txt
+  pip_install --no-deps --no-build-isolation -e .
+  phase pip-check-and-editable
   echo "$want" > "$stamp"
 fi
-# Compile the numba kernels once into numba's cache (normviz/methods/norms/__pycache__): later processes load them
-if ! ls normviz/methods/norms/__pycache__/kernels.*.nbi >/dev/null 2>&1; then
-  .venv/bin/python -c "import normviz.methods.norms.kernels as k; k.warm() or print('numba kernels unavailable: the torch versions will run')"
+if [ -z "$kernels_pid" ] && ! kernels_done; then
+  compile_kernels
   phase numba-kernels
 fi
 
 # The embedded SmolLM2 converted from its GGUF file once, here (~30-40 s), not at a visitor's first switch to it
-# (normviz.ui.kit.warm.prepare; kept in NORMVIZ_CACHE, default ~/.cache/normviz)
+# (normviz.ui.kit.warm.prepare; kept in NORMVIZ_CACHE, default ~/.cache/normviz). With --app (scripts/app.sh) it
+# converts in the background while the server starts and warms the first page's model: the app's warm-up of
+# smollm2 waits for it (one conversion at a time: a lock beside the cache).
+convert_smollm2() {
+  .venv/bin/python -m normviz.ui.kit.warm --prepare smollm2 || echo "SmolLM2 not converted now: the first load converts it."
+}
 if [ "${NORMVIZ_SETUP_SMOLLM2:-1}" = "1" ] \
    && [ ! -f "${NORMVIZ_CACHE:-$HOME/.cache/normviz}/smollm2-135m-instruct-q4_1/model.safetensors" ]; then
-  .venv/bin/python -m normviz.ui.kit.warm --prepare smollm2 || echo "SmolLM2 not converted now: the first load converts it."
-  phase smollm2-conversion
+  if [ -n "$kernels_pid" ]; then wait "$kernels_pid"; kernels_pid=; fi
+  if [ "${1:-}" = "--app" ]; then
+    { t0=$SECONDS; convert_smollm2; echo "normviz: set-up smollm2-conversion (background) $((SECONDS - t0)) s" >&2; } &
+  else
+    convert_smollm2
+    phase smollm2-conversion
+  fi
 fi
+if [ -n "$kernels_pid" ]; then wait "$kernels_pid"; fi
 
 # The browser test drives Debian's Chromium through Selenium. scripts/test.sh asks for it (NORMVIZ_SETUP_BROWSER=1):
 # installed once when we are root and apt works; elsewhere the test skips and says why. The app alone skips this.
