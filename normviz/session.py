@@ -417,6 +417,8 @@ class Session:
         todo: dict[str, tuple] = {}  # key -> (stack, base to compute, layer, what to take of it)
         for key in dict.fromkeys(keys):
             stack, base = keyspace.parse(key)
+            if stack not in self.stacks:  # e.g. "norm" on an encoder–decoder: say which keys it has
+                self._check(key)
             info = registry.key_info(base)
             if key in self._arrays:
                 out[key] = _layer_view(self._arrays, key, layer, head)
