@@ -172,6 +172,7 @@ def page() -> None:
                                    help="Hides cells (and lines) smaller than this share of the panel's largest value.")
     ui.save_view(view)
     ui.show_talk_link(talk_slot, view)
+    ui.step_note()  # a step's maps this model does not offer: named, never dropped silently
     if view.present:
         ui.step_indicator(view)
         ui.keyboard(LAYER, list(range(L)), HEAD, head_opts, leave=ui.leave_stage,

@@ -60,6 +60,8 @@ def _maps(session, keys: list[str], layer: int, head: int | None) -> dict[str, n
     todo: dict[str, tuple] = {}  # key -> (stack, base to compute, layer, what to take of it)
     for key in keys:
         stack, base = keyspace.parse(key)
+        if stack not in session.stacks:  # e.g. "norm" on an encoder–decoder: the refusal names its keys
+            keyspace.check(session.lm, stack, base, session.request, session.options)
         info, family = registry.key_info(base), registry.family_of(base)
         if key in session._arrays:
             out[key] = whole_layer(session._arrays[key], key, layer, head)

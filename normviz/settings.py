@@ -95,8 +95,8 @@ ENV: dict[str, Setting] = {s.name: s for s in (
          "explain and routes may take (estimated before running)", 0.1, 86400.0),
     _env("NORMVIZ_MEMORY_BUDGET_MB", "float", 2048.0, "MB a visitor's whole [L, …] map arrays may hold (refused "
          "before computing; one layer at a time still works)", 64.0, 1048576.0),
-    _env("NORMVIZ_SERVER_MEMORY_MB", "float", 6144.0, "MB the whole server process may hold (every visitor "
-         "together: least recently used texts dropped, then requests refused with a message; at most 3/4 of the "
+    _env("NORMVIZ_SERVER_MEMORY_MB", "float", 6144.0, "MB the whole server may hold, its worker processes "
+         "included (every visitor together: least recently used texts dropped, then requests refused with a message; at most 3/4 of the "
          "machine)", 256.0, 1048576.0),
     _env("NORMVIZ_HEAVY_WORKERS", "int", 1, "worker processes for the costly maps (normviz.workers); 0: in the "
          "server", 0, 4),

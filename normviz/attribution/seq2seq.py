@@ -14,6 +14,7 @@ records (its final hidden state is kept from the one pass). ``explain``:
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -24,6 +25,8 @@ from ..attribution.result import Explanation
 from ..methods import decompx
 from ..methods.base import Request
 from ..encdec.params import cross_params, decoder_view
+from ..encdec.record import CrossRecord
+from ..models.params import _norm_params, _upcast_norm, get_path
 
 
 @dataclass
@@ -46,14 +49,30 @@ class CrossParts:
         return out
 
 
+def working_cross(ctx, rec: CrossRecord, params):
+    """(the cross block's record, its weights) in the decoder layer's working dtype ``ctx.dtype``: a
+    bfloat16/float16 model's block upcast to float32 per layer, as its self-attention records and weights are
+    (:class:`~normviz.decompose.LayerDecomposition`); unchanged otherwise."""
+    dt, dev = ctx.dtype, ctx.device
+    if rec.z.dtype != dt:
+        rec = CrossRecord(**{f.name: getattr(rec, f.name).to(device=dev, dtype=dt) for f in dataclasses.fields(rec)})
+    if params.w_o.dtype != dt:
+        params = dataclasses.replace(params, **{k: None if getattr(params, k) is None else getattr(params, k).to(dt)
+                                                for k in ("w_v", "b_v", "w_o", "b_o")})
+    return rec, params
+
+
+def _working_norm(norm, dtype):
+    """A norm in ``dtype`` (a half-precision module upcast copy)."""
+    return norm if norm.weight.dtype == dtype else _upcast_norm(norm, dtype)
+
+
 def _cross_norms(ctx, rec, lm):
     """(the norm after the cross residual (post-LN) or the FF's input norm (pre-LN), and, post-LN, the real
     input of the norm after the FF residual: c + FF(c), or None)."""
-    from ..models.params import _norm_params, get_path
-
     dec_spec = lm.spec.decoder
     layer = decoder_view(lm).layers[ctx.index]
-    norm = _norm_params(get_path(layer, lm.spec.cross.norm_on_residual), dec_spec.norm_kind)
+    norm = _working_norm(_norm_params(get_path(layer, lm.spec.cross.norm_on_residual), dec_spec.norm_kind), ctx.dtype)
     z_ff = None
     if dec_spec.placement == "post":  # the real input of the norm after the FF residual: c + FF(c)
         p = ctx.p
@@ -81,9 +100,8 @@ def output_parts(session) -> torch.Tensor:
     lm = session.lm
     enc_views = session.layers("encoder")
     E0 = propagate.output_parts(enc_views)  # [n_src, n_src + 1, d]
-    if lm.spec.final_norm:  # pre-LN encoders end with a norm: e = N(x^L), its real scale, β to the bias part
-        from ..models.params import _norm_params, get_path
-        norm = _norm_params(get_path(lm.model.get_encoder(), lm.spec.final_norm), lm.spec.norm_kind)
+    norm = _encoder_norm(lm, enc_views[-1].dtype)
+    if norm is not None:  # pre-LN encoders end with a norm: e = N(x^L), its real scale, β to the bias part
         decompx.norm_parts(E0, norm, enc_views[-1].rec.out, slice(0, E0.shape[0]), decompx.BIAS_PART)
     dec_views = session.layers("decoder")
     rec = session.records()
@@ -96,7 +114,7 @@ def output_parts(session) -> torch.Tensor:
     X = torch.zeros(m, M, d, dtype=E.dtype, device=E.device)
     X[torch.arange(m), n_src + torch.arange(m)] = dec_views[0].rec.x
     for l, ctx in enumerate(dec_views):
-        cross = _cross_parts(ctx, rec.cross[l], cross_params(lm, l), E, lm)
+        cross = _cross_parts(ctx, *working_cross(ctx, rec.cross[l], cross_params(lm, l)), E, lm)
         decompx.propagate(ctx, X, first=False, rules=decompx.BIAS_PART, cross=cross)
         ctx.clear()
     return X
@@ -107,17 +125,17 @@ def cross_adjoints(session) -> list[adjoint.CrossAdjoint]:
     lm, rec = session.lm, session.records()
     out = []
     for l, ctx in enumerate(session.layers("decoder")):
-        norm, z_ff = _cross_norms(ctx, rec.cross[l], lm)
-        out.append(adjoint.CrossAdjoint(alpha=rec.cross[l].attn, params=cross_params(lm, l), norm=norm,
-                                        z=rec.cross[l].z, z_ff=z_ff))
+        cross, params = working_cross(ctx, rec.cross[l], cross_params(lm, l))
+        norm, z_ff = _cross_norms(ctx, cross, lm)
+        out.append(adjoint.CrossAdjoint(alpha=cross.attn, params=params, norm=norm, z=cross.z, z_ff=z_ff))
     return out
 
 
-def _encoder_norm(lm):
+def _encoder_norm(lm, dtype):
+    """The encoder's final norm (pre-LN encoders) in ``dtype``, or None."""
     if not lm.spec.final_norm:
         return None
-    from ..models.params import _norm_params, get_path
-    return _norm_params(get_path(lm.model.get_encoder(), lm.spec.final_norm), lm.spec.norm_kind)
+    return _working_norm(_norm_params(get_path(lm.model.get_encoder(), lm.spec.final_norm), lm.spec.norm_kind), dtype)
 
 
 def backward(session, readout, t) -> adjoint.Backward:
@@ -139,7 +157,7 @@ def backward(session, readout, t) -> adjoint.Backward:
     enc_views = session.layers("encoder")
     g_e = sum(ge.to(torch.float64) for ge in g_es)
     enc_bias = 0.0
-    norm = _encoder_norm(lm)
+    norm = _encoder_norm(lm, enc_views[-1].dtype)
     if norm is not None:  # e = N(x^L): β is a bias, its linear part transposed
         enc_bias += adjoint._dot(g_e, norm.bias)
         g_e = adjoint.norm_adjoint(norm, g_e, enc_views[-1].rec.out.to(torch.float64))
@@ -178,7 +196,7 @@ def explain(session, token=None, foil=None, position: int = -1) -> Explanation:
     views = session.layers("decoder")
     rec = session.records()
     t = target(lm, readout, views, token, foil, position)
-    crosses = [(rec.cross[l], cross_params(lm, l)) for l in range(len(views))]
+    crosses = [working_cross(ctx, rec.cross[l], cross_params(lm, l)) for l, ctx in enumerate(views)]
     direct, refusal = direct_fields(dec, readout, views, t, crosses=crosses)
     request, options, itemsize = sources_request(session), dict(session.options), views[0].rec.x.element_size()
 

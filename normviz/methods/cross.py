@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..decompose import CHUNK_BYTES
+from ..decompose import CHUNK_BYTES, working_dtype
 from ..encdec.params import CrossParams
 from ..encdec.record import CrossRecord
 from . import papers
@@ -51,20 +51,22 @@ REFERENCES = (papers.KOBAYASHI_2020,)
 
 
 class CrossDecomposition:
-    """One cross block's record seen through its parameters."""
+    """One cross block's record seen through its parameters, in the working dtype (a bfloat16/float16 block
+    upcast to float32, as the self-attention layers' maps are)."""
 
     def __init__(self, rec: CrossRecord, params: CrossParams):
         self.rec, self.p = rec, params
-        self.dtype, self.device = rec.y.dtype, params.w_o.device  # the layer's device (device_map sharding)
+        self.dtype, self.device = working_dtype(rec.y.dtype), params.w_o.device  # the layer's device (device_map)
         self.alpha = rec.attn.to(self.device, self.dtype)  # [H, m, n]
         n = rec.v.shape[0]
         values = rec.v.to(self.device, self.dtype).reshape(n, params.n_heads, params.head_dim).transpose(0, 1)
-        self.head_vectors = torch.bmm(values, params.head_w_o())  # f^h(e_j): [H, n, d]
+        self.head_vectors = torch.bmm(values, params.head_w_o().to(self.dtype))  # f^h(e_j): [H, n, d]
 
     @property
     def b_o(self) -> torch.Tensor:
         d = self.head_vectors.shape[-1]
-        return self.p.b_o if self.p.b_o is not None else torch.zeros(d, dtype=self.dtype, device=self.device)
+        return (self.p.b_o.to(self.dtype) if self.p.b_o is not None
+                else torch.zeros(d, dtype=self.dtype, device=self.device))
 
     def parts(self, rows: slice) -> torch.Tensor:
         """Σ_h α^h_ij f^h(e_j) for i in rows: [c, n, d]."""

@@ -63,8 +63,9 @@ def test_room_is_made_from_the_least_recently_used_other_text(fresh_budget):
     a.run()
     no_exception(a)
     cache, mem = stores.session_cache(), stores.server_memory()
-    real = mem._rss
+    real, workers = mem._rss, mem._workers
     held = real()
+    mem._workers = lambda: 0  # this test's process alone (a worker left by another test would count too)
     # the process is now "full": only dropping the first text (worth 500 MB here) makes room for the second
     mem._rss = lambda: held + (500 << 20) * sum(first in k for k in cache.keys())
     mem.limit = held + (500 << 20) + (1 << 20)
@@ -73,7 +74,7 @@ def test_room_is_made_from_the_least_recently_used_other_text(fresh_budget):
         b.run()
         no_exception(b)
     finally:
-        mem._rss = real
+        mem._rss, mem._workers = real, workers
     assert not errors(b) and b.get("plotly_chart")
     assert not [k for k in cache.keys() if first in k] and [k for k in cache.keys() if second in k]
     assert mem.evicted == 1
@@ -94,10 +95,20 @@ def test_overview_computes_one_layer_at_a_time_never_the_whole_arrays(fresh_budg
 def test_public_explore_computes_a_long_texts_layer_in_the_worker(fresh_budget, monkeypatch):
     from normviz import workers
 
+    from normviz.ui.kit import server_memory
+
     fresh_budget()
     monkeypatch.setenv("NORMVIZ_PUBLIC", "1")
     monkeypatch.setenv("NORMVIZ_MAX_TOKENS", "400")
     text = "The river rose in the night and the town woke to water in the streets. " * 20
+    needs = []
+    admit = server_memory.ServerMemory.admit
+
+    def noted(self, need, session=None, what="this text"):
+        needs.append((what, need))
+        return admit(self, need, session, what)
+
+    monkeypatch.setattr(server_memory.ServerMemory, "admit", noted)
     try:
         at = app(query={"text": text, "layer": "1"})
         at.session_state["_normviz_width"] = 500
@@ -109,6 +120,9 @@ def test_public_explore_computes_a_long_texts_layer_in_the_worker(fresh_budget, 
         (session,) = [cache.get(k)[0] for k in cache.keys() if any(isinstance(x, str) and "river rose" in x for x in k)]
         assert session.part.passes == 0  # recorded in the worker, not in the server
         assert [r.family for r in session.worker.ran] == ["long_layer"]
+        # the budget counts the worker's memory, so the layer's working set there is reserved while it runs
+        layer = [need for what, need in needs if what.startswith("a layer of this")]
+        assert layer and min(layer) >= server_memory.LONG_LAYER_BYTES, needs
     finally:
         if workers._SHARED is not None:
             workers._SHARED.shutdown()

@@ -27,6 +27,18 @@ def test_smollm2_paris(smollm2):
     assert [(int(l), int(h), s.tokens[j]) for l, h, j in biggest] == [
         (23, 4, "ĠFrance"), (29, 0, "Ġis"), (29, 1, "Ġis"), (23, 3, "ĠFrance")]
     np.testing.assert_allclose([e.heads[b] for b in biggest], [2.67, -0.99, 0.94, -0.86], atol=0.01)
+    # … and the page and the README say the same, in that order, with the numbers of this run
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    doc = (root / "docs" / "attribution.md").read_text(encoding="utf-8")
+    named = ["layer 23 head 4", "layer 29 head 0", "layer 29 head 1", "layer 23 head 3"]
+    at = [doc.find(x) for x in named]
+    assert -1 not in at and at == sorted(at), dict(zip(named, at))
+    for value in ("2.67", "−0.99", "0.94", "−0.86"):
+        assert value in doc, value
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    assert f"prob={top[0].prob:.3f}" in readme and f"logit={top[0].logit:.2f}" in readme and f"{e.total:.3f}" in readme
     lens = s.logit_lens()
     with torch.no_grad():
         real = smollm2.head_model(input_ids=torch.tensor([s.encoded.ids])).logits[0, -1].double()

@@ -55,6 +55,9 @@ def no_load(monkeypatch):
     ({}, ["--position", "x"], "invalid int"),
     ({}, ["--graph", "g.txt"], "--graph"),
     ({}, ["--graph", "g.json", "--node-threshold", "2"], "--node-threshold"),
+    # issue 29: exit 1 with "unexpected ValueError", and nan meaning no budget
+    ({}, ["--option", "explain_budget_s=abc"], "explain_budget_s='abc' is not a number"),
+    ({}, ["--option", "explain_budget_s=nan"], "explain_budget_s='nan' is not a finite number"),
 ])
 def test_user_mistakes_are_one_line_before_the_model_loads(no_load, tmp_path, capsys, override, extra, says):
     args = {"--model": "smollm2", "--text": "The capital of France is", "--out": str(tmp_path / "e.npz"), **override}

@@ -195,6 +195,8 @@ def test_refusals(tiny):
             s.get([key])
     a = s.get(["cross_norm", "decoder_ff", "norm"], strict=False)
     assert a.keys() == ["cross_norm"] and set(a.refused) == {"decoder_ff", "norm"}
+    with pytest.raises(NotApplicableError, match="encoder–decoder model; ask for encoder_norm"):  # was KeyError "model"
+        s.map("norm", 1)
     with pytest.raises(UnknownMethodError):
         s.get(["encoder_nonsense"])
     t5 = normviz.Session(tiny("t5"), SRC, target=TGT)

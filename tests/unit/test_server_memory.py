@@ -38,7 +38,7 @@ class Fake:
 def budget(limit_mb=3000, entries=12):
     cache = BoundedCache(entries)
     held = Held(cache)
-    return cache, held, ServerMemory(cache, limit_mb * MB, rss=held.rss, trim=held.trim)
+    return cache, held, ServerMemory(cache, limit_mb * MB, rss=held.rss, trim=held.trim, workers=lambda: 0)
 
 
 def add(cache, mem, key, size_mb, visitor=None):
@@ -145,3 +145,65 @@ def test_need_grows_with_the_text_and_the_arrays():
     assert long == 40 * short and server_memory.need_bytes(LM(), 4000, recorded=True) == 0
     assert server_memory.need_bytes(LM(), 10, True, array_bytes=100 * MB) == 150 * MB
     assert server_memory.need_bytes(LM(), 10, True, long_layer=True) == server_memory.LONG_LAYER_BYTES
+
+
+# ---------------------------------------------------------------- the worker processes count (issue 29)
+@pytest.fixture(scope="module")
+def worker_process():
+    """A real worker process of this (server) process (``python -m normviz.workers``, :class:`HeavyWorker`),
+    its torch imported; and a plain child process beside it, which is not a worker."""
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    from normviz.workers import HeavyWorker
+
+    worker = HeavyWorker(processes=1).start()
+    other = subprocess.Popen([sys.executable, "-c", "import time; b = bytearray(80 << 20); time.sleep(120)"])
+    proc = psutil.Process(worker._all[0].pid)
+    deadline = time.monotonic() + 60
+    while proc.memory_info().rss < 100 * MB and time.monotonic() < deadline:  # torch is imported at start
+        time.sleep(0.2)
+    try:
+        yield proc
+    finally:
+        other.kill()
+        other.wait()
+        worker.shutdown()
+
+
+def test_the_worker_processes_resident_memory_is_measured(worker_process):
+    import psutil
+
+    got = server_memory.worker_rss_bytes()
+    mine = worker_process.memory_info().rss
+    assert mine >= 100 * MB
+    # the worker's RSS and nothing of the plain 80 MB child (RSS moves a little between the two reads)
+    assert abs(got - mine) <= 20 * MB, (got, mine)
+    assert len(psutil.Process().children(recursive=True)) >= 2
+
+
+def test_the_budget_counts_the_workers_refusing_and_evicting_before_server_and_workers_pass_it(worker_process):
+    """The server alone (1000 MB + its texts) fits; with the worker's own memory it does not: other texts are
+    dropped first, then the request is refused with the budget's message, which names the workers."""
+    cache = BoundedCache(12)
+    held = Held(cache)
+    mem = ServerMemory(cache, 0, rss=held.rss, trim=held.trim)  # the default: the real worker processes
+    worker = server_memory.worker_rss_bytes()
+    assert worker >= 100 * MB and mem.resident() >= held.rss() + worker - 20 * MB
+    # room for the server's texts and the request (1000 + 50 + 10 MB), not for the worker's memory (≥ 100 MB)
+    mem.limit = held.rss() + 60 * MB + worker // 2
+    own = add(cache, mem, "own", 0)
+    add(cache, mem, "other", 50)
+    with pytest.raises(ServerBusyError) as exc:
+        with mem.admit(10 * MB, own, what="this text"):
+            pass
+    assert cache.keys() == ["own"] and mem.evicted == 1 and mem.refused == 1  # room was made first, then refused
+    msg = str(exc.value)
+    assert "memory budget" in msg and "worker processes" in msg and "NORMVIZ_SERVER_MEMORY_MB" in msg
+    mem.limit = held.rss() + worker + 50 * MB  # server + workers + the request fit: admitted
+    with mem.admit(10 * MB, own):
+        assert mem.held() <= mem.limit
+    assert mem.stats()["workers"] >= 100 * MB

@@ -36,3 +36,16 @@ def title(key: str) -> str:
 def clamp_head(head: int | None, lm) -> int | None:
     """``head`` within ``lm``'s heads (None, all heads, is kept)."""
     return head if head is None or head < lm.n_heads else lm.n_heads - 1
+
+
+def why_not_offered(key: str) -> str:
+    """Why a map key named by a link or a talk's step is not among a self-attention model's offered maps:
+    another LN placement's map, an encoder–decoder's map, or no map of that name."""
+    if key in registry.all_keys():
+        placements = registry.key_info(key).placements
+        if len(placements) == 1:
+            return f"a map of {placements[0]}-LN models only"
+        return "not offered for this model"
+    if key in registry.all_keys(stack=None) or key.startswith(("encoder_", "decoder_", "cross_")):
+        return "an encoder–decoder's map (the Translate page)"
+    return "no map has this name"

@@ -1,8 +1,10 @@
 """One memory budget for the whole server process, shared by every visitor (not one per session).
 
     limit      NORMVIZ_SERVER_MEMORY_MB (default :data:`DEFAULT_MB`, 6144; never more than 3/4 of the machine)
-    held       the process's resident memory now (``/proc/self/statm``) + what admitted requests still
-               running said they would add (:meth:`ServerMemory.admit` reserves it until they finish)
+    held       the server's resident memory now: its own process (``/proc/self/statm``) + its worker
+               processes (``python -m normviz.workers``, :mod:`normviz.workers`: the heavy maps and long texts'
+               layers, whose records live there; psutil) + what admitted requests still running said they
+               would add (:meth:`ServerMemory.admit` reserves it until they finish)
     need       what a request would add, estimated before it runs (:func:`need_bytes`): a text's first
                recording ≈ RECORD_FACTOR · L · n · d · itemsize (measured on smollm2: 4 values of d per token
                and layer, and as much again while the pass runs), whole [L, …] arrays of the keys asked for
@@ -46,6 +48,30 @@ def rss_bytes() -> int:
         return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
+WORKER_MODULE = "normviz.workers"  # the worker processes' command line: python -m normviz.workers
+
+
+def worker_rss_bytes() -> int:
+    """The resident memory of this server's worker processes: its descendants whose command line runs
+    ``-m normviz.workers`` (psutil; 0 where psutil is missing or no worker runs)."""
+    try:
+        import psutil
+    except ImportError:  # pragma: no cover - psutil comes with accelerate, a dependency
+        return 0
+    try:
+        children = psutil.Process().children(recursive=True)
+    except psutil.Error:  # pragma: no cover
+        return 0
+    total = 0
+    for child in children:
+        try:
+            if WORKER_MODULE in child.cmdline():
+                total += child.memory_info().rss
+        except psutil.Error:  # ended meanwhile, or not ours to read
+            continue
+    return total
+
+
 def trim_heap() -> None:
     """``gc.collect()``, then glibc's ``malloc_trim(0)`` (freed heap back to the system; nothing elsewhere)."""
     gc.collect()
@@ -87,11 +113,12 @@ def _gb(b: float) -> str:
 
 
 class ServerMemory:
-    """The budget (module docstring) over ``cache`` (a :class:`normviz.ui.kit.cache.BoundedCache` of sessions)."""
+    """The budget (module docstring) over ``cache`` (a :class:`normviz.ui.kit.cache.BoundedCache` of sessions):
+    ``rss`` the server process's resident bytes, ``workers`` its worker processes' (both counted)."""
 
-    def __init__(self, cache, limit_bytes: int, rss=rss_bytes, trim=trim_heap):
+    def __init__(self, cache, limit_bytes: int, rss=rss_bytes, trim=trim_heap, workers=worker_rss_bytes):
         self.cache, self.limit = cache, int(limit_bytes)
-        self._rss, self._trim = rss, trim
+        self._rss, self._trim, self._workers = rss, trim, workers
         self._lock = threading.Lock()
         self._reserved = 0
         self._users: dict = {}  # cache key -> set of Streamlit session ids that used it
@@ -102,8 +129,12 @@ class ServerMemory:
         self._thread: threading.Thread | None = None
 
     # ---- the budget
+    def resident(self) -> int:
+        """The server's resident memory now: its own process and its worker processes."""
+        return self._rss() + self._workers()
+
     def held(self) -> int:
-        return self._rss() + self._reserved
+        return self.resident() + self._reserved
 
     @contextmanager
     def admit(self, need: int, session=None, what: str = "this text"):
@@ -111,15 +142,15 @@ class ServerMemory:
         first, never ``session``'s own); ServerBusyError when they would not fit even then."""
         need = max(0, int(need))
         with self._lock:
-            if self._rss() + self._reserved + need > self.limit:
+            if self.resident() + self._reserved + need > self.limit:
                 own = self._key_of.get(id(session))
                 self._make_room(need, set() if own is None else {own})
-            now = self._rss()
+            now = self.resident()
             if now + self._reserved + need > self.limit:
                 self.refused += 1
                 raise ServerBusyError(
                     f"The server is at its memory budget: {_gb(now + self._reserved)} of {_gb(self.limit)} are in "
-                    f"use (the models and other visitors' texts), and {what} would need about {_gb(need)} more. "
+                    f"use (the models, other visitors' texts and the worker processes), and {what} would need about {_gb(need)} more. "
                     "Try again "
                     "in a minute (texts nobody is looking at are released), or with a shorter text. "
                     "(The operator sets the budget with NORMVIZ_SERVER_MEMORY_MB.)")
@@ -132,7 +163,7 @@ class ServerMemory:
 
     def _make_room(self, need: int, keep: set) -> None:
         """Drop the oldest sessions (not in ``keep``) one by one until ``need`` fits (called with the lock)."""
-        while self._rss() + self._reserved + need > self.limit:
+        while self.resident() + self._reserved + need > self.limit:
             key = self.cache.oldest(exclude=keep)
             if key is None:
                 return
@@ -195,8 +226,10 @@ class ServerMemory:
         self._thread.start()
 
     def stats(self) -> dict:
-        return {"limit": self.limit, "rss": self._rss(), "reserved": self._reserved, "sessions": len(self.cache),
+        return {"limit": self.limit, "rss": self._rss(), "workers": self._workers(), "reserved": self._reserved,
+                "sessions": len(self.cache),
                 "evicted": self.evicted, "released": self.released, "refused": self.refused}
 
 
-__all__ = ["DEFAULT_MB", "ServerBusyError", "ServerMemory", "limit_mb", "need_bytes", "rss_bytes", "trim_heap"]
+__all__ = ["DEFAULT_MB", "ServerBusyError", "ServerMemory", "limit_mb", "need_bytes", "rss_bytes",
+           "trim_heap", "worker_rss_bytes"]

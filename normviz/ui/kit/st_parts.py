@@ -35,7 +35,7 @@ from .settings import settings  # noqa: F401
 from .sidebar import EMBEDDED_CHOICES, OTHER, second_model_picker, self_attention_models, sidebar  # noqa: F401
 from .sizing import main_width, panel_width, screen  # noqa: F401
 from .stage import (context_line, context_text, go_to_step, grid_clicks, keyboard, leave_stage,  # noqa: F401
-                    show_talk_link, step_controls, step_indicator, talk_link, walk_steps)
+                    show_talk_link, step_controls, step_indicator, step_note, talk_link, walk_steps)
 from .state import ViewState  # noqa: F401
 from .stores import SESSION_ENTRIES, model_cache, session_cache  # noqa: F401
 from .style import apply_style, font_size  # noqa: F401

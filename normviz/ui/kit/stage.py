@@ -132,8 +132,39 @@ def go_to_step(index: int, groups: dict[str, list[str]]) -> None:
     ss[HEAD_KEY] = ALL_HEADS if step.head is None else step.head
     for group, key in PILL_KEYS.items():
         ss[key] = [k for k in step.maps if k in groups.get(group, ())]
-    view.layer, view.head, view.maps = step.layer, step.head, step.maps
+    offered = {k for keys in groups.values() for k in keys}
+    kept = tuple(k for k in step.maps if k in offered)
+    view.layer, view.head, view.maps = step.layer, step.head, kept
     ss["_normviz_step"] = index
+    ss[STEP_NOTE] = (index, left_out_note(index, step, view.model, offered))
+
+
+STEP_NOTE = "_normviz_step_note"  # (step index, the note on its maps left out, or None)
+
+
+def left_out_note(index: int, step, model: str, offered) -> str | None:
+    """The note for a step whose maps this model does not offer (never dropped silently): which were left
+    out and why (:func:`normviz.ui.kit.keys.why_not_offered`), and what is shown instead; None if none was."""
+    from .keys import why_not_offered
+
+    dropped = [k for k in step.maps if k not in offered]
+    if not dropped:
+        return None
+    kept = [k for k in step.maps if k in offered]
+    reasons = "; ".join(f"{k}: {why_not_offered(k)}" for k in dropped)
+    shown = f"Shown: {', '.join(kept)}." if kept else "None of its maps is shown: choose maps in the sidebar."
+    return (f"Step {index + 1} ({step.name}) names {'a map' if len(dropped) == 1 else 'maps'} that "
+            f"{model or 'this model'} does not offer, left out — {reasons}. {shown}")
+
+
+def step_note() -> None:
+    """The note of the step on screen, if its maps were left out (a warning above the panels, on stage too)."""
+    from .messages import say
+
+    ss = st.session_state
+    index, note = ss.get(STEP_NOTE) or (None, None)
+    if note and index == ss.get("_normviz_step"):
+        say("warning", note)
 
 
 def walk_steps(delta: int, groups: dict[str, list[str]]) -> None:
@@ -167,6 +198,7 @@ def _clear_steps() -> None:
     if VIEW in st.session_state:
         st.session_state[VIEW].steps = ()
     st.session_state.pop("_normviz_step", None)
+    st.session_state.pop(STEP_NOTE, None)
 
 
 def talk_link(view, base: str) -> str:

@@ -183,13 +183,14 @@ def draw(session, lm, view, font_size: int, width: int | None, present: bool = F
 
     cells = long_maps.overview_cells(width)
     # the layer's maps: in the worker process where there is one (the records live there; the server keeps
-    # the maps of the last layers), else here; within the server's memory budget either way
+    # the maps of the last layers), else here; within the server's memory budget either way (it counts the
+    # worker processes too: their layer's working set is reserved while the job runs)
     remote = long_maps.remote(session)
     here = len(keys) * n * n * session.itemsize
     bar = st.empty()
     try:
         with st.spinner(f"Computing layer {view.layer} ({', '.join(title(k) for k in keys)})…"), \
-                admitted(session, array_bytes=here if remote else 0, long_layer=not remote, records_here=not remote,
+                admitted(session, array_bytes=here if remote else 0, long_layer=True, records_here=not remote,
                          what=f"a layer of this {n:,}-token text"), deferred_interrupts() as deferred:
             panels, refused = long_maps.long_panels(
                 session, keys, view.layer, view.head, view.hide_special, view.values, cells, lm.is_causal,
