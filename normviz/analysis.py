@@ -65,6 +65,10 @@ class Analysis:
     # encoder–decoders (None otherwise): ``tokens`` etc. are the source's (the encoder's axis, the cross maps'
     # columns); the decoder's rows are ``target``'s
     target: Target | None = None
+    # the "all heads" rule (normviz.keyspace.layer_view), given by the session: {per-head key: the key whose layer
+    # map is its view of all heads (norm → norm_layer)}; ``views``: those arrays when they are not keys asked for
+    all_heads: dict[str, str] = field(default_factory=dict)
+    views: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     # ---- an encoder–decoder's axes by their older names (None for other models)
     src_tokens = _source("tokens", "encoder input tokens: columns of the cross maps")
@@ -109,10 +113,11 @@ class Analysis:
         return len(self.tokens)
 
     def map(self, key: str, layer: int, head: int | None = None) -> np.ndarray:
-        """One [n, n] map. For per-head keys, ``head=None`` gives the layer-level view
-        (mean of α over heads for ``attention``; ``norm_layer`` for ``norm`` (likewise ``encoder_norm``,
-        ``decoder_norm``, ``cross_norm``); the head mean otherwise). Ranges are those of the key's own array
-        (an encoder–decoder's decoder may have other layer and head counts than its encoder)."""
+        """One [n, n] map. For per-head keys, ``head=None`` gives the layer-level view, one quantity whatever
+        else was computed: the key its family declares as its "all heads" view (:attr:`all_heads`: ``norm_layer``
+        for ``norm``, likewise ``encoder_norm``, ``decoder_norm``, ``cross_norm``), else the head mean
+        (``attention``). Ranges are those of the key's own array (an encoder–decoder's decoder may have other
+        layer and head counts than its encoder)."""
         arr = self[key]
         n_layers = arr.shape[0]
         if not -n_layers <= layer < n_layers:
@@ -120,13 +125,23 @@ class Analysis:
         if arr.ndim == 3:
             return arr[layer]
         if head is None:
-            if key.endswith("norm") and key + "_layer" in self.arrays:
-                return self.arrays[key + "_layer"][layer]
-            return arr[layer].mean(0)
+            return self.all_heads_map(key, layer)
         n_heads = arr.shape[1]
         if not -n_heads <= head < n_heads:
             raise NormvizError(f"head {head} is out of range: {key} has {n_heads} heads (0…{n_heads - 1}).")
         return arr[layer, head]
+
+    def all_heads_map(self, key: str, layer: int) -> np.ndarray:
+        """Layer ``layer`` of per-head ``key`` with all heads: its declared view's, else the head mean."""
+        view = self.all_heads.get(key)
+        if view is None:
+            return self[key][layer].mean(0)
+        arr = self.arrays.get(view, self.views.get(view))
+        if arr is None:
+            why = f" ({self.refused[view]})" if view in self.refused else ""
+            raise NormvizError(f"{key!r} with all heads is {view!r}, which was not computed{why}; ask for it "
+                               f"(get([{key!r}, {view!r}])) or pick one head.")
+        return arr[layer]
 
     def to_npz(self, path, dtype: str | None = None) -> None:
         """Write ``tokens`` and one array per key (shapes as in the README); encoder–decoders also

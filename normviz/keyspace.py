@@ -79,6 +79,58 @@ def stack_model(lm, stack: str):
     return decoder_view(lm) if stack in ("decoder", "cross") else lm
 
 
+class Stack:
+    """One stack of a loaded model for one input: its name, how its keys are spelled, the model view whose layers
+    are its own, its rows (and columns: the encoder's tokens for the cross stack) and the :class:`Request` its
+    families' checks read (built once: every check, shape and budget of a ``get()`` reads it)."""
+
+    def __init__(self, lm, name: str, rows: int, cols: int | None = None):
+        self.lm, self.name, self.rows, self.cols = lm, name, rows, rows if cols is None else cols
+        self.prefix = PREFIX[name]
+        self._request: Request | None = None
+
+    def spell(self, key: str) -> str:
+        return self.prefix + key
+
+    def own(self, spelled: str) -> str:
+        """A spelled key of this stack → the stack's own name (``encoder_norm`` → ``norm``)."""
+        return spelled[len(self.prefix):]
+
+    def holds(self, spelled: str) -> bool:
+        """Whether a spelled key is one of this stack's."""
+        return spelled.startswith(self.prefix) and parse(spelled)[0] == self.name
+
+    @property
+    def model(self):
+        return stack_model(self.lm, self.name)
+
+    def layer_views(self, records: list, chunk_bytes: int) -> list:
+        """Per-layer views of this stack's ``records``, each on its layer's device: a self-attention stack's
+        :class:`~normviz.decompose.LayerDecomposition` (one shared workspace), the cross stack's
+        :class:`~normviz.methods.cross.CrossDecomposition`."""
+        from .decompose import LayerDecomposition, Workspace
+        from .encdec.params import cross_params
+        from .methods.cross import CrossDecomposition
+
+        if self.name == "cross":
+            return [CrossDecomposition(rec, cross_params(self.lm, i)) for i, rec in enumerate(records)]
+        view, workspace, views = self.model, Workspace(), []
+        for i, rec in enumerate(records):
+            params = view.layer_params(i)
+            views.append(LayerDecomposition(rec.to(params.w_out.device), params, index=i, chunk_bytes=chunk_bytes,
+                                            workspace=workspace))
+        return views
+
+    @property
+    def request(self) -> Request:
+        if self._request is None:
+            self._request = request_for(self.lm, self.rows, self.name)
+        return self._request
+
+    def __repr__(self) -> str:
+        return f"Stack({self.name!r}, rows={self.rows}, cols={self.cols})"
+
+
 def ff_refusal(lm, stack: str) -> str | None:
     """Why ``stack``'s FF block cannot be split exactly (an encoder–decoder's encoder; a self-attention model
     with such an activation is refused at load), or None."""
@@ -232,6 +284,23 @@ def key_info(name: str) -> KeyInfo:
         description=f"The {stack}'s {'self-attention ' if stack == 'decoder' else ''}map: {info.description}")
 
 
+def layer_view(name: str) -> str | None:
+    """The "all heads" rule, spelled: the key whose layer map is a per-head key's view of all its heads
+    (``norm`` → ``norm_layer``, ``encoder_norm`` → ``encoder_norm_layer``, ``cross_norm`` → ``cross_norm_layer``:
+    the heads' vectors summed, then the norm), declared by its family (:attr:`Family.layer_views`); None: the
+    head mean (``attention``, per-head keys without one) or a key that is not per head."""
+    stack, key = parse(name)
+    view = registry.layer_view(key)
+    return spell(stack, view) if view is not None else None
+
+
+def same_at_all_heads(keys: Iterable[str]) -> dict[str, str]:
+    """{per-head key: its "all heads" view} for each of ``keys`` whose view is among ``keys`` too: with all heads
+    the two are one map (``norm`` and ``norm_layer``), shown once."""
+    keys = list(keys)
+    return {k: v for k in keys if (v := layer_view(k)) is not None and v in keys}
+
+
 def unit(name: str, values: str = "raw", br: str = "<br>") -> str:
     """The colour bar's title: what one cell's number is (``values="share"``: rows normalised to 1). ``br``
     breaks it before its parenthesis, so that the bar stays narrow (plotly: ``<br>``)."""
@@ -241,5 +310,6 @@ def unit(name: str, values: str = "raw", br: str = "<br>") -> str:
     return text.replace(" (", br + "(", 1) if br else text
 
 
-__all__ = ["PREFIX", "STACKS", "all_keys", "check", "default_keys", "key_info", "known", "offered", "parse",
-           "primary", "refusal", "request_for", "requirements", "resolve", "spell", "stack_model", "stacks_of", "unit"]
+__all__ = ["PREFIX", "STACKS", "Stack", "all_keys", "check", "default_keys", "key_info", "known", "layer_view",
+           "offered", "parse", "primary", "refusal", "request_for", "requirements", "resolve", "same_at_all_heads",
+           "spell", "stack_model", "stacks_of", "unit"]

@@ -12,7 +12,7 @@ from . import viz
 from .analysis import pair_boundary
 from .errors import NormvizError
 from .fx import norms_from_maps
-from .keyspace import key_info, unit
+from .keyspace import key_info, layer_view, same_at_all_heads, unit
 from .viz.labels import unique_labels
 
 VIEWS = ("heatmap", "lines", "player")
@@ -32,10 +32,12 @@ def square_keys(analysis) -> list[str]:
 
 
 def _strip_key(keys: list[str], head: int | None) -> str | None:
-    """The map the ‖f(x_j)‖ strip follows: ``norm``, or ``norm_layer`` for all heads when ``norm`` is absent."""
+    """The map the ‖f(x_j)‖ strip follows: ``norm``, or for all heads its view (``norm_layer``) when ``norm`` is
+    absent."""
     if "norm" in keys:
         return "norm"
-    return "norm_layer" if head is None and "norm_layer" in keys else None
+    view = layer_view("norm")
+    return view if head is None and view in keys else None
 
 
 def _title(key: str, layer: int, head: int | None, values: str) -> str:
@@ -104,8 +106,8 @@ def default_view(analysis, layer: int = 0, head: int | None = None, view: str = 
     (with the ‖f(x_j)‖ strip after ``norm``), then attention − norm (rows normalised) when both are there.
     Returns (figures, captions); captions are each key's one-line definition."""
     keys = square_keys(analysis)
-    if head is None and "norm_layer" in keys and "norm" in keys:
-        keys.remove("norm")  # its all-heads view is norm_layer: the same numbers twice
+    if head is None:  # a per-head key whose all-heads view is shown too (norm, norm_layer): the same numbers twice
+        keys = [k for k in keys if k not in same_at_all_heads(keys)]
     figs = show(analysis, keys, layer=layer, head=head, view=view, strip=True, width=width)
     captions = []
     for k in keys:

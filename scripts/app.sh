@@ -8,5 +8,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # idle OpenMP threads sleep, not spin (app.py says why; set here too: --warm loads torch before app.py runs)
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
-bash scripts/setup.sh
+bash scripts/setup.sh --app "$@"  # the app's set-up (SmolLM2's first conversion beside the server's start)
 exec .venv/bin/python -m normviz app "$@"

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import keyspace
 from .words import word_groups
 
 SETTINGS = ("AWI", "AWO")
@@ -96,11 +97,13 @@ def links(best: np.ndarray) -> set:
 
 def views(arrays) -> dict[str, np.ndarray]:
     """method -> stack [L, H+1, m, n]: every head, then the layer view (last index, head ``all``)."""
-    att = np.asarray(arrays["cross_attention"], dtype=np.float64)
-    norm = np.asarray(arrays["cross_norm"], dtype=np.float64)
-    layer_norm = np.asarray(arrays["cross_norm_layer"], dtype=np.float64)
-    return {"weight": np.concatenate([att, att.mean(axis=1, keepdims=True)], axis=1),
-            "norm": np.concatenate([norm, layer_norm[:, None]], axis=1)}
+    out = {}
+    for method, key in (("weight", "cross_attention"), ("norm", "cross_norm")):
+        heads = np.asarray(arrays[key], dtype=np.float64)
+        view = keyspace.layer_view(key)  # the "all heads" rule: the declared view, else the head mean
+        layer = heads.mean(axis=1) if view is None else np.asarray(arrays[view], dtype=np.float64)
+        out[method] = np.concatenate([heads, layer[:, None]], axis=1)
+    return out
 
 
 def sentence_alignments(arrays, words: SentenceWords) -> dict[tuple[str, str], np.ndarray]:

@@ -29,9 +29,10 @@ numbers built (:func:`layer_parts`), subtracted from the sum, |·| and summed �
 two orders of magnitude slower per number than the FLOP rate of a matrix product (issue 29: a 128-token smollm2
 page at τ = 0.01 took 51–71 s against 0.2 s estimated from FLOPs). :func:`cost` estimates the rows reached
 from τ and n as measured (:func:`rows_reached`; every row at τ = 0) and counts the numbers scored and the edge
-records built, each at its measured rate (``ROUTES_NUMBERS_PER_SECOND``, ``EDGE_SECONDS``:
-``benchmarks/bench_routes.py --estimate``). :func:`check` refuses above the option ``routes_budget_s`` before
-anything runs; a run also stops itself (:class:`DeadlineError`) past its deadline — ``routes_deadline_s``, else
+records built, each at its measured rate (the ``routes`` row of :data:`normviz.methods.cost.RATES`, option
+``routes_numbers_per_second``; ``EDGE_SECONDS``: ``benchmarks/bench_routes.py --estimate``), through the one cost
+pre-flight (:func:`normviz.methods.cost.refuse_over_budget`). :func:`check` refuses above the option
+``routes_budget_s`` before anything runs; a run also stops itself (:class:`DeadlineError`) past its deadline — ``routes_deadline_s``, else
 ``DEADLINE_FACTOR`` × the budget, else ``DEFAULT_DEADLINE_S`` — checked at every layer and chunk of rows.
 Memory: rows in chunks of at most ``chunk_bytes``.
 """
@@ -48,19 +49,20 @@ import torch
 
 from ..errors import DeadlineError, InputError, NormvizError, NotApplicableError, TooCostlyError
 from ..methods.base import DEADLINE_FACTOR, DEFAULT_DEADLINE_S, Budget, Request
+from ..methods.cost import RATES, estimate_s, refuse_over_budget
 from ..methods.family import Family
 from ..methods.registry import register_computation
 from .direct import layer_parts
 from .predict import position_index
 
 MEASURES = ("proximity", "norm_share")
-BUDGET = Budget("routes")  # option routes_budget_s
+BUDGET = Budget("routes", rates="routes")  # option routes_budget_s; its rate: cost.RATES["routes"]
 CHUNK_BYTES = 64 * 2**20
 
 
 # measured on the shared 2-core CPU under load 9–14 (benchmarks/bench_routes.py --estimate, smollm2 float32;
-# docs/routes.md): numbers of the parts scored per second, one edge record, rows reached per layer × τ / n
-ROUTES_NUMBERS_PER_SECOND = {"cpu": 4e7}  # option routes_numbers_per_second
+# docs/routes.md): one edge record, rows reached per layer × τ / n (the numbers scored per second: cost.RATES)
+ROUTES_NUMBERS_PER_SECOND = RATES["routes"]  # the one rate table's row (option routes_numbers_per_second)
 EDGE_SECONDS = 3e-5
 REACH = 0.007  # smollm2: 0.4–0.7 of the rows at τ = 0.01, 0.06–0.10 at τ = 0.04, one per layer at τ = 0.2
 
@@ -81,31 +83,22 @@ def work(request: Request, tau: float = 0.0) -> tuple[float, float]:
 
 
 def cost(request: Request, options: dict, tau: float = 0.0) -> float | None:
-    """Estimated seconds of the routes at τ on the request's device (None: no rate known there)."""
-    rate = options.get("routes_numbers_per_second") or ROUTES_NUMBERS_PER_SECOND.get(request.device)
-    if not rate:
-        return None
-    numbers, edges = work(request, tau)
-    return numbers / float(rate) + edges * EDGE_SECONDS
+    """Estimated seconds of the routes at τ on the request's device (None: no rate known there): the numbers
+    scored at the ``routes`` rate, plus ``EDGE_SECONDS`` per edge record (:func:`normviz.methods.cost.estimate_s`)."""
+    return estimate_s(request, options, BUDGET, *_work(tau))
+
+
+def _work(tau: float):
+    """(numbers scored, seconds of the edge records) as functions of the request, at τ."""
+    return (lambda r: work(r, tau)[0]), (lambda r: work(r, tau)[1] * EDGE_SECONDS)
 
 
 def check(request: Request, options: dict, threshold: float = 0.0) -> None:
     """TooCostlyError when the routes at ``threshold`` would exceed ``routes_budget_s`` (their estimated
-    seconds, :func:`cost`; τ = 0, the default, is the worst case: every row reached)."""
-    budget, est = BUDGET.seconds(options), cost(request, options, threshold)
-    if budget is None or est is None or est <= budget:
-        return
-    lo, hi = 1, request.n_tokens  # the longest text that fits, at this τ
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if cost(Request(**{**request.__dict__, "n_tokens": mid}), options, threshold) <= budget:
-            lo = mid
-        else:
-            hi = mid - 1
-    raise TooCostlyError(f"the routes at τ = {threshold:g} would take about {est:.0f} s for {request.n_tokens} "
-                         f"tokens on this machine (budget {budget:.0f} s, option {BUDGET.named()}; in the app "
-                         f"NORMVIZ_COST_BUDGET). They fit the budget up to about {lo} tokens here; a higher τ "
-                         "reaches fewer rows, or shorten the text.")
+    seconds, :func:`cost`; τ = 0, the default, is the worst case: every row reached), through the one pre-flight."""
+    numbers, edges_s = _work(threshold)
+    refuse_over_budget(request, f"the routes at τ = {threshold:g}", options, BUDGET, numbers,
+                       note="A higher τ reaches fewer rows.", extra_s=edges_s)
 
 
 register_computation(Family(name="routes", keys=(), own_check=check, budget=BUDGET))

@@ -23,6 +23,14 @@ A family is one module under ``normviz/methods/`` with
                 z_attn, the layer's call), so when every family of a ``get()`` says so the recording pass may
                 stop after the last layer's attention block (its ``out``, ``z_ff``, ``final`` are then None;
                 any later family without it records again, fully); default ``"full"``
+    LAYER_VIEWS (optional) {per-head key: the key that is its "all heads" layer map}; default: each per-head
+                key's own ``<key>_layer`` when the family has one (``norm`` → ``norm_layer``), else the head mean
+    ALPHA_KEYS  (optional) keys whose layer map is the layer view's α itself (the weights family's
+                ``attention``): the one-layer path takes one head or the head mean from it directly
+    RELEASES_ALPHA (optional) True: ``compute`` drops each layer's α once copied, so on one layer view the
+                other families run first (:mod:`normviz.layer_maps`)
+    chain_source(key, options) (optional) the per-layer key whose layer maps ``key``'s layer l multiplies, one
+                [n, n] product at a time (``one_at_a_time``: the rollouts), or None when the whole array is needed
     REFERENCES  the papers, for the Learn page and the docs
 
     check(request, key, options)     before any forward pass: raise NotApplicableError or TooCostlyError

@@ -1,7 +1,9 @@
 """The one cost pre-flight of every costly computation (map families, ``explain``'s sources, ``routes``) and its
 one table of rates.
 
-    estimate  =  flops(request) / rate        rate: FLOP/s of the computation's cost model on the device
+    estimate  =  work(request) / rate (+ fixed seconds)   rate: work per second of the computation's cost model
+                                                          on the device (:data:`RATES`: FLOP/s, or the routes'
+                                                          parts scored per second)
     refused   when estimate > budget          budget: option ``<name>_budget_s`` seconds (:class:`Budget`)
 
 A refusal says how long it would take, the budget and its option, and the longest input that fits
@@ -23,15 +25,20 @@ from ..errors import TooCostlyError
 #   feedforward  the FF maps (benchmarks/bench_ff.py): quiet, 100–136e9 (BERT-base, n = 32…512) and 60e9
 #                (SmolLM2-shaped, gated); 18–23e9 while other processes load both cores. 5e10 lies between, so
 #                that a busy public server errs on refusing rather than on running for minutes.
+#   routes       not FLOP/s: numbers of the parts scored per second (memory-bound element work, two orders of
+#                magnitude below a GEMM's FLOP rate), measured under load 9–14 (benchmarks/bench_routes.py
+#                --estimate, smollm2 float32, docs/routes.md); each edge record adds its own seconds
+#                (normviz.attribution.flow.EDGE_SECONDS)
 # Other devices: no estimate unless the rate option is given.
 RATES: dict[str, dict[str, float]] = {
     "default": {"cpu": 4e10},
     "decompx": {"cpu": 2e10},
     "feedforward": {"cpu": 5e10},
+    "routes": {"cpu": 4e7},
 }
 # the option that overrides a cost model's rate (FLOP/s)
 RATE_OPTIONS = {"default": "cost_flops_per_second", "decompx": "cost_flops_per_second",
-                "feedforward": "ff_flops_per_second"}
+                "feedforward": "ff_flops_per_second", "routes": "routes_numbers_per_second"}
 
 
 @dataclass(frozen=True)
@@ -79,20 +86,32 @@ def token_limit(request, max_flops: float, cost: Callable) -> int:
     return lo
 
 
+def estimate_s(request, options: dict, budget: Budget, flops: float | Callable,
+               extra_s: Callable | None = None) -> float | None:
+    """Estimated seconds of ``flops`` (work in the cost model's units: a number or a function of the request) at
+    the device's rate, plus ``extra_s(request)`` seconds (work not measured in the rate's units); None: no rate."""
+    r = rate(budget.rates, request.device, options)
+    if not r:
+        return None
+    total = flops(request) if callable(flops) else float(flops)
+    return total / r + (float(extra_s(request)) if extra_s is not None else 0.0)
+
+
 def refuse_over_budget(request, key: str, options: dict, budget: Budget, flops: float | Callable,
-                       note: str = "") -> None:
+                       note: str = "", extra_s: Callable | None = None) -> None:
     """Raise TooCostlyError when ``flops`` (a number, or a function of the request: then the message says how
-    many tokens fit) at the device's rate would take longer than ``budget`` (no limit by default; the app sets
-    the budgets from its settings). ``note``: a last sentence (what to use instead)."""
+    many tokens fit) at the device's rate (plus ``extra_s(request)`` seconds) would take longer than ``budget``
+    (no limit by default; the app sets the budgets from its settings). ``note``: a last sentence (what to use
+    instead)."""
     seconds = budget.seconds(options)
     r = rate(budget.rates, request.device, options)
     if seconds is None or not r:
         return
-    total = flops(request) if callable(flops) else float(flops)
-    est = total / r
+    est = estimate_s(request, options, budget, flops, extra_s)
     if est <= seconds:
         return
-    fits = (f" It fits the budget up to about {token_limit(request, seconds * r, flops)} tokens here."
+    work = flops if extra_s is None or not callable(flops) else (lambda q: flops(q) + float(extra_s(q)) * r)
+    fits = (f" It fits the budget up to about {token_limit(request, seconds * r, work)} tokens here."
             if callable(flops) else "")
     raise TooCostlyError(f"{key} would take about {est:.0f} s for {request.n_tokens} tokens on this machine "
                          f"(budget {seconds:.0f} s, option {budget.named()}; in the app {budget.setting}). "

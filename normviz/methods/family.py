@@ -40,6 +40,10 @@ class Family:
     unit: str = DEFAULT_UNIT
     budget: Budget | None = None
     layer_views: Mapping[str, str] = field(default_factory=dict)  # per-head key -> its "all heads" key
+    # what the one-layer path (normviz.layer_maps) may do with the family, instead of asking for it by name:
+    alpha_keys: tuple[str, ...] = ()  # keys whose layer map is the view's α itself (a head or the mean taken there)
+    releases_alpha: bool = False  # its per-layer run drops the view's α: run after the others on the same view
+    chained: bool = False  # some keys' layer l is a product over layers ≤ l of another key's maps: chain_source()
     references: tuple = ()
 
     @classmethod
@@ -67,7 +71,9 @@ class Family:
                    record=record, computed_together=bool(getattr(module, "COMPUTED_TOGETHER", False)),
                    stacks=tuple(getattr(module, "STACKS", DEFAULT_STACKS)), group=group,
                    unit=getattr(module, "UNIT", DEFAULT_UNIT), budget=getattr(module, "BUDGET", None),
-                   layer_views=dict(views), references=tuple(getattr(module, "REFERENCES", ())))
+                   layer_views=dict(views), alpha_keys=tuple(getattr(module, "ALPHA_KEYS", ())),
+                   releases_alpha=bool(getattr(module, "RELEASES_ALPHA", False)),
+                   chained=callable(getattr(module, "chain_source", None)), references=tuple(getattr(module, "REFERENCES", ())))
 
     @property
     def check(self) -> Callable:

@@ -181,6 +181,14 @@ def per_layer_source(key: str) -> str | None:
     return None if key == "rollout_value_zeroing" else NORM_SOURCES.get(key)
 
 
+def chain_source(key: str, options: dict) -> str | None:
+    """The per-layer key whose layer maps ``key``'s layer l multiplies one [n, n] product at a time
+    (:func:`one_at_a_time`; the one-layer path, :mod:`normviz.layer_maps`), or None (the whole array is needed:
+    value zeroing, or a normalisation other than the standard one)."""
+    source = per_layer_source(key)
+    return source if source is not None and normalization_option(options) == "standard" else None
+
+
 _OPTION_NOTE = "Decoders: --option rollout_normalization=receptive_field (see normviz.methods.rollouts)."
 
 NAME = "rollouts"

@@ -18,7 +18,9 @@ OPT_IN = ()
 REFERENCES = (papers.VASWANI_2017,)
 check = no_check
 PER_LAYER = True  # compute() serves any subset of layers: Session.map computes one
-RECORD = "attention"  # reads only the attention blocks: a pass may stop after the last one (Session._compute)
+RECORD = "attention"  # reads only the attention blocks: a pass may stop after the last one (normviz.schedule)
+ALPHA_KEYS = ("attention",)  # its layer map is α: one head or the head mean is taken from the layer view's α
+RELEASES_ALPHA = True  # compute() clears each layer's α once copied: other families on the same view run first
 
 
 def compute(inputs: Inputs, keys, options) -> Output:

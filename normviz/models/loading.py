@@ -4,6 +4,8 @@ Always eager attention (SDPA returns no weights), never remote code, eval mode, 
 """
 from __future__ import annotations
 
+import contextlib
+
 import importlib.metadata
 import importlib.util
 import json
@@ -154,12 +156,54 @@ def _smollm2_gguf_dir() -> Path:
     return path
 
 
+SMOLLM2_CONVERTED = "smollm2-135m-instruct-q4_1"  # its folder in cache_dir()
+
+
 def smollm2_dir(progress=None) -> Path:
     """A plain HF directory for SmolLM2, converted once from the package's GGUF file (~30 s) and cached."""
-    target = cache_dir() / "smollm2-135m-instruct-q4_1"
-    if (target / "config.json").exists() and (target / "model.safetensors").exists():
+    target = cache_dir() / SMOLLM2_CONVERTED
+    if _converted(target):
         return target
     src = _smollm2_gguf_dir()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _conversion_lock(target, progress):  # the set-up may be converting it in the background right now
+        if _converted(target):
+            return target
+        return _convert_smollm2(src, target, progress)
+
+
+def smollm2_converted() -> bool:
+    """Whether SmolLM2's conversion is in the cache (a load then only reads it)."""
+    return _converted(cache_dir() / SMOLLM2_CONVERTED)
+
+
+def _converted(target: Path) -> bool:
+    return (target / "config.json").exists() and (target / "model.safetensors").exists()
+
+
+@contextlib.contextmanager
+def _conversion_lock(target: Path, progress=None):
+    """One conversion of ``target`` at a time, across processes (an exclusive ``flock`` on ``<target>.lock``);
+    a second caller waits for the first and then finds the result. No lock where ``fcntl`` is missing."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    with open(target.with_name(target.name + ".lock"), "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if progress:
+                progress("Waiting for SmolLM2's conversion (another process is converting it)…")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _convert_smollm2(src: Path, target: Path, progress=None) -> Path:
     for mod in ("gguf", "accelerate"):
         if importlib.util.find_spec(mod) is None:
             raise MissingPackageError(f"Converting the embedded SmolLM2 GGUF file needs '{mod}': pip install {mod}")

@@ -173,7 +173,7 @@ def test_the_cost_check_counts_the_extraction_that_flops_missed(wide_session):
     assert spent > budget and len(r.edges) > 100  # ... and the run takes longer than it
     assert flow.cost(s.request, {}, tau) > budget
     costly = normviz.Session.from_encoded(s.lm, [tiny.encoded(n=128, seed=3)], options={"routes_budget_s": budget})[0]
-    with pytest.raises(TooCostlyError, match=r"τ = 0.01 would take about .* fit the budget up to about \d+ tokens"):
+    with pytest.raises(TooCostlyError, match=r"τ = 0.01 would take about .* fits the budget up to about \d+ tokens"):
         normviz.routes(costly, threshold=tau)
     assert costly.forward_passes == 0  # refused before the recording pass
     # a higher τ reaches fewer rows: estimated cheaper; every τ's estimate is below the worst case τ = 0

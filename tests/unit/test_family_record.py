@@ -65,8 +65,8 @@ def _request(n=64, placement="post"):
 
 def test_every_budget_is_one_pre_flight():
     """Each family with a budget and explain's sources refuse through the same helper: the same sentence, with
-    the longest input that fits; explain and routes are registered next to the families (routes keep their own
-    estimate at τ, saying the same)."""
+    the longest input that fits; explain and routes are registered next to the families, and every rate is a row of
+    the one table (the routes' too: parts scored per second)."""
     assert {"explain_budget_s", "routes_budget_s"} <= set(methods.all_budget_options())
     checks = [(f.budget, lambda o, f=f, k=f.keys[0].key: f.check(_request(), k, o))
               for f in methods.families().values() if f.budget is not None and f.keys]
@@ -78,6 +78,7 @@ def test_every_budget_is_one_pre_flight():
         with pytest.raises(TooCostlyError, match=r"fits? the budget up to about \d+ tokens") as exc:
             check({budget.option: 1e-9})
         assert budget.option in str(exc.value) and "shorten the text" in str(exc.value).lower()
+        assert budget.rates in cost.RATES and budget.rates in cost.RATE_OPTIONS  # one rate table
 
 
 def test_one_rate_table():
@@ -93,3 +94,19 @@ def test_one_rate_table():
     n = cost.token_limit(r, 1e12, feedforward.flops)
     assert feedforward.flops(Request(**{**r.__dict__, "n_tokens": n})) <= 1e12 < feedforward.flops(
         Request(**{**r.__dict__, "n_tokens": n + 1}))
+
+
+def test_the_routes_rate_is_a_row_of_the_one_table(monkeypatch):
+    """The routes' estimate reads cost.RATES["routes"] (parts scored per second) and its option, as every other
+    budget does: doubling the table's rate halves the numbers' seconds; the edges keep their own seconds."""
+    from normviz.attribution import flow
+
+    req = _request(n=256, placement="pre")
+    numbers, edges = flow.work(req, 0.0)
+    base = flow.cost(req, {}, 0.0)
+    assert base == pytest.approx(numbers / cost.RATES["routes"]["cpu"] + edges * flow.EDGE_SECONDS)
+    monkeypatch.setitem(cost.RATES, "routes", {"cpu": 2 * cost.RATES["routes"]["cpu"]})
+    assert flow.cost(req, {}, 0.0) == pytest.approx(base - numbers / (2 * flow.ROUTES_NUMBERS_PER_SECOND["cpu"]))
+    assert flow.cost(req, {"routes_numbers_per_second": 1e9}, 0.0) == pytest.approx(
+        numbers / 1e9 + edges * flow.EDGE_SECONDS)
+    assert cost.RATE_OPTIONS["routes"] == "routes_numbers_per_second" and flow.BUDGET.rates == "routes"

@@ -18,6 +18,7 @@ LAYERS = (
     ("normviz.methods", "normviz.sinks"),
     ("normviz.keyspace",),
     ("normviz.attribution",),  # prediction attribution: below the Session that calls it
+    ("normviz.map_budget", "normviz.schedule", "normviz.layer_maps"),  # the session's jobs, one module each
     ("normviz.session",),
     ("normviz.corpus", "normviz.align", "normviz.workers", "normviz.trust"),
     ("normviz.viz", "normviz.notebook"),

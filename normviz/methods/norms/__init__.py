@@ -37,7 +37,7 @@ COMPUTED_TOGETHER = True  # the stages share the Grams: asking for one key compu
 REFERENCES = (papers.KOBAYASHI_2020, papers.KOBAYASHI_2021)
 check = no_check
 PER_LAYER = True  # compute() serves any subset of layers: Session.map computes one
-RECORD = "attention"  # reads only the attention blocks: a pass may stop after the last one (Session._compute)
+RECORD = "attention"  # reads only the attention blocks: a pass may stop after the last one (normviz.schedule)
 
 
 def compute(inputs: Inputs, keys, options) -> Output:

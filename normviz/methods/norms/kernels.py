@@ -52,12 +52,12 @@ def run(name: str, *args) -> bool:
         return False
 
 
-def warm() -> bool:
-    """Compile every kernel for float32 and float64 (or load them from numba's on-disk cache), on tiny inputs.
+def warm(dtypes=(np.float32, np.float64)) -> bool:
+    """Compile every kernel for ``dtypes`` (or load them from numba's on-disk cache), on tiny inputs.
 
-    ``scripts/setup.sh`` runs this once, so that later processes load the same cached machine code instead of
-    compiling it on first use (seconds), and agree bit for bit."""
-    for dt in (np.float32, np.float64):
+    ``scripts/setup.sh`` runs this once (scripts/compile_kernels.py), so that later processes load the same cached
+    machine code instead of compiling it on first use (seconds), and agree bit for bit."""
+    for dt in dtypes:
         out = np.empty((1, 2, 2), dt)
         # the family's own path (runs.kernel_run): H = 1 head padded to 4, n = 2, d = 4
         gram, gx = np.empty((1, 2, 4, 4, 2), dt), np.empty((1, 2, 2, 2), dt)

@@ -72,7 +72,7 @@ def shown_of(analysis, key: str, layer: int, head: int | None, hide_special: boo
     from .memo import memoised
 
     special = np.asarray(analysis.special, bool)
-    memo_key = ("shown", layer, head, hide_special, values, special.tobytes(), key + "_layer" in analysis.arrays)
+    memo_key = ("shown", layer, head, hide_special, values, special.tobytes())  # map(): one quantity per call
     return memoised(analysis.arrays[key], memo_key,
                     lambda: shown_matrix(analysis.map(key, layer, head), special, hide_special, values))
 
@@ -182,7 +182,7 @@ CALLOUT_HELP = ("The cell where the two maps' row shares differ most (masked cel
 def weights_norm_pair(panels: list[Panel]) -> tuple[Panel, Panel] | None:
     """The weights-vs-norm pair among ``panels`` (α and ‖αf‖, or ‖Σαf‖ at all heads), or None."""
     by_key = {p.key: p for p in panels}
-    norm = by_key.get("norm") or by_key.get("norm_layer")
+    norm = by_key.get("norm") or by_key.get(keyspace.layer_view("norm"))  # all heads: norm shown as its view
     return (by_key["attention"], norm) if "attention" in by_key and norm is not None else None
 
 
@@ -326,12 +326,18 @@ def pill_labels(keys: list[str]) -> dict[str, str]:
 
 
 def dedupe_all_heads(keys: list[str], head: int | None) -> tuple[list[str], str]:
-    """With all heads, ``norm`` is ``norm_layer`` (the head vectors summed, then the norm): one panel, and a
-    note saying so. Returns the keys to show and the note ("" when nothing was merged)."""
-    if head is None and "norm" in keys and "norm_layer" in keys:
-        return [k for k in keys if k != "norm"], ("With all heads, ‖α f(x)‖ is the norm of the heads' vectors "
-                                                  "summed — the same numbers as ‖Σ_h α f(x)‖ — so it is shown once.")
-    return list(keys), ""
+    """With all heads a per-head key is its "all heads" view (:func:`normviz.keyspace.layer_view`: ``norm`` is
+    ``norm_layer``, the head vectors summed, then the norm): one panel, and a note saying so. Returns the keys to
+    show and the note ("" when nothing was merged)."""
+    same = keyspace.same_at_all_heads(keys) if head is None else {}
+    if not same:
+        return list(keys), ""
+    notes = [ALL_HEADS_SAME_NOTES.get(k) or f"{short_label(k)} is {short_label(v)}" for k, v in same.items()]
+    return [k for k in keys if k not in same], f"With all heads, {'; '.join(notes)} — so it is shown once."
+
+
+# how the "all heads" views are said (a key whose view is its own: its labels, :func:`dedupe_all_heads`)
+ALL_HEADS_SAME_NOTES = {"norm": "‖α f(x)‖ is the norm of the heads' vectors summed — the same numbers as ‖Σ_h α f(x)‖"}
 
 
 def all_heads_note(keys: list[str], head: int | None) -> str:
@@ -344,9 +350,11 @@ def all_heads_note(keys: list[str], head: int | None) -> str:
     parts = []
     if "attention" in per_head:
         parts.append("α: the mean of the heads' weights")
-    if "norm" in per_head:
-        parts.append("‖α f(x)‖: the norm of the heads' vectors summed (= ‖Σ_h α f(x)‖)")
-    others = [k for k in per_head if k not in ("attention", "norm")]
+    viewed = [k for k in per_head if keyspace.layer_view(k) is not None]
+    for k in viewed:
+        parts.append("‖α f(x)‖: the norm of the heads' vectors summed (= ‖Σ_h α f(x)‖)" if k == "norm" else
+                     f"{short_label(k)}: {short_label(keyspace.layer_view(k))}")
+    others = [k for k in per_head if k != "attention" and k not in viewed]
     if others:
         parts.append(", ".join(short_label(k) for k in others) + ": the mean over heads")
     return "All heads, for per-head maps — " + "; ".join(parts) + ". Pick a head to see one."

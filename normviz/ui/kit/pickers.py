@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ... import keyspace
 from . import data
 from .session_view import seed
 
@@ -25,9 +26,9 @@ def map_picker(current: tuple[str, ...], available: list[str], default: list[str
     ``all_heads``: the layer view is shown, where ``norm`` and ``norm_layer`` are one map — the pill says so."""
     groups = data.grouped(available)
     labels = data.pill_labels(available)
-    same = all_heads and "norm" in available and "norm_layer" in available
-    if same:
-        labels["norm_layer"] = ALL_HEADS_SAME
+    same = keyspace.same_at_all_heads(available) if all_heads else {}  # per-head key -> its view: one map
+    for k, v in same.items():
+        labels[v] = ALL_HEADS_SAME if k == "norm" else f"{labels[v]} (same as {labels[k]})"
     chosen = [k for k in current if k in available]
     if not chosen and "w_maps" not in st.session_state:
         chosen = [k for k in default if k in available]
@@ -39,7 +40,7 @@ def map_picker(current: tuple[str, ...], available: list[str], default: list[str
         seed(key, [k for k in chosen if k in options])
         st.session_state[key] = list(dict.fromkeys(k for k in st.session_state[key] if k in options))
         picked = st.pills(group.capitalize(), options, selection_mode="multi", key=key, format_func=labels.get,
-                          help=HELPS[group] + (ALL_HEADS_HELP if same and "norm_layer" in options else ""))
+                          help=HELPS[group] + (ALL_HEADS_HELP if set(same.values()) & set(options) else ""))
         out.extend(picked or [])
     order = {k: i for i, k in enumerate(current)}
     return tuple(sorted(dict.fromkeys(out), key=lambda k: order.get(k, len(order) + out.index(k))))

