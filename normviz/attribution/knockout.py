@@ -81,13 +81,16 @@ class InterventionTarget:
         base = intervene.final_states(lm, self.encoded, self.i, None, 1)
         tok = lm.tokenizer
         if self.readout is None:
-            self.token = self.foil = None
+            self.token = self.foil = self.runner_up = None
             self.base = base[0].to(torch.float64)
             self.total, self.measure = float(self.base.norm()), "state"
         else:
             vocab = self.readout.vocab_size
             logits = self.readout.logits(base)[0]
             self.token = int(logits.argmax()) if token is None else token_id(tok, token, vocab, "token")
+            others = logits.clone()
+            others[self.token] = float("-inf")
+            self.runner_up = int(others.argmax())  # the best candidate but the token (a foil rule's pick)
             self.foil = None if foil is None else token_id(tok, foil, vocab, "foil")
             if self.foil == self.token:
                 raise NormvizError("token and foil are the same token: their logit difference is 0 by definition.")

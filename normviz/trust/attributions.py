@@ -30,6 +30,7 @@ from ..keyspace import all_keys, key_info
 from . import erasure
 from .scores import kendall, spearman
 
+FOIL_RULES = ("runner-up",)  # runner-up: the foil is the unchanged model's best candidate but the token
 SKIPPED_KEYS = ("flow",)  # opt-in and costly (max-flow per layer): ask for it by name
 RANDOM = "random"
 
@@ -99,14 +100,21 @@ def _row(array: np.ndarray, per_head: bool, i: int) -> np.ndarray:
 
 def explain_text(session, keys=None, token=None, foil=None, position: int | None = None, *, heads: bool = True,
                  gradients: bool = True, ig_steps: int = 32, erase: bool = True, seed: int = 0,
-                 baseline_id: int | None = None) -> Text:
+                 baseline_id: int | None = None, foil_rule: str | None = None) -> Text:
     """The ground truth and every attribution of one prediction of ``session`` (module docstring); position
     None: :func:`target_position`. ``baseline_id``: the token of the integrated-gradients and erasure baselines
-    (None: :func:`normviz.attribution.gradients.baseline_token`'s pad / unk / eos). Keys refused (cost, architecture) are listed in ``Text.refused``."""
+    (None: :func:`normviz.attribution.gradients.baseline_token`'s pad / unk / eos). ``foil_rule`` "runner-up" (with
+    ``foil`` None): every score is the logit difference to the unchanged model's best candidate but the token.
+    Keys refused (cost, architecture) are listed in ``Text.refused``."""
     lm, seconds, refused = session.lm, {}, {}
     i = target_position(session) if position is None else position
     clock = time.perf_counter()
+    if foil_rule is not None and (foil_rule not in FOIL_RULES or foil is not None):
+        raise NormvizError(f"foil_rule must be one of {', '.join(FOIL_RULES)} with no foil given, got "
+                           f"{foil_rule!r} (foil {foil!r}).")
     t = InterventionTarget(session, token, foil, i)
+    if foil_rule == "runner-up" and t.readout is not None:
+        t = InterventionTarget(session, t.token, t.runner_up, t.i)
     i = t.i
     ko = knockout(session, target=t)
     seconds["knockout"] = time.perf_counter() - clock

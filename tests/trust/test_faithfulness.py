@@ -131,3 +131,28 @@ def test_faithfulness_lists_texts_it_cannot_score(minilm):
     assert len(f.texts) == 1 and f.texts[0].measure == "state" and f.texts[0].position == 0
     assert np.all(f.texts[0].knockout.delta >= 0)
     assert f.settings["max_tokens"] == 8 and len(f.texts[0].tokens) == 8
+
+
+def test_runner_up_foil_rule_scores_the_logit_difference_to_the_second_candidate(head_model):
+    """foil_rule "runner-up": the foil is the unchanged model's second-best token, and knockout, sources and AOPC
+    are all on the logit difference (comprehensiveness rerun here on erased ids with the head model)."""
+    lm = head_model("llama")
+    enc = tiny.encoded(n=8, seed=5)
+    hm, i, n = lm.head_model, 7, len(enc.ids)
+    with torch.no_grad():
+        logits = hm(input_ids=torch.tensor([enc.ids])).logits[0, i].to(torch.float64)
+    top2 = torch.topk(logits, 2).indices.tolist()
+    t = explain_text(_session(lm, enc), KEYS, gradients=False, baseline_id=3, foil_rule="runner-up")
+    assert (t.knockout.token, t.knockout.foil) == (top2[0], top2[1]) and t.measure == "logit difference"
+    assert t.total == pytest.approx(float(logits[top2[0]] - logits[top2[1]]), abs=1e-10)
+    assert t.gaps["sources"] == pytest.approx(0.0, abs=1e-5)  # Llama RMSNorm computes in float32
+    order = sorted([j for j in range(n) if j != i], key=lambda j: -t.attributions["sources"][j])
+    comp = []
+    for k in (0.1, 0.3, 0.5):
+        top = set(order[:max(1, math.ceil(k * (n - 1)))])
+        ids = [3 if j in top else tok for j, tok in enumerate(enc.ids)]
+        with torch.no_grad():
+            comp.append(t.total - float(_score(hm, ids, i, top2[0], top2[1])))
+    assert t.aopc["sources"]["comprehensiveness"] == pytest.approx(np.mean(comp), abs=1e-10)
+    with pytest.raises(normviz.errors.NormvizError, match="foil_rule"):
+        explain_text(_session(lm, enc), KEYS, gradients=False, foil_rule="runner-up", foil=top2[1])
