@@ -65,7 +65,7 @@ def _shard(model, device, dtype, lines, offset, settings):
     heads = settings["heads"]
     if not isinstance(heads, bool):  # the first N lines of the whole corpus
         settings = {**settings, "heads": max(0, heads - offset)}
-    return faithfulness(lm, lines, **settings)
+    return faithfulness(lm, lines, first_index=offset, **settings)
 
 
 def merge(parts, offsets):

@@ -124,13 +124,15 @@ def shipped(model: str) -> list[dict] | None:
 def faithfulness(lm, texts, keys=None, token=None, foil=None, *, max_tokens: int | None = None,
                  heads: bool | int = True, gradients: bool = True, ig_steps: int = 32, erase: bool = True,
                  options: dict | None = None, progress=None, checkpoint=None, every: int = 20,
-                 foil_rule: str | None = None) -> Faithfulness:
+                 foil_rule: str | None = None, first_index: int = 0) -> Faithfulness:
     """Score every attribution of each text's prediction against the interventions (module docstring).
     ``max_tokens`` truncates each text (its prediction is then at the cut); ``heads``: head ablation for every
     text (True), none (False) or the first N texts (an int: it costs L·H passes a text); a text refused (too costly, too
     short) is listed in ``.skipped`` with why, never silently dropped. ``checkpoint(partial)`` is called with the
     texts done so far every ``every`` texts (a long run's results survive its interruption). ``foil_rule``
-    "runner-up": each text's foil is its own runner-up candidate (:func:`explain_text`)."""
+    "runner-up": each text's foil is its own runner-up candidate (:func:`explain_text`). ``first_index``: the
+    corpus index of ``texts[0]`` (a shard's offset): the ``random`` baseline is seeded by the corpus index, so a
+    sharded run scores what one process scores."""
     import warnings
 
     from ..errors import TruncationWarning
@@ -146,7 +148,7 @@ def faithfulness(lm, texts, keys=None, token=None, foil=None, *, max_tokens: int
                 raise NormvizError("fewer than 3 tokens: nothing to rank")
             with_heads = heads if isinstance(heads, bool) else index < int(heads)
             out.append(explain_text(s, keys, token, foil, heads=with_heads, gradients=gradients, ig_steps=ig_steps,
-                                    erase=erase, seed=index, foil_rule=foil_rule))
+                                    erase=erase, seed=first_index + index, foil_rule=foil_rule))
         except NormvizError as exc:
             skipped.append((index, str(exc)))
         if progress is not None:
