@@ -60,7 +60,13 @@ def test_explore_stage_fits_the_first_two_panels_on_the_first_screen(stage, size
     emulate(driver, w, h, "light")
     for name, text in TEXTS.items():
         _open(driver, url, "/", "present=1&text=" + quote_plus(text), 4)
-        wait_until(driver, "return document.querySelectorAll('.st-key-panel_norm .js-plotly-plot').length > 0")
+        try:
+            wait_until(driver, "return document.querySelectorAll('.st-key-panel_norm .js-plotly-plot').length > 0")
+        except TimeoutError:  # seen twice in ~10 runs, not reproduced since: keep what the page showed
+            driver.save_screenshot(str(out / f"explore_{w}x{h}_{name}_no_norm_panel.png"))
+            raise AssertionError(f"no norm panel at {w}x{h} ({name}); titles {titles(driver)}; panels "
+                                 + str(driver.execute_script("return Array.from(document.querySelectorAll("
+                                                             "'[class*=\"st-key-panel_\"]')).map(e => e.className);")))
         driver.save_screenshot(str(out / f"explore_{w}x{h}_{name}.png"))
         left = _on_first_screen(driver, ".st-key-panel_attention")
         right = _on_first_screen(driver, ".st-key-panel_norm")
@@ -182,10 +188,10 @@ def test_escape_from_stage_leaves_explore_whole(stage):
     assert [round(p["plot"][2] - p["plot"][0]) for p in got] == [round(p["plot"][2] - p["plot"][0]) for p in fresh]
 
 
-@pytest.mark.xfail(strict=False, reason="open: stage's ←/→ still take the server round trip (a synthetic key event on "
-                   "the slider's thumb did not move it, so that change was reverted)")
 def test_stage_arrow_keys_change_the_layer_as_fast_as_the_slider(stage):
-    """→ on stage moves the layer slider in the browser (instant frames), not a server round trip first."""
+    """→ on stage moves the layer slider in the browser (instant frames), not a server round trip first: shown as
+    fast as → on the slider's own thumb (median of 3 each, within 2× + 0.15 s; before: 0.6–1.5 s vs 0.15–0.4 s),
+    and the slider itself says the new layer."""
     from ..helpers.browser import all_titles_say, focus_slider, timed
 
     url, driver, out = stage
@@ -194,14 +200,22 @@ def test_stage_arrow_keys_change_the_layer_as_fast_as_the_slider(stage):
     _open(driver, url, "/", "present=1&text=" + quote_plus(SENTENCE), 4)
     time.sleep(2)
     wait_for_app(driver, min_charts=4)
-    keys, slider = [], []
-    for r in range(3):
+    keys, slider, layer = [], [], 0
+    for arrow, step in (("\ue014", 1), ("\ue014", 1), ("\ue012", -1), ("\ue012", -1)):  # → → ← ← (minilm: 6 layers)
         driver.execute_script("document.activeElement && document.activeElement.blur();")
-        keys.append(timed(driver, log, lambda: press_key(driver, "\ue014"), all_titles_say(f"layer {2 * r + 1}"))[0])
-        slider.append(timed(driver, log, lambda: press_key(driver, "\ue014"), all_titles_say(f"layer {2 * r + 2}"),
+        layer += step
+        keys.append(timed(driver, log, lambda: press_key(driver, arrow), all_titles_say(f"layer {layer}"))[0])
+        assert driver.execute_script(SLIDER_VALUE) == str(layer)  # the slider itself moved with the key
+        layer += step
+        slider.append(timed(driver, log, lambda: press_key(driver, arrow), all_titles_say(f"layer {layer}"),
                             prepare=lambda: focus_slider(driver, 0))[0])
     print(json.dumps({"stage_key_shown_s": keys, "slider_shown_s": slider, "load": os.getloadavg()}))
-    assert sorted(keys)[1] <= 2 * sorted(slider)[1] + 0.15, (keys, slider)
+    assert layer == 0 and "layer=" not in driver.current_url  # back at the first layer, in the URL too
+    med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
+    assert med(keys) <= 2 * med(slider) + 0.15, (keys, slider)
+
+
+SLIDER_VALUE = "return document.querySelector('.st-key-w_layer input[type=\"range\"]').value;"
 
 
 def test_the_exported_html_keeps_every_y_axis_label_inside_its_panel(tmp_path):
@@ -225,3 +239,44 @@ def test_the_exported_html_keeps_every_y_axis_label_inside_its_panel(tmp_path):
             return Array.from(document.querySelectorAll('.ytick text, .g-ytitle text')).map(t => {
               const r = t.getBoundingClientRect(); return [t.textContent, r.left - panel.left]; });""")
     assert boxes and all(left >= 0 for _, left in boxes), boxes
+
+
+def test_space_plays_the_layers_on_the_slider_and_stops_at_the_last(stage):
+    """Space on stage steps the layer slider itself once a second up to the last layer and stops there; Space at
+    the last layer starts again from the first (the slider's Home key); Space while playing pauses."""
+    from ..helpers.browser import all_titles_say
+
+    url, driver, out = stage
+    emulate(driver, 1280, 800, "light")
+    _open(driver, url, "/", "present=1&text=" + quote_plus(SENTENCE), 4)
+    time.sleep(2)
+    wait_for_app(driver, min_charts=4)
+    driver.execute_script("document.activeElement && document.activeElement.blur();")
+    press_key(driver, " ")
+    wait_until(driver, all_titles_say("layer 5"), timeout=60)  # minilm: layers 0–5
+    assert driver.execute_script(SLIDER_VALUE) == "5"
+    time.sleep(2.5)
+    assert driver.execute_script(SLIDER_VALUE) == "5"  # stopped at the last layer
+    press_key(driver, " ")  # at the last layer: from the first again
+    wait_until(driver, all_titles_say("layer 0"), timeout=30, idle=False)
+    press_key(driver, " ")  # pause
+    time.sleep(0.5)
+    paused = driver.execute_script(SLIDER_VALUE)
+    time.sleep(2.5)
+    assert driver.execute_script(SLIDER_VALUE) == paused and int(paused) < 5
+
+
+def test_translate_arrow_keys_move_its_layer_slider(stage):
+    """On Translate's stage ← presses its own layer slider (tr_layer) too: panels, slider and URL follow."""
+    url, driver, out = stage
+    emulate(driver, 1280, 800, "light")
+    _open(driver, url, "/Translate", "present=1", 2)
+    time.sleep(2)
+    wait_for_app(driver, min_charts=2)
+    value = "return document.querySelector('.st-key-tr_layer input[type=\"range\"]').value;"
+    last = int(driver.execute_script(value))
+    driver.execute_script("document.activeElement && document.activeElement.blur();")
+    press_key(driver, "\ue012")  # ←
+    wait_until(driver, "return Array.from(document.querySelectorAll('.gtitle')).some(t => "
+                       f"t.textContent.includes('layer {last - 1}, all heads'));")
+    assert int(driver.execute_script(value)) == last - 1 and f"layer={last - 1}" in driver.current_url

@@ -57,12 +57,14 @@ def keyboard(layer_key: str, layers: list, head_key: str | None, heads: list, le
     widgets (their ``layers``/``heads`` options in order), ``leave()`` turns stage mode off (from a callback:
     before the page's widgets are drawn); ``on_step(+1 / -1)`` walks a talk's steps (PageDown/PageUp, n/p);
     ``focus_key``: the focus widget that ``f`` sets to the hovered token. Space plays the layers in the browser
-    (one ``layer+`` a second up to the last), so the script gets the layer's index and the count."""
+    (one ``layer+`` a second up to the last), so the script gets the layer's index and the count. Where
+    ``layer_key`` is a slider of ``layers`` in order (Explore, Translate), ←/→ press the slider's own keys in the
+    browser (the instant switch draws the layer at once; no round trip first); elsewhere they come here."""
     current = st.session_state.get(layer_key)
     index = layers.index(current) if current in layers else 0
     try:
         components.component("normviz_stage_keys")(
-            key=KEYS_WIDGET, data={"layer": index, "layers": len(layers)},
+            key=KEYS_WIDGET, data={"layer": index, "layers": len(layers), "layer_key": layer_key},
             on_key_change=lambda: _on_key(layer_key, layers, head_key, heads, leave, on_step, focus_key))
     except Exception:  # no components v2 (older Streamlit): the page's own controls still work
         pass

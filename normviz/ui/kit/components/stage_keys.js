@@ -1,8 +1,11 @@
 // Stage mode's keyboard (normviz.ui.kit.stage.keyboard): ←/→ layer, ↑/↓ head, Space plays the layers (again: pause),
 // f focuses the token under the mouse (f away from a chart: no focus), Esc leaves stage mode, PageDown/PageUp
-// (or n/p) the next/previous step of a talk. Each press is sent to the server as a trigger value; the server
-// moves the page's own controls and reruns. Keys typed into a field (text, select, slider) stay the field's.
-// data: {layer: the layer slider's index, layers: how many}.
+// (or n/p) the next/previous step of a talk. Keys typed into a field (text, select, slider) stay the field's.
+// ←/→ (and Space's steps) move the page's layer slider itself where it is one (Explore, Translate): the same key
+// pressed on the slider's thumb, so the instant switch draws the new layer from its frames at once and the slider
+// sends its value, exactly as if the visitor had used it. Every other press (and ←/→ where the layer control is not
+// a slider, e.g. Why's position box) is sent to the server as a trigger value; the server moves the control and reruns.
+// data: {layer: the layer control's index, layers: how many, layer_key: its widget key}.
 const KEYS = {ArrowLeft: 'layer-', ArrowRight: 'layer+', ArrowUp: 'head-', ArrowDown: 'head+', Escape: 'leave',
               PageDown: 'next', PageUp: 'prev', n: 'next', p: 'prev'};  // a presenter's remote sends PageDown/Up
 
@@ -29,20 +32,49 @@ export function keyAction(key, hovered) {
   return KEYS[key] || null;
 }
 
+// The key a layer press becomes on the layer slider's thumb ('layer+' → ArrowRight, 'layer0' → Home), or null.
+export function sliderKey(what) {
+  return {'layer+': 'ArrowRight', 'layer-': 'ArrowLeft', 'layer0': 'Home'}[what] || null;
+}
+
+// Where the layer slider stands: {layer: its value's index, layers: how many}, or null when it is not on the page.
+function sliderState(input) {
+  if (!input) return null;
+  const lo = parseFloat(input.min), hi = parseFloat(input.max), v = parseFloat(input.value);
+  const step = parseFloat(input.step) || 1;
+  if ([lo, hi, v].some(Number.isNaN)) return null;
+  return {layer: Math.round((v - lo) / step), layers: Math.round((hi - lo) / step) + 1};
+}
+
 export default function(component) {
   const S = (window.__normvizKeys = window.__normvizKeys || {});
   S.send = component.setTriggerValue;
   S.data = component.data || {};
+  const slider = () => {  // the page's layer slider (its hidden range input), or null where the control is another
+    const k = (S.data || {}).layer_key;
+    return k ? document.querySelector('.st-key-' + k + ' [data-testid="stSlider"] input[type="range"]') : null;
+  };
+  const layer = (what) => {  // a layer press: on the slider's thumb where there is one, else the server's trigger
+    const input = slider(), key = sliderKey(what);
+    if (input && key && !input.disabled) {
+      for (const type of ['keydown', 'keyup']) {
+        input.dispatchEvent(new KeyboardEvent(type, {key: key, code: key, bubbles: true, cancelable: true}));
+      }
+      return;
+    }
+    if (S.send) S.send('key', what);
+  };
+  const where = () => sliderState(slider()) || S.data || {};
   const stop = () => { if (S.timer) { clearInterval(S.timer); S.timer = null; } };
   const play = () => {  // one layer a second up to the last (from the first when already there)
     if (S.timer) { stop(); return; }
-    const d = S.data || {};
+    const d = where();
     if (!(d.layers > 1)) return;
-    if (d.layer >= d.layers - 1) S.send('key', 'layer0');
+    if (d.layer >= d.layers - 1) layer('layer0');
     S.timer = setInterval(() => {
-      const now = S.data || {};
+      const now = where();
       if (!S.send || now.layer >= now.layers - 1) { stop(); return; }
-      S.send('key', 'layer+');
+      layer('layer+');
     }, 1000);
   };
   if (!S.installed) {
@@ -63,6 +95,7 @@ export default function(component) {
       e.preventDefault();
       if (what === 'play') { play(); return; }
       if (what !== 'layer+' && what !== 'layer-') stop();
+      if (what === 'layer+' || what === 'layer-') { layer(what); return; }
       S.send('key', what);
     }, true);
   }
