@@ -5,7 +5,7 @@ import streamlit as st
 
 import normviz
 from normviz.trust import explain_text
-from normviz.trust.report import shipped
+from normviz.trust.report import shipped, shipped_about
 from normviz.ui.kit import st_parts as ui
 from normviz.ui.views import trust as T
 from normviz.ui.kit.memo import memoised
@@ -63,6 +63,9 @@ def page() -> None:
         st.caption(f"No corpus run is shipped for {ui.plain(lm.name, 80)}; run `normviz faithfulness --model "
                    f"{ui.plain(lm.name, 80)} --corpus FILE --out DIR`.")
     else:
+        about = shipped_about(lm.name)
+        if about:
+            st.caption(f"The run: {about}")
         score = st.selectbox("Score", ["spearman", "kendall", "comprehensiveness", "sufficiency", "spearman_heads"],
                              key="w_trust_score")
         ct = T.corpus_table(rows, score)

@@ -121,6 +121,13 @@ def shipped(model: str) -> list[dict] | None:
                 for r in csv.DictReader(fh)]
 
 
+def shipped_about(model: str) -> str | None:
+    """What the shipped corpus run for ``model`` scored (assets/trust/<model>.txt: the texts, the prediction,
+    the interventions, when), or None when none is said."""
+    path = SHIPPED / f"{model}.txt"
+    return path.read_text(encoding="utf-8").strip() if path.is_file() else None
+
+
 def faithfulness(lm, texts, keys=None, token=None, foil=None, *, max_tokens: int | None = None,
                  heads: bool | int = True, gradients: bool = True, ig_steps: int = 32, erase: bool = True,
                  options: dict | None = None, progress=None, checkpoint=None, every: int = 20,

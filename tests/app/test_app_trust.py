@@ -41,3 +41,20 @@ def test_the_spearman_shown_is_the_librarys(page):
     ko = arr(beside["data"][0]["customdata"])
     np.testing.assert_allclose(ko, t.knockout.delta, rtol=1e-4, atol=1e-6)
     assert any("What the numbers mean" in e.label for e in page.expander)
+
+
+def test_the_shipped_run_says_what_it_scored(page):
+    """The corpus table comes with what its run scored (texts, prediction, interventions), from
+    assets/trust/<model>.txt beside the CSV; every shipped CSV has one, and its intervals hold their means."""
+    from normviz.trust.report import SHIPPED, shipped, shipped_about
+
+    captions = [c.value for c in page.caption]
+    assert any(c.startswith("The run: ") and c[len("The run: "):] == shipped_about("minilm") for c in captions)
+    for csv_path in sorted(SHIPPED.glob("*.csv")):
+        about = shipped_about(csv_path.stem)
+        assert about and "texts" in about, csv_path
+        rows = shipped(csv_path.stem)
+        assert rows and all(r["lo"] <= r["mean"] <= r["hi"] and r["n"] > 0 for r in rows), csv_path
+    # smollm2's shipped run is the runner-up rerun with head ablation: its heads' scores are in the table
+    assert "runner-up" in shipped_about("smollm2")
+    assert any(r["score"] == "spearman_heads" and r["key"] == "direct_heads" for r in shipped("smollm2"))
