@@ -220,7 +220,7 @@ def page() -> None:
     if view.present or len(positions) > FOCUS_PILLS:  # a searchable select: a row of 100 buttons fills the screen
         with bar[3] if view.present else st.container():
             view.focus = st.selectbox("Focus a token", [None] + positions, key="w_focus", help=focus_help,
-                                      placeholder="no token (type to search)",
+                                      placeholder="no token" if view.present else "no token (type to search)",
                                       format_func=lambda i: "no token" if i is None else f"{labels[i]} [{i}]")
     else:
         view.focus = st.pills(f"Focus a token ({focus_help[0].lower()}{focus_help[1:-1]})", positions, key="w_focus",

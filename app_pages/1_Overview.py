@@ -83,8 +83,15 @@ def page() -> None:
             s = stacks[k][:, :, :m, :m]
             heads = None if s.shape[1] > 1 else ["layer"]
             hint = (1100 if not view.present or len(shown) == 1 else 640) if s.shape[1] > 1 else 300
+            tall = None
+            if view.present:  # the measured column and the window: both grids whole on the first screen
+                w, h = ui.screen()
+                if w and s.shape[1] > 1 and len(shown) > 1:
+                    hint = max(hint, int((w - 24) / 2) - 8)
+                tall = max(360, h - 170) if h else None
             fig = viz.grid(s, labels[:m], title=f"{ui.title(k)}\n{ui.context_text(lm.name, view.text, 50, sep=': ')}",
-                           font_size=fs, head_names=heads, width_hint=hint, colorbar_title=data.unit(k, "raw"))
+                           font_size=fs, head_names=heads, width_hint=hint, colorbar_title=data.unit(k, "raw"),
+                           max_height=tall)
             ui.chart(fig, key=f"grid_{k}", filename=f"normviz_overview_{k}")
             heads_shown[f"grid_{k}"] = s.shape[1]
     clicked = ui.grid_clicks(heads_shown, m + 1)

@@ -53,7 +53,7 @@ def page() -> None:
     for key, value in (("tr_model", view.model), ("tr_src", view.src), ("tr_tgt", view.tgt), ("tr_gold", view.gold)):
         ui.seed(key, value)
     if view.present:
-        bar = st.columns([4, 3, 2, 3, 2, 1], vertical_alignment="bottom")
+        bar = st.columns([4, 3, 2, 3, 2, 1.4], vertical_alignment="bottom")  # ⋯ whole at 1280 px
         c1, c2, c3 = bar[:3]
         more = bar[5].popover("⋯", help="More controls: examples, alignment method and setting")
     else:

@@ -6,6 +6,7 @@ import streamlit as st
 import normviz
 from normviz.trust import explain_text
 from normviz.trust.report import shipped, shipped_about
+from normviz.viz.why import shown
 from normviz.ui.kit import st_parts as ui
 from normviz.ui.views import trust as T
 from normviz.ui.kit.memo import memoised
@@ -43,7 +44,8 @@ def page() -> None:
     except normviz.errors.NormvizError as exc:
         ui.say("error", str(exc))
         st.stop()
-    what = t.measure if t.token_text is None else f"{t.measure} of {t.token_text!r}"
+    # the token as the Why page shows it (␣ for its leading space), never a Python repr
+    what = t.measure if t.token_text is None else f"{t.measure} of {shown(t.token_text)}"
     st.markdown(f"Explained: the **{ui.plain(what, 80)}** at position {t.position} "
                 f"(total {t.total:.4g}). {t.knockout.question}")
     for key, why in t.refused.items():

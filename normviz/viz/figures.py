@@ -51,11 +51,14 @@ def bars(rows: dict[str, np.ndarray], labels: list[str], positions: list[list[in
 
 
 def grid(stack: np.ndarray, labels: list[str], *, title: str = "", font_size: int = 12,
-         head_names: list[str] | None = None, width_hint: int = 760, colorbar_title: str = "") -> go.Figure:
+         head_names: list[str] | None = None, width_hint: int = 760, colorbar_title: str = "",
+         max_height: int | None = None) -> go.Figure:
     """A layers × heads mosaic of small heatmaps ([L, H, n, n]) drawn as one heatmap with gaps, so hundreds
     of heads stay fast. Hover says which layer, head and token pair a cell is. The colour bar spans 80 % of the
     plot's height (so at least that share of the grid's, which the plot holds) with ``colorbar_title`` (the units)
-    on top."""
+    on top. ``max_height``: the figure's height at most (stage mode: the screen's room, so a 30-layer grid is
+    whole on it; its squares shrink); the grid keeps to the top left of its area, so two grids side by side
+    start level whatever their colour bars' widths."""
     s = np.asarray(stack, dtype=np.float64)
     L, H, n, _ = s.shape
     cell = n + 1
@@ -80,23 +83,44 @@ def grid(stack: np.ndarray, labels: list[str], *, title: str = "", font_size: in
     # so the layer names stay beside it (with the range padded instead, they sat ~130 px to its left on stage)
     fig.update_xaxes(tickmode="array", tickvals=[h * cell + (n - 1) / 2 for h in range(H)], ticktext=head_names,
                      side="top", showgrid=False, zeroline=False, tickfont=dict(size=font_size), constrain="domain",
-                     title=dict(text="head", font=dict(size=font_size)))
+                     constraintoward="left", title=dict(text="head", font=dict(size=font_size)))
     fig.update_yaxes(tickmode="array", tickvals=[li * cell + (n - 1) / 2 for li in range(L)],
                      ticktext=[f"L{li}" for li in range(L)], autorange="reversed", showgrid=False, zeroline=False,
                      tickfont=dict(size=font_size), title=dict(text="layer", font=dict(size=font_size)),
-                     scaleanchor="x", scaleratio=1, constrain="domain")
+                     scaleanchor="x", scaleratio=1, constrain="domain", constraintoward="top")
     plot_w = max(200, width_hint - 140)  # minus axis labels and the colour bar
     # plotly.js places a title of several lines as if it had one (yanchor "top" holds its first line's
     # baseline): each further line is pushed up past the figure's top edge, so the pad makes room for them
     extra_lines = str(title).count("\n")
     fig.update_layout(title=dict(text=plotly_text(title), font=dict(size=font_size + 2), x=0.0, xanchor="left", yref="container",
                                  y=1.0, yanchor="top", pad=dict(t=6 + extra_lines * int(1.3 * (font_size + 2)))),
-                      height=int(min(1400, max(320, plot_w * L / max(H, 1) + 150))), font=dict(size=font_size),
+                      height=int(min(max_height or 1400, 1400, max(320, plot_w * L / max(H, 1) + 150))),
+                      font=dict(size=font_size),
                       # the top margin holds the title's lines, then the head names and "head" above the squares
                       # (with 70 + 2·font the axis title sat on a two-line title's second line on stage)
                       margin=dict(l=10, r=10, t=_grid_top(font_size, extra_lines), b=10),
                       plot_bgcolor="rgba(0,0,0,0)")
+    if max_height is not None and fig.layout.height < plot_w * L / max(H, 1) + 150:
+        # the height bound holds the squares: the figure as wide as they then are (+ layer names, colour
+        # bar), so the colour bar stays beside the grid instead of at the far side of the column
+        plot_h = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+        squares_w = plot_h * (H * cell - 1) / max(L * cell - 1, 1)
+        fig.update_layout(width=int(min(width_hint, max(520, squares_w + 4 * font_size + 60
+                                                        + _bar_room(colorbar_title, font_size)))))
+        # squares smaller than a label: every k-th layer / head named (the others still say theirs on hover)
+        row_step = max(1, int(np.ceil(1.4 * font_size * L / max(plot_h, 1))))
+        col_step = max(1, int(np.ceil(1.4 * font_size * H / max(squares_w, 1))))
+        fig.update_yaxes(tickvals=[li * cell + (n - 1) / 2 for li in range(0, L, row_step)],
+                         ticktext=[f"L{li}" for li in range(0, L, row_step)])
+        fig.update_xaxes(tickvals=[h * cell + (n - 1) / 2 for h in range(0, H, col_step)],
+                         ticktext=head_names[::col_step], tickangle=0)
     return fig
+
+
+def _bar_room(colorbar_title: str, font_size: int) -> int:
+    """px a grid's colour bar takes at its right: the bar, its ticks and its title's longest line."""
+    longest = max((len(line) for line in str(colorbar_title).replace("<br>", "\n").split("\n")), default=0)
+    return int(40 + max(3 * font_size, 0.6 * font_size * longest))
 
 
 def _grid_top(font_size: int, extra_lines: int) -> int:

@@ -48,6 +48,29 @@ def test_overview_grid_keeps_its_layer_names_beside_the_squares():
     assert fig.layout.xaxis.constrain == "domain" and fig.layout.yaxis.constrain == "domain"
 
 
+def test_overview_grids_start_level_and_fit_the_room_given():
+    """Seen on stage (1280×800, smollm2): the Norm grid (a two-line colour-bar title, so a narrower area) sat
+    ~90 px lower than the weights grid beside it, centred in its area; a 30-layer grid ran 1,400 px tall, past
+    the screen. Now each keeps to its area's top left, and ``max_height`` bounds the figure."""
+    from normviz import viz
+
+    stack = np.ones((30, 9, 5, 5))
+    fig = viz.grid(stack, [f"t{k}" for k in range(5)], font_size=18, width_hint=900, max_height=900)
+    assert fig.layout.yaxis.constraintoward == "top" and fig.layout.xaxis.constraintoward == "left"
+    assert fig.layout.height == 900
+    # the squares then take less than the column: the figure is as wide as they are (colour bar beside them)
+    lay = fig.layout
+    squares_w = (lay.height - lay.margin.t - lay.margin.b) * (9 * 6 - 1) / (30 * 6 - 1)
+    assert squares_w < lay.width < max(520, squares_w + 300) and lay.width < 900
+    # rows of 18-px labels never closer than 1.4 × the font: every k-th layer named
+    pitch = (lay.height - lay.margin.t - lay.margin.b) / 30 * (30 / len(lay.yaxis.tickvals))
+    assert pitch >= 1.4 * 18 - 1e-9 and lay.yaxis.ticktext[0] == "L0"
+    assert viz.grid(stack, [f"t{k}" for k in range(5)], font_size=18, width_hint=900).layout.height == 1400
+    small = viz.grid(np.ones((6, 12, 5, 5)), [f"t{k}" for k in range(5)], font_size=18, width_hint=900,
+                     max_height=2000)
+    assert small.layout.height == int((900 - 140) * 6 / 12 + 150)  # a bound above the grid's own height: unchanged
+
+
 @pytest.mark.parametrize("font_size", [12, 18])
 def test_trust_legend_sits_below_the_token_names(font_size):
     from normviz.viz import trust as vt
