@@ -196,10 +196,11 @@ def why_weight_is_not_contribution(view, lm, fs) -> None:
     with left:
         ui.table(rows, view.present, hide_index=True, width="stretch")
     with right:
-        for name, share in (("weight α", w["share_alpha"]), ("norm ‖α f(x)‖", w["share_norm"])):
-            fig = viz.bars({f"share of the {name}": share}, labels, [seen], width=ui.panel_width(2, view.present),
-                           focus_label=f"{labels[i]} [{i}]", font_size=fs)
-            ui.chart(fig, key=f"why_bars_{name.split()[0]}", filename=f"normviz_why_L{layer}_H{head}")
+        # one chart, one title, the two shares as its two rows (two charts repeated the same title)
+        fig = viz.bars({"share of the weight α": w["share_alpha"], "share of the norm ‖α f(x)‖": w["share_norm"]},
+                       labels, [seen, seen], width=ui.panel_width(2, view.present),
+                       focus_label=f"{labels[i]} [{i}]", font_size=fs)
+        ui.chart(fig, key="why_bars", filename=f"normviz_why_L{layer}_H{head}")
     if lm.is_causal and i + 1 < n:
         st.caption(f"{lm.name} is a decoder: row {i} sees tokens 0 … {i} only, so the {n - i - 1} later tokens "
                    "(masked, α = 0) are left out of the table and the ranks.")

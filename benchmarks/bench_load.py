@@ -189,7 +189,14 @@ def is_error(run) -> bool:
 def visitor(url: str, k: int, until: float, out: list, lock: threading.Lock) -> None:
     model = "minilm" if k % 2 == 0 else "smollm2"
     rng = random.Random(k)
-    rec = {"model": model, "layer_s": [], "sentence_s": [], "bytes": [], "errors": 0, "last": None}
+    rec = {"model": model, "layer_s": [], "sentence_s": [], "bytes": [], "errors": 0, "last": None, "alerts": {},
+           "no_heatmaps": 0}
+
+    def seen(r):  # every alert a short visitor was shown (a refusal at the memory budget is not an error)
+        for a in r.alerts:
+            rec["alerts"][a[:100]] = rec["alerts"].get(a[:100], 0) + 1
+        rec["no_heatmaps"] += not heatmap_zs(r)
+
     try:
         v = Visitor(url)
         text = sentence(rng)
@@ -199,6 +206,7 @@ def visitor(url: str, k: int, until: float, out: list, lock: threading.Lock) -> 
         while time.time() < until:
             text = sentence(rng)
             r = v.set_widget("w_text", string_value=text)
+            seen(r)
             rec["sentence_s"].append(r.seconds)
             rec["bytes"].append(r.bytes)
             rec["errors"] += is_error(r)
@@ -207,6 +215,7 @@ def visitor(url: str, k: int, until: float, out: list, lock: threading.Lock) -> 
                     break
                 layer = (layer + rng.randint(1, LAYERS[model] - 1)) % LAYERS[model]
                 r = v.set_widget("w_layer", double_array_value=[float(layer)])
+                seen(r)
                 rec["layer_s"].append(r.seconds)
                 rec["bytes"].append(r.bytes)
                 rec["errors"] += is_error(r)
@@ -219,8 +228,9 @@ def visitor(url: str, k: int, until: float, out: list, lock: threading.Lock) -> 
         out.append(rec)
 
 
-def mixed_views(url: str, recs: list) -> tuple[int, int]:
-    """(views replayed, views that differ) for every visitor's last view, replayed alone."""
+def mixed_views(url: str, recs: list, details: list | None = None) -> tuple[int, int]:
+    """(views replayed, views that differ) for every visitor's last view, replayed alone; ``details`` gets
+    each replay's heatmap counts, largest difference and the alerts shown."""
     tried = differ = 0
     for rec in recs:
         if not rec.get("last"):
@@ -234,6 +244,11 @@ def mixed_views(url: str, recs: list) -> tuple[int, int]:
         same = len(alone) == len(zs) and all(a.shape == b.shape and np.allclose(a, b, rtol=0, atol=1e-5, equal_nan=True)
                                              for a, b in zip(alone, zs))  # NaN: a decoder's masked cells
         differ += not same
+        if details is not None:
+            diff = (max(float(np.nanmax(np.abs(a - b))) if a.size else 0.0 for a, b in zip(alone, zs))
+                    if len(alone) == len(zs) and all(a.shape == b.shape for a, b in zip(alone, zs)) and zs else None)
+            details.append({"model": rec["model"], "heatmaps": [len(zs), len(alone)], "max_diff": diff,
+                            "alerts_alone": [a[:100] for a in r.alerts]})
     return tried, differ
 
 
@@ -292,10 +307,11 @@ def run_config(name: str, env: dict, visitors: int, seconds: float, log_dir: str
             while time.time() - left < idle_s:
                 time.sleep(5)
                 after[round(time.time() - left)] = (round(server_rss_mb(), 1), round(worker_rss_mb(), 1))
-        tried, differ = mixed_views(url, recs)
+        details = []
+        tried, differ = mixed_views(url, recs, details)
     out = {"config": name, "env": env, "processes": processes, "visitors": visitors, "seconds": seconds, "solo": solo,
            "load_avg": {"mean": round(statistics.mean(loads), 2) if loads else None, "max": max(loads, default=None)},
-           "mixed_views": {"replayed": tried, "differ": differ},
+           "mixed_views": {"replayed": tried, "differ": differ, "details": details},
            "server_rss_mb": {"start": round(rss[0], 1), "max": round(max(rss), 1), "end": round(rss[-1], 1)},
            "profile": spied,
            "models": {}}
@@ -310,6 +326,8 @@ def run_config(name: str, env: dict, visitors: int, seconds: float, log_dir: str
                 "start": round(rss[0], 1), "peak": round(max(rss), 1), f"after_{idle_s:.0f}s": end[0],
                 "back_within_10pct": bool(end[0] <= 1.1 * rss[0]), "under_budget": bool(max(rss) <= budget)},
             "worker_rss_mb": {"start": round(wrss[0], 1), "peak": round(max(wrss), 1), f"after_{idle_s:.0f}s": end[1]},
+            # what the budget counts: the server and its workers, sampled together
+            "server_and_workers_peak_mb": round(max(a + b for a, b in zip(rss, wrss)), 1),
             "after_leaving": after, "pastes": longs}
     for model in ("minilm", "smollm2"):
         rs = [r for r in recs if r["model"] == model]
@@ -319,6 +337,8 @@ def run_config(name: str, env: dict, visitors: int, seconds: float, log_dir: str
             "bytes_per_rerun": summary([x for r in rs for x in r["bytes"]]),
             "errors": sum(r["errors"] for r in rs),
             "crashes": [r["crash"] for r in rs if "crash" in r],
+            "replies_without_heatmaps": sum(r["no_heatmaps"] for r in rs),
+            "alerts": {a: sum(r["alerts"].get(a, 0) for r in rs) for a in {a for r in rs for a in r["alerts"]}},
         }
     print(json.dumps(out, indent=1), file=sys.stderr, flush=True)
     return out

@@ -7,7 +7,7 @@ import normviz
 from normviz.ui.views import learn
 from normviz.ui.kit import st_parts
 
-from ..helpers.app import app, figures, heatmaps, no_exception, texts, title, z
+from ..helpers.app import app, arr, figures, heatmaps, no_exception, texts, title, z
 
 
 def grids(at):
@@ -82,6 +82,20 @@ def test_learn_numbers_are_computed_from_the_model():
     assert f"cats {fx[1]:.3f}" in norm_text
     at.slider(key="w_learn_layer").set_value(2).run()
     assert np.allclose(at.dataframe[1].value.to_numpy(), a.map("attention", 2, 0), atol=1e-4)
+
+
+def test_learn_walk_through_draws_both_shares_under_one_title():
+    """Seen in the stage screenshots: the walk-through drew two charts under the same title "Row of …"; now one
+    chart, its two rows the weight's and the norm's shares of the row (each summing to 1)."""
+    at = app("app_pages/2_Learn.py")
+    at.run()
+    no_exception(at)
+    rows = [f for f in figures(at) if title(f).startswith("Row of")]
+    assert len(rows) == 1, [title(f) for f in rows]
+    names = [t["name"] for t in rows[0]["data"]]
+    assert names == ["share of the weight α", "share of the norm ‖α f(x)‖"], names
+    for t in rows[0]["data"]:
+        assert abs(float(arr(t["y"]).sum()) - 1.0) < 1e-6
 
 
 def test_overview_on_a_decoder_uses_the_first_token_as_the_sink():

@@ -35,10 +35,11 @@ class Fake:
         self.size = size
 
 
-def budget(limit_mb=3000, entries=12):
+def budget(limit_mb=3000, entries=12, short_room=0):
     cache = BoundedCache(entries)
     held = Held(cache)
-    return cache, held, ServerMemory(cache, limit_mb * MB, rss=held.rss, trim=held.trim, workers=lambda: 0)
+    return cache, held, ServerMemory(cache, limit_mb * MB, rss=held.rss, trim=held.trim, workers=lambda: 0,
+                                     short_room=short_room)
 
 
 def add(cache, mem, key, size_mb, visitor=None):
@@ -72,6 +73,23 @@ def test_the_asking_session_is_never_dropped_and_a_request_that_cannot_fit_is_re
     assert "Try again" in msg and isinstance(exc.value, TooCostlyError) and mem.refused == 1
 
 
+def test_room_is_kept_for_short_texts_beside_long_ones():
+    """Load benchmark, 3 × 4,096-token pastes beside 4 sentence visitors: the long texts' reservations filled the
+    budget and sentences were refused (15 of ~440 reruns). A request over SHORT_NEED must leave SHORT_ROOM free;
+    a sentence's may use it."""
+    cache, held, mem = budget(3000, short_room=400 * MB)
+    s = add(cache, mem, "long", 0)
+    with mem.admit(1500 * MB, s):  # 1000 + 1500 = 2500 ≤ 3000 − 400
+        with pytest.raises(ServerBusyError):  # a second long request: 2500 + 300 > 2600
+            with mem.admit(300 * MB, s):
+                pass
+        with mem.admit(server_memory.SHORT_NEED, s):  # a sentence's: 2500 + 64 ≤ 3000
+            with mem.admit(server_memory.SHORT_NEED, s):
+                assert mem.held() <= mem.limit
+    assert mem.refused == 1
+    assert ServerMemory(cache, 1000 * MB).short_room == 250 * MB  # at most a quarter of a small budget
+
+
 def test_requests_in_flight_are_counted_until_they_finish():
     cache, held, mem = budget(3000)
     s = add(cache, mem, "x", 0)
@@ -83,6 +101,23 @@ def test_requests_in_flight_are_counted_until_they_finish():
     with mem.admit(600 * MB, s):  # it finished
         pass
     assert mem.held() == 1000 * MB
+
+
+def test_a_running_requests_memory_is_counted_once_resident_or_reserved():
+    """Load benchmark: "6.2 GB of 6.0 GB are in use" was said to sentence visitors while server and workers held
+    5.3 GB at most: a long text's layer, once its memory was resident, was still counted as reserved too. The
+    growth of the resident memory since a running request was admitted is taken off the reservations."""
+    cache, held, mem = budget(3000)
+    s = add(cache, mem, "x", 0)
+    with mem.admit(1500 * MB, s):
+        assert mem.held() == 2500 * MB
+        held.base += 1000 * MB  # the request has made 1000 MB of its 1500 resident
+        assert mem.held() == 2500 * MB  # 2000 resident + the 500 still to come, not 2000 + 1500
+        with mem.admit(400 * MB, s):  # fits: 2500 + 400 ≤ 3000 (it was refused when counted twice)
+            held.base += 2000 * MB  # more than reserved: the resident memory is what counts
+            assert mem.held() == 4000 * MB
+    held.base = 1000 * MB
+    assert mem.held() == 1000 * MB and mem.refused == 0
 
 
 def test_concurrent_admissions_never_reserve_past_the_limit():

@@ -4,14 +4,17 @@
     held       the server's resident memory now: its own process (``/proc/self/statm``) + its worker
                processes (``python -m normviz.workers``, :mod:`normviz.workers`: the heavy maps and long texts'
                layers, whose records live there; psutil) + what admitted requests still running said they
-               would add (:meth:`ServerMemory.admit` reserves it until they finish)
+               would add and has not yet added (:meth:`ServerMemory.admit` reserves it until they finish; the
+               growth of the resident memory since the oldest running request was admitted is taken off
+               the reservations, so a request's memory is not counted twice, once resident and once reserved)
     need       what a request would add, estimated before it runs (:func:`need_bytes`): a text's first
                recording ≈ RECORD_FACTOR · L · n · d · itemsize (measured on smollm2: 4 values of d per token
                and layer, and as much again while the pass runs), whole [L, …] arrays of the keys asked for
                (× 1.5 for their temporaries), or one long layer's bounded cache and scratch
 
 Before a session is made or maps are computed the app calls :meth:`ServerMemory.admit`: while held + need
-would pass the limit, the least recently used sessions of *other* texts are dropped from the shared cache
+would pass the limit (for a request larger than :data:`SHORT_NEED`, the limit less :data:`SHORT_ROOM`: room kept
+for short texts, so that long pastes are refused before a sentence typed beside them is), the least recently used sessions of *other* texts are dropped from the shared cache
 (their records, maps and memoised figures go with them; then ``gc`` and glibc's ``malloc_trim``); if it still
 does not fit, the request is refused with :class:`ServerBusyError`, a message that says what to do (wait for
 other visitors, or a shorter text), before anything grows.
@@ -35,6 +38,11 @@ SWEEP_S = 10.0
 RECORD_FACTOR = 8.0  # records ≈ 4·d values per token and layer (smollm2 n = 1000: 252 MB), × 2 while recording
 ARRAY_FACTOR = 1.5  # whole [L, …] arrays and their temporaries
 LONG_LAYER_BYTES = (256 + 3 * 32 + 64) << 20  # memory.LONG_MAP_CACHE_MB + α blocks' scratch + Grams (long_layer)
+SHORT_NEED = 64 << 20  # a short text's request (a sentence's records and maps: a few MB on smollm2)
+# kept free for those: in the load benchmark (3 × 4,096-token pastes beside 4 sentence visitors) the long texts'
+# reservations filled the budget and 15-30 of ~440 sentence reruns were refused; with this room (and a running
+# request's memory counted once) none was, and the long ones waited instead (1 GB gave the same: 0 refused)
+SHORT_ROOM = 512 << 20
 
 
 def rss_bytes() -> int:
@@ -116,11 +124,13 @@ class ServerMemory:
     """The budget (module docstring) over ``cache`` (a :class:`normviz.ui.kit.cache.BoundedCache` of sessions):
     ``rss`` the server process's resident bytes, ``workers`` its worker processes' (both counted)."""
 
-    def __init__(self, cache, limit_bytes: int, rss=rss_bytes, trim=trim_heap, workers=worker_rss_bytes):
+    def __init__(self, cache, limit_bytes: int, rss=rss_bytes, trim=trim_heap, workers=worker_rss_bytes,
+                 short_room: int = SHORT_ROOM):
         self.cache, self.limit = cache, int(limit_bytes)
+        self.short_room = min(int(short_room), self.limit // 4)  # never more than a quarter of a small budget
         self._rss, self._trim, self._workers = rss, trim, workers
         self._lock = threading.Lock()
-        self._reserved = 0
+        self._running: dict = {}  # a running request's token -> (bytes it reserved, resident bytes when admitted)
         self._users: dict = {}  # cache key -> set of Streamlit session ids that used it
         self._key_of: dict = {}  # id(session) -> its cache key
         self.evicted = 0  # sessions dropped to make room
@@ -133,37 +143,56 @@ class ServerMemory:
         """The server's resident memory now: its own process and its worker processes."""
         return self._rss() + self._workers()
 
+    def _reserved_at(self, resident: int) -> int:
+        """What running requests reserved and have not yet made resident: their reservations less the growth of
+        the resident memory since the oldest of them was admitted (never below 0)."""
+        if not self._running:
+            return 0
+        total = sum(need for need, _ in self._running.values())
+        since = min(at for _, at in self._running.values())
+        return max(0, total - max(0, resident - since))
+
+    @property
+    def _reserved(self) -> int:
+        return self._reserved_at(self.resident())
+
     def held(self) -> int:
-        return self.resident() + self._reserved
+        now = self.resident()
+        return now + self._reserved_at(now)
 
     @contextmanager
     def admit(self, need: int, session=None, what: str = "this text"):
         """Within: ``need`` bytes reserved for the caller (dropping least recently used sessions of other texts
         first, never ``session``'s own); ServerBusyError when they would not fit even then."""
         need = max(0, int(need))
+        room = self.limit if need <= SHORT_NEED else self.limit - self.short_room
         with self._lock:
-            if self.resident() + self._reserved + need > self.limit:
+            if self.held() + need > room:
                 own = self._key_of.get(id(session))
-                self._make_room(need, set() if own is None else {own})
+                self._make_room(need, set() if own is None else {own}, room)
             now = self.resident()
-            if now + self._reserved + need > self.limit:
+            in_use = now + self._reserved_at(now)
+            if in_use + need > room:
                 self.refused += 1
                 raise ServerBusyError(
-                    f"The server is at its memory budget: {_gb(now + self._reserved)} of {_gb(self.limit)} are in "
+                    f"The server is at its memory budget: {_gb(in_use)} of {_gb(self.limit)} are in "
                     f"use (the models, other visitors' texts and the worker processes), and {what} would need about {_gb(need)} more. "
                     "Try again "
                     "in a minute (texts nobody is looking at are released), or with a shorter text. "
                     "(The operator sets the budget with NORMVIZ_SERVER_MEMORY_MB.)")
-            self._reserved += need
+            token = object()
+            self._running[token] = (need, now)
         try:
             yield
         finally:
             with self._lock:
-                self._reserved -= need
+                del self._running[token]
 
-    def _make_room(self, need: int, keep: set) -> None:
-        """Drop the oldest sessions (not in ``keep``) one by one until ``need`` fits (called with the lock)."""
-        while self.resident() + self._reserved + need > self.limit:
+    def _make_room(self, need: int, keep: set, room: int | None = None) -> None:
+        """Drop the oldest sessions (not in ``keep``) one by one until ``need`` fits in ``room`` (default the
+        limit; called with the lock)."""
+        room = self.limit if room is None else room
+        while self.held() + need > room:
             key = self.cache.oldest(exclude=keep)
             if key is None:
                 return
