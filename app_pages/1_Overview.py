@@ -86,8 +86,8 @@ def page() -> None:
             tall = None
             if view.present:  # the measured column and the window: both grids whole on the first screen
                 w, h = ui.screen()
-                if w and s.shape[1] > 1 and len(shown) > 1:
-                    hint = max(hint, int((w - 24) / 2) - 8)
+                if w and s.shape[1] > 1 and len(shown) > 1:  # a column's width (not capped by the height)
+                    hint = max(hint, ui.panel_width(2, False))
                 tall = max(360, h - 170) if h else None
             fig = viz.grid(s, labels[:m], title=f"{ui.title(k)}\n{ui.context_text(lm.name, view.text, 50, sep=': ')}",
                            font_size=fs, head_names=heads, width_hint=hint, colorbar_title=data.unit(k, "raw"),

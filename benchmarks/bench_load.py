@@ -177,9 +177,13 @@ def loadavg() -> float:
         return float(f.read().split()[0])
 
 
+def _is_heatmap(spec) -> bool:
+    return bool(spec.get("data")) and spec["data"][0].get("type") == "heatmap"
+
+
 def heatmap_zs(run) -> list:
     return [arr(spec["data"][0]["z"]) for _, spec in sorted(run.charts.items(), key=lambda kv: str(kv[0]))
-            if spec.get("data") and spec["data"][0].get("type") == "heatmap"]
+            if _is_heatmap(spec)]
 
 
 def is_error(run) -> bool:
@@ -195,7 +199,7 @@ def visitor(url: str, k: int, until: float, out: list, lock: threading.Lock) -> 
     def seen(r):  # every alert a short visitor was shown (a refusal at the memory budget is not an error)
         for a in r.alerts:
             rec["alerts"][a[:100]] = rec["alerts"].get(a[:100], 0) + 1
-        rec["no_heatmaps"] += not heatmap_zs(r)
+        rec["no_heatmaps"] += not any(_is_heatmap(spec) for spec in r.charts.values())  # counted, not converted
 
     try:
         v = Visitor(url)

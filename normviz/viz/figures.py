@@ -81,11 +81,9 @@ def grid(stack: np.ndarray, labels: list[str], *, title: str = "", font_size: in
     ))
     # constrain="domain" on x too: a grid narrower than its column (many layers, few heads) shrinks its own area,
     # so the layer names stay beside it (with the range padded instead, they sat ~130 px to its left on stage)
-    fig.update_xaxes(tickmode="array", tickvals=[h * cell + (n - 1) / 2 for h in range(H)], ticktext=head_names,
-                     side="top", showgrid=False, zeroline=False, tickfont=dict(size=font_size), constrain="domain",
+    fig.update_xaxes(tickmode="array", side="top", showgrid=False, zeroline=False, tickfont=dict(size=font_size), constrain="domain",
                      constraintoward="left", title=dict(text="head", font=dict(size=font_size)))
-    fig.update_yaxes(tickmode="array", tickvals=[li * cell + (n - 1) / 2 for li in range(L)],
-                     ticktext=[f"L{li}" for li in range(L)], autorange="reversed", showgrid=False, zeroline=False,
+    fig.update_yaxes(tickmode="array", autorange="reversed", showgrid=False, zeroline=False,
                      tickfont=dict(size=font_size), title=dict(text="layer", font=dict(size=font_size)),
                      scaleanchor="x", scaleratio=1, constrain="domain", constraintoward="top")
     plot_w = max(200, width_hint - 140)  # minus axis labels and the colour bar
@@ -100,6 +98,7 @@ def grid(stack: np.ndarray, labels: list[str], *, title: str = "", font_size: in
                       # (with 70 + 2·font the axis title sat on a two-line title's second line on stage)
                       margin=dict(l=10, r=10, t=_grid_top(font_size, extra_lines), b=10),
                       plot_bgcolor="rgba(0,0,0,0)")
+    row_step = col_step = 1
     if max_height is not None and fig.layout.height < plot_w * L / max(H, 1) + 150:
         # the height bound holds the squares: the figure as wide as they then are (+ layer names, colour
         # bar), so the colour bar stays beside the grid instead of at the far side of the column
@@ -110,10 +109,10 @@ def grid(stack: np.ndarray, labels: list[str], *, title: str = "", font_size: in
         # squares smaller than a label: every k-th layer / head named (the others still say theirs on hover)
         row_step = max(1, int(np.ceil(1.4 * font_size * L / max(plot_h, 1))))
         col_step = max(1, int(np.ceil(1.4 * font_size * H / max(squares_w, 1))))
-        fig.update_yaxes(tickvals=[li * cell + (n - 1) / 2 for li in range(0, L, row_step)],
-                         ticktext=[f"L{li}" for li in range(0, L, row_step)])
-        fig.update_xaxes(tickvals=[h * cell + (n - 1) / 2 for h in range(0, H, col_step)],
-                         ticktext=head_names[::col_step], tickangle=0)
+        fig.update_xaxes(tickangle=0)
+    fig.update_yaxes(tickvals=[li * cell + (n - 1) / 2 for li in range(0, L, row_step)],
+                     ticktext=[f"L{li}" for li in range(0, L, row_step)])
+    fig.update_xaxes(tickvals=[h * cell + (n - 1) / 2 for h in range(0, H, col_step)], ticktext=head_names[::col_step])
     return fig
 
 

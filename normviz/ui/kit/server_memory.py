@@ -152,10 +152,6 @@ class ServerMemory:
         since = min(at for _, at in self._running.values())
         return max(0, total - max(0, resident - since))
 
-    @property
-    def _reserved(self) -> int:
-        return self._reserved_at(self.resident())
-
     def held(self) -> int:
         now = self.resident()
         return now + self._reserved_at(now)
@@ -188,10 +184,9 @@ class ServerMemory:
             with self._lock:
                 del self._running[token]
 
-    def _make_room(self, need: int, keep: set, room: int | None = None) -> None:
-        """Drop the oldest sessions (not in ``keep``) one by one until ``need`` fits in ``room`` (default the
-        limit; called with the lock)."""
-        room = self.limit if room is None else room
+    def _make_room(self, need: int, keep: set, room: int) -> None:
+        """Drop the oldest sessions (not in ``keep``) one by one until ``need`` fits in ``room`` (called with the
+        lock)."""
         while self.held() + need > room:
             key = self.cache.oldest(exclude=keep)
             if key is None:
@@ -255,7 +250,8 @@ class ServerMemory:
         self._thread.start()
 
     def stats(self) -> dict:
-        return {"limit": self.limit, "rss": self._rss(), "workers": self._workers(), "reserved": self._reserved,
+        rss, workers = self._rss(), self._workers()  # read once: the reservation left is taken off their growth
+        return {"limit": self.limit, "rss": rss, "workers": workers, "reserved": self._reserved_at(rss + workers),
                 "sessions": len(self.cache),
                 "evicted": self.evicted, "released": self.released, "refused": self.refused}
 

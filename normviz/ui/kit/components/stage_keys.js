@@ -94,8 +94,8 @@ export default function(component) {
                 || t.closest('[role="listbox"], [data-baseweb="popover"]'))) return;
       e.preventDefault();
       if (what === 'play') { play(); return; }
-      if (what !== 'layer+' && what !== 'layer-') stop();
       if (what === 'layer+' || what === 'layer-') { layer(what); return; }
+      stop();
       S.send('key', what);
     }, true);
   }
