@@ -47,9 +47,9 @@ def page() -> None:
     else:
         c1, c2, c3 = st.columns([5, 3, 2])
     with c1:
-        view.text = st.text_input("Text (one or two sentences)", key="w_text", max_chars=ui.settings().max_text_chars)
+        view.text = st.text_input("Text (one or two sentences)", view.text, key="w_text", max_chars=ui.settings().max_text_chars)
     with c2:
-        view.pair = st.text_input("Second sentence (optional, a pair)", key="w_pair",
+        view.pair = st.text_input("Second sentence (optional, a pair)", view.pair, key="w_pair",
                                   max_chars=ui.settings().max_text_chars)
     with c3:
         st.selectbox("Examples", range(len(EXAMPLES)), index=None, key="w_example", on_change=use_example,
@@ -129,7 +129,7 @@ def page() -> None:
                                                        "model": "a 2nd model"}[c])
         if view.compare == "text":
             ui.seed("w_text_b", view.text_b)
-            view.text_b = st.text_input("Second text", key="w_text_b", max_chars=ui.settings().max_text_chars,
+            view.text_b = st.text_input("Second text", view.text_b, key="w_text_b", max_chars=ui.settings().max_text_chars,
                                         placeholder="Same layer, head and maps")
         elif view.compare == "model":
             view.model_b = ui.second_model_picker(view.model_b, view.model)

@@ -19,7 +19,7 @@ def page() -> None:
     bar = st.columns([4, 2, 2], vertical_alignment="bottom") if view.present else None
     ui.seed("w_text", view.text)
     with bar[0] if bar else st.container():
-        view.text = st.text_input("Text", key="w_text", max_chars=ui.settings().max_text_chars)
+        view.text = st.text_input("Text", view.text, key="w_text", max_chars=ui.settings().max_text_chars)
     if view.pair.strip():
         st.caption("Second sentence (set on Explore): " + ui.plain(view.pair))
     ui.save_view(view)

@@ -60,12 +60,12 @@ def page() -> None:
         c1, c2, c3 = st.columns([4, 4, 2])
         more = st.container()
     with c1:
-        view.src = st.text_input("Source", key="tr_src", max_chars=limit)
+        view.src = st.text_input("Source", view.src, key="tr_src", max_chars=limit)
     with c2:
         view.tgt = st.text_input("Target (empty: generated)" if view.present else
-                                 "Target (optional: empty = the model translates)", key="tr_tgt", max_chars=limit)
+                                 "Target (optional: empty = the model translates)", view.tgt, key="tr_tgt", max_chars=limit)
     with c3:
-        view.model = st.text_input("Model" if view.present else "Model (encoder–decoder)", key="tr_model", max_chars=256,
+        view.model = st.text_input("Model" if view.present else "Model (encoder–decoder)", view.model, key="tr_model", max_chars=256,
                                    help="toy-mt is embedded (a tiny Marian trained on a toy language pair whose "
                                         "true alignment is known); a Marian, BART or T5 directory or Hub id also works.")
     if examples:

@@ -166,7 +166,8 @@ def chromium(width: int = 1280, height: int = 800):
 
 
 def wait_for_app(driver, min_charts: int = 1, timeout: float = 180) -> dict:
-    """Wait until at least ``min_charts`` plotly charts have drawn and the app stopped running."""
+    """Wait until at least ``min_charts`` plotly charts have drawn and the app stopped running; past ``timeout``
+    the page's state is returned with ``timed_out`` set."""
     deadline = time.time() + timeout
     state = {}
     while time.time() < deadline:
@@ -184,6 +185,7 @@ def wait_for_app(driver, min_charts: int = 1, timeout: float = 180) -> dict:
             time.sleep(1.5)  # let plotly finish laying out
             return state
         time.sleep(0.5)
+    state["timed_out"] = True  # the caller says what it expected (the state has the page's alerts)
     return state
 
 
