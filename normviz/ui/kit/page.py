@@ -52,8 +52,6 @@ def start_page(seq2seq: bool = False) -> tuple[ViewState, int]:
 
 SIDEBAR_WIDGETS = ("w_model_choice", "w_model_other", "w_present", "tr_present")  # drawn by sidebar() before the check
 UNSETTABLE = ("w_step_save", "w_step_clear", "w_upload")  # buttons and uploads: Streamlit refuses a set value
-PAGE_WIDGETS = ("w_", "tr_")  # the pages' widget keys (Translate's start with tr_)
-RUN_OPEN = "_normviz_run_open"  # a run of the session has started and not yet finished
 
 
 def keep_widgets_across_stage(present: bool, page_widgets: str = "w_") -> None:
@@ -66,35 +64,9 @@ def keep_widgets_across_stage(present: bool, page_widgets: str = "w_") -> None:
     ss["_normviz_was_present"] = present
     if before is None or before == present:
         return
-    resend_widget_values((page_widgets,), skip=SIDEBAR_WIDGETS)
-
-
-def resend_widget_values(prefixes: tuple[str, ...] = PAGE_WIDGETS, skip: tuple[str, ...] = ()) -> None:
-    """Set every widget value under ``prefixes`` (but buttons and uploads) again through session state, so this
-    run sends each widget to the browser with its value (``set_value``), not only with its default. Only before
-    the widget is drawn in this run."""
-    ss = st.session_state
-    skip = skip + UNSETTABLE
-    for k in [k for k in ss if isinstance(k, str) and k.startswith(prefixes) and k not in skip]:
+    skip = SIDEBAR_WIDGETS + UNSETTABLE
+    for k in [k for k in ss if isinstance(k, str) and k.startswith(page_widgets) and k not in skip]:
         ss[k] = ss[k]
-
-
-def resend_after_unfinished_run() -> None:
-    """Streamlit sends a value set through session state (a link's text seeded into the text box) with the
-    widget once, in the run that registers the widget. When a rerun request stops that run between the widget's
-    registration and its delivery (a component reporting the window width, under load), the next run sends the
-    widget with its default only: the browser drew an empty text box and its next rerun sent the empty text,
-    so a link's 95-token paragraph became "The text is empty" (2 of ~40 page loads with two busy cores). So when
-    the session's previous run did not finish, every widget value is sent again. Call before any widget."""
-    ss = st.session_state
-    if ss.get(RUN_OPEN):
-        resend_widget_values()
-    ss[RUN_OPEN] = True
-
-
-def finished_run() -> None:
-    """The run reached its end: what it drew was delivered."""
-    st.session_state[RUN_OPEN] = False
 
 
 def run_page(body) -> None:
@@ -111,9 +83,7 @@ def run_page(body) -> None:
             pass
     try:
         with one_run_per_session():  # a burst of reruns: the run in flight, then the latest (ui.interrupts)
-            resend_after_unfinished_run()
             body()
-            finished_run()
     except ScriptControlException:
         raise
     except Exception as exc:  # the top-level catch: nothing below reaches the visitor as a traceback
