@@ -38,8 +38,6 @@ def page() -> None:
             st.session_state["w_text"], st.session_state["w_pair"] = text, ""
             st.session_state["w_focus"] = None
 
-    ui.seed("w_text", view.text)
-    ui.seed("w_pair", view.pair)
     if view.present:  # stage mode: one compact bar (text, layer, head, focus; the rest behind ⋯)
         bar = st.columns([5, 3, 2, 3, 1], vertical_alignment="bottom")
         c1 = bar[0]
@@ -47,10 +45,10 @@ def page() -> None:
     else:
         c1, c2, c3 = st.columns([5, 3, 2])
     with c1:
-        view.text = st.text_input("Text (one or two sentences)", view.text, key="w_text", max_chars=ui.settings().max_text_chars)
+        view.text = ui.text_box("Text (one or two sentences)", "w_text", view.text, max_chars=ui.settings().max_text_chars)
     with c2:
-        view.pair = st.text_input("Second sentence (optional, a pair)", view.pair, key="w_pair",
-                                  max_chars=ui.settings().max_text_chars)
+        view.pair = ui.text_box("Second sentence (optional, a pair)", "w_pair", view.pair,
+                                max_chars=ui.settings().max_text_chars)
     with c3:
         st.selectbox("Examples", range(len(EXAMPLES)), index=None, key="w_example", on_change=use_example,
                      format_func=lambda i: EXAMPLES[i][0] + (" ‖ " + EXAMPLES[i][1] if EXAMPLES[i][1] else ""),
@@ -128,9 +126,8 @@ def page() -> None:
                                 format_func=lambda c: {"none": "nothing", "text": "a 2nd text",
                                                        "model": "a 2nd model"}[c])
         if view.compare == "text":
-            ui.seed("w_text_b", view.text_b)
-            view.text_b = st.text_input("Second text", view.text_b, key="w_text_b", max_chars=ui.settings().max_text_chars,
-                                        placeholder="Same layer, head and maps")
+            view.text_b = ui.text_box("Second text", "w_text_b", view.text_b, max_chars=ui.settings().max_text_chars,
+                                      placeholder="Same layer, head and maps")
         elif view.compare == "model":
             view.model_b = ui.second_model_picker(view.model_b, view.model)
         st.radio("Chart downloads (camera icon)", ["png", "svg"], key="w_img", horizontal=True,

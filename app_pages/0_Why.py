@@ -25,13 +25,12 @@ def page() -> None:
     wv = W.why_view()
     wide = view.present
 
-    ui.seed("w_text", view.text)
     if not wide:
         st.subheader("Why this token? Exact parts of a prediction")
     bar = st.columns([4, 2, 3, 3], vertical_alignment="bottom") if wide else None
     with bar[0] if bar else st.container():
-        view.text = st.text_input("Text (the model predicts what comes next)", view.text, key="w_text",
-                                  max_chars=ui.settings().max_text_chars)
+        view.text = ui.text_box("Text (the model predicts what comes next)", "w_text", view.text,
+                                max_chars=ui.settings().max_text_chars)
     W.follow_text(view.model, view.text, wv)  # a new text: its own last position, not the old index
     W.save_why(view, wv)
     lm = ui.load_model(view.model) if view.model else None

@@ -17,9 +17,8 @@ def page() -> None:
     if not view.present:  # stage mode: the controls in one compact bar, the grids right under it
         st.subheader("Overview: every layer and head at once")
     bar = st.columns([4, 2, 2], vertical_alignment="bottom") if view.present else None
-    ui.seed("w_text", view.text)
     with bar[0] if bar else st.container():
-        view.text = st.text_input("Text", view.text, key="w_text", max_chars=ui.settings().max_text_chars)
+        view.text = ui.text_box("Text", "w_text", view.text, max_chars=ui.settings().max_text_chars)
     if view.pair.strip():
         st.caption("Second sentence (set on Explore): " + ui.plain(view.pair))
     ui.save_view(view)

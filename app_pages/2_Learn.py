@@ -141,9 +141,8 @@ def page() -> None:
 def why_weight_is_not_contribution(view, lm, fs) -> None:
     """α, ‖f(x)‖ and their product ‖α f(x)‖ for one row of one head, on the visitor's own sentence."""
     st.subheader("Why a weight is not a contribution — on your sentence")
-    ui.seed("w_text", view.text)
-    view.text = st.text_input("Your sentence (the same text as on Explore)", view.text, key="w_text",
-                              max_chars=ui.settings().max_text_chars)
+    view.text = ui.text_box("Your sentence (the same text as on Explore)", "w_text", view.text,
+                            max_chars=ui.settings().max_text_chars)
     if not view.text.strip():
         st.info("Type a sentence to step through it.")
         return

@@ -50,8 +50,7 @@ def page() -> None:
         if k is not None:
             st.session_state["tr_src"], st.session_state["tr_tgt"], st.session_state["tr_gold"] = examples[k]
 
-    for key, value in (("tr_model", view.model), ("tr_src", view.src), ("tr_tgt", view.tgt), ("tr_gold", view.gold)):
-        ui.seed(key, value)
+    ui.seed("tr_gold", view.gold)
     if view.present:
         bar = st.columns([4, 3, 2, 3, 2, 1.4], vertical_alignment="bottom")  # ⋯ whole at 1280 px
         c1, c2, c3 = bar[:3]
@@ -60,14 +59,14 @@ def page() -> None:
         c1, c2, c3 = st.columns([4, 4, 2])
         more = st.container()
     with c1:
-        view.src = st.text_input("Source", view.src, key="tr_src", max_chars=limit)
+        view.src = ui.text_box("Source", "tr_src", view.src, max_chars=limit)
     with c2:
-        view.tgt = st.text_input("Target (empty: generated)" if view.present else
-                                 "Target (optional: empty = the model translates)", view.tgt, key="tr_tgt", max_chars=limit)
+        view.tgt = ui.text_box("Target (empty: generated)" if view.present else
+                               "Target (optional: empty = the model translates)", "tr_tgt", view.tgt, max_chars=limit)
     with c3:
-        view.model = st.text_input("Model" if view.present else "Model (encoder–decoder)", view.model, key="tr_model", max_chars=256,
-                                   help="toy-mt is embedded (a tiny Marian trained on a toy language pair whose "
-                                        "true alignment is known); a Marian, BART or T5 directory or Hub id also works.")
+        view.model = ui.text_box("Model" if view.present else "Model (encoder–decoder)", "tr_model", view.model, max_chars=256,
+                                 help="toy-mt is embedded (a tiny Marian trained on a toy language pair whose "
+                                      "true alignment is known); a Marian, BART or T5 directory or Hub id also works.")
     if examples:
         more.selectbox("Examples (toy-mt test set, with gold alignment)", range(len(examples)), index=None,
                      key="tr_example", on_change=use_example, format_func=lambda i: examples[i][0],

@@ -18,9 +18,8 @@ ui.page_config("Trust", "✅")
 def page() -> None:
     view, fs = ui.start_page()
     st.subheader("Which map to trust? Attributions against interventions")
-    ui.seed("w_trust_text", view.text)
-    view.text = st.text_input("Text (the prediction after its last token; an encoder: at [MASK], else [CLS])",
-                              view.text, key="w_trust_text", max_chars=ui.settings().max_text_chars)
+    view.text = ui.text_box("Text (the prediction after its last token; an encoder: at [MASK], else [CLS])",
+                            "w_trust_text", view.text, max_chars=ui.settings().max_text_chars)
     ui.save_view(view)
     lm = ui.load_model(view.model) if view.model else None
     if lm is None:

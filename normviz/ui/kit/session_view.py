@@ -83,6 +83,15 @@ def seed(key: str, value) -> None:
         st.session_state[key] = value
 
 
+def text_box(label: str, key: str, value: str, **kwargs) -> str:
+    """``st.text_input`` seeded from the view (:func:`seed`) whose default is the view's text too. Streamlit sends a
+    value set through session state with the widget once, in the run that registers it; a browser that mounts the
+    box from a later run's message only falls back to the default, which was "" (a link's text became "The text is
+    empty", docs/app.md)."""
+    seed(key, value)
+    return st.text_input(label, value, key=key, **kwargs)
+
+
 def seed_index(key: str, value: int | None, n: int, what: str, fallback=None, fallback_text: str | None = None) -> None:
     """Seed widget ``key`` with a position 0 … n-1 from the link (None is kept). A value out of range is
     replaced, with a visible note: by ``fallback`` when ``fallback_text`` is given, else clamped into range.

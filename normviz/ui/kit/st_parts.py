@@ -30,7 +30,7 @@ from .page import keep_widgets_across_stage, page_config, presenting, run_page, 
 from .pickers import map_picker  # noqa: F401
 from .safe import lit, plain  # noqa: F401
 from .session_view import (VIEW, current_page, forget_widgets_on_page_change, load_view, save_view,  # noqa: F401
-                           seed, seed_index, view_from_url)
+                           seed, seed_index, text_box, view_from_url)
 from .settings import settings  # noqa: F401
 from .sidebar import EMBEDDED_CHOICES, OTHER, second_model_picker, self_attention_models, sidebar  # noqa: F401
 from .sizing import main_width, panel_width, screen  # noqa: F401
