@@ -21,7 +21,7 @@ _FRESH = "torch" not in sys.modules and "numba" not in sys.modules
 
 
 def _early_settings():
-    """normviz.settings read on its own, before ``import normviz`` (whose facade loads torch)."""
+    """normviz.core.settings read on its own, before ``import normviz`` (whose facade loads torch)."""
     import importlib.util
 
     where = Path(importlib.util.find_spec("normviz").origin).parent / "settings.py"

@@ -7,7 +7,7 @@ import numpy as np
 import streamlit as st
 
 import normviz
-import normviz.sinks
+import normviz.methods.sinks
 from normviz.ui.kit import st_parts as ui
 from normviz.ui.views import why as W
 from normviz.ui.kit.memo import memoised
@@ -72,7 +72,7 @@ def page() -> None:
     try:
         # once per session and position (a new candidate, foil or τ reuses them; ui.memo)
         cands = memoised(session, ("why_predict", int(pos)), lambda: session.predict(top=W.TOP, position=pos))
-    except normviz.errors.NormvizError as exc:
+    except normviz.core.errors.NormvizError as exc:
         ui.say("error", str(exc))
         st.stop()
     ids = [c.id for c in cands]
@@ -118,7 +118,7 @@ def page() -> None:
     try:
         lens = memoised(session, ("why_lens", int(pos), tuple(drawable)),
                         lambda: W.lens_view(session.logit_lens(position=pos), tok, drawable))
-    except normviz.errors.NormvizError as exc:
+    except normviz.core.errors.NormvizError as exc:
         ui.say("error", str(exc))
         st.stop()
     tname, fname = W.token_text(tok, int(target)), (W.token_text(tok, foil) if foil is not None else None)
@@ -151,7 +151,7 @@ def page() -> None:
         else:
             try:
                 sources = (e.sources, e.bias)
-            except normviz.errors.NormvizError as exc:
+            except normviz.core.errors.NormvizError as exc:
                 ui.say("warning", "Which input tokens: " + str(exc))
         if sources is not None:
             s, b = sources
@@ -214,7 +214,7 @@ def page() -> None:
                                    help="Default: the source token this head carried most.")
             try:
                 att = W.attend_at(session, int(hl), int(hh), pos, int(key), by_token=len(tokens) <= 64)
-            except normviz.errors.NormvizError as exc:
+            except normviz.core.errors.NormvizError as exc:
                 ui.say("info", "Why it attends there: " + str(exc))
             else:
                 labels, m = att.grouped(by="layer")
@@ -234,7 +234,7 @@ def page() -> None:
         if not getattr(lm, "is_encoder_decoder", False) and lm.spec.placement == "pre" and len(tokens) <= 128:
             try:
                 g = W.graph_at(session, int(target), foil, pos)
-            except normviz.errors.NormvizError as exc:
+            except normviz.core.errors.NormvizError as exc:
                 ui.say("info", "Attribution graph: " + str(exc))
             else:
                 show(va.attribution_graph(g, font_size=fs, title=f"Attribution graph of {what}"), "graph",
@@ -275,7 +275,7 @@ def page() -> None:
         else:
             try:  # refused at the slider's new τ, or stopped at the routes' deadline: a message
                 routes = W.routes_at(session, pos, wv.tau)
-            except normviz.errors.NormvizError as exc:
+            except normviz.core.errors.NormvizError as exc:
                 ui.say("warning", "Routes: " + str(exc))
         if routes is not None:
             show(vw.routes_graph(routes.to_dict(), font_size=fs,
@@ -287,12 +287,12 @@ def page() -> None:
                            "attention step); rows: tokens. Blue: attention heads, grey: residual, orange: FF. "
                            "Hover an edge's dot for its head and tokens.")
 
-    # ---- (6) attention sinks: one layer's α at a time from the records (normviz.sinks), never [L, H, n, n]
+    # ---- (6) attention sinks: one layer's α at a time from the records (normviz.methods.sinks), never [L, H, n, n]
     try:
         if refused["sinks"]:
-            raise normviz.errors.TooCostlyError(refused["sinks"])
-        wa, wn = memoised(session, "why_sinks", lambda: normviz.sinks.first_token_shares(session))
-    except normviz.errors.NormvizError as exc:
+            raise normviz.core.errors.TooCostlyError(refused["sinks"])
+        wa, wn = memoised(session, "why_sinks", lambda: normviz.methods.sinks.first_token_shares(session))
+    except normviz.core.errors.NormvizError as exc:
         ui.say("warning", "Attention sinks (the last panel) are not drawn: " + str(exc))
     else:
         s1, s2 = st.columns([3, 2], gap="medium")
@@ -348,7 +348,7 @@ def seq2seq(lm, view, wv, fs) -> None:
         cands = session.predict(top=W.TOP, position=pos)
         e = session.explain(position=pos, token=nxt[pos])
         lens = session.logit_lens(position=pos)
-    except normviz.errors.NormvizError as exc:
+    except normviz.core.errors.NormvizError as exc:
         ui.say("error", str(exc))
         st.stop()
     left, right = st.columns([2, 3], gap="medium")

@@ -145,7 +145,7 @@ def page() -> None:
 def layer_by_layer(session, shown, m, summary, sink):
     """The grids and the per-head shares (``ui.overview_maps.overview``: one layer at a time) with a progress
     bar, within the server's memory budget; a refused key (its cost for one layer, an error) is said."""
-    from normviz.errors import NormvizError
+    from normviz.core.errors import NormvizError
     from normviz.ui.kit.fetch import admitted
 
     bar = st.empty()

@@ -231,7 +231,7 @@ def why_this_token(lm, session, fs) -> None:
         return
     try:
         ex = learn.why_example(session)
-    except normviz.errors.NormvizError as exc:
+    except normviz.core.errors.NormvizError as exc:
         ui.say("info", str(exc))
         return
     st.markdown(ui.plain(f"On this text the model's top next token is {ex['token']!r}, logit {ex['total']:.4f}.",

@@ -12,7 +12,7 @@ import streamlit as st
 
 from normviz.corpus import STAT_TITLES, STATISTICS, CorpusJob, run_corpus
 from normviz.corpus.samples import SAMPLES
-from normviz.errors import NormvizError
+from normviz.core.errors import NormvizError
 from normviz.viz import corpus as plots
 from normviz.ui.kit import data as ui_data
 from normviz.ui.kit import st_parts as ui

@@ -40,7 +40,7 @@ def page() -> None:
         with st.spinner("Running the interventions …"):
             t = memoised(session, ("trust", heads, gradients),
                          lambda: explain_text(session, keys, heads=heads, gradients=gradients, ig_steps=16))
-    except normviz.errors.NormvizError as exc:
+    except normviz.core.errors.NormvizError as exc:
         ui.say("error", str(exc))
         st.stop()
     # the token as the Why page shows it (␣ for its leading space), never a Python repr

@@ -22,7 +22,7 @@ import torch  # noqa: E402
 
 import normviz  # noqa: E402
 from normviz.corpus import CorpusJob, run_corpus  # noqa: E402
-from normviz.tokens import encode, pad_batch  # noqa: E402
+from normviz.core.tokens import encode, pad_batch  # noqa: E402
 
 SAMPLE = ROOT / "assets" / "corpus" / "us_founding_documents.txt"
 

@@ -2,7 +2,7 @@
 
     python benchmarks/bench_decompx.py [--model minilm] [--tokens 32 128] [--repeat 3] [--dtype float32]
 
-For each length n: the recording pass (:func:`normviz.record.record`, one pass with attentions) and the
+For each length n: the recording pass (:func:`normviz.record.recorder.record`, one pass with attentions) and the
 ``decompx`` family's compute on fresh per-layer views of the same records, alternated in one process
 (:func:`benchmarks.timing.alternate`), medians. Prints the ratio decompx / forward, the FLOPs estimate that
 ``check`` uses (:func:`normviz.methods.decompx.flops`) and the rate it achieved (to compare with the rate the
@@ -23,9 +23,9 @@ import torch  # noqa: E402
 import normviz  # noqa: E402
 from normviz.methods import cost, decompx  # noqa: E402
 from normviz.methods.base import Inputs  # noqa: E402
-from normviz.record import record  # noqa: E402
-from normviz.session import Session  # noqa: E402
-from normviz.tokens import pad_batch  # noqa: E402
+from normviz.record.recorder import record  # noqa: E402
+from normviz.session.session import Session  # noqa: E402
+from normviz.core.tokens import pad_batch  # noqa: E402
 
 from bench_methods import encode_exactly  # noqa: E402
 from timing import alternate  # noqa: E402

@@ -5,7 +5,7 @@
 
 For each length n, alternated in one process (:func:`benchmarks.timing.alternate`), medians of:
   forward   one plain forward pass of the model with its LM head (no hooks, no cache): the baseline
-  record    the recording pass (:func:`normviz.record.record`: one pass with attentions, what a Session runs)
+  record    the recording pass (:func:`normviz.record.recorder.record`: one pass with attentions, what a Session runs)
   direct    a FRESH Session + ``explain()``: its recording pass, total and the direct parts
   sources   a FRESH Session + ``explain()`` + ``sources``: the above and the backward pass
             (:mod:`normviz.attribution.adjoint`)
@@ -30,9 +30,9 @@ import torch  # noqa: E402
 
 import normviz  # noqa: E402
 from normviz.attribution import propagate  # noqa: E402
-from normviz.record import record  # noqa: E402
-from normviz.session import Session  # noqa: E402
-from normviz.tokens import pad_batch  # noqa: E402
+from normviz.record.recorder import record  # noqa: E402
+from normviz.session.session import Session  # noqa: E402
+from normviz.core.tokens import pad_batch  # noqa: E402
 
 from bench_methods import TEXT  # noqa: E402
 from timing import alternate  # noqa: E402
@@ -41,10 +41,10 @@ from timing import alternate  # noqa: E402
 def encode_exactly(lm, n: int):
     """The benchmarks' text repeated as often as it takes and truncated to n tokens."""
     import warnings
-    from normviz.errors import TruncationWarning
+    from normviz.core.errors import TruncationWarning
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TruncationWarning)
-        return normviz.tokens.encode(lm.tokenizer, " ".join([TEXT] * (n // 20 + 2)), None, max_length=n)
+        return normviz.core.tokens.encode(lm.tokenizer, " ".join([TEXT] * (n // 20 + 2)), None, max_length=n)
 
 
 def fresh_sources(lm, enc):

@@ -22,14 +22,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import torch  # noqa: E402
 
 import normviz  # noqa: E402
-from normviz.session import Session  # noqa: E402
+from normviz.session.session import Session  # noqa: E402
 
 from bench_methods import TEXT  # noqa: E402
 from timing import alternate  # noqa: E402
 
 
 def measure(lm, n: int, repeat: int) -> dict:
-    enc = normviz.tokens.encode(lm.tokenizer, " ".join([TEXT] * (1 + n // 20)), None, max_length=n)
+    enc = normviz.core.tokens.encode(lm.tokenizer, " ".join([TEXT] * (1 + n // 20)), None, max_length=n)
     ids = torch.tensor([enc.ids])
     recorded = Session.from_encoded(lm, [enc])[0]
     recorded.layers()

@@ -25,7 +25,7 @@ import torch  # noqa: E402
 import normviz  # noqa: E402
 from normviz.methods import head_ablation, knockout  # noqa: E402
 from normviz.methods.cost import estimate_s  # noqa: E402
-from normviz.session import Session  # noqa: E402
+from normviz.session.session import Session  # noqa: E402
 
 from bench_methods import TEXT  # noqa: E402
 from timing import alternate  # noqa: E402
@@ -41,7 +41,7 @@ def estimates(session) -> dict[str, float | None]:
 
 
 def measure(lm, n: int, repeat: int) -> dict:
-    enc = normviz.tokens.encode(lm.tokenizer, " ".join([TEXT] * (1 + n // 20)), None, max_length=n)
+    enc = normviz.core.tokens.encode(lm.tokenizer, " ".join([TEXT] * (1 + n // 20)), None, max_length=n)
     ids = torch.tensor([enc.ids])
     model = lm.head_model if getattr(lm, "head_model", None) is not None else lm.model
 

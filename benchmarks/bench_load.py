@@ -64,7 +64,7 @@ def server_process():
 
 
 def worker_rss_mb() -> float:
-    """RSS of the server's worker processes (normviz.workers) together, in MB."""
+    """RSS of the server's worker processes (normviz.workers.process) together, in MB."""
     import psutil
 
     total = 0.0

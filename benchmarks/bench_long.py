@@ -5,7 +5,7 @@
 Each case runs in its own subprocess (its peak RSS is its own, the model included). Per case, alternated in
 one process: a plain forward pass (eager attention, no α returned: what the model costs at all), the same
 with ``output_attentions=True`` (what recording α costs), and normviz's recording pass (q, k records above
-256 MB of α, :mod:`normviz.attention_capture`); the fastest of ``--reps`` each. Then on the recorded
+256 MB of α, :mod:`normviz.record.attention_capture`); the fastest of ``--reps`` each. Then on the recorded
 session: ``map("norm", 15)`` (first: includes nothing of the pass), ``map("norm", 16)`` (a next layer),
 ``map("attn_res_ln", 29)``, ``map("attention", 3, 4)``; one layer's share of the plain forward pass is
 plain / L. ``--llama1b``: a random Llama-3.2-1B-shaped model (16 layers, d = 2048, 32 heads, 8 kv heads,
@@ -50,8 +50,8 @@ def one(model: str, n: int, reps: int, device: str = "cpu", dtype: str | None = 
     import torch
 
     import normviz
-    from normviz.session import Session
-    from normviz.tokens import Encoded
+    from normviz.session.session import Session
+    from normviz.core.tokens import Encoded
 
     from normviz.methods.norms import kernels
 

@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     import normviz
     from normviz.methods.norms import kernels
-    from normviz.session import Session
+    from normviz.session.session import Session
     from normviz.ui.views import long_maps
     from normviz.ui.kit.memory import bound_heap
     from normviz.ui.kit.state import DEFAULT_MAPS

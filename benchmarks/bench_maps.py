@@ -72,7 +72,7 @@ def _build(n: int):
 
 def _runner(config: str, lm, model, ids, torch):
     from normviz import Session
-    from normviz.tokens import Encoded
+    from normviz.core.tokens import Encoded
 
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     from naive import naive_bert_maps
@@ -134,7 +134,7 @@ def check_agreement(n: int = 48) -> float:
 
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     from naive import naive_bert_maps
-    from normviz.tokens import Encoded
+    from normviz.core.tokens import Encoded
 
     enc = Encoded(ids=ids[0].tolist(), tokens=[""] * n, labels=[""] * n, special=[False] * n, dropped=0)
     ours = Session.from_encoded(lm, [enc])[0].get(["attention", "norm", "norm_layer", "attn_res", "attn_res_ln"])

@@ -2,7 +2,7 @@
 
     python benchmarks/bench_methods.py [--model minilm] [--tokens 32] [--repeat 3] [--maps KEY|FAMILY ...] [--markdown]
 
-The forward pass is the recording pass of :func:`normviz.record.record` (one pass, attentions on). Each
+The forward pass is the recording pass of :func:`normviz.record.recorder.record` (one pass, attentions on). Each
 family's ``compute`` is timed on its own, on fresh per-layer views of the same records (so shared derived
 quantities such as head vectors count for each family), given the maps it requires. Each figure is the
 best of ``--repeat`` runs; a refused family (its ``check``) is reported as refused.
@@ -21,12 +21,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import torch  # noqa: E402
 
 import normviz  # noqa: E402
-from normviz.errors import TooCostlyError, TruncationWarning  # noqa: E402
+from normviz.core.errors import TooCostlyError, TruncationWarning  # noqa: E402
 from normviz.methods import registry  # noqa: E402
 from normviz.methods.base import Inputs  # noqa: E402
-from normviz.record import record  # noqa: E402
-from normviz.session import Session, resolve_keys  # noqa: E402
-from normviz.tokens import Encoded, pad_batch  # noqa: E402
+from normviz.record.recorder import record  # noqa: E402
+from normviz.session.session import Session, resolve_keys  # noqa: E402
+from normviz.core.tokens import Encoded, pad_batch  # noqa: E402
 
 TEXT = ("The quick brown fox jumps over the lazy dog while the small grey cat quietly watches from the old wooden "
         "fence near the wide river bank on a sunny day in the early spring of a quiet year")
@@ -36,7 +36,7 @@ def encode_exactly(lm, n: int) -> Encoded:
     """The text repeated and truncated to n tokens (special tokens kept where the model adds them)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TruncationWarning)
-        return normviz.tokens.encode(lm.tokenizer, " ".join([TEXT] * 8), None, max_length=n)
+        return normviz.core.tokens.encode(lm.tokenizer, " ".join([TEXT] * 8), None, max_length=n)
 
 
 def best(fn, repeat: int) -> float:

@@ -5,7 +5,7 @@ warm-up of each:
   forward   the model's forward pass with attentions (``output_attentions=True``, eager);
   norms     normviz's recording pass plus the norm family, ``Session.from_encoded(lm, [enc])[0].get(keys)``: a
             fresh session each time, so the forward pass, the maps and their output arrays are all counted;
-  no pool   the same with :mod:`normviz.pool` off (``max_idle_bytes = 0``): fresh arrays and scratch for every
+  no pool   the same with :mod:`normviz.core.pool` off (``max_idle_bytes = 0``): fresh arrays and scratch for every
             analysis, as before the pool (the baseline of the churn).
 Per configuration: the median, 90th percentile (nearest rank: the 14th of 15) and maximum wall time, the ratio
 of medians to the forward pass, and per run the minor page faults (``ru_minflt``), the kernel CPU seconds
@@ -48,7 +48,7 @@ def build(model_name: str, n: int):
     import transformers as tf
 
     import normviz
-    from normviz.tokens import Encoded
+    from normviz.core.tokens import Encoded
 
     torch.manual_seed(0)
     cfg = tf.BertConfig(max_position_embeddings=512, vocab_size=30522, **SIZES[model_name])
@@ -70,7 +70,7 @@ def child(model_name: str, n: int, repeats: int, profile: bool) -> dict:
     import torch
 
     import normviz
-    from normviz import pool
+    from normviz.core import pool
 
     torch.set_grad_enabled(False)
     threads = int(os.environ.get("BENCH_THREADS", "0"))

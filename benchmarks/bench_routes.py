@@ -5,7 +5,7 @@ estimate, in one run (issues 21, 29).
     python benchmarks/bench_routes.py --estimate [--tokens 32 64 128] [--thresholds 0.01 0.04 0.2]
 
 For each length n, alternated in one process (:func:`benchmarks.timing.alternate`), medians:
-  forward     the recording pass (:func:`normviz.record.record`, what a Session runs once)
+  forward     the recording pass (:func:`normviz.record.recorder.record`, what a Session runs once)
   routes      ``normviz.routes(session, threshold=τ)`` on the recorded session (rows reached from the last token)
   routes_all  the same at τ = 0 (every row of every layer reached: the worst case)
 Prints seconds, ratios to the forward pass, the edges kept and the load average. ``--estimate``: per n and τ,
@@ -26,9 +26,9 @@ import torch  # noqa: E402
 
 import normviz  # noqa: E402
 from normviz.attribution import flow  # noqa: E402
-from normviz.record import record  # noqa: E402
-from normviz.session import Session  # noqa: E402
-from normviz.tokens import pad_batch  # noqa: E402
+from normviz.record.recorder import record  # noqa: E402
+from normviz.session.session import Session  # noqa: E402
+from normviz.core.tokens import pad_batch  # noqa: E402
 
 from bench_methods import encode_exactly  # noqa: E402
 from timing import alternate  # noqa: E402

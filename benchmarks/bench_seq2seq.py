@@ -36,7 +36,7 @@ def main() -> None:
     g = torch.Generator().manual_seed(1)
     src = torch.randint(2, 1000, (args.n,), generator=g).tolist()
     tgt = [0] + torch.randint(2, 1000, (args.n - 1,), generator=g).tolist()
-    from normviz.encdec.record import record_seq2seq
+    from normviz.record.encdec.record import record_seq2seq
 
     def session():  # a fresh session on given ids (the benchmark model has no tokenizer)
         return normviz.Session.from_ids(lm, src, tgt)

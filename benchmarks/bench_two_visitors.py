@@ -3,7 +3,7 @@
     python benchmarks/bench_two_visitors.py [--repeats 3] [--workers 1 0] [--baseline /work/main] [--json out.json]
 
 For each server configuration (``NORMVIZ_HEAVY_WORKERS``: 1 = the costly maps in the worker process of
-:mod:`normviz.workers`, 0 = everything in the server's threads; ``--baseline DIR``: the same pages with the
+:mod:`normviz.workers.process`, 0 = everything in the server's threads; ``--baseline DIR``: the same pages with the
 ``normviz`` package of another checkout, e.g. the code before this change) a real ``streamlit run app.py`` is
 started and two headless Chromium browsers (two Streamlit sessions) open it through URL query parameters:
 
@@ -160,7 +160,7 @@ def library(repeats: int) -> dict:
     import threading
 
     import normviz
-    from normviz.workers import HeavyWorker
+    from normviz.workers.process import HeavyWorker
 
     lm = normviz.load("minilm")
     heavy = HEAVY_MAPS.split(",")

@@ -1,4 +1,4 @@
-"""The Why page's sinks panel (issue 29): ``normviz.sinks.first_token_shares`` (one layer's α at a time from the
+"""The Why page's sinks panel (issue 29): ``normviz.methods.sinks.first_token_shares`` (one layer's α at a time from the
 records) against the former path (``Session.get(["attention", "norm"])`` then the shares of whole float64 copies
 of both [L, H, n, n] maps) on smollm2 — CPU seconds and the RSS growth (psutil, sampled every 5 ms) of each, each
 on a fresh session of the same text (recorded first: the recording is the page's anyway). The largest
@@ -34,7 +34,7 @@ def main(argv=None) -> int:
     p.add_argument("--new-only", action="store_true", help="the per-layer path only (no 5 GB whole maps)")
     args = p.parse_args(argv)
     import normviz
-    import normviz.sinks
+    import normviz.methods.sinks
     from normviz.ui.kit.memory import bound_heap
 
     bound_heap()
@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     text = " ".join(words[i % len(words)] for i in range(args.n))
     out = {"load_average": os.getloadavg(), "model": args.model}
     got = {}
-    runs = (("per_layer", normviz.sinks.first_token_shares), ("whole_maps", old_shares))
+    runs = (("per_layer", normviz.methods.sinks.first_token_shares), ("whole_maps", old_shares))
     for name, fn in runs[:1] if args.new_only else runs:
         s = normviz.Session(lm, text, max_tokens=args.n + 8)
         s.records()
@@ -52,7 +52,7 @@ def main(argv=None) -> int:
         t0, w0 = time.process_time(), time.perf_counter()
         res, mb = rss_peak_during(lambda: fn(s))
         out[name] = {"cpu_s": round(time.process_time() - t0, 2), "wall_s": round(time.perf_counter() - w0, 2),
-                     "rss_growth_mb": round(mb, 1), "estimate_s": round(normviz.sinks.estimate_s(s.request, {}), 2)}
+                     "rss_growth_mb": round(mb, 1), "estimate_s": round(normviz.methods.sinks.estimate_s(s.request, {}), 2)}
         got[name] = res
         out["n_tokens"] = s.n_tokens
         del s

@@ -39,7 +39,7 @@ def exactness(device: str, archs=ARCHS) -> dict:
 
     import normviz
     from tools import tiny
-    from normviz.session import Session
+    from normviz.session.session import Session
 
     out = {}
     for arch in archs:

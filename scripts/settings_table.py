@@ -1,4 +1,4 @@
-"""Write the tables of docs/settings.md from normviz.settings (the one place settings are declared).
+"""Write the tables of docs/settings.md from normviz.core.settings (the one place settings are declared).
 
     python scripts/settings_table.py          # rewrite the part between the markers
     python scripts/settings_table.py --check  # exit 1 when the file is not current (tests/unit/test_settings.py)

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from normviz import settings
+from normviz.core import settings
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = [settings.env_raw("NORMVIZ_CHROMIUM") or "", "/usr/bin/chromium", "/usr/bin/chromium-browser",

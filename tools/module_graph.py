@@ -5,7 +5,7 @@ Every ``import`` / ``from … import`` counts, at module level or inside a funct
 literals in the same function (``for mod in ("normviz.corpus.cli", …): importlib.import_module(mod)``).
 ``TYPE_CHECKING`` blocks are left out (type hints only: never executed).
 
-A node is a module: ``normviz.session``, ``normviz.methods.base``; a package is its ``__init__``
+A node is a module: ``normviz.session.schedule``, ``normviz.methods.base``; a package is its ``__init__``
 (``normviz.methods``). ``from .methods import all_keys`` is an edge to ``normviz.methods``;
 ``from . import decompx`` inside ``normviz.methods`` an edge to ``normviz.methods.decompx``.
 
@@ -182,7 +182,7 @@ def cycles(graph: Graph) -> list[list[str]]:
 
 def unit_of(graph: Graph, module: str, single: tuple[str, ...] = (), merge=None) -> str:
     """The folder a module belongs to, as one unit: a package's modules and its ``__init__`` are the package
-    (``normviz.ui.kit.state`` → ``normviz.ui.kit``); a top-level module (``normviz.session``) is its own unit
+    (``normviz.ui.kit.state`` → ``normviz.ui.kit``); a top-level module (``normviz.__main__``) is its own unit
     (the top folder holds the layers' single files, each placed on its own); ``single``: modules still counted
     on their own (a file on its way to another folder). ``merge(parent, sub)``: True when a subfolder is one
     unit with its parent folder (the layer test: when both sit in the same layer, ``methods.norms`` is part

@@ -2,12 +2,12 @@
 benchmarks and equivalence checks (``tests/helpers`` re-exports them; benchmarks import them from here).
 
     build(arch)               a self-attention base model (ARCHS), wrapped by normviz.from_model
-    encoded(n) / distinct(n)  token ids without a tokenizer (normviz.tokens.Encoded)
+    encoded(n) / distinct(n)  token ids without a tokenizer (normviz.core.tokens.Encoded)
     build_seq2seq(arch)       an encoder–decoder (SEQ2SEQ_ARCHS + MORE_SEQ2SEQ_ARCHS) with a word-level tokenizer
     save_seq2seq_dir(arch, p) the same saved with save_pretrained (what normviz.load reads)
 
-Uses only transformers and ``normviz.from_model`` / ``normviz.tokens.Encoded``, so it also builds the same
-models for an older normviz (benchmarks/check_restructure_equivalence.py).
+Uses only transformers and ``normviz.from_model`` / ``normviz.core.tokens.Encoded`` (``normviz.tokens`` before
+round 5), so it also builds the same models for an older normviz (benchmarks/check_restructure_equivalence.py).
 """
 from __future__ import annotations
 
@@ -17,7 +17,10 @@ import torch
 import transformers as tf
 
 import normviz
-from normviz.tokens import Encoded
+try:
+    from normviz.core.tokens import Encoded
+except ImportError:  # an older normviz (before round 5's folders): the equivalence check's baseline
+    from normviz.tokens import Encoded
 
 COMMON = dict(vocab_size=97)
 

@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import NormvizError, TruncationWarning
+from ..core.errors import NormvizError, TruncationWarning
 from .aer import AerCounts
 from .extract import KEYS, SETTINGS, head_label, links, sentence_alignments, sentence_words
 from .formats import read_text_file
@@ -96,7 +96,7 @@ def align_corpus(lm, src: list, tgt: list, gold: list | None = None, *, gold_for
     (with or without gold), naming the first reasons."""
     from tqdm.auto import tqdm
 
-    from ..session import Session
+    from ..session.session import Session
 
     if len(src) != len(tgt):
         raise NormvizError(f"the source file has {len(src)} lines and the target file {len(tgt)}; "

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import keyspace
+from ..methods import keyspace
 from .words import word_groups
 
 SETTINGS = ("AWI", "AWO")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..errors import NormvizError
+from ..core.errors import NormvizError
 
 FORMATS = ("pharaoh", "talp")
 _LINK = re.compile(r"^(\d+)([-?p])(\d+)(?:-([SP]))?$")
@@ -53,8 +53,8 @@ def _short(item: str, limit: int = 40) -> str:
 def read_text_file(path: str | Path, what: str) -> bytes:
     """The bytes of a UTF-8 text file ``what`` (``--src`` …) without its UTF-8 byte-order mark; a one-line
     NormvizError for a file that cannot be read or is UTF-16/UTF-32 or binary (named as such, with or
-    without a byte-order mark: :func:`normviz.inputs.check_encoding`)."""
-    from ..inputs import check_encoding
+    without a byte-order mark: :func:`normviz.core.inputs.check_encoding`)."""
+    from ..core.inputs import check_encoding
 
     p = Path(path)
     try:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..errors import NormvizError
+from ..core.errors import NormvizError
 from . import adjoint
 from .direct import LayerParts, direct_logits, layer_parts
 from .flow import Routes, routes

@@ -27,7 +27,7 @@ every norm, the FF biases before their factors, the readout's constants): :attr:
 The depth profile ``by_layer[l, j] = ⟨g^l_j, x^l_j⟩`` (x^l_j the real residual state entering layer l, row L
 the output) satisfies Σ_j by_layer[l, j] + Σ_{l' ≥ l} bias_by_layer[l'] = the logit (difference).
 
-Long inputs whose α is recomputed from q, k (:mod:`normviz.attention_capture`) stream it in blocks of
+Long inputs whose α is recomputed from q, k (:mod:`normviz.record.attention_capture`) stream it in blocks of
 receiving rows: α^hᵀ P is accumulated block by block, never the whole [H, n, n].
 """
 from __future__ import annotations
@@ -36,8 +36,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..activations import activation_ratio
-from ..errors import TooCostlyError
+from ..core.activations import activation_ratio
+from ..core.errors import TooCostlyError
 from ..methods import decompx
 from ..methods.base import Request
 from ..methods.cost import Budget, refuse_over_budget

@@ -3,7 +3,7 @@
     x^L_i = x^0_i + Σ_l ( Σ_h Σ_j α^{l,h}_ij f^{l,h}(x̂^l_j) + b^O_l + FF_l(i) )
 
 with f^{l,h}(x̂) = (x̂ W^V_h + b^V_h) W^O_h (x̂ the layer's input norm output; GQA: the head's shared kv
-head), exactly the norm maps' head vectors (:class:`normviz.decompose.LayerDecomposition`), and FF_l(i) the whole
+head), exactly the norm maps' head vectors (:class:`normviz.record.decompose.LayerDecomposition`), and FF_l(i) the whole
 FF block's output at i, biases included (x^{l+1}_i − z_i). Decoder layers of a pre-LN encoder–decoder add the
 cross block: Σ_h Σ_j β^{l,h}_ij g^{l,h}(e_j) + b^O_cross (e the encoder's output).
 
@@ -53,7 +53,7 @@ def _rows(rows, n: int, device) -> torch.Tensor:
 
 
 def layer_parts(ctx, rows=None, cross=None) -> LayerParts:
-    """The parts of one pre-LN layer (``ctx`` a :class:`~normviz.decompose.LayerDecomposition`) at ``rows``
+    """The parts of one pre-LN layer (``ctx`` a :class:`~normviz.record.decompose.LayerDecomposition`) at ``rows``
     (an index, indices, or None: every position). ``cross``: (CrossRecord, CrossParams) of an encoder–decoder
     decoder layer. Memory: len(rows)·H·n·d numbers."""
     if ctx.p.norm_on_input is None:

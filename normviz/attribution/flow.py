@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..errors import DeadlineError, InputError, NormvizError, NotApplicableError, TooCostlyError
+from ..core.errors import DeadlineError, InputError, NormvizError, NotApplicableError, TooCostlyError
 from ..methods.base import DEADLINE_FACTOR, DEFAULT_DEADLINE_S, Budget, Request
 from ..methods.cost import RATES, estimate_s, refuse_over_budget
 from ..methods.family import Family

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..errors import NormvizError
+from ..core.errors import NormvizError
 from . import intervene
 
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..errors import NormvizError, NotApplicableError
+from ..core.errors import NormvizError, NotApplicableError
 from .adjoint import ff_adjoint, norm_adjoint
 from .predict import token_text
 

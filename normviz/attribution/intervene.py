@@ -2,7 +2,7 @@
 
 A batch of B copies of the same input runs through the model once; copy b carries its own change, applied by the
 model's own attention function (transformers' ``ALL_ATTENTION_FUNCTIONS`` lookup, wrapped once by
-:mod:`normviz.attention_interface`), in this thread only:
+:mod:`normviz.record.attention_interface`), in this thread only:
 
     edge mask   scores_b + M_b before the softmax, M_b[i, j] = −∞ on the blocked edges (0 elsewhere); the model's
                 softmax then renormalises each row over the edges left (the mask is added to the model's own)
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .. import attention_interface
+from ..record import attention_interface
 
 _STATE = threading.local()
 
@@ -77,7 +77,7 @@ def model_inputs(lm, encoded, batch: int, ids: torch.Tensor | None = None) -> di
     ids = ids.to(lm.device)
     kwargs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     if encoded.token_type_ids is not None:
-        from ..record import segment_ids
+        from ..record.recorder import segment_ids
         types = segment_ids(lm, torch.tensor([encoded.token_type_ids], dtype=torch.long))
         if types is not None:
             kwargs["token_type_ids"] = types.expand(ids.shape[0], -1).to(lm.device)

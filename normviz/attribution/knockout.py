@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..errors import NormvizError
+from ..core.errors import NormvizError
 from ..methods import head_ablation as _head_family, knockout as _knockout_family
 from ..methods.base import Request
 from . import intervene
@@ -175,7 +175,7 @@ def ablate_heads(session, token=None, foil=None, position: int = -1, means=None,
 def head_means(lm, texts, max_tokens: int | None = None) -> np.ndarray:
     """[L, H, d_head] float64: each head's output before W^O averaged over every position of ``texts``, the
     mean-ablation values of :func:`ablate_heads`."""
-    from ..tokens import encode
+    from ..core.tokens import encode
     limit = min(max_tokens, lm.max_length) if max_tokens else lm.max_length
     return head_means_of(lm, [encode(lm.tokenizer, t, None, max_length=limit, decoder=lm.spec.causal)
                               for t in texts])

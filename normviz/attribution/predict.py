@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..errors import InputError, NormvizError
+from ..core.errors import InputError, NormvizError
 from .readout import Readout, readout_of, stack_view
 
 
@@ -88,7 +88,7 @@ def final_state(views, i: int) -> torch.Tensor:
     """The stack's final hidden state at i (recorded in the one pass)."""
     final = views[-1].rec.final
     if final is None:
-        raise NormvizError("This recording kept no final hidden state (record with normviz.record.record).")
+        raise NormvizError("This recording kept no final hidden state (record with normviz.record.recorder.record).")
     return final[i]
 
 

@@ -22,7 +22,7 @@ Two splittings of x^l (pre-LN self-attention stacks):
 
 q_i(a) and k_j(b) are computed by the model's own layer code (its q/k projections, fused layouts, GQA, RoPE),
 run on a batch of component states with the input norm replaced, in this thread only, by its frozen affine
-map, and stopped at the attention call (:func:`normviz.attention_capture.rerun`). The total is therefore the
+map, and stopped at the attention call (:func:`normviz.record.attention_capture.rerun`). The total is therefore the
 score of the exactly normed states; the model's own norm may round differently (Llama's RMSNorm computes in
 float32 even in a float64 model: ~1e-7), which ``model_score`` shows beside it.
 """
@@ -34,10 +34,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..attention_capture import rerun
-from ..errors import NormvizError, NotApplicableError
+from ..record.attention_capture import rerun
+from ..core.errors import NormvizError, NotApplicableError
 from ..models.params import get_path
-from ..record import owner_only
+from ..record.recorder import owner_only
 from .predict import position_index
 
 CHUNK_ROWS = 64  # component states per batched layer call

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..activations import activation_ratio
-from ..decompose import HALF, working_dtype
-from ..errors import NormvizError
+from ..core.activations import activation_ratio
+from ..record.decompose import HALF, working_dtype
+from ..core.errors import NormvizError
 from ..models.params import NormParams, _norm_params, _upcast_norm, get_path
 
 CHUNK_BYTES = 32 * 2**20  # one upcast slice of W_U (half-precision models)
@@ -134,7 +134,7 @@ def stack_view(session):
     """(the LoadedModel view whose predictions are explained, the name of its stack for ``session.layers``):
     the model's one stack (None: the default), or an encoder–decoder's decoder. Records nothing."""
     if getattr(session, "is_encoder_decoder", False):
-        from ..encdec.params import decoder_view
+        from ..record.encdec.params import decoder_view
         return decoder_view(session.lm), "decoder"
     return session.lm, None
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from ..errors import NotApplicableError
+from ..core.errors import NotApplicableError
 
 if TYPE_CHECKING:
     from .adjoint import Backward

@@ -19,13 +19,13 @@ from dataclasses import dataclass
 
 import torch
 
-from ..attribution import adjoint, direct_fields, explanation, frozen, propagate, target
-from ..attribution.readout import readout_of
-from ..attribution.result import Explanation
+from . import adjoint, direct_fields, explanation, frozen, propagate, target
+from .readout import readout_of
+from .result import Explanation
 from ..methods import decompx
 from ..methods.base import Request
-from ..encdec.params import cross_params, decoder_view
-from ..encdec.record import CrossRecord
+from ..record.encdec.params import cross_params, decoder_view
+from ..record.encdec.record import CrossRecord
 from ..models.params import _norm_params, _upcast_norm, get_path
 
 
@@ -52,7 +52,7 @@ class CrossParts:
 def working_cross(ctx, rec: CrossRecord, params):
     """(the cross block's record, its weights) in the decoder layer's working dtype ``ctx.dtype``: a
     bfloat16/float16 model's block upcast to float32 per layer, as its self-attention records and weights are
-    (:class:`~normviz.decompose.LayerDecomposition`); unchanged otherwise."""
+    (:class:`~normviz.record.decompose.LayerDecomposition`); unchanged otherwise."""
     dt, dev = ctx.dtype, ctx.device
     if rec.z.dtype != dt:
         rec = CrossRecord(**{f.name: getattr(rec, f.name).to(device=dev, dtype=dt) for f in dataclasses.fields(rec)})
@@ -171,8 +171,8 @@ def backward(session, readout, t) -> adjoint.Backward:
 def _check_activations(lm) -> None:
     """Refuse (NotApplicableError) FF activations the integrated-gradients split does not cover (gated units
     other than SiLU: T5 v1.1's gated GELU)."""
-    from ..activations import check_activation
-    from ..errors import NotApplicableError
+    from ..core.activations import check_activation
+    from ..core.errors import NotApplicableError
 
     for view in (lm, decoder_view(lm)):
         reason = check_activation(view.layer_params(0).act, gated=view.spec.ff_kind == "gated")

@@ -1,9 +1,9 @@
 """Command line: ``normviz SUBCOMMAND …`` (= ``python -m normviz SUBCOMMAND …``).
 
 One module per subcommand in this package (``export``, ``explain``, ``corpus``, ``align``, ``app`` …), each
-registering itself with :func:`normviz.commands.subcommand` when imported; :func:`main` imports every module of
+registering itself with :func:`normviz.core.commands.subcommand` when imported; :func:`main` imports every module of
 the package (a new subcommand is a new file here, nothing else to edit) and those named in :data:`PLUGINS`
-(subcommands that live elsewhere). Usage mistakes and :class:`normviz.errors.NormvizError` are one line on
+(subcommands that live elsewhere). Usage mistakes and :class:`normviz.core.errors.NormvizError` are one line on
 stderr with exit code 2.
 """
 from __future__ import annotations
@@ -13,9 +13,9 @@ import importlib
 import pkgutil
 import sys
 
-from .. import settings
-from ..commands import SUBCOMMANDS
-from ..errors import NormvizError
+from ..core import settings
+from ..core.commands import SUBCOMMANDS
+from ..core.errors import NormvizError
 
 # the order of ``--help``; modules of this package not named here follow in alphabetical order
 ORDER = ("export", "explain", "corpus", "align", "faithfulness", "app")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..commands import subcommand
+from ..core.commands import subcommand
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -28,8 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     from ..models import load
-    from ..errors import NormvizError
-    from ..inputs import check_device, check_max_tokens, check_model_name, output_dir
+    from ..core.errors import NormvizError
+    from ..core.inputs import check_device, check_max_tokens, check_model_name, output_dir
     from ..align.corpus import align_corpus, read_lines
     from ..align.formats import read_alignments
     from ..align.report import layer_table_text, write_outputs

@@ -14,8 +14,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from ..commands import subcommand
-from ..errors import NormvizError
+from ..core.commands import subcommand
+from ..core.errors import NormvizError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -63,7 +63,7 @@ def command(args, extra: list[str]) -> tuple[list[str], dict[str, str], Path]:
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     if args.public:
         env["NORMVIZ_PUBLIC"] = "1"
-    from .. import settings
+    from ..core import settings
 
     if settings.flag("NORMVIZ_PUBLIC", env):  # as app.py does when it is the first to load torch
         for threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):

@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from ..commands import subcommand
+from ..core.commands import subcommand
 from ..corpus.stats import STATISTICS, STAT_TITLES
 
 
@@ -38,8 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from ..errors import NormvizError
-    from ..inputs import check_device, check_max_tokens, check_model_name, output_dir
+    from ..core.errors import NormvizError
+    from ..core.inputs import check_device, check_max_tokens, check_model_name, output_dir
     from ..corpus.engine import CorpusJob, run_corpus
 
     check_model_name(args.model)
@@ -53,7 +53,7 @@ def run(args) -> int:
     if args.stats:
         stats = tuple(s for item in args.stats for s in item.split(",") if s.strip())
     if args.device_map and args.engine == "ray":
-        from ..errors import NormvizError
+        from ..core.errors import NormvizError
 
         raise NormvizError("--device-map shards one model over this machine's GPUs; use it with --engine local.")
     job = CorpusJob(model=args.model, input=args.input, out=args.out, stats=tuple(stats), batch_size=args.batch_size,

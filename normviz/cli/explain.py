@@ -17,8 +17,8 @@ import sys
 import warnings
 from pathlib import Path
 
-from ..commands import subcommand
-from ..errors import NormvizError, NotApplicableError, TooCostlyError, TruncationWarning
+from ..core.commands import subcommand
+from ..core.errors import NormvizError, NotApplicableError, TooCostlyError, TruncationWarning
 
 SOURCES_BUDGET_S = 300.0  # the CLI's default time budget for sources (estimated seconds; option explain_budget_s)
 
@@ -54,7 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _output(out: str) -> Path:
-    from ..inputs import output_file
+    from ..core.inputs import output_file
 
     suffix = Path(out).suffix.lower() if out else ""
     if suffix not in (".npz", ".json"):
@@ -65,7 +65,7 @@ def _output(out: str) -> Path:
 def check_arguments(args) -> Path:
     """Every mistake visible without the model; the output path."""
     from ._options import parse_options as _parse_options
-    from ..inputs import check_device, check_max_tokens, check_model_name, check_text
+    from ..core.inputs import check_device, check_max_tokens, check_model_name, check_text
 
     check_model_name(args.model)
     from ..models.loading import EMBEDDED, resolve
@@ -99,7 +99,7 @@ def check_arguments(args) -> Path:
         for name, t in (("--node-threshold", args.node_threshold), ("--edge-threshold", args.edge_threshold)):
             if not 0.0 <= t <= 1.0:
                 raise NormvizError(f"{name} {t}: give a fraction in [0, 1].")
-        from ..inputs import output_file
+        from ..core.inputs import output_file
         output_file(args.graph, suffix=Path(args.graph).suffix.lower())
     return _output(args.out)
 
@@ -109,7 +109,7 @@ def run(args) -> int:
 
     from ._options import parse_options as _parse_options
     from ..models import load
-    from ..session import Session
+    from ..session.session import Session
     from ..attribution import actual_next
     from ..attribution.adjoint import BUDGET
 

@@ -5,8 +5,8 @@ import argparse
 import sys
 import warnings
 
-from ..commands import subcommand
-from ..errors import NormvizError, TruncationWarning
+from ..core.commands import subcommand
+from ..core.errors import NormvizError, TruncationWarning
 from ._options import parse_options
 
 
@@ -35,7 +35,7 @@ def _add_export(p: argparse.ArgumentParser) -> None:
 
 def _run_export(args) -> int:
     from .. import analyze, load
-    from ..inputs import check_device, check_max_tokens, check_model_name, check_text, output_file
+    from ..core.inputs import check_device, check_max_tokens, check_model_name, check_text, output_file
 
     # every user mistake that can be seen without the model is refused before it loads
     check_model_name(args.model)
@@ -50,7 +50,7 @@ def _run_export(args) -> int:
     keys = None
     if args.maps:
         keys = [m for item in args.maps for m in item.split(",") if m.strip()]
-        from ..keyspace import known, parse
+        from ..methods.keyspace import known, parse
 
         for k in keys:
             if not known(k):
@@ -86,7 +86,7 @@ def _run_export(args) -> int:
 
 def _html_file(name: str):
     """The --html file, checked writable before the model loads (as --out is)."""
-    from ..inputs import output_file
+    from ..core.inputs import output_file
 
     try:
         return output_file(name, suffix=".html")
@@ -95,8 +95,8 @@ def _html_file(name: str):
 
 
 def _write_html(analysis, path, args) -> None:
-    """The --html page: :func:`normviz.notebook.default_view` in :func:`normviz.viz.standalone_html`."""
-    from ..notebook import default_view
+    """The --html page: :func:`normviz.viz.notebook.default_view` in :func:`normviz.viz.standalone_html`."""
+    from ..viz.notebook import default_view
     from ..viz import standalone_html
 
     figs, captions = default_view(analysis, layer=args.html_layer, head=args.html_head, view=args.html_view)

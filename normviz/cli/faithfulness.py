@@ -13,8 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..commands import subcommand
-from ..errors import NormvizError
+from ..core.commands import subcommand
+from ..core.errors import NormvizError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

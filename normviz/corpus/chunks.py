@@ -13,9 +13,9 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..errors import NormvizError
-from ..session import Session
-from ..tokens import MAX_CHARS_PER_TOKEN, Encoded, encode
+from ..core.errors import NormvizError
+from ..session.session import Session
+from ..core.tokens import MAX_CHARS_PER_TOKEN, Encoded, encode
 from .reader import BadLine, parse_line
 from .stats import MIX_RATIOS, Accumulator, needed_keys
 

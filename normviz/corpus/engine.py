@@ -20,7 +20,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import NormvizError
+from ..core.errors import NormvizError
 from .chunks import process_chunk, state_from_bytes, state_to_bytes
 from .reader import file_digest, read_lines
 from .stats import STATISTICS, merge

@@ -23,7 +23,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import MissingPackageError, NormvizError
+from ..core.errors import MissingPackageError, NormvizError
 
 
 class ChunkWorker:

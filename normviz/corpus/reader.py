@@ -10,8 +10,8 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import NormvizError
-from ..inputs import check_encoding  # noqa: F401  (its home is normviz.inputs; align reads files with it too)
+from ..core.errors import NormvizError
+from ..core.inputs import check_encoding  # noqa: F401  (its home is normviz.core.inputs; align reads files with it too)
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,12 @@ A family is one module under ``normviz/methods/`` with
     KEYS        tuple of :class:`KeyInfo`: the map keys it computes
     REQUIRES    {key: (keys it needs computed first)}; e.g. a rollout needs its per-layer map
     NEEDS_MODEL whether ``compute`` reruns parts of the live model (then ``inputs.model`` is given)
-    HOOKS_OWN_THREAD (optional) True: its hooks act only in their own thread (``normviz.record.owner_only``),
+    HOOKS_OWN_THREAD (optional) True: its hooks act only in their own thread (``normviz.record.recorder.owner_only``),
                 so the session need not hold the model's lock while it runs (otherwise it does)
     OPT_IN      keys not computed unless asked for by name (costly)
     STACKS      (optional) the stacks its keys apply to (default ``("model", "encoder")``: a self-attention
                 model's layers and an encoder–decoder's encoder; ``"decoder"``: its decoder's self-attention;
-                ``"cross"``: its cross-attention blocks), see :mod:`normviz.keyspace`
+                ``"cross"``: its cross-attention blocks), see :mod:`normviz.methods.keyspace`
     GROUP       (optional) the picker group of its keys (:data:`GROUPS`; default "alternatives")
     UNIT        (optional) what one cell's number is, for colour bars (default ‖vector‖)
     BUDGET      (optional) a :class:`~normviz.methods.cost.Budget`: its cost check reads option
@@ -28,7 +28,7 @@ A family is one module under ``normviz/methods/`` with
     ALPHA_KEYS  (optional) keys whose layer map is the layer view's α itself (the weights family's
                 ``attention``): the one-layer path takes one head or the head mean from it directly
     RELEASES_ALPHA (optional) True: ``compute`` drops each layer's α once copied, so on one layer view the
-                other families run first (:mod:`normviz.layer_maps`)
+                other families run first (:mod:`normviz.session.layer_maps`)
     chain_source(key, options) (optional) the per-layer key whose layer maps ``key``'s layer l multiplies, one
                 [n, n] product at a time (``one_at_a_time``: the rollouts), or None when the whole array is needed
     REFERENCES  the papers, for the Learn page and the docs
@@ -69,7 +69,7 @@ class KeyInfo:
     group: str | None = None  # the picker's group (GROUPS)
     short: str | None = None  # a label that fits a pill (None: the title, cut)
     unit: str | None = None  # what one cell's number is (colour bars); "a (b)" may be broken before "("
-    stacks: tuple[str, ...] | None = None  # the stacks it applies to (normviz.keyspace)
+    stacks: tuple[str, ...] | None = None  # the stacks it applies to (normviz.methods.keyspace)
     budget_option: str | None = None  # the option its cost check reads (None: no time budget)
 
     @property
@@ -92,7 +92,7 @@ class Request:
     causal: bool
     gated: bool  # SwiGLU feed-forward
     device: str  # "cpu", "cuda", …
-    stack: str = "model"  # whose layers (normviz.keyspace): "model", "encoder", "decoder", "cross"
+    stack: str = "model"  # whose layers (normviz.methods.keyspace): "model", "encoder", "decoder", "cross"
     ff_refusal: str | None = None  # why the FF block cannot be split exactly here (its activation), or None
 
 
@@ -101,7 +101,7 @@ class Inputs:
     """What ``compute`` receives."""
 
     request: Request
-    layer_views: Callable[[], Sequence]  # -> one normviz.decompose.LayerDecomposition per layer
+    layer_views: Callable[[], Sequence]  # -> one normviz.record.decompose.LayerDecomposition per layer
     arrays: Mapping[str, np.ndarray]  # maps computed before (at least the REQUIRES of the keys asked for)
     model: object | None = None  # the LoadedModel, only for NEEDS_MODEL families
     progress: Callable[[float, str], None] | None = None  # (fraction of this family's work, message)

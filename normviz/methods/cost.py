@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from ..errors import TooCostlyError
+from ..core.errors import TooCostlyError
 
 # FLOP/s per cost model and device, measured on this 2-core CPU:
 #   default      a rough rate (effective attention, ALTI, GlobEnc, value zeroing, routes).

@@ -21,9 +21,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..decompose import CHUNK_BYTES, working_dtype
-from ..encdec.params import CrossParams
-from ..encdec.record import CrossRecord
+from ..record.decompose import CHUNK_BYTES, working_dtype
+from ..record.encdec.params import CrossParams
+from ..record.encdec.record import CrossRecord
 from . import papers
 from .base import Inputs, KeyInfo, Output, Request, no_check, per_layer
 

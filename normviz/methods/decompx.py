@@ -22,7 +22,7 @@ followed are those of the authors' demo (github.com/mohsenfayyaz/DecompX, ``Deco
   zero (measure zero) gives its bias to the token itself (k = i).
 - ``include_LN1=True, include_FFN=True, include_LN2=True``; the norms' scales from the real pre-norm vectors.
 - ``FFN_approx_type="GeLU_ZO"``: the activation linearised per unit by its zero-origin slope θ = g(h)/h at
-  the real pre-activation h (:func:`normviz.activations.activation_ratio`: exact, g′(0) at h = 0, where
+  the real pre-activation h (:func:`normviz.core.activations.activation_ratio`: exact, g′(0) at h = 0, where
   their code divides by h + 1e-12). Σ_k θ(W_1 v_ik + w_ik b_1) = θ h = g(h) exactly.
 - ``aggregation="vector"``: the parts of one layer's output are the next layer's input parts.
 - In the first layer the value bias stays inside f(x_j) = (x_j W^V + b^V) W^O (their attention branch without
@@ -47,7 +47,7 @@ from typing import Iterator, Sequence
 
 import torch
 
-from ..errors import NotApplicableError
+from ..core.errors import NotApplicableError
 from .base import Budget, Inputs, KeyInfo, Output, Request, refuse_over_budget, to_numpy
 from . import papers
 
@@ -60,7 +60,7 @@ KEYS = (KeyInfo("decompx", "DecompX (propagated decomposition)", False,
 REQUIRES: dict = {}
 NEEDS_MODEL = False
 OPT_IN = ("decompx",)
-HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers)
+HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers.process)
 REFERENCES = (papers.MODARRESSI_2023,)
 
 
@@ -136,7 +136,7 @@ def norm_parts(parts: torch.Tensor, norm, z: torch.Tensor, rows: slice, rules: R
 
 def ff_factors(ctx, ff_in: torch.Tensor | None = None) -> list[torch.Tensor]:
     """The per-unit factors [n, d_ff] of the FF activation at the block's real input ``ff_in`` (default: the
-    attention residual's norm output by its formula, :attr:`~normviz.decompose.LayerDecomposition.ln_attn_out`): an element-wise g: [θ = g(h)/h], DecompX's zero-origin
+    attention residual's norm output by its formula, :attr:`~normviz.record.decompose.LayerDecomposition.ln_attn_out`): an element-wise g: [θ = g(h)/h], DecompX's zero-origin
     slope, which is also the integrated-gradients share of a part; SwiGLU: the integrated-gradients factors of
     the gate and up parts (:func:`normviz.methods.feedforward.unit_factors`, the same split as the FF maps)."""
     from .feedforward import unit_factors

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import torch
 
-from ..errors import NormvizError
+from ..core.errors import NormvizError
 from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
 from . import papers
 
@@ -45,7 +45,7 @@ KEYS = (KeyInfo("effective_attention", "Effective attention", True,
 REQUIRES: dict = {}
 NEEDS_MODEL = False
 OPT_IN = ()
-HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers)
+HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers.process)
 REFERENCES = (papers.BRUNNER_2020,)
 
 

@@ -31,7 +31,7 @@ class Family:
     opt_in: tuple[str, ...] = ()
     needs_model: bool = False  # compute() reruns parts of the live model (inputs.model is given)
     hooks_own_thread: bool = False  # its hooks act only in their own thread: no model lock needed
-    heavy: bool = False  # costly: a session's heavy-methods worker computes it (normviz.workers)
+    heavy: bool = False  # costly: a session's heavy-methods worker computes it (normviz.workers.process)
     per_layer: bool = False  # compute() serves any subset of layers: Session.map computes one layer
     record: str = "full"  # "attention": reads only the attention blocks (a pass may stop early)
     computed_together: bool = False  # its applicable keys are computed at once
@@ -40,7 +40,7 @@ class Family:
     unit: str = DEFAULT_UNIT
     budget: Budget | None = None
     layer_views: Mapping[str, str] = field(default_factory=dict)  # per-head key -> its "all heads" key
-    # what the one-layer path (normviz.layer_maps) may do with the family, instead of asking for it by name:
+    # what the one-layer path (normviz.session.layer_maps) may do with the family, instead of asking for it by name:
     alpha_keys: tuple[str, ...] = ()  # keys whose layer map is the view's α itself (a head or the mean taken there)
     releases_alpha: bool = False  # its per-layer run drops the view's α: run after the others on the same view
     chained: bool = False  # some keys' layer l is a product over layers ≤ l of another key's maps: chain_source()

@@ -1,9 +1,9 @@
 """The feed-forward block split into token contributions (Kobayashi et al. 2024): ff, ff_res, ff_res_ln.
 
-The FF input of token i is the normed attention output, Σ_j ℓ_ij + bias_i (see :mod:`normviz.decompose`).
+The FF input of token i is the normed attention output, Σ_j ℓ_ij + bias_i (see :mod:`normviz.record.decompose`).
 The pre-activation is linear in it, so its parts are ℓ_ij W_in (the bias part takes the biases). The
 element-wise activation is split by integrated gradients from a zero baseline along the straight path,
-exact in closed form (:mod:`normviz.activations`): part c gets p_c·g(p)/p; a SwiGLU unit silu(a)·b with
+exact in closed form (:mod:`normviz.core.activations`): part c gets p_c·g(p)/p; a SwiGLU unit silu(a)·b with
 a = Σ a_c, b = Σ b_c gives part c  a_c·b·∫₀¹t·silu′(ta)dt + b_c·∫₀¹silu(ta)dt. Then W_out.
 
   ff         ‖FF part of j in i‖                                   [L, n, n]
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import torch
 
-from ..activations import activation_ratio, silu_path_integral
-from ..errors import NotApplicableError
+from ..core.activations import activation_ratio, silu_path_integral
+from ..core.errors import NotApplicableError
 from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
 from . import papers
 
@@ -39,7 +39,7 @@ KEYS = (
 REQUIRES: dict = {}
 NEEDS_MODEL = False
 OPT_IN = ()
-HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers)
+HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers.process)
 COMPUTED_TOGETHER = True  # the stages share the per-pair vectors: asking for one key computes them all
 REFERENCES = (papers.KOBAYASHI_2024,)
 PER_LAYER = True  # compute() serves any subset of layers: Session.map computes one

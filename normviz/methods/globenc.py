@@ -17,7 +17,7 @@ recorded pass, biases included), so the FF block enters only through LN2's scale
 output is not split over tokens (that is DecompX). The rollout is the authors' ``compute_joint_attention``
 with their identity ``pre_process``: raw products, no identity added, no row normalisation (their demo
 normalises only the [CLS] row for display). ℓ_ij are normviz's ``attn_res_ln`` parts
-(:meth:`normviz.decompose.LayerDecomposition.attn_res_ln_vectors`); the per-pair vectors are formed in row
+(:meth:`normviz.record.decompose.LayerDecomposition.attn_res_ln_vectors`); the per-pair vectors are formed in row
 chunks of bounded memory (O(n²·d) per layer, like ALTI).
 
 Pre-LN models (GPT-2, Llama …) have no LayerNorm after the FF residual, so the second step has no
@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..errors import NotApplicableError
+from ..core.errors import NotApplicableError
 from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
 from . import papers
 from .rollouts import rollout
@@ -47,7 +47,7 @@ KEYS = (
 REQUIRES = {"globenc": ("globenc_layer",)}
 NEEDS_MODEL = False
 OPT_IN = ()
-HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers)
+HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers.process)
 REFERENCES = (papers.MODARRESSI_2022,)
 
 

@@ -4,7 +4,7 @@ output before W^O set to zero (or its corpus mean) at every position, L·H + 1 f
 are listed with every other family's; it computes no map key (``Session.ablate_heads``)."""
 from __future__ import annotations
 
-from ..errors import NotApplicableError
+from ..core.errors import NotApplicableError
 from .base import Budget, Request, refuse_over_budget
 from .knockout import forward_flops
 

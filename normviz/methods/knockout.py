@@ -5,7 +5,7 @@ paper are listed with every other family's; it computes no map key (it answers a
 prediction: ``Session.knockout``)."""
 from __future__ import annotations
 
-from ..errors import NotApplicableError
+from ..core.errors import NotApplicableError
 from .base import Budget, Request, refuse_over_budget
 
 NAME = "knockout"

@@ -1,6 +1,6 @@
 """One layer's maps of a long input with α streamed in blocks of receiving rows: α [H, n, n] is never whole.
 
-A long input records q, k instead of α (:mod:`normviz.attention_capture`); a layer's α is recomputed from them
+A long input records q, k instead of α (:mod:`normviz.record.attention_capture`); a layer's α is recomputed from them
 in blocks of rows (:meth:`AttentionInputs.blocks`, a causal block over its own past only). Every map below is
 a function of α's row i and of per-token quantities of j, so each block is used at once and dropped:
 
@@ -13,7 +13,7 @@ a function of α's row i and of per-token quantities of j, so each block is used
 The numbers are those of the whole-α path bit for bit (the same kernels' operations per pair, the same
 products; tested). The peak is one block of α (``block_bytes``) and the eager function's temporaries of it,
 instead of α and its copies (576 MB each at smollm2's n = 4000); the blocks' temporaries are reused from
-glibc's heap meanwhile (:func:`normviz.memory.scratch_heap`). Only for the compiled CPU kernels, a layer
+glibc's heap meanwhile (:func:`normviz.core.memory.scratch_heap`). Only for the compiled CPU kernels, a layer
 whose α is recomputed, and the keys above: :func:`streamable` says when.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..memory import scratch_heap
+from ..core.memory import scratch_heap
 from .norms import kernels
 from .norms.runs import packed_grams
 

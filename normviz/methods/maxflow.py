@@ -16,7 +16,7 @@ Solvers (option ``flow_solver``):
 
 Cost: n² max-flow problems per layer on graphs of (l+1)·n² edges. Two exact shortcuts: layer 0 is Â_0
 itself (a single edge), layer 1 is Σ_k min(Â_1[i,k], Â_0[k,j]) (disjoint two-edge paths). Inputs over a
-configurable size are refused before the forward pass with :class:`~normviz.errors.TooCostlyError`:
+configurable size are refused before the forward pass with :class:`~normviz.core.errors.TooCostlyError`:
 options ``flow_max_tokens`` (default 96) and ``flow_max_work`` (default 2e8, the estimate
 Σ_l n²·(l+1)·n² of edge visits; 6 layers × 32 tokens ≈ 2.2e7, 1–4 s here on 2 busy cores).
 """
@@ -28,7 +28,7 @@ import numpy as np
 from scipy.sparse import csr_array
 from scipy.sparse.csgraph import maximum_flow
 
-from ..errors import NormvizError, TooCostlyError
+from ..core.errors import NormvizError, TooCostlyError
 from .base import Inputs, KeyInfo, Output, Request
 from . import papers
 from .rollouts import (attention_with_residual, normalization_option, receptive_field, row_normalize,
@@ -156,7 +156,7 @@ KEYS = (KeyInfo("flow", "Attention flow", False,
 REQUIRES = {"flow": ("attention",)}
 NEEDS_MODEL = False
 OPT_IN = ("flow",)
-HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers)
+HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers.process)
 REFERENCES = (papers.ABNAR_2020,)
 
 

@@ -2,7 +2,7 @@
 
 A family is registered as a module (see :mod:`normviz.methods.base`), kept as one typed record
 (:class:`~normviz.methods.family.Family`: every optional attribute's default declared there once). Keys here are
-a stack's own names (``norm``, ``cross_norm``); :mod:`normviz.keyspace` spells them per stack (``encoder_norm``)
+a stack's own names (``norm``, ``cross_norm``); :mod:`normviz.methods.keyspace` spells them per stack (``encoder_norm``)
 and resolves, checks and lists them for a loaded model. Computations with a cost budget that are not map
 families (``explain``'s sources, ``routes``: :mod:`normviz.attribution`) are registered as records too
 (:func:`register_computation`), so that every budget is listed in one place (:func:`all_budget_options`)."""
@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 from types import ModuleType
 
-from .. import settings
-from ..errors import NotApplicableError, TooCostlyError, UnknownKeyError
+from ..core import settings
+from ..core.errors import NotApplicableError, TooCostlyError, UnknownKeyError
 from .base import KeyInfo, Request
 from .family import Family
 
@@ -41,7 +41,7 @@ def _completed(family: Family, info: KeyInfo) -> KeyInfo:
 def register_family(module: ModuleType) -> ModuleType:
     """Add a family module (NAME, KEYS, check, compute and the optional attributes of :mod:`normviz.methods.base`),
     kept as its :class:`Family` record. Its keys are offered on every stack they apply to
-    (:mod:`normviz.keyspace`). A family's name may be one of its own keys' (``decompx``), never another family's
+    (:mod:`normviz.methods.keyspace`). A family's name may be one of its own keys' (``decompx``), never another family's
     key."""
     missing = [a for a in _REQUIRED if not hasattr(module, a)]
     if missing:
@@ -56,7 +56,7 @@ def register_family(module: ModuleType) -> ModuleType:
     _FAMILIES[record.name] = record
     for info in record.keys:
         _KEYS[info.key] = (record, info)
-        if info.budget_option:  # its time budget becomes a declared option (normviz.settings)
+        if info.budget_option:  # its time budget becomes a declared option (normviz.core.settings)
             settings.declare_budget(info.budget_option.removesuffix("_budget_s"))
     budget = getattr(module, "BUDGET", None)
     if budget is not None:  # a family without map keys (the interventions) has its budget too
@@ -130,7 +130,7 @@ def is_opt_in(key: str) -> bool:
 
 def all_keys(placement: str | None = None, include_opt_in: bool = True, stack: str | None = "model") -> list[str]:
     """Registered keys (a stack's own names) of one stack (default: a self-attention model's; None: every
-    stack's), optionally of one placement. For a loaded model: :func:`normviz.keyspace.all_keys` (every key it
+    stack's), optionally of one placement. For a loaded model: :func:`normviz.methods.keyspace.all_keys` (every key it
     offers, spelled per stack)."""
     out = []
     for key, (family, info) in _KEYS.items():

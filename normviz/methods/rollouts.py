@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import NormvizError
+from ..core.errors import NormvizError
 from .base import Inputs, KeyInfo, Output, Request
 from . import papers
 
@@ -183,7 +183,7 @@ def per_layer_source(key: str) -> str | None:
 
 def chain_source(key: str, options: dict) -> str | None:
     """The per-layer key whose layer maps ``key``'s layer l multiplies one [n, n] product at a time
-    (:func:`one_at_a_time`; the one-layer path, :mod:`normviz.layer_maps`), or None (the whole array is needed:
+    (:func:`one_at_a_time`; the one-layer path, :mod:`normviz.session.layer_maps`), or None (the whole array is needed:
     value zeroing, or a normalisation other than the standard one)."""
     source = per_layer_source(key)
     return source if source is not None and normalization_option(options) == "standard" else None

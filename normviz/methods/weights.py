@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import torch
 
-from .. import alpha_into, pool
+from ..record import alpha_into
+from ..core import pool
 from .base import Inputs, KeyInfo, Output, no_check, to_numpy
 from . import papers
 
@@ -18,14 +19,14 @@ OPT_IN = ()
 REFERENCES = (papers.VASWANI_2017,)
 check = no_check
 PER_LAYER = True  # compute() serves any subset of layers: Session.map computes one
-RECORD = "attention"  # reads only the attention blocks: a pass may stop after the last one (normviz.schedule)
+RECORD = "attention"  # reads only the attention blocks: a pass may stop after the last one (normviz.session.schedule)
 ALPHA_KEYS = ("attention",)  # its layer map is α: one head or the head mean is taken from the layer view's α
 RELEASES_ALPHA = True  # compute() clears each layer's α once copied: other families on the same view run first
 
 
 def compute(inputs: Inputs, keys, options) -> Output:
     """α of the layers asked: the recording pass's own block when it wrote them into one
-    (:mod:`normviz.alpha_into`: the array is that memory, no copy), else copied into a pooled array."""
+    (:mod:`normviz.record.alpha_into`: the array is that memory, no copy), else copied into a pooled array."""
     layers = inputs.layers
     c0 = layers[0]
     n = c0.n

@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 
 from ..models.params import get_path
-from ..record import add_hooks, owner_only, remove_hooks
+from ..record.recorder import add_hooks, owner_only, remove_hooks
 from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
 from . import papers
 
@@ -36,7 +36,7 @@ REQUIRES: dict = {}
 NEEDS_MODEL = True
 HOOKS_OWN_THREAD = True  # its hook acts only in the thread that added it: the session need not lock the model
 OPT_IN = ("value_zeroing",)
-HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers)
+HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers.process)
 REFERENCES = (papers.MOHEBBI_2023,)
 
 CHUNK_BYTES = 256 * 2**20

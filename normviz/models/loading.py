@@ -17,9 +17,9 @@ from pathlib import Path
 
 import torch
 
-from ..backend import parse_dtype, pick_device
-from ..activations import check_activation
-from ..errors import HubUnreachableError, MissingPackageError, UnknownModelError, UnsupportedModelError
+from ..core.backend import parse_dtype, pick_device
+from ..core.activations import check_activation
+from ..core.errors import HubUnreachableError, MissingPackageError, UnknownModelError, UnsupportedModelError
 from .arch import ARCHITECTURES, ArchSpec, supported_text, unsupported_config_reason
 from .params import LayerParams, get_path, head_counts, layer_params, sizes
 
@@ -55,7 +55,7 @@ TOY_MT_DIR = Path(__file__).resolve().parents[2] / "assets" / "toy_mt"
 
 def cache_dir() -> Path:
     """Where converted models are kept: $NORMVIZ_CACHE or ~/.cache/normviz."""
-    from .. import settings
+    from ..core import settings
 
     return Path(settings.env_raw("NORMVIZ_CACHE") or Path.home() / ".cache" / "normviz")
 
@@ -109,7 +109,7 @@ class LoadedModel:
     @property
     def is_encoder_decoder(self) -> bool:
         """An encoder–decoder (seq2seq): this object is the encoder's view (``layers``, ``spec``, ``n_layers``
-        are the encoder's); :func:`normviz.encdec.params.decoder_view` gives the decoder's; see :mod:`normviz.keyspace` for stacks)."""
+        are the encoder's); :func:`normviz.record.encdec.params.decoder_view` gives the decoder's; see :mod:`normviz.methods.keyspace` for stacks)."""
         return self.spec.is_encoder_decoder
 
     @property
@@ -439,7 +439,7 @@ def _stack(spec: ArchSpec) -> str:
 
 def _validated(lm: LoadedModel) -> LoadedModel:
     """Refuse, with a message, a model whose weights are offloaded (meta) or whose FF activation we cannot split
-    exactly (encoder–decoders: only their FF keys are refused per key, see :func:`normviz.keyspace.ff_refusal`)."""
+    exactly (encoder–decoders: only their FF keys are refused per key, see :func:`normviz.methods.keyspace.ff_refusal`)."""
     offloaded = [n for n, p in lm.model.named_parameters() if p.device.type == "meta"]
     if offloaded:
         raise UnsupportedModelError(

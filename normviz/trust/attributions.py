@@ -25,8 +25,8 @@ import numpy as np
 
 from ..attribution import gradients as grad
 from ..attribution.knockout import Intervention, InterventionTarget, ablate_heads, knockout
-from ..errors import NormvizError
-from ..keyspace import all_keys, key_info
+from ..core.errors import NormvizError
+from ..methods.keyspace import all_keys, key_info
 from . import erasure
 from .scores import kendall, spearman
 

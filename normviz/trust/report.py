@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import NormvizError
+from ..core.errors import NormvizError
 from .attributions import Text, explain_text
 from .scores import bootstrap_ci
 
@@ -142,8 +142,8 @@ def faithfulness(lm, texts, keys=None, token=None, foil=None, *, max_tokens: int
     sharded run scores what one process scores."""
     import warnings
 
-    from ..errors import TruncationWarning
-    from ..session import Session
+    from ..core.errors import TruncationWarning
+    from ..session.session import Session
     start, out, skipped = time.perf_counter(), [], []
     texts = list(texts)
     for index, text in enumerate(texts):

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..corpus.results import PAPER_REFERENCE
-from ..errors import NormvizError
+from ..core.errors import NormvizError
 from ..methods import registry
 from ..corpus.stats import CATEGORIES
 from .labels import plotly_text

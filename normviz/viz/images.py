@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from ..errors import MissingPackageError, NormvizError
+from ..core.errors import MissingPackageError, NormvizError
 
 
 def to_image(fig: go.Figure, fmt: str = "png", scale: float = 2) -> bytes:

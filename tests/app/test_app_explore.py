@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import normviz
-from normviz.errors import UnsupportedModelError
+from normviz.core.errors import UnsupportedModelError
 from normviz.methods import registry
 from normviz.ui.kit import data, st_parts
 
@@ -195,7 +195,7 @@ def costly_method():
     """A user's own family (a plain module) whose check refuses every input as too costly."""
     import types
 
-    from normviz.errors import TooCostlyError
+    from normviz.core.errors import TooCostlyError
     from normviz.methods.base import KeyInfo
 
     key, name = "test_costly", "test_costly_family"

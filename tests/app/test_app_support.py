@@ -228,7 +228,7 @@ def test_ff_budget_lets_minilm_through_and_stops_long_smollm2_texts():
     SwiGLU, causal) is refused just above the token limit the check itself names, and accepted below it."""
     import re
 
-    from normviz.errors import TooCostlyError
+    from normviz.core.errors import TooCostlyError
     from normviz.methods import cost, feedforward
 
     rate = cost.RATES["feedforward"]["cpu"]

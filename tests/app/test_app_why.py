@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import normviz
-import normviz.sinks
+import normviz.methods.sinks
 from normviz.ui.kit import st_parts
 from normviz.viz.why import txt
 
@@ -202,7 +202,7 @@ def test_sinks_are_drawn_on_a_text_whose_whole_maps_do_not_fit(monkeypatch):
     assert "sinks" in figs, [texts(at.warning)]
     s = normviz.Session(smollm2(), LONG)
     assert s.n_tokens > 176  # 2 whole maps over 64 MB
-    wa, wn = normviz.sinks.first_token_shares(s)
+    wa, wn = normviz.methods.sinks.first_token_shares(s)
     dots = figs["sinks"]["data"][1]
     np.testing.assert_allclose(arr(dots["x"]), wa.ravel(), rtol=1e-6)
     np.testing.assert_allclose(arr(dots["y"]), wn.ravel(), rtol=1e-6)

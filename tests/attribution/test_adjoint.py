@@ -111,7 +111,7 @@ def test_seq2seq_adjoint_equals_the_forward_propagation(seq2seq_model, arch):
 
 def test_long_input_streams_alpha(head_model, monkeypatch):
     """A session that records q, k (α recomputed in blocks of rows, never whole) gives the recorded-α numbers."""
-    from normviz.attention_capture import AttentionInputs
+    from normviz.record.attention_capture import AttentionInputs
 
     lm = head_model("llama")
     enc = tiny.encoded(n=12, seed=3)
@@ -145,9 +145,9 @@ def test_a_new_candidate_reuses_the_texts_factors(head_model, monkeypatch):
 def test_the_cost_check_says_the_size_it_needs(head_model):
     lm = head_model("gpt2")
     s = normviz.Session.from_encoded(lm, [tiny.encoded(n=9)], options={"explain_max_bytes": 100})[0]
-    with pytest.raises(normviz.errors.TooCostlyError, match=r"needs about \d+ MiB"):
+    with pytest.raises(normviz.core.errors.TooCostlyError, match=r"needs about \d+ MiB"):
         s.explain().sources
-    need = adjoint.memory_bytes(normviz.session.request_for(lm, 4096))
+    need = adjoint.memory_bytes(normviz.session.session.request_for(lm, 4096))
     assert need < 1 * 2**30  # 4,096 tokens fit the default limit
 
 

@@ -1,6 +1,6 @@
 """Issue 29: the prediction API refuses what it used to coerce silently — ``predict(top=0)`` / ``top=-1`` gave
 one candidate, ``position=1.5`` was read as 1, ``Routes.above(nan)`` gave an empty graph — each now a
-:class:`normviz.errors.InputError` saying what to give (property tests over the values)."""
+:class:`normviz.core.errors.InputError` saying what to give (property tests over the values)."""
 from __future__ import annotations
 
 import math
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import normviz
 from normviz.attribution.predict import whole_number
-from normviz.errors import InputError
+from normviz.core.errors import InputError
 
 from ..helpers import tiny
 

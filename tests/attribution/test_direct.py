@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import normviz
-from normviz.errors import NormvizError, NotApplicableError
+from normviz.core.errors import NormvizError, NotApplicableError
 
 from ..helpers import tiny
 from . import reference as ref

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import normviz
-from normviz.errors import NormvizError
+from normviz.core.errors import NormvizError
 
 
 def test_smollm2_paris(smollm2):

@@ -11,7 +11,7 @@ import transformers as tf
 
 import normviz
 from normviz import cli
-from normviz.errors import NormvizError
+from normviz.core.errors import NormvizError
 
 from ..helpers.corpus import _minilm_tokenizer
 from ..helpers.tiny import randomize_weights

@@ -11,7 +11,7 @@ import pytest
 
 import normviz
 from normviz.attribution.graph import graph, prune
-from normviz.errors import NormvizError, NotApplicableError
+from normviz.core.errors import NormvizError, NotApplicableError
 
 from ..helpers import tiny
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import normviz
-from normviz.errors import NormvizError, TooCostlyError
+from normviz.core.errors import NormvizError, TooCostlyError
 
 from ..helpers import tiny
 

@@ -9,7 +9,7 @@ import torch
 
 import normviz
 from normviz.attribution.qk import attend, components
-from normviz.errors import NormvizError, NotApplicableError
+from normviz.core.errors import NormvizError, NotApplicableError
 
 from ..helpers import tiny
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import normviz
-from normviz.errors import NormvizError, NotApplicableError, TooCostlyError
+from normviz.core.errors import NormvizError, NotApplicableError, TooCostlyError
 
 from ..helpers import tiny
 from . import reference as ref
@@ -183,7 +183,7 @@ def test_the_cost_check_counts_the_extraction_that_flops_missed(wide_session):
 
 def test_routes_stop_at_their_deadline(head_model, monkeypatch):
     from normviz.attribution import flow
-    from normviz.errors import DeadlineError
+    from normviz.core.errors import DeadlineError
 
     assert flow.deadline_s({}) == flow.DEFAULT_DEADLINE_S  # never unbounded
     assert flow.deadline_s({"routes_budget_s": 10}) == flow.DEADLINE_FACTOR * 10

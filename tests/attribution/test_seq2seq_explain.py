@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import normviz
-from normviz.errors import NotApplicableError
+from normviz.core.errors import NotApplicableError
 
 ARCHS = ["marian", "bart", "mbart", "m2m_100", "t5"]
 TOL = {"t5": 2e-6}  # T5's RMSNorm rounds through float32

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import normviz
-from normviz.errors import TooCostlyError
+from normviz.core.errors import TooCostlyError
 
 from ..helpers import tiny
 from . import reference as ref

@@ -9,7 +9,7 @@ import pytest
 
 from normviz.cli import main
 from normviz.corpus import CorpusJob, run_corpus
-from normviz.errors import NormvizError
+from normviz.core.errors import NormvizError
 
 from ..helpers.corpus import assert_tables_equal, sample_lines
 

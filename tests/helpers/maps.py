@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 import normviz
-from normviz.decompose import LayerDecomposition
+from normviz.record.decompose import LayerDecomposition
 from normviz.methods.feedforward import ff_vectors
 
 TOL = 1e-6

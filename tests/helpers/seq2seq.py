@@ -27,7 +27,7 @@ def _projections(mod):
 def model_vectors(lm, src_ids: list[int], tgt_ids: list[int]):
     """(encoder stages, decoder self-attention stages, cross outputs y per layer, model output) of one pass,
     hooked independently of normviz's recording."""
-    from normviz.encdec.params import decoder_view
+    from normviz.record.encdec.params import decoder_view
 
     from .vectors import hook_stack, stack_vectors
 
@@ -55,7 +55,7 @@ def independent_cross_maps(lm, out, ys, decs) -> dict[str, torch.Tensor]:
     and cross-attention weights (one forward pass's ``out``) and the hooked block outputs ys; residuals
     from the decoder layers' own norms (post-LN: the self-attention norm's output; pre-LN: the input of
     the cross block's norm), hooked here."""
-    from normviz.encdec.params import decoder_view
+    from normviz.record.encdec.params import decoder_view
 
     layers = decoder_view(lm).layers
     e = out.encoder_last_hidden_state[0]

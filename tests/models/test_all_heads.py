@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import normviz
-from normviz import keyspace
-from normviz.errors import NormvizError
+from normviz.methods import keyspace
+from normviz.core.errors import NormvizError
 
 from tools.tiny import build_seq2seq
 

@@ -1,4 +1,4 @@
-"""α written by the recording pass into one pooled block (:mod:`normviz.alpha_into`): the same bits as the
+"""α written by the recording pass into one pooled block (:mod:`normviz.record.alpha_into`): the same bits as the
 model's own eager α and outputs, on every tiny float64 architecture and on the embedded float32 models; the
 ``attention`` map is then the block itself (no copy), and where a model's softmax cannot be redirected the
 copy path gives the same arrays."""
@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import normviz
-from normviz import alpha_into
-from normviz.record import record
-from normviz.tokens import encode, pad_batch
+from normviz.record import alpha_into
+from normviz.record.recorder import record
+from normviz.core.tokens import encode, pad_batch
 
 from ..helpers import tiny
 

@@ -7,10 +7,10 @@ import torch
 
 import normviz
 from normviz.cli import main
-from normviz.decompose import LayerDecomposition
+from normviz.record.decompose import LayerDecomposition
 from normviz.methods.effective import head_vectors64
-from normviz.record import record
-from normviz.tokens import encode, pad_batch
+from normviz.record.recorder import record
+from normviz.core.tokens import encode, pad_batch
 
 NEW = ["rollout_attention", "rollout_attn_res", "rollout_attn_res_ln", "rollout_ff_res", "effective_attention",
        "alti", "rollout_alti", "value_zeroing"]

@@ -9,7 +9,7 @@ import torch
 
 import normviz
 import normviz.methods
-from normviz.errors import NotApplicableError, TooCostlyError
+from normviz.core.errors import NotApplicableError, TooCostlyError
 from normviz.methods.decompx import decompx_vectors, split_bias
 
 from ..helpers import tiny
@@ -83,7 +83,7 @@ def test_the_first_layer_value_bias_goes_with_its_token(tiny_model):
     (what later layers do) is also complete but gives other parts, so the choice is visible."""
     from dataclasses import replace
 
-    from normviz.decompose import LayerDecomposition
+    from normviz.record.decompose import LayerDecomposition
     from normviz.methods.decompx import propagate
 
     lm = tiny_model("bert")

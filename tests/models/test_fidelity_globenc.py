@@ -9,8 +9,8 @@ import torch
 import transformers as tf
 
 import normviz
-from normviz.errors import NotApplicableError
-from normviz.tokens import Encoded
+from normviz.core.errors import NotApplicableError
+from normviz.core.tokens import Encoded
 
 from ..helpers.tiny import randomize_weights
 

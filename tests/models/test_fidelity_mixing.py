@@ -12,7 +12,7 @@ import normviz
 from normviz.corpus.chunks import batch_maps
 from normviz.corpus.results import summary, tables
 from normviz.corpus.stats import Accumulator, needed_keys
-from normviz.tokens import Encoded
+from normviz.core.tokens import Encoded
 
 from ..helpers.tiny import randomize_weights
 
@@ -137,7 +137,7 @@ def test_minilm_three_sentences_against_per_pair_tensors():
     lm = normviz.load("minilm", dtype="float64")
     texts = ["The cat sat on the mat.", "We hold these truths to be self-evident.",
              "Attention is not only a weight."]
-    encs = [normviz.tokens.encode(lm.tokenizer, t) for t in texts]
+    encs = [normviz.core.tokens.encode(lm.tokenizer, t) for t in texts]
     maps = batch_maps(lm, encs, needed_keys(["mixing"], "post"))
     acc = Accumulator(lm.n_layers, lm.n_heads, "post", ["mixing"], causal=False)
     for e, m in zip(encs, maps):

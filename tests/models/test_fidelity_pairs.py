@@ -10,7 +10,7 @@ import transformers as tf
 
 import normviz
 from normviz.models.loading import _minilm_dir, smollm2_dir
-from normviz.tokens import decoder_pair_ids, encode, pad_batch
+from normviz.core.tokens import decoder_pair_ids, encode, pad_batch
 
 from ..helpers.tiny import randomize_weights
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import normviz
-from normviz.errors import TooCostlyError
+from normviz.core.errors import TooCostlyError
 from normviz.methods.rollouts import attention_with_residual
 
 from ..helpers.maps import analysis, count_forward

@@ -12,7 +12,7 @@ import transformers as tf
 
 import normviz
 from normviz.cli import main as cli_main
-from normviz.errors import (EmptyInputError, HubUnreachableError, MissingPackageError, NormvizError,
+from normviz.core.errors import (EmptyInputError, HubUnreachableError, MissingPackageError, NormvizError,
                             NotApplicableError, TruncationWarning, UnknownMethodError, UnknownModelError,
                             UnsupportedModelError)
 from normviz.models import loading
@@ -203,7 +203,7 @@ def test_a_two_part_device_map_gives_the_single_device_maps(tmp_path):
     the 'meta' device outside the forward pass: refused with a message instead of failing inside a map."""
     accelerate = pytest.importorskip("accelerate")
     from tools.tiny import build, distinct
-    from normviz.session import Session
+    from normviz.session.session import Session
 
     enc = distinct(9)
     single = Session.from_encoded(build("llama"), [enc])[0].get()

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import normviz
-from normviz.errors import NormvizError, TooCostlyError
-from normviz.session import Session
+from normviz.core.errors import NormvizError, TooCostlyError
+from normviz.session.session import Session
 
 from ..helpers import tiny
 
@@ -38,7 +38,7 @@ def test_qk_records_equal_weight_records(tiny_model, arch):
 
 
 def test_auto_mode_records_qk_only_when_alpha_is_large(tiny_model):
-    from normviz import record as rec_mod
+    from normviz.record import recorder as rec_mod
 
     lm = tiny_model("llama")
     assert not rec_mod.records_qk(lm, 16)
@@ -162,7 +162,7 @@ def test_half_precision_model_maps_in_float32(dtype, tol):
 
 
 def test_load_parses_half_dtypes():
-    from normviz.backend import parse_dtype
+    from normviz.core.backend import parse_dtype
 
     cpu = torch.device("cpu")
     assert parse_dtype("bfloat16", cpu) is torch.bfloat16 and parse_dtype("float16", cpu) is torch.float16
@@ -223,9 +223,9 @@ def test_alpha_recomputed_in_row_blocks_equals_the_recorded_alpha(monkeypatch, n
     """A long input's α is recomputed in blocks of receiving rows (the eager function's temporaries are a
     block's), a causal block over its own past only (keys cut at a multiple of 64): the same numbers as the
     recorded α, bit for bit (float64, blocks of 7 rows; at 200 tokens most blocks are cut)."""
-    from normviz import attention_capture
+    from normviz.record import attention_capture
     from tools.tiny import build, encoded
-    from normviz.session import Session
+    from normviz.session.session import Session
 
     lm, enc = build("llama"), encoded(n)
     want = Session.from_encoded(lm, [enc], options={"record_attention": "weights"})[0].get(["attention"])
@@ -268,7 +268,7 @@ def test_a_long_layer_streams_alpha_in_row_blocks_with_the_same_bits(monkeypatch
     head mean and one head, one head of norm, norm_layer, attn_res, attn_res_ln; the pair kernel over a causal
     block's own past): bit for bit the maps of the same layer from its whole α (float64, blocks of 8 rows,
     odd and even counts, diagonal in every block), and the whole α is never built."""
-    from normviz import decompose
+    from normviz.record import decompose
     from tools.tiny import build, encoded
     from normviz.methods import long_layer
 
@@ -296,7 +296,7 @@ def test_a_single_long_sequence_drops_q_and_k_and_reruns_the_layer_for_them(arch
     """One sequence recorded with q, k: they are dropped after the pass (the rerun of the first and last layer
     reproduced them bit for bit) and recomputed from the layer's recorded input when α is needed: α equals the
     α-recording path bit for bit (float64, every layer). A rerun that does not reproduce them keeps them."""
-    from normviz import record as record_mod
+    from normviz.record import recorder as record_mod
     from tools.tiny import build, encoded
 
     lm, enc = build(arch), encoded(40)

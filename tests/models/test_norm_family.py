@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from normviz.decompose import CHUNK_BYTES
+from normviz.record.decompose import CHUNK_BYTES
 from normviz.methods.norms import kernels
 from normviz.methods.norms.runs import KEYS, backend, norm_family_run, runs
 
@@ -96,9 +96,9 @@ def test_kernel_failure_falls_back_to_torch_with_a_warning(tiny_model, monkeypat
 
 
 def test_pooled_results_are_reused_only_after_they_are_dropped(tiny_model, monkeypatch):
-    """The result arrays and the run's scratch come from normviz.pool: a kept analysis is never overwritten by
+    """The result arrays and the run's scratch come from normviz.core.pool: a kept analysis is never overwritten by
     the next one, and once it is dropped the next analysis of that size takes its blocks (no fresh memory)."""
-    from normviz import pool
+    from normviz.core import pool
 
     monkeypatch.setattr(pool, "POOL", pool.ArrayPool(max_idle_bytes=64 * 2**20, max_idle_takes=64, min_bytes=0))
     lm, enc, keys = tiny_model("bert"), encoded(9), ["attention"] + list(KEYS)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from normviz.errors import NormvizError, NotApplicableError
+from normviz.core.errors import NormvizError, NotApplicableError
 
 from ..helpers.maps import analysis
 from ..helpers.tiny import ARCHS, encoded

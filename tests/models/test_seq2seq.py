@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import normviz
-from normviz.errors import NormvizError, NotApplicableError, UnknownMethodError, UnsupportedModelError
+from normviz.core.errors import NormvizError, NotApplicableError, UnknownMethodError, UnsupportedModelError
 
 from ..helpers import seq2seq
 from ..helpers.maps import all_rows, close, ff_stage
@@ -83,7 +83,7 @@ def test_cross_maps_against_independent_implementation(setup):
 
 def test_cross_block_rebuilds_the_models_vectors(setup):
     """Σ_j Σ_h α f(e_j) + b^O = the block's attention output y_i; r_i = the residual stream it joins."""
-    from normviz.encdec.params import cross_params
+    from normviz.record.encdec.params import cross_params
     from normviz.methods.cross import CrossDecomposition
 
     lm, s, a, enc, dec, ys, out = setup
@@ -180,7 +180,7 @@ def test_generated_target_is_greedy(tiny):
 
 
 def test_default_generation_cap(tiny):
-    from normviz.encdec.target import MAX_NEW_TOKENS, default_max_new_tokens
+    from normviz.record.encdec.target import MAX_NEW_TOKENS, default_max_new_tokens
 
     assert default_max_new_tokens(5) == 20 and default_max_new_tokens(10**6) == MAX_NEW_TOKENS
     a = normviz.Session(tiny("t5"), "the cat").get(["cross_attention"])  # a random model: no eos, so the cap
@@ -209,7 +209,7 @@ def test_refusals(tiny):
 
 def test_key_space(tiny):
     from normviz import all_keys, key_info
-    from normviz.keyspace import default_keys, resolve
+    from normviz.methods.keyspace import default_keys, resolve
 
     lm = tiny("t5")
     assert isinstance(normviz.Session(lm, SRC, target=TGT), normviz.Session)
@@ -259,7 +259,7 @@ def test_base_model_built_with_sdpa(arch):
 
 
 def test_long_inputs_are_cut_with_a_warning(tiny):
-    from normviz.errors import TruncationWarning
+    from normviz.core.errors import TruncationWarning
 
     lm = tiny("marian")
     with pytest.warns(TruncationWarning):

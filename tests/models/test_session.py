@@ -10,7 +10,7 @@ import pytest
 import transformers as tf
 
 import normviz
-from normviz.errors import NotApplicableError, TooCostlyError, UnsupportedModelError
+from normviz.core.errors import NotApplicableError, TooCostlyError, UnsupportedModelError
 from normviz.methods import feedforward, weights
 from normviz.models import arch as arch_table
 
@@ -168,7 +168,7 @@ def test_refusals_per_key_while_the_rest_is_computed(tiny_model):
     assert a.keys() == ["attention", "rollout_attention"]
     assert set(a.refused) == {"flow", "ff_res_ln"}
     assert "flow_max_tokens" in a.refused["flow"] and "post-LN" in a.refused["ff_res_ln"]
-    with pytest.raises(normviz.errors.UnknownMethodError, match="flow_max_tokens"):
+    with pytest.raises(normviz.core.errors.UnknownMethodError, match="flow_max_tokens"):
         a["flow"]  # the reason travels with the missing key
     np.testing.assert_allclose(a["rollout_attention"].sum(-1), 1, atol=1e-12)
 

@@ -1,4 +1,4 @@
-"""Issue 29: normviz.sinks.first_token_shares, one layer at a time, equals the Why page's former formula on
+"""Issue 29: normviz.methods.sinks.first_token_shares, one layer at a time, equals the Why page's former formula on
 the whole [L, H, n, n] attention and norm maps (float64 tiny models, α recorded and recomputed from q, k in
 blocks of rows), and never builds an [L, H, n, n] array."""
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from normviz import sinks
-from normviz.session import Session
+from normviz.methods import sinks
+from normviz.session.session import Session
 
 from ..helpers import tiny
 

@@ -1,12 +1,12 @@
-"""Stacks as objects (:class:`normviz.keyspace.Stack`): one stack of one input, its spelling, rows and columns,
+"""Stacks as objects (:class:`normviz.methods.keyspace.Stack`): one stack of one input, its spelling, rows and columns,
 model view and Request (built once), as the session, the scheduler and the one-layer path read them."""
 from __future__ import annotations
 
 import pytest
 
 import normviz
-from normviz import keyspace
-from normviz.errors import NotApplicableError
+from normviz.methods import keyspace
+from normviz.core.errors import NotApplicableError
 from tools.tiny import build_seq2seq
 
 from ..helpers.tiny import encoded

@@ -7,7 +7,7 @@ import torch
 
 from normviz.methods import registry
 from normviz.models.params import get_path
-from normviz.session import resolve_keys
+from normviz.session.session import resolve_keys
 
 from ..helpers.maps import analyses, analysis
 from ..helpers.tiny import ARCHS, encoded

@@ -15,7 +15,7 @@ import pytest
 import normviz
 from normviz import cli
 from normviz.corpus import CorpusJob, run_corpus
-from normviz.errors import NormvizError
+from normviz.core.errors import NormvizError
 
 from .helpers import ROOT
 
@@ -201,7 +201,7 @@ try:
     res = run_corpus(CorpusJob(model="minilm", input=path, out=sys.argv[2], stats=("mixing",), max_tokens=128),
                      lm=lm, show_bar=False)
     outcome = "ran"
-except normviz.errors.NormvizError as exc:
+except normviz.core.errors.NormvizError as exc:
     outcome = str(exc)[:200]
 t1 = time.process_time() - t
 s = normviz.Session(lm, "word " * (10 * 2**20 // 5), max_tokens=128)  # 10 MB text through the library

@@ -83,7 +83,7 @@ def test_cli_with_fuzzed_arguments_gives_a_message(tmp_path_factory, command, pa
 
     def load(*a, **k):  # an argument list that passes every check may load the model: count, then stop
         loaded.append(a)
-        raise normviz.errors.NormvizError("stop here (fuzz)")
+        raise normviz.core.errors.NormvizError("stop here (fuzz)")
 
     normviz.load = normviz.models.load = load  # the CLI's export loads through the first, corpus/align the second
     import io

@@ -9,7 +9,7 @@ import pytest
 
 import normviz
 from normviz.ui.views import long_maps
-from normviz.workers import HeavyWorker, takes_layers
+from normviz.workers.process import HeavyWorker, takes_layers
 
 SENTENCE = "The river rose in the night and the town woke to water in the streets. "
 TEXT = SENTENCE * 19 + "A zebra crossed the bridge. "  # ~ 300 minilm tokens: a long text on Explore

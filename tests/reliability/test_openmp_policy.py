@@ -88,7 +88,7 @@ def test_a_process_that_already_loaded_torch_keeps_its_settings():
 
 
 def test_the_preamble_reads_the_settings_without_loading_torch():
-    """app.py reads NORMVIZ_PUBLIC through normviz.settings loaded on its own (the package's facade would load
+    """app.py reads NORMVIZ_PUBLIC through normviz.core.settings loaded on its own (the package's facade would load
     torch before the thread settings are in place)."""
     assert _preamble_run({"NORMVIZ_PUBLIC": "yes"}, "print('torch' in sys.modules, 'numba' in sys.modules, "
                                                     "os.environ.get('OMP_NUM_THREADS'))") == ["False", "False", "1"]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import normviz
-from normviz.workers import HeavyWorker
+from normviz.workers.process import HeavyWorker
 
 SHORT = "The cat sat on the mat, and the dog watched it."
 OTHER = "Rain fell all night on the quiet little harbour town."
@@ -78,7 +78,7 @@ def test_value_zeroing_and_another_pass_overlap_without_mixing(lm):
 
 def test_a_hook_called_by_another_thread_without_its_kwargs_does_nothing():
     """torch may call a with_kwargs pre-hook without kwargs when its owner removed it meanwhile."""
-    from normviz.record import owner_only
+    from normviz.record.recorder import owner_only
 
     calls = []
     hook = owner_only(lambda module, args, kwargs: calls.append(1))
@@ -137,7 +137,7 @@ def test_a_worker_that_dies_is_a_message_and_is_replaced(lm):
         def go():
             try:
                 normviz.Session(lm, "Once more. " + LONG, worker=worker).get(["value_zeroing"])
-            except normviz.errors.NormvizError as exc:
+            except normviz.core.errors.NormvizError as exc:
                 errors.append(str(exc))
 
         t = threading.Thread(target=go)
@@ -166,12 +166,12 @@ def test_every_costly_family_refuses_past_its_budget_before_anything_runs(lm, ke
     a = session.get(["attention", key], strict=False)
     assert key in a.refused and "attention" in a
     assert normviz.Session(lm, LONG, options={option: 1e-9}).forward_passes == 0
-    with pytest.raises(normviz.errors.TooCostlyError):
+    with pytest.raises(normviz.core.errors.TooCostlyError):
         normviz.Session(lm, LONG, options={option: 1e-9}).get([key])
 
 
 def test_every_family_with_a_budget_is_a_heavy_one():
-    from normviz.workers import heavy_families, is_heavy
+    from normviz.workers.process import heavy_families, is_heavy
 
     for key, option in BUDGETS + [("decompx", "decompx_budget_s")]:
         family = normviz.methods.family_of(key)

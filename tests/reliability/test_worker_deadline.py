@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import normviz
-from normviz.errors import DeadlineError
-from normviz.workers import HeavyWorker, heavy_families
+from normviz.core.errors import DeadlineError
+from normviz.workers.process import HeavyWorker, heavy_families
 
 SHORT = "The cat sat on the mat, and the dog watched it."
 LONG = ("The committee met on a cold morning in the old town hall to discuss the budget for the coming year, and "

@@ -165,5 +165,5 @@ def test_runner_up_foil_rule_scores_the_logit_difference_to_the_second_candidate
         with torch.no_grad():
             comp.append(t.total - float(_score(hm, ids, i, top2[0], top2[1])))
     assert t.aopc["sources"]["comprehensiveness"] == pytest.approx(np.mean(comp), abs=1e-10)
-    with pytest.raises(normviz.errors.NormvizError, match="foil_rule"):
+    with pytest.raises(normviz.core.errors.NormvizError, match="foil_rule"):
         explain_text(_session(lm, enc), KEYS, gradients=False, foil_rule="runner-up", foil=top2[1])

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from normviz.core.compat import MOVED
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 # every heading of the README before the reference moved to docs/ (main at 7926c17, 1,122 lines)
@@ -45,13 +47,23 @@ def test_every_old_readme_heading_lands_in_docs():
 
 def _moved(line: str) -> str:
     """``line`` with the module paths of the same issue's moves written as they are now (normviz/ui split into
-    ui/kit and ui/views, normviz/devtools now tools/): a line that names a moved module is still the same line."""
+    ui/kit and ui/views, normviz/devtools now tools/; round 5's folders): a line that names a moved module is still the same line."""
     where = {p.stem: sub for sub in ("kit", "views") for p in (ROOT / "normviz" / "ui" / sub).glob("*.py")}
     line = re.sub(r"normviz\.ui\.(\w+)\b", lambda m: f"normviz.ui.{where[m.group(1)]}.{m.group(1)}"
                   if m.group(1) in where else m.group(0), line)
     line = re.sub(r"normviz/ui/(\w+)\.(py|js)", lambda m: f"normviz/ui/{where[m.group(1)]}/{m.group(1)}.{m.group(2)}"
                   if m.group(1) in where else m.group(0), line)
-    return line.replace("normviz.devtools.", "tools.").replace("normviz/devtools/", "tools/")
+    line = line.replace("normviz.devtools.", "tools.").replace("normviz/devtools/", "tools/")
+    # round 5: the loose modules moved into the folders of their layers (normviz.core.compat.MOVED)
+    line = _FOLDER_NAME.sub(lambda m: f"normviz.{_FOLDERS[m.group(1)]}", line)
+    line = line.replace("normviz/encdec/", "normviz/record/encdec/")
+    return _FOLDER_FILE.sub(lambda m: f"normviz/{_FOLDERS[m.group(1)].replace('.', '/')}.py", line)
+
+
+# (`python -m normviz.workers` still names the package: its __main__)
+_FOLDERS = {**MOVED, "record": "record.recorder", "session": "session.session", "workers": "workers.process"}
+_FOLDER_NAME = re.compile(r"(?<!-m )\bnormviz\.(" + "|".join(sorted(_FOLDERS, key=len, reverse=True)) + r")\b(?![-/])")
+_FOLDER_FILE = re.compile(r"normviz/(" + "|".join(sorted(_FOLDERS, key=len, reverse=True)) + r")\.py")
 
 
 def test_the_old_readme_text_is_in_docs():

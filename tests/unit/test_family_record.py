@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from normviz import methods
-from normviz.errors import TooCostlyError
+from normviz.core.errors import TooCostlyError
 from normviz.methods import cost, registry
 from normviz.methods.base import DEFAULT_STACKS, DEFAULT_UNIT, KeyInfo, Output, Request, no_check
 from normviz.methods.family import Family

@@ -6,7 +6,7 @@ import importlib.util
 import numpy as np
 import pytest
 
-from normviz.errors import TooCostlyError
+from normviz.core.errors import TooCostlyError
 from normviz.methods.maxflow import SCALE, attention_flow, check_cost
 from normviz.methods.rollouts import attention_with_residual
 

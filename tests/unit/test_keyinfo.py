@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 import normviz
-from normviz import keyspace, methods
-from normviz.analysis import pair_boundary
-from normviz.errors import TooCostlyError, UnknownKeyError, UnknownMethodError
+from normviz import methods
+from normviz.methods import keyspace
+from normviz.core.analysis import pair_boundary
+from normviz.core.errors import TooCostlyError, UnknownKeyError, UnknownMethodError
 
 
 def test_every_key_is_described_by_its_family():
@@ -65,7 +66,7 @@ def test_pair_boundary_one_rule():
     assert pair_boundary(A) is None
     A.text_pair = None
     assert pair_boundary(A) is None
-    from normviz.notebook import pair_boundary as nb
+    from normviz.viz.notebook import pair_boundary as nb
     from normviz.ui.kit.data import pair_boundary as ui
 
     assert nb is ui is pair_boundary  # one function

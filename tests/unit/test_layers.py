@@ -9,19 +9,14 @@ from tools.module_graph import build, cycles, folders, unit_of
 # lowest first; a module may import modules of its own layer or below. A folder (package) sits in one layer: every
 # module in it, so that counted as one unit (tools.module_graph.folders) it imports only its layer or below too
 LAYERS = (
-    ("normviz.errors", "normviz.commands", "normviz.settings"),
-    ("normviz.backend", "normviz.activations", "normviz.tokens", "normviz.inputs", "normviz.analysis",
-     "normviz.fx", "normviz.pool", "normviz.memory"),
-    ("normviz.models",),
-    ("normviz.record", "normviz.attention_capture", "normviz.alpha_into", "normviz.attention_interface",
-     "normviz.recording", "normviz.decompose", "normviz.encdec"),
-    ("normviz.methods", "normviz.sinks"),
-    ("normviz.keyspace",),
+    ("normviz.core",),  # errors, settings, tokens, backend, the memory budget …: the floor
+    ("normviz.models",),  # loading and the ArchSpec table
+    ("normviz.record", "normviz.record.encdec"),  # the one recorded forward pass (encoder–decoders: encdec)
+    ("normviz.methods",),  # one module per map family, the registry and the key space
     ("normviz.attribution",),  # prediction attribution: below the Session that calls it
-    ("normviz.map_budget", "normviz.schedule", "normviz.layer_maps"),  # the session's jobs, one module each
-    ("normviz.session",),
+    ("normviz.session",),  # Session and its jobs (schedule, map budget, layer maps)
     ("normviz.corpus", "normviz.align", "normviz.workers", "normviz.trust"),
-    ("normviz.viz", "normviz.notebook"),
+    ("normviz.viz",),  # plotly figures and normviz.show
     ("normviz",),  # the package's facade: normviz/__init__.py
     ("normviz.cli", "normviz.__main__"),  # one module per subcommand (normviz/cli/)
     ("normviz.ui.kit",),  # what every page is built from
@@ -122,3 +117,12 @@ def test_the_scanner_sees_lazy_and_importlib_imports(tmp_path):
     g = build(pkg)
     assert g.edges["normviz.low"] == {"normviz.high": 2} and "normviz.low" in g.edges["normviz.high"]
     assert g.edges["normviz.typed"] == {} and cycles(g) == [["normviz.high", "normviz.low"]]
+
+
+def test_a_folder_is_a_layer():
+    """The tree shows the architecture: LAYERS names folders (packages) only, besides the facade and
+    ``python -m normviz``, and at most three modules sit loose at the top of ``normviz/``."""
+    loose = [m for m, path in GRAPH.modules.items() if m.count(".") == 1 and path.name != "__init__.py"]
+    assert len(loose) <= 3 and set(loose) <= {"normviz.__main__"}, loose
+    named = [m for layer in LAYERS for m in layer if m not in ("normviz", "normviz.__main__")]
+    assert [m for m in named if GRAPH.modules[m].name != "__init__.py"] == []

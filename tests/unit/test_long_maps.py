@@ -3,7 +3,7 @@ view's shown matrices; typed ranges, token search, the window's bounds; a box on
 import numpy as np
 import pytest
 
-from normviz.errors import InputError
+from normviz.core.errors import InputError
 from normviz.ui.kit import data
 from normviz.ui.views import long_maps
 from normviz.viz.overview_figure import block_centres, positions_to_shown

@@ -6,7 +6,7 @@ import pytest
 import torch
 from scipy import integrate
 
-from normviz.activations import activation_ratio, silu_path_integral
+from normviz.core.activations import activation_ratio, silu_path_integral
 from transformers.activations import ACT2FN
 
 

@@ -1,4 +1,4 @@
-"""normviz.pool: blocks are reused only once nothing made from them is alive, and the pool stays bounded."""
+"""normviz.core.pool: blocks are reused only once nothing made from them is alive, and the pool stays bounded."""
 from __future__ import annotations
 
 import gc
@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import torch
 
-from normviz.pool import ArrayPool, size_class
+from normviz.core.pool import ArrayPool, size_class
 
 MB = 2**20
 

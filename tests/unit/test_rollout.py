@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from normviz.errors import NormvizError
+from normviz.core.errors import NormvizError
 from normviz.methods import rollouts as ro
 from normviz.methods.base import Inputs, Request
 

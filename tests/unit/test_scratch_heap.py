@@ -1,7 +1,7 @@
-"""normviz.memory: the layer cache's room made before a long layer is computed, and glibc's heap policy while it is."""
+"""normviz.core.memory: the layer cache's room made before a long layer is computed, and glibc's heap policy while it is."""
 import numpy as np
 
-from normviz import memory
+from normviz.core import memory
 
 
 def test_reserve_drops_the_oldest_until_the_new_layer_fits():

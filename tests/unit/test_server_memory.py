@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from normviz.errors import ServerBusyError, TooCostlyError
+from normviz.core.errors import ServerBusyError, TooCostlyError
 from normviz.ui.kit import server_memory
 from normviz.ui.kit.cache import BoundedCache
 from normviz.ui.kit.server_memory import ServerMemory
@@ -193,7 +193,7 @@ def worker_process():
 
     import psutil
 
-    from normviz.workers import HeavyWorker
+    from normviz.workers.process import HeavyWorker
 
     worker = HeavyWorker(processes=1).start()
     other = subprocess.Popen([sys.executable, "-c", "import time; b = bytearray(80 << 20); time.sleep(120)"])

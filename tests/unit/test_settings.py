@@ -1,4 +1,4 @@
-"""One settings module (:mod:`normviz.settings`): every ``NORMVIZ_*`` variable and every option declared once,
+"""One settings module (:mod:`normviz.core.settings`): every ``NORMVIZ_*`` variable and every option declared once,
 read there only; unknown or ill-typed options refused on one line (exit 2 in the CLI, before a model loads)."""
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from normviz import settings
+from normviz.core import settings
 from normviz.cli import main
-from normviz.errors import NormvizError
+from normviz.core.errors import NormvizError
 
 ROOT = Path(__file__).resolve().parents[2]
 READS = re.compile(r"""(\.get\(|getenv\(|environ\[)\s*["']NORMVIZ_""")
@@ -28,7 +28,7 @@ def test_only_the_settings_module_reads_normviz_variables():
     readers = sorted({str(p.relative_to(ROOT)) for p in _sources("normviz", "app.py", "app_pages")
                       if READS.search(p.read_text(encoding="utf-8"))})
     assert readers == []  # every read goes through settings.env / flag / env_raw
-    assert "os.environ" in (ROOT / "normviz" / "settings.py").read_text(encoding="utf-8")
+    assert "os.environ" in (ROOT / "normviz" / "core" / "settings.py").read_text(encoding="utf-8")
 
 
 def test_every_normviz_name_anywhere_is_declared():
@@ -132,7 +132,7 @@ def test_every_setting_is_documented_with_its_type_and_default():
 
 
 def test_defaults_agree_with_the_modules_that_use_them():
-    from normviz import memory
+    from normviz.core import memory
     from normviz.attribution import adjoint
     from normviz.methods import maxflow, zeroing
     from normviz.ui.kit import frames

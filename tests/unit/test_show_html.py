@@ -10,9 +10,9 @@ import torch
 
 import normviz
 from normviz import viz
-from normviz.errors import NormvizError
-from normviz.fx import norms_from_maps
-from normviz.notebook import pair_boundary
+from normviz.core.errors import NormvizError
+from normviz.core.fx import norms_from_maps
+from normviz.viz.notebook import pair_boundary
 
 from ..helpers.tiny import encoded
 

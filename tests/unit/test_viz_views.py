@@ -207,7 +207,7 @@ def test_png_and_svg_files_through_kaleido():
 def test_image_export_without_kaleido_says_what_to_install(monkeypatch):
     import sys
 
-    from normviz.errors import MissingPackageError
+    from normviz.core.errors import MissingPackageError
     monkeypatch.setitem(sys.modules, "kaleido", None)
     with pytest.raises(MissingPackageError, match="pip install kaleido"):
         viz.to_svg(viz.heatmap(np.eye(2), ["a", "b"]))

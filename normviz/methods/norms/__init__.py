@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from ... import pool
+from ...core import pool
 from ..base import Inputs, KeyInfo, Output, no_check, to_numpy
 from .. import papers
 from .runs import KEYS as _NAMES, backend, norm_family_run, runs
@@ -37,12 +37,12 @@ COMPUTED_TOGETHER = True  # the stages share the Grams: asking for one key compu
 REFERENCES = (papers.KOBAYASHI_2020, papers.KOBAYASHI_2021)
 check = no_check
 PER_LAYER = True  # compute() serves any subset of layers: Session.map computes one
-RECORD = "attention"  # reads only the attention blocks: a pass may stop after the last one (normviz.schedule)
+RECORD = "attention"  # reads only the attention blocks: a pass may stop after the last one (normviz.session.schedule)
 
 
 def compute(inputs: Inputs, keys, options) -> Output:
     """The keys asked for, in runs of layers (one kernel call per run on CPU); written straight into the
-    result arrays (from :mod:`normviz.pool`: reused across analyses of the same size, not faulted in again).
+    result arrays (from :mod:`normviz.core.pool`: reused across analyses of the same size, not faulted in again).
     The `attention` result, when already computed, is the α the runs read."""
     layers = list(inputs.layers)
     keys = [k for k in _NAMES if k in keys]

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ... import keyspace
-from ...analysis import pair_boundary  # noqa: F401  (the one rule, for the pages)
-from ...errors import NormvizError
-from ...keyspace import unit  # noqa: F401  (the colour bar's title, for the pages)
+from ...methods import keyspace
+from ...core.analysis import pair_boundary  # noqa: F401  (the one rule, for the pages)
+from ...core.errors import NormvizError
+from ...methods.keyspace import unit  # noqa: F401  (the colour bar's title, for the pages)
 from ...methods import GROUPS
 from ...viz.labels import unique_labels  # noqa: F401  (the pages' axis labels: 'the', 'the·2')
 
@@ -326,7 +326,7 @@ def pill_labels(keys: list[str]) -> dict[str, str]:
 
 
 def dedupe_all_heads(keys: list[str], head: int | None) -> tuple[list[str], str]:
-    """With all heads a per-head key is its "all heads" view (:func:`normviz.keyspace.layer_view`: ``norm`` is
+    """With all heads a per-head key is its "all heads" view (:func:`normviz.methods.keyspace.layer_view`: ``norm`` is
     ``norm_layer``, the head vectors summed, then the norm): one panel, and a note saying so. Returns the keys to
     show and the note ("" when nothing was merged)."""
     same = keyspace.same_at_all_heads(keys) if head is None else {}

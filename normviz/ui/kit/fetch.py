@@ -15,7 +15,7 @@ import streamlit as st
 
 import normviz
 from normviz import methods
-from normviz.errors import NormvizError, TruncationWarning
+from normviz.core.errors import NormvizError, TruncationWarning
 
 from . import timing
 from .interrupts import deferred_interrupts
@@ -45,8 +45,8 @@ def session_options(lm) -> dict:
 
 def heavy_worker():
     """The server's worker process(es) for the costly maps (NORMVIZ_HEAVY_WORKERS; None: 0, all in-process);
-    in the public app (NORMVIZ_PUBLIC=1) long texts' layers are computed there too (:mod:`normviz.workers`)."""
-    from normviz.workers import shared_worker
+    in the public app (NORMVIZ_PUBLIC=1) long texts' layers are computed there too (:mod:`normviz.workers.process`)."""
+    from normviz.workers.process import shared_worker
 
     conf = settings()
     return shared_worker(conf.heavy_workers, long_layers=conf.public)
@@ -185,7 +185,7 @@ def get_maps(session, keys: list[str]):
 
 def _whole_bytes(session, keys: list[str]) -> int:
     """Bytes of the whole [L, …] arrays of ``keys`` for this input (known before computing)."""
-    from normviz import memory
+    from normviz.core import memory
 
     total = 0
     for k in keys:

@@ -29,7 +29,7 @@ def frame_name(layer: int, head: int | None) -> str:
 
 
 def budget() -> int:
-    from ... import settings
+    from ...core import settings
 
     return settings.env("NORMVIZ_INSTANT_CELLS")
 

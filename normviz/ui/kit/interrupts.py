@@ -32,7 +32,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
 
-from ... import settings
+from ...core import settings
 from . import timing
 
 GUARD_KEY = "_normviz_run_guard"  # the session's lock, kept in its session state

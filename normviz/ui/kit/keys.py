@@ -1,8 +1,8 @@
 """Which map keys a model offers the pages, and their titles (from the families' ``KeyInfo``)."""
 from __future__ import annotations
 
-from normviz import keyspace
-from normviz.errors import NormvizError
+from normviz.methods import keyspace
+from normviz.core.errors import NormvizError
 from normviz.methods import registry
 
 

@@ -7,7 +7,7 @@ import os
 import streamlit as st
 
 import normviz
-from normviz.errors import NormvizError
+from normviz.core.errors import NormvizError
 
 from .interrupts import deferred_interrupts
 from .messages import say, shorten_error

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from ... import memory as core_memory
+from ...core import memory as core_memory
 
 THRESHOLD = 1 << 20
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ... import keyspace
+from ...methods import keyspace
 from . import data
 from .session_view import seed
 

@@ -47,7 +47,7 @@ def lit(value, limit: int = 80) -> str:
 def public(env=None) -> bool:
     """``NORMVIZ_PUBLIC=1``: a public deployment (no error details, no server paths, embedded models only
     unless ``NORMVIZ_ALLOWED_MODELS`` says otherwise)."""
-    from ... import settings
+    from ...core import settings
 
     return settings.flag("NORMVIZ_PUBLIC", env)
 

@@ -2,7 +2,7 @@
 
     limit      NORMVIZ_SERVER_MEMORY_MB (default :data:`DEFAULT_MB`, 6144; never more than 3/4 of the machine)
     held       the server's resident memory now: its own process (``/proc/self/statm``) + its worker
-               processes (``python -m normviz.workers``, :mod:`normviz.workers`: the heavy maps and long texts'
+               processes (``python -m normviz.workers``, :mod:`normviz.workers.process`: the heavy maps and long texts'
                layers, whose records live there; psutil) + what admitted requests still running said they
                would add and has not yet added (:meth:`ServerMemory.admit` reserves it until they finish; the
                growth of the resident memory since the oldest running request was admitted is taken off
@@ -31,7 +31,7 @@ import threading
 import time
 from contextlib import contextmanager
 
-from ...errors import ServerBusyError
+from ...core.errors import ServerBusyError
 
 DEFAULT_MB = 6144.0
 SWEEP_S = 10.0
@@ -84,7 +84,7 @@ def trim_heap() -> None:
     """``gc.collect()``, then glibc's ``malloc_trim(0)`` (freed heap back to the system; nothing elsewhere)."""
     gc.collect()
     try:
-        from ... import memory as core_memory
+        from ...core import memory as core_memory
 
         core_memory.libc().malloc_trim(0)
     except (OSError, AttributeError):  # not glibc
@@ -94,7 +94,7 @@ def trim_heap() -> None:
 def limit_mb(configured: float | None) -> float:
     """The budget in MB: ``configured`` (NORMVIZ_SERVER_MEMORY_MB) or :data:`DEFAULT_MB`, at most 3/4 of this
     machine's memory (a budget past the machine would only move the failure to the kernel's OOM killer)."""
-    from ...memory import physical_mb
+    from ...core.memory import physical_mb
 
     value = float(configured if configured is not None else DEFAULT_MB)
     phys = physical_mb()
@@ -227,7 +227,7 @@ class ServerMemory:
                 self._forget(key)
             self.released += len(gone)
         if gone:
-            from ...pool import POOL
+            from ...core.pool import POOL
 
             POOL.clear()
             self._trim()

@@ -1,5 +1,5 @@
 """The app's view of the ``NORMVIZ_*`` settings (declared, with type, range and meaning, in
-:mod:`normviz.settings`; the table is in docs/settings.md), validated once: a bad value falls back, with a
+:mod:`normviz.core.settings`; the table is in docs/settings.md), validated once: a bad value falls back, with a
 message that names the variable, the value and the fallback (shown to the operator on stderr and as a note in
 the page)."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from ... import settings as _settings
-from ...settings import _shown
+from ...core import settings as _settings
+from ...core.settings import _shown
 
 EMBEDDED_MODELS = ("minilm", "smollm2", "toy-mt")
 EMBEDDED_SEQ2SEQ = ("toy-mt",)  # embedded encoder–decoders: the Translate page's, not offered on the other pages

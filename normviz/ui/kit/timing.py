@@ -17,7 +17,7 @@ import time
 
 
 def enabled() -> bool:
-    from ... import settings
+    from ...core import settings
 
     return settings.flag("NORMVIZ_TIMING")
 

@@ -39,7 +39,7 @@ def warm(model: str | None = None, text: str | None = None) -> dict:
 def warm_models(value: str | None = None) -> list[str]:
     """The models to warm from ``NORMVIZ_WARM`` (or ``value``): ``1``/``default`` the pages' default model, a
     comma-separated list those models, ``0``/empty none."""
-    from ... import settings
+    from ...core import settings
     from .state import DEFAULT_MODEL
 
     raw = settings.env("NORMVIZ_WARM") if value is None else value

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import InputError
+from ...core.errors import InputError
 from ...viz.overview import Overview, clip_range, overview
 from ..kit import data
 
@@ -93,9 +93,9 @@ def kept_positions(special: np.ndarray, hide_special: bool) -> np.ndarray:
 def layer_maps(session, keys: list[str], layer: int, head: int | None, progress=None) -> tuple[dict, dict]:
     """({key: [n, n] map of ``layer``} from :meth:`Session.maps`, {key: why refused}); a refused key (a cost
     check for one layer, a cross-layer map over its budget) does not stop the others. Where the session has a
-    worker that takes long texts (:func:`normviz.workers.takes_layers`: the public app's) the layer is computed
+    worker that takes long texts (:func:`normviz.workers.process.takes_layers`: the public app's) the layer is computed
     there (:func:`remote_maps`), never in the server's threads."""
-    from ...errors import NormvizError
+    from ...core.errors import NormvizError
 
     def maps(ks):
         return remote_maps(session, ks, layer, head, progress) if remote(session) else session.maps(ks, layer, head)
@@ -117,7 +117,7 @@ _REMOTE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # session ->
 
 def remote(session) -> bool:
     """Whether ``session``'s long-text layers are computed in its worker process."""
-    from ...workers import takes_layers
+    from ...workers.process import takes_layers
 
     return takes_layers(getattr(session, "worker", None), session)
 
@@ -126,7 +126,7 @@ def remote_maps(session, keys: list[str], layer: int, head: int | None, progress
     """``session.maps(keys, layer, head)`` from the worker process (:meth:`HeavyWorker.layer_maps`: the records
     live there), the last layers kept here in a bounded cache (``memory.LONG_MAP_CACHE_MB`` per session, as the
     session's own): going back to a layer is no job at all."""
-    from ...memory import LONG_MAP_CACHE_MB, LayerCache
+    from ...core.memory import LONG_MAP_CACHE_MB, LayerCache
 
     cache = _REMOTE.get(session)
     if cache is None:

@@ -15,7 +15,7 @@ import numpy as np
 import streamlit as st
 
 from ... import viz
-from ...errors import InputError, NormvizError
+from ...core.errors import InputError, NormvizError
 from ...viz.heatmap import causal_mask
 from ...viz.labels import plotly_text, unique_labels
 from ...viz.contrast import NAMES as SCALE_NAMES

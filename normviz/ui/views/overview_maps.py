@@ -56,7 +56,7 @@ def compute(session, grid_keys: list[str], m: int, share_keys: list[str], sink: 
     """One pass over the layers: ({key: [L, H, m, m]} of ``grid_keys`` (layer-level keys [L, 1, m, m]),
     {key: [L, H]} shares of ``share_keys`` going to ``sink``, {key: why refused}). A key refused at a layer
     (a cost check, an error of its family) is left out and said; the others go on."""
-    from ...errors import NormvizError
+    from ...core.errors import NormvizError
 
     keys = list(dict.fromkeys(list(grid_keys) + (list(share_keys) if sink is not None else [])))
     n_layers = max((int(session.array_shape(k)[0]) for k in keys), default=0)

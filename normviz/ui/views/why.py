@@ -16,7 +16,7 @@ import numpy as np
 
 from ...attribution import NoHeadError, readout_of
 from ...attribution.predict import token_id, token_text
-from ...errors import NormvizError, TooCostlyError
+from ...core.errors import NormvizError, TooCostlyError
 from ...viz.why import shown
 from ..kit.state import QueryView, encode_value
 
@@ -97,7 +97,7 @@ def token_param(tokenizer, vocab_size: int, tid: int) -> str:
 def refusals(session, budget_s: float | None, tau: float = 0.01) -> dict:
     """{"sources": why refused | None, "routes": … (at threshold τ), "sinks": …} at the deployment's cost budget,
     before any work."""
-    from ... import sinks
+    from ...methods import sinks
     from ...attribution import adjoint, flow
 
     opts = dict(session.options)

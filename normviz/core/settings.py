@@ -8,7 +8,7 @@ it). Two ways a value is checked:
 - an environment variable (:func:`env`) that is malformed falls back to its default with a message naming the
   variable, the value and the fallback (``problems``): the operator of an app sees it on stderr and in the page;
 - an option (:func:`parse_options` for ``KEY=VALUE`` strings, :func:`check_options` for a dict) that is unknown
-  or ill-typed is refused on one line (:class:`normviz.errors.NormvizError`; the CLI exits with 2).
+  or ill-typed is refused on one line (:class:`normviz.core.errors.NormvizError`; the CLI exits with 2).
 
 A family that registers a time budget declares its option ``<family>_budget_s`` here
 (:func:`declare_budget`, from :mod:`normviz.methods.registry`). ``scripts/settings_table.py`` writes the
@@ -98,7 +98,7 @@ ENV: dict[str, Setting] = {s.name: s for s in (
     _env("NORMVIZ_SERVER_MEMORY_MB", "float", 6144.0, "MB the whole server may hold, its worker processes "
          "included (every visitor together: least recently used texts dropped, then requests refused with a message; at most 3/4 of the "
          "machine)", 256.0, 1048576.0),
-    _env("NORMVIZ_HEAVY_WORKERS", "int", 1, "worker processes for the costly maps (normviz.workers); 0: in the "
+    _env("NORMVIZ_HEAVY_WORKERS", "int", 1, "worker processes for the costly maps (normviz.workers.process); 0: in the "
          "server", 0, 4),
     _env("NORMVIZ_CORPUS_MAX_LINES", "int", 200, "lines the Corpus page analyses at most", 1, 100_000),
     _env("NORMVIZ_MAX_UPLOAD_MB", "float", 5.0, "largest file the Corpus page accepts, in MB (also cap it with "

@@ -16,15 +16,15 @@ from typing import Callable
 
 from .encdec.record import record_seq2seq
 from .encdec.target import Seq2SeqInputs
-from .record import record, segment_ids
-from .tokens import Encoded, pad_batch
+from .recorder import record, segment_ids
+from ..core.tokens import Encoded, pad_batch
 
 
 class Recording:
     """``run(full)`` → one {stack: records} per sequence (and the raw record of each), called once, on first need.
 
     ``full=False`` (asked for the families whose ``RECORD`` is ``"attention"``: they read only the attention
-    blocks): the run may stop after the last layer's attention block (:func:`normviz.record.record`'s
+    blocks): the run may stop after the last layer's attention block (:func:`normviz.record.recorder.record`'s
     ``upto``); the first reader that needs the rest (``full=True``, the default) then records again, fully —
     the same numbers up to there — and :attr:`passes` counts both."""
 
@@ -60,7 +60,7 @@ class Recording:
     @classmethod
     def text_batch(cls, lm, encoded: list[Encoded], attention: str = "auto") -> list["Part"]:
         """Parts of several tokenised texts of a self-attention model, recorded in one right-padded pass.
-        ``attention``: record α or q, k (:func:`normviz.record.records_qk`; option ``record_attention``)."""
+        ``attention``: record α or q, k (:func:`normviz.record.recorder.records_qk`; option ``record_attention``)."""
         def run(full: bool):
             ids, mask, types = pad_batch(encoded, pad_id=0, with_token_types=True)
             recs = record(lm, ids, mask, segment_ids(lm, types), attention, upto=None if full else "attention")

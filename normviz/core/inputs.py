@@ -1,6 +1,6 @@
 """Checks of what a user passes on the command line, done before any model is loaded: one clear message each.
 
-Every check raises :class:`normviz.errors.NormvizError` (the CLI prints it on one line and exits with 2).
+Every check raises :class:`normviz.core.errors.NormvizError` (the CLI prints it on one line and exits with 2).
 """
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def output_dir(out: str) -> Path:
 
 
 def parse_options(items: list[str]) -> dict:
-    """``--option KEY=VALUE`` items as a typed dict: :func:`normviz.settings.parse_options` (unknown or
+    """``--option KEY=VALUE`` items as a typed dict: :func:`normviz.core.settings.parse_options` (unknown or
     ill-typed: a one-line NormvizError)."""
     from . import settings
 

@@ -4,7 +4,7 @@ For layer l the record holds
   x      [n, d]     layer input (residual stream)
   attn   [H, n, n]  attention weights α^h_ij of the same pass — or None for a long input, whose
                     ``qk`` (the attention call's q, k, v, mask: O(n·d)) recomputes them on demand
-                    (:mod:`normviz.attention_capture`; :meth:`LayerRecord.attention`)
+                    (:mod:`normviz.record.attention_capture`; :meth:`LayerRecord.attention`)
   z_attn [n, d]     the real vector entering the norm after the attention residual: post-LN x + Attn(x)
                     (the input of ``norm_after_attn``); pre-LN x + Attn(LN(x)) (the input of ``norm_before_ff``)
   z_ff   [n, d]     post-LN only: h + FF(h) (the input of ``norm_after_ff``)
@@ -30,10 +30,10 @@ import torch
 
 from . import alpha_into
 from .attention_capture import AttentionInputs, attention_module_ids, capturing, rerun
-from .models.params import get_path
+from ..models.params import get_path
 
 if TYPE_CHECKING:  # type hints only: no import cycle with the loader
-    from .models.loading import LoadedModel
+    from ..models.loading import LoadedModel
 
 
 @dataclass
@@ -58,7 +58,7 @@ class LayerRecord:
     def attention_inputs(self) -> AttentionInputs:
         """A long input's attention call inputs (q, k, v, mask …): as recorded, or with q and k recomputed when
         they were dropped after the pass (:func:`drop_qk`) by rerunning the layer on its recorded input up to
-        its attention call (:func:`normviz.attention_capture.rerun`: bit for bit the recorded ones). Not kept:
+        its attention call (:func:`normviz.record.attention_capture.rerun`: bit for bit the recorded ones). Not kept:
         the caller holds them while it computes the layer's α."""
         qk = self.qk
         if qk is None or qk.query is not None:

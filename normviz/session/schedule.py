@@ -1,8 +1,8 @@
-"""Which family computes which of a ``get()``'s keys, in what order, and where (:class:`normviz.session.Session`).
+"""Which family computes which of a ``get()``'s keys, in what order, and where (:class:`normviz.session.session.Session`).
 
     todo keys ─► ready (their requirements computed) ─► grouped by (stack, family), in stack and registry order
               ─► + the family's free siblings (COMPUTED_TOGETHER) ─► one compute() per group: here, or in the
-                 heavy-methods worker (normviz.workers), under the model's lock when it reruns the shared model
+                 heavy-methods worker (normviz.workers.process), under the model's lock when it reruns the shared model
               ─► keys whose requirement was refused are refused too; repeat until nothing is pending
 
 A pass may stop after the last attention block when every family asked for reads only the attention blocks
@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from typing import Callable
 
-from . import keyspace, map_budget
-from . import methods as registry
-from .errors import NormvizError, NotApplicableError, TooCostlyError
-from .methods.base import Inputs
-from .record import model_lock
+from ..methods import keyspace
+from . import map_budget
+from .. import methods as registry
+from ..core.errors import NormvizError, NotApplicableError, TooCostlyError
+from ..methods.base import Inputs
+from ..record.recorder import model_lock
 
 Progress = Callable[[float, str], None]
 
@@ -35,7 +36,7 @@ def refuse_dependent(key: str, refused: dict) -> bool:
 def plan(session, wanted: list[str], strict: bool) -> tuple[list[str], dict[str, NormvizError]]:
     """(the keys to compute, the refused {key: why}) of a ``get()`` of the spelled keys ``wanted``, before anything
     runs: the memory budget, each key's check (applicability, cost), refused requirements; ``strict``: the first
-    refusal raised. Each per-head key's "all heads" view (:func:`normviz.keyspace.layer_view`) comes with it, so
+    refusal raised. Each per-head key's "all heads" view (:func:`normviz.methods.keyspace.layer_view`) comes with it, so
     that ``Analysis.map`` gives that one quantity; a view refused only leaves ``Analysis.map`` without it (it
     says so), never refuses the key."""
     refused: dict[str, NormvizError] = map_budget.over_budget(session, wanted, strict)
@@ -153,7 +154,7 @@ def compute(session, todo: list[str], refused: dict, strict: bool, progress: Pro
 
 def run_family(session, stack: keyspace.Stack, family, inputs: Inputs, spelled: list[str], report: Progress):
     """One family's keys of one stack (``spelled``; the Output is keyed by the stack's own names): in the
-    heavy-methods worker when the session has one that takes them (:mod:`normviz.workers`, which rebuilds the
+    heavy-methods worker when the session has one that takes them (:mod:`normviz.workers.process`, which rebuilds the
     session from :attr:`Session.inputs` and computes the spelled keys), else here. A family that reruns the shared
     model with hooks that do not keep to their own thread (no ``HOOKS_OWN_THREAD``) holds the model's lock
     meanwhile."""

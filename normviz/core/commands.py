@@ -1,6 +1,6 @@
 """The registry of ``python -m normviz`` subcommands, below every module that adds one.
 
-    from normviz.commands import subcommand
+    from normviz.core.commands import subcommand
     subcommand("corpus", "statistics over a text file")((add_arguments, run))
 
 A module that adds a subcommand imports this registry, never :mod:`normviz.cli` (which sits above them all

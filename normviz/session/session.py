@@ -3,18 +3,18 @@
     text ─ tokenise ─► Session ─ first get() that needs records ─► one forward pass (records kept)
                                  get(keys) ─► each family's check (before the pass) ─► compute ─► Analysis
 
-One class for every model kind. A model is a set of stacks (:class:`normviz.keyspace.Stack`): a self-attention
+One class for every model kind. A model is a set of stacks (:class:`normviz.methods.keyspace.Stack`): a self-attention
 model's one stack, or an encoder–decoder's encoder, decoder and cross blocks (``Session(lm, source,
 target=…)``; the target is generated greedily when None). The one recording pass records every stack
-(:mod:`normviz.recording`); a key is (stack, map key), spelled ``norm``, ``encoder_norm``, ``cross_norm`` …;
+(:mod:`normviz.record.recording`); a key is (stack, map key), spelled ``norm``, ``encoder_norm``, ``cross_norm`` …;
 resolution, checks, memoisation, refusals, waits and the heavy-maps worker are the same for every stack.
 
 The records are the cache (like TransformerLens' ``ActivationCache``): asking for more map keys later
 never reruns the model, and keys computed once are memoised. Several texts recorded in one padded
 forward pass are a batch of sessions (:meth:`Session.batch`), which the corpus engine uses too.
 
-Delegated: the families' runs (:mod:`normviz.schedule`), the memory budget (:mod:`normviz.map_budget`), one layer
-at a time (:mod:`normviz.layer_maps`), predictions (:mod:`normviz.attribution`).
+Delegated: the families' runs (:mod:`normviz.session.schedule`), the memory budget (:mod:`normviz.session.map_budget`), one layer
+at a time (:mod:`normviz.session.layer_maps`), predictions (:mod:`normviz.attribution`).
 """
 from __future__ import annotations
 
@@ -24,21 +24,23 @@ from typing import Iterable
 
 import numpy as np
 
-from . import keyspace, layer_maps, map_budget, memory, schedule, settings
-from .analysis import Analysis, Target, TokenAxis
-from .decompose import CHUNK_BYTES
-from .encdec import target as seq2seq
-from .errors import NormvizError, UnsupportedModelError
-from .methods.base import Request
-from .models.loading import LoadedModel
-from .recording import Part, Recording
+from ..methods import keyspace
+from . import layer_maps, map_budget, schedule
+from ..core import memory, settings
+from ..core.analysis import Analysis, Target, TokenAxis
+from ..record.decompose import CHUNK_BYTES
+from ..record.encdec import target as seq2seq
+from ..core.errors import NormvizError, UnsupportedModelError
+from ..methods.base import Request
+from ..models.loading import LoadedModel
+from ..record.recording import Part, Recording
 from .schedule import Progress
-from .tokens import Encoded, encode
+from ..core.tokens import Encoded, encode
 
 
 def resolve_keys(lm: LoadedModel, keys: Iterable[str] | None) -> list[str]:
     """Map keys (or family names, or ``"all"``) → the keys to compute, each after the keys it requires.
-    ``None``: every default (not opt-in) key of this model (:func:`normviz.keyspace.resolve`)."""
+    ``None``: every default (not opt-in) key of this model (:func:`normviz.methods.keyspace.resolve`)."""
     return keyspace.resolve(lm, keys)
 
 
@@ -51,7 +53,7 @@ class Session:
 
     Self-attention models: one text, or a sentence pair — the model's real pair input: encoders get the
     tokenizer's segment ids (``token_type_ids``) in the recording pass; decoders get the two texts joined by a
-    separator token (see :mod:`normviz.tokens`). How it was encoded is ``Analysis.notes["pair"]``.
+    separator token (see :mod:`normviz.core.tokens`). How it was encoded is ``Analysis.notes["pair"]``.
     Encoder–decoders: a source text and ``target`` (None: generated greedily, capped by ``max_new_tokens`` or
     option ``max_new_tokens``: 2 × source tokens + 10, at most 256); ``Analysis.notes["target"]`` says which.
 
@@ -60,9 +62,9 @@ class Session:
     ``stop_early`` (default True): a ``get()`` of families that read only the attention blocks (``RECORD =
     "attention"``: the attention weights, the norm family) stops the recording pass after the last layer's
     attention block; anything needing the rest later records again, fully (False: always one full pass).
-    ``worker``: a :class:`normviz.workers.HeavyWorker` that computes the costly families in another process
+    ``worker``: a :class:`normviz.workers.process.HeavyWorker` that computes the costly families in another process
     (the app's server gives one, so that one visitor's heavy maps do not slow down another's short request).
-    ``recorded``: a :class:`normviz.recording.Part` already tokenised (and maybe recorded with others:
+    ``recorded``: a :class:`normviz.record.recording.Part` already tokenised (and maybe recorded with others:
     :meth:`batch`, :meth:`from_encoded`, :meth:`from_ids` give it)."""
 
     def __init__(self, lm: LoadedModel, text: str = "", text_pair: str | None = None, *,
@@ -114,7 +116,7 @@ class Session:
     @classmethod
     def from_inputs(cls, lm: LoadedModel, inputs, text: str = "", text_pair: str | None = None,
                     options: dict | None = None) -> "Session":
-        """A session of what :attr:`inputs` gave (another process's session: :mod:`normviz.workers`)."""
+        """A session of what :attr:`inputs` gave (another process's session: :mod:`normviz.workers.process`)."""
         if isinstance(inputs, Encoded):
             return cls.from_encoded(lm, [inputs], [(text, text_pair)], options)[0]
         return cls(lm, text, options=options, recorded=Recording.seq2seq(lm, inputs))
@@ -122,7 +124,7 @@ class Session:
     @classmethod
     def from_ids(cls, lm: LoadedModel, src_ids: list[int], tgt_ids: list[int], out_ids: list[int] | None = None,
                  options: dict | None = None) -> "Session":
-        """An encoder–decoder session of given ids (:func:`normviz.encdec.target.from_ids`)."""
+        """An encoder–decoder session of given ids (:func:`normviz.record.encdec.target.from_ids`)."""
         return cls(lm, options=options, recorded=Recording.seq2seq(lm, seq2seq.from_ids(lm, src_ids, tgt_ids,
                                                                                         out_ids)))
 
@@ -130,7 +132,7 @@ class Session:
     @property
     def inputs(self):
         """What rebuilds this session's tokens elsewhere (picklable): the text's :class:`Encoded`, or an
-        encoder–decoder's :class:`~normviz.encdec.target.Seq2SeqInputs` (:meth:`from_inputs`)."""
+        encoder–decoder's :class:`~normviz.record.encdec.target.Seq2SeqInputs` (:meth:`from_inputs`)."""
         return self.part.seq2seq if self.part.seq2seq is not None else self.encoded
 
     def axis(self, stack: str) -> Encoded:
@@ -176,7 +178,7 @@ class Session:
         return self.part.passes
 
     def stack(self, name: str) -> keyspace.Stack:
-        """The :class:`~normviz.keyspace.Stack` ``name`` of this input (its spelling, model view, rows, request)."""
+        """The :class:`~normviz.methods.keyspace.Stack` ``name`` of this input (its spelling, model view, rows, request)."""
         return self._stack[name]
 
     def request_of(self, stack: str) -> Request:
@@ -200,14 +202,14 @@ class Session:
 
     def records(self):
         """The recording pass's own record (records on first call): [LayerRecord per layer] of a
-        self-attention model, the :class:`~normviz.encdec.record.Seq2SeqRecord` of an encoder–decoder."""
+        self-attention model, the :class:`~normviz.record.encdec.record.Seq2SeqRecord` of an encoder–decoder."""
         return self.part.raw()
 
     def layers(self, stack: str | None = None, full: bool = True) -> list:
         """Per-layer views of ``stack``'s records (default: the first stack), each on its layer's device:
         :class:`LayerDecomposition` (self-attention stacks), :class:`CrossDecomposition` (cross); records
         on first call. ``full=False``: the last layer's record may end after its attention block (a pass
-        stopped there, :class:`normviz.recording.Recording`); with ``full`` such a recording is made again,
+        stopped there, :class:`normviz.record.recording.Recording`); with ``full`` such a recording is made again,
         fully, and the views follow it."""
         stack = stack or self.stacks[0]
         with self._lock:
@@ -219,47 +221,47 @@ class Session:
             return self._views[stack]
 
     def add_wait(self, seconds: float) -> None:
-        """Count ``seconds`` as waited for another request in the current get() (:mod:`normviz.workers`)."""
+        """Count ``seconds`` as waited for another request in the current get() (:mod:`normviz.workers.process`)."""
         self._waits.s = getattr(self._waits, "s", 0.0) + float(seconds)
 
     # ---- predictions (normviz.attribution: they ride the one recorded pass)
     def predict(self, top: int = 10, position: int = -1):
         """The ``top`` most probable next tokens at ``position``: list of .token, .id, .prob, .logit."""
-        from .attribution import predict
+        from ..attribution import predict
         return predict(self, top, position)
 
     def explain(self, token=None, foil=None, position: int = -1):
         """Why ``token`` (None: the top prediction) rather than ``foil`` at ``position``: an Explanation
         (encoder–decoders: after decoder row ``position``, sources over source + target tokens)."""
         if self.is_encoder_decoder:
-            from .attribution.seq2seq import explain as explain_seq2seq
+            from ..attribution.seq2seq import explain as explain_seq2seq
             with self._lock:
                 return explain_seq2seq(self, token, foil, position)
-        from .attribution import explain
+        from ..attribution import explain
         return explain(self, token, foil, position)
 
     def logit_lens(self, position: int = -1):
         """[L+1, V] log-probabilities of each layer's residual state at ``position`` through the readout."""
-        from .attribution import logit_lens
+        from ..attribution import logit_lens
         return logit_lens(self, position)
 
     # ---- ground truth by intervention (normviz.attribution.knockout: the model's own pass, batched)
     def knockout(self, token=None, foil=None, position: int = -1):
         """Attention knockout: ``.delta`` [n], the logit (difference) lost when every attention edge out of
         token j into other positions is blocked in every layer and head."""
-        from .attribution.knockout import knockout
+        from ..attribution.knockout import knockout
         return knockout(self, token, foil, position)
 
     def ablate_heads(self, token=None, foil=None, position: int = -1, means=None):
         """Head ablation: ``.delta`` [L, H], the logit (difference) lost when head (l, h)'s output before W^O is
         zeroed at every position (``means`` [L, H, d_head]: replaced by its corpus mean instead)."""
-        from .attribution.knockout import ablate_heads
+        from ..attribution.knockout import ablate_heads
         return ablate_heads(self, token, foil, position, means)
 
     def attend(self, layer: int, head: int, query: int = -1, key: int = 0, by_token: bool = False):
         """Head ``head`` of ``layer``: its score of ``query`` → ``key`` split exactly over what wrote both
         residual states (:func:`normviz.attribution.qk.attend`)."""
-        from .attribution.qk import attend
+        from ..attribution.qk import attend
         return attend(self, layer, head, query, key, by_token)
 
     # ---- maps
@@ -313,7 +315,7 @@ class Session:
             waited_s=self._waits.s, target=target,
         )
 
-    # ---- memory (normviz.map_budget)
+    # ---- memory (normviz.session.map_budget)
     def array_shape(self, key: str) -> tuple[int, ...]:
         """The shape of ``key``'s whole array for this input, known before computing: [L, H, rows, cols] for
         per-head keys, else [L, rows, cols] (rows: the stack's tokens; cross keys: columns the encoder's)."""
@@ -328,10 +330,10 @@ class Session:
         """What this session's whole arrays hold now."""
         return map_budget.held_bytes(self)
 
-    # ---- one layer at a time (normviz.layer_maps)
+    # ---- one layer at a time (normviz.session.layer_maps)
     def map(self, key: str, layer: int, head: int | None = None) -> np.ndarray:
         """One [rows, cols] map of one layer, computing only what that layer needs (as ``Analysis.map``:
-        ``head=None`` is the layer view, :func:`normviz.keyspace.layer_view` — ``norm_layer`` for ``norm``, the
+        ``head=None`` is the layer view, :func:`normviz.methods.keyspace.layer_view` — ``norm_layer`` for ``norm``, the
         head mean otherwise).
 
         Per-layer families (``PER_LAYER``: attention weights, the norm family, the FF maps) compute the one

@@ -1,4 +1,4 @@
-"""A session's whole arrays against the memory budget, known before anything runs (:mod:`normviz.memory`).
+"""A session's whole arrays against the memory budget, known before anything runs (:mod:`normviz.core.memory`).
 
     shape(key)   [L, H, rows, cols] per head, else [L, rows, cols] (the cross stack's columns: the encoder's)
     bytes        L·(H·)rows·cols × the working dtype's size (float32 for half-precision models)
@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import functools
 
-from . import keyspace, memory
-from . import methods as registry
-from .decompose import working_dtype
-from .errors import NormvizError
+from ..methods import keyspace
+from ..core import memory
+from .. import methods as registry
+from ..record.decompose import working_dtype
+from ..core.errors import NormvizError
 
 
 @functools.lru_cache(maxsize=None)

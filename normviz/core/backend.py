@@ -1,7 +1,7 @@
 """Device and dtype choice: cuda > mps > cpu, float32 unless asked otherwise.
 
 bfloat16 and float16 are weight dtypes: the model runs and records in them, and every map is computed in
-float32 from per-layer records upcast one layer at a time (:func:`normviz.decompose.working_dtype`)."""
+float32 from per-layer records upcast one layer at a time (:func:`normviz.record.decompose.working_dtype`)."""
 from __future__ import annotations
 
 import torch

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..errors import NormvizError, TruncationWarning, UnsupportedModelError
-from ..record import model_lock
-from ..tokens import MAX_CHARS_PER_TOKEN, Encoded, encode, encoded_ids
+from ...core.errors import NormvizError, TruncationWarning, UnsupportedModelError
+from ..recorder import model_lock
+from ...core.tokens import MAX_CHARS_PER_TOKEN, Encoded, encode, encoded_ids
 from .params import decoder_view, require_seq2seq
 
 MAX_NEW_TOKENS = 256  # the bound of a generated target
@@ -32,7 +32,7 @@ def target_labels(lm, target: str, limit: int) -> tuple[list[int], int]:
     """The tokenizer's target ids of ``target`` (``text_target``: Marian's target vocabulary), cut to
     ``limit`` with a TruncationWarning; (labels, dropped)."""
     tok = lm.tokenizer
-    cap = limit * MAX_CHARS_PER_TOKEN  # bounded time and memory, as for the source (normviz.tokens.encode)
+    cap = limit * MAX_CHARS_PER_TOKEN  # bounded time and memory, as for the source (normviz.core.tokens.encode)
     if len(target) > cap:
         warnings.warn(f"The target is {len(target):,} characters long, more than {MAX_CHARS_PER_TOKEN} per token of "
                       f"the limit of {limit}; it was cut to {cap:,} characters before tokenising.", TruncationWarning,

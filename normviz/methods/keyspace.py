@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from . import methods as registry
-from .activations import check_activation
-from .encdec.params import decoder_view
-from .errors import NotApplicableError, TooCostlyError, UnknownKeyError
-from .methods.base import KeyInfo, Request
+from .. import methods as registry
+from ..core.activations import check_activation
+from ..record.encdec.params import decoder_view
+from ..core.errors import NotApplicableError, TooCostlyError, UnknownKeyError
+from .base import KeyInfo, Request
 
 STACKS = ("model", "encoder", "decoder", "cross")
 PREFIX = {"model": "", "encoder": "encoder_", "decoder": "decoder_", "cross": ""}
@@ -106,11 +106,11 @@ class Stack:
 
     def layer_views(self, records: list, chunk_bytes: int) -> list:
         """Per-layer views of this stack's ``records``, each on its layer's device: a self-attention stack's
-        :class:`~normviz.decompose.LayerDecomposition` (one shared workspace), the cross stack's
+        :class:`~normviz.record.decompose.LayerDecomposition` (one shared workspace), the cross stack's
         :class:`~normviz.methods.cross.CrossDecomposition`."""
-        from .decompose import LayerDecomposition, Workspace
-        from .encdec.params import cross_params
-        from .methods.cross import CrossDecomposition
+        from ..record.decompose import LayerDecomposition, Workspace
+        from ..record.encdec.params import cross_params
+        from .cross import CrossDecomposition
 
         if self.name == "cross":
             return [CrossDecomposition(rec, cross_params(self.lm, i)) for i, rec in enumerate(records)]

@@ -226,10 +226,10 @@ def capturing():
 def rerun(layer: torch.nn.Module, x: torch.Tensor, call: tuple[tuple, dict]) -> AttentionInputs | None:
     """The inputs of ``layer``'s attention call when it is called on ``x`` [n, d] (or a batch [B, n, d] of
     states of the same positions, e.g. :mod:`normviz.attribution.qk`'s component states) with its recorded ``call``
-    (:attr:`normviz.record.LayerRecord.call`), by running the layer only up to that call (its norm and the
+    (:attr:`normviz.record.recorder.LayerRecord.call`), by running the layer only up to that call (its norm and the
     q, k, v projections with position encoding: a few n·d² products, not the attention itself); None if the
     layer made no call through the attention interface. The same operations on the same tensors as in the
-    recording pass: the same q and k bit for bit (checked before any are dropped, :func:`normviz.record.stack_records`)."""
+    recording pass: the same q and k bit for bit (checked before any are dropped, :func:`normviz.record.recorder.stack_records`)."""
     args, kwargs = call
     if not install():  # pragma: no cover
         return None

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import viz
-from .analysis import pair_boundary
-from .errors import NormvizError
-from .fx import norms_from_maps
-from .keyspace import key_info, layer_view, same_at_all_heads, unit
-from .viz.labels import unique_labels
+from .. import viz
+from ..core.analysis import pair_boundary
+from ..core.errors import NormvizError
+from ..core.fx import norms_from_maps
+from ..methods.keyspace import key_info, layer_view, same_at_all_heads, unit
+from .labels import unique_labels
 
 VIEWS = ("heatmap", "lines", "player")
 VALUES = ("raw", "share")

@@ -2,7 +2,7 @@
 
 Encoder input ids s (n tokens), decoder input ids t (m tokens: the decoder start token, then the target
 without its last token). Recorded, batch of one:
-  encoder  [LayerRecord per encoder layer]   as for an encoder-only model (:mod:`normviz.record`)
+  encoder  [LayerRecord per encoder layer]   as for an encoder-only model (:mod:`normviz.record.recorder`)
   decoder  [LayerRecord per decoder layer]   the self-attention sub-block: x (layer input), attn (causal α),
                                              z_attn (input of the norm after the self-attention residual),
                                              out (layer output); no z_ff
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..models.params import get_path
-from ..record import Hooks, LayerRecord, hook_stack, stack_records
+from ...models.params import get_path
+from ..recorder import Hooks, LayerRecord, hook_stack, stack_records
 from .params import decoder_view
 
 
@@ -55,7 +55,7 @@ class Seq2SeqRecord:
 @torch.no_grad()
 def record_seq2seq(lm, src_ids: list[int], tgt_ids: list[int]) -> Seq2SeqRecord:
     """Run ``lm`` once on (src_ids, decoder_input_ids=tgt_ids) and record every stack. Passes of several
-    threads run at once: the hooks record only this thread's pass (:class:`normviz.record.Hooks`)."""
+    threads run at once: the hooks record only this thread's pass (:class:`normviz.record.recorder.Hooks`)."""
     return _record(lm, src_ids, tgt_ids)
 
 

@@ -65,7 +65,7 @@ class Analysis:
     # encoder–decoders (None otherwise): ``tokens`` etc. are the source's (the encoder's axis, the cross maps'
     # columns); the decoder's rows are ``target``'s
     target: Target | None = None
-    # the "all heads" rule (normviz.keyspace.layer_view), given by the session: {per-head key: the key whose layer
+    # the "all heads" rule (normviz.methods.keyspace.layer_view), given by the session: {per-head key: the key whose layer
     # map is its view of all heads (norm → norm_layer)}; ``views``: those arrays when they are not keys asked for
     all_heads: dict[str, str] = field(default_factory=dict)
     views: dict[str, np.ndarray] = field(default_factory=dict, repr=False)

@@ -1,6 +1,6 @@
 """One layer of a map without its whole [L, …] array: ``Session.map``, ``maps`` and ``layer_stack``.
 
-    key ─ whole array computed? ─► its layer (the "all heads" view: :func:`normviz.keyspace.layer_view`)
+    key ─ whole array computed? ─► its layer (the "all heads" view: :func:`normviz.methods.keyspace.layer_view`)
         ─ family.chained (a rollout, standard normalisation) ─► R_l = step(M_l)·R_{l−1}, one [n, n] at a time
         ─ not family.per_layer ─► the whole array through Session.get
         ─ else ─► that layer's records: a long input's layer with α streamed in row blocks
@@ -21,10 +21,12 @@ from typing import Iterable
 
 import numpy as np
 
-from . import keyspace, map_budget, memory
-from . import methods as registry
-from .errors import NormvizError
-from .methods.base import Inputs, to_numpy
+from ..methods import keyspace
+from . import map_budget
+from ..core import memory
+from .. import methods as registry
+from ..core.errors import NormvizError
+from ..methods.base import Inputs, to_numpy
 
 
 def index(value: int, size: int, what: str, key: str) -> int:
@@ -45,7 +47,7 @@ def whole_layer(arr: np.ndarray, key: str, layer: int, head: int | None) -> np.n
 
 
 def maps(session, keys: Iterable[str], layer: int, head: int | None = None) -> dict[str, np.ndarray]:
-    """{key: one [rows, cols] map of ``layer``} (:meth:`normviz.session.Session.maps`)."""
+    """{key: one [rows, cols] map of ``layer``} (:meth:`normviz.session.session.Session.maps`)."""
     keys = list(dict.fromkeys(keys))
     asked = {}  # key -> the key whose layer map answers it (a per-head key's "all heads" view is another key's)
     for key in keys:
@@ -124,7 +126,7 @@ def _maps(session, keys: list[str], layer: int, head: int | None) -> dict[str, n
 
 def layer_stack(session, key: str, layer: int) -> np.ndarray:
     """Every head of one layer of ``key``: [H, rows, cols], or [1, rows, cols] for layer-level keys
-    (:meth:`normviz.session.Session.layer_stack`)."""
+    (:meth:`normviz.session.session.Session.layer_stack`)."""
     stack, base = keyspace.parse(key)
     info, family = registry.key_info(base), registry.family_of(base)
     worker = session.worker is not None and session.worker.takes(session, family, [key])
@@ -170,7 +172,7 @@ def _streamed(session, stack: str, layer: int, todo: dict[str, tuple]) -> dict[s
     (:mod:`normviz.methods.long_layer`: a long input's layer, never its whole α), each cached as (spelled base,
     layer) or (key, layer, take); None when that path does not serve them all (the caller then computes them on
     the layer view)."""
-    from .methods import long_layer
+    from ..methods import long_layer
 
     if stack == "cross" or not todo:
         return None
@@ -241,7 +243,7 @@ def _layers(session, stack: str, bases: list[str], layer: int,
             # would be recomputed (half of a long layer's CPU time at smollm2's n = 4000)
             for k, take in alpha_views.items():
                 alpha = view.alpha
-                from .methods import long_layer
+                from ..methods import long_layer
 
                 arr = to_numpy(long_layer.head_mean(alpha) if take == "mean" else alpha[int(take)])
                 cache.put((k, layer, take), arr)

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from . import pool
-from .models.params import LayerParams, upcast_params
+from ..core import pool
+from ..models.params import LayerParams, upcast_params
 
 if TYPE_CHECKING:
-    from .record import LayerRecord
+    from .recorder import LayerRecord
 
 CHUNK_BYTES = 32 * 2**20  # per row chunk of per-pair vectors: large enough for few chunks, small enough to reuse heap memory
 
@@ -47,7 +47,7 @@ _NUMPY_DTYPES = {torch.float16: np.float16, torch.float32: np.float32, torch.flo
 
 
 def empty_cpu(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-    """``torch.empty`` on the CPU, from :mod:`normviz.pool` (blocks kept across analyses, already faulted in)
+    """``torch.empty`` on the CPU, from :mod:`normviz.core.pool` (blocks kept across analyses, already faulted in)
     where numpy has the dtype."""
     np_dtype = _NUMPY_DTYPES.get(dtype)
     if np_dtype is None:
@@ -58,7 +58,7 @@ def empty_cpu(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
 class Workspace:
     """Scratch buffers reused from layer to layer (same shape each time), so that the large temporaries are
     allocated and page-faulted in once per analysis instead of once per layer; on the CPU they come from
-    :mod:`normviz.pool`, so that the next analysis of the same size reuses them too. Contents are only valid
+    :mod:`normviz.core.pool`, so that the next analysis of the same size reuses them too. Contents are only valid
     inside the call that filled them; :meth:`release` hands them back when a family is done."""
 
     def __init__(self):
@@ -129,7 +129,7 @@ class LayerDecomposition:
 
     @cached_property
     def alpha(self) -> torch.Tensor:
-        """α [H, n, n]: recorded, or recomputed from the recorded q, k (long inputs, :mod:`normviz.attention_capture`)."""
+        """α [H, n, n]: recorded, or recomputed from the recorded q, k (long inputs, :mod:`normviz.record.attention_capture`)."""
         return self.rec.attention().to(self.dtype)
 
     @cached_property

@@ -17,9 +17,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .errors import NormvizError, TooCostlyError
-from .methods.base import Budget, Request
-from .methods.cost import rate as cost_rate, refuse_over_budget
+from ..core.errors import NormvizError, TooCostlyError
+from .base import Budget, Request
+from .cost import rate as cost_rate, refuse_over_budget
 
 BLOCK_BYTES = 32 << 20  # α per block of rows (a long input's recomputed α)
 BUDGET = Budget("sinks")  # option sinks_budget_s
@@ -41,14 +41,14 @@ def estimate_s(request: Request, options: dict) -> float:
 
 
 def check(request: Request, options: dict) -> None:
-    """:class:`~normviz.errors.TooCostlyError` when the shares would exceed ``sinks_budget_s``."""
+    """:class:`~normviz.core.errors.TooCostlyError` when the shares would exceed ``sinks_budget_s``."""
     refuse_over_budget(request, "The attention sinks", options, BUDGET, flops)
 
 
 def first_token_shares(session, stack: str | None = None,
                        block_bytes: int = BLOCK_BYTES) -> tuple[np.ndarray, np.ndarray]:
     """(share_α [L, H], share_‖αf‖ [L, H]) of ``session``'s self-attention ``stack`` (default its first), see
-    the module's docstring. Raises :class:`~normviz.errors.NormvizError` for a layer whose record holds
+    the module's docstring. Raises :class:`~normviz.core.errors.NormvizError` for a layer whose record holds
     neither α nor what recomputes it."""
     views = session.layers(stack)
     wa, wn = [], []

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..errors import UnsupportedModelError
-from ..models.params import _weight, get_path, head_counts
+from ...core.errors import UnsupportedModelError
+from ...models.params import _weight, get_path, head_counts
 
 
 def require_seq2seq(lm) -> None:

@@ -32,7 +32,7 @@ family changes nothing). Every job has a deadline, ``grace + factor × budget`` 
 handed to a process, ``budget`` being the family's cost budget (its ``BUDGET``: seconds in the session's
 options; families are refused before they run when their estimate exceeds it, so a job past several times
 its budget is stuck or starved, e.g. a stopped process). Past the deadline the process is killed and
-replaced and the visitor gets a :class:`~normviz.errors.DeadlineError` (a message, not a traceback); the
+replaced and the visitor gets a :class:`~normviz.core.errors.DeadlineError` (a message, not a traceback); the
 other visitors' jobs queue behind it no longer than that. A process found dead when a job is handed out (it
 died while idle) is replaced silently and the job goes to the new one.
 """
@@ -48,8 +48,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from . import settings
-from .methods.base import DEADLINE_FACTOR, DEFAULT_DEADLINE_S  # noqa: F401 - × the budget; no seconds budget
+from ..core import settings
+from ..methods.base import DEADLINE_FACTOR, DEFAULT_DEADLINE_S  # noqa: F401 - × the budget; no seconds budget
 
 POLL_S = 0.25
 DEADLINE_GRACE_S = 60.0  # + loading the model in a fresh process (smollm2's first load takes ~30 s)
@@ -63,7 +63,7 @@ def is_heavy(family) -> bool:
 
 def heavy_families() -> tuple[str, ...]:
     """The NAMEs of the registered families flagged ``HEAVY``."""
-    from .methods import registry
+    from ..methods import registry
 
     return tuple(name for name, fam in registry.families().items() if is_heavy(fam))
 
@@ -300,7 +300,7 @@ class HeavyWorker:
 
     def _submit(self, session, job: Job, names: str, deadline: float, progress) -> Result:
         """Hand ``job`` to a free process and wait for its result (progress passed on), within ``deadline``."""
-        from . import errors
+        from ..core import errors
 
         if not self._all:
             self.start()
@@ -363,8 +363,8 @@ class HeavyWorker:
     # ---- one job
     def compute(self, session, family, keys, progress=None):
         """``family``'s ``keys`` of ``session``, computed in a worker process; a ``methods.base.Output``.
-        Raises :class:`~normviz.errors.DeadlineError` past the job's deadline, NormvizError if the process dies."""
-        from .methods import base
+        Raises :class:`~normviz.core.errors.DeadlineError` past the job's deadline, NormvizError if the process dies."""
+        from ..methods import base
 
         lm = session.lm
         job = Job(model=lm.name, device=str(lm.device), dtype=str(lm.dtype).replace("torch.", ""),
@@ -393,8 +393,8 @@ class HeavyWorker:
 
 
 def _raise(result: Result) -> None:
-    """The NormvizError a worker reported, raised here (its class when it is one of normviz.errors)."""
-    from . import errors
+    """The NormvizError a worker reported, raised here (its class when it is one of normviz.core.errors)."""
+    from ..core import errors
 
     if result.error is not None:
         cls = getattr(errors, result.error[0], None)
@@ -413,7 +413,7 @@ _MODELS: dict = {}
 
 
 def _model(name: str, device: str, dtype: str, cache_key: tuple | None = None):
-    from .models import load
+    from ..models import load
 
     key = (name, device, dtype)
     lm = _MODELS.pop(key, None)
@@ -437,7 +437,7 @@ def _session(lm, job: Job):
     next layer reuses its records; a fresh one for whole-family jobs (as before)."""
     import hashlib
 
-    from .session import Session
+    from ..session.session import Session
 
     if job.layer is None:
         return Session.from_inputs(lm, job.encoded, job.text, job.text_pair, job.options)
@@ -480,7 +480,7 @@ def _trim() -> None:
 
     gc.collect()
     try:
-        from .memory import libc
+        from ..core.memory import libc
 
         libc().malloc_trim(0)
     except (OSError, AttributeError):  # pragma: no cover - not glibc
@@ -488,7 +488,7 @@ def _trim() -> None:
 
 
 def _run(job: Job, progress) -> Result:
-    from .errors import NormvizError
+    from ..core.errors import NormvizError
 
     t0 = time.perf_counter()
     try:
@@ -562,12 +562,6 @@ def shared_worker(processes: int = 1, long_layers: bool = False) -> HeavyWorker 
                 _SHARED.shutdown()
             _SHARED = HeavyWorker(processes, long_layers=long_layers)
         return _SHARED
-
-
-if __name__ == "__main__":  # as normviz.workers, so that pickled Results name that module, not __main__
-    from normviz.workers import serve as _serve
-
-    _serve()
 
 
 __all__ = ["HeavyWorker", "Job", "Ran", "Result", "heavy_families", "is_heavy", "shared_worker", "takes_layers"]
