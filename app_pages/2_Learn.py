@@ -7,7 +7,7 @@ import streamlit as st
 import normviz
 
 from normviz import viz
-from normviz.methods import registry
+from normviz.methods import keyspace, registry
 from normviz.ui.kit import data
 from normviz.ui.views import learn, trust
 from normviz.ui.kit import st_parts as ui
@@ -80,8 +80,8 @@ def page() -> None:
         st.caption(ui.plain(f"Not shown for {lm.name}: " + "; ".join(f"{ui.title(k)} ({msg})"
                                                                      for k, msg in a.refused.items()), None))
     keys = [k for k in every if k in a]
-    titles = [registry.key_info(k).title for k in keys]
-    default = registry.key_info(view.lesson).title if view.lesson in keys else None
+    titles = [keyspace.key_info(k).title for k in keys]
+    default = keyspace.key_info(view.lesson).title if view.lesson in keys else None
     if view.lesson and view.lesson not in keys and view.lesson in registry.all_keys():
         ui.say("info", f"{view.lesson} does not apply to {lm.name} ({lm.spec.placement}-LN); showing the first map.")
     if view.lesson == learn.WHY_LESSON:
@@ -96,7 +96,7 @@ def page() -> None:
         ui.link_to_page("app_pages/5_Trust.py", "Every attribution against the interventions, on your text: the "
                         "Trust page ↗", {})
     for tab, key in zip(tabs, keys):
-        info = registry.key_info(key)
+        info = keyspace.key_info(key)
         lesson = learn.LESSONS.get(key)
         with tab:
             if lesson:

@@ -52,7 +52,7 @@ def actual_next(session, position: int = -1) -> int:
 
 
 def _lock(session):
-    return getattr(session, "_lock", None) or nullcontext()
+    return getattr(getattr(session, "store", None), "lock", None) or nullcontext()
 
 
 @dataclass
@@ -125,10 +125,10 @@ def explain(session, token=None, foil=None, position: int = -1) -> Explanation:
 def frozen(session) -> adjoint.Frozen:
     """The session's frozen coefficients shared by every candidate, foil and position of its text (the FF
     factors, within the option ``explain_cache_bytes``): a new candidate costs one backward pass."""
-    got = getattr(session, "_frozen", None)
+    got = session.store.frozen
     if got is None:
         got = adjoint.Frozen(int(session.options.get("explain_cache_bytes", adjoint.CACHE_BYTES)))
-        session._frozen = got
+        session.store.frozen = got
     return got
 
 

@@ -337,7 +337,7 @@ def graph(session, token=None, foil=None, position: int = -1, node_threshold: fl
                                  f"into one residual stream read by the logit; {lm.name!r} normalises after each "
                                  "block (post-LN). Use explain().sources, which carries every token through every norm.")
     t0 = time.perf_counter()
-    lock = getattr(session, "_lock", None)
+    lock = getattr(getattr(session, "store", None), "lock", None)
     if lock is not None:
         lock.acquire()
     try:

@@ -145,7 +145,7 @@ class _FrozenNorm:
 
 
 def _lock(session):
-    return getattr(session, "_lock", None) or nullcontext()
+    return getattr(getattr(session, "store", None), "lock", None) or nullcontext()
 
 
 def _qk_rows(layer_module, frozen: _FrozenNorm, states: torch.Tensor, call, beta_rows: torch.Tensor):

@@ -57,8 +57,6 @@ KEYS = (KeyInfo("decompx", "DecompX (propagated decomposition)", False,
                 "‖x^l_{i⇐k}‖: token k's part of token i's output of layer l, the decomposition carried from the "
                 "embeddings through attention, residuals, both norms and the FF block (biases split by |dot|, "
                 "activation by its zero-origin slope; Modarressi et al. 2023). Opt-in: [n, n, d] per layer.", short="DecompX"),)
-REQUIRES: dict = {}
-NEEDS_MODEL = False
 OPT_IN = ("decompx",)
 HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers.process)
 REFERENCES = (papers.MODARRESSI_2023,)

@@ -36,9 +36,6 @@ KEYS = (
     KeyInfo("ff_res_ln", "Feed-forward + residual + norm (whole layer)", False,
             "Post-LN only: the norm after FF + residual decomposed: the whole layer.", placements=("post",), short="whole layer"),
 )
-REQUIRES: dict = {}
-NEEDS_MODEL = False
-OPT_IN = ()
 HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers.process)
 COMPUTED_TOGETHER = True  # the stages share the per-pair vectors: asking for one key computes them all
 REFERENCES = (papers.KOBAYASHI_2024,)

@@ -35,6 +35,7 @@ from ..methods.base import Request
 from ..models.loading import LoadedModel
 from ..record.recording import Part, Recording
 from .schedule import Progress
+from .store import MapStore
 from ..core.tokens import Encoded, encode
 
 
@@ -79,13 +80,9 @@ class Session:
         self.stacks = keyspace.stacks_of(lm)
         self._stack = {s: keyspace.Stack(lm, s, len(self.axis(s).ids), len(self.encoded.ids) if s == "cross" else None)
                        for s in self.stacks}
-        self._arrays: dict[str, np.ndarray] = {}  # spelled key -> its maps
-        self._notes: dict[str, str] = {}
-        self._lock = threading.RLock()
-        self._views: dict[str, list] = {}
-        self._views_of: dict[str, list] = {}  # stack -> the records its views were made from
+        # the maps, notes, views, layer-map cache and lock: one object, handed to the session's jobs
+        self.store = MapStore(memory.LayerCache(float(self.options.get("map_cache_mb", memory.MAP_CACHE_MB))))
         self._waits = threading.local()  # seconds the current get() of each thread waited for other requests
-        self._layer_maps = memory.LayerCache(float(self.options.get("map_cache_mb", memory.MAP_CACHE_MB)))
         self.worker = worker
         if worker is not None:
             worker.prepare(self)
@@ -191,7 +188,7 @@ class Session:
         return self.request_of(self.stacks[0])
 
     def computed(self) -> list[str]:
-        return list(self._arrays)
+        return list(self.store.arrays)
 
     def refusal(self, key: str) -> str | None:
         """Why ``key`` (or a key it needs) would be refused for this input (applicability, cost), or None;
@@ -212,13 +209,13 @@ class Session:
         stopped there, :class:`normviz.record.recording.Recording`); with ``full`` such a recording is made again,
         fully, and the views follow it."""
         stack = stack or self.stacks[0]
-        with self._lock:
+        with self.store.lock:
             records = self.part.records(stack, full)
-            if stack not in self._views or records is not self._views_of.get(stack):
-                self._views_of[stack] = records
-                self._views[stack] = self.stack(stack).layer_views(
+            if stack not in self.store.views or records is not self.store.views_of.get(stack):
+                self.store.views_of[stack] = records
+                self.store.views[stack] = self.stack(stack).layer_views(
                     records, int(self.options.get("chunk_bytes", CHUNK_BYTES)))
-            return self._views[stack]
+            return self.store.views[stack]
 
     def add_wait(self, seconds: float) -> None:
         """Count ``seconds`` as waited for another request in the current get() (:mod:`normviz.workers.process`)."""
@@ -235,7 +232,7 @@ class Session:
         (encoder–decoders: after decoder row ``position``, sources over source + target tokens)."""
         if self.is_encoder_decoder:
             from ..attribution.seq2seq import explain as explain_seq2seq
-            with self._lock:
+            with self.store.lock:
                 return explain_seq2seq(self, token, foil, position)
         from ..attribution import explain
         return explain(self, token, foil, position)
@@ -275,16 +272,16 @@ class Session:
         this call waited for other requests (another thread's get() of this session, which computes the maps
         both need once; a heavy-methods worker busy with another visitor's job), said in ``progress`` too."""
         self._waits.s = 0.0
-        if not self._lock.acquire(blocking=False):
+        if not self.store.lock.acquire(blocking=False):
             if progress:
                 progress(0.0, "waiting for another visitor's analysis of this same text (its maps are shared)")
             t0 = time.perf_counter()
-            self._lock.acquire()
+            self.store.lock.acquire()
             self.add_wait(time.perf_counter() - t0)
         try:
             return self._get(keys, strict, progress)
         finally:
-            self._lock.release()
+            self.store.lock.release()
 
     def _get(self, keys, strict: bool, progress: Progress | None) -> Analysis:
         wanted = keyspace.resolve(self.lm, keys)
@@ -294,7 +291,7 @@ class Session:
         return self._analysis(wanted, refused)
 
     def _analysis(self, wanted: list[str], refused: dict) -> Analysis:
-        keep = [k for k in wanted if k in self._arrays]
+        keep = [k for k in wanted if k in self.store.arrays]
         views = {k: v for k in keep if (v := keyspace.layer_view(k)) is not None}
         enc, lm, part = self.encoded, self.lm, self.part
         target = None
@@ -306,12 +303,13 @@ class Session:
             model_name=lm.name, model_type=lm.model_type, placement=lm.spec.placement,
             causal=lm.spec.causal and target is None,
             tokens=enc.tokens, labels=enc.labels, token_ids=enc.ids, special=np.array(enc.special, dtype=bool),
-            arrays={k: self._arrays[k] for k in keep}, n_layers=lm.n_layers, n_heads=lm.n_heads,
+            arrays={k: self.store.arrays[k] for k in keep}, n_layers=lm.n_layers, n_heads=lm.n_heads,
             dtype=str(lm.dtype).replace("torch.", ""), device=str(lm.device), text=self.text,
             text_pair=self.text_pair, dropped=enc.dropped,
-            notes={**part.notes, **{k: self._notes[k] for k in keep if k in self._notes}},
+            notes={**part.notes, **{k: self.store.notes[k] for k in keep if k in self.store.notes}},
             refused={k: str(refused[k]) for k in wanted if k in refused},
-            all_heads=views, views={v: self._arrays[v] for v in views.values() if v in self._arrays and v not in keep},
+            all_heads=views,
+            views={v: self.store.arrays[v] for v in views.values() if v in self.store.arrays and v not in keep},
             waited_s=self._waits.s, target=target,
         )
 

@@ -201,7 +201,7 @@ class HeavyWorker:
                 and not str(lm.revision).startswith("memory:") and "|map:" not in str(lm.revision))
 
     def takes(self, session, family, keys) -> bool:
-        heavy = is_heavy(family) if self.families is None else family.NAME in self.families
+        heavy = is_heavy(family) if self.families is None else family.name in self.families
         return heavy and self._eligible(session)
 
     def deadline_s(self, family, options: dict) -> float:
@@ -371,7 +371,7 @@ class HeavyWorker:
                   cache_key=tuple(lm.cache_key), encoded=session.inputs, text=session.text,
                   text_pair=session.text_pair, options=dict(session.options), keys=tuple(keys))
         result = self._submit(session, job, ", ".join(keys), self.deadline_s(family, job.options), progress)
-        self.ran.append(Ran(family.NAME, tuple(keys), result.pid, result.seconds))
+        self.ran.append(Ran(family.name, tuple(keys), result.pid, result.seconds))
         _raise(result)
         return base.Output(arrays=result.arrays, notes=result.notes)
 

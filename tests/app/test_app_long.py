@@ -26,7 +26,7 @@ def long_at(monkeypatch):
         def compute(inputs, keys, options, _real=family.compute, _name=name):
             calls.append((_name, tuple(keys), inputs.request.n_layers))
             return _real(inputs, keys, options)
-        monkeypatch.setattr(family, "compute", compute)
+        monkeypatch.setattr(family.module, "compute", compute)
     at = app(query={"text": TEXT, "layer": "1"})
     at.session_state["_normviz_width"] = WIDTH
     at.run()

@@ -106,10 +106,10 @@ def test_map_is_memoised_within_its_bound(tiny_model, monkeypatch):
     assert s.map("attn_res_ln", 1) is first and not calls
     s.map("attn_res_ln", 0)
     assert calls
-    assert s._layer_maps.nbytes <= 2**20
+    assert s.store.layer_maps.nbytes <= 2**20
     tiny_bound = Session.from_encoded(lm, [tiny.encoded(9)], options={"map_cache_mb": 1e-6})[0]
     tiny_bound.map("norm", 0, 0)
-    assert len(tiny_bound._layer_maps) == 0  # bigger than the bound: returned, not kept
+    assert len(tiny_bound.store.layer_maps) == 0  # bigger than the bound: returned, not kept
 
 
 def test_map_ranges_and_records_once(tiny_model):
@@ -329,9 +329,9 @@ def test_a_long_layer_is_cached_within_the_long_input_bound(monkeypatch):
     keys = ["attention", "norm", "attn_res", "attn_res_ln"]
     s.maps(keys, 0)
     layer = s.maps(keys, 1)
-    assert s._layer_maps.nbytes == 4 * one_map  # layer 0's four maps dropped first
+    assert s.store.layer_maps.nbytes == 4 * one_map  # layer 0's four maps dropped first
     head = s.maps(keys, 1, 2)  # one head of attention and norm: the layer mean and norm_layer make room
-    assert s._layer_maps.nbytes == 4 * one_map
+    assert s.store.layer_maps.nbytes == 4 * one_map
     assert head["attn_res"] is layer["attn_res"] and head["attn_res_ln"] is layer["attn_res_ln"]
     again = s.maps(keys, 1, 2)
     assert all(again[k] is head[k] for k in keys)

@@ -86,7 +86,7 @@ def test_value_zeroing_is_opt_in_and_flow_too(tiny_model):
                 "rollout_ff_res_ln"):
         assert key in defaults
     assert registry.is_opt_in("value_zeroing") and registry.is_opt_in("flow")
-    assert registry.family_of("value_zeroing").NEEDS_MODEL
+    assert registry.family_of("value_zeroing").needs_model
     assert "value_zeroing" in resolve_keys(lm, ["value_zeroing"])
 
 

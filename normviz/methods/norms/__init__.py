@@ -30,9 +30,6 @@ KEYS = (
     KeyInfo("attn_res_ln", "Attention + residual + norm", False,
             "The norm after the residual decomposed: ‖γ⊙(u_ij − mean u_ij)‖/s_i (2021, ATBN).", short="+ residual + LN"),
 )
-REQUIRES: dict = {}
-NEEDS_MODEL = False
-OPT_IN = ()
 COMPUTED_TOGETHER = True  # the stages share the Grams: asking for one key computes them all
 REFERENCES = (papers.KOBAYASHI_2020, papers.KOBAYASHI_2021)
 check = no_check

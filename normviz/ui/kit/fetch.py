@@ -34,6 +34,8 @@ def session_options(lm) -> dict:
     any family registered later, and the Why page's routes); default 60 each; the memory budget of whole map arrays
     (NORMVIZ_MEMORY_BUDGET_MB, default 2048); and no recording pass stopped early (``stop_early``)."""
     conf = settings()
+    import normviz.attribution  # noqa: F401 — registers explain's and routes' budgets (``import normviz`` is lazy)
+
     options = {name: conf.cost_budget_s for name in methods.all_budget_options()}  # explain's and routes' too
     options[methods.budget_option("ff")] = conf.ff_budget_s
     options["routes_budget_s"] = conf.cost_budget_s  # the Why page's routes: refused over it, stopped at 4× it
