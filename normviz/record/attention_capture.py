@@ -156,8 +156,9 @@ class AttentionInputs:
         softmax runs in a lower precision than the model (Llama's eager softmax is float32 even in a float64
         model). torch's CPU softmax sums a row shorter than one SIMD vector (AVX2: 8 float32, AVX-512: 16) in
         order and a longer one lane by lane then across lanes: a 7-key row and the same row padded to 11 keys
-        round differently (by a float32 ulp, up to 1.2e-7 relative) on an AVX2 machine. Keys hidden by the mask add exact
-        zeros, so the rows' own keys get the pass's numbers and the hidden keys' columns are exactly 0."""
+        round differently (by a float32 ulp, up to 1.2e-7 relative) on an AVX2 machine. Keys hidden by the
+        mask add exact zeros, so the rows' own keys get the pass's numbers and the hidden keys' columns are
+        exactly 0."""
         mask, keys = self.mask, None
         m = self.key.shape[2]
         if mask is not None:
