@@ -37,6 +37,23 @@ def test_qk_records_equal_weight_records(tiny_model, arch):
             assert _rel(got["qk"][b][key], ref) <= 1e-12, (arch, b, key)
 
 
+def test_a_padded_sequence_recomputes_the_alpha_of_the_pass_bit_for_bit(tiny_model):
+    """Llama's eager softmax is float32 even in a float64 model, and torch's CPU softmax sums a row shorter than
+    one SIMD vector (AVX2: 8 float32, AVX-512: 16) in another order than a longer one: a 5-token sequence padded
+    to 20 keys crosses that width on either. Its α recomputed from q, k (the padding's keys kept, hidden by the
+    mask) is the padded pass's α exactly, and its padding columns are not part of it."""
+    lm = tiny_model("llama")
+    enc = [tiny.encoded(20, seed=5), tiny.encoded(5, seed=6)]
+    weights = Session.from_encoded(lm, enc, options={"record_attention": "weights"})[1].records()
+    qk = Session.from_encoded(lm, enc, options={"record_attention": "qk"})[1].records()
+    for w, q in zip(weights, qk):
+        assert q.attn is None and q.qk.key.shape[2] == 20  # the pass's row length
+        got = q.attention()
+        assert got.shape == w.attn.shape == (lm.n_heads, 5, 5)
+        assert torch.equal(got, w.attn)
+        assert [c for _, _, c, _ in q.attention_inputs().blocks()] == [5]
+
+
 def test_auto_mode_records_qk_only_when_alpha_is_large(tiny_model):
     from normviz.record import recorder as rec_mod
 
