@@ -51,7 +51,23 @@ def heavy_worker():
     from normviz.workers.process import shared_worker
 
     conf = settings()
-    return shared_worker(conf.heavy_workers, long_layers=conf.public)
+    worker = shared_worker(conf.heavy_workers, long_layers=conf.public)
+    if worker is not None:
+        worker.wanted = visitor_connected  # a job still waiting for the worker when its visitor left is dropped
+    return worker
+
+
+def visitor_connected() -> bool:
+    """Whether the visitor of this script run is still connected (True outside a run or a running server)."""
+    visitor = visitor_id()
+    if visitor is None:
+        return True
+    try:
+        from streamlit.runtime import Runtime
+
+        return not Runtime.exists() or Runtime.instance().is_active_session(visitor)
+    except Exception:  # pragma: no cover - the job runs, as before
+        return True
 
 
 def _cut(texts: list[str], limit: int) -> tuple[list[str], str | None]:
