@@ -181,18 +181,29 @@ class Graph:
                                      for s, t, w in self.kept_edges()]}, ensure_ascii=False)
 
     def save(self, path: str, slug: str | None = None) -> None:
-        """``.npz``: :meth:`to_arrays`; ``.json``: Neuronpedia's format (``.plain.json``: :meth:`to_json`)."""
+        """``.npz``: :meth:`to_arrays`; ``.json``: Neuronpedia's format (``.plain.json``: :meth:`to_json`); the
+        ending in any case (G.JSON), the file written under the name given."""
         p = str(path)
-        if p.endswith(".npz"):
-            np.savez(p, **self.to_arrays())
-        elif p.endswith(".plain.json"):
+        kind = graph_suffix(p)
+        if kind == ".npz":
+            with open(p, "wb") as f:
+                np.savez(f, **self.to_arrays())
+        elif kind == ".plain.json":
             with open(p, "w", encoding="utf-8") as f:
                 f.write(self.to_json())
-        elif p.endswith(".json"):
+        else:
             with open(p, "w", encoding="utf-8") as f:
                 json.dump(self.to_neuronpedia(slug), f, ensure_ascii=False)
-        else:
-            raise NormvizError(f"graph files end in .json (Neuronpedia), .plain.json or .npz, not {p!r}.")
+
+
+def graph_suffix(path: str, what: str = "graph file") -> str:
+    """".npz", ".plain.json" or ".json" by ``path``'s ending in any case (the one rule of :meth:`Graph.save` and
+    the CLI's check before the model loads), else a NormvizError."""
+    low = str(path).lower()
+    for kind in (".npz", ".plain.json", ".json"):
+        if low.endswith(kind):
+            return kind
+    raise NormvizError(f"{what} {str(path)!r}: name a .json (Neuronpedia), .plain.json or .npz file.")
 
 
 def _version() -> str:
@@ -531,4 +542,4 @@ class _Upcast:
         self.ln_attn = self.p.norm_on_attn_residual
 
 
-__all__ = ["Graph", "SCHEMA", "check_thresholds", "graph", "graph_bytes", "prune", "too_costly"]
+__all__ = ["Graph", "SCHEMA", "check_thresholds", "graph_suffix", "graph", "graph_bytes", "prune", "too_costly"]
