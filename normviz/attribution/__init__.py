@@ -95,8 +95,13 @@ def direct_fields(lm, readout: Readout, views, t: Target, crosses=None) -> tuple
     return out, None
 
 
-def explanation(lm, t: Target, tokens, direct, refusal, sources, **extra) -> Explanation:
+def explanation(lm, t: Target, tokens, direct, refusal, sources, token_ids=None, **extra) -> Explanation:
+    """The Explanation of target ``t``; ``token_ids``: the ids of ``tokens`` (their readable texts are then
+    the tokenizer's decoding of each, as the predicted token's is: ' capital', not the vocabulary's 'Ġcapital')."""
     tok = lm.tokenizer
+    if token_ids is not None:
+        extra.update(token_ids=[int(i) for i in token_ids],
+                     token_texts=[token_text(tok, int(i)) for i in token_ids] if tok is not None else None)
     return Explanation(token=t.token, token_text=token_text(tok, t.token), foil=t.foil,
                        foil_text=token_text(tok, t.foil) if t.foil is not None else None, position=t.i, total=t.total,
                        tokens=list(tokens), direct=direct, direct_refusal=refusal, sources=sources, **extra)
@@ -119,7 +124,8 @@ def explain(session, token=None, foil=None, position: int = -1) -> Explanation:
         with _lock(session):
             return adjoint.backward(session.layers(), readout, t, frozen(session))
 
-    return explanation(lm, t, session.tokens, direct, refusal, sources)
+    ids = session.encoded.ids if len(session.encoded.ids) == len(session.tokens) else None
+    return explanation(lm, t, session.tokens, direct, refusal, sources, token_ids=ids)
 
 
 def frozen(session) -> adjoint.Frozen:

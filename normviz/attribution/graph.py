@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..core.errors import NormvizError, NotApplicableError
+from ..core import memory
+from ..core.errors import NormvizError, NotApplicableError, TooCostlyError
 from .adjoint import ff_adjoint, norm_adjoint
 from .predict import token_text
 
@@ -180,18 +181,29 @@ class Graph:
                                      for s, t, w in self.kept_edges()]}, ensure_ascii=False)
 
     def save(self, path: str, slug: str | None = None) -> None:
-        """``.npz``: :meth:`to_arrays`; ``.json``: Neuronpedia's format (``.plain.json``: :meth:`to_json`)."""
+        """``.npz``: :meth:`to_arrays`; ``.json``: Neuronpedia's format (``.plain.json``: :meth:`to_json`); the
+        ending in any case (G.JSON), the file written under the name given."""
         p = str(path)
-        if p.endswith(".npz"):
-            np.savez(p, **self.to_arrays())
-        elif p.endswith(".plain.json"):
+        kind = graph_suffix(p)
+        if kind == ".npz":
+            with open(p, "wb") as f:
+                np.savez(f, **self.to_arrays())
+        elif kind == ".plain.json":
             with open(p, "w", encoding="utf-8") as f:
                 f.write(self.to_json())
-        elif p.endswith(".json"):
+        else:
             with open(p, "w", encoding="utf-8") as f:
                 json.dump(self.to_neuronpedia(slug), f, ensure_ascii=False)
-        else:
-            raise NormvizError(f"graph files end in .json (Neuronpedia), .plain.json or .npz, not {p!r}.")
+
+
+def graph_suffix(path: str, what: str = "graph file") -> str:
+    """".npz", ".plain.json" or ".json" by ``path``'s ending in any case (the one rule of :meth:`Graph.save` and
+    the CLI's check before the model loads), else a NormvizError."""
+    low = str(path).lower()
+    for kind in (".npz", ".plain.json", ".json"):
+        if low.endswith(kind):
+            return kind
+    raise NormvizError(f"{what} {str(path)!r}: name a .json (Neuronpedia), .plain.json or .npz file.")
 
 
 def _version() -> str:
@@ -292,11 +304,54 @@ def _threshold(scores: np.ndarray, fraction: float) -> float:
     return float(s[min(int(np.searchsorted(cum, fraction)), len(s) - 1)])
 
 
+def check_thresholds(node_threshold, edge_threshold) -> None:
+    """Both pruning thresholds are numbers in [0, 1] (a bool is not a number: True is not 1.0)."""
+    for name, t in (("node_threshold", node_threshold), ("edge_threshold", edge_threshold)):
+        if isinstance(t, (bool, np.bool_)) or not (isinstance(t, (int, float, np.integer, np.floating))
+                                                   and 0.0 <= t <= 1.0):
+            raise NormvizError(f"{name} must be a number in [0, 1], not {t!r}.")
+
+
+def graph_bytes(n: int, n_layers: int, n_heads: int, d: int, d_ff: int, itemsize: int) -> int:
+    """Bytes :func:`graph` holds beyond the session's records, known before it runs: every component's write
+    and reader [C, n, d] (C = L·(H + 1)) and one more of that size for the edges' products, the FF blocks'
+    frozen factors [L, 2, n, d_ff], and the N × N adjacency with pruning's copies of it (float64, 8 of them;
+    N = n + C + 2). Measured on smollm2 (float32): ~2.6 GB per 1,000 tokens; this gives 2.5 GB."""
+    C = n_layers * (n_heads + 1)
+    N = n + C + 2
+    return int(itemsize) * n * (3 * C * d + 2 * n_layers * d_ff) + 8 * 8 * N * N
+
+
+def graph_fits(n: int, n_layers: int, n_heads: int, d: int, d_ff: int, itemsize: int, budget_mb: float) -> int:
+    """The longest input whose :func:`graph_bytes` stays within ``budget_mb``."""
+    lo, hi = 0, 1
+    fits = lambda m: graph_bytes(m, n_layers, n_heads, d, d_ff, itemsize) <= budget_mb * 2**20  # noqa: E731
+    while fits(hi) and hi < 1 << 30:
+        lo, hi = hi, hi * 2
+    while lo < hi - 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def too_costly(n: int, n_layers: int, n_heads: int, d: int, d_ff: int, itemsize: int,
+               budget_mb: float | None) -> TooCostlyError | None:
+    """The refusal of a graph of ``n`` tokens over the memory budget (option ``memory_budget_mb``), or None."""
+    if budget_mb is None:
+        return None
+    need = graph_bytes(n, n_layers, n_heads, d, d_ff, itemsize)
+    if need <= budget_mb * 2**20:
+        return None
+    fits = graph_fits(n, n_layers, n_heads, d, d_ff, itemsize, budget_mb)
+    return TooCostlyError(
+        f"The attribution graph would hold about {memory.mb(need)} for {n} tokens, over the memory budget of "
+        f"{memory.mb(int(budget_mb * 2**20))} (option memory_budget_mb; in the app NORMVIZ_MEMORY_BUDGET_MB). "
+        f"Shorten the text to about {fits} tokens (--max-tokens), or raise the budget.")
+
+
 def prune(A: np.ndarray, logit: int, always: np.ndarray, node_threshold: float, edge_threshold: float):
     """(node_mask, edge_mask, cumulative influence) as circuit-tracer's ``prune_graph`` with one logit target."""
-    for name, t in (("node_threshold", node_threshold), ("edge_threshold", edge_threshold)):
-        if not (isinstance(t, (int, float)) and 0.0 <= t <= 1.0):
-            raise NormvizError(f"{name} must be a number in [0, 1], not {t!r}.")
+    check_thresholds(node_threshold, edge_threshold)
     w = np.zeros(A.shape[0])
     w[logit] = 1.0
     influence = _influence(_normalised(A), w)
@@ -328,6 +383,7 @@ def graph(session, token=None, foil=None, position: int = -1, node_threshold: fl
     (module docstring), pruned at ``node_threshold`` / ``edge_threshold`` (circuit-tracer's defaults)."""
     from . import readout_of, target
 
+    check_thresholds(node_threshold, edge_threshold)
     lm = session.lm
     if lm.is_encoder_decoder:
         raise NotApplicableError("graph: encoder–decoder models are not supported yet (decoder-only pre-LN models).")
@@ -336,6 +392,11 @@ def graph(session, token=None, foil=None, position: int = -1, node_threshold: fl
         raise NotApplicableError(f"graph needs a pre-LN stack with a linear readout, where every component writes "
                                  f"into one residual stream read by the logit; {lm.name!r} normalises after each "
                                  "block (post-LN). Use explain().sources, which carries every token through every norm.")
+    d, d_ff = lm.sizes
+    refusal = too_costly(session.n_tokens, lm.n_layers, lm.n_heads, d, d_ff, accumulation_itemsize(lm.dtype),
+                         memory.budget_mb(session.options))
+    if refusal is not None:
+        raise refusal
     t0 = time.perf_counter()
     lock = getattr(getattr(session, "store", None), "lock", None)
     if lock is not None:
@@ -377,6 +438,11 @@ def graph(session, token=None, foil=None, position: int = -1, node_threshold: fl
                  node_mask=node_mask, edge_mask=edge_mask, node_threshold=node_threshold,
                  edge_threshold=edge_threshold, model=lm.name, prompt=getattr(session, "text", "") or "",
                  seconds={"build": t1 - t0, "prune": time.perf_counter() - t1})
+
+
+def accumulation_itemsize(dtype) -> int:
+    """Bytes per number of :func:`_build`'s accumulation: float64 models 8, every other model float32's 4."""
+    return 8 if dtype == torch.float64 else 4
 
 
 def _build(views, readout, t):
@@ -476,4 +542,4 @@ class _Upcast:
         self.ln_attn = self.p.norm_on_attn_residual
 
 
-__all__ = ["Graph", "SCHEMA", "graph", "prune"]
+__all__ = ["Graph", "SCHEMA", "check_thresholds", "graph_suffix", "graph", "graph_bytes", "prune", "too_costly"]
