@@ -50,8 +50,8 @@ def page() -> None:
     for key, why in t.refused.items():
         ui.say("info", f"{key}: {why}")
     labels = list(session.labels)
-    shown = [k for k in ("sources", "attention", "attn_res_ln", "rollout_attn_res_ln") if k in t.attributions]
-    ui.chart(vt.truth_beside(labels, t.knockout.delta, {k: t.attributions[k] for k in shown}, font_size=fs),
+    beside = [k for k in ("sources", "attention", "attn_res_ln", "rollout_attn_res_ln") if k in t.attributions]
+    ui.chart(vt.truth_beside(labels, t.knockout.delta, {k: t.attributions[k] for k in beside}, font_size=fs),
              key="trust_beside", filename="trust_beside")
     df = T.table(t.rows())
     ui.table(df, view.present, hide_index=True, width="stretch")
