@@ -13,13 +13,16 @@ from normviz.ui.kit.memo import memoised
 from normviz.viz import trust as vt
 
 ui.page_config("Trust", "✅")
+TEXT_KEYS = ()  # no box here holds a position or a token of the text (ui.follow_text; tested for every page)
 
 
 def page() -> None:
     view, fs = ui.start_page()
+    ui.escape_key(view.present)  # Esc leaves stage mode (this page has no layer/head keys)
     st.subheader("Which map to trust? Attributions against interventions")
     view.text = ui.text_box("Text (the prediction after its last token; an encoder: at [MASK], else [CLS])",
                             "w_trust_text", view.text, max_chars=ui.settings().max_text_chars)
+    ui.follow_text(TEXT_KEYS, view.model, view.text)
     ui.save_view(view)
     lm = ui.load_model(view.model) if view.model else None
     if lm is None:
