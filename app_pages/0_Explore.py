@@ -15,6 +15,8 @@ ui.page_config("Explore", "🔎")
 EXAMPLES = load_examples(Path(__file__).resolve().parents[1] / "assets" / "examples.txt")
 NONE = "(none)"
 FOCUS_PILLS = 24  # longer texts pick the focus token in a searchable select
+# every box that holds a position or a token of the text: dropped for a new text (ui.follow_text)
+TEXT_KEYS = ("w_focus",) + long_view.TEXT_KEYS
 
 
 def page() -> None:
@@ -59,6 +61,8 @@ def page() -> None:
                          type=["txt", "md"], key="w_upload", on_change=use_file)
     for note in st.session_state.pop("_normviz_upload_notes", []):
         ui.say("warning", note)
+    if ui.follow_text(TEXT_KEYS, view.model, view.text, view.pair):
+        view.focus = None  # the old text's focus position is not this text's
 
     ui.save_view(view)
     lm = ui.load_model(view.model)

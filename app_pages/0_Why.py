@@ -18,6 +18,8 @@ from normviz.viz.depth import depth_heatmap
 ui.page_config("Why", "❓")
 NONE = "(none)"
 POS, LENS_LAYER = "w_why_pos", "w_why_lens_layer"
+# every box that holds a position, a token or a head/key of this text: dropped for a new text (ui.follow_text)
+TEXT_KEYS = (POS, "w_why_token", "w_why_foil", "w_why_key", "w_why_layer", "w_why_head", LENS_LAYER)
 
 
 def page() -> None:
@@ -31,7 +33,7 @@ def page() -> None:
     with bar[0] if bar else st.container():
         view.text = ui.text_box("Text (the model predicts what comes next)", "w_text", view.text,
                                 max_chars=ui.settings().max_text_chars)
-    W.follow_text(view.model, view.text, wv)  # a new text: its own last position, not the old index
+    W.follow_text(view.model, view.text, wv, TEXT_KEYS)  # a new text: its own last position, not the old index
     W.save_why(view, wv)
     lm = ui.load_model(view.model) if view.model else None
     if lm is None:

@@ -13,10 +13,12 @@ from normviz.ui.views import learn, trust
 from normviz.ui.kit import st_parts as ui
 
 ui.page_config("Learn", "🎓")
+TEXT_KEYS = ("w_why_row",)  # every box that holds a position or a token of the text (ui.follow_text)
 
 
 def page() -> None:
     view, fs = ui.start_page()
+    ui.escape_key(view.present)  # Esc leaves stage mode (this page has no layer/head keys)
 
     if not view.present:  # stage mode starts with the lesson itself
         st.header("Learn: what each map measures")
@@ -143,6 +145,8 @@ def why_weight_is_not_contribution(view, lm, fs) -> None:
     st.subheader("Why a weight is not a contribution — on your sentence")
     view.text = ui.text_box("Your sentence (the same text as on Explore)", "w_text", view.text,
                             max_chars=ui.settings().max_text_chars)
+    if ui.follow_text(TEXT_KEYS, view.model, view.text, view.pair):
+        view.focus = None  # the old text's row is not this text's
     if not view.text.strip():
         st.info("Type a sentence to step through it.")
         return

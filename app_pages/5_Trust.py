@@ -13,13 +13,16 @@ from normviz.ui.kit.memo import memoised
 from normviz.viz import trust as vt
 
 ui.page_config("Trust", "✅")
+TEXT_KEYS = ()  # no box here holds a position or a token of the text (ui.follow_text; tested for every page)
 
 
 def page() -> None:
     view, fs = ui.start_page()
+    ui.escape_key(view.present)  # Esc leaves stage mode (this page has no layer/head keys)
     st.subheader("Which map to trust? Attributions against interventions")
     view.text = ui.text_box("Text (the prediction after its last token; an encoder: at [MASK], else [CLS])",
                             "w_trust_text", view.text, max_chars=ui.settings().max_text_chars)
+    ui.follow_text(TEXT_KEYS, view.model, view.text)
     ui.save_view(view)
     lm = ui.load_model(view.model) if view.model else None
     if lm is None:
@@ -50,8 +53,8 @@ def page() -> None:
     for key, why in t.refused.items():
         ui.say("info", f"{key}: {why}")
     labels = list(session.labels)
-    shown = [k for k in ("sources", "attention", "attn_res_ln", "rollout_attn_res_ln") if k in t.attributions]
-    ui.chart(vt.truth_beside(labels, t.knockout.delta, {k: t.attributions[k] for k in shown}, font_size=fs),
+    beside = [k for k in ("sources", "attention", "attn_res_ln", "rollout_attn_res_ln") if k in t.attributions]
+    ui.chart(vt.truth_beside(labels, t.knockout.delta, {k: t.attributions[k] for k in beside}, font_size=fs),
              key="trust_beside", filename="trust_beside")
     df = T.table(t.rows())
     ui.table(df, view.present, hide_index=True, width="stretch")

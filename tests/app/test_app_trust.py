@@ -11,6 +11,7 @@ from normviz.ui.kit import st_parts
 from normviz.ui.views import trust as T
 
 from ..helpers.app import app, arr, figures, no_exception
+from .models import MODELS
 
 TEXT = "The cat sat on the mat."
 PAGE = "app_pages/5_Trust.py"
@@ -58,3 +59,16 @@ def test_the_shipped_run_says_what_it_scored(page):
     # smollm2's shipped run is the runner-up rerun with head ablation: its heads' scores are in the table
     assert "runner-up" in shipped_about("smollm2")
     assert any(r["score"] == "spearman_heads" and r["key"] == "direct_heads" for r in shipped("smollm2"))
+
+
+@pytest.mark.parametrize("model", [m for m in MODELS if m != "minilm"])
+def test_the_page_draws_on_every_decoder(model):
+    """Issue 42 item 1: on a decoder the explained token is named (``shown()``); on 4c42c33 a local list named
+    ``shown`` shadowed it and every decoder text ended in UnboundLocalError ("Something went wrong")."""
+    at = app(PAGE, {"model": model, "text": "The capital of France is"})
+    at.run(timeout=900)
+    no_exception(at)
+    assert not [e.value for e in at.error], [e.value for e in at.error]
+    assert at.dataframe and len(at.dataframe[0].value) > 3
+    assert any(f["data"][0].get("name") == "knockout" for f in figures(at))
+    assert any("Explained: the **" in m.value and " of " in m.value for m in at.markdown)

@@ -92,6 +92,28 @@ def text_box(label: str, key: str, value: str, **kwargs) -> str:
     return st.text_input(label, value, key=key, **kwargs)
 
 
+TEXT_KEYS = "_normviz_text_keys"  # the running page's declared text-dependent widgets (tests read it)
+FOLLOWED = "_normviz_followed_text"  # the model and text those widgets belong to
+
+
+def follow_text(keys: tuple[str, ...], *text) -> bool:
+    """A page's widgets that depend on its text -- ``keys``, the page's ONE declared list of every box that holds
+    a position, a token or a key -- follow a new text (or model: another tokenisation): their values are dropped,
+    so each is seeded for the new text instead of keeping an index or token of the old one (issue 29's position,
+    issue 42's "Key token it attends to"). Call it after the text boxes, before those widgets are drawn; ``text``:
+    the model and the text(s) read. True when a new text dropped them: the page then forgets the view's fields
+    that seed them. The session's first run keeps the link's values."""
+    ss = st.session_state
+    ss[TEXT_KEYS] = tuple(keys)
+    before, now = ss.get(FOLLOWED), tuple(str(t) for t in text)
+    ss[FOLLOWED] = now
+    if before is None or tuple(before) == now:
+        return False
+    for key in keys:
+        ss.pop(key, None)
+    return True
+
+
 def seed_index(key: str, value: int | None, n: int, what: str, fallback=None, fallback_text: str | None = None) -> None:
     """Seed widget ``key`` with a position 0 … n-1 from the link (None is kept). A value out of range is
     replaced, with a visible note: by ``fallback`` when ``fallback_text`` is given, else clamped into range.

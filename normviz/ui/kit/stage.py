@@ -70,6 +70,14 @@ def keyboard(layer_key: str, layers: list, head_key: str | None, heads: list, le
         pass
 
 
+def escape_key(present: bool) -> None:
+    """Stage mode's Esc (and nothing else) on a page without layer and head keys (Overview, Learn, Trust,
+    Corpus): docs/app.md promises Esc leaves stage mode on every page. The arrows and Space find no layer control
+    (``layers`` is empty) and do nothing."""
+    if present:
+        keyboard("_normviz_no_layer", [], None, [], leave=leave_stage)
+
+
 def leave_stage(view_key: str = "_normviz_view", toggle: str = "w_present") -> None:
     """Turn stage mode off for the view kept under ``view_key`` and its sidebar ``toggle`` (a key callback)."""
     ss = st.session_state

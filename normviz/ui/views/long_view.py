@@ -35,6 +35,7 @@ ROWS, COLS = "w_zoom_rows", "w_zoom_cols"  # the window, in token positions (inc
 AGG, RANGE, FIND = "w_agg", "w_range", "w_find"
 SCALE = "w_ov_scale"  # the overviews' colour scale (normviz.viz.contrast)
 FOCUS = "w_focus"
+TEXT_KEYS = (ROWS, COLS, RANGE, FIND)  # positions and a token of the text: Explore's TEXT_KEYS include them
 _MSG = "_normviz_long_msg"
 
 
