@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from ..core.errors import NormvizError, NotApplicableError
+from ..models.floor import require_row
 from .adjoint import ff_adjoint, norm_adjoint
 from .predict import token_text
 
@@ -329,6 +330,7 @@ def graph(session, token=None, foil=None, position: int = -1, node_threshold: fl
     from . import readout_of, target
 
     lm = session.lm
+    require_row(lm, "graph")  # the raw-attention floor: needs an architecture row
     if lm.is_encoder_decoder:
         raise NotApplicableError("graph: encoder–decoder models are not supported yet (decoder-only pre-LN models).")
     readout = readout_of(lm)

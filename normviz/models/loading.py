@@ -21,6 +21,7 @@ from ..core.backend import parse_dtype, pick_device
 from ..core.activations import check_activation
 from ..core.errors import HubUnreachableError, MissingPackageError, UnknownModelError, UnsupportedModelError
 from .arch import ARCHITECTURES, ArchSpec, supported_text, unsupported_config_reason
+from .floor import floor_spec, is_floor, note_of
 from .params import LayerParams, get_path, head_counts, layer_params, sizes
 
 log = logging.getLogger(__name__)
@@ -121,7 +122,16 @@ class LoadedModel:
             root = root.get_decoder()
         return get_path(root, self.spec.layers)
 
+    @property
+    def note(self) -> str | None:
+        """On the raw-attention floor (no architecture row): what this model gets and what needs a row; else None."""
+        return note_of(self)
+
     def layer_params(self, index: int) -> LayerParams:
+        if is_floor(self.spec):
+            from .floor import require_row
+
+            require_row(self, "the layer's parameters")
         if not self._params:
             self._params = [layer_params(layer, self.spec, self.model.config) for layer in self.layers]
         return self._params[index]
@@ -329,7 +339,25 @@ def load_config(source: str, revision: str, name: str):
         raise UnknownModelError(f"Could not read the model config of {name!r}: {exc}") from None
 
 
+def row_of(config, name: str) -> tuple[ArchSpec | None, str | None]:
+    """(the architecture row of ``config``, None) or (None, why it has none that applies: then the model gets the
+    raw-attention floor, :mod:`normviz.models.floor`). An encoder–decoder without a row is refused here."""
+    mt = getattr(config, "model_type", None)
+    spec = ARCHITECTURES.get(mt)
+    spec = spec.for_config(config) if spec is not None else None
+    if spec is None:
+        if getattr(config, "is_encoder_decoder", False):
+            raise UnsupportedModelError(
+                f"{name!r} is a {mt!r} encoder–decoder, which has no architecture row in normviz (the raw-attention "
+                f"floor covers encoder-only and decoder-only models). Supported families: {supported_text()}.")
+        return None, None
+    reason = unsupported_config_reason(config, spec)
+    return (None, reason) if reason else (spec, None)
+
+
 def check_supported(config, name: str) -> ArchSpec:
+    """The architecture row of ``config``; UnsupportedModelError when it has none that applies (the exact maps'
+    check: :func:`load` and :func:`from_model` give such a model the raw-attention floor instead)."""
     mt = getattr(config, "model_type", None)
     spec = ARCHITECTURES.get(mt)
     spec = spec.for_config(config) if spec is not None else None
@@ -368,7 +396,7 @@ def load(name: str, device=None, dtype=None, device_map=None, progress=None) -> 
     dt = parse_dtype(dtype, dev or torch.device("cuda" if torch.cuda.is_available() else "cpu"))
     source, revision = resolve(name, progress)
     config = load_config(source, revision, name)
-    spec = check_supported(config, name)
+    spec, reason = row_of(config, name)
     if progress:
         progress(f"Loading {name}…" if device_map is None else f"Loading {name} with device_map={device_map!r}…")
     offline = {"local_files_only": True} if revision == "hub" and _in_local_cache(source) else {}
@@ -376,7 +404,7 @@ def load(name: str, device=None, dtype=None, device_map=None, progress=None) -> 
     placement = {"dtype": dt if half else torch.float32} if device_map is None else {"dtype": dt, "device_map": device_map}
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False, **offline)
-        auto = _auto_class(config, spec)  # with its LM head where the checkpoint has one
+        auto = _auto_class(config, spec) if spec is not None else _floor_class(config)  # with its LM head if any
         model, info = auto.from_pretrained(source, config=config, attn_implementation="eager",
                                            trust_remote_code=False, output_loading_info=True, **placement, **offline)
     except OSError as exc:
@@ -394,7 +422,11 @@ def load(name: str, device=None, dtype=None, device_map=None, progress=None) -> 
         dev = emb.weight.device if emb is not None else next(model.parameters()).device
         revision += f"|map:{device_map}"
     model.eval().requires_grad_(False)
-    model, head = _split_head(model, spec, info.get("missing_keys", ()))
+    missing = info.get("missing_keys", ())
+    if spec is None:
+        return _on_floor(model, tokenizer, config, name, reason, missing, source=source, revision=revision,
+                         device=dev, dtype=dt)
+    model, head = _split_head(model, spec, missing)
     return _validated(LoadedModel(
         name=name, model=model, tokenizer=tokenizer, spec=spec, source=source, revision=revision,
         device=dev, dtype=dt, max_length=_max_length(config, tokenizer, spec), stack=_stack(spec),
@@ -448,9 +480,14 @@ def _validated(lm: LoadedModel) -> LoadedModel:
             "its weights in memory. Use a device_map without 'disk' or offloading (layers on GPUs and 'cpu').")
     if lm.is_encoder_decoder:
         return lm
+    if is_floor(lm.spec):
+        return lm
     reason = check_activation(lm.layer_params(0).act, gated=lm.spec.ff_kind == "gated")
-    if reason:
-        raise UnsupportedModelError(f"{lm.name!r}: {reason}. Supported families: {supported_text()}.")
+    if reason:  # its row does not apply: the raw-attention floor, with the reason in its note
+        head = lm.head_model
+        model = head if head is not None else lm.model
+        return _on_floor(model, lm.tokenizer, lm.config, lm.name, reason, (), source=lm.source,
+                         revision=lm.revision, device=lm.device, dtype=lm.dtype)
     return lm
 
 
@@ -458,8 +495,9 @@ def from_model(model, tokenizer, name: str = "custom") -> LoadedModel:
     """Wrap an already built (e.g. randomly initialised) transformers model for analysis: a base model, or one
     with its LM head (``…ForCausalLM``, ``…LMHeadModel``, ``BertForMaskedLM``: predictions and explanations;
     the maps record its base model). Encoder–decoders: the ``…ForConditionalGeneration`` / ``…MTModel`` model,
-    or its base model, which can't generate."""
-    spec = check_supported(model.config, name)
+    or its base model, which can't generate. A model type without an architecture row (or whose row refuses its
+    config) gets the raw-attention floor (:mod:`normviz.models.floor`), with a note."""
+    spec, reason = row_of(model.config, name)
     if getattr(model.config, "_attn_implementation", "eager") != "eager":
         setter = getattr(model, "set_attn_implementation", None)  # also the sub-configs (T5's encoder and decoder)
         if setter is not None:
@@ -467,6 +505,10 @@ def from_model(model, tokenizer, name: str = "custom") -> LoadedModel:
         else:
             model.config._attn_implementation = "eager"
     model.eval().requires_grad_(False)
+    if spec is None:
+        p = next(model.parameters())
+        return _on_floor(model, tokenizer, model.config, name, reason, (), source=name,
+                         revision="memory:" + str(id(model)), device=p.device, dtype=p.dtype)
     model, head = _split_head(model, spec)
     p = next(model.parameters())
     return _validated(LoadedModel(
@@ -474,3 +516,41 @@ def from_model(model, tokenizer, name: str = "custom") -> LoadedModel:
         device=p.device, dtype=p.dtype, max_length=_max_length(model.config, tokenizer, spec) if tokenizer else 10**9,
         stack=_stack(spec), head_model=head,
     ))
+
+
+# ---------------------------------------------------------------- the raw-attention floor
+class FloorWarning(UserWarning):
+    """A model was loaded on the raw-attention floor (no architecture row): the warning's text is its note."""
+
+
+def _floor_class(config):
+    """The auto class of a model without a row: with its LM head where the checkpoint names one (a causal LM, a
+    masked LM), else the base model."""
+    import transformers as tf
+
+    archs = [str(a) for a in (getattr(config, "architectures", None) or ())]
+    if any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs):
+        return tf.AutoModelForCausalLM
+    if any(a.endswith("ForMaskedLM") for a in archs):
+        return tf.AutoModelForMaskedLM
+    return tf.AutoModel
+
+
+def _on_floor(model, tokenizer, config, name: str, reason: str | None, missing, **fields) -> LoadedModel:
+    """``model`` (base, or with its LM head) on the raw-attention floor; warns once with the note."""
+    import warnings
+
+    base = getattr(model, "base_model", model)
+    head = model if base is not model else None
+    prefix = getattr(model, "base_model_prefix", "")
+    if head is not None and any(not str(k).startswith(prefix + ".") for k in missing):
+        head = None  # the head's weights were not in the checkpoint (randomly initialised)
+    if getattr(config, "_attn_implementation", "eager") != "eager":
+        setter = getattr(model, "set_attn_implementation", None)
+        if setter is not None:
+            setter("eager")
+    spec = floor_spec(base, head, config, name, reason)
+    warnings.warn(spec.note, FloorWarning, stacklevel=3)
+    log.info("%s: %s", name, spec.note)
+    return LoadedModel(name=name, model=base, tokenizer=tokenizer, spec=spec, stack="model", head_model=head,
+                       max_length=_max_length(config, tokenizer, spec) if tokenizer is not None else 10**9, **fields)

@@ -67,7 +67,8 @@ class Recording:
             return [{"model": r} for r in recs], recs
 
         recording = cls(run, can_stop=True)
-        return [Part(recording, b, {"model": enc}, _pair_notes(lm, enc)) for b, enc in enumerate(encoded)]
+        floor = {"architecture": lm.note} if getattr(lm, "note", None) else {}  # the raw-attention floor's note
+        return [Part(recording, b, {"model": enc}, {**_pair_notes(lm, enc), **floor}) for b, enc in enumerate(encoded)]
 
     @classmethod
     def seq2seq(cls, lm, inputs: Seq2SeqInputs) -> "Part":
