@@ -206,9 +206,6 @@ def record(lm: "LoadedModel", input_ids: torch.Tensor, attention_mask: torch.Ten
     and the final norm do not run, and its record has no ``out``, ``z_ff``, ``final`` (None); every other
     number is the full pass's (the same operations up to there). Passes of several threads run at once: the
     hooks record only this thread's pass."""
-    if getattr(lm.spec, "family", None) == "floor":  # no architecture row: α, block inputs and outputs only
-        from .floor import record as record_floor
-        return record_floor(lm, input_ids, attention_mask, token_type_ids)
     return _record(lm, input_ids, attention_mask, token_type_ids, attention, upto)
 
 
