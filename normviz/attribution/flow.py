@@ -48,6 +48,7 @@ import numpy as np
 import torch
 
 from ..core.errors import DeadlineError, InputError, NormvizError, NotApplicableError, TooCostlyError
+from ..models.floor import require_row
 from ..methods.base import DEADLINE_FACTOR, DEFAULT_DEADLINE_S, Budget, Request
 from ..methods.cost import RATES, estimate_s, refuse_over_budget
 from ..methods.family import Family
@@ -233,6 +234,7 @@ def routes(session, position: int = -1, threshold: float = 0.04, *, measure: str
         raise NotApplicableError("routes follow one self-attention stack; encoder–decoders are not supported yet "
                                  "(explain the decoder with Session.explain).")
     lm = session.lm
+    require_row(lm, "routes")  # the raw-attention floor: needs an architecture row
     if lm.spec.placement != "pre":
         raise NotApplicableError(f"routes need a pre-LN stack, whose residual stream is a plain sum of the blocks' "
                                  f"writes; {lm.name!r} normalises after every block (post-LN).")

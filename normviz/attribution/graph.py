@@ -36,6 +36,7 @@ import torch
 
 from ..core import memory
 from ..core.errors import NormvizError, NotApplicableError, TooCostlyError
+from ..models.floor import require_row
 from .adjoint import ff_adjoint, norm_adjoint
 from .predict import token_text
 
@@ -385,6 +386,7 @@ def graph(session, token=None, foil=None, position: int = -1, node_threshold: fl
 
     check_thresholds(node_threshold, edge_threshold)
     lm = session.lm
+    require_row(lm, "graph")  # the raw-attention floor: needs an architecture row
     if lm.is_encoder_decoder:
         raise NotApplicableError("graph: encoder–decoder models are not supported yet (decoder-only pre-LN models).")
     readout = readout_of(lm)

@@ -135,6 +135,8 @@ ENV: dict[str, Setting] = {s.name: s for s in (
          "(scripts/test.sh sets it)", scope="scripts"),
     _env("NORMVIZ_SETUP_SMOLLM2", "flag", True, "scripts/setup.sh converts the embedded SmolLM2 from its GGUF file "
          "into NORMVIZ_CACHE once (0: at its first load instead)", scope="scripts"),
+    _env("NORMVIZ_SETUP_GEMMA3", "flag", True, "scripts/setup.sh converts the embedded Gemma-3-270M from its GGUF "
+         "file into NORMVIZ_CACHE once, beside SmolLM2's (0: at its first load instead, minutes)", scope="scripts"),
     _env("NORMVIZ_CHROMIUM", "path", None, "the Chromium binary of the browser tests", scope="tests",
          shown="/usr/bin/chromium"),
     _env("NORMVIZ_CHROMEDRIVER", "path", None, "the ChromeDriver of the browser tests", scope="tests",

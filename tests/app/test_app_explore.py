@@ -154,20 +154,37 @@ def test_bad_models_say_what_to_do(model, expected):
     assert len(heatmaps(at)) == 4 and not at.error
 
 
-def test_unsupported_architecture_is_refused(tmp_path):
+def test_a_model_without_an_architecture_row_gets_raw_attention_and_one_note(tmp_path):
+    """The raw-attention floor in the app (normviz.models.floor): a bloom directory loads, Explore draws α, and
+    the page says once what the model gets and what needs a row, with no error box per refused map."""
+    import torch
     import transformers
 
-    transformers.OPTConfig(num_hidden_layers=1, hidden_size=8, ffn_dim=8, num_attention_heads=1,
-                           word_embed_proj_dim=8).save_pretrained(tmp_path)  # OPT: not in the architecture table
-    at = app(query={"model": str(tmp_path)})
+    from tools.tiny import randomize_weights, tokenizer
+
+    torch.manual_seed(0)
+    cfg = transformers.BloomConfig(vocab_size=97, hidden_size=32, n_layer=2, n_head=4)
+    model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
+    randomize_weights(model)
+    model.save_pretrained(tmp_path)
+    tokenizer().save_pretrained(tmp_path)
+    at = app(query={"model": str(tmp_path), "text": "the cat sat on the mat"})
     at.run()
     no_exception(at)
-    # the page names no reason (it would tell a visitor which server directories exist and what they hold)
-    # but where to find it; the library's own message is the exact one
-    assert any("Could not load" in e and "normviz export --model DIR" in e for e in texts(at.error)), texts(at.error)
-    assert not heatmaps(at)
-    with pytest.raises(UnsupportedModelError, match="normviz cannot analyse exactly"):
-        normviz.load(str(tmp_path))
+    notes = [t for t in texts(at.info) if "has no architecture row" in t]
+    assert len(notes) == 1 and "'bloom' model" in notes[0] and "register_architecture('bloom'" in notes[0]
+    assert not at.error and not [w for w in texts(at.warning) if "Not available" in w]
+    assert [title(f).split(" · ")[0] for f in heatmaps(at)] == ["Attention weights α"]
+    assert any("no architecture row" in c.value for c in at.sidebar.caption)
+    lm = st_parts.model_cache().get_or_compute(str(tmp_path), lambda: None)
+    a = normviz.Session(lm, "the cat sat on the mat").get(["attention"])
+    want = a.arrays["attention"][0].mean(0)
+    np.testing.assert_allclose(np.nan_to_num(z(heatmaps(at)[0])), want, rtol=1e-5, atol=1e-6)  # NaN: j > i
+    with pytest.raises(UnsupportedModelError, match="'pegasus' encoder–decoder"):  # no floor for these
+        transformers.PegasusConfig(vocab_size=50, d_model=16, encoder_layers=1, decoder_layers=1,
+                                   encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=16,
+                                   decoder_ffn_dim=16).save_pretrained(tmp_path / "p")
+        normviz.load(str(tmp_path / "p"))
 
 
 def test_too_long_text_is_cut_with_a_message(monkeypatch):

@@ -35,18 +35,24 @@ def test_hub_unreachable_is_fast_and_lists_embedded(monkeypatch):
 
 
 def test_unsupported_architecture(tmp_path):
-    cfg = tf.OPTConfig(hidden_size=16, ffn_dim=32, num_hidden_layers=1, num_attention_heads=2, vocab_size=50,
-                       word_embed_proj_dim=16)
-    tf.OPTModel(cfg).save_pretrained(tmp_path)
-    with pytest.raises(UnsupportedModelError, match=r"'opt'.*BERT family.*GPT-2.*Llama family.*encoder–decoder"):
+    """A type without a row loads on the raw-attention floor (tests/models/test_floor.py), with its note; an
+    encoder–decoder without one is refused at load with the supported families."""
+    cfg = tf.PegasusConfig(vocab_size=50, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                           decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16)
+    tf.PegasusForConditionalGeneration(cfg).save_pretrained(tmp_path)
+    with pytest.raises(UnsupportedModelError, match=r"'pegasus'.*BERT family.*GPT-2.*Llama family.*encoder–decoder"):
         normviz.load(str(tmp_path))
 
 
 def test_unsupported_gated_activation():
+    from normviz.models.floor import is_floor
+    from normviz.models.loading import FloorWarning
+
     cfg = tf.LlamaConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-                         vocab_size=50, hidden_act="gelu")
-    with pytest.raises(UnsupportedModelError, match="SiLU"):
-        normviz.from_model(tf.LlamaModel(cfg), None)
+                         vocab_size=50, hidden_act="tanh")
+    with pytest.warns(FloorWarning, match="tanh"):
+        lm = normviz.from_model(tf.LlamaModel(cfg), None)
+    assert is_floor(lm.spec) and "tanh" in lm.note
 
 
 def test_missing_embedded_packages(monkeypatch, tmp_path):

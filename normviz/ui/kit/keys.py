@@ -7,12 +7,18 @@ from normviz.methods import registry
 
 
 def default_keys(lm) -> list[str]:
-    """The self-attention keys computed by default for this model's LN placement."""
+    """The self-attention keys computed by default for this model's LN placement (a model on the raw-attention
+    floor, without an architecture row: its keys, :data:`normviz.models.floor.FLOOR_KEYS`)."""
+    if getattr(lm, "note", None):
+        from normviz.models.floor import FLOOR_KEYS
+        return list(FLOOR_KEYS)
     return registry.all_keys(lm.spec.placement, include_opt_in=False)
 
 
 def opt_in_keys(lm) -> list[str]:
     """The opt-in (costly) keys for this model's LN placement."""
+    if getattr(lm, "note", None):
+        return []
     every = registry.all_keys(lm.spec.placement, include_opt_in=True)
     cheap = set(default_keys(lm))
     return [k for k in every if k not in cheap]

