@@ -406,9 +406,11 @@ def _decoder(session, T, continuation, foil, by_layer):
         if not ids:
             raise NormvizError("The model generated no token (its prompt ends the text).")
     full = prompt + ids[:-1]
-    if len(full) > lm.max_length:
+    window = min(lm.max_length, *(getattr(lm.config, k, None) or lm.max_length
+                                  for k in ("max_position_embeddings", "n_positions")))
+    if len(full) > window:
         raise InputError(f"prompt + continuation is {len(full) + 1} tokens, more than {lm.name!r}'s window of "
-                         f"{lm.max_length}: generate fewer tokens or shorten the prompt.")
+                         f"{window}: generate fewer tokens or shorten the prompt.")
     inner = type(session).from_encoded(lm, [_encoded(lm, full)], options=dict(session.options))[0]
     n, steps = len(prompt), len(ids)
     positions = list(range(n - 1, n - 1 + steps))
