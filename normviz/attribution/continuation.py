@@ -464,7 +464,7 @@ def _result(lm, inner, mode, ids, positions, targets, sources, by, bias_by, dire
         model_name=lm.name, mode=mode, generated_ids=np.asarray(ids, dtype=np.int64),
         tokens=[_label(lm, i) for i in ids], positions=positions,
         totals=np.array([t.total for t in targets]), sources=sources, bias=bias_by.sum(1) + inner_bias(inner),
-        columns=list(columns), column_ids=np.asarray(column_ids, dtype=np.int64), n_prompt=n_prompt,
+        columns=[_label(lm, i) for i in column_ids], column_ids=np.asarray(column_ids, dtype=np.int64), n_prompt=n_prompt,
         foils=np.array([-1 if t.foil is None else t.foil for t in targets], dtype=np.int64),
         foil_tokens=[None if t.foil is None else _label(lm, t.foil) for t in targets], foil_mode=foil_mode,
         text=text, note=note, n_source=n_source, direct_refusal=refusal,
