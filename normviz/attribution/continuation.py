@@ -218,26 +218,76 @@ def _dots(g: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
     return (g.sum(1).to(torch.float64) @ b.to(device=g.device, dtype=torch.float64)).cpu()
 
 
-def _ff(p, g: torch.Tensor, factors) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`adjoint.ff_adjoint` for g [B, n, d]; the factors [n, d_ff] shared by every target."""
+class Live:
+    """The (target, row) pairs where a batch's adjoint can be nonzero: target k's own row i_k at the top of a
+    causal stack, rows j ≤ i_k below its first attention block. Row-wise products (the FF, W^O, W^V) run on
+    these rows only, packed [P, ·] (P = Σ_k (i_k + 1) instead of B·n): the causal structure's saving, exact."""
+
+    def __init__(self, b: torch.Tensor, j: torch.Tensor, B: int, n: int):
+        self.b, self.j, self.B, self.n = b, j, B, n
+
+    @classmethod
+    def own_rows(cls, positions, n: int, device) -> "Live":
+        B = len(positions)
+        return cls(torch.arange(B, device=device), torch.as_tensor(list(positions), device=device), B, n)
+
+    @classmethod
+    def causal(cls, positions, n: int, device) -> "Live":
+        pos = torch.as_tensor(list(positions), device=device)
+        mask = torch.arange(n, device=device)[None, :] <= pos[:, None]
+        b, j = mask.nonzero(as_tuple=True)
+        return cls(b, j, len(positions), n)
+
+    def pack(self, g: torch.Tensor) -> torch.Tensor:
+        return g[self.b, self.j]
+
+    def unpack(self, rows: torch.Tensor) -> torch.Tensor:
+        out = rows.new_zeros(self.B, self.n, rows.shape[-1])
+        out[self.b, self.j] = rows
+        return out
+
+    def dots(self, rows: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        """[B]: Σ over target k's rows of ⟨row, bias⟩ (float64, CPU)."""
+        if bias is None:
+            return torch.zeros(self.B, dtype=torch.float64)
+        per = rows.new_zeros(self.B, rows.shape[-1]).index_add_(0, self.b, rows)
+        return (per.to(torch.float64) @ bias.to(device=rows.device, dtype=torch.float64)).cpu()
+
+
+def _ff(p, g: torch.Tensor, factors, live: Live | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`adjoint.ff_adjoint` for g [B, n, d]; the factors [n, d_ff] shared by every target (``live``: on
+    its rows only)."""
+    if live is not None:
+        rows = live.pack(g)
+        out, bias = _ff_rows(p, rows, [f[live.j] for f in factors], live.dots)
+        return live.unpack(out), bias
+    return _ff_rows(p, g, factors, lambda x, b: _dots(x, b))
+
+
+def _ff_rows(p, g: torch.Tensor, factors, dots) -> tuple[torch.Tensor, torch.Tensor]:
     h = g @ p.w_out.T
-    bias = _dots(g, p.b_out)
+    bias = dots(g, p.b_out)
     a = h * factors[0]
-    bias += _dots(a, p.b_in)
+    bias += dots(a, p.b_in)
     out = a @ p.w_in.T
     del a
     if p.ff_kind != "mlp":
         b = h.mul_(factors[1])
-        bias += _dots(b, p.b_up)
+        bias += dots(b, p.b_up)
         out += b @ p.w_up.T
     return out, bias
 
 
-def _heads_in(g: torch.Tensor, w_o: torch.Tensor, H: int, dh: int) -> torch.Tensor:
+def _project(g: torch.Tensor, w: torch.Tensor, live: Live | None) -> torch.Tensor:
+    """g [B, n, a] @ w (only on ``live``'s rows when given, the others 0)."""
+    return g @ w if live is None else live.unpack(live.pack(g) @ w)
+
+
+def _heads_in(g: torch.Tensor, w_o: torch.Tensor, H: int, dh: int, live: Live | None = None) -> torch.Tensor:
     """g [B, n, d] at an attention output → P [H, n, B·dh]: every target's (g W^O_hᵀ) side by side, so that
     one α^hᵀ product per head serves them all."""
     B, n, _ = g.shape
-    return (g @ w_o.T).view(B, n, H, dh).permute(2, 1, 0, 3).reshape(H, n, B * dh)
+    return _project(g, w_o.T, live).view(B, n, H, dh).permute(2, 1, 0, 3).reshape(H, n, B * dh)
 
 
 def _heads_out(Q: torch.Tensor, B: int) -> torch.Tensor:
@@ -246,30 +296,32 @@ def _heads_out(Q: torch.Tensor, B: int) -> torch.Tensor:
     return Q.view(G, n, B, -1).permute(2, 1, 0, 3).reshape(B, n, -1)
 
 
-def _attention(ctx, g: torch.Tensor) -> torch.Tensor:
-    """:func:`adjoint.attention_adjoint` for g [B, n, d] (GQA: query heads summed per kv head)."""
+def _attention(ctx, g: torch.Tensor, live: Live | None = None, below: Live | None = None) -> torch.Tensor:
+    """:func:`adjoint.attention_adjoint` for g [B, n, d] (GQA: query heads summed per kv head); ``live``: the
+    rows g may be nonzero at, ``below``: the rows the result may be nonzero at (the rows each target reads)."""
     p = ctx.p
     B, n, _ = g.shape
     H, KV, dh = p.n_heads, p.n_kv_heads, p.head_dim
-    Q = adjoint.mix_adjoint(ctx.rec, _heads_in(g, p.w_o, H, dh))  # [H, n, B·dh]
+    Q = adjoint.mix_adjoint(ctx.rec, _heads_in(g, p.w_o, H, dh, live))  # [H, n, B·dh]
     if KV != H:
         Q = Q.view(KV, H // KV, n, B * dh).sum(1)
-    return _heads_out(Q, B) @ p.w_v.T
+    return _project(_heads_out(Q, B), p.w_v.T, below)
 
 
-def _cross(cross, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _cross(cross, g: torch.Tensor, live: Live | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """:meth:`adjoint.CrossAdjoint.adjoint` for g [B, m, d]: (g at the encoder output [B, n_src, d], biases [B])."""
     p = cross.params
     B = g.shape[0]
     bias = _dots(g, p.b_o)
     if p.b_v is not None:
         bias += _dots(g, p.b_v @ p.w_o)
-    Q = adjoint.mix_adjoint(cross.alpha, _heads_in(g, p.w_o.to(g.dtype), p.n_heads, p.head_dim))
+    Q = adjoint.mix_adjoint(cross.alpha, _heads_in(g, p.w_o.to(g.dtype), p.n_heads, p.head_dim, live))
     return _heads_out(Q, B) @ p.w_v.to(g.dtype).T, bias
 
 
-def _layer(ctx, g: torch.Tensor, factors, cross=None):
-    """:func:`adjoint.layer_adjoint` for a batch g [B, n, d] (the same steps, each bias's part per target)."""
+def _layer(ctx, g: torch.Tensor, factors, cross=None, live: Live | None = None, below: Live | None = None):
+    """:func:`adjoint.layer_adjoint` for a batch g [B, n, d] (the same steps, each bias's part per target);
+    ``live``: the rows g may be nonzero at (None: all), ``below``: the rows below the attention block."""
     p = ctx.p
     ff_norm, ff_z, z_ff = adjoint.ff_input(ctx, cross)
     norm2 = p.norm_on_ff_residual
@@ -278,27 +330,27 @@ def _layer(ctx, g: torch.Tensor, factors, cross=None):
     if norm2 is not None:  # post-LN: x' = N2(ℓ + F(ℓ)), ℓ = N1(U) (cross: ℓ = Nc(N1(U) + C))
         bias = _dots(g, norm2.bias)
         g_out = na(norm2, g, z_ff)
-        f, b = _ff(p, g_out, factors)
+        f, b = _ff(p, g_out, factors, live)
         g_ell = g_out + f
         bias += b
         if cross is not None:
             bias += _dots(g_ell, cross.norm.bias)
             g_ell = na(cross.norm, g_ell, cross.z)
-            g_e, b = _cross(cross, g_ell)
+            g_e, b = _cross(cross, g_ell, live)
             bias += b
         bias += _dots(g_ell, ctx.ln_attn.bias)
         g_u = na(ctx.ln_attn, g_ell, ctx.rec.z_attn)
         bias += _dots(g_u, adjoint.attention_bias(p))
-        return g_u + _attention(ctx, g_u), bias, g_e
-    f, bias = _ff(p, g, factors)  # pre-LN: x' = U + F(N2(U)), U = x + A(N1(x)) + b (+ C)
+        return g_u + _attention(ctx, g_u, live, below), bias, g_e
+    f, bias = _ff(p, g, factors, live)  # pre-LN: x' = U + F(N2(U)), U = x + A(N1(x)) + b (+ C)
     bias += _dots(f, ff_norm.bias)
     g_u = g + na(ff_norm, f, ff_z)
     del f
     if cross is not None:
-        g_e, b = _cross(cross, g_u)
+        g_e, b = _cross(cross, g_u, live)
         bias += b
     bias += _dots(g_u, adjoint.attention_bias(p))
-    g_hat = _attention(ctx, g_u)
+    g_hat = _attention(ctx, g_u, live, below)
     n1 = p.norm_on_input
     bias += _dots(g_hat, n1.bias)
     return g_u + na(n1, g_hat, ctx.rec.x), bias, g_e
@@ -309,16 +361,22 @@ def _rows(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return (g.to(torch.float64) * x.to(device=g.device, dtype=torch.float64)).sum(-1).cpu()
 
 
-def stack_backward(views, g: torch.Tensor, shared: adjoint.Frozen, tag: str = "", crosses=None):
+def stack_backward(views, g: torch.Tensor, shared: adjoint.Frozen, tag: str = "", crosses=None, positions=None):
     """g [B, n, d] at a stack's output → (g at its input, rows [B, L, n], biases [B, L], per layer the cross
-    block's g at the encoder output [B, n_src, d] or None). Each view is cleared after its layer."""
+    block's g at the encoder output [B, n_src, d] or None). Each view is cleared after its layer.
+    ``positions`` (a causal stack): each target's row i_k; the products then run on rows j ≤ i_k only."""
     L = len(views)
     rows, biases, g_es = [None] * L, [None] * L, [None] * L
+    live = below = None
+    if positions is not None:
+        n = g.shape[1]
+        live, below = Live.own_rows(positions, n, g.device), Live.causal(positions, n, g.device)
     for l in range(L - 1, -1, -1):
         ctx = views[l]
         g = g.to(device=ctx.device, dtype=ctx.dtype)
         cross = crosses[l] if crosses is not None else None
-        g, biases[l], g_es[l] = _layer(ctx, g, shared.factors((tag, l), ctx, cross), cross)
+        g, biases[l], g_es[l] = _layer(ctx, g, shared.factors((tag, l), ctx, cross), cross, live, below)
+        live = below
         rows[l] = _rows(g, ctx.rec.x)
         ctx.clear()
     return g, torch.stack(rows, 1), torch.stack(biases, 1), g_es
@@ -380,7 +438,7 @@ def group_size(request, options: dict, itemsize: int, T: int, n_src: int = 0) ->
     """How many targets one batched backward pass takes within ``explain_max_bytes``: per target a few
     [n, d] adjoints and the FF's [n, d_ff] products; shared the factors and one block of α."""
     n, d, d_ff = request.n_tokens + n_src, request.d_model, request.d_ff
-    per = n * (8 * d + 4 * d_ff) * itemsize
+    per = n * (8 * d + 6 * d_ff) * itemsize  # adjoints, FF products, the factors gathered at its rows
     shared = 3 * n * d_ff * 8 + adjoint.ALPHA_BLOCK_BYTES
     limit = int(options.get("explain_max_bytes", adjoint.MAX_BYTES))
     return int(max(1, min(T, (limit - shared) // max(per, 1))))
@@ -425,7 +483,7 @@ def _decoder(session, T, continuation, foil, by_layer):
     for a in range(0, steps, size):
         group = targets[a:a + size]
         g, top, const, _ = output_batch(readout, group, views[-1])
-        _, rows, biases, _ = stack_backward(inner.layers(), g, shared)
+        _, rows, biases, _ = stack_backward(inner.layers(), g, shared, positions=[t.i for t in group])
         parts.append((rows[:, 0], torch.cat([rows, top[:, None]], 1), torch.cat([biases, const[:, None]], 1)))
     sources = torch.cat([p[0] for p in parts]).numpy()  # [T, N]
     by = torch.cat([p[1] for p in parts]).numpy()  # [T, L+1, N]
@@ -520,7 +578,8 @@ def _seq2seq(session, T, continuation, foil, by_layer):
     for a in range(0, m, size):
         group = targets[a:a + size]
         g, top, const, _ = output_batch(readout, group, views[-1])
-        _, rows, biases, g_es = stack_backward(inner.layers("decoder"), g, shared, "decoder", crosses)
+        _, rows, biases, g_es = stack_backward(inner.layers("decoder"), g, shared, "decoder", crosses,
+                                               positions=[t.i for t in group])
         per_layer = torch.stack([_rows(ge, e) for ge in g_es], 1)  # [B, L, n_src]
         above = per_layer.flip(1).cumsum(1).flip(1)
         B = len(group)

@@ -167,7 +167,7 @@ def test_groups_when_the_batch_does_not_fit_give_the_same_numbers(head_model):
     n = 7 + len(whole) - 1
     request = normviz.session.session.request_for(lm, n)
     d, d_ff, size = request.d_model, request.d_ff, 8
-    per = n * (8 * d + 4 * d_ff) * size
+    per = n * (8 * d + 6 * d_ff) * size
     limit = 3 * n * d_ff * 8 + adjoint.ALPHA_BLOCK_BYTES + 2 * per  # two targets per pass
     s = normviz.Session.from_encoded(lm, [prompt], options={"explain_max_bytes": limit})[0]
     split = s.explain_continuation(6, foil="runner-up", by_layer=True)
