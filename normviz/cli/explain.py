@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..core.commands import subcommand
 from ..core.errors import NormvizError, NotApplicableError, TooCostlyError, TruncationWarning
+from . import _continuation
 
 SOURCES_BUDGET_S = 300.0  # the CLI's default time budget for sources (estimated seconds; option explain_budget_s)
 
@@ -51,6 +52,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "Neuronpedia's graph format, .plain.json, or .npz (pre-LN decoders)")
     p.add_argument("--node-threshold", type=float, default=0.8, help="graph pruning: cumulative node influence kept")
     p.add_argument("--edge-threshold", type=float, default=0.98, help="graph pruning: cumulative edge influence kept")
+    p.add_argument("--continue", dest="continue_steps", type=int, default=None, metavar="T",
+                   help="explain every step of the model's greedy continuation of T tokens (--foil runner-up: "
+                        "each step against its best other token)")
+    p.add_argument("--continuation", default=None, metavar="TEXT",
+                   help="explain every step of this continuation of the text, teacher-forced")
+    p.add_argument("--html", default=None, metavar="FILE.html",
+                   help="with --continue/--continuation: also a page that opens offline (text, steps × tokens)")
 
 
 def _output(out: str) -> Path:
@@ -104,6 +112,7 @@ def check_arguments(args) -> Path:
         raise NormvizError(f"--top {args.top}: give 1 or more.")
     options = _parse_options(args.option)
     out = _output(args.out)
+    args.html_path = _continuation.check(args)
     if args.graph is not None:
         from ..attribution.graph import graph_suffix
         graph_suffix(args.graph, "--graph")
@@ -187,6 +196,8 @@ def run(args) -> int:
         s = Session(lm, args.text, max_tokens=args.max_tokens, options=options, **extra)
         if args.graph is not None:  # its memory, before the explanation's minutes
             _check_graph_memory(s)
+        if _continuation.wanted(args):
+            return _continuation.run(args, s, out, args.html_path, _write)
         token = args.token if args.token is not None else args.token_id
         if args.actual_next:
             token = actual_next(s, args.position)

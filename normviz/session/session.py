@@ -239,6 +239,13 @@ class Session:
         from ..attribution import explain
         return explain(self, token, foil, position)
 
+    def explain_continuation(self, max_new_tokens: int | None = None, continuation=None, foil=None,
+                             by_layer: bool = False):
+        """Every step of a continuation explained (greedy, or ``continuation`` teacher-forced): a
+        :class:`normviz.attribution.continuation.Continuation` (rows = steps, columns = earlier tokens)."""
+        from ..attribution.continuation import explain_continuation
+        return explain_continuation(self, max_new_tokens, continuation, foil, by_layer)
+
     def logit_lens(self, position: int = -1):
         """[L+1, V] log-probabilities of each layer's residual state at ``position`` through the readout."""
         from ..attribution import logit_lens
