@@ -8,7 +8,7 @@ from normviz.trust import explain_text
 from normviz.trust.report import shipped, shipped_about
 from normviz.viz.why import shown
 from normviz.ui.kit import st_parts as ui
-from normviz.ui.views import trust as T
+from normviz.ui.views import known_circuits as KC, trust as T
 from normviz.ui.kit.memo import memoised
 from normviz.viz import trust as vt
 
@@ -78,6 +78,8 @@ def page() -> None:
                                font_size=fs), key="trust_corpus", filename="trust_corpus")
     with st.expander("What the numbers mean", expanded=False):
         st.markdown(T.MEANING)
+    with st.expander("Known circuits: which method finds the circuit a model uses", expanded=False):
+        KC.render(ui, st, fs)
 
 
 ui.run_page(page)

@@ -35,8 +35,8 @@ RUN_FILE, TEXTS_FILE, LOCK_FILE = "run.json", "texts.pkl", ".lock"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = (p.description or "") + ". " + COST
-    p.add_argument("--model", required=True, help="smollm2, minilm, a Hub id or a local directory")
-    p.add_argument("--corpus", required=True, help="a text file, one text per line (blank lines skipped)")
+    p.add_argument("--model", default=None, help="smollm2, minilm, a Hub id or a local directory")
+    p.add_argument("--corpus", default=None, help="a text file, one text per line (blank lines skipped)")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--lines", type=int, default=None, help="only the first N lines")
     p.add_argument("--max-tokens", type=int, default=16, help="truncate each text to N tokens (default 16): "
@@ -56,6 +56,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ray-address", default=None, help="ray: address of a running cluster (default: a local one)")
     p.add_argument("--fresh", action="store_true",
                    help="start over: discard the results of an earlier run in --out instead of resuming it")
+    p.add_argument("--circuits", nargs="*", default=None, metavar="NAME",
+                   help="instead of --model/--corpus: score every method against the known circuits of these "
+                        "benchmarks (none named: all shipped); writes circuits.csv, .md, .html")
+    p.add_argument("--resamples", type=int, default=1000, help="--circuits: bootstrap resamples (default 1000)")
 
 
 def read_lines(path: str, limit: int | None) -> list[str]:
@@ -190,6 +194,11 @@ def merge(parts, offsets):
 
 
 def run(args) -> int:
+    if args.circuits is not None:
+        from ._circuits import run_circuits
+        return run_circuits(args)
+    if not args.model or not args.corpus:
+        raise NormvizError("faithfulness needs --model and --corpus (or --circuits [NAME …]).")
     check_arguments(args)
     lines = read_lines(args.corpus, args.lines)
     out = Path(args.out).expanduser()

@@ -266,6 +266,14 @@ class Session:
         from ..attribution.knockout import ablate_heads
         return ablate_heads(self, token, foil, position, means)
 
+    def atp(self, token=None, foil=None, position: int = -1, ablation: str = "zero", means=None,
+            qk_fix: bool = False):
+        """Attribution patching: ``.delta`` [L, H], the first-order estimate of :meth:`ablate_heads` from one
+        forward and one backward pass; ``qk_fix``: AtP*'s exact softmax for later heads' patterns
+        (:mod:`normviz.attribution.atp`)."""
+        from ..attribution.atp import atp
+        return atp(self, token, foil, position, ablation, means, qk_fix)
+
     def attend(self, layer: int, head: int, query: int = -1, key: int = 0, by_token: bool = False):
         """Head ``head`` of ``layer``: its score of ``query`` → ``key`` split exactly over what wrote both
         residual states (:func:`normviz.attribution.qk.attend`)."""
