@@ -143,7 +143,7 @@ def _check_with_tokenizer(args, options: dict) -> None:
     from ..attribution.predict import token_id
 
     for what, value in (("token", args.token), ("foil", args.foil)):
-        if value is not None:
+        if value is not None and not (what == "foil" and value == "runner-up" and _continuation.wanted(args)):
             token_id(tokenizer, value, 1 << 62, what)  # one token, or the refusal that names its pieces
     if args.graph is None:
         return

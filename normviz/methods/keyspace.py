@@ -22,6 +22,7 @@ from ..record.encdec.params import decoder_view
 from ..core.errors import NotApplicableError, TooCostlyError, UnknownKeyError
 from ..models import floor
 from .base import KeyInfo, Request
+from .family import Family
 
 STACKS = ("model", "encoder", "decoder", "cross")
 PREFIX = {"model": "", "encoder": "encoder_", "decoder": "decoder_", "cross": ""}
@@ -78,12 +79,12 @@ def _parse(name: str) -> tuple[str, str]:
         if name.startswith(prefix) and registry.is_key(name[len(prefix):]):
             return stack, name[len(prefix):]
     if registry.is_key(name):
-        stacks = registry.base_info(name).stacks
+        stacks = registry.base_info(name).stacks or ()
         return ("model" if "model" in stacks or "cross" not in stacks else "cross"), name
     raise UnknownKeyError(f"Unknown map key {name!r}. Map keys: {', '.join(all_keys(None, stack=None))}.")
 
 
-def _family_name(name: str) -> tuple[str | None, object | None]:
+def _family_name(name: str) -> tuple[str | None, Family | None]:
     """(stack or None, family) for a family name, prefixed or not (``encoder_norms``, ``norms``)."""
     for stack in ("encoder", "decoder"):
         prefix = PREFIX[stack]
@@ -208,7 +209,7 @@ def check(lm, stack: str, key: str, request: Request, options: dict) -> None:
     info = registry.base_info(key)
     if stack not in stacks_of(lm):
         raise NotApplicableError(_foreign(lm, stack, key) + ".")
-    if stack not in info.stacks:
+    if stack not in (info.stacks or ()):
         raise NotApplicableError(_not_on_stack(lm, stack, key, info) + ".")
     if (why := floor.refusal(lm, key)) is not None:  # the raw-attention floor: α and its rollout only
         raise NotApplicableError(why)
@@ -292,10 +293,11 @@ def resolve(lm, names: Iterable[str] | str | None) -> list[str]:
             stack, family = _family_name(name)
             if family is None:
                 parse(name)  # unknown: refused by name
+                continue
             for s in ([stack] if stack else stacks_of(lm)):
                 view = stack_model(lm, s) if s in stacks_of(lm) else lm
                 wanted += [spell(s, i.key) for i in family.keys
-                           if s in i.stacks and view.spec.placement in i.placements]
+                           if s in (i.stacks or ()) and view.spec.placement in i.placements]
     out: list[str] = []
     for name in wanted:
         stack, key = parse(name)

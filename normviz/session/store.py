@@ -27,8 +27,8 @@ class MapStore:
     layer_maps: LayerCache
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
-    views: dict[str, list] = field(default_factory=dict)
-    views_of: dict[str, list] = field(default_factory=dict)
+    views: dict[str, list[Any]] = field(default_factory=dict)
+    views_of: dict[str, list[Any]] = field(default_factory=dict)
     frozen: Any = None
     lock: threading.RLock = field(default_factory=threading.RLock)
 
