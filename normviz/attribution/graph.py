@@ -116,7 +116,10 @@ class Graph:
         return out
 
     def to_neuronpedia(self, slug: str | None = None, scan: str | None = None) -> dict:
-        """The pruned graph in Neuronpedia's graph JSON (:data:`SCHEMA`): metadata, qParams, nodes, links."""
+        """The pruned graph in Neuronpedia's graph JSON (:data:`SCHEMA`): metadata, qParams, nodes, links.
+        Heads and FF blocks are typed as their feature nodes ("cross layer transcoder", the type their graph
+        scores count as features; our kind is in each label), the biases node as an input ("embedding", with
+        feature -1); ``slug`` and ``scan`` are made names their save route takes (:func:`neuronpedia_name`)."""
         ids = self.node_ids()
         H = int(self.heads.max()) + 1 if (self.heads >= 0).any() else 0
         nodes = []
@@ -131,11 +134,12 @@ class Graph:
             else:
                 feature = int(self.heads[k]) if kind == "attention head" else H
                 layer, js = str(int(self.layers[k])), f"{int(self.layers[k])}_{feature}-{pos}"
-            clerp = self.names[k]
+            clerp = self.names[k] + (f" ({kind})" if kind in ("attention head", "mlp") else "")
             if kind == "logit":  # the loader reads the probability from "(p=…)" in the logit's label
-                vs = f' − "{self.foil_text}"' if self.foil is not None else ""
-                clerp = f'Output "{self.token_text}"{vs} (p={self.prob:.3f})'
-            node = {"node_id": ids[k], "feature": int(feature), "layer": layer, "ctx_idx": pos, "feature_type": kind,
+                vs = f' − "{_quoted(self.foil_text)}"' if self.foil is not None else ""
+                clerp = f'Output "{_quoted(self.token_text)}"{vs} (p={self.prob:.3f})'
+            node = {"node_id": ids[k], "feature": int(feature), "layer": layer, "ctx_idx": pos,
+                    "feature_type": NEURONPEDIA_TYPES[kind],
                     "jsNodeId": js, "clerp": clerp, "influence": float(self.influence[k]),
                     "activation": float(self.values[k])}
             if kind == "logit":
@@ -145,7 +149,8 @@ class Graph:
         links = [{"source": ids[s], "target": ids[t], "weight": w} for s, t, w in self.kept_edges()
                  if s in kept and t in kept]
         vs = f" vs {self.foil_text!r}" if self.foil is not None else ""
-        meta = {"slug": slug or "normviz-graph", "scan": scan or self.model or "unknown",
+        meta = {"slug": neuronpedia_name(slug or "normviz-graph", lower=True),
+                "scan": neuronpedia_name(scan or self.model or "unknown"),
                 "prompt_tokens": list(self.tokens), "prompt": self.prompt or "".join(self.tokens),
                 "node_threshold": self.node_threshold,
                 "info": {"description": f"normviz exact attribution graph of {self.token_text!r}{vs} at position "
@@ -194,6 +199,30 @@ class Graph:
         else:
             with open(p, "w", encoding="utf-8") as f:
                 json.dump(self.to_neuronpedia(slug), f, ensure_ascii=False)
+
+
+# our node kinds as Neuronpedia's graph code types them: heads and FF blocks as feature nodes, the biases as an
+# input node (tokens are theirs: "embedding"); docs/qk-and-graph.md says what is kept of ours
+NEURONPEDIA_TYPES = {"embedding": "embedding", "attention head": "cross layer transcoder",
+                     "mlp": "cross layer transcoder", "bias": "embedding", "logit": "logit"}
+
+
+def neuronpedia_name(name: str, lower: bool = False) -> str:
+    """A slug or scan name Neuronpedia's save route takes: no '/' (a Hub id 'org/model' becomes 'org-model', a
+    local path its last folder), no spaces: letters, digits, '.', '_' and '-' only."""
+    import re
+
+    text = str(name).strip().rstrip("/\\")
+    if text.startswith(("/", ".", "~")) or "\\" in text:  # a local path: its folder's name
+        text = re.split(r"[/\\]", text)[-1] or "model"
+    text = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "normviz"
+    return text.lower() if lower else text
+
+
+def _quoted(text: str | None) -> str:
+    """A token's text inside the logit label's quotes: '"' and '\\' escaped (a predicted '"' closed the quote
+    early and broke their logit-difference link)."""
+    return (text or "").replace("\\", "\\\\").replace('"', '\\"')
 
 
 def graph_suffix(path: str, what: str = "graph file") -> str:
