@@ -117,7 +117,10 @@ class Graph:
         return out
 
     def to_neuronpedia(self, slug: str | None = None, scan: str | None = None) -> dict:
-        """The pruned graph in Neuronpedia's graph JSON (:data:`SCHEMA`): metadata, qParams, nodes, links."""
+        """The pruned graph in Neuronpedia's graph JSON (:data:`SCHEMA`): metadata, qParams, nodes, links.
+        Heads and FF blocks are typed as their feature nodes ("cross layer transcoder", the type their graph
+        scores count as features; our kind is in each label), the biases node as an input ("embedding", with
+        feature -1); ``slug`` and ``scan`` are made names their save route takes (:func:`neuronpedia_name`)."""
         ids = self.node_ids()
         H = int(self.heads.max()) + 1 if (self.heads >= 0).any() else 0
         nodes = []
@@ -132,11 +135,12 @@ class Graph:
             else:
                 feature = int(self.heads[k]) if kind == "attention head" else H
                 layer, js = str(int(self.layers[k])), f"{int(self.layers[k])}_{feature}-{pos}"
-            clerp = self.names[k]
+            clerp = self.names[k] + (f" ({kind})" if kind in ("attention head", "mlp") else "")
             if kind == "logit":  # the loader reads the probability from "(p=…)" in the logit's label
-                vs = f' − "{self.foil_text}"' if self.foil is not None else ""
-                clerp = f'Output "{self.token_text}"{vs} (p={self.prob:.3f})'
-            node = {"node_id": ids[k], "feature": int(feature), "layer": layer, "ctx_idx": pos, "feature_type": kind,
+                vs = f' − "{_quoted(self.foil_text)}"' if self.foil is not None else ""
+                clerp = f'Output "{_quoted(self.token_text)}"{vs} (p={self.prob:.3f})'
+            node = {"node_id": ids[k], "feature": int(feature), "layer": layer, "ctx_idx": pos,
+                    "feature_type": NEURONPEDIA_TYPES[kind],
                     "jsNodeId": js, "clerp": clerp, "influence": float(self.influence[k]),
                     "activation": float(self.values[k])}
             if kind == "logit":
@@ -146,7 +150,8 @@ class Graph:
         links = [{"source": ids[s], "target": ids[t], "weight": w} for s, t, w in self.kept_edges()
                  if s in kept and t in kept]
         vs = f" vs {self.foil_text!r}" if self.foil is not None else ""
-        meta = {"slug": slug or "normviz-graph", "scan": scan or self.model or "unknown",
+        meta = {"slug": neuronpedia_name(slug or "normviz-graph", lower=True),
+                "scan": neuronpedia_name(scan or self.model or "unknown"),
                 "prompt_tokens": list(self.tokens), "prompt": self.prompt or "".join(self.tokens),
                 "node_threshold": self.node_threshold,
                 "info": {"description": f"normviz exact attribution graph of {self.token_text!r}{vs} at position "
@@ -195,6 +200,30 @@ class Graph:
         else:
             with open(p, "w", encoding="utf-8") as f:
                 json.dump(self.to_neuronpedia(slug), f, ensure_ascii=False)
+
+
+# our node kinds as Neuronpedia's graph code types them: heads and FF blocks as feature nodes, the biases as an
+# input node (tokens are theirs: "embedding"); docs/qk-and-graph.md says what is kept of ours
+NEURONPEDIA_TYPES = {"embedding": "embedding", "attention head": "cross layer transcoder",
+                     "mlp": "cross layer transcoder", "bias": "embedding", "logit": "logit"}
+
+
+def neuronpedia_name(name: str, lower: bool = False) -> str:
+    """A slug or scan name Neuronpedia's save route takes: no '/' (a Hub id 'org/model' becomes 'org-model', a
+    local path its last folder), no spaces: letters, digits, '.', '_' and '-' only."""
+    import re
+
+    text = str(name).strip().rstrip("/\\")
+    if text.startswith(("/", ".", "~")) or "\\" in text:  # a local path: its folder's name
+        text = re.split(r"[/\\]", text)[-1] or "model"
+    text = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "normviz"
+    return text.lower() if lower else text
+
+
+def _quoted(text: str | None) -> str:
+    """A token's text inside the logit label's quotes: '"' and '\\' escaped (a predicted '"' closed the quote
+    early and broke their logit-difference link)."""
+    return (text or "").replace("\\", "\\\\").replace('"', '\\"')
 
 
 def graph_suffix(path: str, what: str = "graph file") -> str:
@@ -313,14 +342,18 @@ def check_thresholds(node_threshold, edge_threshold) -> None:
             raise NormvizError(f"{name} must be a number in [0, 1], not {t!r}.")
 
 
+GRAPH_MARGIN = 1.15  # the counted tensors gave 2.4 GB per 1,000 tokens where 2.6 were measured
+
+
 def graph_bytes(n: int, n_layers: int, n_heads: int, d: int, d_ff: int, itemsize: int) -> int:
     """Bytes :func:`graph` holds beyond the session's records, known before it runs: every component's write
     and reader [C, n, d] (C = L·(H + 1)) and one more of that size for the edges' products, the FF blocks'
     frozen factors [L, 2, n, d_ff], and the N × N adjacency with pruning's copies of it (float64, 8 of them;
-    N = n + C + 2). Measured on smollm2 (float32): ~2.6 GB per 1,000 tokens; this gives 2.5 GB."""
+    N = n + C + 2), × :data:`GRAPH_MARGIN`. Measured on smollm2 (float32, issue 42): 3.8 GB at 1,024 tokens,
+    6.4 GB at 2,048 (~2.6 GB per 1,000 tokens, records included); this gives 2.8 GB per 1,000."""
     C = n_layers * (n_heads + 1)
     N = n + C + 2
-    return int(itemsize) * n * (3 * C * d + 2 * n_layers * d_ff) + 8 * 8 * N * N
+    return int(GRAPH_MARGIN * (int(itemsize) * n * (3 * C * d + 2 * n_layers * d_ff) + 8 * 8 * N * N))
 
 
 def graph_fits(n: int, n_layers: int, n_heads: int, d: int, d_ff: int, itemsize: int, budget_mb: float) -> int:

@@ -43,6 +43,7 @@ from ..record.recorder import owner_only
 from .predict import position_index
 
 CHUNK_ROWS = 64  # component states per batched layer call (fewer for a long input: CHUNK_BYTES)
+MARGIN = 1.25  # attend_bytes over the counted tensors: the layer call's own temporaries, allocator slack
 CHUNK_BYTES = 128 << 20  # a batched layer call's working set is kept near this (at n = 1024 on smollm2, 64 rows
 # of states with their normed copy, q, k, v and RoPE's temporaries were ~0.9 GB)
 
@@ -196,15 +197,15 @@ def chunk_rows(n: int, d: int, itemsize: int) -> int:
 
 def attend_bytes(n: int, d: int, n_heads: int, layer: int, by_token: bool, itemsize: int) -> int:
     """Bytes :func:`attend` holds beyond the session's records, known before it runs: the layer's component
-    states [1 + layer·(H + 2), n, d] (and a cast copy), one batched layer call (:func:`chunk_rows`), the α and
-    head vectors of one earlier layer; ``by_token``: the source tokens' parts [n + 1, n, d], carried through
+    states [1 + layer·(H + 2), n, d], one batched layer call (:func:`chunk_rows`), α and head vectors of one
+    earlier layer and their product, all × :data:`MARGIN`; ``by_token``: the source tokens' parts [n + 1, n, d], carried through
     the earlier layers (the propagation's buffer, its temporaries and the copy handed back: 4 of them)."""
     comps = 1 + layer * (n_heads + 2)
     rows = chunk_rows(n, d, itemsize)
-    size = 2 * comps * n * d + 8 * rows * n * d + 2 * n_heads * n * (n + d)
+    size = comps * n * d + 8 * rows * n * d + 4 * n_heads * n * (n + d)
     if by_token:
         size += 4 * (n + 1) * n * d + 8 * rows * n * d
-    return int(size) * int(itemsize)
+    return int(MARGIN * size * int(itemsize))
 
 
 def _check_memory(session, layer: int, by_token: bool, itemsize: int) -> None:
@@ -259,15 +260,19 @@ def components(views, layer: int) -> tuple[list[str], torch.Tensor]:
     """(names, x^l's components [C, n, d]): the embedding output, then per earlier layer its heads' writes
     Σ_j α^h_ij f^h(x̂_j), its b^O, its FF block's output (x^{l'+1} − z_attn). They sum to x^l (the layer's input)."""
     first = views[0].rec.x
-    names, parts = ["embedding"], [first[None]]
+    H = views[0].p.n_heads
+    # written into one buffer (a list of parts and their concatenation held both: twice C·n·d at the peak)
+    out = torch.empty(1 + layer * (H + 2), *first.shape, dtype=first.dtype, device=first.device)
+    out[0] = first
+    names, row = ["embedding"], 1
     for ctx in views[:layer]:
-        H = ctx.alpha.shape[0]
-        parts.append(torch.bmm(ctx.alpha.to(ctx.head_vectors.dtype), ctx.head_vectors))
-        parts.append(ctx.b_o.expand_as(first)[None])
-        parts.append((ctx.rec.out - ctx.rec.z_attn)[None])
+        out[row:row + H] = torch.bmm(ctx.alpha.to(ctx.head_vectors.dtype), ctx.head_vectors)
+        out[row + H] = ctx.b_o.expand_as(first)
+        out[row + H + 1] = ctx.rec.out - ctx.rec.z_attn
+        row += H + 2
         names += [f"L{ctx.index}.H{h}" for h in range(H)] + [f"L{ctx.index}.attn bias", f"L{ctx.index}.FF"]
         ctx.clear()
-    return names, torch.cat([p.to(first.dtype) for p in parts])
+    return names, out
 
 
 def token_parts(views, layer: int) -> torch.Tensor:

@@ -100,10 +100,11 @@ def test_attend_over_the_memory_budget_is_refused_before_any_work(head_model, mo
 
 
 def test_attend_bytes_matches_the_measured_growth():
-    """smollm2 (d = 576, 9 heads, float32) at the last layer and 1,024 tokens: measured +2.2 GB before chunking;
-    now bounded: the component states and one chunk of 128 MB."""
+    """smollm2 (d = 576, 9 heads, float32) at the last layer and 1,024 tokens (benchmarks/bench_attend_memory.py,
+    fresh processes): +1.80 GB peak before, +0.85 GB now (one buffer of component states, calls near 128 MB); the
+    estimate, 1.31 GB, is above what was measured and below what it was."""
     got = qk.attend_bytes(1024, 576, 9, 29, False, 4)
-    assert 1.0 * 2**30 <= got <= 2.2 * 2**30
+    assert 0.85 * 2**30 <= got <= 1.80 * 2**30
     assert qk.chunk_rows(1024, 576, 4) < qk.CHUNK_ROWS and qk.chunk_rows(9, 576, 4) == qk.CHUNK_ROWS
 
 
@@ -123,6 +124,7 @@ def test_graph_over_the_memory_budget_is_refused_before_building(head_model, mon
 
 
 def test_graph_bytes_is_the_measured_rate_on_smollm2():
-    """~2.6 GB per 1,000 tokens measured (explain --graph: 3.8 GB at 1,024, 6.4 GB at 2,048)."""
+    """~2.6 GB per 1,000 tokens measured (explain --graph: 3.8 GB at 1,024, 6.4 GB at 2,048): the estimate is not
+    below it, and not far above."""
     per_1000 = (graph_bytes(2048, 30, 9, 576, 1536, 4) - graph_bytes(1024, 30, 9, 576, 1536, 4)) / 1.024
-    assert 2.0 * 2**30 <= per_1000 <= 3.0 * 2**30
+    assert 2.6e9 <= per_1000 <= 3.3e9

@@ -34,7 +34,7 @@ def load_view() -> ViewState:
     pages; a page link's query (e.g. Learn's lesson, a head to open) applies on the first run of a page."""
     ss = st.session_state
     if VIEW not in ss:
-        for p in settings().problems:
+        for p in settings().visitor_problems():  # public mode: no operator's path shown
             say("warning", p)
     view = view_from_url(ViewState, VIEW)
     if forget_widgets_on_page_change():
