@@ -130,7 +130,17 @@ def test_short_texts_keep_the_short_view(at):
 def test_the_overview_contrast_control_redraws_the_overviews_and_says_the_scale(long_at):
     at, _ = long_at
     norm = lambda: next(f for f in by_role(at, "overview") if f["layout"]["title"]["text"].startswith("Norm"))  # noqa: E731
+    # issue 42 item 8: log by default, said in the title, and it spreads the cells over more of the colours
+    assert norm()["layout"]["title"]["text"].endswith("overview: max, log scale")
+
+    def spread(fig):
+        z = arr(fig["data"][0]["z"])
+        lo, hi = fig["data"][0]["zmin"], fig["data"][0]["zmax"]
+        return float(np.nanstd((z - lo) / (hi - lo)))
+    default = spread(norm())
+    at.selectbox(key="w_ov_scale").set_value("linear").run()
     assert norm()["layout"]["title"]["text"].endswith("overview: max, linear scale")
+    assert default > 2 * spread(norm()), (default, spread(norm()))
     at.selectbox(key="w_ov_scale").set_value("quantile").run()
     no_exception(at)
     fig = norm()
