@@ -71,6 +71,8 @@ def page() -> None:
     ui.show_device(lm)
 
     available = ui.default_keys(lm) + ui.opt_in_keys(lm)
+    if view.steps and "_normviz_step" not in st.session_state:  # a talk link opens on its first step (its layer,
+        ui.go_to_step(0, data.grouped(available))  # head and maps), not on the link's view until the first PageDown
     if "ff_res_ln" in view.maps and "ff_res_ln" not in available and "ff_res" in available:
         # pre-LN models have no norm after the FF: ff_res is already their whole layer
         view.maps = tuple(dict.fromkeys("ff_res" if k == "ff_res_ln" else k for k in view.maps))
