@@ -121,6 +121,9 @@ def page() -> None:
         view.diff = (a_key, b_key) if NONE not in (a_key, b_key) and a_key != b_key else ()
         if NONE not in (a_key, b_key) and a_key == b_key:
             st.caption("A and B are the same map: pick two different ones.")
+        if view.player and view.player not in shown_opts and "w_player" not in st.session_state:
+            ui.say("warning", f"The link's player={view.player} is not a shown map ({', '.join(shown_opts) or 'none'}); "
+                              "no layer player. Pick one under 'Beside the maps'.")
         ui.seed("w_player", view.player if view.player in shown_opts else NONE)
         if st.session_state["w_player"] not in [NONE] + shown_opts:
             st.session_state["w_player"] = NONE
