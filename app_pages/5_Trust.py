@@ -54,10 +54,16 @@ def page() -> None:
         ui.say("info", f"{key}: {why}")
     labels = list(session.labels)
     beside = [k for k in ("sources", "attention", "attn_res_ln", "rollout_attn_res_ln") if k in t.attributions]
-    ui.chart(vt.truth_beside(labels, t.knockout.delta, {k: t.attributions[k] for k in beside}, font_size=fs),
-             key="trust_beside", filename="trust_beside")
-    df = T.table(t.rows())
+    rows = t.rows()
+    line = T.verdict(rows)
+    if line:
+        st.info(ui.plain(line, None))
+    ui.chart(vt.truth_beside(labels, t.knockout.delta, {T.method_name(k): t.attributions[k] for k in beside},
+                             font_size=fs), key="trust_beside", filename="trust_beside")
+    df = T.table(rows)
     ui.table(df, view.present, hide_index=True, width="stretch")
+    if any((r.get("comprehensiveness") or 0) < 0 for r in rows):
+        st.caption(T.NEGATIVE_COMPREHENSIVENESS)
     st.caption(f"Ranks over positions {list(map(int, t.scored))}. Baselines: "
                + "; ".join(f"{k}: {v}" for k, v in t.baselines.items()))
 
@@ -71,10 +77,11 @@ def page() -> None:
         if about:
             st.caption(f"The run: {about}")
         score = st.selectbox("Score", ["spearman", "kendall", "comprehensiveness", "sufficiency", "spearman_heads"],
-                             key="w_trust_score")
+                             key="w_trust_score", format_func=T.SCORE_NAMES.get)
         ct = T.corpus_table(rows, score)
-        ui.chart(vt.score_bars(list(ct["attribution"]), ct["mean"], ct["95% lo"], ct["95% hi"],
-                               title=f"{score} (mean, 95% bootstrap interval)", reference="attention",
+        ui.chart(vt.score_bars([T.method_name(k) for k in ct["attribution"]], ct["mean"], ct["95% lo"],
+                               ct["95% hi"], title=f"{T.SCORE_NAMES[score]} (mean, 95% bootstrap interval)",
+                               reference=T.method_name("attention"), chance=T.method_name("random"),
                                font_size=fs), key="trust_corpus", filename="trust_corpus")
     with st.expander("What the numbers mean", expanded=False):
         st.markdown(T.MEANING)

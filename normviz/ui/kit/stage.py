@@ -7,6 +7,8 @@ names its model and text (:func:`context_line`), so a screenshot explains itself
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import streamlit as st
 
 from . import components
@@ -274,4 +276,5 @@ def show_talk_link(slot, view) -> None:
         return
     with slot.container():
         st.caption("Copy the talk link (the icon at its right): this view and its steps, every separator encoded.")
-        st.code(talk_link(view, page_address()), language=None, wrap_lines=True)
+        # a talk is given on stage: the link opens in stage mode (present=1) whatever the page shows now
+        st.code(talk_link(replace(view, present=True), page_address()), language=None, wrap_lines=True)
