@@ -33,9 +33,12 @@ class WhyView(QueryView):
     token: str = ""  # "" = the default target
     foil: str = ""
     tau: float = 0.04
+    steps: int = 0  # the Continuation view (normviz.ui.views.continuation): 0 = off, else its steps
+    continuation: str = ""  # … a given continuation (teacher-forced) instead of the greedy one
+    cfoil: str = ""  # "" or "runner-up": each step's logit, or its difference to the step's runner-up
     problems: list[str] = field(default_factory=list, compare=False, repr=False)
 
-    LIMITS = {"token": 200, "foil": 200}
+    LIMITS = {"token": 200, "foil": 200, "continuation": 400}
 
     @staticmethod
     def encode(name: str, value) -> str:
@@ -43,8 +46,15 @@ class WhyView(QueryView):
 
     @staticmethod
     def decode(name: str, raw: str):
-        if name in ("token", "foil"):
+        if name in ("token", "foil", "continuation"):
             return raw
+        if name == "cfoil":
+            if raw not in ("", "runner-up"):
+                raise ValueError("use runner-up or leave it out")
+            return raw
+        if name == "steps":
+            from .continuation import decode_steps
+            return decode_steps(raw)
         if name == "position":
             if raw.strip().lower() in ("", "last", "-1"):
                 return None
