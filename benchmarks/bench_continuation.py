@@ -50,7 +50,9 @@ def inseq_worker(job_path: str) -> None:
     prompt_ids, cont_ids = job["prompt_ids"], job["continuation_ids"]
     prompt, full = tok.decode(prompt_ids), tok.decode(prompt_ids + cont_ids)
     ids = torch.tensor([prompt_ids + cont_ids])
-    out = {"inseq": inseq.__version__, "torch": torch.__version__,
+    from importlib.metadata import version
+
+    out = {"inseq": version("inseq"), "torch": torch.__version__,
            "roundtrip": tok(full, add_special_tokens=False)["input_ids"] == prompt_ids + cont_ids}
 
     def forward():

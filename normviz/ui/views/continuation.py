@@ -8,21 +8,11 @@ positions for its keyboard). URL: ``steps`` (0 = off), ``continuation`` (given, 
 """
 from __future__ import annotations
 
-MAX_STEPS = 64
+from .why import MAX_STEPS
+
 DEFAULT_STEPS = 20
 STEP_KEY = "w_why_cont_step"
 POS_KEY = "w_why_pos"
-
-
-def decode_steps(raw: str) -> int:
-    """The URL's ``steps``: 0 (off) … MAX_STEPS; ValueError says what to use."""
-    try:
-        v = int(raw.strip()) if len(raw.strip()) <= 4 else int("x")
-    except ValueError:
-        raise ValueError("not a whole number") from None
-    if not 0 <= v <= MAX_STEPS:
-        raise ValueError(f"use 0 (off) to {MAX_STEPS}")
-    return v
 
 
 def not_a_decoder(lm) -> str | None:
@@ -46,7 +36,7 @@ def section(lm, session, view, wv, fs, chosen=None):
     from ...viz.why import shown
     from ..kit import st_parts as ui
     from ..kit.memo import memoised
-    from . import why as W
+    from . import why as W  # noqa: N812
 
     on = st.toggle("Explain a whole continuation", value=wv.steps > 0, key="w_why_cont_on",
                    help="Generate (or give) the next tokens and see where every one of them came from.")
@@ -125,4 +115,4 @@ def section(lm, session, view, wv, fs, chosen=None):
 
 import numpy as np  # noqa: E402  (the caption's sums)
 
-__all__ = ["DEFAULT_STEPS", "MAX_STEPS", "decode_steps", "not_a_decoder", "section"]
+__all__ = ["DEFAULT_STEPS", "MAX_STEPS", "not_a_decoder", "section"]

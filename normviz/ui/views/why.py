@@ -25,6 +25,7 @@ WHY_TEXT = "_normviz_why_text"  # the (model, text) the boxes below belong to
 FOLLOW_KEYS = ("w_why_pos", "w_why_token", "w_why_foil", "w_why_layer", "w_why_head", "w_why_lens_layer")
 FALLBACK_MODEL = "smollm2"
 TOP = 10
+MAX_STEPS = 64  # a continuation's steps on the page (URL ``steps``)
 
 
 @dataclass
@@ -52,9 +53,14 @@ class WhyView(QueryView):
             if raw not in ("", "runner-up"):
                 raise ValueError("use runner-up or leave it out")
             return raw
-        if name == "steps":
-            from .continuation import decode_steps
-            return decode_steps(raw)
+        if name == "steps":  # the Continuation view's (normviz.ui.views.continuation)
+            try:
+                v = int(raw.strip()) if len(raw.strip()) <= 4 else int("x")
+            except ValueError:
+                raise ValueError("not a whole number") from None
+            if not 0 <= v <= MAX_STEPS:
+                raise ValueError(f"use 0 (off) to {MAX_STEPS}")
+            return v
         if name == "position":
             if raw.strip().lower() in ("", "last", "-1"):
                 return None
