@@ -8,7 +8,7 @@ import numpy as np
 import normviz
 from normviz.ui.kit import st_parts
 
-from ..helpers.app import app, arr, figures, no_exception, texts, z
+from ..helpers.app import app, figures, no_exception, texts, z
 
 TEXT = "The capital of France is"
 PAGE = "app_pages/0_Why.py"

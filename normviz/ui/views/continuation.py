@@ -8,6 +8,8 @@ positions for its keyboard). URL: ``steps`` (0 = off), ``continuation`` (given, 
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .why import MAX_STEPS
 
 DEFAULT_STEPS = 20
@@ -36,7 +38,7 @@ def section(lm, session, view, wv, fs, chosen=None):
     from ...viz.why import shown
     from ..kit import st_parts as ui
     from ..kit.memo import memoised
-    from . import why as W  # noqa: N812
+    from . import why as W
 
     on = st.toggle("Explain a whole continuation", value=wv.steps > 0, key="w_why_cont_on",
                    help="Generate (or give) the next tokens and see where every one of them came from.")
@@ -99,10 +101,10 @@ def section(lm, session, view, wv, fs, chosen=None):
     ui.context_line(fig, lm.name, view.text, fs)
     ui.chart(fig, key="continuation", filename="normviz_why_continuation")
     if not view.present:
+        row = np.nansum(c.sources[step]) + c.bias[step]
         st.caption(ui.plain(f"{c.note}. Row t: every earlier token's exact part in step t's {what}; each row plus "
-                            f"its bias is the step's total (step {step}: {np.nansum(c.sources[step]) + c.bias[step]:.4f}"
-                            f" = {c.totals[step]:.4f}). Grey: tokens after the step. The dotted line: where the "
-                            "continuation begins.", None))
+                            f"its bias is the step's total (step {step}: {row:.4f} = {c.totals[step]:.4f}). Grey: "
+                            "tokens after the step. The dotted line: where the continuation begins.", None))
     if not same or ids[:len(want) - 1] != want[:-1]:
         ui.say("info", "The continuation's text tokenises differently when typed, so the per-step panels below "
                        "explain the text's last position; the heatmap above is exact for the generated ids.")
@@ -112,7 +114,5 @@ def section(lm, session, view, wv, fs, chosen=None):
         wv.position = positions[step]
     return ext, positions
 
-
-import numpy as np  # noqa: E402  (the caption's sums)
 
 __all__ = ["DEFAULT_STEPS", "MAX_STEPS", "not_a_decoder", "section"]
