@@ -9,6 +9,7 @@ import streamlit as st
 import normviz
 import normviz.methods.sinks
 from normviz.ui.kit import st_parts as ui
+from normviz.ui.views import continuation as CV
 from normviz.ui.views import why as W
 from normviz.ui.kit.memo import memoised
 from normviz.viz import attend as va
@@ -39,6 +40,7 @@ def page() -> None:
     if lm is None:
         st.stop()
     why_not = W.has_head(lm) if not getattr(lm, "is_encoder_decoder", False) else None
+    chosen = lm
     if why_not is not None:
         st.info(f"{ui.plain(lm.name, 80)} has no language-model head, so it predicts no tokens; this page shows "
                 f"{W.FALLBACK_MODEL} instead (a 30-layer Llama-family decoder). Pick a model with a head in the "
@@ -56,6 +58,9 @@ def page() -> None:
     session = ui.session_for(lm, view.text)
     if session is None:
         st.stop()
+    walk = CV.section(lm, session, view, wv, fs, chosen=chosen if chosen is not lm else None)  # a continuation
+    if walk is not None:  # its step's panels: the text + continuation at the step's position
+        session = walk[0]
     tok, n = lm.tokenizer, session.n_tokens
     tokens = list(session.labels)  # readable: " capital", not "Ġcapital"
     vocab = W.readout_of(lm).vocab_size
@@ -70,7 +75,7 @@ def page() -> None:
     wv.position = None if pos == n - 1 else int(pos)
     ui.seed(LENS_LAYER, lm.n_layers)  # the model's own row
     if wide:  # stage mode: ←/→ the position, ↑/↓ the lens's layer, Esc leaves (as on Explore)
-        ui.keyboard(POS, list(range(n)), LENS_LAYER, list(range(lm.n_layers + 1)), leave=ui.leave_stage)
+        ui.keyboard(POS, walk[1] if walk else list(range(n)), LENS_LAYER, list(range(lm.n_layers + 1)), leave=ui.leave_stage)
     try:
         # once per session and position (a new candidate, foil or τ reuses them; ui.memo)
         cands = memoised(session, ("why_predict", int(pos)), lambda: session.predict(top=W.TOP, position=pos))

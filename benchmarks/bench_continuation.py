@@ -37,12 +37,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 # ---------------------------------------------------------------- inseq's side (its own venv: no normviz import)
 def inseq_worker(job_path: str) -> None:
+    import inseq
     import numpy as np
     import torch
-    import inseq
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    job = json.load(open(job_path))
+    with open(job_path) as fh:
+        job = json.load(fh)
     torch.set_num_threads(job["threads"])
     tok = AutoTokenizer.from_pretrained(job["model_dir"])
     model = AutoModelForCausalLM.from_pretrained(job["model_dir"], attn_implementation="eager",
@@ -50,7 +51,9 @@ def inseq_worker(job_path: str) -> None:
     prompt_ids, cont_ids = job["prompt_ids"], job["continuation_ids"]
     prompt, full = tok.decode(prompt_ids), tok.decode(prompt_ids + cont_ids)
     ids = torch.tensor([prompt_ids + cont_ids])
-    out = {"inseq": inseq.__version__, "torch": torch.__version__,
+    from importlib.metadata import version
+
+    out = {"inseq": version("inseq"), "torch": torch.__version__,
            "roundtrip": tok(full, add_special_tokens=False)["input_ids"] == prompt_ids + cont_ids}
 
     def forward():
@@ -78,7 +81,7 @@ def inseq_worker(job_path: str) -> None:
         sums = np.nan_to_num(attr.double().numpy()).sum(0)  # Σ over tokens per step
         k = min(len(sums), len(want))
         gap = np.abs(sums[:k] - want[:k]) / np.abs(want[:k])
-        out[method] = {"seconds": seconds, "ratio": seconds / out["forward_s"], "steps": int(len(sums)),
+        out[method] = {"seconds": seconds, "ratio": seconds / out["forward_s"], "steps": len(sums),
                        "gap_median": float(np.median(gap)), "gap_max": float(gap.max())}
     print(json.dumps(out))
 
@@ -92,8 +95,9 @@ def _setup():
 def long_once(n: int, steps: int) -> None:
     """One fresh continuation explanation of an n-token prompt, then this process's peak RSS (a child: its own)."""
     _setup()
-    import normviz
     from bench_explain import encode_exactly
+
+    import normviz
     from normviz.session.session import Session
 
     lm = normviz.load("smollm2", device="cpu")
@@ -117,6 +121,8 @@ def main() -> None:
     ap.add_argument("--long", type=int, default=None, help="also: a prompt of this many tokens once, in a child")
     ap.add_argument("--long-steps", type=int, default=64)
     ap.add_argument("--inseq", default=None, metavar="PYTHON", help="a Python with inseq installed")
+    ap.add_argument("--inseq-prompt", type=int, default=None, help="inseq's prompt length (default --prompt)")
+    ap.add_argument("--inseq-steps", type=int, default=None, help="inseq's steps (default --steps)")
     ap.add_argument("--inseq-worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--long-child", nargs=2, type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -127,12 +133,11 @@ def main() -> None:
     _setup()
     import numpy as np
     import torch
+    from bench_explain import encode_exactly
+    from timing import alternate
 
     import normviz
-    from bench_explain import encode_exactly
-    from normviz.models.loading import SMOLLM2_CONVERTED, cache_dir
     from normviz.session.session import Session
-    from timing import alternate
 
     print(f"# {platform.processor() or platform.machine()}, torch {torch.__version__}, {torch.get_num_threads()} "
           f"threads, load {os.getloadavg()[0]:.2f}")
@@ -161,35 +166,72 @@ def main() -> None:
     print(f"prompt {len(enc.ids)} tokens, T = {len(ref)} steps ({ref.note}); forward over {full.shape[1]} tokens "
           f"{f * 1e3:.0f} ms")
     for k, v in med.items():
-        print(f"  {k:13s} {v:8.3f} s  {v / f:6.1f} forward passes")
+        print(f"  {k:13s} {v:8.3f} s  {v / f:6.1f} forward passes", flush=True)
     print(f"  target: continuation ≤ T + 3 = {len(ref) + 3} forward passes: "
           f"{'met' if med['continuation'] / f <= len(ref) + 3 else 'NOT met'}")
     print(f"  normviz completeness gap |Σ sources + bias − logit| / |logit|: median {np.median(gaps):.1e}, "
           f"max {max(gaps):.1e}")
-    print(f"# load after {os.getloadavg()[0]:.2f}")
+    print(f"# load after {os.getloadavg()[0]:.2f}", flush=True)
     if args.long:
         r = subprocess.run([sys.executable, __file__, "--long-child", str(args.long), str(args.long_steps)],
                            capture_output=True, text=True)
         line = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
         print(f"long: {line[-1] if line else r.stderr[-2000:]}")
     if args.inseq:
-        job = {"model_dir": str(cache_dir() / SMOLLM2_CONVERTED), "prompt_ids": enc.ids, "continuation_ids": cont,
-               "threads": torch.get_num_threads()}
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
-            json.dump(job, fh)
-        r = subprocess.run([args.inseq, __file__, "--inseq-worker", fh.name], capture_output=True, text=True)
-        line = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
-        if not line:
-            print(f"inseq failed: {r.stderr[-3000:]}")
-            return
-        res = json.loads(line[-1])
-        print(f"inseq {res['inseq']} (torch {res['torch']}, its own process; text round trip of the ids "
-              f"{'exact' if res['roundtrip'] else 'NOT exact'}), forward {res['forward_s'] * 1e3:.0f} ms there:")
-        for method in ("input_x_gradient", "integrated_gradients"):
-            m = res[method]
-            print(f"  {method:22s} {m['seconds']:8.2f} s  {m['ratio']:7.1f} forward passes  completeness gap "
-                  f"median {m['gap_median']:.2f}, max {m['gap_max']:.2f} ({m['steps']} steps)")
+        side_by_side(lm, args)
 
+
+def side_by_side(lm, args) -> None:
+    """normviz and inseq on the same ids: the greedy continuation's text tokenised again (inseq takes texts), so
+    both teacher-force exactly the same tokens; each timed against a forward pass in its own process."""
+    import numpy as np
+    import torch
+    from bench_explain import encode_exactly
+
+    from normviz.models.loading import SMOLLM2_CONVERTED, cache_dir
+    from normviz.session.session import Session
+
+    n, T = args.inseq_prompt or args.prompt, args.inseq_steps or args.steps
+    enc = encode_exactly(lm, n)
+    gen = Session.from_encoded(lm, [enc])[0].explain_continuation(T).generated_ids.tolist()
+    ids = lm.tokenizer(lm.tokenizer.decode(enc.ids + gen), add_special_tokens=False)["input_ids"]
+    if ids[:n] != enc.ids:
+        print("inseq: the prompt does not survive a text round trip; skipped")
+        return
+    cont = ids[n:]
+    full = torch.tensor([ids])
+
+    def forward():
+        with torch.no_grad():
+            lm.head_model(input_ids=full, use_cache=False)
+
+    forward()
+    t0 = time.perf_counter()
+    forward()
+    f = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    c = Session.from_encoded(lm, [enc])[0].explain_continuation(continuation=cont)
+    ours = time.perf_counter() - t0
+    gaps = [abs(np.nansum(c.sources[t]) + c.bias[t] - c.totals[t]) / abs(c.totals[t]) for t in range(len(c))]
+    print(f"side by side: prompt {n} tokens, the same {len(cont)} teacher-forced steps")
+    print(f"  normviz explain_continuation {ours:8.2f} s  {ours / f:7.1f} forward passes  completeness gap median "
+          f"{np.median(gaps):.1e}, max {max(gaps):.1e}", flush=True)
+    job = {"model_dir": str(cache_dir() / SMOLLM2_CONVERTED), "prompt_ids": enc.ids, "continuation_ids": cont,
+           "threads": torch.get_num_threads()}
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+        json.dump(job, fh)
+    r = subprocess.run([args.inseq, __file__, "--inseq-worker", fh.name], capture_output=True, text=True)
+    line = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    if not line:
+        print(f"inseq failed: {r.stderr[-3000:]}")
+        return
+    res = json.loads(line[-1])
+    print(f"  inseq {res['inseq']} (torch {res['torch']}, its own process, forward {res['forward_s'] * 1e3:.0f} ms "
+          f"there; text round trip {'exact' if res['roundtrip'] else 'NOT exact'}):")
+    for method in ("input_x_gradient", "integrated_gradients"):
+        m = res[method]
+        print(f"  {method:28s} {m['seconds']:8.2f} s  {m['ratio']:7.1f} forward passes  completeness gap "
+              f"median {m['gap_median']:.2f}, max {m['gap_max']:.2f} ({m['steps']} steps)", flush=True)
 
 if __name__ == "__main__":
     main()

@@ -227,12 +227,12 @@ class Live:
         self.b, self.j, self.B, self.n = b, j, B, n
 
     @classmethod
-    def own_rows(cls, positions, n: int, device) -> "Live":
+    def own_rows(cls, positions, n: int, device) -> Live:
         B = len(positions)
         return cls(torch.arange(B, device=device), torch.as_tensor(list(positions), device=device), B, n)
 
     @classmethod
-    def causal(cls, positions, n: int, device) -> "Live":
+    def causal(cls, positions, n: int, device) -> Live:
         pos = torch.as_tensor(list(positions), device=device)
         mask = torch.arange(n, device=device)[None, :] <= pos[:, None]
         b, j = mask.nonzero(as_tuple=True)
@@ -506,9 +506,9 @@ def _direct(lm, readout, inner, targets, views, crosses=None, view=None):
     return {k: v.numpy() for k, v in out.items()}, None
 
 
-def _result(lm, inner, mode, ids, positions, targets, sources, by, bias_by, direct, refusal, columns, column_ids, n_prompt,
-            n_source, foil, text, note, by_layer, batches) -> Continuation:
-    T, N = by.shape[0], by.shape[-1]
+def _result(lm, inner, mode, ids, positions, targets, sources, by, bias_by, direct, refusal, columns, column_ids,
+            n_prompt, n_source, foil, text, note, by_layer, batches) -> Continuation:
+    N = by.shape[-1]
     positions = np.asarray(positions, dtype=np.int64)
     after = np.arange(N)[None, :] > (positions + n_source)[:, None]  # [T, N]: columns the step cannot read
     sources = sources.copy()
@@ -522,7 +522,8 @@ def _result(lm, inner, mode, ids, positions, targets, sources, by, bias_by, dire
         model_name=lm.name, mode=mode, generated_ids=np.asarray(ids, dtype=np.int64),
         tokens=[_label(lm, i) for i in ids], positions=positions,
         totals=np.array([t.total for t in targets]), sources=sources, bias=bias_by.sum(1) + inner_bias(inner),
-        columns=[_label(lm, i) for i in column_ids], column_ids=np.asarray(column_ids, dtype=np.int64), n_prompt=n_prompt,
+        columns=[_label(lm, i) for i in column_ids], column_ids=np.asarray(column_ids, dtype=np.int64),
+        n_prompt=n_prompt,
         foils=np.array([-1 if t.foil is None else t.foil for t in targets], dtype=np.int64),
         foil_tokens=[None if t.foil is None else _label(lm, t.foil) for t in targets], foil_mode=foil_mode,
         text=text, note=note, n_source=n_source, direct_refusal=refusal,
@@ -601,8 +602,8 @@ def _seq2seq(session, T, continuation, foil, by_layer):
     text = lm.tokenizer.decode(labels, skip_special_tokens=True) if lm.tokenizer is not None else ""
     columns = list(inner.encoded.labels) + list(inner.axis("decoder").labels)
     column_ids = list(inner.encoded.ids) + list(inner.axis("decoder").ids)
-    out = _result(lm, inner, mode, labels, positions, targets, sources, by, bias_by, direct, refusal, columns, column_ids,
-                  n_src, n_src, foil, text, note, by_layer, len(parts))
+    out = _result(lm, inner, mode, labels, positions, targets, sources, by, bias_by, direct, refusal, columns,
+                  column_ids, n_src, n_src, foil, text, note, by_layer, len(parts))
     out.extra["encoder_bias"] = inner._continuation_encoder_bias
     return out
 
@@ -628,4 +629,4 @@ def explain_continuation(session, max_new_tokens: int | None = None, continuatio
     return _decoder(session, max_new_tokens, continuation, foil, by_layer)
 
 
-__all__ = ["Continuation", "RUNNER_UP", "explain_continuation", "greedy"]
+__all__ = ["RUNNER_UP", "Continuation", "explain_continuation", "greedy"]

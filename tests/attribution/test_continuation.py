@@ -66,7 +66,8 @@ def _sums_to_the_models_logits(c, logits, tol):
         want = float(row[int(c.generated_ids[t])] - (row[_foil(c, t)] if _foil(c, t) is not None else 0.0))
         sc = max(_scale(c.sources[t]), abs(want))
         assert abs(c.totals[t] - want) <= 1e-12 * sc
-        assert abs(np.nansum(c.sources[t]) + c.bias[t] - want) <= tol * sc, (t, np.nansum(c.sources[t]) + c.bias[t], want)
+        got = np.nansum(c.sources[t]) + c.bias[t]
+        assert abs(got - want) <= tol * sc, (t, got, want)
         if c.heads is not None:
             direct = c.embedding[t] + c.heads[t].sum() + c.attn_bias[t].sum() + c.ff[t].sum() + c.final_bias[t]
             if c.cross_heads is not None:
@@ -117,8 +118,8 @@ def test_rows_equal_explain_of_each_prefix(head_model, arch):
         k = 5 + t
         e = normviz.Session.from_encoded(lm, [tiny.from_ids(ids[:k])])[0].explain(token=int(c.generated_ids[t]),
                                                                                    foil=7)
-        own = float(((_own_logits(lm, ids[:k])[-1] - full_logits[k - 1]).abs().max()
-                     / full_logits[k - 1].abs().max()))
+        own = float((_own_logits(lm, ids[:k])[-1] - full_logits[k - 1]).abs().max()
+                     / full_logits[k - 1].abs().max())
         tol = EXACT if arch == "gpt2" else max(EXACT, 100 * own)
         if arch == "gpt2":
             assert own <= 1e-14

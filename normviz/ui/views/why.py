@@ -23,6 +23,7 @@ from ..kit.state import QueryView, encode_value
 WHY_VIEW = "_normviz_why"
 FALLBACK_MODEL = "smollm2"
 TOP = 10
+MAX_STEPS = 64  # a continuation's steps on the page (URL ``steps``)
 
 
 @dataclass
@@ -31,9 +32,12 @@ class WhyView(QueryView):
     token: str = ""  # "" = the default target
     foil: str = ""
     tau: float = 0.04
+    steps: int = 0  # the Continuation view (normviz.ui.views.continuation): 0 = off, else its steps
+    continuation: str = ""  # … a given continuation (teacher-forced) instead of the greedy one
+    cfoil: str = ""  # "" or "runner-up": each step's logit, or its difference to the step's runner-up
     problems: list[str] = field(default_factory=list, compare=False, repr=False)
 
-    LIMITS = {"token": 200, "foil": 200}
+    LIMITS = {"token": 200, "foil": 200, "continuation": 400}
 
     @staticmethod
     def encode(name: str, value) -> str:
@@ -41,8 +45,20 @@ class WhyView(QueryView):
 
     @staticmethod
     def decode(name: str, raw: str):
-        if name in ("token", "foil"):
+        if name in ("token", "foil", "continuation"):
             return raw
+        if name == "cfoil":
+            if raw not in ("", "runner-up"):
+                raise ValueError("use runner-up or leave it out")
+            return raw
+        if name == "steps":  # the Continuation view's (normviz.ui.views.continuation)
+            try:
+                v = int(raw.strip()) if len(raw.strip()) <= 4 else int("x")
+            except ValueError:
+                raise ValueError("not a whole number") from None
+            if not 0 <= v <= MAX_STEPS:
+                raise ValueError(f"use 0 (off) to {MAX_STEPS}")
+            return v
         if name == "position":
             if raw.strip().lower() in ("", "last", "-1"):
                 return None
