@@ -35,10 +35,10 @@ def _hooked(lm, arch, factors, means=None):
     handles = []
     for l, layer in enumerate(_get(hm, LAYERS[arch])):
         def pre(module, args, l=l):
-            k = factors[l].repeat_interleave(dh)
+            k = factors[l].repeat_interleave(dh).to(args[0].dtype)  # a float32 model stays float32
             x = args[0] * k
             if means is not None:
-                x = x + (1 - k) * torch.as_tensor(means[l]).reshape(-1)
+                x = x + (1 - k) * torch.as_tensor(means[l]).reshape(-1).to(args[0].dtype)
             return (x,) + tuple(args[1:])
         handles.append(_get(layer, W_O[arch]).register_forward_pre_hook(pre))
     return handles
