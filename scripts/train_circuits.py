@@ -1,11 +1,13 @@
 """Train the known-circuit benchmarks of normviz.circuits once (CPU, minutes) and ship them under assets/circuits/.
 
-    python scripts/train_circuits.py [induction] [ioi]
+    python scripts/train_circuits.py [induction] [recall] [ioi]
 
 induction   a 2-layer Llama-style model (8 heads, d = 64) trained on BOS + r + r, r random tokens: after the
             first half it predicts each next token by induction. Circuit: the previous-token heads of layer 0
             (mean α_{i,i−1} over the repeat ≥ 0.4) and the induction heads of layer 1 (mean weight on the token after
             the earlier occurrence ≥ 0.4); edges: previous-token head → induction head (K-composition).
+recall      a 2-layer Llama-style model (8 heads, d = 64) trained on BOS x + 13 random tokens + "=" → x. Circuit: the
+            heads whose "=" row reads x (mean α ≥ 0.4).
 ioi         a 3-layer Llama-style model (4 heads, d = 64) trained on templated sentences "when A and B went to the
             P , B gave a O to A": the answer is the name that is not repeated. Circuit: heads reading the answer
             from the final position (name movers: mean α_{end, IO} ≥ 0.3), heads there reading the repeated name
@@ -203,7 +205,45 @@ def ioi(seed: int = 0, steps: int = 2000) -> dict:
     }
 
 
-BENCHMARKS = {"induction": induction, "ioi": ioi}
+# ---------------------------------------------------------------- first-token recall
+def recall(seed: int = 0, steps: int = 600, heads: int = 8) -> dict:
+    rng = np.random.default_rng(seed)
+    words = SYLLABLES + ["="]
+    V, N, eq = len(words) + 1, 16, len(words)  # BOS x noise (13) = → x
+
+    def one():
+        x, noise = int(rng.integers(1, eq)), rng.integers(1, eq, N - 3)
+        return np.concatenate([[0, x], noise, [eq]]), x
+
+    def sample(b):
+        ids = torch.tensor(np.stack([np.concatenate([one()[0], [0]]) for _ in range(b)]))
+        ids[:, -1] = ids[:, 1]  # the answer after "="
+        mask = torch.zeros_like(ids, dtype=torch.bool)
+        mask[:, -1] = True
+        return ids, mask
+
+    model = llama(V, 2, heads=heads, seed=seed)
+    log = train(model, lambda: sample(64), steps)
+    ids = torch.tensor(np.stack([one()[0] for _ in range(200)]))
+    att = patterns(model, ids)  # [B, L, H, n, n]
+    reads = att[:, :, :, -1, 1].mean(0)  # the "=" row's weight on x
+    circuit = [(l, h) for l in range(2) for h in range(heads) if reads[l, h] >= 0.4]
+    examples = []
+    for _ in range(24):
+        seq, x = one()
+        foil = int(rng.choice([t for t in seq[2:-1].tolist() if t != x]))
+        examples.append({"ids": seq.tolist(), "token": x, "foil": foil})
+    return {
+        "model": model, "tokenizer": tokenizer(words), "examples": examples, "log": log, "circuit": circuit,
+        "roles": {"recall": circuit}, "edges": None, "scores": {"recall": reads.round(4).tolist()},
+        "description": ("Recall: a 2-layer Llama-style model (8 heads per layer, d = 64) trained on BOS x + 13 random "
+                        "syllables + '=', to answer x after '='. Heads that read x from the '=' position and copy it "
+                        "are the circuit. Examples: the sequence up to '=', token x, foil a syllable of the noise."),
+        "found": "attention patterns on 200 held-out sequences: mean α('=', x) ≥ 0.4",
+    }
+
+
+BENCHMARKS = {"induction": induction, "recall": recall, "ioi": ioi}
 
 
 def ship(name: str, got: dict) -> None:
