@@ -16,14 +16,13 @@ ioi         a 3-layer Llama-style model (4 heads, d = 64) trained on templated s
 
 Each circuit is found from the attention patterns above on held-out data, then verified by intervention
 (normviz.circuits.check: zero-ablating it must remove ≥ 50 % of the mean logit difference over the examples, as many
-random other heads ≤ 25 %, every draw); the script refuses to ship a circuit that fails (it deletes the folder). It writes the model and tokenizer
-(save_pretrained, float32), circuit.json (circuit, roles, edges, pattern scores, examples, the check, the training
-record) and prints the check.
+random other heads ≤ 25 %, every draw); the script refuses to ship a circuit that fails (it deletes the folder).
+It writes the model and tokenizer (save_pretrained, float32), circuit.json (circuit, roles, edges, pattern scores,
+examples, the check, the training record) and prints the check.
 """
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -36,7 +35,6 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import normviz  # noqa: E402
 from normviz import circuits  # noqa: E402
 
 OUT = ROOT / "assets" / "circuits"
@@ -134,11 +132,12 @@ def induction(seed: int = 0, steps: int = 1200, heads: int = 8) -> dict:
         "edges": [[p, q] for p in prev_heads for q in ind_heads],
         "scores": {"previous token": prev.round(4).tolist(), "induction": ind.round(4).tolist()},
         "description": ("Induction: a 2-layer Llama-style model (8 heads per layer, d = 64, SwiGLU FF, RoPE) trained "
-                        "on BOS + random syllables + T random syllables r + r again (T from 4 to 16, 32 tokens). In the repeat it predicts the next token "
+                        "on BOS + random syllables + T random syllables r + r again (T from 4 to 16, 32 tokens). "
+                        "In the repeat it predicts the next token "
                         "by induction: a previous-token head in layer 0 writes each token's predecessor into its "
                         "key, an induction head in layer 1 attends from the current token to the token after its "
-                        "earlier occurrence and copies it (K-composition). Examples: the sequence up to r[:k], token r[k], "
-                        "foil a syllable not in it."),
+                        "earlier occurrence and copies it (K-composition). Examples: the sequence up to r[:k], "
+                        "token r[k], foil a syllable not in it."),
         "found": "attention patterns on 200 held-out sequences: previous-token heads mean α(i, i−1) ≥ 0.4 in layer 0, "
                  "induction heads mean α(i, i−T+1) (the token after the earlier occurrence) ≥ 0.4 in layer 1",
     }
@@ -189,7 +188,7 @@ def ioi(seed: int = 0, steps: int = 2000) -> dict:
     circuit = sorted({x for v in roles.values() for x in v})
     examples = []
     for _ in range(24):
-        ids1, io, s = sentence()
+        ids1, _, s = sentence()
         examples.append({"ids": ids1[:-1], "token": ids1[-1], "foil": ids1[s]})
     return {
         "model": model, "tokenizer": tok, "examples": examples, "log": log, "circuit": circuit, "roles": roles,

@@ -31,7 +31,7 @@ def _dims(hm):
 def _hooked(lm, arch, factors, means=None):
     """Pre-hooks on every W^O: head h's slice times factors[l][h] (plus (1 − factor) · mean); their handles."""
     hm = lm.head_model
-    H, dh = _dims(hm)
+    _, dh = _dims(hm)
     handles = []
     for l, layer in enumerate(_get(hm, LAYERS[arch])):
         def pre(module, args, l=l):
