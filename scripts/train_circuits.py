@@ -1,11 +1,13 @@
 """Train the known-circuit benchmarks of normviz.circuits once (CPU, minutes) and ship them under assets/circuits/.
 
-    python scripts/train_circuits.py [induction] [ioi]
+    python scripts/train_circuits.py [induction] [recall] [ioi]
 
 induction   a 2-layer Llama-style model (8 heads, d = 64) trained on BOS + r + r, r random tokens: after the
             first half it predicts each next token by induction. Circuit: the previous-token heads of layer 0
             (mean α_{i,i−1} over the repeat ≥ 0.4) and the induction heads of layer 1 (mean weight on the token after
             the earlier occurrence ≥ 0.4); edges: previous-token head → induction head (K-composition).
+recall      a 2-layer Llama-style model (8 heads, d = 64) trained on BOS x + 13 random tokens + "=" → x. Circuit: the
+            heads whose "=" row reads x (mean α ≥ 0.4).
 ioi         a 3-layer Llama-style model (4 heads, d = 64) trained on templated sentences "when A and B went to the
             P , B gave a O to A": the answer is the name that is not repeated. Circuit: heads reading the answer
             from the final position (name movers: mean α_{end, IO} ≥ 0.3), heads there reading the repeated name
@@ -14,14 +16,13 @@ ioi         a 3-layer Llama-style model (4 heads, d = 64) trained on templated s
 
 Each circuit is found from the attention patterns above on held-out data, then verified by intervention
 (normviz.circuits.check: zero-ablating it must remove ≥ 50 % of the mean logit difference over the examples, as many
-random other heads ≤ 25 %, every draw); the script refuses to ship a circuit that fails (it deletes the folder). It writes the model and tokenizer
-(save_pretrained, float32), circuit.json (circuit, roles, edges, pattern scores, examples, the check, the training
-record) and prints the check.
+random other heads ≤ 25 %, every draw); the script refuses to ship a circuit that fails (it deletes the folder).
+It writes the model and tokenizer (save_pretrained, float32), circuit.json (circuit, roles, edges, pattern scores,
+examples, the check, the training record) and prints the check.
 """
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -34,7 +35,6 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import normviz  # noqa: E402
 from normviz import circuits  # noqa: E402
 
 OUT = ROOT / "assets" / "circuits"
@@ -132,11 +132,12 @@ def induction(seed: int = 0, steps: int = 1200, heads: int = 8) -> dict:
         "edges": [[p, q] for p in prev_heads for q in ind_heads],
         "scores": {"previous token": prev.round(4).tolist(), "induction": ind.round(4).tolist()},
         "description": ("Induction: a 2-layer Llama-style model (8 heads per layer, d = 64, SwiGLU FF, RoPE) trained "
-                        "on BOS + random syllables + T random syllables r + r again (T from 4 to 16, 32 tokens). In the repeat it predicts the next token "
+                        "on BOS + random syllables + T random syllables r + r again (T from 4 to 16, 32 tokens). "
+                        "In the repeat it predicts the next token "
                         "by induction: a previous-token head in layer 0 writes each token's predecessor into its "
                         "key, an induction head in layer 1 attends from the current token to the token after its "
-                        "earlier occurrence and copies it (K-composition). Examples: the sequence up to r[:k], token r[k], "
-                        "foil a syllable not in it."),
+                        "earlier occurrence and copies it (K-composition). Examples: the sequence up to r[:k], "
+                        "token r[k], foil a syllable not in it."),
         "found": "attention patterns on 200 held-out sequences: previous-token heads mean α(i, i−1) ≥ 0.4 in layer 0, "
                  "induction heads mean α(i, i−T+1) (the token after the earlier occurrence) ≥ 0.4 in layer 1",
     }
@@ -187,7 +188,7 @@ def ioi(seed: int = 0, steps: int = 2000) -> dict:
     circuit = sorted({x for v in roles.values() for x in v})
     examples = []
     for _ in range(24):
-        ids1, io, s = sentence()
+        ids1, _, s = sentence()
         examples.append({"ids": ids1[:-1], "token": ids1[-1], "foil": ids1[s]})
     return {
         "model": model, "tokenizer": tok, "examples": examples, "log": log, "circuit": circuit, "roles": roles,
@@ -203,7 +204,45 @@ def ioi(seed: int = 0, steps: int = 2000) -> dict:
     }
 
 
-BENCHMARKS = {"induction": induction, "ioi": ioi}
+# ---------------------------------------------------------------- first-token recall
+def recall(seed: int = 0, steps: int = 600, heads: int = 8) -> dict:
+    rng = np.random.default_rng(seed)
+    words = SYLLABLES + ["="]
+    V, N, eq = len(words) + 1, 16, len(words)  # BOS x noise (13) = → x
+
+    def one():
+        x, noise = int(rng.integers(1, eq)), rng.integers(1, eq, N - 3)
+        return np.concatenate([[0, x], noise, [eq]]), x
+
+    def sample(b):
+        ids = torch.tensor(np.stack([np.concatenate([one()[0], [0]]) for _ in range(b)]))
+        ids[:, -1] = ids[:, 1]  # the answer after "="
+        mask = torch.zeros_like(ids, dtype=torch.bool)
+        mask[:, -1] = True
+        return ids, mask
+
+    model = llama(V, 2, heads=heads, seed=seed)
+    log = train(model, lambda: sample(64), steps)
+    ids = torch.tensor(np.stack([one()[0] for _ in range(200)]))
+    att = patterns(model, ids)  # [B, L, H, n, n]
+    reads = att[:, :, :, -1, 1].mean(0)  # the "=" row's weight on x
+    circuit = [(l, h) for l in range(2) for h in range(heads) if reads[l, h] >= 0.4]
+    examples = []
+    for _ in range(24):
+        seq, x = one()
+        foil = int(rng.choice([t for t in seq[2:-1].tolist() if t != x]))
+        examples.append({"ids": seq.tolist(), "token": x, "foil": foil})
+    return {
+        "model": model, "tokenizer": tokenizer(words), "examples": examples, "log": log, "circuit": circuit,
+        "roles": {"recall": circuit}, "edges": None, "scores": {"recall": reads.round(4).tolist()},
+        "description": ("Recall: a 2-layer Llama-style model (8 heads per layer, d = 64) trained on BOS x + 13 random "
+                        "syllables + '=', to answer x after '='. Heads that read x from the '=' position and copy it "
+                        "are the circuit. Examples: the sequence up to '=', token x, foil a syllable of the noise."),
+        "found": "attention patterns on 200 held-out sequences: mean α('=', x) ≥ 0.4",
+    }
+
+
+BENCHMARKS = {"induction": induction, "recall": recall, "ioi": ioi}
 
 
 def ship(name: str, got: dict) -> None:

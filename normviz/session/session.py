@@ -274,6 +274,12 @@ class Session:
         from ..attribution.atp import atp
         return atp(self, token, foil, position, ablation, means, qk_fix)
 
+    def eap_ig(self, token=None, foil=None, position: int = -1, ablation: str = "zero", means=None, steps: int = 16):
+        """EAP-IG's head scores: ``.delta`` [L, H], integrated gradients from every head ablated to none, and
+        ``.gap``, (total − all ablated) − Σ delta (:func:`normviz.attribution.atp.eap_ig`)."""
+        from ..attribution.atp import eap_ig
+        return eap_ig(self, token, foil, position, ablation, means, steps)
+
     def attend(self, layer: int, head: int, query: int = -1, key: int = 0, by_token: bool = False):
         """Head ``head`` of ``layer``: its score of ``query`` → ``key`` split exactly over what wrote both
         residual states (:func:`normviz.attribution.qk.attend`)."""

@@ -17,6 +17,8 @@ The methods, each a head ranking by |score| (a head matters whichever way it pus
                 per-head form is this node value
     atp         attribution patching, the first-order estimate of zero ablation (:mod:`normviz.attribution.atp`)
     atp*        AtP with the QK fix (later heads' softmax recomputed)
+    eap-ig      EAP-IG's head scores: integrated gradients from every head zero-ablated to none (16 midpoint
+                steps; its completeness gap is kept in ``CircuitScores.eap_gap``)
     ablation    zero ablation of each head, one copy per head (the intervention the estimates approximate)
     attention   baseline: the prediction row's largest attention weight outside the first token
 
@@ -36,7 +38,8 @@ import torch
 from ..circuits import Benchmark, ablated, encoded
 from ..attribution.knockout import head_means_of
 
-METHODS = ("direct", "graph", "atp", "atp*", "ablation", "attention")
+METHODS = ("direct", "graph", "atp", "atp*", "eap-ig", "ablation", "attention")
+EAP_STEPS = 16
 RESAMPLES = 1000
 
 
@@ -52,7 +55,11 @@ def _attention(lm, ids) -> np.ndarray:
     return att.max(-1).values.to(torch.float64).cpu().numpy() if att.shape[-1] else np.zeros(att.shape[:2])
 
 
-def _one(method: str, s, lm, ids, token, foil) -> np.ndarray:
+def _one(method: str, s, lm, ids, token, foil, gaps: list) -> np.ndarray:
+    if method == "eap-ig":
+        e = s.eap_ig(token, foil, steps=EAP_STEPS)
+        gaps.append((e.gap, e.total - e.ablated))
+        return e.delta
     if method == "direct":
         return np.asarray(s.explain(token, foil).heads).sum(-1)
     if method == "graph":
@@ -72,9 +79,12 @@ def _one(method: str, s, lm, ids, token, foil) -> np.ndarray:
     raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
 
 
-def head_scores(bench: Benchmark, methods=METHODS) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+def head_scores(bench: Benchmark, methods=METHODS, gaps: list | None = None
+                ) -> tuple[dict[str, np.ndarray], dict[str, float]]:
     """({method: [E, L, H]}, {method: seconds per example}); the recording pass (shared) is added to each
-    method that reads it (direct, graph) — every method's time includes what it needs."""
+    method that reads it (direct, graph) — every method's time includes what it needs. ``gaps``: a list that
+    receives EAP-IG's (completeness gap, total − all ablated) per example."""
+    gaps = [] if gaps is None else gaps
     lm = bench.lm
     scores = {m: [] for m in methods}
     seconds = {m: 0.0 for m in methods}
@@ -85,7 +95,7 @@ def head_scores(bench: Benchmark, methods=METHODS) -> tuple[dict[str, np.ndarray
         record = time.perf_counter() - t0
         for m in methods:
             t0 = time.perf_counter()
-            scores[m].append(np.asarray(_one(m, s, lm, ids, token, foil), dtype=np.float64))
+            scores[m].append(np.asarray(_one(m, s, lm, ids, token, foil, gaps), dtype=np.float64))
             seconds[m] += time.perf_counter() - t0 + (record if m in ("direct", "graph") else 0.0)
     E = max(1, len(bench.examples))
     return {m: np.stack(v) for m, v in scores.items()}, {m: t / E for m, t in seconds.items()}
@@ -164,13 +174,15 @@ class CircuitScores:
     ablated_all: float  # with every head mean-ablated
     examples: int
     scores: dict[str, np.ndarray]  # [E, L, H] per method
+    eap_gap: np.ndarray | None = None  # [E, 2]: EAP-IG's completeness gap and total − all ablated, per example
 
     def row(self, method: str) -> MethodRow:
         return next(r for r in self.rows if r.method == method)
 
 
 def evaluate(bench: Benchmark, methods=METHODS, resamples: int = RESAMPLES, seed: int = 0) -> CircuitScores:
-    scores, seconds = head_scores(bench, methods)
+    gaps: list = []
+    scores, seconds = head_scores(bench, methods, gaps)
     truth = bench.truth()
     means = head_means_of(bench.lm, [encoded(bench.lm, ids) for ids, _, _ in bench.examples])
     rng = np.random.default_rng(seed)
@@ -194,7 +206,7 @@ def evaluate(bench: Benchmark, methods=METHODS, resamples: int = RESAMPLES, seed
     total = float(f_any[:, -1].mean()) if f_any is not None else float("nan")
     return CircuitScores(benchmark=bench.name, description=bench.description, circuit=sorted(bench.circuit),
                          rows=rows, total=total, ablated_all=float(f_any[:, 0].mean()) if f_any is not None else
-                         float("nan"), examples=E, scores=scores)
+                         float("nan"), examples=E, scores=scores, eap_gap=np.array(gaps) if gaps else None)
 
 
 # ---------------------------------------------------------------- the table
@@ -228,6 +240,10 @@ def markdown(results: list[CircuitScores]) -> str:
                          f"{_ci(r.area, r.area_lo, r.area_hi)} | {r.seconds:.4f} | {r.cost_vs_ablation:.2f} |")
     notes = [f"- **{res.benchmark}**: circuit {', '.join(f'L{l}.H{h}' for l, h in res.circuit)}; {res.examples} "
              f"examples; mean logit difference {res.total:.3f}, {res.ablated_all:.3f} with every head mean-ablated."
+             + ("" if res.eap_gap is None else
+                f" EAP-IG ({EAP_STEPS} steps) completeness gap: mean |gap| {np.abs(res.eap_gap[:, 0]).mean():.4f}, "
+                f"{100 * np.abs(res.eap_gap[:, 0]).mean() / np.abs(res.eap_gap[:, 1]).mean():.2f} % of the mean "
+                "|total − all heads zero-ablated|.")
              for res in results]
     return "\n".join(lines + [""] + notes) + "\n"
 
@@ -255,6 +271,7 @@ def to_json(results: list[CircuitScores]) -> str:
         out.append({"benchmark": res.benchmark, "description": res.description,
                     "circuit": [list(x) for x in res.circuit], "total": res.total, "ablated_all": res.ablated_all,
                     "examples": res.examples,
+                    "eap_gap": None if res.eap_gap is None else res.eap_gap.tolist(),
                     "methods": [{**{c: getattr(r, c) for c in COLUMNS}, "share": r.share,
                                  "top": [list(x) for x in r.top],
                                  "grid": np.abs(res.scores[r.method]).mean(0).tolist()} for r in res.rows]})

@@ -31,14 +31,14 @@ def _dims(hm):
 def _hooked(lm, arch, factors, means=None):
     """Pre-hooks on every W^O: head h's slice times factors[l][h] (plus (1 − factor) · mean); their handles."""
     hm = lm.head_model
-    H, dh = _dims(hm)
+    _, dh = _dims(hm)
     handles = []
     for l, layer in enumerate(_get(hm, LAYERS[arch])):
         def pre(module, args, l=l):
-            k = factors[l].repeat_interleave(dh)
+            k = factors[l].repeat_interleave(dh).to(args[0].dtype)  # a float32 model stays float32
             x = args[0] * k
             if means is not None:
-                x = x + (1 - k) * torch.as_tensor(means[l]).reshape(-1)
+                x = x + (1 - k) * torch.as_tensor(means[l]).reshape(-1).to(args[0].dtype)
             return (x,) + tuple(args[1:])
         handles.append(_get(layer, W_O[arch]).register_forward_pre_hook(pre))
     return handles
@@ -180,3 +180,47 @@ def test_atp_needs_an_lm_head():
     lm = tiny.build("llama")
     with pytest.raises(NormvizError, match="no LM head"):
         _session(lm, tiny.encoded(n=5, seed=1)).atp()
+
+
+def _reference_eap_ig(lm, arch, ids, i, token, foil, steps):
+    """The midpoint rule by hand: every head's W^O slice times t (hooks), ∂F/∂factor by autograd, averaged."""
+    hm = lm.head_model
+    H, _ = _dims(hm)
+    L = len(_get(hm, LAYERS[arch]))
+    total = np.zeros((L, H))
+    for k in range(steps):
+        t = (k + 0.5) / steps
+        factors = [torch.full((H,), t, dtype=torch.float64, requires_grad=True) for _ in range(L)]
+        handles = _hooked(lm, arch, factors)
+        try:
+            with torch.enable_grad():
+                _score(hm(input_ids=torch.tensor([ids])).logits[0, i].double(), token, foil).backward()
+        finally:
+            for x in handles:
+                x.remove()
+        total += torch.stack([f.grad for f in factors]).numpy() / steps
+    return total
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_eap_ig_equals_the_midpoint_rule_through_hooks_and_its_gap_shrinks(head_model, arch):
+    lm = head_model(arch)
+    enc = tiny.encoded(n=7, seed=3)
+    s = _session(lm, enc, {"intervention_batch_tokens": 3 * len(enc.ids)})  # 8 steps in 3 batched passes
+    e = s.eap_ig(token=7, foil=13, position=4, steps=8)
+    ref = _reference_eap_ig(lm, arch, enc.ids, 4, 7, 13, 8)
+    assert np.abs(e.delta - ref).max() <= TOL * max(1.0, np.abs(ref).max())
+    # the gap: F(all kept) − F(all ablated) − Σ delta, F(all ablated) by hooks with every factor 0
+    zeros = [torch.zeros(lm.n_heads, dtype=torch.float64) for _ in range(lm.n_layers)]
+    handles = _hooked(lm, arch, zeros)
+    try:
+        with torch.no_grad():
+            f0 = float(_score(lm.head_model(input_ids=torch.tensor([enc.ids])).logits[0, 4].double(), 7, 13))
+    finally:
+        for x in handles:
+            x.remove()
+    assert e.ablated == pytest.approx(f0, abs=1e-9)
+    assert e.gap == pytest.approx(e.total - f0 - ref.sum(), abs=1e-6)
+    fine = s.eap_ig(token=7, foil=13, position=4, steps=64)
+    assert abs(fine.gap) < abs(e.gap) and abs(fine.gap) <= 0.02 * abs(e.total - f0)
+    assert e.passes == 3 + 1 and fine.passes == -(-64 // 3) + 1

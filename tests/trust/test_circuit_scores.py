@@ -70,5 +70,6 @@ def test_evaluate_scores_every_method(small):
         assert res.scores[r.method].shape == (4, small.lm.n_layers, small.lm.n_heads)
     assert res.row("ablation").cost_vs_ablation == pytest.approx(1.0)
     md = cs.markdown([res])
-    assert "| induction | atp* |" in md and "AUROC" in md
+    assert "| induction | atp* |" in md and "AUROC" in md and "completeness gap" in md
+    assert res.eap_gap.shape == (4, 2) and np.isfinite(res.eap_gap).all()
     assert "<table>" in cs.html([res])

@@ -10,7 +10,8 @@ from normviz.trust import circuit_scores as cs
 
 def test_circuits_table_is_written(tmp_path, capsys):
     assert main(["faithfulness", "--circuits", "induction", "--out", str(tmp_path), "--resamples", "30"]) == 0
-    rows = list(csv.DictReader(open(tmp_path / "circuits.csv", encoding="utf-8")))
+    with open(tmp_path / "circuits.csv", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
     assert [r["method"] for r in rows] == list(cs.METHODS)
     assert {r["benchmark"] for r in rows} == {"induction"}
     for r in rows:
