@@ -92,3 +92,24 @@ def test_gemma3_maps_are_offered(gemma3, prompt):
     assert {"attention", "norm", "attn_res_ln", "ff_res"} <= set(keys)
     a = prompt.get(["norm", "attn_res_ln"])
     assert np.isfinite(a["norm"]).all() and np.isfinite(a["attn_res_ln"]).all()
+
+
+def test_gemma3s_quick_tokenizer_is_autotokenizers(gemma3):
+    """load("gemma3") reads the converted tokenizer.json once (loading.quick_tokenizer): the same ids, tokens,
+    special flags and pieces as transformers' own GemmaTokenizer on texts with spaces, newlines, scripts, markup and
+    special tokens, single and paired."""
+    import transformers as tf
+
+    from normviz.core.tokens import encode
+
+    path = loading.cache_dir() / loading.GEMMA3_CONVERTED
+    ref = tf.AutoTokenizer.from_pretrained(path)
+    assert type(ref).__name__ == "GemmaTokenizer"
+    quick = gemma3.tokenizer
+    assert quick.all_special_tokens == ref.all_special_tokens and quick.padding_side == ref.padding_side
+    texts = [PROMPT, "Hello  world\n\nçà 日本語 <b>x</b> <eos> <start_of_turn>user", "   leading spaces", "1234.5e-6"]
+    for text in texts:
+        for pair in (None, "a second text"):
+            a, b = encode(ref, text, pair, decoder=True), encode(quick, text, pair, decoder=True)
+            assert (a.ids, a.tokens, a.labels, a.special) == (b.ids, b.tokens, b.labels, b.special), text
+            assert ref.decode(a.ids) == quick.decode(b.ids)
