@@ -221,15 +221,16 @@ def _head_writes(ctx, stream: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]
     wo = p.head_w_o()
     vals = torch.stack([xn @ p.w_v[:, _kv_cols(p, h)] for h in range(p.n_heads)])  # [H, n, dh]
     W = torch.bmm(torch.bmm(ctx.alpha, vals), wo)  # (α v) W^O: n²·dh, not n²·d
-    const = p.b_o.clone() if p.b_o is not None else torch.zeros(x.shape[-1], dtype=x.dtype)
+    const = ctx.out_bias.to(x.dtype).clone()  # [n, d]: b^O (/ s_i through a norm after the attention)
     beta = p.norm_on_input.bias
+    rowsum = ctx.alpha.sum(-1)  # [H, n]: 1 up to the model's softmax precision (each row's own sum is used)
     for h in range(p.n_heads):
         c = torch.zeros(p.head_dim, dtype=x.dtype)
         if beta is not None:
             c = c + beta @ p.w_v[:, _kv_cols(p, h)]
         if p.b_v is not None:
             c = c + p.b_v[_kv_cols(p, h)]
-        const = const + c @ wo[h]
+        const = const + rowsum[h][:, None] * (c @ wo[h])[None]
     return W, const
 
 
@@ -472,7 +473,8 @@ class _Upcast:
         from ..models.params import upcast_params
         self.p = ctx.p if ctx.p.w_o.dtype == dtype else upcast_params(ctx.p, dtype)
         self.rec = ctx.rec if ctx.rec.x.dtype == dtype else ctx.rec.to(ctx.rec.x.device, dtype)
-        self.alpha = ctx.alpha.to(dtype)
+        self.alpha = ctx.mix_alpha.to(dtype)  # α, or α/s_i where a norm P_a follows the attention
+        self.out_bias = ctx.out_bias().to(dtype)
         self.ln_attn = self.p.norm_on_attn_residual
 
 

@@ -133,6 +133,36 @@ class LayerDecomposition:
         return self.rec.attention().to(self.dtype)
 
     @cached_property
+    def attn_row_scale(self) -> torch.Tensor | None:
+        """1/s_i of the norm P_a on the attention output o_i (Gemma 2/3, OLMo-2), from the recorded o_i; None
+        where no norm follows the attention. P_a's γ is folded into W^O (:func:`normviz.models.params.layer_params`),
+        so what reaches the residual stream is Σ_h α^h_ij f^h(x_j) / s_i."""
+        norm = self.p.attn_out_norm
+        return None if norm is None else 1.0 / norm.scale(self.rec.o.to(self.dtype))
+
+    @cached_property
+    def ff_row_scale(self) -> torch.Tensor | None:
+        """1/s_i of the norm P_f on the FF output (Gemma 2/3, OLMo-2), from the recorded FF output; None where
+        no norm follows the FF. Its γ is folded into W_out."""
+        norm = self.p.ff_out_norm
+        return None if norm is None else 1.0 / norm.scale(self.rec.m.to(self.dtype))
+
+    @cached_property
+    def mix_alpha(self) -> torch.Tensor:
+        """The weights that mix the head vectors into the residual stream: α^h_ij, or α^h_ij / s_i where a norm
+        P_a follows the attention (its real scale at the receiving token i; the ``attention`` map stays α)."""
+        c = self.attn_row_scale
+        return self.alpha if c is None else self.alpha * c[None, :, None]
+
+    def out_bias(self, rows: slice | None = None) -> torch.Tensor:
+        """The attention block's bias term at the rows [c, d]: b^O (P_a's linear part folded, / s_i with P_a)."""
+        c = self.attn_row_scale
+        n = self.n if rows is None else rows.stop - rows.start
+        if c is None:
+            return self.b_o.expand(n, -1)
+        return self.b_o[None] * (c if rows is None else c[rows])[:, None]
+
+    @cached_property
     def head_values(self) -> torch.Tensor:
         """v^h(x_j) = x̂_j W^V_h + b^V_h per query head (GQA: shared by its group), shape [H, n, head_dim]."""
         p = self.p
@@ -189,7 +219,7 @@ class LayerDecomposition:
     # ---- per-pair vectors (row chunks)
     def mix(self, f: torch.Tensor, x: torch.Tensor, rows: slice) -> torch.Tensor:
         """Σ_h α^h_ij f^h_j + δ_ij x_j for i in rows: [c, n, d_f]."""
-        out = torch.einsum("hij,hjd->ijd", self.alpha[:, rows], f)
+        out = torch.einsum("hij,hjd->ijd", self.mix_alpha[:, rows], f)
         idx = torch.arange(rows.start, rows.stop, device=self.device)
         out[idx - rows.start, idx] += x[idx]
         return out
@@ -197,13 +227,13 @@ class LayerDecomposition:
     def attn_res_vectors(self, rows: slice) -> tuple[torch.Tensor, torch.Tensor]:
         """(u_ij [c,n,d], bias [c,d]): Σ_j u_ij + b^O = z_i, the real pre-norm vector."""
         u = self.mix(self.head_vectors, self.rec.x, rows)
-        return u, self.b_o.expand(u.shape[0], -1)
+        return u, self.out_bias(rows)
 
     def attn_res_ln_vectors(self, rows: slice) -> tuple[torch.Tensor, torch.Tensor]:
         """(ℓ_ij, bias_i): Σ_j ℓ_ij + bias_i = the norm's output."""
         s = self.ln_scale[rows]
         parts = self.mix(self.head_vectors_ln, self.x_ln, rows) / s[:, None, None]
-        bias = self.ln_attn.linear_part(self.b_o) / s[:, None]
+        bias = self.ln_attn.linear_part(self.out_bias(rows)) / s[:, None]
         if self.ln_attn.bias is not None:
             bias = bias + self.ln_attn.bias
         return parts, bias

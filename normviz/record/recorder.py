@@ -47,6 +47,8 @@ class LayerRecord:
     call: tuple[tuple, dict] | None = None  # the layer's call arguments besides the hidden states
     final: torch.Tensor | None = None  # last layer only: the stack's final hidden state (after its final norm)
     qk: AttentionInputs | None = None  # long inputs: what recomputes attn (then None)
+    o: torch.Tensor | None = None  # the attention output, where a norm follows it (ArchSpec.norm_after_attn_out)
+    m: torch.Tensor | None = None  # the FF output, where a norm follows it (ArchSpec.norm_after_ff_out)
 
     def attention(self, rows: slice | None = None) -> torch.Tensor:
         """α [H, n, n] (``rows``: of those receiving tokens): recorded, or recomputed from q, k by the model's
@@ -300,7 +302,11 @@ def hook_stack(hooks: Hooks, layers, spec, tag: str = "", with_ff: bool = True) 
         hooks.layer_input(layer, (tag, i))
         hooks.output(layer, ((tag, i), "out"))
         hooks.output(get_path(layer, spec.value), ((tag, i), "v"))
-        hooks.first_input(get_path(layer, spec.norm_on_attn_residual), ((tag, i), "z_attn"))
+        hooks.first_input(get_path(layer, spec.z_attn_module), ((tag, i), "z_attn"))
+        if getattr(spec, "norm_after_attn_out", None):
+            hooks.first_input(get_path(layer, spec.norm_after_attn_out), ((tag, i), "o"))
+        if with_ff and getattr(spec, "norm_after_ff_out", None):
+            hooks.first_input(get_path(layer, spec.norm_after_ff_out), ((tag, i), "m"))
         if with_ff and spec.norm_on_ff_residual:
             hooks.first_input(get_path(layer, spec.norm_on_ff_residual), ((tag, i), "z_ff"))
 
@@ -319,6 +325,9 @@ def stack_records(store: dict, layers, attentions, lengths: list[int], length: i
         raise RuntimeError("the model returned no attention weights; it must run with attn_implementation='eager'")
     batch = len(lengths)
     records = []
+    for k, t in list(store.items()):  # OPT flattens its tokens to [batch·length, d] before the FF block
+        if isinstance(t, torch.Tensor) and t.ndim == 2 and t.shape[0] == batch * length and k[1] != "call":
+            store[k] = t.view(batch, length, -1)
     for b, n in enumerate(lengths):
         n = int(n)
         seq = []
@@ -326,6 +335,7 @@ def stack_records(store: dict, layers, attentions, lengths: list[int], length: i
         for i in range(len(layers)):
             key = (tag, i)
             z_ff = store.get((key, "z_ff"))
+            o, m = store.get((key, "o")), store.get((key, "m"))
             args, kw = store[(key, "call")]
             seq.append(LayerRecord(
                 x=store[(key, "x")][b, :n],
@@ -337,6 +347,7 @@ def stack_records(store: dict, layers, attentions, lengths: list[int], length: i
                 call=layer_call(layers[i], args, kw, b, n, batch, length),
                 final=final[b, :n] if final is not None and i == len(layers) - 1 else None,
                 qk=qks[i].cut(b, n, masks) if qks is not None else None,
+                o=o[b, :n] if o is not None else None, m=m[b, :n] if m is not None else None,
             ))
         records.append(seq)
     if qks is not None and batch == 1:
@@ -388,7 +399,7 @@ def _record(lm, input_ids, attention_mask, token_type_ids, mode: str = "auto", u
     try:
         hook_stack(hooks, lm.layers, lm.spec)
         if stop:  # after hook_stack's: the last layer's z_attn is recorded first
-            hooks.stop_before(get_path(lm.layers[-1], lm.spec.norm_on_attn_residual))
+            hooks.stop_before(get_path(lm.layers[-1], lm.spec.z_attn_module))
         hooks.install(lm.model)
         kwargs = {}
         if token_type_ids is not None:

@@ -47,8 +47,9 @@ def test_parts_sum_to_the_score_and_match_the_model_up_to_a_row_constant(head_mo
                 scale = max(1.0, abs(a.total))
                 assert a.by_component.shape == (len(a.components),) * 2
                 assert abs(a.by_component.sum() - a.total) <= 1e-10 * scale
-                # the token split carries the same state by another route (the exact propagation)
-                assert abs(a.by_token_full.sum() - a.total) <= MODEL_TOL[arch] * scale
+                # the token split carries the same state by another route (the exact propagation, whose norm
+                # scales are the model's own: its float32 RMSNorm's rounding, ~1e-7 per norm, adds up over layers)
+                assert abs(a.by_token_full.sum() - a.total) <= 5 * MODEL_TOL[arch] * scale
                 assert abs(a.model_score - a.total) <= MODEL_TOL[arch] * scale
             scores = np.array([a.total for a in got])
             log_alpha = np.log(alpha[head, i, : i + 1].double().numpy())
