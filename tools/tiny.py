@@ -72,6 +72,13 @@ def _later_configs():
         "opt": tf.OPTConfig(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, ffn_dim=48,
                             max_position_embeddings=64, word_embed_proj_dim=32, pad_token_id=0, bos_token_id=1,
                             eos_token_id=2),
+        # parallel attention + FF (partial rotary: a share of each head's dimensions)
+        "gpt_neox": tf.GPTNeoXConfig(rotary_pct=0.5, use_parallel_residual=True,
+                                     **{k: v for k, v in small.items() if k != "num_key_value_heads"}),
+        "gptj": tf.GPTJConfig(n_embd=32, n_layer=2, n_head=4, n_inner=48, rotary_dim=4, n_positions=64, bos_token_id=1,
+                              eos_token_id=2, **COMMON),
+        "phi": tf.PhiConfig(partial_rotary_factor=0.5, **small),
+        "cohere": tf.CohereConfig(logit_scale=0.25, **small),
     }
 
 

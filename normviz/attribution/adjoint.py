@@ -181,7 +181,7 @@ class CrossAdjoint:
 def ff_input(ctx, cross: CrossAdjoint | None = None):
     """(the FF's input norm, its real input z, the real input of the norm after the FF residual or None)."""
     if cross is None:
-        return ctx.ln_attn, ctx.rec.z_attn, ctx.rec.z_ff
+        return ctx.ln_attn, ctx.ff_z, ctx.rec.z_ff
     return cross.norm, cross.z, cross.z_ff
 
 
@@ -216,7 +216,8 @@ def layer_adjoint(ctx, g: torch.Tensor, factors, cross: CrossAdjoint | None = No
     # pre-LN: x' = U + F(N2(U)), U = x + A(N1(x)) + b (+ C)
     f, bias = ff_adjoint(p, g, factors)
     bias += _dot(f, ff_norm.bias)
-    g_u = g + norm_adjoint(ff_norm, f, ff_z)
+    ff_back = norm_adjoint(ff_norm, f, ff_z)
+    g_u = g if p.parallel else g + ff_back  # a parallel block's FF reads x, not U
     if cross is not None:
         g_e, b = cross.adjoint(g_u)
         bias += b
@@ -224,7 +225,8 @@ def layer_adjoint(ctx, g: torch.Tensor, factors, cross: CrossAdjoint | None = No
     g_hat = attention_adjoint(ctx, g_u)
     n1 = p.norm_on_input
     bias += _dot(g_hat, n1.bias)
-    return g_u + norm_adjoint(n1, g_hat, ctx.rec.x), bias, g_e
+    out = g_u + norm_adjoint(n1, g_hat, ctx.rec.x)
+    return (out + ff_back if p.parallel else out), bias, g_e
 
 
 def readout_adjoint(readout, u: torch.Tensor, b: float, x_last: torch.Tensor) -> tuple[torch.Tensor, float]:

@@ -272,7 +272,7 @@ def propagate(ctx, X: torch.Tensor, first: bool, rules: Rules = DECOMPX, cross=N
         bias = bias + value_bias(p)
     norm2 = p.norm_on_ff_residual
     if cross is None:
-        ff_norm, ff_z, z_ff = ctx.ln_attn, ctx.rec.z_attn, ctx.rec.z_ff
+        ff_norm, ff_z, z_ff = ctx.ln_attn, ctx.ff_z, ctx.rec.z_ff
     else:
         ff_norm, ff_z, z_ff = cross.norm, cross.z, getattr(cross, "z_ff", None)
     factors = ff_factors(ctx, ff_norm.apply(ff_z))
@@ -292,7 +292,8 @@ def propagate(ctx, X: torch.Tensor, first: bool, rules: Rules = DECOMPX, cross=N
         else:  # pre-LN: LN2 parts feed the FF; the residual carries U
             if cross is not None:
                 u += cross.parts(rows)
-            ell = norm_parts(u.clone(), ff_norm, ff_z[rows], rows, rules)
+            # a parallel block's FF reads the layer input's parts X, not U
+            ell = norm_parts((X[rows] if p.parallel else u).clone(), ff_norm, ff_z[rows], rows, rules)
             out = u + ff_parts(ctx, ell, rows, factors, rules)
         X[rows] = out
     return X

@@ -79,7 +79,7 @@ def _pre_activation_parts(ctx, key: str, w: torch.Tensor, b: torch.Tensor | None
     q, xq = fin.projected[key]
     ff_input = fin.total
     s = ctx.ln_scale[rows]
-    parts = ctx.mix(q, xq, rows) / s[:, None, None]
+    parts = ctx.ff_mix(q, xq, rows) / s[:, None, None]
     bias = ln_bias @ w
     total = ff_input[rows] @ w
     if b is not None:
@@ -198,6 +198,10 @@ def ff_maps(ctx, keys) -> dict[str, torch.Tensor]:
     eye = torch.eye(n, dtype=dt, device=ctx.device)
     alpha = torch.cat([ctx.mix_alpha, eye[None]]).permute(2, 1, 0).contiguous()  # [j, i, h'], h' = heads + residual
     first_row = (alpha != 0).any(dim=2).to(torch.int8).argmax(dim=1).tolist()  # per j: the first i it reaches
+    ff_alpha = alpha
+    if p.parallel:  # the FF reads the layer input: each token's own residual only
+        ff_alpha = torch.zeros_like(alpha)
+        ff_alpha[..., -1] = alpha[..., -1]
     heads_ln = torch.cat([ctx.head_vectors_ln, ctx.x_ln[None]]).transpose(0, 1).contiguous()  # [j, h', d]
     ff_input = ctx.ln_attn_out
     inputs = [(p.w_in, p.b_in)] + ([(p.w_up, p.b_up)] if p.ff_kind != "mlp" else [])
@@ -221,7 +225,7 @@ def ff_maps(ctx, keys) -> dict[str, torch.Tensor]:
         vec = vectors[: stages * c * m * d].view(stages, c, m, d)
         attr = None
         for q, r, buf in zip(projected, factors, mixed):
-            mk = torch.bmm(alpha[cols, first:], q[cols], out=buf[: c * m * d_ff].view(c, m, d_ff))
+            mk = torch.bmm(ff_alpha[cols, first:], q[cols], out=buf[: c * m * d_ff].view(c, m, d_ff))
             mk *= r[first:]
             attr = mk if attr is None else attr.add_(mk)
         torch.mm(attr.view(c * m, d_ff), p.w_out, out=vec[0].view(c * m, d))

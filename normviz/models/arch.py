@@ -132,6 +132,11 @@ class ArchSpec:
     ff_out_scale: str | None = None  # config field: the FF output × it before the residual add
     ff_gate_up_fused: bool = False  # ff_in is one module whose output is gate | up (Phi-3)
     qk_norms: tuple[str, str] | None = None  # the q and k norms inside the attention module (QK-norm)
+    # parallel blocks (GPT-NeoX with use_parallel_residual, GPT-J, Phi, Cohere): out = x + Attn(N1(x)) + FF(N2(x)),
+    # norm_before_ff = N2 (the same module as N1 where they share it); ``attn`` the attention module, whose
+    # output o is recorded (z = x + o is then no state of the model, the sum of the residual and the attention)
+    parallel: bool = False
+    attn: str | None = None
     readout: ReadoutSpec = field(default_factory=ReadoutSpec)
     # config values this row cannot analyse exactly: (attribute, why); refused when the attribute is truthy, or,
     # written "!attribute", when it is falsy (e.g. OLMo's clip_qkv clamps v after the recorded projection)
@@ -166,7 +171,10 @@ class ArchSpec:
 
     @property
     def z_attn_module(self) -> str:
-        """The module whose first input is z = x + Attn(·): the norm on it, else the FF block."""
+        """The module whose first input is z = x + Attn(·): the norm on it, else the FF block (parallel blocks:
+        the FF block, called after the attention; z is x + o there)."""
+        if self.parallel:
+            return self.ff_block
         return self.norm_on_attn_residual or self.ff_block
 
     @property
@@ -185,6 +193,10 @@ class ArchSpec:
         if self.qkv_layout == "fused_qkv":  # q | k | v (k and v of n_kv_heads each: Phi-3's GQA)
             start = (n_heads + n_kv_heads) * head_dim
             return slice(start, start + width)
+        if self.qkv_layout == "per_head_qkv":  # per head q_h | k_h | v_h (GPT-NeoX)
+            import torch
+
+            return torch.cat([torch.arange((3 * h + 2) * head_dim, (3 * h + 3) * head_dim) for h in range(n_heads)])
         return slice(0, width)
 
 
@@ -246,6 +258,29 @@ _OPT = ArchSpec(
     norm_before_ff="final_layer_norm", norm_kind="layernorm", ff_kind="mlp", ff_in="fc1", ff_out="fc2",
     act="activation_fn", final_norm="decoder.final_layer_norm", lm_head="lm_head",
     refuse_when=(("!do_layer_norm_before", "OPT-350m's post-LN layers with projections around the stack"),))
+
+_GPT_NEOX = ArchSpec(
+    family="gpt_neox", placement="pre", causal=True, layers="layers", parallel=True, attn="attention",
+    value="attention.query_key_value", qkv_layout="per_head_qkv", out="attention.dense",
+    norm_before_attn="input_layernorm", norm_before_ff="post_attention_layernorm", norm_kind="layernorm",
+    ff_kind="mlp", ff_in="mlp.dense_h_to_4h", ff_out="mlp.dense_4h_to_h", act="mlp.act",
+    final_norm="final_layer_norm", lm_head="lm_head",
+    refuse_when=(("!use_parallel_residual", "sequential GPT-NeoX blocks (use_parallel_residual=False) have no row "
+                                             "yet"),))
+_GPTJ = ArchSpec(
+    family="gptj", placement="pre", causal=True, layers="h", parallel=True, attn="attn", value="attn.v_proj",
+    out="attn.out_proj", norm_before_attn="ln_1", norm_before_ff="ln_1", norm_kind="layernorm", ff_kind="mlp",
+    ff_in="mlp.fc_in", ff_out="mlp.fc_out", act="mlp.act", final_norm="ln_f", lm_head="lm_head")
+_PHI = ArchSpec(
+    family="phi", placement="pre", causal=True, layers="layers", parallel=True, attn="self_attn",
+    value="self_attn.v_proj", out="self_attn.dense", norm_before_attn="input_layernorm",
+    norm_before_ff="input_layernorm", norm_kind="layernorm", ff_kind="mlp", ff_in="mlp.fc1", ff_out="mlp.fc2",
+    act="mlp.activation_fn", final_norm="final_layernorm", lm_head="lm_head",
+    refuse_when=(("qk_layernorm", "Phi's q/k LayerNorms have no row yet"),))
+_COHERE = ArchSpec(**{**_LLAMA.__dict__, "family": "cohere", "parallel": True, "attn": "self_attn",
+                      "norm_before_ff": "input_layernorm", "norm_kind": "layernorm",
+                      "readout": ReadoutSpec(multiply_by="logit_scale"),
+                      "refuse_when": (("use_qk_norm", "Cohere's q/k norms have no row yet"),)})
 
 
 # ---------------------------------------------------------------- encoder–decoders
@@ -339,6 +374,10 @@ register_architecture("phi3", _PHI3, "Phi-3 (fused qkv and gate|up)")
 register_architecture("starcoder2", _STARCODER2, "StarCoder2 (pre-LN, LayerNorm, GELU FF)")
 register_architecture("granite", _GRANITE, "Granite (Llama with multipliers)")
 register_architecture("opt", _OPT, "OPT (pre-LN)")
+register_architecture("gpt_neox", _GPT_NEOX, "parallel attention + FF (GPT-NeoX/Pythia, GPT-J, Phi, Cohere)")
+register_architecture("gptj", _GPTJ, "parallel attention + FF (GPT-NeoX/Pythia, GPT-J, Phi, Cohere)")
+register_architecture("phi", _PHI, "parallel attention + FF (GPT-NeoX/Pythia, GPT-J, Phi, Cohere)")
+register_architecture("cohere", _COHERE, "parallel attention + FF (GPT-NeoX/Pythia, GPT-J, Phi, Cohere)")
 for _mt in ("marian", "bart"):
     register_architecture(_mt, _bart_like("post"), "encoder–decoder, post-LN (Marian, BART)")
 for _mt in ("mbart", "m2m_100"):

@@ -116,6 +116,7 @@ class LayerParams:
     # (LayerDecomposition.attn_row_scale / ff_row_scale)
     attn_out_norm: NormParams | None = None
     ff_out_norm: NormParams | None = None
+    parallel: bool = False  # the FF reads the layer input x (through norm_on_attn_residual), not x + Attn
 
     def head_w_o(self) -> torch.Tensor:
         """W_O split per head: [H, head_dim, d]."""
@@ -211,4 +212,5 @@ def layer_params(layer: nn.Module, spec: ArchSpec, config) -> LayerParams:
         norm_on_ff_residual=_norm(layer, spec.norm_on_ff_residual, spec.norm_kind, spec.norm),
         ff_kind=spec.ff_kind, w_in=w_in, b_in=b_in, w_up=w_up, b_up=b_up, w_out=w_out, b_out=b_out,
         act=get_path(layer, spec.act), attn_out_norm=attn_out_norm, ff_out_norm=ff_out_norm,
+        parallel=spec.parallel,
     )

@@ -187,10 +187,16 @@ class LayerDecomposition:
         """The norm on the attention residual: norm_after_attn (post-LN) or norm_before_ff (pre-LN)."""
         return self.p.norm_on_attn_residual
 
+    @property
+    def ff_z(self) -> torch.Tensor:
+        """The real input of the FF's norm: z = x + Attn (the attention residual), or, in a parallel block, the
+        layer input x itself."""
+        return self.rec.x if self.p.parallel else self.rec.z_attn
+
     @cached_property
     def ln_scale(self) -> torch.Tensor:
-        """s_i of that norm, from the real pre-norm vector z_i."""
-        return self.ln_attn.scale(self.rec.z_attn)
+        """s_i of that norm, from the real pre-norm vector z_i (parallel blocks: x_i)."""
+        return self.ln_attn.scale(self.ff_z)
 
     @cached_property
     def ln_attn_out(self) -> torch.Tensor:
@@ -198,7 +204,7 @@ class LayerDecomposition:
         equals it to rounding): the FF block's input, the end point of its integration. Not the norm module's
         own output: Llama-family RMSNorm rounds through float32 even in a float64 model, which would leave the
         FF parts ~1e-7 short of their end point."""
-        out = self.ln_attn.linear_part(self.rec.z_attn) / self.ln_scale[:, None]
+        out = self.ln_attn.linear_part(self.ff_z) / self.ln_scale[:, None]
         return out + self.ln_attn.bias if self.ln_attn.bias is not None else out
 
     @cached_property
@@ -224,6 +230,16 @@ class LayerDecomposition:
         out[idx - rows.start, idx] += x[idx]
         return out
 
+    def ff_mix(self, f: torch.Tensor, x: torch.Tensor, rows: slice) -> torch.Tensor:
+        """What the FF's input is made of at the rows: :meth:`mix` (the heads and the residual), or in a parallel
+        block only δ_ij x_j (the FF reads the layer input: a token's own residual)."""
+        if not self.p.parallel:
+            return self.mix(f, x, rows)
+        out = torch.zeros(rows.stop - rows.start, self.n, x.shape[-1], dtype=x.dtype, device=x.device)
+        idx = torch.arange(rows.start, rows.stop, device=self.device)
+        out[idx - rows.start, idx] = x[idx]
+        return out
+
     def attn_res_vectors(self, rows: slice) -> tuple[torch.Tensor, torch.Tensor]:
         """(u_ij [c,n,d], bias [c,d]): Σ_j u_ij + b^O = z_i, the real pre-norm vector."""
         u = self.mix(self.head_vectors, self.rec.x, rows)
@@ -232,8 +248,9 @@ class LayerDecomposition:
     def attn_res_ln_vectors(self, rows: slice) -> tuple[torch.Tensor, torch.Tensor]:
         """(ℓ_ij, bias_i): Σ_j ℓ_ij + bias_i = the norm's output."""
         s = self.ln_scale[rows]
-        parts = self.mix(self.head_vectors_ln, self.x_ln, rows) / s[:, None, None]
-        bias = self.ln_attn.linear_part(self.out_bias(rows)) / s[:, None]
+        parts = self.ff_mix(self.head_vectors_ln, self.x_ln, rows) / s[:, None, None]
+        bias = (self.ln_attn.linear_part(self.out_bias(rows)) / s[:, None] if not self.p.parallel
+                else torch.zeros_like(self.out_bias(rows)))
         if self.ln_attn.bias is not None:
             bias = bias + self.ln_attn.bias
         return parts, bias

@@ -302,7 +302,10 @@ def hook_stack(hooks: Hooks, layers, spec, tag: str = "", with_ff: bool = True) 
         hooks.layer_input(layer, (tag, i))
         hooks.output(layer, ((tag, i), "out"))
         hooks.output(get_path(layer, spec.value), ((tag, i), "v"))
-        hooks.first_input(get_path(layer, spec.z_attn_module), ((tag, i), "z_attn"))
+        if getattr(spec, "parallel", False):  # z = x + o: the attention module's output
+            hooks.output(get_path(layer, spec.attn), ((tag, i), "o"))
+        else:
+            hooks.first_input(get_path(layer, spec.z_attn_module), ((tag, i), "z_attn"))
         if getattr(spec, "norm_after_attn_out", None):
             hooks.first_input(get_path(layer, spec.norm_after_attn_out), ((tag, i), "o"))
         if with_ff and getattr(spec, "norm_after_ff_out", None):
@@ -336,11 +339,14 @@ def stack_records(store: dict, layers, attentions, lengths: list[int], length: i
             key = (tag, i)
             z_ff = store.get((key, "z_ff"))
             o, m = store.get((key, "o")), store.get((key, "m"))
+            z_attn = store.get((key, "z_attn"))
+            if z_attn is None:  # a parallel block: the residual plus the attention output
+                z_attn = store[(key, "x")] + o
             args, kw = store[(key, "call")]
             seq.append(LayerRecord(
                 x=store[(key, "x")][b, :n],
                 attn=attentions[i][b, :, :n, :n] if qks is None else None,
-                z_attn=store[(key, "z_attn")][b, :n],
+                z_attn=z_attn[b, :n],
                 z_ff=z_ff[b, :n] if z_ff is not None else None,
                 out=store[(key, "out")][b, :n] if (key, "out") in store else None,  # a pass stopped early
                 v=store[(key, "v")][b, :n],
