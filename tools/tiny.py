@@ -79,6 +79,13 @@ def _later_configs():
                               eos_token_id=2, **COMMON),
         "phi": tf.PhiConfig(partial_rotary_factor=0.5, **small),
         "cohere": tf.CohereConfig(logit_scale=0.25, **small),
+        # mixtures of experts: 4 experts, 2 chosen per token (qwen2_moe: a shared expert with its sigmoid gate)
+        "mixtral": tf.MixtralConfig(num_local_experts=4, num_experts_per_tok=2, **small),
+        "qwen3_moe": tf.Qwen3MoeConfig(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=24, head_dim=8,
+                                       norm_topk_prob=False, **small),
+        "olmoe": tf.OlmoeConfig(num_experts=4, num_experts_per_tok=2, **small),
+        "qwen2_moe": tf.Qwen2MoeConfig(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=24,
+                                       shared_expert_intermediate_size=40, **small),
     }
 
 

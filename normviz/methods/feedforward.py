@@ -112,7 +112,10 @@ def _half_slope(act) -> float:
 def out_rows(ctx, factors: list[torch.Tensor], rows: slice | None = None) -> list[torch.Tensor]:
     """The factors times 1/s_i of a norm P_f on the FF output (Gemma 2/3, OLMo-2; its γ is in W_out), so that
     the FF parts are what reaches the residual stream; unchanged without one."""
-    c = ctx.ff_row_scale
+    c, gates = ctx.ff_row_scale, ctx.unit_gates  # gates: a mixture of experts' frozen router weights per unit
+    if gates is not None:
+        gates = gates if rows is None else gates[rows]
+        factors = [f * gates.to(f.dtype) for f in factors]
     if c is None:
         return factors
     c = c if rows is None else c[rows]

@@ -79,6 +79,19 @@ class NormSpec:
 
 
 @dataclass(frozen=True)
+class MoESpec:
+    """A mixture-of-experts FF block (transformers' fused experts module: ``gate_up_proj`` [E, 2·F, d] whose
+    output is gate | up, ``down_proj`` [E, d, F], called with the router's top-k indices and weights, which are
+    recorded: the gates frozen at their real values). ``shared`` a dense gated expert every token goes through,
+    ``shared_gate`` a linear module whose sigmoid scales it (Qwen2-MoE). A layer without the experts module is a
+    dense FF (the row's ff_in / ff_up / ff_out)."""
+
+    experts: str = "mlp.experts"
+    shared: str | None = None
+    shared_gate: str | None = None
+
+
+@dataclass(frozen=True)
 class ReadoutSpec:
     """What the LM head's logits go through besides the final norm and W_U, as config fields (None: absent):
     ``divide_by`` (Granite's ``logits_scaling``: logits = W_U x / m), ``multiply_by`` (Cohere's ``logit_scale``)
@@ -137,6 +150,7 @@ class ArchSpec:
     # output o is recorded (z = x + o is then no state of the model, the sum of the residual and the attention)
     parallel: bool = False
     attn: str | None = None
+    moe: MoESpec | None = None  # a mixture of experts (its gates recorded and frozen), else a dense FF
     readout: ReadoutSpec = field(default_factory=ReadoutSpec)
     # config values this row cannot analyse exactly: (attribute, why); refused when the attribute is truthy, or,
     # written "!attribute", when it is falsy (e.g. OLMo's clip_qkv clamps v after the recorded projection)
@@ -259,6 +273,9 @@ _OPT = ArchSpec(
     act="activation_fn", final_norm="decoder.final_layer_norm", lm_head="lm_head",
     refuse_when=(("!do_layer_norm_before", "OPT-350m's post-LN layers with projections around the stack"),))
 
+_MOE = ArchSpec(**{**_LLAMA.__dict__, "family": "moe", "moe": MoESpec()})
+_QWEN2_MOE = ArchSpec(**{**_MOE.__dict__, "moe": MoESpec(shared="mlp.shared_expert",
+                                                         shared_gate="mlp.shared_expert_gate")})
 _GPT_NEOX = ArchSpec(
     family="gpt_neox", placement="pre", causal=True, layers="layers", parallel=True, attn="attention",
     value="attention.query_key_value", qkv_layout="per_head_qkv", out="attention.dense",
@@ -374,6 +391,11 @@ register_architecture("phi3", _PHI3, "Phi-3 (fused qkv and gate|up)")
 register_architecture("starcoder2", _STARCODER2, "StarCoder2 (pre-LN, LayerNorm, GELU FF)")
 register_architecture("granite", _GRANITE, "Granite (Llama with multipliers)")
 register_architecture("opt", _OPT, "OPT (pre-LN)")
+register_architecture("mixtral", _MOE, "mixtures of experts (router gates frozen at their real values)")
+for _mt in ("qwen3_moe", "olmoe"):  # with QK-norm
+    register_architecture(_mt, ArchSpec(**{**_MOE.__dict__, "qk_norms": ("self_attn.q_norm", "self_attn.k_norm")}),
+                          "mixtures of experts (router gates frozen at their real values)")
+register_architecture("qwen2_moe", _QWEN2_MOE, "mixtures of experts (router gates frozen at their real values)")
 register_architecture("gpt_neox", _GPT_NEOX, "parallel attention + FF (GPT-NeoX/Pythia, GPT-J, Phi, Cohere)")
 register_architecture("gptj", _GPTJ, "parallel attention + FF (GPT-NeoX/Pythia, GPT-J, Phi, Cohere)")
 register_architecture("phi", _PHI, "parallel attention + FF (GPT-NeoX/Pythia, GPT-J, Phi, Cohere)")

@@ -117,6 +117,9 @@ class LayerParams:
     attn_out_norm: NormParams | None = None
     ff_out_norm: NormParams | None = None
     parallel: bool = False  # the FF reads the layer input x (through norm_on_attn_residual), not x + Attn
+    # a mixture of experts: every expert's units side by side in w_in / w_up / w_out (the shared expert last),
+    # with the units of each; the recorded router gates scale each expert's factors (LayerDecomposition)
+    expert_units: tuple[int, ...] | None = None
 
     def head_w_o(self) -> torch.Tensor:
         """W_O split per head: [H, head_dim, d]."""
@@ -184,11 +187,18 @@ def layer_params(layer: nn.Module, spec: ArchSpec, config) -> LayerParams:
     w_v = _weight(vmod, spec.conv1d)[:, cols]
     b_v = vmod.bias[cols] if vmod.bias is not None else None
     omod = get_path(layer, spec.out)
-    fin = get_path(layer, spec.ff_in)
-    fout = get_path(layer, spec.ff_out)
-    fup = get_path(layer, spec.ff_up) if spec.ff_up else None
-    w_in, b_in = _weight(fin, spec.conv1d), fin.bias
-    w_up, b_up = (_weight(fup, spec.conv1d), fup.bias) if fup is not None else (None, None)
+    expert_units = None
+    if spec.moe is not None and _has(layer, spec.moe.experts):
+        w_in, w_up, w_out, expert_units, act = _experts(layer, spec.moe)
+        b_in = b_up = b_out = None
+    else:
+        fin = get_path(layer, spec.ff_in)
+        fout = get_path(layer, spec.ff_out)
+        fup = get_path(layer, spec.ff_up) if spec.ff_up else None
+        w_in, b_in = _weight(fin, spec.conv1d), fin.bias
+        w_up, b_up = (_weight(fup, spec.conv1d), fup.bias) if fup is not None else (None, None)
+        w_out, b_out = _weight(fout, spec.conv1d), fout.bias
+        act = get_path(layer, spec.act)
     if spec.ff_gate_up_fused:  # one module, output gate | up
         half = w_in.shape[1] // 2
         w_up, b_up = w_in[:, half:], (b_in[half:] if b_in is not None else None)
@@ -197,7 +207,7 @@ def layer_params(layer: nn.Module, spec: ArchSpec, config) -> LayerParams:
     ff_out_norm = _norm(layer, spec.norm_after_ff_out, spec.norm_kind, spec.norm)
     w_o, b_o = _out_map(_weight(omod, spec.conv1d), omod.bias,
                         float(getattr(config, spec.attn_out_scale)) if spec.attn_out_scale else 1.0, attn_out_norm)
-    w_out, b_out = _out_map(_weight(fout, spec.conv1d), fout.bias,
+    w_out, b_out = _out_map(w_out, b_out,
                             float(getattr(config, spec.ff_out_scale)) if spec.ff_out_scale else 1.0, ff_out_norm)
     d = w_o.shape[1]
     n_in = _norm(layer, spec.norm_on_input, spec.norm_kind, spec.norm)
@@ -211,6 +221,34 @@ def layer_params(layer: nn.Module, spec: ArchSpec, config) -> LayerParams:
         norm_on_input=n_in, norm_on_attn_residual=n_attn,
         norm_on_ff_residual=_norm(layer, spec.norm_on_ff_residual, spec.norm_kind, spec.norm),
         ff_kind=spec.ff_kind, w_in=w_in, b_in=b_in, w_up=w_up, b_up=b_up, w_out=w_out, b_out=b_out,
-        act=get_path(layer, spec.act), attn_out_norm=attn_out_norm, ff_out_norm=ff_out_norm,
-        parallel=spec.parallel,
+        act=act, attn_out_norm=attn_out_norm, ff_out_norm=ff_out_norm,
+        parallel=spec.parallel, expert_units=expert_units,
     )
+
+
+def _has(layer: nn.Module, path: str) -> bool:
+    try:
+        get_path(layer, path)
+    except AttributeError:
+        return False
+    return True
+
+
+def _experts(layer: nn.Module, moe):
+    """(w_in, w_up [d, U], w_out [U, d], units per expert, activation) of a mixture of experts: each expert's gate
+    and up rows of gate_up_proj and its down_proj side by side, the shared expert's after them."""
+    ex = get_path(layer, moe.experts)
+    E, two_f, d = ex.gate_up_proj.shape
+    F = two_f // 2
+    gu = ex.gate_up_proj
+    w_in = gu[:, :F].permute(2, 0, 1).reshape(d, E * F)
+    w_up = gu[:, F:].permute(2, 0, 1).reshape(d, E * F)
+    w_out = ex.down_proj.permute(0, 2, 1).reshape(E * F, d)
+    units = [F] * E
+    if moe.shared:
+        sh = get_path(layer, moe.shared)
+        w_in = torch.cat([w_in, sh.gate_proj.weight.T], 1)
+        w_up = torch.cat([w_up, sh.up_proj.weight.T], 1)
+        w_out = torch.cat([w_out, sh.down_proj.weight.T], 0)
+        units.append(sh.gate_proj.weight.shape[0])
+    return w_in, w_up, w_out, tuple(units), ex.act_fn

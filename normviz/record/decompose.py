@@ -148,6 +148,24 @@ class LayerDecomposition:
         return None if norm is None else 1.0 / norm.scale(self.rec.m.to(self.dtype))
 
     @cached_property
+    def unit_gates(self) -> torch.Tensor | None:
+        """A mixture of experts: each FF unit's gate per token [n, U] — the router's weight of the unit's expert
+        at that token, frozen at its real value (0 where it was not chosen), the shared expert's sigmoid gate (or 1);
+        None for a dense FF."""
+        units = self.p.expert_units
+        if units is None:
+            return None
+        g = self.rec.gates.to(self.dtype)
+        n_routed = g.shape[1]
+        cols = [g]
+        if len(units) > n_routed:  # the shared expert
+            sg = self.rec.shared_gate
+            cols.append(torch.sigmoid(sg.to(self.dtype)) if sg is not None else torch.ones(self.n, 1, dtype=self.dtype,
+                                                                                            device=self.device))
+        g = torch.cat(cols, 1)
+        return g.repeat_interleave(torch.tensor(units, device=g.device), dim=1)
+
+    @cached_property
     def mix_alpha(self) -> torch.Tensor:
         """The weights that mix the head vectors into the residual stream: α^h_ij, or α^h_ij / s_i where a norm
         P_a follows the attention (its real scale at the receiving token i; the ``attention`` map stays α)."""

@@ -1,5 +1,6 @@
 """Issue 38: the later decoders' parts as data (tools/tiny.py LATER_ARCHS: Gemma 1–3, OLMo, OLMo-2, Phi-3,
-StarCoder2, Granite, OPT), each checked against the model's own forward pass on a tiny random float64 model
+StarCoder2, Granite, OPT; the parallel blocks of GPT-NeoX, GPT-J, Phi, Cohere; the mixtures of experts Mixtral,
+Qwen3-MoE, OLMoE, Qwen2-MoE in float32), each checked against the model's own forward pass on a tiny random float64 model
 with its LM head:
 
 - every stage's parts sum to the model's own vector there (attn_res: z = x + P_a(Attn); attn_res_ln: the FF
@@ -16,6 +17,8 @@ Tolerances: ``TOL`` relative; 1e-5 where the model's norms compute in float32 in
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 import torch
@@ -30,9 +33,18 @@ from ..helpers.maps import all_rows, ff_stage
 
 ARCHS = tiny.LATER_ARCHS
 EXACT = ("starcoder2", "opt", "gpt_neox", "gptj", "phi")  # LayerNorm modules in the model's dtype: float64 through
+# mixtures of experts run in float32 (transformers' grouped expert matmul has no float64 kernel)
+MOE = ("mixtral", "qwen3_moe", "olmoe", "qwen2_moe")
 TOL = {a: (1e-10 if a in EXACT else 1e-5) for a in ARCHS}
+SAME = {a: (1e-6 if a in MOE else 1e-12) for a in ARCHS}  # two passes of the model agree to this
+INTERNAL = {a: (1e-5 if a in MOE else 1e-10) for a in ARCHS}  # two routes of normviz's own to one number
 # GPT-J computes its attention scores in float32 (q, k upcast): a batched intervention pass rounds differently
 INTERVENTION_TOL = {**TOL, "gptj": 1e-7}
+
+
+@functools.lru_cache(maxsize=None)
+def _float32(arch):
+    return tiny.build_with_head(arch, dtype=torch.float32)
 
 
 def _session(lm, enc, options=None):
@@ -64,13 +76,15 @@ def _own(lm, ids):
             return fn
         handles += [layer.register_forward_pre_hook(pre((i, "x")), with_kwargs=True),
                     layer.register_forward_hook(post((i, "out"))),
-                    get_path(layer, spec.ff_in).register_forward_pre_hook(pre((i, "ff_in")), with_kwargs=True),
+                    get_path(layer, spec.ff_block if spec.moe else spec.ff_in)  # experts: the whole block
+                    .register_forward_pre_hook(pre((i, "ff_in")), with_kwargs=True),
                     get_path(layer, spec.out).register_forward_hook(post((i, "o"))),
                     get_path(layer, spec.value).register_forward_hook(post((i, "v")))]
         if spec.norm_after_ff_out:
             handles.append(get_path(layer, spec.norm_after_ff_out).register_forward_hook(post((i, "ff_write"))))
         else:
-            handles.append(get_path(layer, spec.ff_out).register_forward_hook(post((i, "ff_raw"))))
+            handles.append(get_path(layer, spec.ff_block if spec.moe else spec.ff_out)
+                           .register_forward_hook(post((i, "ff_raw"))))
     try:
         out = lm.model(input_ids=torch.tensor([ids]), output_attentions=True)
     finally:
@@ -89,7 +103,7 @@ def _own(lm, ids):
 
 @pytest.fixture(scope="module", params=ARCHS)
 def setup(request, head_model):
-    lm = head_model(request.param)
+    lm = _float32(request.param) if request.param in MOE else head_model(request.param)
     enc = tiny.encoded(n=9, seed=2)
     return request.param, lm, enc, _own(lm, enc.ids)
 
@@ -106,7 +120,7 @@ def test_stages_sum_to_the_models_own_vectors(setup):
         assert _rel(parts.sum(1) + bias, v["ff_write"]) <= TOL[arch], (arch, "ff")
         parts, bias = ff_stage(ctx, "ff_res")
         assert _rel(parts.sum(1) + bias, v["out"]) <= TOL[arch], (arch, "ff_res")
-        assert _rel(ctx.alpha, v["attn"]) <= 1e-12
+        assert _rel(ctx.alpha, v["attn"]) <= SAME[arch]
 
 
 def test_norm_is_alpha_times_the_normed_head_vector(setup):
@@ -118,7 +132,7 @@ def test_norm_is_alpha_times_the_normed_head_vector(setup):
     spec, H = lm.spec, lm.n_heads
     for layer, v in enumerate(own):
         mod = get_path(lm.layers[layer], spec.out)
-        w_o = mod.weight.T.to(torch.float64)
+        w_o = mod.weight.T
         dh = w_o.shape[0] // H
         vals = v["v"]
         if spec.qkv_layout == "per_head_qkv":  # q_h | k_h | v_h per head
@@ -129,7 +143,7 @@ def test_norm_is_alpha_times_the_normed_head_vector(setup):
         kv = vals.shape[1] // dh
         vals = vals.reshape(-1, kv, dh).transpose(0, 1).repeat_interleave(H // kv, 0)
         f = torch.stack([vals[h] @ w_o[h * dh:(h + 1) * dh] for h in range(H)])  # [H, n, d]
-        scale = torch.ones(vals.shape[1], dtype=torch.float64)
+        scale = torch.ones(vals.shape[1], dtype=w_o.dtype)
         if spec.attn_out_scale:
             f = f * getattr(lm.config, spec.attn_out_scale)
         if spec.norm_after_attn_out:
@@ -153,7 +167,7 @@ def test_explain_parts_and_sources_sum_to_the_models_logit(setup):
     for foil in (None, 11):
         e = s.explain(foil=foil, position=i)
         total = float(real[e.token] - (real[foil] if foil is not None else 0.0))
-        assert abs(e.total - total) <= 1e-12 * max(1.0, abs(total))
+        assert abs(e.total - total) <= SAME[arch] * max(1.0, abs(total))
         direct = e.heads.sum() + e.attn_bias.sum() + e.ff.sum() + e.embedding + e.final_bias
         assert abs(direct - total) <= TOL[arch] * max(1.0, abs(total)), (arch, direct, total)
         assert abs(e.sources.sum() + e.bias - total) <= TOL[arch] * max(1.0, abs(total)), (arch, foil)
@@ -172,8 +186,8 @@ def test_adjoint_sources_equal_the_forward_propagation(setup):
     parts = propagate.output_parts(s.layers())
     src, bias = propagate.source_logits(parts[i], readout, t.x_last, t.u, t.b)
     scale = max(1.0, float(np.abs(e.sources).max()))
-    assert np.abs(e.sources - src.numpy()).max() <= 1e-10 * scale, arch
-    assert abs(e.bias - bias) <= 1e-10 * scale
+    assert np.abs(e.sources - src.numpy()).max() <= INTERNAL[arch] * scale, arch
+    assert abs(e.bias - bias) <= INTERNAL[arch] * scale
 
 
 def test_attend_sums_to_the_score_up_to_the_row_constant(setup):
@@ -187,7 +201,7 @@ def test_attend_sums_to_the_score_up_to_the_row_constant(setup):
             scores = np.array([a.total for a in got])
             scale = max(1.0, np.abs(scores).max())
             for a in got:
-                assert abs(a.by_component.sum() - a.total) <= 1e-10 * scale
+                assert abs(a.by_component.sum() - a.total) <= INTERNAL[arch] * scale
                 assert abs(a.model_score - a.total) <= TOL[arch] * scale, (arch, a.model_score, a.total)
             assert abs(got[-1].by_token_full.sum() - got[-1].total) <= TOL[arch] * scale
             live = alpha[head, i, : i + 1].numpy() > 0  # a sliding window's masked keys have α = 0
@@ -276,8 +290,8 @@ def test_graph_edges_are_complete_and_tokens_are_the_sources(setup):
     A, v = g.adjacency, g.values
     scale = max(1.0, np.abs(v).max())
     comps = slice(n, N - 2)
-    assert np.abs(A[comps].sum(1) - v[comps]).max() <= 1e-10 * scale, arch
-    assert np.abs(A[:, :-1].sum(0) - v[:-1]).max() <= 1e-10 * scale, arch
-    assert np.abs(v[:n] - e.sources).max() <= 1e-10 * scale, arch
+    assert np.abs(A[comps].sum(1) - v[comps]).max() <= INTERNAL[arch] * scale, arch
+    assert np.abs(A[:, :-1].sum(0) - v[:-1]).max() <= INTERNAL[arch] * scale, arch
+    assert np.abs(v[:n] - e.sources).max() <= INTERNAL[arch] * scale, arch
     assert abs(v[-1] - e.total) <= TOL[arch] * max(1.0, abs(e.total)), arch
     assert g.to_neuronpedia()["nodes"]
