@@ -27,7 +27,7 @@ from . import adjoint
 from .direct import LayerParts, direct_logits, layer_parts
 from .flow import Routes, routes
 from .lens import logit_lens, residual_states
-from .predict import Candidate, logits_at, position_index, predict, token_id, token_text
+from .predict import Candidate, final_state, logits_at, position_index, predict, token_id, token_text
 from .readout import NoHeadError, Readout, readout_of, stack_view
 from .result import Explanation
 
@@ -77,7 +77,10 @@ def target(lm, readout: Readout, views, token, foil, position: int) -> Target:
     f = None if foil is None else token_id(lm.tokenizer, foil, readout.vocab_size, "foil")
     if f is not None and f == w:
         raise NormvizError("token and foil are the same token: their logit difference is 0 by definition.")
-    u, b = readout.direction(w, f)
+    raw = None
+    if readout.softcap is not None:  # θ of each row at the uncapped logits: the capped logit's direction
+        raw = readout.uncapped(final_state(views, i)[None])[0].to(torch.float64)
+    u, b = readout.direction(w, f, raw)
     return Target(i=i, token=w, foil=f, total=float(logits[w] - (logits[f] if f is not None else 0.0)), u=u, b=b,
                   x_last=views[-1].rec.out[i])
 

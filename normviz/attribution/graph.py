@@ -263,15 +263,16 @@ def _head_writes(ctx, stream: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]
     wo = p.head_w_o()
     vals = torch.stack([xn @ p.w_v[:, _kv_cols(p, h)] for h in range(p.n_heads)])  # [H, n, dh]
     W = torch.bmm(torch.bmm(ctx.alpha, vals), wo)  # (α v) W^O: n²·dh, not n²·d
-    const = p.b_o.clone() if p.b_o is not None else torch.zeros(x.shape[-1], dtype=x.dtype)
+    const = ctx.out_bias.to(x.dtype).clone()  # [n, d]: b^O (/ s_i through a norm after the attention)
     beta = p.norm_on_input.bias
+    rowsum = ctx.alpha.sum(-1)  # [H, n]: 1 up to the model's softmax precision (each row's own sum is used)
     for h in range(p.n_heads):
         c = torch.zeros(p.head_dim, dtype=x.dtype)
         if beta is not None:
             c = c + beta @ p.w_v[:, _kv_cols(p, h)]
         if p.b_v is not None:
             c = c + p.b_v[_kv_cols(p, h)]
-        const = const + c @ wo[h]
+        const = const + rowsum[h][:, None] * (c @ wo[h])[None]
     return W, const
 
 
@@ -504,17 +505,20 @@ def _build(views, readout, t):
     const = torch.zeros(n, d, dtype=acc)
     stream = x0.clone()
     from ..methods.decompx import ff_factors
+    parallel = bool(views[0].p.parallel)
     for l, ctx in enumerate(views):
         c64 = _Upcast(ctx, acc)
         consts_at_x.append(const.clone())
+        stream_x, const_x = stream, const
         W, attn_const = _head_writes(c64, stream)
         writes[l * (H + 1):l * (H + 1) + H] = W
         const = const + attn_const
         stream = stream + W.sum(0) + attn_const
-        consts_at_z.append(const.clone())
-        factors = [f.to(acc) for f in ff_factors(ctx, ctx.ln_attn.apply(ctx.rec.z_attn))]
+        # the FF reads z = x + Attn, or a parallel block's layer input x
+        consts_at_z.append(const_x.clone() if parallel else const.clone())
+        factors = [f.to(acc) for f in ff_factors(ctx, ctx.ln_attn.apply(ctx.ff_z))]
         factors_of.append(factors)
-        w_ff = _ff_forward(c64, factors, _norm_lin(c64.ln_attn, stream, c64.rec.z_attn))
+        w_ff = _ff_forward(c64, factors, _norm_lin(c64.ln_attn, stream_x if parallel else stream, c64.ff_z))
         writes[l * (H + 1) + H] = w_ff
         ff_const = _ff_constant(c64, factors)
         const = const + ff_const
@@ -539,15 +543,17 @@ def _build(views, readout, t):
         by_pos = torch.einsum("nd,nd->n", g, writes[l * (H + 1) + H])
         values[ff_node] = float(by_pos.sum())
         positions[ff_node] = int(by_pos.abs().argmax())
-        R_ff = norm_adjoint(c64.ln_attn, ff_adjoint(c64.p, g, factors_of[l])[0], c64.rec.z_attn)
+        R_ff = norm_adjoint(c64.ln_attn, ff_adjoint(c64.p, g, factors_of[l])[0], c64.ff_z)
         readers[l * (H + 1) + H] = R_ff
         A[ff_node, bias_node] = float((R_ff * consts_at_z[l]).sum())
+        g_out = g  # a parallel block's heads write where the FF writes: after it, not into its input
         g = g + R_ff
         # heads of layer l read x^l, write into z (adjoint g there)
-        contrib = torch.einsum("nd,hnd->hn", g, writes[l * (H + 1):l * (H + 1) + H])  # [H, n]
+        g_heads = g_out if parallel else g
+        contrib = torch.einsum("nd,hnd->hn", g_heads, writes[l * (H + 1):l * (H + 1) + H])  # [H, n]
         values[base:base + H] = contrib.sum(1).numpy()
         positions[base:base + H] = contrib.abs().argmax(-1).numpy()
-        R = _head_readers(c64, g)
+        R = _head_readers(c64, g_heads)
         readers[l * (H + 1):l * (H + 1) + H] = R
         A[base:base + H, bias_node] = (R * consts_at_x[l][None]).sum((1, 2)).numpy()
         g = g + R.sum(0)
@@ -558,7 +564,7 @@ def _build(views, readout, t):
     layer_of = np.repeat(np.arange(L), H + 1)
     is_ff = np.tile(np.r_[np.zeros(H, bool), True], L)
     before = (layer_of[None, :] < layer_of[:, None]) | ((layer_of[None, :] == layer_of[:, None]) & is_ff[:, None]
-                                                       & ~is_ff[None, :])
+                                                       & ~is_ff[None, :] & (not parallel))
     A[n:n + C, n:n + C] = np.where(before, inner, 0.0)
     values[:n] = (g * x0).sum(-1).numpy()  # the tokens' total effects: sources
     values[bias_node] = A[:, bias_node].sum()
@@ -573,8 +579,10 @@ class _Upcast:
         from ..models.params import upcast_params
         self.p = ctx.p if ctx.p.w_o.dtype == dtype else upcast_params(ctx.p, dtype)
         self.rec = ctx.rec if ctx.rec.x.dtype == dtype else ctx.rec.to(ctx.rec.x.device, dtype)
-        self.alpha = ctx.alpha.to(dtype)
+        self.alpha = ctx.mix_alpha.to(dtype)  # α, or α/s_i where a norm P_a follows the attention
+        self.out_bias = ctx.out_bias().to(dtype)
         self.ln_attn = self.p.norm_on_attn_residual
+        self.ff_z = self.rec.x if self.p.parallel else self.rec.z_attn
 
 
 __all__ = ["Graph", "SCHEMA", "check_thresholds", "graph_suffix", "graph", "graph_bytes", "prune", "too_costly"]

@@ -38,7 +38,7 @@ import torch
 from ..record.attention_capture import rerun
 from ..core import memory
 from ..core.errors import NormvizError, NotApplicableError, TooCostlyError
-from ..models.params import get_path
+from ..models.params import _norm_params, get_path
 from ..record.recorder import owner_only
 from .predict import position_index
 
@@ -128,15 +128,32 @@ def _scaling(inputs, head_dim: int) -> float:
 
 
 def _refuse_unsupported(lm, layer_module) -> None:
-    if lm.spec.placement != "pre" or lm.spec.norm_on_input is None:
+    if lm.spec.placement != "pre":
         raise NotApplicableError(
             f"attend needs a pre-LN stack, where each layer's input norm is the only thing between the residual "
             f"stream and q, k; {lm.name!r} normalises after each block (post-LN).")
+    named = set(lm.spec.qk_norms or ())
     for name, _ in layer_module.named_modules():
-        if name.endswith(("q_norm", "k_norm", "q_layernorm", "k_layernorm")):
+        if name.endswith(("q_norm", "k_norm", "q_layernorm", "k_layernorm")) and name not in named:
             raise NotApplicableError(
-                f"attend: {lm.name!r} normalises q and k per head ({name}), so the score is not bilinear in the "
-                "residual stream's parts; not supported yet.")
+                f"attend: {lm.name!r} normalises q and k ({name}) and its architecture row names no QK-norm "
+                "(ArchSpec.qk_norms), so the score is not bilinear in the residual stream's parts here.")
+
+
+class _FrozenQK:
+    """A QK-norm (q or k normalised inside the attention) replaced, in this thread, by its linear part with the
+    real scale of the recorded pass: y = γ⊙h / s(h_real) (per token, and per head where the norm is per head).
+    With it, q and k are linear in the layer's input, so the score stays bilinear in the residual's parts."""
+
+    def __init__(self, norm):
+        self.norm, self.scale = norm, None
+
+    def capture(self, module, args):
+        self.scale = self.norm.scale(args[0])  # the real input, [1, n, …]
+
+    def __call__(self, module, args, output):
+        y = self.norm.linear_part(args[0]) / self.scale[..., None]
+        return y.to(output.dtype)
 
 
 class _FrozenNorm:
@@ -266,8 +283,8 @@ def components(views, layer: int) -> tuple[list[str], torch.Tensor]:
     out[0] = first
     names, row = ["embedding"], 1
     for ctx in views[:layer]:
-        out[row:row + H] = torch.bmm(ctx.alpha.to(ctx.head_vectors.dtype), ctx.head_vectors)
-        out[row + H] = ctx.b_o.expand_as(first)
+        out[row:row + H] = torch.bmm(ctx.mix_alpha.to(ctx.head_vectors.dtype), ctx.head_vectors)
+        out[row + H] = ctx.out_bias().to(first.dtype).expand_as(first)
         out[row + H + 1] = ctx.rec.out - ctx.rec.z_attn
         row += H + 2
         names += [f"L{ctx.index}.H{h}" for h in range(H)] + [f"L{ctx.index}.attn bias", f"L{ctx.index}.FF"]
@@ -323,12 +340,22 @@ def attend(session, layer: int, head: int, query: int = -1, key: int = 0, by_tok
         ctx = views[layer]
         rec, norm = ctx.rec, ctx.p.norm_on_input
         layer_module, call = _working_layer(layer_module, rec.call, rec.x.dtype)
-        real = rerun(layer_module, rec.x, _call(call))  # the model's own q, k (before the norm is frozen)
+        qk_norms = [(get_path(layer_module, path), _FrozenQK(_norm_params(get_path(layer_module, path),
+                                                                          lm.spec.norm_kind, lm.spec.norm)))
+                    for path in (lm.spec.qk_norms or ())]
+        capture = [m.register_forward_pre_hook(owner_only(f.capture)) for m, f in qk_norms]
+        try:
+            real = rerun(layer_module, rec.x, _call(call))  # the model's own q, k (before the norms are frozen)
+        finally:
+            for h in capture:
+                h.remove()
         if real is None:
             raise NotApplicableError("attend: this layer makes no call through transformers' attention interface.")
         c = _scaling(real, ctx.p.head_dim)
         frozen = _FrozenNorm(norm, norm.scale(rec.x))
-        handle = get_path(layer_module, lm.spec.norm_on_input).register_forward_hook(owner_only(frozen))
+        handles = [m.register_forward_hook(owner_only(f)) for m, f in qk_norms]
+        if lm.spec.norm_on_input is not None:  # none in front of the attention (OLMo-2): x itself
+            handles.append(get_path(layer_module, lm.spec.norm_on_input).register_forward_hook(owner_only(frozen)))
         try:
             names, states = components(views, layer)
             q, k, q_c, k_c = _split(layer_module, frozen, states.to(rec.x.dtype), call, i, j)
@@ -342,7 +369,8 @@ def attend(session, layer: int, head: int, query: int = -1, key: int = 0, by_tok
                 tk[-1] += tk_c
                 full = _bilinear(tq, tk, head, H, c).cpu().numpy()
         finally:
-            handle.remove()
+            for h in handles:
+                h.remove()
         kv = head // (H // real.key.shape[1])
         model_score = c * float(real.query[0, head, i].to(torch.float64) @ real.key[0, kv, j].to(torch.float64))
     return Attend(layer=layer, head=head, query=i, key=j, total=float(by_comp.sum()), model_score=model_score,
