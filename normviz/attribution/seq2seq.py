@@ -170,7 +170,7 @@ def backward(session, readout, t) -> adjoint.Backward:
 
 def _check_activations(lm) -> None:
     """Refuse (NotApplicableError) FF activations the integrated-gradients split does not cover (gated units
-    other than SiLU: T5 v1.1's gated GELU)."""
+    other than SiLU, GELU and GELU-tanh, :func:`normviz.core.activations.gate_kind`)."""
     from ..core.activations import check_activation
     from ..core.errors import NotApplicableError
 

@@ -52,7 +52,7 @@ def flops(request: Request) -> float:
 
 
 def check(request: Request, key: str, options: dict) -> None:
-    if request.ff_refusal:  # e.g. the gated GELU of a T5 v1.1 encoder (self-attention models are refused at load)
+    if request.ff_refusal:  # e.g. a gated ReLU (gated SiLU, GELU, GELU-tanh are split; self-attention models: at load)
         raise NotApplicableError(f"{key!r} needs the feed-forward split, which is not available: {request.ff_refusal}.")
     refuse_over_budget(request, f"The feed-forward maps ({key})", options, BUDGET, flops,
                        note="Or pick maps without the feed-forward block, or raise the budget.")

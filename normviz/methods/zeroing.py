@@ -54,7 +54,11 @@ def rerun_zeroed(lm, index: int, x: torch.Tensor, targets: torch.Tensor, call: t
     def zero_values(module, inputs, output):
         out = output.clone()
         b = torch.nonzero(targets >= 0).flatten()
-        out[b, targets[b], sl] = 0
+        if isinstance(sl, slice):
+            out[b, targets[b], sl] = 0
+        else:  # value columns spread over the output (GPT-NeoX's per-head q|k|v): one token row at a time
+            for bb in b.tolist():
+                out[bb, int(targets[bb]), sl] = 0
         return out
 
     # the module is shared: the hook leaves other threads' calls alone (owner_only)

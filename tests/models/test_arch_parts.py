@@ -295,3 +295,19 @@ def test_graph_edges_are_complete_and_tokens_are_the_sources(setup):
     assert np.abs(v[:n] - e.sources).max() <= INTERNAL[arch] * scale, arch
     assert abs(v[-1] - e.total) <= TOL[arch] * max(1.0, abs(e.total)), arch
     assert g.to_neuronpedia()["nodes"]
+
+
+def test_every_key_computes_and_the_lens_reads_the_head(setup):
+    """Every key the row offers computes (none refused, all finite), and the logit lens's last row is the
+    model's own log-probabilities (Gemma 2's final soft-cap included)."""
+    arch, lm, enc, own = setup
+    s = _session(lm, enc)
+    keys = normviz.all_keys(lm)
+    a = s.get(keys)
+    assert sorted(a.keys()) == sorted(keys)
+    for key in keys:
+        assert np.isfinite(a[key]).all(), (arch, key)
+    lens = s.logit_lens(position=6)
+    with torch.no_grad():
+        real = torch.log_softmax(lm.head_model(input_ids=torch.tensor([enc.ids])).logits[0, 6].double(), -1)
+    assert np.abs(np.asarray(lens[-1]) - real.numpy()).max() <= 1e-4, arch
