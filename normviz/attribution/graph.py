@@ -360,7 +360,7 @@ def graph_bytes(n: int, n_layers: int, n_heads: int, d: int, d_ff: int, itemsize
 def graph_fits(n: int, n_layers: int, n_heads: int, d: int, d_ff: int, itemsize: int, budget_mb: float) -> int:
     """The longest input whose :func:`graph_bytes` stays within ``budget_mb``."""
     lo, hi = 0, 1
-    fits = lambda m: graph_bytes(m, n_layers, n_heads, d, d_ff, itemsize) <= budget_mb * 2**20  # noqa: E731
+    fits = lambda m: graph_bytes(m, n_layers, n_heads, d, d_ff, itemsize) <= budget_mb * 2**20
     while fits(hi) and hi < 1 << 30:
         lo, hi = hi, hi * 2
     while lo < hi - 1:
@@ -585,4 +585,4 @@ class _Upcast:
         self.ff_z = self.rec.x if self.p.parallel else self.rec.z_attn
 
 
-__all__ = ["Graph", "SCHEMA", "check_thresholds", "graph_suffix", "graph", "graph_bytes", "prune", "too_costly"]
+__all__ = ["SCHEMA", "Graph", "check_thresholds", "graph", "graph_bytes", "graph_suffix", "prune", "too_costly"]

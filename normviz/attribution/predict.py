@@ -74,7 +74,7 @@ def token_bytes(tokenizer, token_id: int) -> bytes | None:
     SmolLM2: one printable character per byte) or SentencePiece's byte fallback ('<0xF0>'); else None."""
     try:
         piece = tokenizer.convert_ids_to_tokens(int(token_id))
-    except Exception:
+    except Exception:  # noqa: BLE001  a tokenizer without that call or id: no bytes known
         return None
     if not isinstance(piece, str):
         return None

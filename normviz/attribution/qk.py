@@ -215,8 +215,9 @@ def chunk_rows(n: int, d: int, itemsize: int) -> int:
 def attend_bytes(n: int, d: int, n_heads: int, layer: int, by_token: bool, itemsize: int) -> int:
     """Bytes :func:`attend` holds beyond the session's records, known before it runs: the layer's component
     states [1 + layer·(H + 2), n, d], one batched layer call (:func:`chunk_rows`), α and head vectors of one
-    earlier layer and their product, all × :data:`MARGIN`; ``by_token``: the source tokens' parts [n + 1, n, d], carried through
-    the earlier layers (the propagation's buffer, its temporaries and the copy handed back: 4 of them)."""
+    earlier layer and their product, all × :data:`MARGIN`; ``by_token``: the source tokens' parts [n + 1, n, d],
+    carried through the earlier layers (the propagation's buffer, its temporaries and the copy handed back: 4 of
+    them)."""
     comps = 1 + layer * (n_heads + 2)
     rows = chunk_rows(n, d, itemsize)
     size = comps * n * d + 8 * rows * n * d + 4 * n_heads * n * (n + d)

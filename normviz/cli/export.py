@@ -35,7 +35,7 @@ def _add_export(p: argparse.ArgumentParser) -> None:
 
 def _run_export(args) -> int:
     from .. import analyze, load
-    from ..core.inputs import check_device, check_max_tokens, check_model_name, check_text, output_file
+    from ..core.inputs import check_device, check_max_tokens, check_model_name, check_text
 
     # every user mistake that can be seen without the model is refused before it loads
     check_model_name(args.model)

@@ -160,7 +160,7 @@ def earlier_results(out: Path, fingerprint: dict, fresh: bool) -> dict[int, tupl
                     index, kind, value = pickle.load(fh)
                 except EOFError:
                     break
-                except Exception:  # a record cut short by the interruption: the text is scored again
+                except Exception:  # noqa: BLE001  a record cut short by the interruption: the text is scored again
                     break
                 done[int(index)] = (kind, value)
     return done
@@ -263,7 +263,7 @@ def progress_line(k: int, todo: int, seconds: float, done: int, total: int) -> s
 
 
 def _duration(s: float) -> str:
-    s = int(round(s))
+    s = round(s)
     if s < 60:
         return f"{s} s"
     if s < 3600:

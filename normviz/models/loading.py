@@ -495,7 +495,7 @@ def preview(name: str):
         config = AutoConfig.from_pretrained(source, trust_remote_code=False, local_files_only=True)
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False, local_files_only=True)
         return config, tokenizer
-    except Exception:  # the load itself says what is wrong
+    except Exception:  # noqa: BLE001  the load itself says what is wrong
         return None
 
 

@@ -55,8 +55,8 @@ def test_top_pairs_refuses_an_unknown_by_and_keeps_k(llama):
         assert len(got) == 3 and abs(got[0][2]) >= abs(got[-1][2])
 
 
-@pytest.mark.parametrize("kw", [dict(node_threshold=True), dict(edge_threshold=False),
-                                dict(node_threshold=np.bool_(True)), dict(node_threshold="0.5")])
+@pytest.mark.parametrize("kw", [{"node_threshold": True}, {"edge_threshold": False},
+                                {"node_threshold": np.bool_(True)}, {"node_threshold": "0.5"}])
 def test_graph_refuses_thresholds_that_are_not_numbers_before_building(llama, kw, monkeypatch):
     monkeypatch.setattr(graph_mod, "_build", lambda *a, **k: pytest.fail("built"))
     with pytest.raises(NormvizError, match="must be a number in"):

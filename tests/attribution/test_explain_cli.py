@@ -6,30 +6,10 @@ import json
 
 import numpy as np
 import pytest
-import torch
-import transformers as tf
 
 import normviz
 from normviz import cli
 from normviz.core.errors import NormvizError
-
-from ..helpers.corpus import _minilm_tokenizer
-from ..helpers.tiny import randomize_weights
-
-
-@pytest.fixture(scope="module")
-def llama_lm_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tiny_llama_lm")
-    tok = _minilm_tokenizer()
-    cfg = tf.LlamaConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         intermediate_size=48, vocab_size=tok.vocab_size, max_position_embeddings=128,
-                         bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id, pad_token_id=0)
-    torch.manual_seed(0)
-    model = tf.AutoModelForCausalLM.from_config(cfg, attn_implementation="eager").eval()
-    randomize_weights(model)
-    model.save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
 
 
 @pytest.fixture

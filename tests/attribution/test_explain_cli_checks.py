@@ -14,8 +14,6 @@ import normviz
 from normviz import cli
 from normviz.models import loading
 
-from .test_explain_cli import llama_lm_dir  # noqa: F401  (the tiny saved Llama with its LM head)
-
 TEXT = "the cat sat on the mat"
 
 

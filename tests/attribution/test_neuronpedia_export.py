@@ -54,7 +54,7 @@ def test_node_types_are_ones_their_graph_code_knows(g):
 def test_a_predicted_quote_stays_inside_the_logit_label(g, text, monkeypatch):
     monkeypatch.setattr(g, "token_text", text)
     monkeypatch.setattr(g, "foil_text", text + "x")
-    logit = [n for n in g.to_neuronpedia()["nodes"] if n["feature_type"] == "logit"][0]
+    logit = next(n for n in g.to_neuronpedia()["nodes"] if n["feature_type"] == "logit")
     got = re.fullmatch(r'Output "((?:[^"\\]|\\.)*)" − "((?:[^"\\]|\\.)*)" \(p=([0-9.]+)\)', logit["clerp"])
     assert got is not None, logit["clerp"]
     assert json.loads(f'"{got.group(1)}"') == text and json.loads(f'"{got.group(2)}"') == text + "x"

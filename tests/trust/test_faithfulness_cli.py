@@ -16,8 +16,6 @@ from normviz.cli import faithfulness as fcli
 from normviz.models import loading
 from normviz.trust import attributions, report
 
-from ..attribution.test_explain_cli import llama_lm_dir  # noqa: F401  (a tiny saved Llama with its LM head)
-
 LINES = ["the cat sat on the mat", "a dog ran in the park today", "we read the old book slowly",
          "the sun rose over the hills", "birds sang in the tall trees"]
 CHEAP = ["--head-texts", "0", "--no-gradients", "--no-erasure", "--dtype", "float64"]
