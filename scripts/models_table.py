@@ -164,9 +164,9 @@ def tables() -> str:
     import normviz
 
     out = ["### What each model type gets", "",
-           "Asked of the library on a tiny random model of each row (`python scripts/models_table.py`): "
-           f"{YES} runs; otherwise the refusal's first clause. *maps*: the map keys offered of those the stacks "
-           "register; *interventions*: `knockout` and `ablate_heads`.", "",
+           ("Asked of the library on a tiny random model of each row (`python scripts/models_table.py`): "
+            f"{YES} runs; otherwise the refusal's first clause. *maps*: the map keys offered of those the stacks "
+            "register; *interventions*: `knockout` and `ablate_heads`."), "",
            "| model types | family | " + " | ".join(COLUMNS) + " | refused keys: what they need |",
            "|---|---|" + "---|" * len(COLUMNS) + "---|"]
     for row in rows():
