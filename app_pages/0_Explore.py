@@ -15,6 +15,8 @@ ui.page_config("Explore", "🔎")
 EXAMPLES = load_examples(Path(__file__).resolve().parents[1] / "assets" / "examples.txt")
 NONE = "(none)"
 FOCUS_PILLS = 24  # longer texts pick the focus token in a searchable select
+# every box that holds a position or a token of the text: dropped for a new text (ui.follow_text)
+TEXT_KEYS = ("w_focus",) + long_view.TEXT_KEYS
 
 
 def page() -> None:
@@ -59,6 +61,8 @@ def page() -> None:
                          type=["txt", "md"], key="w_upload", on_change=use_file)
     for note in st.session_state.pop("_normviz_upload_notes", []):
         ui.say("warning", note)
+    if ui.follow_text(TEXT_KEYS, view.model, view.text, view.pair):
+        view.focus = None  # the old text's focus position is not this text's
 
     ui.save_view(view)
     lm = ui.load_model(view.model)
@@ -67,6 +71,8 @@ def page() -> None:
     ui.show_device(lm)
 
     available = ui.default_keys(lm) + ui.opt_in_keys(lm)
+    if view.steps and "_normviz_step" not in st.session_state:  # a talk link opens on its first step (its layer,
+        ui.go_to_step(0, data.grouped(available))  # head and maps), not on the link's view until the first PageDown
     if "ff_res_ln" in view.maps and "ff_res_ln" not in available and "ff_res" in available:
         # pre-LN models have no norm after the FF: ff_res is already their whole layer
         view.maps = tuple(dict.fromkeys("ff_res" if k == "ff_res_ln" else k for k in view.maps))
@@ -115,6 +121,9 @@ def page() -> None:
         view.diff = (a_key, b_key) if NONE not in (a_key, b_key) and a_key != b_key else ()
         if NONE not in (a_key, b_key) and a_key == b_key:
             st.caption("A and B are the same map: pick two different ones.")
+        if view.player and view.player not in shown_opts and "w_player" not in st.session_state:
+            ui.say("warning", f"The link's player={view.player} is not a shown map ({', '.join(shown_opts) or 'none'}); "
+                              "no layer player. Pick one under 'Beside the maps'.")
         ui.seed("w_player", view.player if view.player in shown_opts else NONE)
         if st.session_state["w_player"] not in [NONE] + shown_opts:
             st.session_state["w_player"] = NONE

@@ -9,6 +9,7 @@ import streamlit as st
 import normviz
 import normviz.methods.sinks
 from normviz.ui.kit import st_parts as ui
+from normviz.ui.views import continuation as CV
 from normviz.ui.views import why as W
 from normviz.ui.kit.memo import memoised
 from normviz.viz import attend as va
@@ -18,6 +19,8 @@ from normviz.viz.depth import depth_heatmap
 ui.page_config("Why", "❓")
 NONE = "(none)"
 POS, LENS_LAYER = "w_why_pos", "w_why_lens_layer"
+# every box that holds a position, a token or a head/key of this text: dropped for a new text (ui.follow_text)
+TEXT_KEYS = (POS, "w_why_token", "w_why_foil", "w_why_key", "w_why_layer", "w_why_head", LENS_LAYER)
 
 
 def page() -> None:
@@ -31,12 +34,13 @@ def page() -> None:
     with bar[0] if bar else st.container():
         view.text = ui.text_box("Text (the model predicts what comes next)", "w_text", view.text,
                                 max_chars=ui.settings().max_text_chars)
-    W.follow_text(view.model, view.text, wv)  # a new text: its own last position, not the old index
+    W.follow_text(view.model, view.text, wv, TEXT_KEYS)  # a new text: its own last position, not the old index
     W.save_why(view, wv)
     lm = ui.load_model(view.model) if view.model else None
     if lm is None:
         st.stop()
     why_not = W.has_head(lm) if not getattr(lm, "is_encoder_decoder", False) else None
+    chosen = lm
     if why_not is not None:
         st.info(f"{ui.plain(lm.name, 80)} has no language-model head, so it predicts no tokens; this page shows "
                 f"{W.FALLBACK_MODEL} instead (a 30-layer Llama-family decoder). Pick a model with a head in the "
@@ -54,6 +58,9 @@ def page() -> None:
     session = ui.session_for(lm, view.text)
     if session is None:
         st.stop()
+    walk = CV.section(lm, session, view, wv, fs, chosen=chosen if chosen is not lm else None)  # a continuation
+    if walk is not None:  # its step's panels: the text + continuation at the step's position
+        session = walk[0]
     tok, n = lm.tokenizer, session.n_tokens
     tokens = list(session.labels)  # readable: " capital", not "Ġcapital"
     vocab = W.readout_of(lm).vocab_size
@@ -68,7 +75,7 @@ def page() -> None:
     wv.position = None if pos == n - 1 else int(pos)
     ui.seed(LENS_LAYER, lm.n_layers)  # the model's own row
     if wide:  # stage mode: ←/→ the position, ↑/↓ the lens's layer, Esc leaves (as on Explore)
-        ui.keyboard(POS, list(range(n)), LENS_LAYER, list(range(lm.n_layers + 1)), leave=ui.leave_stage)
+        ui.keyboard(POS, walk[1] if walk else list(range(n)), LENS_LAYER, list(range(lm.n_layers + 1)), leave=ui.leave_stage)
     try:
         # once per session and position (a new candidate, foil or τ reuses them; ui.memo)
         cands = memoised(session, ("why_predict", int(pos)), lambda: session.predict(top=W.TOP, position=pos))

@@ -9,16 +9,19 @@ from normviz.ui.views import overview_maps
 from normviz.ui.kit import st_parts as ui
 
 ui.page_config("Overview", "🧭")
+TEXT_KEYS = ()  # no box here holds a position or a token of the text (ui.follow_text; tested for every page)
 
 
 def page() -> None:
     view, fs = ui.start_page()
+    ui.escape_key(view.present)  # Esc leaves stage mode (this page has no layer/head keys)
 
     if not view.present:  # stage mode: the controls in one compact bar, the grids right under it
         st.subheader("Overview: every layer and head at once")
     bar = st.columns([4, 2, 2], vertical_alignment="bottom") if view.present else None
     with bar[0] if bar else st.container():
         view.text = ui.text_box("Text", "w_text", view.text, max_chars=ui.settings().max_text_chars)
+    ui.follow_text(TEXT_KEYS, view.model, view.text, view.pair)
     if view.pair.strip():
         st.caption("Second sentence (set on Explore): " + ui.plain(view.pair))
     ui.save_view(view)

@@ -7,16 +7,18 @@ import streamlit as st
 import normviz
 
 from normviz import viz
-from normviz.methods import registry
+from normviz.methods import keyspace, registry
 from normviz.ui.kit import data
 from normviz.ui.views import learn, trust
 from normviz.ui.kit import st_parts as ui
 
 ui.page_config("Learn", "🎓")
+TEXT_KEYS = ("w_why_row",)  # every box that holds a position or a token of the text (ui.follow_text)
 
 
 def page() -> None:
     view, fs = ui.start_page()
+    ui.escape_key(view.present)  # Esc leaves stage mode (this page has no layer/head keys)
 
     if not view.present:  # stage mode starts with the lesson itself
         st.header("Learn: what each map measures")
@@ -80,8 +82,8 @@ def page() -> None:
         st.caption(ui.plain(f"Not shown for {lm.name}: " + "; ".join(f"{ui.title(k)} ({msg})"
                                                                      for k, msg in a.refused.items()), None))
     keys = [k for k in every if k in a]
-    titles = [registry.key_info(k).title for k in keys]
-    default = registry.key_info(view.lesson).title if view.lesson in keys else None
+    titles = [keyspace.key_info(k).title for k in keys]
+    default = keyspace.key_info(view.lesson).title if view.lesson in keys else None
     if view.lesson and view.lesson not in keys and view.lesson in registry.all_keys():
         ui.say("info", f"{view.lesson} does not apply to {lm.name} ({lm.spec.placement}-LN); showing the first map.")
     if view.lesson == learn.WHY_LESSON:
@@ -96,7 +98,7 @@ def page() -> None:
         ui.link_to_page("app_pages/5_Trust.py", "Every attribution against the interventions, on your text: the "
                         "Trust page ↗", {})
     for tab, key in zip(tabs, keys):
-        info = registry.key_info(key)
+        info = keyspace.key_info(key)
         lesson = learn.LESSONS.get(key)
         with tab:
             if lesson:
@@ -143,6 +145,8 @@ def why_weight_is_not_contribution(view, lm, fs) -> None:
     st.subheader("Why a weight is not a contribution — on your sentence")
     view.text = ui.text_box("Your sentence (the same text as on Explore)", "w_text", view.text,
                             max_chars=ui.settings().max_text_chars)
+    if ui.follow_text(TEXT_KEYS, view.model, view.text, view.pair):
+        view.focus = None  # the old text's row is not this text's
     if not view.text.strip():
         st.info("Type a sentence to step through it.")
         return

@@ -20,10 +20,13 @@ from normviz.ui.kit import st_parts as ui
 MAX_LINES = ui.settings().corpus_max_lines  # NORMVIZ_CORPUS_MAX_LINES, validated: cap for public demos
 
 ui.page_config("Corpus", "📚")
+TEXT_KEYS = ()  # its texts are files and samples, not the view's text (ui.follow_text; tested for every page)
 
 
 def page() -> None:
     view, fs = ui.start_page()  # the model is chosen in the sidebar, as on the other pages
+    ui.escape_key(view.present)  # Esc leaves stage mode (this page has no layer/head keys)
+    ui.follow_text(TEXT_KEYS, view.model)
     ui.save_view(view)
     st.header("Corpus statistics")
     st.caption("Do the papers' findings hold for this model and this text? Kobayashi et al. 2020 (weights vs norms, "

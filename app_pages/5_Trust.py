@@ -8,18 +8,21 @@ from normviz.trust import explain_text
 from normviz.trust.report import shipped, shipped_about
 from normviz.viz.why import shown
 from normviz.ui.kit import st_parts as ui
-from normviz.ui.views import trust as T
+from normviz.ui.views import known_circuits as KC, trust as T
 from normviz.ui.kit.memo import memoised
 from normviz.viz import trust as vt
 
 ui.page_config("Trust", "✅")
+TEXT_KEYS = ()  # no box here holds a position or a token of the text (ui.follow_text; tested for every page)
 
 
 def page() -> None:
     view, fs = ui.start_page()
+    ui.escape_key(view.present)  # Esc leaves stage mode (this page has no layer/head keys)
     st.subheader("Which map to trust? Attributions against interventions")
     view.text = ui.text_box("Text (the prediction after its last token; an encoder: at [MASK], else [CLS])",
                             "w_trust_text", view.text, max_chars=ui.settings().max_text_chars)
+    ui.follow_text(TEXT_KEYS, view.model, view.text)
     ui.save_view(view)
     lm = ui.load_model(view.model) if view.model else None
     if lm is None:
@@ -50,11 +53,17 @@ def page() -> None:
     for key, why in t.refused.items():
         ui.say("info", f"{key}: {why}")
     labels = list(session.labels)
-    shown = [k for k in ("sources", "attention", "attn_res_ln", "rollout_attn_res_ln") if k in t.attributions]
-    ui.chart(vt.truth_beside(labels, t.knockout.delta, {k: t.attributions[k] for k in shown}, font_size=fs),
-             key="trust_beside", filename="trust_beside")
-    df = T.table(t.rows())
+    beside = [k for k in ("sources", "attention", "attn_res_ln", "rollout_attn_res_ln") if k in t.attributions]
+    rows = t.rows()
+    line = T.verdict(rows)
+    if line:
+        st.info(ui.plain(line, None))
+    ui.chart(vt.truth_beside(labels, t.knockout.delta, {T.method_name(k): t.attributions[k] for k in beside},
+                             font_size=fs), key="trust_beside", filename="trust_beside")
+    df = T.table(rows)
     ui.table(df, view.present, hide_index=True, width="stretch")
+    if any((r.get("comprehensiveness") or 0) < 0 for r in rows):
+        st.caption(T.NEGATIVE_COMPREHENSIVENESS)
     st.caption(f"Ranks over positions {list(map(int, t.scored))}. Baselines: "
                + "; ".join(f"{k}: {v}" for k, v in t.baselines.items()))
 
@@ -68,13 +77,16 @@ def page() -> None:
         if about:
             st.caption(f"The run: {about}")
         score = st.selectbox("Score", ["spearman", "kendall", "comprehensiveness", "sufficiency", "spearman_heads"],
-                             key="w_trust_score")
+                             key="w_trust_score", format_func=T.SCORE_NAMES.get)
         ct = T.corpus_table(rows, score)
-        ui.chart(vt.score_bars(list(ct["attribution"]), ct["mean"], ct["95% lo"], ct["95% hi"],
-                               title=f"{score} (mean, 95% bootstrap interval)", reference="attention",
+        ui.chart(vt.score_bars([T.method_name(k) for k in ct["attribution"]], ct["mean"], ct["95% lo"],
+                               ct["95% hi"], title=f"{T.SCORE_NAMES[score]} (mean, 95% bootstrap interval)",
+                               reference=T.method_name("attention"), chance=T.method_name("random"),
                                font_size=fs), key="trust_corpus", filename="trust_corpus")
     with st.expander("What the numbers mean", expanded=False):
         st.markdown(T.MEANING)
+    with st.expander("Known circuits: which method finds the circuit a model uses", expanded=False):
+        KC.render(ui, st, fs)
 
 
 ui.run_page(page)

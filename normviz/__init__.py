@@ -44,7 +44,7 @@ _FOLDERS = ("align", "attribution", "cli", "core", "corpus", "methods", "models"
             "viz", "workers")
 
 if TYPE_CHECKING:  # what the names are, for type checkers and the API docs
-    from .align import aer
+    from .align import aer  # type: ignore[no-redef]  # normviz.align.aer is a module and a function
     from .attribution import Candidate, Explanation, Routes, routes
     from .attribution.graph import Graph, graph
     from .attribution.qk import Attend

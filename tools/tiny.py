@@ -52,6 +52,52 @@ def _configs():
     }
 
 
+def _later_configs():
+    """Round 5's decoders (issue 38): one tiny config per model type, each with the parts its row names."""
+    small = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                 intermediate_size=48, max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                 **COMMON)
+    return {
+        "gemma": tf.GemmaConfig(head_dim=8, **small),
+        "gemma2": tf.Gemma2Config(head_dim=8, final_logit_softcapping=3.0, attn_logit_softcapping=5.0,
+                                  sliding_window=4, **small),
+        "gemma3_text": tf.Gemma3TextConfig(head_dim=8, sliding_window=4, sliding_window_pattern=2,
+                                           final_logit_softcapping=3.0, **small),
+        "olmo": tf.OlmoConfig(**small),
+        "olmo2": tf.Olmo2Config(**small),
+        "phi3": tf.Phi3Config(**small),
+        "starcoder2": tf.Starcoder2Config(**small),
+        "granite": tf.GraniteConfig(embedding_multiplier=2.0, residual_multiplier=0.5, attention_multiplier=0.3,
+                                    logits_scaling=4.0, **small),
+        "opt": tf.OPTConfig(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, ffn_dim=48,
+                            max_position_embeddings=64, word_embed_proj_dim=32, pad_token_id=0, bos_token_id=1,
+                            eos_token_id=2),
+        # parallel attention + FF (partial rotary: a share of each head's dimensions)
+        "gpt_neox": tf.GPTNeoXConfig(rotary_pct=0.5, use_parallel_residual=True,
+                                     **{k: v for k, v in small.items() if k != "num_key_value_heads"}),
+        "gptj": tf.GPTJConfig(n_embd=32, n_layer=2, n_head=4, n_inner=48, rotary_dim=4, n_positions=64, bos_token_id=1,
+                              eos_token_id=2, **COMMON),
+        "phi": tf.PhiConfig(partial_rotary_factor=0.5, **small),
+        "cohere": tf.CohereConfig(logit_scale=0.25, **small),
+        # mixtures of experts: 4 experts, 2 chosen per token (qwen2_moe: a shared expert with its sigmoid gate)
+        "mixtral": tf.MixtralConfig(num_local_experts=4, num_experts_per_tok=2, **small),
+        "qwen3_moe": tf.Qwen3MoeConfig(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=24, head_dim=8,
+                                       norm_topk_prob=False, **small),
+        "olmoe": tf.OlmoeConfig(num_experts=4, num_experts_per_tok=2, **small),
+        "qwen2_moe": tf.Qwen2MoeConfig(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=24,
+                                       shared_expert_intermediate_size=40, **small),
+    }
+
+
+LATER_ARCHS = list(_later_configs())  # round 5: tests/models/test_arch_parts.py
+
+
+def config_of(arch: str):
+    """The tiny config of ``arch`` (ARCHS or LATER_ARCHS)."""
+    configs = _configs()
+    return configs[arch] if arch in configs else _later_configs()[arch]
+
+
 ARCHS = list(_configs())
 
 
@@ -69,7 +115,7 @@ def randomize_weights(model) -> None:
 
 def build(arch: str, seed: int = 0, dtype=torch.float64):
     """A random base model of one supported architecture, ready for analysis."""
-    config = _configs()[arch]
+    config = config_of(arch)
     config._attn_implementation = "eager"
     torch.manual_seed(seed)
     model = tf.AutoModel.from_config(config, attn_implementation="eager").to(dtype).eval()

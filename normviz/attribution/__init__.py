@@ -27,7 +27,7 @@ from . import adjoint
 from .direct import LayerParts, direct_logits, layer_parts
 from .flow import Routes, routes
 from .lens import logit_lens, residual_states
-from .predict import Candidate, logits_at, position_index, predict, token_id, token_text
+from .predict import Candidate, final_state, logits_at, position_index, predict, token_id, token_text
 from .readout import NoHeadError, Readout, readout_of, stack_view
 from .result import Explanation
 
@@ -52,7 +52,7 @@ def actual_next(session, position: int = -1) -> int:
 
 
 def _lock(session):
-    return getattr(session, "_lock", None) or nullcontext()
+    return getattr(getattr(session, "store", None), "lock", None) or nullcontext()
 
 
 @dataclass
@@ -77,7 +77,10 @@ def target(lm, readout: Readout, views, token, foil, position: int) -> Target:
     f = None if foil is None else token_id(lm.tokenizer, foil, readout.vocab_size, "foil")
     if f is not None and f == w:
         raise NormvizError("token and foil are the same token: their logit difference is 0 by definition.")
-    u, b = readout.direction(w, f)
+    raw = None
+    if readout.softcap is not None:  # θ of each row at the uncapped logits: the capped logit's direction
+        raw = readout.uncapped(final_state(views, i)[None])[0].to(torch.float64)
+    u, b = readout.direction(w, f, raw)
     return Target(i=i, token=w, foil=f, total=float(logits[w] - (logits[f] if f is not None else 0.0)), u=u, b=b,
                   x_last=views[-1].rec.out[i])
 
@@ -95,8 +98,13 @@ def direct_fields(lm, readout: Readout, views, t: Target, crosses=None) -> tuple
     return out, None
 
 
-def explanation(lm, t: Target, tokens, direct, refusal, sources, **extra) -> Explanation:
+def explanation(lm, t: Target, tokens, direct, refusal, sources, token_ids=None, **extra) -> Explanation:
+    """The Explanation of target ``t``; ``token_ids``: the ids of ``tokens`` (their readable texts are then
+    the tokenizer's decoding of each, as the predicted token's is: ' capital', not the vocabulary's 'Ġcapital')."""
     tok = lm.tokenizer
+    if token_ids is not None:
+        extra.update(token_ids=[int(i) for i in token_ids],
+                     token_texts=[token_text(tok, int(i)) for i in token_ids] if tok is not None else None)
     return Explanation(token=t.token, token_text=token_text(tok, t.token), foil=t.foil,
                        foil_text=token_text(tok, t.foil) if t.foil is not None else None, position=t.i, total=t.total,
                        tokens=list(tokens), direct=direct, direct_refusal=refusal, sources=sources, **extra)
@@ -119,16 +127,17 @@ def explain(session, token=None, foil=None, position: int = -1) -> Explanation:
         with _lock(session):
             return adjoint.backward(session.layers(), readout, t, frozen(session))
 
-    return explanation(lm, t, session.tokens, direct, refusal, sources)
+    ids = session.encoded.ids if len(session.encoded.ids) == len(session.tokens) else None
+    return explanation(lm, t, session.tokens, direct, refusal, sources, token_ids=ids)
 
 
 def frozen(session) -> adjoint.Frozen:
     """The session's frozen coefficients shared by every candidate, foil and position of its text (the FF
     factors, within the option ``explain_cache_bytes``): a new candidate costs one backward pass."""
-    got = getattr(session, "_frozen", None)
+    got = session.store.frozen
     if got is None:
         got = adjoint.Frozen(int(session.options.get("explain_cache_bytes", adjoint.CACHE_BYTES)))
-        session._frozen = got
+        session.store.frozen = got
     return got
 
 

@@ -99,6 +99,11 @@ def _dot(g: torch.Tensor, b: torch.Tensor | None) -> float:
     return float(g.sum(0).to(torch.float64) @ b.to(torch.float64))
 
 
+def _rows_dot(g: torch.Tensor, b: torch.Tensor) -> float:
+    """Σ_i ⟨g_i, b_i⟩ (float64) for a bias b [n, d] that differs per row."""
+    return float((g.to(torch.float64) * b.to(torch.float64)).sum())
+
+
 def ff_adjoint(p, g: torch.Tensor, factors) -> tuple[torch.Tensor, float]:
     """(Fᵀ g, the FF biases' part): g [n, d] at the FF output → at its input, with the frozen factors."""
     h = g @ p.w_out.T
@@ -133,6 +138,8 @@ def attention_adjoint(ctx, g: torch.Tensor) -> torch.Tensor:
     p = ctx.p
     n = g.shape[0]
     H, KV, dh = p.n_heads, p.n_kv_heads, p.head_dim
+    if ctx.attn_row_scale is not None:  # a norm P_a after the attention: 1/s_i at the receiving row (γ in W^O)
+        g = g * ctx.attn_row_scale[:, None].to(g.dtype)
     P = (g @ p.w_o.T).view(n, H, dh).transpose(0, 1)
     Q = mix_adjoint(ctx.rec, P)  # [H, n, dh]
     if KV != H:
@@ -174,7 +181,7 @@ class CrossAdjoint:
 def ff_input(ctx, cross: CrossAdjoint | None = None):
     """(the FF's input norm, its real input z, the real input of the norm after the FF residual or None)."""
     if cross is None:
-        return ctx.ln_attn, ctx.rec.z_attn, ctx.rec.z_ff
+        return ctx.ln_attn, ctx.ff_z, ctx.rec.z_ff
     return cross.norm, cross.z, cross.z_ff
 
 
@@ -204,20 +211,22 @@ def layer_adjoint(ctx, g: torch.Tensor, factors, cross: CrossAdjoint | None = No
             bias += b
         bias += _dot(g_ell, ctx.ln_attn.bias)
         g_u = norm_adjoint(ctx.ln_attn, g_ell, ctx.rec.z_attn)
-        bias += _dot(g_u, attention_bias(p))
+        bias += _rows_dot(g_u, decompx.row_bias(ctx))
         return g_u + attention_adjoint(ctx, g_u), bias, g_e
     # pre-LN: x' = U + F(N2(U)), U = x + A(N1(x)) + b (+ C)
     f, bias = ff_adjoint(p, g, factors)
     bias += _dot(f, ff_norm.bias)
-    g_u = g + norm_adjoint(ff_norm, f, ff_z)
+    ff_back = norm_adjoint(ff_norm, f, ff_z)
+    g_u = g if p.parallel else g + ff_back  # a parallel block's FF reads x, not U
     if cross is not None:
         g_e, b = cross.adjoint(g_u)
         bias += b
-    bias += _dot(g_u, attention_bias(p))
+    bias += _rows_dot(g_u, decompx.row_bias(ctx))
     g_hat = attention_adjoint(ctx, g_u)
     n1 = p.norm_on_input
     bias += _dot(g_hat, n1.bias)
-    return g_u + norm_adjoint(n1, g_hat, ctx.rec.x), bias, g_e
+    out = g_u + norm_adjoint(n1, g_hat, ctx.rec.x)
+    return (out + ff_back if p.parallel else out), bias, g_e
 
 
 def readout_adjoint(readout, u: torch.Tensor, b: float, x_last: torch.Tensor) -> tuple[torch.Tensor, float]:

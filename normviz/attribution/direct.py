@@ -59,7 +59,7 @@ def layer_parts(ctx, rows=None, cross=None) -> LayerParts:
     if ctx.p.norm_on_input is None:
         raise ValueError("layer_parts: the direct path needs a pre-LN layer")
     r = _rows(rows, ctx.n, ctx.device)
-    heads = ctx.alpha[:, r].permute(1, 0, 2)[..., None] * ctx.head_vectors[None]  # [r, H, n, d]
+    heads = ctx.mix_alpha[:, r].permute(1, 0, 2)[..., None] * ctx.head_vectors[None]  # [r, H, n, d]
     out = ctx.rec.out[r]
     z_ff = ctx.rec.z_attn[r] if cross is None else cross[0].z[r]
     c = cb = None
@@ -83,9 +83,12 @@ def _cross_parts(rec, params, r) -> torch.Tensor:
 
 def _alpha_row(ctx, i: int) -> torch.Tensor:
     """α^h_i· [H, n]: the recorded row, or a long input's row alone recomputed from q, k (never its whole α)."""
+    c = ctx.attn_row_scale  # a norm P_a after the attention: its 1/s_i at the receiving row
     if ctx.rec.attn is not None or "alpha" in ctx.__dict__:
-        return ctx.alpha[:, i]
-    return ctx.rec.attention(slice(i, i + 1))[:, 0].to(ctx.dtype)
+        row = ctx.alpha[:, i]
+    else:
+        row = ctx.rec.attention(slice(i, i + 1))[:, 0].to(ctx.dtype)
+    return row if c is None else row * c[i]
 
 
 def _bias(b, ctx) -> torch.Tensor:

@@ -242,7 +242,7 @@ def routes(session, position: int = -1, threshold: float = 0.04, *, measure: str
     i = position_index(position, n)
     options = dict(session.options)
     check(session.request, options, tau)
-    lock = getattr(session, "_lock", None) or nullcontext()
+    lock = getattr(getattr(session, "store", None), "lock", None) or nullcontext()
     with lock:
         views = session.layers()
         try:

@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..core.errors import NormvizError, NotApplicableError
+from ..core import memory
+from ..core.errors import NormvizError, NotApplicableError, TooCostlyError
 from ..models.floor import require_row
 from .adjoint import ff_adjoint, norm_adjoint
 from .predict import token_text
@@ -116,7 +117,10 @@ class Graph:
         return out
 
     def to_neuronpedia(self, slug: str | None = None, scan: str | None = None) -> dict:
-        """The pruned graph in Neuronpedia's graph JSON (:data:`SCHEMA`): metadata, qParams, nodes, links."""
+        """The pruned graph in Neuronpedia's graph JSON (:data:`SCHEMA`): metadata, qParams, nodes, links.
+        Heads and FF blocks are typed as their feature nodes ("cross layer transcoder", the type their graph
+        scores count as features; our kind is in each label), the biases node as an input ("embedding", with
+        feature -1); ``slug`` and ``scan`` are made names their save route takes (:func:`neuronpedia_name`)."""
         ids = self.node_ids()
         H = int(self.heads.max()) + 1 if (self.heads >= 0).any() else 0
         nodes = []
@@ -131,11 +135,12 @@ class Graph:
             else:
                 feature = int(self.heads[k]) if kind == "attention head" else H
                 layer, js = str(int(self.layers[k])), f"{int(self.layers[k])}_{feature}-{pos}"
-            clerp = self.names[k]
+            clerp = self.names[k] + (f" ({kind})" if kind in ("attention head", "mlp") else "")
             if kind == "logit":  # the loader reads the probability from "(p=…)" in the logit's label
-                vs = f' − "{self.foil_text}"' if self.foil is not None else ""
-                clerp = f'Output "{self.token_text}"{vs} (p={self.prob:.3f})'
-            node = {"node_id": ids[k], "feature": int(feature), "layer": layer, "ctx_idx": pos, "feature_type": kind,
+                vs = f' − "{_quoted(self.foil_text)}"' if self.foil is not None else ""
+                clerp = f'Output "{_quoted(self.token_text)}"{vs} (p={self.prob:.3f})'
+            node = {"node_id": ids[k], "feature": int(feature), "layer": layer, "ctx_idx": pos,
+                    "feature_type": NEURONPEDIA_TYPES[kind],
                     "jsNodeId": js, "clerp": clerp, "influence": float(self.influence[k]),
                     "activation": float(self.values[k])}
             if kind == "logit":
@@ -145,7 +150,8 @@ class Graph:
         links = [{"source": ids[s], "target": ids[t], "weight": w} for s, t, w in self.kept_edges()
                  if s in kept and t in kept]
         vs = f" vs {self.foil_text!r}" if self.foil is not None else ""
-        meta = {"slug": slug or "normviz-graph", "scan": scan or self.model or "unknown",
+        meta = {"slug": neuronpedia_name(slug or "normviz-graph", lower=True),
+                "scan": neuronpedia_name(scan or self.model or "unknown"),
                 "prompt_tokens": list(self.tokens), "prompt": self.prompt or "".join(self.tokens),
                 "node_threshold": self.node_threshold,
                 "info": {"description": f"normviz exact attribution graph of {self.token_text!r}{vs} at position "
@@ -181,18 +187,53 @@ class Graph:
                                      for s, t, w in self.kept_edges()]}, ensure_ascii=False)
 
     def save(self, path: str, slug: str | None = None) -> None:
-        """``.npz``: :meth:`to_arrays`; ``.json``: Neuronpedia's format (``.plain.json``: :meth:`to_json`)."""
+        """``.npz``: :meth:`to_arrays`; ``.json``: Neuronpedia's format (``.plain.json``: :meth:`to_json`); the
+        ending in any case (G.JSON), the file written under the name given."""
         p = str(path)
-        if p.endswith(".npz"):
-            np.savez(p, **self.to_arrays())
-        elif p.endswith(".plain.json"):
+        kind = graph_suffix(p)
+        if kind == ".npz":
+            with open(p, "wb") as f:
+                np.savez(f, **self.to_arrays())
+        elif kind == ".plain.json":
             with open(p, "w", encoding="utf-8") as f:
                 f.write(self.to_json())
-        elif p.endswith(".json"):
+        else:
             with open(p, "w", encoding="utf-8") as f:
                 json.dump(self.to_neuronpedia(slug), f, ensure_ascii=False)
-        else:
-            raise NormvizError(f"graph files end in .json (Neuronpedia), .plain.json or .npz, not {p!r}.")
+
+
+# our node kinds as Neuronpedia's graph code types them: heads and FF blocks as feature nodes, the biases as an
+# input node (tokens are theirs: "embedding"); docs/qk-and-graph.md says what is kept of ours
+NEURONPEDIA_TYPES = {"embedding": "embedding", "attention head": "cross layer transcoder",
+                     "mlp": "cross layer transcoder", "bias": "embedding", "logit": "logit"}
+
+
+def neuronpedia_name(name: str, lower: bool = False) -> str:
+    """A slug or scan name Neuronpedia's save route takes: no '/' (a Hub id 'org/model' becomes 'org-model', a
+    local path its last folder), no spaces: letters, digits, '.', '_' and '-' only."""
+    import re
+
+    text = str(name).strip().rstrip("/\\")
+    if text.startswith(("/", ".", "~")) or "\\" in text:  # a local path: its folder's name
+        text = re.split(r"[/\\]", text)[-1] or "model"
+    text = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "normviz"
+    return text.lower() if lower else text
+
+
+def _quoted(text: str | None) -> str:
+    """A token's text inside the logit label's quotes: '"' and '\\' escaped (a predicted '"' closed the quote
+    early and broke their logit-difference link)."""
+    return (text or "").replace("\\", "\\\\").replace('"', '\\"')
+
+
+def graph_suffix(path: str, what: str = "graph file") -> str:
+    """".npz", ".plain.json" or ".json" by ``path``'s ending in any case (the one rule of :meth:`Graph.save` and
+    the CLI's check before the model loads), else a NormvizError."""
+    low = str(path).lower()
+    for kind in (".npz", ".plain.json", ".json"):
+        if low.endswith(kind):
+            return kind
+    raise NormvizError(f"{what} {str(path)!r}: name a .json (Neuronpedia), .plain.json or .npz file.")
 
 
 def _version() -> str:
@@ -222,15 +263,16 @@ def _head_writes(ctx, stream: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]
     wo = p.head_w_o()
     vals = torch.stack([xn @ p.w_v[:, _kv_cols(p, h)] for h in range(p.n_heads)])  # [H, n, dh]
     W = torch.bmm(torch.bmm(ctx.alpha, vals), wo)  # (α v) W^O: n²·dh, not n²·d
-    const = p.b_o.clone() if p.b_o is not None else torch.zeros(x.shape[-1], dtype=x.dtype)
+    const = ctx.out_bias.to(x.dtype).clone()  # [n, d]: b^O (/ s_i through a norm after the attention)
     beta = p.norm_on_input.bias
+    rowsum = ctx.alpha.sum(-1)  # [H, n]: 1 up to the model's softmax precision (each row's own sum is used)
     for h in range(p.n_heads):
         c = torch.zeros(p.head_dim, dtype=x.dtype)
         if beta is not None:
             c = c + beta @ p.w_v[:, _kv_cols(p, h)]
         if p.b_v is not None:
             c = c + p.b_v[_kv_cols(p, h)]
-        const = const + c @ wo[h]
+        const = const + rowsum[h][:, None] * (c @ wo[h])[None]
     return W, const
 
 
@@ -293,11 +335,58 @@ def _threshold(scores: np.ndarray, fraction: float) -> float:
     return float(s[min(int(np.searchsorted(cum, fraction)), len(s) - 1)])
 
 
+def check_thresholds(node_threshold, edge_threshold) -> None:
+    """Both pruning thresholds are numbers in [0, 1] (a bool is not a number: True is not 1.0)."""
+    for name, t in (("node_threshold", node_threshold), ("edge_threshold", edge_threshold)):
+        if isinstance(t, (bool, np.bool_)) or not (isinstance(t, (int, float, np.integer, np.floating))
+                                                   and 0.0 <= t <= 1.0):
+            raise NormvizError(f"{name} must be a number in [0, 1], not {t!r}.")
+
+
+GRAPH_MARGIN = 1.15  # the counted tensors gave 2.4 GB per 1,000 tokens where 2.6 were measured
+
+
+def graph_bytes(n: int, n_layers: int, n_heads: int, d: int, d_ff: int, itemsize: int) -> int:
+    """Bytes :func:`graph` holds beyond the session's records, known before it runs: every component's write
+    and reader [C, n, d] (C = L·(H + 1)) and one more of that size for the edges' products, the FF blocks'
+    frozen factors [L, 2, n, d_ff], and the N × N adjacency with pruning's copies of it (float64, 8 of them;
+    N = n + C + 2), × :data:`GRAPH_MARGIN`. Measured on smollm2 (float32, issue 42): 3.8 GB at 1,024 tokens,
+    6.4 GB at 2,048 (~2.6 GB per 1,000 tokens, records included); this gives 2.8 GB per 1,000."""
+    C = n_layers * (n_heads + 1)
+    N = n + C + 2
+    return int(GRAPH_MARGIN * (int(itemsize) * n * (3 * C * d + 2 * n_layers * d_ff) + 8 * 8 * N * N))
+
+
+def graph_fits(n: int, n_layers: int, n_heads: int, d: int, d_ff: int, itemsize: int, budget_mb: float) -> int:
+    """The longest input whose :func:`graph_bytes` stays within ``budget_mb``."""
+    lo, hi = 0, 1
+    fits = lambda m: graph_bytes(m, n_layers, n_heads, d, d_ff, itemsize) <= budget_mb * 2**20  # noqa: E731
+    while fits(hi) and hi < 1 << 30:
+        lo, hi = hi, hi * 2
+    while lo < hi - 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def too_costly(n: int, n_layers: int, n_heads: int, d: int, d_ff: int, itemsize: int,
+               budget_mb: float | None) -> TooCostlyError | None:
+    """The refusal of a graph of ``n`` tokens over the memory budget (option ``memory_budget_mb``), or None."""
+    if budget_mb is None:
+        return None
+    need = graph_bytes(n, n_layers, n_heads, d, d_ff, itemsize)
+    if need <= budget_mb * 2**20:
+        return None
+    fits = graph_fits(n, n_layers, n_heads, d, d_ff, itemsize, budget_mb)
+    return TooCostlyError(
+        f"The attribution graph would hold about {memory.mb(need)} for {n} tokens, over the memory budget of "
+        f"{memory.mb(int(budget_mb * 2**20))} (option memory_budget_mb; in the app NORMVIZ_MEMORY_BUDGET_MB). "
+        f"Shorten the text to about {fits} tokens (--max-tokens), or raise the budget.")
+
+
 def prune(A: np.ndarray, logit: int, always: np.ndarray, node_threshold: float, edge_threshold: float):
     """(node_mask, edge_mask, cumulative influence) as circuit-tracer's ``prune_graph`` with one logit target."""
-    for name, t in (("node_threshold", node_threshold), ("edge_threshold", edge_threshold)):
-        if not (isinstance(t, (int, float)) and 0.0 <= t <= 1.0):
-            raise NormvizError(f"{name} must be a number in [0, 1], not {t!r}.")
+    check_thresholds(node_threshold, edge_threshold)
     w = np.zeros(A.shape[0])
     w[logit] = 1.0
     influence = _influence(_normalised(A), w)
@@ -329,6 +418,7 @@ def graph(session, token=None, foil=None, position: int = -1, node_threshold: fl
     (module docstring), pruned at ``node_threshold`` / ``edge_threshold`` (circuit-tracer's defaults)."""
     from . import readout_of, target
 
+    check_thresholds(node_threshold, edge_threshold)
     lm = session.lm
     require_row(lm, "graph")  # the raw-attention floor: needs an architecture row
     if lm.is_encoder_decoder:
@@ -338,8 +428,13 @@ def graph(session, token=None, foil=None, position: int = -1, node_threshold: fl
         raise NotApplicableError(f"graph needs a pre-LN stack with a linear readout, where every component writes "
                                  f"into one residual stream read by the logit; {lm.name!r} normalises after each "
                                  "block (post-LN). Use explain().sources, which carries every token through every norm.")
+    d, d_ff = lm.sizes
+    refusal = too_costly(session.n_tokens, lm.n_layers, lm.n_heads, d, d_ff, accumulation_itemsize(lm.dtype),
+                         memory.budget_mb(session.options))
+    if refusal is not None:
+        raise refusal
     t0 = time.perf_counter()
-    lock = getattr(session, "_lock", None)
+    lock = getattr(getattr(session, "store", None), "lock", None)
     if lock is not None:
         lock.acquire()
     try:
@@ -381,6 +476,11 @@ def graph(session, token=None, foil=None, position: int = -1, node_threshold: fl
                  seconds={"build": t1 - t0, "prune": time.perf_counter() - t1})
 
 
+def accumulation_itemsize(dtype) -> int:
+    """Bytes per number of :func:`_build`'s accumulation: float64 models 8, every other model float32's 4."""
+    return 8 if dtype == torch.float64 else 4
+
+
 def _build(views, readout, t):
     """(adjacency [N, N] as [target, source], node values [N], node positions [N]); accumulated in the records'
     working dtype (float64 models: float64; others float32: the writes are C·n·d numbers)."""
@@ -405,17 +505,20 @@ def _build(views, readout, t):
     const = torch.zeros(n, d, dtype=acc)
     stream = x0.clone()
     from ..methods.decompx import ff_factors
+    parallel = bool(views[0].p.parallel)
     for l, ctx in enumerate(views):
         c64 = _Upcast(ctx, acc)
         consts_at_x.append(const.clone())
+        stream_x, const_x = stream, const
         W, attn_const = _head_writes(c64, stream)
         writes[l * (H + 1):l * (H + 1) + H] = W
         const = const + attn_const
         stream = stream + W.sum(0) + attn_const
-        consts_at_z.append(const.clone())
-        factors = [f.to(acc) for f in ff_factors(ctx, ctx.ln_attn.apply(ctx.rec.z_attn))]
+        # the FF reads z = x + Attn, or a parallel block's layer input x
+        consts_at_z.append(const_x.clone() if parallel else const.clone())
+        factors = [f.to(acc) for f in ff_factors(ctx, ctx.ln_attn.apply(ctx.ff_z))]
         factors_of.append(factors)
-        w_ff = _ff_forward(c64, factors, _norm_lin(c64.ln_attn, stream, c64.rec.z_attn))
+        w_ff = _ff_forward(c64, factors, _norm_lin(c64.ln_attn, stream_x if parallel else stream, c64.ff_z))
         writes[l * (H + 1) + H] = w_ff
         ff_const = _ff_constant(c64, factors)
         const = const + ff_const
@@ -440,15 +543,17 @@ def _build(views, readout, t):
         by_pos = torch.einsum("nd,nd->n", g, writes[l * (H + 1) + H])
         values[ff_node] = float(by_pos.sum())
         positions[ff_node] = int(by_pos.abs().argmax())
-        R_ff = norm_adjoint(c64.ln_attn, ff_adjoint(c64.p, g, factors_of[l])[0], c64.rec.z_attn)
+        R_ff = norm_adjoint(c64.ln_attn, ff_adjoint(c64.p, g, factors_of[l])[0], c64.ff_z)
         readers[l * (H + 1) + H] = R_ff
         A[ff_node, bias_node] = float((R_ff * consts_at_z[l]).sum())
+        g_out = g  # a parallel block's heads write where the FF writes: after it, not into its input
         g = g + R_ff
         # heads of layer l read x^l, write into z (adjoint g there)
-        contrib = torch.einsum("nd,hnd->hn", g, writes[l * (H + 1):l * (H + 1) + H])  # [H, n]
+        g_heads = g_out if parallel else g
+        contrib = torch.einsum("nd,hnd->hn", g_heads, writes[l * (H + 1):l * (H + 1) + H])  # [H, n]
         values[base:base + H] = contrib.sum(1).numpy()
         positions[base:base + H] = contrib.abs().argmax(-1).numpy()
-        R = _head_readers(c64, g)
+        R = _head_readers(c64, g_heads)
         readers[l * (H + 1):l * (H + 1) + H] = R
         A[base:base + H, bias_node] = (R * consts_at_x[l][None]).sum((1, 2)).numpy()
         g = g + R.sum(0)
@@ -459,7 +564,7 @@ def _build(views, readout, t):
     layer_of = np.repeat(np.arange(L), H + 1)
     is_ff = np.tile(np.r_[np.zeros(H, bool), True], L)
     before = (layer_of[None, :] < layer_of[:, None]) | ((layer_of[None, :] == layer_of[:, None]) & is_ff[:, None]
-                                                       & ~is_ff[None, :])
+                                                       & ~is_ff[None, :] & (not parallel))
     A[n:n + C, n:n + C] = np.where(before, inner, 0.0)
     values[:n] = (g * x0).sum(-1).numpy()  # the tokens' total effects: sources
     values[bias_node] = A[:, bias_node].sum()
@@ -474,8 +579,10 @@ class _Upcast:
         from ..models.params import upcast_params
         self.p = ctx.p if ctx.p.w_o.dtype == dtype else upcast_params(ctx.p, dtype)
         self.rec = ctx.rec if ctx.rec.x.dtype == dtype else ctx.rec.to(ctx.rec.x.device, dtype)
-        self.alpha = ctx.alpha.to(dtype)
+        self.alpha = ctx.mix_alpha.to(dtype)  # α, or α/s_i where a norm P_a follows the attention
+        self.out_bias = ctx.out_bias().to(dtype)
         self.ln_attn = self.p.norm_on_attn_residual
+        self.ff_z = self.rec.x if self.p.parallel else self.rec.z_attn
 
 
-__all__ = ["Graph", "SCHEMA", "graph", "prune"]
+__all__ = ["Graph", "SCHEMA", "check_thresholds", "graph_suffix", "graph", "graph_bytes", "prune", "too_costly"]

@@ -56,7 +56,55 @@ def position_index(position: int, n: int) -> int:
 
 
 def token_text(tokenizer, token_id: int) -> str:
-    return tokenizer.decode([int(token_id)]) if tokenizer is not None else str(int(token_id))
+    """The token's readable text: the tokenizer's decoding; where that is a piece of a character split into
+    bytes (an emoji over two or three tokens decodes to '�'), its bytes, the incomplete ones as escapes
+    (' \\xf0\\x9f')."""
+    if tokenizer is None:
+        return str(int(token_id))
+    text = tokenizer.decode([int(token_id)])
+    if "\ufffd" in text:
+        raw = token_bytes(tokenizer, int(token_id))
+        if raw is not None:
+            return raw.decode("utf-8", errors="backslashreplace")
+    return text
+
+
+def token_bytes(tokenizer, token_id: int) -> bytes | None:
+    """The bytes a token stands for, where the vocabulary spells them: byte-level BPE (GPT-2, Llama 3,
+    SmolLM2: one printable character per byte) or SentencePiece's byte fallback ('<0xF0>'); else None."""
+    try:
+        piece = tokenizer.convert_ids_to_tokens(int(token_id))
+    except Exception:
+        return None
+    if not isinstance(piece, str):
+        return None
+    if len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):
+        try:
+            return bytes([int(piece[3:5], 16)])
+        except ValueError:
+            return None
+    table = _byte_decoder()
+    if all(ch in table for ch in piece):
+        return bytes(table[ch] for ch in piece)
+    return None
+
+
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2's printable character → byte table (its bytes_to_unicode, inverted)."""
+    global _BYTE_DECODER
+    if _BYTE_DECODER is None:
+        bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), 256))
+        cs, n = bs[:], 0
+        for b in range(256):
+            if b not in bs:
+                bs.append(b)
+                cs.append(256 + n)
+                n += 1
+        _BYTE_DECODER = {chr(c): b for b, c in zip(bs, cs)}
+    return _BYTE_DECODER
+
+
+_BYTE_DECODER: dict[str, int] | None = None
 
 
 def token_id(tokenizer, token, vocab_size: int, what: str = "token") -> int:

@@ -41,7 +41,8 @@ class Readout:
     extra_bias: torch.Tensor | None  # [V] final_logits_bias (added after ``head``)
     norm: NormParams | None  # the final norm, when the stack has one
     transform: tuple[torch.nn.Module, object, NormParams] | None  # an MLM head's dense, activation, LayerNorm
-    scale: float = 1.0  # the head reads final · scale (T5 with scale_decoder_outputs: d_model**-0.5)
+    scale: float = 1.0  # the head reads final · scale (T5 with scale_decoder_outputs: d_model**-0.5; Granite, Cohere)
+    softcap: float | None = None  # logits = c·tanh(z / c) (Gemma 2's final_logit_softcapping)
 
     @property
     def vocab_size(self) -> int:
@@ -55,12 +56,30 @@ class Readout:
     # ---- the model's own numbers
     def logits(self, final: torch.Tensor) -> torch.Tensor:
         """Logits from final hidden states [m, d] (the stack's output, after its final norm), by the model's own
-        head modules."""
+        head modules (and its final soft-cap)."""
+        return self.cap(self.uncapped(final))
+
+    def uncapped(self, final: torch.Tensor) -> torch.Tensor:
+        """The logits before a final soft-cap (the logits themselves without one)."""
         x = final * self.scale if self.scale != 1.0 else final
         if x.dtype != self.w_u.dtype:  # half-precision weights, states in the working dtype
             return self._upcast_logits(x)
         out = self.head(x)
         return out + self.extra_bias if self.extra_bias is not None else out
+
+    def cap(self, z: torch.Tensor) -> torch.Tensor:
+        """The final soft-cap c·tanh(z / c) of the logits z, or z."""
+        return z if self.softcap is None else self.softcap * torch.tanh(z / self.softcap)
+
+    def cap_factor(self, z: float) -> float:
+        """θ = c·tanh(z / c) / z: the capped logit is θ times the uncapped one, so each part of z times θ is
+        its part of the capped logit (integrated gradients of the scalar tanh from zero, exact: the tanh as one
+        more factor); 1 without a soft-cap (limit 1 at z = 0)."""
+        import math
+
+        if self.softcap is None or z == 0:
+            return 1.0
+        return self.softcap * math.tanh(z / self.softcap) / z
 
     def _upcast_logits(self, x: torch.Tensor) -> torch.Tensor:
         """The head's formula in x's dtype: (MLM: LN(g(x W_t + b_t))) · W_Uᵀ + b_U, W_U upcast in row chunks."""
@@ -79,13 +98,17 @@ class Readout:
         return self.logits(self.norm.module(x) if self.norm is not None else x)
 
     # ---- the direction of a (contrastive) logit
-    def direction(self, token: int, foil: int | None) -> tuple[torch.Tensor, float]:
-        """(u = W_U[w] − W_U[f] (or W_U[w]) [d], b_U[w] − b_U[f] (or b_U[w])); u times the head's input scale."""
+    def direction(self, token: int, foil: int | None, raw: torch.Tensor | None = None) -> tuple[torch.Tensor, float]:
+        """(u = W_U[w] − W_U[f] (or W_U[w]) [d], b_U[w] − b_U[f] (or b_U[w])); u times the head's input scale.
+        With a final soft-cap, each row times its θ at the uncapped logits ``raw`` (:meth:`cap_factor`): u and
+        b then give the capped logit (difference) exactly."""
         work = working_dtype(self.w_u.dtype)  # half-precision rows upcast before they are subtracted
-        u = (self.w_u[token].to(work) - (self.w_u[foil].to(work) if foil is not None else 0)) * self.scale
+        tw = self.cap_factor(float(raw[token])) if self.softcap is not None else 1.0
+        tf = self.cap_factor(float(raw[foil])) if self.softcap is not None and foil is not None else 1.0
+        u = (self.w_u[token].to(work) * tw - (self.w_u[foil].to(work) * tf if foil is not None else 0)) * self.scale
         b = 0.0
         if self.b_u is not None:
-            b = float(self.b_u[token]) - (float(self.b_u[foil]) if foil is not None else 0.0)
+            b = float(self.b_u[token]) * tw - (float(self.b_u[foil]) * tf if foil is not None else 0.0)
         return u, b
 
     def vector(self, u: torch.Tensor, x_last: torch.Tensor) -> torch.Tensor:
@@ -161,7 +184,7 @@ def readout_of(lm) -> Readout:
     root = lm.model
     if getattr(lm, "stack", "model") == "decoder":
         root = root.get_decoder()
-    norm = _norm_params(get_path(root, spec.final_norm), spec.norm_kind) if spec.final_norm else None
+    norm = _norm_params(get_path(root, spec.final_norm), spec.norm_kind, spec.norm) if spec.final_norm else None
     transform = None
     if spec.head_transform:
         dense, act, ln = (get_path(head_model, path) for path in spec.head_transform)
@@ -176,5 +199,11 @@ def readout_of(lm) -> Readout:
     scale = 1.0
     if spec.head_scale_flag and getattr(lm.config, spec.head_scale_flag, False):
         scale = float(head_model.config.d_model) ** -0.5
+    rs, config = spec.readout, head_model.config
+    if rs.divide_by and getattr(config, rs.divide_by, None):
+        scale /= float(getattr(config, rs.divide_by))
+    if rs.multiply_by and getattr(config, rs.multiply_by, None) is not None:
+        scale *= float(getattr(config, rs.multiply_by))
+    cap = getattr(config, rs.softcap, None) if rs.softcap else None
     return Readout(head=head, w_u=out_emb.weight, b_u=b_u, extra_bias=extra, norm=norm, transform=transform,
-                   scale=scale)
+                   scale=scale, softcap=float(cap) if cap else None)

@@ -29,12 +29,15 @@ class Explanation:
     def __init__(self, *, token: int, token_text: str, foil: int | None, foil_text: str | None, position: int,
                  total: float, tokens: list[str], direct: dict | None, direct_refusal: str | None,
                  sources: Callable[[], "Backward"], source_tokens: list[str] | None = None,
-                 n_source: int = 0):
+                 n_source: int = 0, token_ids: list[int] | None = None, token_texts: list[str] | None = None):
         self.token, self.token_text, self.foil, self.foil_text = token, token_text, foil, foil_text
         self.position, self.total, self.tokens = position, float(total), list(tokens)
         # encoder–decoders: sources run over source tokens, then target tokens
         self.source_tokens = list(source_tokens) if source_tokens is not None else list(tokens)
         self.n_source = n_source
+        # the ids of ``tokens`` and their readable texts (each id decoded: ' capital'), where known
+        self.token_ids = list(token_ids) if token_ids is not None else None
+        self.token_texts = list(token_texts) if token_texts is not None else None
         self._direct, self._direct_refusal = direct, direct_refusal
         self._sources_fn, self._sources = sources, None
 
@@ -103,9 +106,14 @@ class Explanation:
 
     # ---- export
     def to_dict(self, with_sources: bool = True) -> dict:
-        """Every field as numpy arrays / numbers / strings (what ``normviz explain`` writes)."""
+        """Every field as numpy arrays / numbers / strings (what ``normviz explain`` writes). ``tokens``: the
+        readable texts (each token's id decoded, ' capital'), with ``vocab_tokens`` (the vocabulary's spellings,
+        'Ġcapital') and ``token_ids`` beside them where the ids are known."""
         out: dict = {"total": self.total, "token": self.token, "token_text": self.token_text,
                      "position": self.position, "tokens": np.array(self.tokens)}
+        if self.token_texts is not None:  # readable: each id decoded; the vocabulary's spellings and the ids kept
+            out.update(tokens=np.array(self.token_texts), vocab_tokens=np.array(self.tokens),
+                       token_ids=np.array(self.token_ids))
         if self.foil is not None:
             out.update(foil=self.foil, foil_text=self.foil_text)
         if self.n_source:

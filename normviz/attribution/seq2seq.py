@@ -203,7 +203,7 @@ def explain(session, token=None, foil=None, position: int = -1) -> Explanation:
     def sources():
         adjoint.check(request, options, itemsize)
         _check_activations(lm)
-        with session._lock:
+        with session.store.lock:
             return backward(session, readout, t)
 
     src, tgt = list(session.src_tokens), list(session.tgt_tokens)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..core.commands import subcommand
 from ..core.errors import NormvizError, NotApplicableError, TooCostlyError, TruncationWarning
+from . import _continuation
 
 SOURCES_BUDGET_S = 300.0  # the CLI's default time budget for sources (estimated seconds; option explain_budget_s)
 
@@ -51,15 +52,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "Neuronpedia's graph format, .plain.json, or .npz (pre-LN decoders)")
     p.add_argument("--node-threshold", type=float, default=0.8, help="graph pruning: cumulative node influence kept")
     p.add_argument("--edge-threshold", type=float, default=0.98, help="graph pruning: cumulative edge influence kept")
+    p.add_argument("--continue", dest="continue_steps", type=int, default=None, metavar="T",
+                   help="explain every step of the model's greedy continuation of T tokens (--foil runner-up: "
+                        "each step against its best other token)")
+    p.add_argument("--continuation", default=None, metavar="TEXT",
+                   help="explain every step of this continuation of the text, teacher-forced")
+    p.add_argument("--html", default=None, metavar="FILE.html",
+                   help="with --continue/--continuation: also a page that opens offline (text, steps × tokens)")
 
 
 def _output(out: str) -> Path:
     from ..core.inputs import output_file
 
-    suffix = Path(out).suffix.lower() if out else ""
-    if suffix not in (".npz", ".json"):
+    suffix = Path(out).suffix if out else ""
+    if suffix.lower() not in (".npz", ".json"):
         raise NormvizError(f"--out {out!r}: name a .npz or .json file (e.g. explain.npz).")
-    return output_file(out, suffix=suffix)
+    return output_file(out, suffix=suffix)  # the name as given (G.JSON stays G.JSON)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    a, b = a.expanduser().resolve(), b.expanduser().resolve()
+    if a == b:
+        return True
+    try:
+        return a.exists() and b.exists() and a.samefile(b)
+    except OSError:
+        return False
 
 
 def check_arguments(args) -> Path:
@@ -92,16 +110,69 @@ def check_arguments(args) -> Path:
         raise NormvizError("the token and the foil are the same: their logit difference is 0 by definition.")
     if args.top < 1:
         raise NormvizError(f"--top {args.top}: give 1 or more.")
-    _parse_options(args.option)
+    options = _parse_options(args.option)
+    out = _output(args.out)
+    args.html_path = _continuation.check(args)
     if args.graph is not None:
-        if not str(args.graph).lower().endswith((".json", ".npz")):
-            raise NormvizError(f"--graph {args.graph!r}: name a .json (Neuronpedia), .plain.json or .npz file.")
+        from ..attribution.graph import graph_suffix
+        graph_suffix(args.graph, "--graph")
         for name, t in (("--node-threshold", args.node_threshold), ("--edge-threshold", args.edge_threshold)):
             if not 0.0 <= t <= 1.0:
                 raise NormvizError(f"{name} {t}: give a fraction in [0, 1].")
         from ..core.inputs import output_file
-        output_file(args.graph, suffix=Path(args.graph).suffix.lower())
-    return _output(args.out)
+        graph_out = output_file(args.graph, suffix=Path(args.graph).suffix)
+        if _same_file(graph_out, out):
+            raise NormvizError(f"--graph {args.graph!r} is the --out file: the graph would overwrite the "
+                               "explanation; give it another name (e.g. graph.json).")
+    _check_with_tokenizer(args, options)
+    return out
+
+
+def _check_with_tokenizer(args, options: dict) -> None:
+    """Checks that need the tokenizer or the config, done before the weights load where both can be read
+    from files already here (:func:`normviz.models.loading.preview`): --token / --foil one token each; a
+    --graph that is not applicable (post-LN) or would pass the memory budget even at its fewest tokens."""
+    if args.token is None and args.foil is None and args.graph is None:
+        return
+    from ..models.loading import preview
+
+    got = preview(args.model)
+    if got is None:
+        return  # checked once the model is loaded
+    config, tokenizer = got
+    from ..attribution.predict import token_id
+
+    for what, value in (("token", args.token), ("foil", args.foil)):
+        if value is not None and not (what == "foil" and value == "runner-up" and _continuation.wanted(args)):
+            token_id(tokenizer, value, 1 << 62, what)  # one token, or the refusal that names its pieces
+    if args.graph is None:
+        return
+    from ..core import memory
+    from ..models.loading import check_supported
+    from ..models.params import head_counts, sizes
+    from ..attribution.graph import accumulation_itemsize, too_costly
+    import torch
+
+    try:
+        spec = check_supported(config, args.model)
+    except NormvizError:
+        return  # the load refuses it with its own message
+    if spec.placement != "pre" or spec.is_encoder_decoder:
+        raise NormvizError(f"--graph needs a pre-LN decoder, where every component writes into one residual "
+                           f"stream read by the logit; {args.model!r} is not one (use the explanation's sources).")
+    # the fewest tokens the text can have: a word is at least one token (and --max-tokens cuts it)
+    n = max(2, len(args.text.split()))
+    if args.max_tokens is not None:
+        n = min(n, args.max_tokens)
+    d, d_ff = sizes(config, spec)
+    n_layers = spec.fields.get(config, ("num_hidden_layers", "n_layer", "num_layers"))
+    if n_layers is None:
+        return
+    dtype = torch.float64 if args.dtype == "float64" else torch.float32
+    refusal = too_costly(n, int(n_layers), head_counts(config, spec)[0], d, d_ff, accumulation_itemsize(dtype),
+                         memory.budget_mb(options))
+    if refusal is not None:
+        raise NormvizError(f"--graph: {refusal} (The text has at least {n} tokens; refused before the model loads.)")
 
 
 def run(args) -> int:
@@ -123,6 +194,10 @@ def run(args) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TruncationWarning)
         s = Session(lm, args.text, max_tokens=args.max_tokens, options=options, **extra)
+        if args.graph is not None:  # its memory, before the explanation's minutes
+            _check_graph_memory(s)
+        if _continuation.wanted(args):
+            return _continuation.run(args, s, out, args.html_path, _write)
         token = args.token if args.token is not None else args.token_id
         if args.actual_next:
             token = actual_next(s, args.position)
@@ -162,18 +237,33 @@ def run(args) -> int:
     return 0
 
 
+def _check_graph_memory(session) -> None:
+    from ..core import memory
+    from ..attribution.graph import accumulation_itemsize, too_costly
+
+    lm = session.lm
+    if lm.is_encoder_decoder or lm.spec.placement != "pre":
+        return  # graph() refuses it with its own message
+    d, d_ff = lm.sizes
+    refusal = too_costly(session.n_tokens, lm.n_layers, lm.n_heads, d, d_ff, accumulation_itemsize(lm.dtype),
+                         memory.budget_mb(session.options))
+    if refusal is not None:
+        raise NormvizError(f"--graph: {refusal} Nothing was written.")
+
+
 def _write(out: Path, data: dict) -> None:
     import json
 
     import numpy as np
 
     try:
-        if out.suffix == ".json":
+        if out.suffix.lower() == ".json":
             plain = {k: (v.tolist() if isinstance(v, np.ndarray) else v.item() if isinstance(v, np.generic) else v)
                      for k, v in data.items()}
             out.write_text(json.dumps(plain, ensure_ascii=False), encoding="utf-8")
         else:
-            np.savez(out, **{k: np.asarray(v) for k, v in data.items()})
+            with open(out, "wb") as fh:  # the name as given (numpy would add .npz to E.NPZ)
+                np.savez(fh, **{k: np.asarray(v) for k, v in data.items()})
     except OSError as exc:
         raise NormvizError(f"Could not write {str(out)!r}: {exc.strerror or exc}.") from None
 

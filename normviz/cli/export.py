@@ -44,7 +44,7 @@ def _run_export(args) -> int:
     check_text(args.target, "--target", allow_empty=True)
     check_max_tokens(args.max_tokens)
     check_device(args.device)
-    out = output_file(args.out)
+    out = _npz_file(args.out)
     html_out = _html_file(args.html) if args.html is not None else None
     options = parse_options(args.option)
     keys = None
@@ -68,7 +68,8 @@ def _run_export(args) -> int:
     for w in caught:
         print(f"warning: {w.message}", file=sys.stderr)
     try:
-        analysis.to_npz(out)
+        with open(out, "wb") as fh:  # under the name given (numpy would add .npz to M.NPZ)
+            analysis.to_npz(fh)
     except OSError as exc:
         raise NormvizError(f"Could not write {str(out)!r}: {exc.strerror or exc}.") from None
     if html_out is not None:
@@ -82,6 +83,20 @@ def _run_export(args) -> int:
             if analysis.is_encoder_decoder else f"{analysis.n_tokens} tokens")
     print(f"wrote {out}: {size}; {shapes}", file=sys.stderr)
     return 0
+
+
+def _npz_file(name: str):
+    """The --out file: an .npz (a name without an ending gets .npz, as numpy would add it); another ending
+    (x.csv) is refused, not written as x.csv.npz."""
+    from pathlib import Path
+
+    from ..core.inputs import output_file
+
+    suffix = Path(name).suffix if name else ""
+    if suffix and suffix.lower() != ".npz":
+        raise NormvizError(f"--out {name!r}: export writes an .npz file (numpy arrays, one per map key); name it "
+                           f"{str(Path(name).with_suffix('.npz'))!r}.")
+    return output_file(name, suffix=suffix or ".npz")
 
 
 def _html_file(name: str):

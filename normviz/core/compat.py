@@ -14,7 +14,9 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import sys
+import types
 import warnings
+from typing import Sequence
 
 REMOVED_IN = "0.2"
 
@@ -39,13 +41,14 @@ MOVED: dict[str, str] = {
 
 
 class _MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, fullname: str, path=None, target=None):
+    def find_spec(self, fullname: str, path: Sequence[str] | None = None,
+                  target: types.ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
         prefix, _, rest = fullname.partition(".")
         if prefix != "normviz" or rest not in MOVED:
             return None
         return importlib.machinery.ModuleSpec(fullname, self)
 
-    def create_module(self, spec):
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
         new = f"normviz.{MOVED[spec.name.partition('.')[2]]}"
         warnings.warn(f"'{spec.name}' moved to '{new}'; the old name works until normviz {REMOVED_IN}",
                       DeprecationWarning, stacklevel=3)
@@ -55,7 +58,8 @@ class _MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         spec.loader_state = module.__spec__  # the import system sets __spec__ to the old name's: put it back
         return module
 
-    def exec_module(self, module) -> None:
+    def exec_module(self, module: types.ModuleType) -> None:
+        assert module.__spec__ is not None
         module.__spec__ = module.__spec__.loader_state
 
 

@@ -36,7 +36,7 @@ class UnknownKeyError(NormvizError):
 UnknownMethodError = UnknownKeyError  # the older name (keys were once called methods)
 
 
-class NotApplicableError(UnknownKeyError):
+class NotApplicableError(NormvizError):
     """A map key exists but does not apply to this model (e.g. ``ff_res_ln`` on a pre-LN model)."""
 
 

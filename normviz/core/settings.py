@@ -123,9 +123,14 @@ ENV: dict[str, Setting] = {s.name: s for s in (
     _env("NORMVIZ_WORKER_SESSIONS", "int", 3, "texts a heavy-maps worker keeps recorded for a long text's layer "
          "jobs", 1, 64, scope="server"),
     _env("NORMVIZ_WORKER_IDLE_S", "float", 90.0, "seconds a worker's kept session may stay unused before it is "
-         "dropped", 0.0, 86400.0, scope="server"),
+         "dropped; a worker process without a job for as long is ended (the next job starts another)", 0.0, 86400.0,
+         scope="server"),
     _env("NORMVIZ_SERVE_DIR", "path", None, "where scripts/serve_many.sh (normviz app --procs N) writes configs, "
          "pids and logs", scope="scripts", shown="a temporary directory"),
+    _env("NORMVIZ_HEALTH_EVERY_S", "int", 5, "scripts/serve_many.sh asks each app process's /_stcore/health this "
+         "often (seconds)", 1, 3600, scope="scripts"),
+    _env("NORMVIZ_HEALTH_TIMEOUT_S", "int", 20, "scripts/serve_many.sh kills (and so restarts) an app process that "
+         "answered once and then not for this long (seconds)", 2, 86400, scope="scripts"),
     _env("NORMVIZ_SETUP_BROWSER", "flag", False, "scripts/setup.sh installs Debian's chromium for the browser tests "
          "(scripts/test.sh sets it)", scope="scripts"),
     _env("NORMVIZ_SETUP_SMOLLM2", "flag", True, "scripts/setup.sh converts the embedded SmolLM2 from its GGUF file "

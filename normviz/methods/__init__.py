@@ -24,14 +24,16 @@ from .base import GROUPS, Inputs, KeyInfo, Output, Request
 from .cost import Budget
 from .family import Family
 from .registry import (FAMILY_ALIASES, all_budget_options, all_keys, budget_option, budget_options, check, computation,
-                       families, family, family_of, is_key, is_opt_in, key_info, layer_view, lookup, references,
+                       base_info, families, family, family_of, is_key, is_opt_in, layer_view, lookup, references,
                        register_computation, register_family, requires, unregister_family)
 
 for _family in (weights, norms, feedforward, rollouts, effective, interactions, globenc, maxflow, zeroing, decompx,
                 cross, knockout, head_ablation):
     register_family(_family)
 
+from .keyspace import key_info  # noqa: E402 — the one key_info: any spelling (``encoder_norm`` titled by its stack)
+
 __all__ = ["FAMILY_ALIASES", "GROUPS", "Budget", "Family", "Inputs", "KeyInfo", "Output", "Request", "all_budget_options",
-           "all_keys", "budget_option", "budget_options", "check", "computation", "families", "family", "family_of",
+           "all_keys", "base_info", "budget_option", "budget_options", "check", "computation", "families", "family", "family_of",
            "is_key", "is_opt_in", "key_info", "layer_view", "lookup", "references", "register_computation",
            "register_family", "requires", "unregister_family"]

@@ -43,9 +43,6 @@ KEYS = (
             "([L, m], one value per target position).", short="source share", unit="share (0…1)"),
 )
 NAMES = tuple(i.key for i in KEYS)
-REQUIRES: dict = {}
-NEEDS_MODEL = False
-OPT_IN = ()
 REFERENCES = (papers.KOBAYASHI_2020,)
 
 

@@ -57,8 +57,6 @@ KEYS = (KeyInfo("decompx", "DecompX (propagated decomposition)", False,
                 "‖x^l_{i⇐k}‖: token k's part of token i's output of layer l, the decomposition carried from the "
                 "embeddings through attention, residuals, both norms and the FF block (biases split by |dot|, "
                 "activation by its zero-origin slope; Modarressi et al. 2023). Opt-in: [n, n, d] per layer.", short="DecompX"),)
-REQUIRES: dict = {}
-NEEDS_MODEL = False
 OPT_IN = ("decompx",)
 HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers.process)
 REFERENCES = (papers.MODARRESSI_2023,)
@@ -139,14 +137,14 @@ def ff_factors(ctx, ff_in: torch.Tensor | None = None) -> list[torch.Tensor]:
     attention residual's norm output by its formula, :attr:`~normviz.record.decompose.LayerDecomposition.ln_attn_out`): an element-wise g: [θ = g(h)/h], DecompX's zero-origin
     slope, which is also the integrated-gradients share of a part; SwiGLU: the integrated-gradients factors of
     the gate and up parts (:func:`normviz.methods.feedforward.unit_factors`, the same split as the FF maps)."""
-    from .feedforward import unit_factors
+    from .feedforward import out_rows, unit_factors
 
     p = ctx.p
     if ff_in is None:
         ff_in = ctx.ln_attn_out  # by the parts' own formula: the end point the parts sum to
     pre = [ff_in @ w + b if b is not None else ff_in @ w
            for w, b in [(p.w_in, p.b_in)] + ([(p.w_up, p.b_up)] if p.ff_kind != "mlp" else [])]
-    return unit_factors(ctx, *pre)
+    return out_rows(ctx, unit_factors(ctx, *pre))
 
 
 def live_parts(flat: torch.Tensor, dense: float = 0.75) -> torch.Tensor | None:
@@ -218,10 +216,25 @@ def value_bias(p) -> torch.Tensor:
     return p.b_v.view(p.n_kv_heads, p.head_dim).repeat_interleave(group, 0).reshape(-1) @ p.w_o
 
 
+def row_bias(ctx) -> torch.Tensor:
+    """What the attention block adds to each row [n, d] besides the token parts: b^O (through a norm P_a after
+    the attention: its linear part / s_i) + Σ_h (Σ_j α̃^h_ij) b^V_h W^O_h. α's rows sum to 1 only to the
+    precision of the model's softmax (float32 in the Llama family, even in a float64 model), so each row's
+    own sum is used, not 1."""
+    p = ctx.p
+    out = ctx.out_bias().clone()
+    if p.b_v is not None:
+        group = p.n_heads // p.n_kv_heads
+        bv = p.b_v.view(p.n_kv_heads, 1, p.head_dim).repeat_interleave(group, 0)  # [H, 1, dh]
+        per_head = torch.bmm(bv, p.head_w_o())[:, 0]  # [H, d]
+        out = out + ctx.mix_alpha.sum(-1).T.to(per_head.dtype) @ per_head
+    return out
+
+
 def attention_parts(ctx, values: torch.Tensor, rows: slice, m: int) -> torch.Tensor:
     """Σ_h Σ_j α^h_ij (X̂[j, k] W^V) W^O_h for the rows: [c, m, d] (values from :func:`_value_projection`)."""
     p = ctx.p
-    return mix_values(ctx.alpha, values, p.w_o, p.n_heads, p.n_kv_heads, p.head_dim, rows, m)
+    return mix_values(ctx.mix_alpha, values, p.w_o, p.n_heads, p.n_kv_heads, p.head_dim, rows, m)
 
 
 def mix_values(alpha: torch.Tensor, values: torch.Tensor, w_o: torch.Tensor, H: int, KV: int, dh: int, rows: slice,
@@ -252,18 +265,22 @@ def propagate(ctx, X: torch.Tensor, first: bool, rules: Rules = DECOMPX, cross=N
     n, m, d = X.shape
     values = _value_projection(ctx, X, first, rules)
     bias = p.b_o if p.b_o is not None else torch.zeros(d, dtype=X.dtype, device=X.device)
-    if not (first and rules.first_value_bias_with_token) and p.b_v is not None:
+    rows_bias = row_bias(ctx) if rules.bias == "part" else None  # per row, exact (one bias part takes it)
+    if rows_bias is None and not (first and rules.first_value_bias_with_token) and p.b_v is not None:
         bias = bias + value_bias(p)
     norm2 = p.norm_on_ff_residual
     if cross is None:
-        ff_norm, ff_z, z_ff = ctx.ln_attn, ctx.rec.z_attn, ctx.rec.z_ff
+        ff_norm, ff_z, z_ff = ctx.ln_attn, ctx.ff_z, ctx.rec.z_ff
     else:
         ff_norm, ff_z, z_ff = cross.norm, cross.z, getattr(cross, "z_ff", None)
     factors = ff_factors(ctx, ff_norm.apply(ff_z))
     for rows in ctx.row_chunks(_bytes_per_cell(ctx)):
         u = attention_parts(ctx, values, rows, m)
         u += X[rows]
-        add_bias(u, bias, rows, rules)
+        if rows_bias is not None:
+            u[:, -1] += rows_bias[rows]
+        else:
+            add_bias(u, bias, rows, rules)
         if norm2 is not None:  # post-LN: LN1 on the residual, FF residual from LN1's output, then LN2
             ell = norm_parts(u, ctx.ln_attn, ctx.rec.z_attn[rows], rows, rules)
             if cross is not None:  # the cross block and its norm between
@@ -273,7 +290,8 @@ def propagate(ctx, X: torch.Tensor, first: bool, rules: Rules = DECOMPX, cross=N
         else:  # pre-LN: LN2 parts feed the FF; the residual carries U
             if cross is not None:
                 u += cross.parts(rows)
-            ell = norm_parts(u.clone(), ff_norm, ff_z[rows], rows, rules)
+            # a parallel block's FF reads the layer input's parts X, not U
+            ell = norm_parts((X[rows] if p.parallel else u).clone(), ff_norm, ff_z[rows], rows, rules)
             out = u + ff_parts(ctx, ell, rows, factors, rules)
         X[rows] = out
     return X

@@ -42,9 +42,6 @@ UNIT = "weight α"
 KEYS = (KeyInfo("effective_attention", "Effective attention", True,
                 "α^h minus its projection on the left null space of T^h = x̂W^V_h(+b^V)W^O_h "
                 "(Brunner et al. 2020); equals α when n ≤ head size. Option effective_value_bias=false: T without b^V.", short="effective α"),)
-REQUIRES: dict = {}
-NEEDS_MODEL = False
-OPT_IN = ()
 HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers.process)
 REFERENCES = (papers.BRUNNER_2020,)
 

@@ -3,11 +3,15 @@ read once, with their defaults declared here only, so that the session, the work
 read fields (``family.per_layer``) instead of ``getattr(module, "PER_LAYER", False)`` each with its own default.
 
 A family module (ours or a user's own, :func:`normviz.register_family`) keeps declaring its upper-case attributes;
-:meth:`Family.of` builds the record. An attribute the record does not know is read from the module
-(``record.NAME``, ``record.compute`` still work), so code written against the modules keeps working.
+:meth:`Family.of` builds the frozen record once, at registration. An upper-case attribute that is a misspelling of
+a declared one (``PER_LAYERS`` for ``PER_LAYER``) is an error there, not silently ignored; a built-in family does not
+write out a default (``tests/unit/test_family_record.py``). The record does not stand in for its module: its
+``check`` and ``compute`` are read from the module at call time (so a patch of the module's function is seen), and
+nothing is written into the module.
 """
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Callable, Mapping
@@ -17,11 +21,28 @@ from .cost import Budget
 
 RECORDS = ("full", "attention")  # what compute() reads of the recording pass
 
+# the upper-case attributes a family module declares (with NAME, KEYS, check, compute), each one field's source
+DECLARED = ("NAME", "KEYS", "REQUIRES", "OPT_IN", "NEEDS_MODEL", "HOOKS_OWN_THREAD", "HEAVY", "PER_LAYER", "RECORD",
+            "COMPUTED_TOGETHER", "STACKS", "GROUP", "UNIT", "BUDGET", "LAYER_VIEWS", "ALPHA_KEYS", "RELEASES_ALPHA",
+            "REFERENCES")
 
-@dataclass
+
+def misspelt(module: ModuleType) -> dict[str, str]:
+    """{an upper-case attribute of ``module``: the declared attribute it is a misspelling of} (``PER_LAYERS`` →
+    ``PER_LAYER``); a family's own constants that resemble no declared name are its business."""
+    out = {}
+    for name in vars(module):
+        if name.isupper() and name not in DECLARED and not name.startswith("_"):
+            close = difflib.get_close_matches(name, DECLARED, n=1, cutoff=0.9)
+            if close:
+                out[name] = close[0]
+    return out
+
+
+@dataclass(frozen=True)
 class Family:
     """A map family (or a computation with a cost budget: ``explain``'s sources, ``routes``) as the rest of the
-    code sees it. Not frozen: a test (or a user's experiment) may patch its ``compute`` or ``check``."""
+    code sees it: frozen; ``check`` and ``compute`` are the module's, read at call time."""
 
     name: str
     keys: tuple[KeyInfo, ...]
@@ -49,6 +70,10 @@ class Family:
     @classmethod
     def of(cls, module: ModuleType) -> "Family":
         """The record of a family module; the defaults of every optional attribute are this class's."""
+        wrong = misspelt(module)
+        if wrong:
+            raise TypeError(f"{module.__name__}: unknown family attribute(s) "
+                            + ", ".join(f"{k} (did you mean {v}?)" for k, v in wrong.items()))
         keys = tuple(module.KEYS)
         names = {i.key for i in keys}
         record = getattr(module, "RECORD", cls.record)
@@ -79,21 +104,6 @@ class Family:
     def check(self) -> Callable:
         return self.own_check if self.module is None else self.module.check
 
-    @check.setter
-    def check(self, fn) -> None:  # a patch (a test's) goes to the module, which the record reads at call time
-        setattr(self.module, "check", fn)
-
     @property
     def compute(self) -> Callable | None:
         return None if self.module is None else getattr(self.module, "compute", None)
-
-    @compute.setter
-    def compute(self, fn) -> None:
-        setattr(self.module, "compute", fn)
-
-    def __getattr__(self, name: str):
-        """What the record does not hold is the module's (``NAME``, ``KEYS``, its helpers)."""
-        module = self.__dict__.get("module")
-        if module is None or name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(module, name)

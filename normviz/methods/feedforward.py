@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from ..core.activations import activation_ratio, silu_path_integral
+from ..core.activations import activation_ratio, path_integral
 from ..core.errors import NotApplicableError
 from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
 from . import papers
@@ -36,9 +36,6 @@ KEYS = (
     KeyInfo("ff_res_ln", "Feed-forward + residual + norm (whole layer)", False,
             "Post-LN only: the norm after FF + residual decomposed: the whole layer.", placements=("post",), short="whole layer"),
 )
-REQUIRES: dict = {}
-NEEDS_MODEL = False
-OPT_IN = ()
 HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers.process)
 COMPUTED_TOGETHER = True  # the stages share the per-pair vectors: asking for one key computes them all
 REFERENCES = (papers.KOBAYASHI_2024,)
@@ -79,7 +76,7 @@ def _pre_activation_parts(ctx, key: str, w: torch.Tensor, b: torch.Tensor | None
     q, xq = fin.projected[key]
     ff_input = fin.total
     s = ctx.ln_scale[rows]
-    parts = ctx.mix(q, xq, rows) / s[:, None, None]
+    parts = ctx.ff_mix(q, xq, rows) / s[:, None, None]
     bias = ln_bias @ w
     total = ff_input[rows] @ w
     if b is not None:
@@ -95,11 +92,31 @@ def unit_factors(ctx, total: torch.Tensor, up_total: torch.Tensor | None = None)
     if up_total is None:
         return [activation_ratio(ctx.p.act, total)]
     a = total.to(ctx.acc)
-    i2 = silu_path_integral(a)
-    a_i1 = a * torch.sigmoid(a) - i2  # a·∫_0^1 t·silu′(t a) dt
+    i2 = path_integral(ctx.p.act, a)  # ∫_0^1 g(t a) dt
+    a_i1 = ctx.p.act(a) - i2  # a·∫_0^1 t·g′(t a) dt, by parts
     safe = torch.where(a == 0, torch.ones_like(a), a)
-    i1 = torch.where(a == 0, torch.full_like(a, 0.25), a_i1 / safe)
+    i1 = torch.where(a == 0, torch.full_like(a, _half_slope(ctx.p.act)), a_i1 / safe)  # limit g′(0)/2
     return [(up_total.to(ctx.acc) * i1).to(ctx.dtype), i2.to(ctx.dtype)]
+
+
+def _half_slope(act) -> float:
+    """g′(0)/2: ∫_0^1 t·g′(0) dt, the gate factor at a = 0 (SiLU and the GELUs: 1/4)."""
+    h = 1e-4
+    probe = torch.tensor([h, -h], dtype=torch.float64)
+    return float((act(probe)[0] - act(probe)[1]) / (2 * h)) / 2
+
+
+def out_rows(ctx, factors: list[torch.Tensor], rows: slice | None = None) -> list[torch.Tensor]:
+    """The factors times 1/s_i of a norm P_f on the FF output (Gemma 2/3, OLMo-2; its γ is in W_out), so that
+    the FF parts are what reaches the residual stream; unchanged without one."""
+    c, gates = ctx.ff_row_scale, ctx.unit_gates  # gates: a mixture of experts' frozen router weights per unit
+    if gates is not None:
+        gates = gates if rows is None else gates[rows]
+        factors = [f * gates.to(f.dtype) for f in factors]
+    if c is None:
+        return factors
+    c = c if rows is None else c[rows]
+    return [f * c[:, None].to(f.dtype) for f in factors]
 
 
 def ff_vectors(ctx, rows: slice, fin: FFInputs | None = None) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
@@ -109,12 +126,12 @@ def ff_vectors(ctx, rows: slice, fin: FFInputs | None = None) -> dict[str, tuple
     ln_parts, ln_bias = ctx.attn_res_ln_vectors(rows)
     pa, pb, ptot = _pre_activation_parts(ctx, "in", p.w_in, p.b_in, rows, ln_bias, fin)
     if p.ff_kind == "mlp":
-        (r,) = unit_factors(ctx, ptot)
+        (r,) = out_rows(ctx, unit_factors(ctx, ptot), rows)
         attr = pa * r[:, None, :]
         attr_b = pb * r
     else:
         ua, ub, utot = _pre_activation_parts(ctx, "up", p.w_up, p.b_up, rows, ln_bias, fin)
-        coef_gate, coef_up = unit_factors(ctx, ptot, utot)
+        coef_gate, coef_up = out_rows(ctx, unit_factors(ctx, ptot, utot), rows)
         attr = pa * coef_gate[:, None, :] + ua * coef_up[:, None, :]
         attr_b = pb * coef_gate + ub * coef_up
     ff = attr @ p.w_out
@@ -179,13 +196,17 @@ def ff_maps(ctx, keys) -> dict[str, torch.Tensor]:
     p, n, dt = ctx.p, ctx.n, ctx.dtype
     d_ff, d = p.w_out.shape
     eye = torch.eye(n, dtype=dt, device=ctx.device)
-    alpha = torch.cat([ctx.alpha, eye[None]]).permute(2, 1, 0).contiguous()  # [j, i, h'], h' = heads + residual
+    alpha = torch.cat([ctx.mix_alpha, eye[None]]).permute(2, 1, 0).contiguous()  # [j, i, h'], h' = heads + residual
     first_row = (alpha != 0).any(dim=2).to(torch.int8).argmax(dim=1).tolist()  # per j: the first i it reaches
+    ff_alpha = alpha
+    if p.parallel:  # the FF reads the layer input: each token's own residual only
+        ff_alpha = torch.zeros_like(alpha)
+        ff_alpha[..., -1] = alpha[..., -1]
     heads_ln = torch.cat([ctx.head_vectors_ln, ctx.x_ln[None]]).transpose(0, 1).contiguous()  # [j, h', d]
     ff_input = ctx.ln_attn_out
     inputs = [(p.w_in, p.b_in)] + ([(p.w_up, p.b_up)] if p.ff_kind != "mlp" else [])
     totals = [ff_input @ w + b if b is not None else ff_input @ w for w, b in inputs]
-    factors = [f / ctx.ln_scale[:, None] for f in unit_factors(ctx, *totals)]
+    factors = [f / ctx.ln_scale[:, None] for f in out_rows(ctx, unit_factors(ctx, *totals))]
     projected = [(heads_ln.view(-1, d) @ w).view(n, -1, d_ff) for w, _ in inputs]  # [j, h', d_ff], one GEMM each
     if stages > 1 and ctx.residual_from_norm:  # ℓ_ij: the attention residual's parts through its norm
         res_alpha, res_heads = alpha / ctx.ln_scale[None, :, None], heads_ln
@@ -204,7 +225,7 @@ def ff_maps(ctx, keys) -> dict[str, torch.Tensor]:
         vec = vectors[: stages * c * m * d].view(stages, c, m, d)
         attr = None
         for q, r, buf in zip(projected, factors, mixed):
-            mk = torch.bmm(alpha[cols, first:], q[cols], out=buf[: c * m * d_ff].view(c, m, d_ff))
+            mk = torch.bmm(ff_alpha[cols, first:], q[cols], out=buf[: c * m * d_ff].view(c, m, d_ff))
             mk *= r[first:]
             attr = mk if attr is None else attr.add_(mk)
         torch.mm(attr.view(c * m, d_ff), p.w_out, out=vec[0].view(c * m, d))

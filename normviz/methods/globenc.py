@@ -45,8 +45,6 @@ KEYS = (
             "layer l, as the GlobEnc code (Modarressi et al. 2022). Post-LN only.", placements=("post",), short="GlobEnc", group="across layers", unit="product of the layers' maps"),
 )
 REQUIRES = {"globenc": ("globenc_layer",)}
-NEEDS_MODEL = False
-OPT_IN = ()
 HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers.process)
 REFERENCES = (papers.MODARRESSI_2022,)
 

@@ -48,8 +48,6 @@ KEYS = (
 )
 ROLLOUTS = {"rollout_alti": "alti", "rollout_alti_ln": "alti_ln"}
 REQUIRES = {k: (v,) for k, v in ROLLOUTS.items()}
-NEEDS_MODEL = False
-OPT_IN = ()
 HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers.process)
 REFERENCES = (papers.FERRANDO_2022,)
 

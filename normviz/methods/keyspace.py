@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from .. import methods as registry
+from . import registry
 from ..core.activations import check_activation
 from ..record.encdec.params import decoder_view
 from ..core.errors import NotApplicableError, TooCostlyError, UnknownKeyError
 from ..models import floor
 from .base import KeyInfo, Request
+from .family import Family
 
 STACKS = ("model", "encoder", "decoder", "cross")
 PREFIX = {"model": "", "encoder": "encoder_", "decoder": "decoder_", "cross": ""}
@@ -37,24 +38,53 @@ def primary(lm) -> str:
     return stacks_of(lm)[0]
 
 
-def spell(stack: str, key: str) -> str:
-    return PREFIX[stack] + key
+class Key(str):
+    """A spelled map key, parsed once: ``Key("encoder_norm")`` is the string ``"encoder_norm"`` (a dict key, a file
+    name, JSON) that knows its ``stack`` ("encoder") and its stack's own ``name`` ("norm"). :func:`resolve` and
+    :func:`spell` return Keys, so :func:`parse` of a resolved key reads two fields instead of parsing again."""
+
+    stack: str
+    name: str
+
+    def __new__(cls, spelled: str) -> "Key":
+        if type(spelled) is cls:
+            return spelled  # type: ignore[return-value]
+        return cls.of(*_parse(str(spelled)))
+
+    @classmethod
+    def of(cls, stack: str, name: str) -> "Key":
+        key = str.__new__(cls, PREFIX[stack] + name)
+        key.stack, key.name = stack, name
+        return key
+
+    def __reduce__(self):  # another process (the heavy-maps worker) parses it again
+        return Key, (str(self),)
+
+
+def spell(stack: str, key: str) -> Key:
+    return Key.of(stack, key)
 
 
 def parse(name: str) -> tuple[str, str]:
     """``encoder_norm`` → ("encoder", "norm"); ``cross_norm`` → ("cross", "cross_norm"); ``norm`` →
-    ("model", "norm"). A name no family registers raises UnknownKeyError."""
+    ("model", "norm"); a :class:`Key`: its two fields. A name no family registers raises UnknownKeyError."""
+    if type(name) is Key:
+        return name.stack, name.name
+    return _parse(name)
+
+
+def _parse(name: str) -> tuple[str, str]:
     for stack in ("encoder", "decoder"):
         prefix = PREFIX[stack]
         if name.startswith(prefix) and registry.is_key(name[len(prefix):]):
             return stack, name[len(prefix):]
     if registry.is_key(name):
-        stacks = registry.key_info(name).stacks
+        stacks = registry.base_info(name).stacks or ()
         return ("model" if "model" in stacks or "cross" not in stacks else "cross"), name
     raise UnknownKeyError(f"Unknown map key {name!r}. Map keys: {', '.join(all_keys(None, stack=None))}.")
 
 
-def _family_name(name: str) -> tuple[str | None, object | None]:
+def _family_name(name: str) -> tuple[str | None, Family | None]:
     """(stack or None, family) for a family name, prefixed or not (``encoder_norms``, ``norms``)."""
     for stack in ("encoder", "decoder"):
         prefix = PREFIX[stack]
@@ -90,8 +120,8 @@ class Stack:
         self.prefix = PREFIX[name]
         self._request: Request | None = None
 
-    def spell(self, key: str) -> str:
-        return self.prefix + key
+    def spell(self, key: str) -> Key:
+        return Key.of(self.name, key)
 
     def own(self, spelled: str) -> str:
         """A spelled key of this stack → the stack's own name (``encoder_norm`` → ``norm``)."""
@@ -176,10 +206,10 @@ def _not_on_stack(lm, stack: str, key: str, info: KeyInfo) -> str:
 def check(lm, stack: str, key: str, request: Request, options: dict) -> None:
     """Refuse (NotApplicableError, TooCostlyError) ``key`` of ``stack`` before anything runs: the model has
     the stack, the key applies to it, to its placement, and its family's own check passes."""
-    info = registry.key_info(key)
+    info = registry.base_info(key)
     if stack not in stacks_of(lm):
         raise NotApplicableError(_foreign(lm, stack, key) + ".")
-    if stack not in info.stacks:
+    if stack not in (info.stacks or ()):
         raise NotApplicableError(_not_on_stack(lm, stack, key, info) + ".")
     if (why := floor.refusal(lm, key)) is not None:  # the raw-attention floor: α and its rollout only
         raise NotApplicableError(why)
@@ -263,10 +293,11 @@ def resolve(lm, names: Iterable[str] | str | None) -> list[str]:
             stack, family = _family_name(name)
             if family is None:
                 parse(name)  # unknown: refused by name
+                continue
             for s in ([stack] if stack else stacks_of(lm)):
                 view = stack_model(lm, s) if s in stacks_of(lm) else lm
                 wanted += [spell(s, i.key) for i in family.keys
-                           if s in i.stacks and view.spec.placement in i.placements]
+                           if s in (i.stacks or ()) and view.spec.placement in i.placements]
     out: list[str] = []
     for name in wanted:
         stack, key = parse(name)
@@ -280,7 +311,7 @@ def resolve(lm, names: Iterable[str] | str | None) -> list[str]:
 def key_info(name: str) -> KeyInfo:
     """The KeyInfo of a spelled key: an encoder's or decoder's key is titled by its stack."""
     stack, key = parse(name)
-    info = registry.key_info(key)
+    info = registry.base_info(key)
     if stack in ("model", "cross"):
         return info
     import dataclasses
@@ -316,6 +347,6 @@ def unit(name: str, values: str = "raw", br: str = "<br>") -> str:
     return text.replace(" (", br + "(", 1) if br else text
 
 
-__all__ = ["PREFIX", "STACKS", "Stack", "all_keys", "check", "default_keys", "key_info", "known", "layer_view",
+__all__ = ["Key", "PREFIX", "STACKS", "Stack", "all_keys", "check", "default_keys", "key_info", "known", "layer_view",
            "offered", "parse", "primary", "refusal", "request_for", "requirements", "resolve", "same_at_all_heads",
            "spell", "stack_model", "stacks_of", "unit"]

@@ -154,7 +154,6 @@ KEYS = (KeyInfo("flow", "Attention flow", False,
                 "--option rollout_normalization=receptive_field divides by the flow of uniform causal attention.",
                 short="attention flow"),)
 REQUIRES = {"flow": ("attention",)}
-NEEDS_MODEL = False
 OPT_IN = ("flow",)
 HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers.process)
 REFERENCES = (papers.ABNAR_2020,)

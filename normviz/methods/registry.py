@@ -47,12 +47,11 @@ def register_family(module: ModuleType) -> ModuleType:
     if missing:
         raise TypeError(f"{module.__name__} is not a map family: it lacks {', '.join(missing)}")
     own = {i.key for i in module.KEYS}
-    clash = [i.key for i in module.KEYS if i.key in _FAMILIES or (i.key in _KEYS and _KEYS[i.key][0] is not module)]
+    clash = [i.key for i in module.KEYS if i.key in _FAMILIES or (i.key in _KEYS and _KEYS[i.key][0].module is not module)]
     if clash or (module.NAME in _KEYS and module.NAME not in own) or module.NAME in FAMILY_ALIASES:
         raise ValueError(f"family name {module.NAME!r} and key names must differ ({', '.join(clash) or module.NAME})")
     record = Family.of(module)
     record = dataclasses.replace(record, keys=tuple(_completed(record, i) for i in record.keys))
-    module.KEYS = record.keys
     _FAMILIES[record.name] = record
     for info in record.keys:
         _KEYS[info.key] = (record, info)
@@ -105,7 +104,9 @@ def family_of(key: str) -> Family:
     return lookup(key)[0]
 
 
-def key_info(key: str) -> KeyInfo:
+def base_info(key: str) -> KeyInfo:
+    """The KeyInfo of a stack's own key (``norm``, ``cross_norm``); a spelled key (``encoder_norm``): the public
+    :func:`normviz.methods.keyspace.key_info`."""
     return lookup(key)[1]
 
 
@@ -161,14 +162,14 @@ def check(request: Request, key: str, options: dict) -> None:
 
 def budget_option(key: str) -> str | None:
     """The option (seconds) whose budget ``key``'s cost check reads: ``<family>_budget_s``, or None."""
-    return key_info(key).budget_option
+    return base_info(key).budget_option
 
 
 def budget_options() -> list[str]:
     """Every family's budget option, once each (e.g. for a deployment that sets them all), also those of families
     without map keys (the interventions, :mod:`normviz.methods.knockout`)."""
     keyed = (i.budget_option for _, i in _KEYS.values() if i.budget_option)
-    keyless = (f.BUDGET.option for f in _FAMILIES.values() if getattr(f, "BUDGET", None) is not None and not f.KEYS)
+    keyless = (f.budget.option for f in _FAMILIES.values() if f.budget is not None and not f.keys)
     return list(dict.fromkeys([*keyed, *keyless]))
 
 

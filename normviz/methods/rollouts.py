@@ -211,7 +211,6 @@ KEYS = (
             "Opt-in: needs value_zeroing (n+1 reruns of every layer).", short="value zeroing"),
 )
 REQUIRES = {"rollout_attention": ("attention",), **{k: (v,) for k, v in NORM_SOURCES.items()}}
-NEEDS_MODEL = False
 OPT_IN = ("rollout_value_zeroing",)
 REFERENCES = (papers.ABNAR_2020, papers.FERRANDO_2022, papers.KOBAYASHI_2021, papers.KOBAYASHI_2024,
               papers.MOHEBBI_2023)

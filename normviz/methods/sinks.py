@@ -52,7 +52,7 @@ def first_token_shares(session, stack: str | None = None,
     neither α nor what recomputes it."""
     views = session.layers(stack)
     wa, wn = [], []
-    with session._lock:  # the views' cached tensors are shared with the session's other work
+    with session.store.lock:  # the views' cached tensors are shared with the session's other work
         for view in views:
             try:
                 a, b = _layer_shares(view, block_bytes)

@@ -13,9 +13,6 @@ STACKS = ("model", "encoder", "decoder")  # also an encoder–decoder's decoder 
 GROUP = "per layer"
 UNIT = "weight α"
 KEYS = (KeyInfo("attention", "Attention weights α", True, "α^h_ij, the softmax weights of head h.", short="α weights"),)
-REQUIRES: dict = {}
-NEEDS_MODEL = False
-OPT_IN = ()
 REFERENCES = (papers.VASWANI_2017,)
 check = no_check
 PER_LAYER = True  # compute() serves any subset of layers: Session.map computes one

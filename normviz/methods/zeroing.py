@@ -32,7 +32,6 @@ UNIT = "score (rows sum to ~1)"
 KEYS = (KeyInfo("value_zeroing", "Value zeroing", False,
                 "Cosine distance of token i's layer output when token j's values are zeroed in every head, "
                 "rows normalised (Mohebbi et al. 2023). Opt-in: n+1 reruns of every layer.", short="value zeroing"),)
-REQUIRES: dict = {}
 NEEDS_MODEL = True
 HOOKS_OWN_THREAD = True  # its hook acts only in the thread that added it: the session need not lock the model
 OPT_IN = ("value_zeroing",)

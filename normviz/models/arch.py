@@ -5,6 +5,19 @@ Every supported model is one of two shapes:
 * ``post`` (BERT family): ``z = x + Attn(x)``; ``h = norm_after_attn(z)``; ``out = norm_after_ff(h + FF(h))``.
 * ``pre`` (GPT-2, Llama family): ``z = x + Attn(norm_before_attn(x))``; ``out = z + FF(norm_before_ff(z))``.
 
+and ``pre`` rows name the parts that later decoders add (round 5), each a field read by the recording, the
+families and the attributions, never a branch on a model name:
+
+* ``norm_after_attn_out`` / ``norm_after_ff_out``: a norm on a sublayer's output before the residual add
+  (Gemma 2/3, OLMo-2): ``z = x + P_a(Attn(·))``, ``out = z + P_f(FF(·))``; ``norm_before_attn`` and
+  ``norm_before_ff`` may then be absent (OLMo-2 has none);
+* ``norm``: the norm's parameters (:class:`NormSpec`: Gemma's (1 + w) scale, OLMo's LayerNorm without weight);
+* ``attn_out_scale`` / ``ff_out_scale``: config fields of constants the sublayers' outputs are multiplied by
+  before the residual add (Granite's ``residual_multiplier``);
+* ``ff_gate_up_fused``: the gate and up projections are one module whose output is gate | up (Phi-3);
+* ``qk_norms``: the q and k norms inside the attention (QK-norm: Gemma 3, OLMo-2, Qwen3), frozen by ``attend``;
+* ``readout``: the logits' multipliers and soft-cap (:class:`ReadoutSpec`: Granite, Cohere, Gemma 2).
+
 Paths are relative to one layer module; ``layers`` is relative to the base model. A family that differs
 from these rows only in names is one :func:`register_architecture` call away; nothing else in normviz
 branches on model types.
@@ -25,7 +38,7 @@ class ConfigFields:
     """Config attribute names, first present wins (families name the same size differently)."""
 
     d_model: tuple[str, ...] = ("hidden_size", "n_embd", "dim", "d_model")
-    d_ff: tuple[str, ...] = ("intermediate_size", "n_inner", "hidden_dim", "d_ff")
+    d_ff: tuple[str, ...] = ("intermediate_size", "n_inner", "hidden_dim", "d_ff", "ffn_dim")
     heads: tuple[str, ...] = ("num_attention_heads", "n_head", "n_heads")
     kv_heads: tuple[str, ...] = ("num_key_value_heads",)
     head_dim: tuple[str, ...] = ("head_dim",)
@@ -53,6 +66,40 @@ class CrossSpec:
     value: str
     out: str
     norm_on_residual: str
+
+
+@dataclass(frozen=True)
+class NormSpec:
+    """How a row's norm modules hold their parameters: the scale is ``offset + weight`` (Gemma's RMSNorm:
+    offset 1, the weight initialised at 0), or 1 when the module has no weight (OLMo's LayerNorm); ``eps`` is
+    used when the module stores none (OLMo's LayerNorm calls ``F.layer_norm`` with 1e-5)."""
+
+    offset: float = 0.0
+    eps: float = 1e-5
+
+
+@dataclass(frozen=True)
+class MoESpec:
+    """A mixture-of-experts FF block (transformers' fused experts module: ``gate_up_proj`` [E, 2·F, d] whose
+    output is gate | up, ``down_proj`` [E, d, F], called with the router's top-k indices and weights, which are
+    recorded: the gates frozen at their real values). ``shared`` a dense gated expert every token goes through,
+    ``shared_gate`` a linear module whose sigmoid scales it (Qwen2-MoE). A layer without the experts module is a
+    dense FF (the row's ff_in / ff_up / ff_out)."""
+
+    experts: str = "mlp.experts"
+    shared: str | None = None
+    shared_gate: str | None = None
+
+
+@dataclass(frozen=True)
+class ReadoutSpec:
+    """What the LM head's logits go through besides the final norm and W_U, as config fields (None: absent):
+    ``divide_by`` (Granite's ``logits_scaling``: logits = W_U x / m), ``multiply_by`` (Cohere's ``logit_scale``)
+    and ``softcap`` (Gemma 2's ``final_logit_softcapping``: logits = c·tanh(z / c))."""
+
+    divide_by: str | None = None
+    multiply_by: str | None = None
+    softcap: str | None = None
 
 
 @dataclass(frozen=True)
@@ -89,10 +136,33 @@ class ArchSpec:
     lm_head: str | None = None
     head_transform: tuple[str, str, str] | None = None
     head_scale_flag: str | None = None  # a config flag: when true the head reads final · d_model**-0.5 (T5)
+    # round 5's parts (module docstring)
+    norm: NormSpec = field(default_factory=NormSpec)
+    norm_after_attn_out: str | None = None  # P_a: a norm on the attention output before the residual add
+    norm_after_ff_out: str | None = None  # P_f: a norm on the FF output before the residual add
+    ff_block: str = "mlp"  # the FF module: its first input is z when no norm sits in front of the FF
+    attn_out_scale: str | None = None  # config field: the attention output × it before the residual add
+    ff_out_scale: str | None = None  # config field: the FF output × it before the residual add
+    ff_gate_up_fused: bool = False  # ff_in is one module whose output is gate | up (Phi-3)
+    qk_norms: tuple[str, str] | None = None  # the q and k norms inside the attention module (QK-norm)
+    # parallel blocks (GPT-NeoX with use_parallel_residual, GPT-J, Phi, Cohere): out = x + Attn(N1(x)) + FF(N2(x)),
+    # norm_before_ff = N2 (the same module as N1 where they share it); ``attn`` the attention module, whose
+    # output o is recorded (z = x + o is then no state of the model, the sum of the residual and the attention)
+    parallel: bool = False
+    attn: str | None = None
+    moe: MoESpec | None = None  # a mixture of experts (its gates recorded and frozen), else a dense FF
+    readout: ReadoutSpec = field(default_factory=ReadoutSpec)
+    # config values this row cannot analyse exactly: (attribute, why); refused when the attribute is truthy, or,
+    # written "!attribute", when it is falsy (e.g. OLMo's clip_qkv clamps v after the recorded projection)
+    refuse_when: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self):
-        roles = (("norm_after_attn", "norm_after_ff") if self.placement == "post"
-                 else ("norm_before_attn", "norm_before_ff"))
+        if self.placement == "post":
+            roles = ("norm_after_attn", "norm_after_ff")
+        elif self.norm_after_attn_out is not None:  # norms after the sublayers: the ones in front are optional
+            roles = ()
+        else:
+            roles = ("norm_before_attn", "norm_before_ff")
         missing = [r for r in roles if getattr(self, r) is None]
         if self.placement not in ("post", "pre") or missing:
             raise ValueError(f"ArchSpec({self.family}): placement {self.placement!r} needs the norms {roles}")
@@ -108,9 +178,18 @@ class ArchSpec:
         return self
 
     @property
-    def norm_on_attn_residual(self) -> str:
-        """The norm applied to z = x + Attn(·): post-LN norm_after_attn, pre-LN norm_before_ff."""
+    def norm_on_attn_residual(self) -> str | None:
+        """The norm applied to z = x + Attn(·): post-LN norm_after_attn, pre-LN norm_before_ff (None: the FF
+        reads z itself, OLMo-2)."""
         return self.norm_after_attn if self.placement == "post" else self.norm_before_ff
+
+    @property
+    def z_attn_module(self) -> str:
+        """The module whose first input is z = x + Attn(·): the norm on it, else the FF block (parallel blocks:
+        the FF block, called after the attention; z is x + o there)."""
+        if self.parallel:
+            return self.ff_block
+        return self.norm_on_attn_residual or self.ff_block
 
     @property
     def norm_on_ff_residual(self) -> str | None:
@@ -125,9 +204,13 @@ class ArchSpec:
     def value_columns(self, n_heads: int, n_kv_heads: int, head_dim: int) -> slice:
         """Where the value vectors sit in the output (and weight columns) of the ``value`` module."""
         width = n_kv_heads * head_dim
-        if self.qkv_layout == "fused_qkv":  # q | k | v
-            start = 2 * n_heads * head_dim
+        if self.qkv_layout == "fused_qkv":  # q | k | v (k and v of n_kv_heads each: Phi-3's GQA)
+            start = (n_heads + n_kv_heads) * head_dim
             return slice(start, start + width)
+        if self.qkv_layout == "per_head_qkv":  # per head q_h | k_h | v_h (GPT-NeoX)
+            import torch
+
+            return torch.cat([torch.arange((3 * h + 2) * head_dim, (3 * h + 3) * head_dim) for h in range(n_heads)])
         return slice(0, width)
 
 
@@ -160,6 +243,61 @@ _LLAMA = ArchSpec(
     final_norm="norm", lm_head="lm_head",
 )
 
+
+# ---------------------------------------------------------------- round 5: later decoders, rows of parts
+_NO_OUT_BIAS = (("attention_bias", "a bias on the attention output before its norm (per-token scale) is not "
+                                   "decomposed yet"),
+                ("mlp_bias", "a bias on the FF output before its norm is not decomposed yet"))
+_GEMMA = ArchSpec(**{**_LLAMA.__dict__, "family": "gemma", "norm": NormSpec(offset=1.0)})
+_GEMMA2 = ArchSpec(**{**_GEMMA.__dict__, "norm_before_ff": "pre_feedforward_layernorm",
+                      "norm_after_attn_out": "post_attention_layernorm",
+                      "norm_after_ff_out": "post_feedforward_layernorm",
+                      "readout": ReadoutSpec(softcap="final_logit_softcapping"), "refuse_when": _NO_OUT_BIAS})
+_GEMMA3 = ArchSpec(**{**_GEMMA2.__dict__, "qk_norms": ("self_attn.q_norm", "self_attn.k_norm")})
+_OLMO = ArchSpec(**{**_LLAMA.__dict__, "family": "olmo", "norm_kind": "layernorm",
+                    "refuse_when": (("clip_qkv", "clip_qkv clamps q, k, v after their projections"),)})
+_OLMO2 = ArchSpec(**{**_LLAMA.__dict__, "family": "olmo2", "norm_before_attn": None, "norm_before_ff": None,
+                     "norm_after_attn_out": "post_attention_layernorm",
+                     "norm_after_ff_out": "post_feedforward_layernorm",
+                     "qk_norms": ("self_attn.q_norm", "self_attn.k_norm"), "refuse_when": _NO_OUT_BIAS})
+_PHI3 = ArchSpec(**{**_LLAMA.__dict__, "family": "phi3", "value": "self_attn.qkv_proj", "qkv_layout": "fused_qkv",
+                    "ff_in": "mlp.gate_up_proj", "ff_up": None, "ff_gate_up_fused": True, "act": "mlp.activation_fn"})
+_STARCODER2 = ArchSpec(**{**_LLAMA.__dict__, "family": "starcoder2", "norm_kind": "layernorm", "ff_kind": "mlp",
+                          "ff_in": "mlp.c_fc", "ff_up": None, "ff_out": "mlp.c_proj", "act": "mlp.act"})
+_GRANITE = ArchSpec(**{**_LLAMA.__dict__, "family": "granite", "attn_out_scale": "residual_multiplier",
+                       "ff_out_scale": "residual_multiplier", "readout": ReadoutSpec(divide_by="logits_scaling")})
+_OPT = ArchSpec(
+    family="opt", placement="pre", causal=True, layers="decoder.layers",
+    value="self_attn.v_proj", out="self_attn.out_proj", norm_before_attn="self_attn_layer_norm",
+    norm_before_ff="final_layer_norm", norm_kind="layernorm", ff_kind="mlp", ff_in="fc1", ff_out="fc2",
+    act="activation_fn", final_norm="decoder.final_layer_norm", lm_head="lm_head",
+    refuse_when=(("!do_layer_norm_before", "OPT-350m's post-LN layers with projections around the stack"),))
+
+_MOE = ArchSpec(**{**_LLAMA.__dict__, "family": "moe", "moe": MoESpec()})
+_QWEN2_MOE = ArchSpec(**{**_MOE.__dict__, "moe": MoESpec(shared="mlp.shared_expert",
+                                                         shared_gate="mlp.shared_expert_gate")})
+_GPT_NEOX = ArchSpec(
+    family="gpt_neox", placement="pre", causal=True, layers="layers", parallel=True, attn="attention",
+    value="attention.query_key_value", qkv_layout="per_head_qkv", out="attention.dense",
+    norm_before_attn="input_layernorm", norm_before_ff="post_attention_layernorm", norm_kind="layernorm",
+    ff_kind="mlp", ff_in="mlp.dense_h_to_4h", ff_out="mlp.dense_4h_to_h", act="mlp.act",
+    final_norm="final_layer_norm", lm_head="lm_head",
+    refuse_when=(("!use_parallel_residual", "sequential GPT-NeoX blocks (use_parallel_residual=False) have no row "
+                                             "yet"),))
+_GPTJ = ArchSpec(
+    family="gptj", placement="pre", causal=True, layers="h", parallel=True, attn="attn", value="attn.v_proj",
+    out="attn.out_proj", norm_before_attn="ln_1", norm_before_ff="ln_1", norm_kind="layernorm", ff_kind="mlp",
+    ff_in="mlp.fc_in", ff_out="mlp.fc_out", act="mlp.act", final_norm="ln_f", lm_head="lm_head")
+_PHI = ArchSpec(
+    family="phi", placement="pre", causal=True, layers="layers", parallel=True, attn="self_attn",
+    value="self_attn.v_proj", out="self_attn.dense", norm_before_attn="input_layernorm",
+    norm_before_ff="input_layernorm", norm_kind="layernorm", ff_kind="mlp", ff_in="mlp.fc1", ff_out="mlp.fc2",
+    act="mlp.activation_fn", final_norm="final_layernorm", lm_head="lm_head",
+    refuse_when=(("qk_layernorm", "Phi's q/k LayerNorms have no row yet"),))
+_COHERE = ArchSpec(**{**_LLAMA.__dict__, "family": "cohere", "parallel": True, "attn": "self_attn",
+                      "norm_before_ff": "input_layernorm", "norm_kind": "layernorm",
+                      "readout": ReadoutSpec(multiply_by="logit_scale"),
+                      "refuse_when": (("use_qk_norm", "Cohere's q/k norms have no row yet"),)})
 
 
 # ---------------------------------------------------------------- encoder–decoders
@@ -240,8 +378,28 @@ for _mt in ("roberta", "xlm-roberta", "camembert"):
     register_architecture(_mt, _ROBERTA, "BERT family (post-LN)")
 register_architecture("distilbert", _DISTILBERT, "BERT family (post-LN)")
 register_architecture("gpt2", _GPT2, "GPT-2 (pre-LN)")
-for _mt in ("llama", "mistral", "qwen2", "qwen3"):  # qwen3's q/k norms only change α, which is recorded
+for _mt in ("llama", "mistral", "qwen2"):
     register_architecture(_mt, _LLAMA, "Llama family (pre-RMSNorm, GQA, SwiGLU)")
+register_architecture("qwen3", ArchSpec(**{**_LLAMA.__dict__, "qk_norms": ("self_attn.q_norm", "self_attn.k_norm")}),
+                      "Llama family (pre-RMSNorm, GQA, SwiGLU)")
+register_architecture("gemma", _GEMMA, "Gemma ((1 + w) RMSNorm, GeGLU, embeddings × √d)")
+register_architecture("gemma2", _GEMMA2, "Gemma 2/3 (norms before and after each sublayer, soft-caps)")
+register_architecture("gemma3_text", _GEMMA3, "Gemma 2/3 (norms before and after each sublayer, soft-caps)")
+register_architecture("olmo", _OLMO, "OLMo (LayerNorm without parameters)")
+register_architecture("olmo2", _OLMO2, "OLMo-2 (norms after each sublayer, QK-norm)")
+register_architecture("phi3", _PHI3, "Phi-3 (fused qkv and gate|up)")
+register_architecture("starcoder2", _STARCODER2, "StarCoder2 (pre-LN, LayerNorm, GELU FF)")
+register_architecture("granite", _GRANITE, "Granite (Llama with multipliers)")
+register_architecture("opt", _OPT, "OPT (pre-LN)")
+register_architecture("mixtral", _MOE, "mixtures of experts (router gates frozen at their real values)")
+for _mt in ("qwen3_moe", "olmoe"):  # with QK-norm
+    register_architecture(_mt, ArchSpec(**{**_MOE.__dict__, "qk_norms": ("self_attn.q_norm", "self_attn.k_norm")}),
+                          "mixtures of experts (router gates frozen at their real values)")
+register_architecture("qwen2_moe", _QWEN2_MOE, "mixtures of experts (router gates frozen at their real values)")
+register_architecture("gpt_neox", _GPT_NEOX, "parallel attention + FF (GPT-NeoX/Pythia, GPT-J, Phi, Cohere)")
+register_architecture("gptj", _GPTJ, "parallel attention + FF (GPT-NeoX/Pythia, GPT-J, Phi, Cohere)")
+register_architecture("phi", _PHI, "parallel attention + FF (GPT-NeoX/Pythia, GPT-J, Phi, Cohere)")
+register_architecture("cohere", _COHERE, "parallel attention + FF (GPT-NeoX/Pythia, GPT-J, Phi, Cohere)")
 for _mt in ("marian", "bart"):
     register_architecture(_mt, _bart_like("post"), "encoder–decoder, post-LN (Marian, BART)")
 for _mt in ("mbart", "m2m_100"):
@@ -261,10 +419,11 @@ def unsupported_config_reason(config, spec: ArchSpec) -> str | None:
         return None  # gated FF activations other than SiLU are refused per key (encoder_ff…), not per model
     if getattr(config, "add_cross_attention", False):
         return f"{mt} with cross-attention (an encoder-decoder setup) is not supported"
-    if spec.ff_kind == "gated":
-        act = getattr(config, "hidden_act", "silu")
-        if act not in ("silu", "swish"):
-            return f"{mt} with hidden_act={act!r}: gated FF units are decomposed for SiLU only"
+    # a gated FF's activation is checked on the module itself (normviz.core.activations.check_activation)
+    for attr, why in spec.refuse_when:
+        value = getattr(config, attr.lstrip("!"), None)
+        if (not value) if attr.startswith("!") else bool(value):
+            return f"{mt} with {attr.lstrip('!')}={value!r}: {why}"
     if not spec.causal and getattr(config, "is_decoder", False):
         return f"{mt} configured as a decoder is not supported"
     return None

@@ -19,7 +19,8 @@ import torch
 
 from ..core.backend import parse_dtype, pick_device
 from ..core.activations import check_activation
-from ..core.errors import HubUnreachableError, MissingPackageError, UnknownModelError, UnsupportedModelError
+from ..core.errors import (HubUnreachableError, MissingPackageError, NormvizError, UnknownModelError,
+                           UnsupportedModelError)
 from .arch import ARCHITECTURES, ArchSpec, supported_text, unsupported_config_reason
 from .floor import floor_spec, is_floor, note_of
 from .params import LayerParams, get_path, head_counts, layer_params, sizes
@@ -64,10 +65,26 @@ TOY_MT_DIR = Path(__file__).resolve().parents[2] / "assets" / "toy_mt"
 
 
 def cache_dir() -> Path:
-    """Where converted models are kept: $NORMVIZ_CACHE or ~/.cache/normviz."""
+    """Where converted models are kept: $NORMVIZ_CACHE or ~/.cache/normviz (a folder: a file there is refused)."""
     from ..core import settings
 
-    return Path(settings.env_raw("NORMVIZ_CACHE") or Path.home() / ".cache" / "normviz")
+    path = Path(settings.env_raw("NORMVIZ_CACHE") or Path.home() / ".cache" / "normviz").expanduser()
+    if path.exists() and not path.is_dir():
+        raise NormvizError(f"NORMVIZ_CACHE names {str(path)!r}, which is a file, not a folder: set it to a folder "
+                           "(created if missing) where converted models are kept, or unset it (~/.cache/normviz).")
+    return path
+
+
+def _fix_hint(source: str) -> str:
+    """What to do about a model whose files do not read: delete our own converted copy (it is made again),
+    else re-save it."""
+    try:
+        ours = Path(source).resolve().is_relative_to(cache_dir().resolve())
+    except (OSError, ValueError, NormvizError):
+        ours = False
+    if ours:
+        return f"It is normviz's converted copy: delete the folder {source} and load again (it is made again)."
+    return "Re-save it with save_pretrained."
 
 
 @dataclass
@@ -184,7 +201,13 @@ def smollm2_dir(progress=None) -> Path:
     if _converted(target):
         return target
     src = _smollm2_gguf_dir()
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise NormvizError(f"Could not create the model cache {str(target.parent)!r} (NORMVIZ_CACHE): "
+                           f"{exc.strerror or exc}.") from None
+    if target.exists() and progress:  # a copy cut short or damaged (a truncated model.safetensors …): made again
+        progress(f"The converted SmolLM2 in {target} is incomplete or damaged; converting it again…")
     with _conversion_lock(target, progress):  # the set-up may be converting it in the background right now
         if _converted(target):
             return target
@@ -196,8 +219,32 @@ def smollm2_converted() -> bool:
     return _converted(cache_dir() / SMOLLM2_CONVERTED)
 
 
+CONVERTED_FILES = ("config.json", "model.safetensors", "tokenizer.json")
+
+
 def _converted(target: Path) -> bool:
-    return (target / "config.json").exists() and (target / "model.safetensors").exists()
+    """A complete conversion: its files there and the weights whole (:func:`safetensors_whole`)."""
+    return all((target / f).is_file() for f in CONVERTED_FILES) and safetensors_whole(target / "model.safetensors")
+
+
+def safetensors_whole(path: Path) -> bool:
+    """Whether ``path`` is a whole safetensors file as far as its header tells (no tensor is read): an 8-byte
+    header length, a JSON header, and exactly the bytes its tensors' offsets end at. A truncated or
+    zero-filled file fails."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+            if len(head) < 8:
+                return False
+            n = int.from_bytes(head, "little")
+            if n < 2 or 8 + n > size:
+                return False
+            header = json.loads(fh.read(n).decode("utf-8"))
+        end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
+        return 8 + n + end == size
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
+        return False
 
 
 @contextlib.contextmanager
@@ -402,12 +449,54 @@ def resolve(name: str, progress=None) -> tuple[str, str]:
         if not (path / "config.json").exists():
             raise UnknownModelError(f"{path} is a directory but has no config.json; point to a model saved with save_pretrained.")
         return str(path.resolve()), "local:" + str(int((path / "config.json").stat().st_mtime))
+    close = _close_embedded(key)
+    if close and not exists and "/" not in key and not _in_local_cache(key):
+        raise UnknownModelError(f"Unknown model {name!r}: did you mean {close!r}? (embedded models: "
+                                f"{', '.join(EMBEDDED)}; or a Hub id or a model directory)")
     if exists or key.startswith((".", "/", "~")) or not _HUB_ID.match(key):
         raise UnknownModelError(
             f"Unknown model {name!r}: not an embedded model ({', '.join(EMBEDDED)}), not a model directory, "
             "and not a valid Hugging Face Hub id (like 'bert-base-uncased' or 'openai-community/gpt2')."
         )
     return key, "hub"
+
+
+def _close_embedded(key: str) -> str | None:
+    """The embedded name ``key`` looks like a slip of (``smollm`` → smollm2, ``MiniLM-L6`` …), or None."""
+    import difflib
+
+    low = key.lower()
+    for name in EMBEDDED:
+        if len(low) >= 4 and (name.startswith(low) or low.startswith(name)):
+            return name
+    got = difflib.get_close_matches(low, list(EMBEDDED), n=1, cutoff=0.75)
+    return got[0] if got else None
+
+
+def preview(name: str):
+    """(config, tokenizer) of ``name`` from files already on this machine, without loading the weights or
+    converting anything (the CLI's checks before the model loads: one token's text, a graph's memory); None
+    where that is not possible (a Hub id, SmolLM2 not converted yet) or the files do not read."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    key = name.strip().lower()
+    try:
+        if key == "smollm2":
+            if not smollm2_converted():
+                return None
+            source = str(cache_dir() / SMOLLM2_CONVERTED)
+        elif key in EMBEDDED:
+            source = resolve(key)[0]
+        else:
+            path = Path(name.strip()).expanduser()
+            if not (path / "config.json").is_file():
+                return None
+            source = str(path)
+        config = AutoConfig.from_pretrained(source, trust_remote_code=False, local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False, local_files_only=True)
+        return config, tokenizer
+    except Exception:  # the load itself says what is wrong
+        return None
 
 
 def _hub_error(name: str, exc: Exception) -> Exception:
@@ -467,7 +556,7 @@ def load_config(source: str, revision: str, name: str):
     except OSError as exc:
         if revision == "hub":
             raise _hub_error(name, exc) from None
-        raise UnknownModelError(f"Could not read the model config of {name!r}: {exc}") from None
+        raise UnknownModelError(f"Could not read the model config of {name!r}: {exc} {_fix_hint(source)}") from None
 
 
 def row_of(config, name: str) -> tuple[ArchSpec | None, str | None]:
@@ -545,8 +634,9 @@ def load(name: str, device=None, dtype=None, device_map=None, progress=None) -> 
         raise UnknownModelError(f"Could not load {name!r}: {exc}") from None
     except Exception as exc:  # corrupt weights (not a valid pickle/safetensors file), bad tokenizer files …
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+        fix = _fix_hint(source)
         raise UnknownModelError(f"Could not load {name!r}: its files are not a readable model "
-                                f"({type(exc).__name__}: {first}). Re-save it with save_pretrained.") from None
+                                f"({type(exc).__name__}: {first}). {fix}") from None
     if device_map is None:
         model = model.to(device=dev, dtype=dt)
     else:

@@ -62,6 +62,10 @@ class AttentionInputs:
     kwargs: dict = field(default_factory=dict)
     layer: torch.nn.Module | None = None  # the layer whose attention this is (what :func:`rerun` calls)
     n_heads: int = 0  # query heads (known when q is dropped)
+    # a sequence cut from a right-padded batch (:meth:`cut`): its own keys are the first ``keys``; key, value
+    # and the mask keep the batch's padding keys (hidden by the mask), so that each softmax row has the length
+    # it had in the pass, and α is computed over them and then cut to these ``keys`` columns. None: all keys.
+    keys: int | None = None
 
     def dropped(self, layer: torch.nn.Module) -> "AttentionInputs":
         """The same inputs without q and k (the layer's largest O(n·d) records: 352 MB of smollm2's 1.05 GB at
@@ -77,7 +81,7 @@ class AttentionInputs:
         of about ``WEIGHTS_BLOCK_BYTES`` each (softmax is per row): the eager function's scores, masked scores
         and softmax are then a block's, not three more [H, n, n] tensors (1.7 GB at smollm2's n = 4000)."""
         if rows is None:
-            n, m = self.query.shape[2], self.key.shape[2]
+            n, m = self.query.shape[2], self._keys()
             if self.block_rows() < n:
                 out = None
                 for a, b, cols, block in self.blocks():
@@ -88,6 +92,10 @@ class AttentionInputs:
                         out[:, a:b, cols:] = 0
                 return out
         return self._weights(rows)
+
+    def _keys(self) -> int:
+        """How many columns α has: the sequence's own keys (:attr:`keys`)."""
+        return self.key.shape[2] if self.keys is None else self.keys
 
     def block_rows(self, block_bytes: int | None = None) -> int:
         """Receiving rows per block of :meth:`blocks` (about ``block_bytes`` of α each; default
@@ -105,7 +113,8 @@ class AttentionInputs:
         for a in range(0, n, step):
             b = min(n, a + step)
             cols = self._seen_columns(a, b, m)
-            yield a, b, cols, self._weights(slice(a, b), cols)
+            block = self._weights(slice(a, b), cols)
+            yield a, b, block.shape[-1], block
 
     def _seen_columns(self, a: int, b: int, m: int) -> int:
         """How many leading keys rows a..b need: b (rounded up to SEEN_COLUMNS_STEP) where the mask hides every
@@ -135,22 +144,40 @@ class AttentionInputs:
         if getattr(self.fn, "__module__", None) in SDPA_SAFE:
             value = value[..., :1]  # α does not depend on v: the function's α @ v is then one column wide
         with torch.no_grad():
-            return self.fn(self.module, q, key, value, mask, **self.kwargs)[1][0]
+            alpha = self.fn(self.module, q, key, value, mask, **self.kwargs)[1][0]
+        return alpha if self.keys is None or alpha.shape[-1] <= self.keys else alpha[..., :self.keys]
 
     def cut(self, b: int, n: int, masks: dict | None = None) -> "AttentionInputs":
-        """Sequence b of a right-padded batch, its first n positions. ``masks``: {id(mask): its cut}, shared by
-        the layers of one sequence, so that they share one cut mask too."""
-        mask = self.mask
+        """Sequence b of a right-padded batch, its first n positions (queries). ``masks``: {id(mask): its cut},
+        shared by the layers of one sequence, so that they share one cut mask too.
+
+        The padding's keys are kept where the mask hides them from the n queries (:attr:`keys`): α is then
+        computed over rows as long as the pass's, which is what makes it the pass's α bit for bit where the
+        softmax runs in a lower precision than the model (Llama's eager softmax is float32 even in a float64
+        model). torch's CPU softmax sums a row shorter than one SIMD vector (AVX2: 8 float32, AVX-512: 16) in
+        order and a longer one lane by lane then across lanes: a 7-key row and the same row padded to 11 keys
+        round differently (by a float32 ulp, up to 1.2e-7 relative) on an AVX2 machine. Keys hidden by the
+        mask add exact zeros, so the rows' own keys get the pass's numbers and the hidden keys' columns are
+        exactly 0."""
+        mask, keys = self.mask, None
+        m = self.key.shape[2]
         if mask is not None:
             whole = mask
-            mask = masks.get(id(whole)) if masks is not None else None
-            if mask is None:
+            got = masks.get(id(whole)) if masks is not None else None
+            if got is None:
                 mask = whole[b:b + 1] if whole.shape[0] > 1 else whole
-                mask = mask[..., :n, :n]
+                mask = mask[..., :n, :]
+                if not (n < m == mask.shape[-1] and _hides(mask[..., n:])):
+                    mask = mask[..., :n]  # nothing to keep, or the padding is not hidden: the sequence's keys
                 if masks is not None:
                     masks[id(whole)] = mask
-        return replace(self, query=self.query[b:b + 1, :, :n], key=self.key[b:b + 1, :, :n],
-                       value=self.value[b:b + 1, :, :n], mask=mask, n_heads=int(self.query.shape[1]))
+            else:
+                mask = got
+            if mask.shape[-1] > n:
+                keys = n
+        k = m if keys is not None else n
+        return replace(self, query=self.query[b:b + 1, :, :n], key=self.key[b:b + 1, :, :k],
+                       value=self.value[b:b + 1, :, :k], mask=mask, n_heads=int(self.query.shape[1]), keys=keys)
 
     def to(self, device: torch.device | None = None, dtype: torch.dtype | None = None) -> "AttentionInputs":
         def move(t):
@@ -161,6 +188,14 @@ class AttentionInputs:
     @property
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in (self.query, self.key) if t is not None)
+
+
+def _hides(mask: torch.Tensor) -> bool:
+    """Whether an additive mask (a slice of it) hides every key it covers: each ≤ half the dtype's lowest value
+    (softmax gives them exactly 0); a boolean one: all False."""
+    if mask.dtype == torch.bool:
+        return not bool(mask.any())
+    return mask.is_floating_point() and bool((mask <= torch.finfo(mask.dtype).min / 2).all())
 
 
 def _sdpa(module, query, key, value, mask, kwargs) -> torch.Tensor | None:

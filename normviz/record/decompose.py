@@ -133,6 +133,54 @@ class LayerDecomposition:
         return self.rec.attention().to(self.dtype)
 
     @cached_property
+    def attn_row_scale(self) -> torch.Tensor | None:
+        """1/s_i of the norm P_a on the attention output o_i (Gemma 2/3, OLMo-2), from the recorded o_i; None
+        where no norm follows the attention. P_a's γ is folded into W^O (:func:`normviz.models.params.layer_params`),
+        so what reaches the residual stream is Σ_h α^h_ij f^h(x_j) / s_i."""
+        norm = self.p.attn_out_norm
+        return None if norm is None else 1.0 / norm.scale(self.rec.o.to(self.dtype))
+
+    @cached_property
+    def ff_row_scale(self) -> torch.Tensor | None:
+        """1/s_i of the norm P_f on the FF output (Gemma 2/3, OLMo-2), from the recorded FF output; None where
+        no norm follows the FF. Its γ is folded into W_out."""
+        norm = self.p.ff_out_norm
+        return None if norm is None else 1.0 / norm.scale(self.rec.m.to(self.dtype))
+
+    @cached_property
+    def unit_gates(self) -> torch.Tensor | None:
+        """A mixture of experts: each FF unit's gate per token [n, U] — the router's weight of the unit's expert
+        at that token, frozen at its real value (0 where it was not chosen), the shared expert's sigmoid gate (or 1);
+        None for a dense FF."""
+        units = self.p.expert_units
+        if units is None:
+            return None
+        g = self.rec.gates.to(self.dtype)
+        n_routed = g.shape[1]
+        cols = [g]
+        if len(units) > n_routed:  # the shared expert
+            sg = self.rec.shared_gate
+            cols.append(torch.sigmoid(sg.to(self.dtype)) if sg is not None else torch.ones(self.n, 1, dtype=self.dtype,
+                                                                                            device=self.device))
+        g = torch.cat(cols, 1)
+        return g.repeat_interleave(torch.tensor(units, device=g.device), dim=1)
+
+    @cached_property
+    def mix_alpha(self) -> torch.Tensor:
+        """The weights that mix the head vectors into the residual stream: α^h_ij, or α^h_ij / s_i where a norm
+        P_a follows the attention (its real scale at the receiving token i; the ``attention`` map stays α)."""
+        c = self.attn_row_scale
+        return self.alpha if c is None else self.alpha * c[None, :, None]
+
+    def out_bias(self, rows: slice | None = None) -> torch.Tensor:
+        """The attention block's bias term at the rows [c, d]: b^O (P_a's linear part folded, / s_i with P_a)."""
+        c = self.attn_row_scale
+        n = self.n if rows is None else rows.stop - rows.start
+        if c is None:
+            return self.b_o.expand(n, -1)
+        return self.b_o[None] * (c if rows is None else c[rows])[:, None]
+
+    @cached_property
     def head_values(self) -> torch.Tensor:
         """v^h(x_j) = x̂_j W^V_h + b^V_h per query head (GQA: shared by its group), shape [H, n, head_dim]."""
         p = self.p
@@ -157,10 +205,16 @@ class LayerDecomposition:
         """The norm on the attention residual: norm_after_attn (post-LN) or norm_before_ff (pre-LN)."""
         return self.p.norm_on_attn_residual
 
+    @property
+    def ff_z(self) -> torch.Tensor:
+        """The real input of the FF's norm: z = x + Attn (the attention residual), or, in a parallel block, the
+        layer input x itself."""
+        return self.rec.x if self.p.parallel else self.rec.z_attn
+
     @cached_property
     def ln_scale(self) -> torch.Tensor:
-        """s_i of that norm, from the real pre-norm vector z_i."""
-        return self.ln_attn.scale(self.rec.z_attn)
+        """s_i of that norm, from the real pre-norm vector z_i (parallel blocks: x_i)."""
+        return self.ln_attn.scale(self.ff_z)
 
     @cached_property
     def ln_attn_out(self) -> torch.Tensor:
@@ -168,7 +222,7 @@ class LayerDecomposition:
         equals it to rounding): the FF block's input, the end point of its integration. Not the norm module's
         own output: Llama-family RMSNorm rounds through float32 even in a float64 model, which would leave the
         FF parts ~1e-7 short of their end point."""
-        out = self.ln_attn.linear_part(self.rec.z_attn) / self.ln_scale[:, None]
+        out = self.ln_attn.linear_part(self.ff_z) / self.ln_scale[:, None]
         return out + self.ln_attn.bias if self.ln_attn.bias is not None else out
 
     @cached_property
@@ -189,21 +243,32 @@ class LayerDecomposition:
     # ---- per-pair vectors (row chunks)
     def mix(self, f: torch.Tensor, x: torch.Tensor, rows: slice) -> torch.Tensor:
         """Σ_h α^h_ij f^h_j + δ_ij x_j for i in rows: [c, n, d_f]."""
-        out = torch.einsum("hij,hjd->ijd", self.alpha[:, rows], f)
+        out = torch.einsum("hij,hjd->ijd", self.mix_alpha[:, rows], f)
         idx = torch.arange(rows.start, rows.stop, device=self.device)
         out[idx - rows.start, idx] += x[idx]
+        return out
+
+    def ff_mix(self, f: torch.Tensor, x: torch.Tensor, rows: slice) -> torch.Tensor:
+        """What the FF's input is made of at the rows: :meth:`mix` (the heads and the residual), or in a parallel
+        block only δ_ij x_j (the FF reads the layer input: a token's own residual)."""
+        if not self.p.parallel:
+            return self.mix(f, x, rows)
+        out = torch.zeros(rows.stop - rows.start, self.n, x.shape[-1], dtype=x.dtype, device=x.device)
+        idx = torch.arange(rows.start, rows.stop, device=self.device)
+        out[idx - rows.start, idx] = x[idx]
         return out
 
     def attn_res_vectors(self, rows: slice) -> tuple[torch.Tensor, torch.Tensor]:
         """(u_ij [c,n,d], bias [c,d]): Σ_j u_ij + b^O = z_i, the real pre-norm vector."""
         u = self.mix(self.head_vectors, self.rec.x, rows)
-        return u, self.b_o.expand(u.shape[0], -1)
+        return u, self.out_bias(rows)
 
     def attn_res_ln_vectors(self, rows: slice) -> tuple[torch.Tensor, torch.Tensor]:
         """(ℓ_ij, bias_i): Σ_j ℓ_ij + bias_i = the norm's output."""
         s = self.ln_scale[rows]
-        parts = self.mix(self.head_vectors_ln, self.x_ln, rows) / s[:, None, None]
-        bias = self.ln_attn.linear_part(self.b_o) / s[:, None]
+        parts = self.ff_mix(self.head_vectors_ln, self.x_ln, rows) / s[:, None, None]
+        bias = (self.ln_attn.linear_part(self.out_bias(rows)) / s[:, None] if not self.p.parallel
+                else torch.zeros_like(self.out_bias(rows)))
         if self.ln_attn.bias is not None:
             bias = bias + self.ln_attn.bias
         return parts, bias

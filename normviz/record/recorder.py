@@ -47,6 +47,10 @@ class LayerRecord:
     call: tuple[tuple, dict] | None = None  # the layer's call arguments besides the hidden states
     final: torch.Tensor | None = None  # last layer only: the stack's final hidden state (after its final norm)
     qk: AttentionInputs | None = None  # long inputs: what recomputes attn (then None)
+    o: torch.Tensor | None = None  # the attention output, where a norm follows it (ArchSpec.norm_after_attn_out)
+    gates: torch.Tensor | None = None  # a mixture of experts: the router's gate of each expert [n, E] (0: not chosen)
+    shared_gate: torch.Tensor | None = None  # its shared expert's gate input [n, 1] (sigmoid taken by the maps)
+    m: torch.Tensor | None = None  # the FF output, where a norm follows it (ArchSpec.norm_after_ff_out)
 
     def attention(self, rows: slice | None = None) -> torch.Tensor:
         """α [H, n, n] (``rows``: of those receiving tokens): recorded, or recomputed from q, k by the model's
@@ -275,6 +279,19 @@ class Hooks:
             self.store[key] = out[0] if isinstance(out, (tuple, list)) else out
         self._adders.append(lambda: module.register_forward_hook(owner_only(fn)))
 
+    def expert_gates(self, module: torch.nn.Module, key) -> None:
+        """A mixture of experts' gates: the experts module is called with (states, top-k indices, top-k weights);
+        stored dense, [tokens, E], zero for the experts not chosen."""
+        def fn(mod, args, kwargs=None):
+            kwargs = kwargs or {}
+            names = ("hidden_states", "top_k_index", "top_k_weights")
+            got = {**dict(zip(names, args)), **kwargs}
+            idx = got.get("top_k_index", got.get("router_indices"))
+            w = got.get("top_k_weights", got.get("routing_weights"))
+            dense = torch.zeros(idx.shape[0], mod.num_experts, dtype=w.dtype, device=w.device)
+            self.store[key] = dense.scatter_(1, idx.long(), w)
+        self._adders.append(lambda: module.register_forward_pre_hook(owner_only(fn), with_kwargs=True))
+
     def stop_before(self, module: torch.nn.Module) -> None:
         """End the pass (:class:`StopRecording`) when ``module`` is called, after the hooks added before this one."""
         def fn(mod, args):
@@ -293,6 +310,14 @@ class Hooks:
         self.handles = []
 
 
+def _present(layer, path: str) -> bool:
+    try:
+        get_path(layer, path)
+    except AttributeError:
+        return False
+    return True
+
+
 def hook_stack(hooks: Hooks, layers, spec, tag: str = "", with_ff: bool = True) -> None:
     """Hooks for one stack of layers described by ``spec``; keys ((tag, i), name). ``with_ff=False``: no z_ff
     (a decoder stack of an encoder–decoder, whose FF input is not h of the self-attention block)."""
@@ -300,7 +325,19 @@ def hook_stack(hooks: Hooks, layers, spec, tag: str = "", with_ff: bool = True) 
         hooks.layer_input(layer, (tag, i))
         hooks.output(layer, ((tag, i), "out"))
         hooks.output(get_path(layer, spec.value), ((tag, i), "v"))
-        hooks.first_input(get_path(layer, spec.norm_on_attn_residual), ((tag, i), "z_attn"))
+        if getattr(spec, "parallel", False):  # z = x + o: the attention module's output
+            hooks.output(get_path(layer, spec.attn), ((tag, i), "o"))
+        else:
+            hooks.first_input(get_path(layer, spec.z_attn_module), ((tag, i), "z_attn"))
+        if getattr(spec, "norm_after_attn_out", None):
+            hooks.first_input(get_path(layer, spec.norm_after_attn_out), ((tag, i), "o"))
+        if with_ff and getattr(spec, "norm_after_ff_out", None):
+            hooks.first_input(get_path(layer, spec.norm_after_ff_out), ((tag, i), "m"))
+        moe = getattr(spec, "moe", None)
+        if with_ff and moe is not None and _present(layer, moe.experts):
+            hooks.expert_gates(get_path(layer, moe.experts), ((tag, i), "gates"))
+            if moe.shared_gate:
+                hooks.output(get_path(layer, moe.shared_gate), ((tag, i), "shared_gate"))
         if with_ff and spec.norm_on_ff_residual:
             hooks.first_input(get_path(layer, spec.norm_on_ff_residual), ((tag, i), "z_ff"))
 
@@ -319,6 +356,9 @@ def stack_records(store: dict, layers, attentions, lengths: list[int], length: i
         raise RuntimeError("the model returned no attention weights; it must run with attn_implementation='eager'")
     batch = len(lengths)
     records = []
+    for k, t in list(store.items()):  # OPT flattens its tokens to [batch·length, d] before the FF block
+        if isinstance(t, torch.Tensor) and t.ndim == 2 and t.shape[0] == batch * length and k[1] != "call":
+            store[k] = t.view(batch, length, -1)
     for b, n in enumerate(lengths):
         n = int(n)
         seq = []
@@ -326,17 +366,25 @@ def stack_records(store: dict, layers, attentions, lengths: list[int], length: i
         for i in range(len(layers)):
             key = (tag, i)
             z_ff = store.get((key, "z_ff"))
+            o, m = store.get((key, "o")), store.get((key, "m"))
+            gates, shared = store.get((key, "gates")), store.get((key, "shared_gate"))
+            z_attn = store.get((key, "z_attn"))
+            if z_attn is None:  # a parallel block: the residual plus the attention output
+                z_attn = store[(key, "x")] + o
             args, kw = store[(key, "call")]
             seq.append(LayerRecord(
                 x=store[(key, "x")][b, :n],
                 attn=attentions[i][b, :, :n, :n] if qks is None else None,
-                z_attn=store[(key, "z_attn")][b, :n],
+                z_attn=z_attn[b, :n],
                 z_ff=z_ff[b, :n] if z_ff is not None else None,
                 out=store[(key, "out")][b, :n] if (key, "out") in store else None,  # a pass stopped early
                 v=store[(key, "v")][b, :n],
                 call=layer_call(layers[i], args, kw, b, n, batch, length),
                 final=final[b, :n] if final is not None and i == len(layers) - 1 else None,
                 qk=qks[i].cut(b, n, masks) if qks is not None else None,
+                o=o[b, :n] if o is not None else None, m=m[b, :n] if m is not None else None,
+                gates=gates[b, :n] if gates is not None else None,
+                shared_gate=shared[b, :n] if shared is not None else None,
             ))
         records.append(seq)
     if qks is not None and batch == 1:
@@ -388,7 +436,7 @@ def _record(lm, input_ids, attention_mask, token_type_ids, mode: str = "auto", u
     try:
         hook_stack(hooks, lm.layers, lm.spec)
         if stop:  # after hook_stack's: the last layer's z_attn is recorded first
-            hooks.stop_before(get_path(lm.layers[-1], lm.spec.norm_on_attn_residual))
+            hooks.stop_before(get_path(lm.layers[-1], lm.spec.z_attn_module))
         hooks.install(lm.model)
         kwargs = {}
         if token_type_ids is not None:

@@ -64,11 +64,11 @@ def _maps(session, keys: list[str], layer: int, head: int | None) -> dict[str, n
         stack, base = keyspace.parse(key)
         if stack not in session.stacks:  # e.g. "norm" on an encoder–decoder: the refusal names its keys
             keyspace.check(session.lm, stack, base, session.request, session.options)
-        info, family = registry.key_info(base), registry.family_of(base)
-        if key in session._arrays:
-            out[key] = whole_layer(session._arrays[key], key, layer, head)
+        info, family = registry.base_info(base), registry.family_of(base)
+        if key in session.store.arrays:
+            out[key] = whole_layer(session.store.arrays[key], key, layer, head)
             continue
-        source = family.chain_source(base, session.options) if family.chained else None
+        source = family.module.chain_source(base, session.options) if family.chained else None
         if source is not None:
             out[key] = _chained_layer(session, stack, base, source, layer)
             continue
@@ -82,7 +82,7 @@ def _maps(session, keys: list[str], layer: int, head: int | None) -> dict[str, n
             todo[key] = (stack, base, li, take)
         else:
             todo[key] = (stack, base, li, None)
-    cache = session._layer_maps
+    cache = session.store.layer_maps
     derived = {k: cache.get((k, t[2], t[3])) for k, t in todo.items() if t[3] is not None}
     groups: dict[tuple, list[str]] = {}
     direct: dict[tuple, dict[str, object]] = {}  # α's head mean or one head, taken from the layer view itself
@@ -128,9 +128,9 @@ def layer_stack(session, key: str, layer: int) -> np.ndarray:
     """Every head of one layer of ``key``: [H, rows, cols], or [1, rows, cols] for layer-level keys
     (:meth:`normviz.session.session.Session.layer_stack`)."""
     stack, base = keyspace.parse(key)
-    info, family = registry.key_info(base), registry.family_of(base)
+    info, family = registry.base_info(base), registry.family_of(base)
     worker = session.worker is not None and session.worker.takes(session, family, [key])
-    if key in session._arrays or not family.per_layer or worker:
+    if key in session.store.arrays or not family.per_layer or worker:
         arr = session.get([key])[key]
         li = index(layer, arr.shape[0], "layer", key)
         return arr[li] if arr.ndim == 4 else arr[li][None]
@@ -150,7 +150,7 @@ def _chained_layer(session, stack: str, base: str, source: str, layer: int) -> n
     keyspace.check(session.lm, stack, base, request, session.options)
     first, start = 0, None
     for k in range(layer, -1, -1):
-        hit = session._layer_maps.get((key, k))
+        hit = session.store.layer_maps.get((key, k))
         if hit is not None:
             if k == layer:
                 return hit
@@ -161,9 +161,9 @@ def _chained_layer(session, stack: str, base: str, source: str, layer: int) -> n
     out = None
     acc = start
     for k in range(first, layer + 1):
-        acc = family.one_at_a_time(base, lambda i: session.map(source, i), acc, k, k)
+        acc = family.module.one_at_a_time(base, lambda i: session.map(source, i), acc, k, k)
         out = acc.astype(dtype)
-        session._layer_maps.put((key, k), out)
+        session.store.layer_maps.put((key, k), out)
     return out
 
 
@@ -176,7 +176,7 @@ def _streamed(session, stack: str, layer: int, todo: dict[str, tuple]) -> dict[s
 
     if stack == "cross" or not todo:
         return None
-    cache = session._layer_maps
+    cache = session.store.layer_maps
     got, want, hits = {}, {}, {}
     for k, (_, base, _, take) in todo.items():
         ck = (keyspace.spell(stack, base), layer) if take is None else (k, layer, take)
@@ -187,7 +187,7 @@ def _streamed(session, stack: str, layer: int, todo: dict[str, tuple]) -> dict[s
             want[k] = (base, take, ck)
     if not want:
         return got
-    with session._lock:
+    with session.store.lock:
         view = session.layers(stack)[layer]
         wanted = list(dict.fromkeys((b, t) for b, t, _ in want.values()))
         if not long_layer.streamable(view, wanted):
@@ -219,7 +219,7 @@ def _layers(session, stack: str, bases: list[str], layer: int,
     {key: "mean" or a head}: α's head mean or one head taken from the same view's α (what the family of an
     ``alpha_keys`` key would copy whole, [H, n, n], to then keep one [n, n] of it), cached as (key, layer, take)
     and returned under ``key``."""
-    cache = session._layer_maps
+    cache = session.store.layer_maps
     got = {}
     for b in bases:
         hit = cache.get((keyspace.spell(stack, b), layer))
@@ -236,7 +236,7 @@ def _layers(session, stack: str, bases: list[str], layer: int,
     for b in missing:
         by_family.setdefault(registry.family_of(b).name, []).append(b)
     families = registry.families()
-    with session._lock:
+    with session.store.lock:
         view = session.layers(stack)[layer]
         try:
             # α's views first: a family's run clears the view's derived tensors (α included) when done, and α

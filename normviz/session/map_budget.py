@@ -32,20 +32,20 @@ def array_shape(session, key: str) -> tuple[int, ...]:
     stack, base = keyspace.parse(key)
     request = session.request_of(stack)
     cols = session.n_tokens if stack == "cross" else request.n_tokens
-    return memory.shape_of(registry.key_info(base).per_head, request.n_layers, request.n_heads,
+    return memory.shape_of(registry.base_info(base).per_head, request.n_layers, request.n_heads,
                            request.n_tokens, cols)
 
 
 def held_bytes(session) -> int:
     """What ``session``'s whole arrays hold now."""
-    return sum(a.nbytes for a in session._arrays.values())
+    return session.store.held_bytes
 
 
 def over_budget(session, wanted: list[str], strict: bool) -> dict[str, NormvizError]:
     """Keys whose whole arrays would not fit the memory budget (with what the session holds): raised at once
     (``strict``) or refused one by one (the first that fit are kept), before anything runs."""
     budget = memory.budget_mb(session.options)
-    todo = [k for k in dict.fromkeys(wanted) if k not in session._arrays]
+    todo = [k for k in dict.fromkeys(wanted) if k not in session.store.arrays]
     if budget is None or not todo:
         return {}
     shapes = {k: array_shape(session, k) for k in todo}

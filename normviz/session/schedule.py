@@ -44,17 +44,17 @@ def plan(session, wanted: list[str], strict: bool) -> tuple[list[str], dict[str,
     if strict and refused:
         raise next(iter(refused.values()))
     views = [v for v in dict.fromkeys(filter(None, map(keyspace.layer_view, wanted)))
-             if v not in wanted and v not in session._arrays]
+             if v not in wanted and v not in session.store.arrays]
     unfit = map_budget.over_budget(session, [k for k in wanted if k not in refused] + views, False)
     unfit = {v: unfit[v] for v in views if v in unfit}
     _refuse_unfit(session, views, unfit)
-    return [k for k in wanted + views if k not in session._arrays and k not in refused and k not in unfit], refused
+    return [k for k in wanted + views if k not in session.store.arrays and k not in refused and k not in unfit], refused
 
 
 def _refuse_unfit(session, keys: list[str], refused: dict) -> None:
     """Put each of ``keys`` that its check (applicability, cost) or a refused requirement refuses into ``refused``."""
     for k in keys:
-        if k in session._arrays or k in refused or refuse_dependent(k, refused):
+        if k in session.store.arrays or k in refused or refuse_dependent(k, refused):
             continue
         try:
             stack, key = keyspace.parse(k)
@@ -71,9 +71,9 @@ def free_siblings(session, stack: str, family, ks: list[str]) -> list[str]:
     if not family.computed_together or not session.options.get("compute_together", True):
         return []
     out = []
-    for info in family.KEYS:
+    for info in family.keys:
         k = keyspace.spell(stack, info.key)
-        if (k in ks or k in session._arrays or stack not in info.stacks or registry.is_opt_in(info.key)
+        if (k in ks or k in session.store.arrays or stack not in info.stacks or registry.is_opt_in(info.key)
                 or session.refusal(k) is not None or map_budget.over_budget(session, ks + out + [k], False)):
             continue
         out.append(k)
@@ -81,7 +81,7 @@ def free_siblings(session, stack: str, family, ks: list[str]) -> list[str]:
 
 
 def compute(session, todo: list[str], refused: dict, strict: bool, progress: Progress | None) -> None:
-    """Compute the spelled keys ``todo`` into ``session._arrays`` (their checks passed); a family's refusal is
+    """Compute the spelled keys ``todo`` into ``session.store.arrays`` (their checks passed); a family's refusal is
     raised (``strict``) or put into ``refused`` with the keys that need it."""
     order = list(registry.families())
     parsed = {k: keyspace.parse(k) for k in todo}
@@ -106,7 +106,7 @@ def compute(session, todo: list[str], refused: dict, strict: bool, progress: Pro
 
     def views_of(stack: str):
         def layer_views():
-            if stack not in session._views and progress:
+            if stack not in session.store.views and progress:
                 progress(done_steps / max(steps, 1), "forward pass")
             return session.layers(stack, full)
         return layer_views
@@ -114,7 +114,7 @@ def compute(session, todo: list[str], refused: dict, strict: bool, progress: Pro
     pending = list(todo)
     while pending:
         ready = [k for k in pending
-                 if all(keyspace.spell(parsed[k][0], r) in session._arrays for r in registry.requires(parsed[k][1]))]
+                 if all(keyspace.spell(parsed[k][0], r) in session.store.arrays for r in registry.requires(parsed[k][1]))]
         if not ready:
             raise RuntimeError(f"map keys {pending} wait on keys that were not computed")
         groups: dict[tuple[str, str], list[str]] = {}
@@ -125,7 +125,7 @@ def compute(session, todo: list[str], refused: dict, strict: bool, progress: Pro
             stack = session.stack(name)
             ks = ks + free_siblings(session, name, family, ks)
             base = [stack.own(k) for k in ks]
-            arrays = {stack.own(k): v for k, v in session._arrays.items() if stack.holds(k)}
+            arrays = {stack.own(k): v for k, v in session.store.arrays.items() if stack.holds(k)}
             report = reporter(name)
             inputs = Inputs(request=stack.request, layer_views=views_of(name), arrays=arrays,
                             model=stack.model if family.needs_model else None, progress=report)
@@ -140,14 +140,14 @@ def compute(session, todo: list[str], refused: dict, strict: bool, progress: Pro
                 missing = [k for k in base if k not in out.arrays]
                 if missing:
                     raise RuntimeError(f"family {fam} did not return {missing}")
-                session._arrays.update({stack.spell(k): out.arrays[k] for k in base})
-                session._notes.update({stack.spell(k): v for k, v in out.notes.items() if k in base})
+                session.store.arrays.update({stack.spell(k): out.arrays[k] for k in base})
+                session.store.notes.update({stack.spell(k): v for k, v in out.notes.items() if k in base})
             done_steps += 1
         for k in pending:  # keys whose requirement failed are refused too
             if k not in refused:
                 refuse_dependent(k, refused)
-        pending = [k for k in pending if k not in session._arrays and k not in refused]
-    for views in session._views.values():
+        pending = [k for k in pending if k not in session.store.arrays and k not in refused]
+    for views in session.store.views.values():
         for v in views:
             v.clear()
 

@@ -36,6 +36,7 @@ from ..models.floor import require_row
 from ..models.loading import LoadedModel
 from ..record.recording import Part, Recording
 from .schedule import Progress
+from .store import MapStore
 from ..core.tokens import Encoded, encode
 
 
@@ -80,13 +81,9 @@ class Session:
         self.stacks = keyspace.stacks_of(lm)
         self._stack = {s: keyspace.Stack(lm, s, len(self.axis(s).ids), len(self.encoded.ids) if s == "cross" else None)
                        for s in self.stacks}
-        self._arrays: dict[str, np.ndarray] = {}  # spelled key -> its maps
-        self._notes: dict[str, str] = {}
-        self._lock = threading.RLock()
-        self._views: dict[str, list] = {}
-        self._views_of: dict[str, list] = {}  # stack -> the records its views were made from
+        # the maps, notes, views, layer-map cache and lock: one object, handed to the session's jobs
+        self.store = MapStore(memory.LayerCache(float(self.options.get("map_cache_mb", memory.MAP_CACHE_MB))))
         self._waits = threading.local()  # seconds the current get() of each thread waited for other requests
-        self._layer_maps = memory.LayerCache(float(self.options.get("map_cache_mb", memory.MAP_CACHE_MB)))
         self.worker = worker
         if worker is not None:
             worker.prepare(self)
@@ -192,7 +189,7 @@ class Session:
         return self.request_of(self.stacks[0])
 
     def computed(self) -> list[str]:
-        return list(self._arrays)
+        return list(self.store.arrays)
 
     def refusal(self, key: str) -> str | None:
         """Why ``key`` (or a key it needs) would be refused for this input (applicability, cost), or None;
@@ -213,13 +210,13 @@ class Session:
         stopped there, :class:`normviz.record.recording.Recording`); with ``full`` such a recording is made again,
         fully, and the views follow it."""
         stack = stack or self.stacks[0]
-        with self._lock:
+        with self.store.lock:
             records = self.part.records(stack, full)
-            if stack not in self._views or records is not self._views_of.get(stack):
-                self._views_of[stack] = records
-                self._views[stack] = self.stack(stack).layer_views(
+            if stack not in self.store.views or records is not self.store.views_of.get(stack):
+                self.store.views_of[stack] = records
+                self.store.views[stack] = self.stack(stack).layer_views(
                     records, int(self.options.get("chunk_bytes", CHUNK_BYTES)))
-            return self._views[stack]
+            return self.store.views[stack]
 
     def add_wait(self, seconds: float) -> None:
         """Count ``seconds`` as waited for another request in the current get() (:mod:`normviz.workers.process`)."""
@@ -237,10 +234,17 @@ class Session:
         require_row(self.lm, "explain")  # the raw-attention floor: needs an architecture row
         if self.is_encoder_decoder:
             from ..attribution.seq2seq import explain as explain_seq2seq
-            with self._lock:
+            with self.store.lock:
                 return explain_seq2seq(self, token, foil, position)
         from ..attribution import explain
         return explain(self, token, foil, position)
+
+    def explain_continuation(self, max_new_tokens: int | None = None, continuation=None, foil=None,
+                             by_layer: bool = False):
+        """Every step of a continuation explained (greedy, or ``continuation`` teacher-forced): a
+        :class:`normviz.attribution.continuation.Continuation` (rows = steps, columns = earlier tokens)."""
+        from ..attribution.continuation import explain_continuation
+        return explain_continuation(self, max_new_tokens, continuation, foil, by_layer)
 
     def logit_lens(self, position: int = -1):
         """[L+1, V] log-probabilities of each layer's residual state at ``position`` through the readout."""
@@ -262,6 +266,20 @@ class Session:
         from ..attribution.knockout import ablate_heads
         return ablate_heads(self, token, foil, position, means)
 
+    def atp(self, token=None, foil=None, position: int = -1, ablation: str = "zero", means=None,
+            qk_fix: bool = False):
+        """Attribution patching: ``.delta`` [L, H], the first-order estimate of :meth:`ablate_heads` from one
+        forward and one backward pass; ``qk_fix``: AtP*'s exact softmax for later heads' patterns
+        (:mod:`normviz.attribution.atp`)."""
+        from ..attribution.atp import atp
+        return atp(self, token, foil, position, ablation, means, qk_fix)
+
+    def eap_ig(self, token=None, foil=None, position: int = -1, ablation: str = "zero", means=None, steps: int = 16):
+        """EAP-IG's head scores: ``.delta`` [L, H], integrated gradients from every head ablated to none, and
+        ``.gap``, (total − all ablated) − Σ delta (:func:`normviz.attribution.atp.eap_ig`)."""
+        from ..attribution.atp import eap_ig
+        return eap_ig(self, token, foil, position, ablation, means, steps)
+
     def attend(self, layer: int, head: int, query: int = -1, key: int = 0, by_token: bool = False):
         """Head ``head`` of ``layer``: its score of ``query`` → ``key`` split exactly over what wrote both
         residual states (:func:`normviz.attribution.qk.attend`)."""
@@ -280,16 +298,16 @@ class Session:
         this call waited for other requests (another thread's get() of this session, which computes the maps
         both need once; a heavy-methods worker busy with another visitor's job), said in ``progress`` too."""
         self._waits.s = 0.0
-        if not self._lock.acquire(blocking=False):
+        if not self.store.lock.acquire(blocking=False):
             if progress:
                 progress(0.0, "waiting for another visitor's analysis of this same text (its maps are shared)")
             t0 = time.perf_counter()
-            self._lock.acquire()
+            self.store.lock.acquire()
             self.add_wait(time.perf_counter() - t0)
         try:
             return self._get(keys, strict, progress)
         finally:
-            self._lock.release()
+            self.store.lock.release()
 
     def _get(self, keys, strict: bool, progress: Progress | None) -> Analysis:
         wanted = keyspace.resolve(self.lm, keys)
@@ -299,7 +317,7 @@ class Session:
         return self._analysis(wanted, refused)
 
     def _analysis(self, wanted: list[str], refused: dict) -> Analysis:
-        keep = [k for k in wanted if k in self._arrays]
+        keep = [k for k in wanted if k in self.store.arrays]
         views = {k: v for k in keep if (v := keyspace.layer_view(k)) is not None}
         enc, lm, part = self.encoded, self.lm, self.part
         target = None
@@ -311,12 +329,13 @@ class Session:
             model_name=lm.name, model_type=lm.model_type, placement=lm.spec.placement,
             causal=lm.spec.causal and target is None,
             tokens=enc.tokens, labels=enc.labels, token_ids=enc.ids, special=np.array(enc.special, dtype=bool),
-            arrays={k: self._arrays[k] for k in keep}, n_layers=lm.n_layers, n_heads=lm.n_heads,
+            arrays={k: self.store.arrays[k] for k in keep}, n_layers=lm.n_layers, n_heads=lm.n_heads,
             dtype=str(lm.dtype).replace("torch.", ""), device=str(lm.device), text=self.text,
             text_pair=self.text_pair, dropped=enc.dropped,
-            notes={**part.notes, **{k: self._notes[k] for k in keep if k in self._notes}},
+            notes={**part.notes, **{k: self.store.notes[k] for k in keep if k in self.store.notes}},
             refused={k: str(refused[k]) for k in wanted if k in refused},
-            all_heads=views, views={v: self._arrays[v] for v in views.values() if v in self._arrays and v not in keep},
+            all_heads=views,
+            views={v: self.store.arrays[v] for v in views.values() if v in self.store.arrays and v not in keep},
             waited_s=self._waits.s, target=target,
         )
 

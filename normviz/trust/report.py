@@ -131,7 +131,7 @@ def shipped_about(model: str) -> str | None:
 def faithfulness(lm, texts, keys=None, token=None, foil=None, *, max_tokens: int | None = None,
                  heads: bool | int = True, gradients: bool = True, ig_steps: int = 32, erase: bool = True,
                  options: dict | None = None, progress=None, checkpoint=None, every: int = 20,
-                 foil_rule: str | None = None, first_index: int = 0) -> Faithfulness:
+                 foil_rule: str | None = None, first_index: int = 0, skip=(), on_text=None) -> Faithfulness:
     """Score every attribution of each text's prediction against the interventions (module docstring).
     ``max_tokens`` truncates each text (its prediction is then at the cut); ``heads``: head ablation for every
     text (True), none (False) or the first N texts (an int: it costs L·H passes a text); a text refused (too costly, too
@@ -139,14 +139,20 @@ def faithfulness(lm, texts, keys=None, token=None, foil=None, *, max_tokens: int
     texts done so far every ``every`` texts (a long run's results survive its interruption). ``foil_rule``
     "runner-up": each text's foil is its own runner-up candidate (:func:`explain_text`). ``first_index``: the
     corpus index of ``texts[0]`` (a shard's offset): the ``random`` baseline is seeded by the corpus index, so a
-    sharded run scores what one process scores."""
+    sharded run scores what one process scores. ``skip``: indices of ``texts`` not scored here (done by an
+    earlier run being resumed); ``on_text(index, text, why)`` after each text scored (``text``) or refused
+    (``why``): where a caller keeps each result as it comes (the CLI appends it to its run's file)."""
     import warnings
 
     from ..core.errors import TruncationWarning
     from ..session.session import Session
     start, out, skipped = time.perf_counter(), [], []
     texts = list(texts)
+    skip = set(skip)
     for index, text in enumerate(texts):
+        if index in skip:
+            continue
+        done, why = None, None
         try:
             with warnings.catch_warnings():  # the cut is the setting max_tokens, stated in .settings
                 warnings.simplefilter("ignore", TruncationWarning)
@@ -154,10 +160,14 @@ def faithfulness(lm, texts, keys=None, token=None, foil=None, *, max_tokens: int
             if len(s.encoded.ids) < 3:
                 raise NormvizError("fewer than 3 tokens: nothing to rank")
             with_heads = heads if isinstance(heads, bool) else index < int(heads)
-            out.append(explain_text(s, keys, token, foil, heads=with_heads, gradients=gradients, ig_steps=ig_steps,
-                                    erase=erase, seed=first_index + index, foil_rule=foil_rule))
+            done = explain_text(s, keys, token, foil, heads=with_heads, gradients=gradients, ig_steps=ig_steps,
+                                erase=erase, seed=first_index + index, foil_rule=foil_rule)
+            out.append(done)
         except NormvizError as exc:
-            skipped.append((index, str(exc)))
+            why = str(exc)
+            skipped.append((index, why))
+        if on_text is not None:
+            on_text(index, done, why)
         if progress is not None:
             progress((index + 1) / len(texts), f"text {index + 1}/{len(texts)}")
         if checkpoint is not None and (index + 1) % every == 0 and index + 1 < len(texts):

@@ -13,7 +13,7 @@ from plotly.subplots import make_subplots
 
 from ..corpus.results import PAPER_REFERENCE
 from ..core.errors import NormvizError
-from ..methods import registry
+from ..methods import keyspace, registry
 from ..corpus.stats import CATEGORIES
 from .labels import plotly_text
 
@@ -33,7 +33,7 @@ COLUMN_TITLES = {
 
 def _map_title(key: str) -> str:
     try:
-        return registry.key_info(key).title
+        return keyspace.key_info(key).title
     except NormvizError:
         return key
 

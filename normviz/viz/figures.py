@@ -19,28 +19,48 @@ def bars(rows: dict[str, np.ndarray], labels: list[str], positions: list[list[in
          focus_label: str = "", font_size: int = 12, width: int | None = None) -> go.Figure:
     """A token's row in every chosen map, one bar chart per map (they have different units). ``width``: the
     px the page gives the chart (labels follow :func:`normviz.viz.labels.fit_labels`; default 560)."""
+    import math
+
+    from .labels import CHAR_PER_FONT
+
     titles = list(rows)
     k = max(1, len(titles))
-    step = 1
-    fig = make_subplots(rows=k, cols=1, subplot_titles=plotly_texts(titles), vertical_spacing=min(0.12, 0.5 / k))
+    step, below = 1, 0.0  # below: the px the longest tick label reaches under its axis
+    axes = []
     for r, title in enumerate(titles, start=1):
         vals = np.asarray(rows[title], dtype=np.float64)
         pos = positions[r - 1] if positions else list(range(len(vals)))
         labs = [labels[p] if len(labels) > p else str(p) for p in pos] if positions else labels[: len(vals)]
+        fit = fit_labels(len(vals), max(120, int(width or 560) - 80), font_size=font_size)
+        ticks = [abbreviate(x, fit.max_chars) for x in labs][::fit.step]
+        angle = 60 if len(vals) <= 12 else 90
+        longest = max((len(t) for t in ticks), default=1)
+        below = max(below, CHAR_PER_FONT * fit.tick_font * longest * math.sin(math.radians(angle))
+                    + fit.tick_font * math.cos(math.radians(angle)) + 8)
+        axes.append((vals, pos, labs, fit, ticks, angle))
+        step = max(step, fit.step)
+    # rows of a fixed height with, between them, room for the upper row's tick labels and the lower row's title
+    # (a fraction of the figure's height left the lower title on the upper labels: issue 42 item 6)
+    row_px = 110 + 4 * font_size
+    gap_px = below + (font_size + 1) * 1.4 + 14
+    area = k * row_px + (k - 1) * gap_px
+    fig = make_subplots(rows=k, cols=1, subplot_titles=plotly_texts(titles),
+                        vertical_spacing=gap_px / area if k > 1 else 0.0)
+    for r, (title, (vals, pos, labs, fit, ticks, angle)) in enumerate(zip(titles, axes), start=1):
         fig.add_trace(go.Bar(
             x=list(range(len(vals))), y=vals, name=plotly_text(title), showlegend=False,
             customdata=np.array([[plotly_text(focus_label), plotly_text(f"{lab} [{p}]")] for lab, p in zip(labs, pos)],
                                 dtype=object),
             hovertemplate="%{customdata[0]} ← %{customdata[1]}: %{y:.4g}<extra></extra>",
         ), row=r, col=1)
-        fit = fit_labels(len(vals), max(120, int(width or 560) - 80), font_size=font_size)
         fig.update_xaxes(tickmode="array", tickvals=list(range(len(vals)))[::fit.step],
-                         ticktext=[plotly_text(abbreviate(x, fit.max_chars)) for x in labs][::fit.step],
-                         tickangle=-60 if len(vals) <= 12 else -90, tickfont=dict(size=fit.tick_font), row=r, col=1)
-        step = max(step, fit.step)
+                         ticktext=plotly_texts(ticks), tickangle=-angle, tickfont=dict(size=fit.tick_font),
+                         row=r, col=1)
     fig.update_annotations(font_size=font_size + 1)
-    fig.update_layout(height=int(max(300, (150 + 6 * font_size) * k)) + MODEBAR_PX, font=dict(size=font_size),
-                      margin=dict(l=10, r=10, t=80 + 2 * font_size + MODEBAR_PX, b=10),
+    top = 80 + 2 * font_size + MODEBAR_PX
+    bottom = int(below) + 10
+    fig.update_layout(height=int(area + top + bottom), font=dict(size=font_size),
+                      margin=dict(l=10, r=10, t=top, b=bottom),
                       title=dict(text=plotly_text(f"Row of “{focus_label}”: how much each token contributes to it"),
                                  font=dict(size=font_size + 2), x=0.0, xanchor="left", yref="container", y=1.0,
                                  yanchor="top", pad=dict(t=6 + MODEBAR_PX)),

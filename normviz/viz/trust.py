@@ -4,18 +4,21 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+# the bars of one text: a colour per trace, fixed (the theme's colour cycle differs between light and dark, so the
+# legend's colours swapped with the theme); each reads on a white and on a dark page
+BESIDE = ("#8a8f98", "#4c78a8", "#f58518", "#54a24b", "#e45756", "#b279a2", "#72b7b2", "#eeca3b")
 WHISKER = "#8a8f98"  # contrast 3.3 on white, 5.9 on Streamlit's dark page
 
 
 def score_bars(keys: list[str], mean, lo, hi, *, title: str = "", reference: str | None = None,
-               font_size: int = 12) -> go.Figure:
+               font_size: int = 12, chance: str = "random") -> go.Figure:
     """Horizontal bars of one score per attribution with its interval (lo, hi: nan draws no whisker);
     ``reference``'s bar (e.g. "attention") is drawn in another colour. The whiskers are a mid grey that reads on a
     light and a dark page (plotly's default #444 vanished on the dark one)."""
     mean, lo, hi = (np.asarray(v, dtype=np.float64) for v in (mean, lo, hi))
     plus = np.where(np.isfinite(hi), hi - mean, 0.0)
     minus = np.where(np.isfinite(lo), mean - lo, 0.0)
-    colours = ["#d62728" if k == reference else ("#7f7f7f" if k == "random" else "#1f77b4") for k in keys]
+    colours = ["#d62728" if k == reference else ("#7f7f7f" if k == chance else "#1f77b4") for k in keys]
     fig = go.Figure(go.Bar(y=list(keys), x=mean, orientation="h", marker_color=colours,
                            error_x=dict(type="data", array=plus, arrayminus=minus, visible=True, color=WHISKER,
                                         thickness=2),
@@ -32,10 +35,10 @@ def truth_beside(tokens: list[str], truth: np.ndarray, rows: dict[str, np.ndarra
     their shapes compare; the numbers are in the table beside)."""
     fig = go.Figure()
     x = [f"{k}: {t}" for k, t in enumerate(tokens)]
-    for name, values in {truth_name: truth, **rows}.items():
+    for i, (name, values) in enumerate({truth_name: truth, **rows}.items()):
         v = np.asarray(values, dtype=np.float64)
         scale = np.nanmax(np.abs(v)) if v.size and np.nanmax(np.abs(v)) > 0 else 1.0
-        fig.add_trace(go.Bar(x=x, y=v / scale, name=name, customdata=v,
+        fig.add_trace(go.Bar(x=x, y=v / scale, name=name, customdata=v, marker_color=BESIDE[i % len(BESIDE)],
                              hovertemplate=name + " %{x}: %{customdata:.4g}<extra></extra>"))
     # the legend at the figure's foot, below the token names (at a stage font it sat on them and cut them)
     bottom = 30 + 5 * font_size

@@ -23,6 +23,11 @@ Long texts' layers (the public app: ``long_layers``): Explore's layer of a long 
 long text's records and α blocks live in the worker, and the server's threads stay free for short requests
 (waiting visitors see how long they have waited, as for the costly maps).
 
+Memory back (issue 42): a process without a job for ``NORMVIZ_WORKER_IDLE_S`` s is ended (:meth:`HeavyWorker.
+retire_idle`, a reaper thread of the server's), everything it held with it, and the next job starts another; a
+job still waiting for a process is dropped when nobody waits for its answer (:attr:`HeavyWorker.wanted`, a
+newer run: ``progress.stopped()``).
+
 Only CPU models loaded by name (``normviz.load``) go to the worker; a model built in memory, sharded with
 ``device_map`` or on a GPU is computed in the server as before, and so are texts shorter than ``min_tokens``
 (there the heavy families take milliseconds and a round trip would cost more).
@@ -120,6 +125,7 @@ class _Process:
         self.proc = subprocess.Popen([sys.executable, "-m", "normviz.workers"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, env=env)
         self.pid = self.proc.pid
+        self.used = time.monotonic()  # when its last job ended (or it started): idle processes are ended
         self.inbox: queue.Queue = queue.Queue()
         self._closed = False  # the reader saw the end of the process's stdout
         threading.Thread(target=self._read, name=f"normviz-worker-{self.pid}", daemon=True).start()
@@ -179,19 +185,24 @@ class HeavyWorker:
                  max_models: int = 2, families: tuple[str, ...] | None = None,
                  deadline_factor: float = DEADLINE_FACTOR, deadline_grace_s: float = DEADLINE_GRACE_S,
                  default_deadline_s: float = DEFAULT_DEADLINE_S, long_layers: bool = False,
-                 layer_deadline_s: float = LAYER_DEADLINE_S):
+                 layer_deadline_s: float = LAYER_DEADLINE_S, idle_s: float | None = None):
         self.processes, self.nice, self.threads = processes, nice, threads
         self.min_tokens, self.max_models = min_tokens, max_models
         self.families = None if families is None else tuple(families)
         self.deadline_factor, self.deadline_grace_s = float(deadline_factor), float(deadline_grace_s)
         self.default_deadline_s = float(default_deadline_s)
         self.long_layers, self.layer_deadline_s = bool(long_layers), float(layer_deadline_s)
+        self.idle_s = float(settings.env("NORMVIZ_WORKER_IDLE_S") if idle_s is None else idle_s)
+        self.wanted = None  # () -> bool, asked in the thread of a job waiting for a process: False, it is dropped
+        self._reaper: threading.Thread | None = None
         self._lock = threading.Lock()
         self._free: queue.Queue[_Process] = queue.Queue()
         self._all: list[_Process] = []
         self.busy = 0  # jobs running now
         self.replaced = 0  # processes replaced (died, or killed past a deadline)
         self.drained = 0  # jobs left by their caller mid-way (their result read and dropped, :meth:`_drain`)
+        self.retired = 0  # processes ended after idle_s s without a job (their memory back to the system)
+        self.dropped = 0  # jobs dropped before they ran: their visitor left, or a newer run of theirs came
         self.ran: collections.deque[Ran] = collections.deque(maxlen=64)  # the last finished jobs
 
     # ---- which work goes there
@@ -201,7 +212,7 @@ class HeavyWorker:
                 and not str(lm.revision).startswith("memory:") and "|map:" not in str(lm.revision))
 
     def takes(self, session, family, keys) -> bool:
-        heavy = is_heavy(family) if self.families is None else family.NAME in self.families
+        heavy = is_heavy(family) if self.families is None else family.name in self.families
         return heavy and self._eligible(session)
 
     def deadline_s(self, family, options: dict) -> float:
@@ -216,7 +227,7 @@ class HeavyWorker:
     def prepare(self, session) -> None:
         """Start the processes and load the session's model there, in the background, when this session's
         costly maps would go to the worker: its first heavy map then does not wait for a process to start."""
-        if not self._all and self._eligible(session):
+        if len(self._all) < self.processes and self._eligible(session):
             self.start(warm_model=session.lm.name)
 
     # ---- the processes
@@ -226,7 +237,47 @@ class HeavyWorker:
                 p = self._new(warm_model)
                 self._all.append(p)
                 self._free.put(p)
+            if self._reaper is None:
+                self._reaper = threading.Thread(target=self._reap, name="normviz-worker-reaper", daemon=True)
+                self._reaper.start()
         return self
+
+    def _reap(self) -> None:
+        """In a thread while any process runs: end the processes that have had no job for :attr:`idle_s` s
+        (:meth:`retire_idle`)."""
+        every = max(0.1, min(5.0, self.idle_s / 4))
+        while True:
+            time.sleep(every)
+            with self._lock:
+                if not self._all:
+                    self._reaper = None
+                    return
+            self.retire_idle()
+
+    def retire_idle(self) -> int:
+        """End the free processes whose last job ended more than :attr:`idle_s` s ago; returns how many.
+        Everything they held goes back to the system at once: the texts they kept (which their own rule drops
+        after the same time unused), their model, torch and a heap that ``malloc_trim`` returns only in part
+        (after long texts the idle worker kept 2.4–2.6 GB for 190–240 s, counted against the server's budget).
+        The next job starts a new process (loading its model: seconds), as the first one did."""
+        now = time.monotonic()
+        with self._lock:
+            with self._free.mutex:  # taken out of the free queue: no job can be handed to them meanwhile
+                idle = [p for p in self._free.queue if now - p.used > self.idle_s]
+                for p in idle:
+                    self._free.queue.remove(p)
+            for p in idle:
+                if p in self._all:
+                    self._all.remove(p)
+            self.retired += len(idle)
+        for p in idle:
+            p.stop()
+        return len(idle)
+
+    def _release(self, proc: _Process) -> None:
+        """``proc`` done with its job: back among the free ones, its idle time counted from now."""
+        proc.used = time.monotonic()
+        self._free.put(proc)
 
     def _new(self, warm_model: str | None) -> _Process:
         p = _Process(self.nice, self.threads, self.max_models)
@@ -263,15 +314,34 @@ class HeavyWorker:
             try:
                 proc = self._free.get(timeout=POLL_S)
             except queue.Empty:
-                if not self._all:
+                if len(self._all) < self.processes:  # none yet, or ended while idle (:meth:`retire_idle`)
                     self.start()
                 if progress:
                     progress(0.0, f"waiting for another visitor's costly maps to finish "
                                   f"({time.perf_counter() - t0:.0f} s so far); then {names}")
+                self._check_wanted(progress, names)
                 continue
             if proc.alive():
                 return proc, time.perf_counter() - t0
             self._replace(proc)
+
+    def _check_wanted(self, progress, names: str) -> None:
+        """While a job waits for a process: drop it when nobody wants its answer any more, before it runs: its
+        visitor left (:attr:`wanted`, e.g. the app's "is this Streamlit session still connected") or a newer
+        run of the visitor's page came (``progress.stopped()``, :mod:`normviz.ui.kit.interrupts`: that run
+        asks for what it needs itself). Queued jobs of visitors who had left otherwise ran for minutes after
+        them, keeping the worker's memory (issue 42)."""
+        from ..core import errors
+
+        stopped = getattr(progress, "stopped", None)
+        try:
+            gone = (stopped is not None and stopped()) or (self.wanted is not None and not self.wanted())
+        except Exception:  # pragma: no cover - a hook that fails: the job runs, as before
+            gone = False
+        if gone:
+            with self._lock:
+                self.dropped += 1
+            raise errors.NormvizError(f"Not computed ({names}): nobody is waiting for it any more.")
 
     def _drain(self, proc: _Process, model: str, left_s: float) -> None:
         """In a thread: read ``proc``'s messages until its job's result (dropped) or the job's deadline, then free
@@ -292,7 +362,7 @@ class HeavyWorker:
                 self.busy -= 1
                 self.drained += 1
             if finished:
-                self._free.put(proc)
+                self._release(proc)
             else:
                 self._replace(proc, model)
 
@@ -302,7 +372,7 @@ class HeavyWorker:
         """Hand ``job`` to a free process and wait for its result (progress passed on), within ``deadline``."""
         from ..core import errors
 
-        if not self._all:
+        if len(self._all) < self.processes:
             self.start()
         proc, waited = self._take(progress, names)
         for _ in range(3):  # a process that died between the check and the send: the job goes to another
@@ -314,7 +384,7 @@ class HeavyWorker:
                 more, w = self._take(progress, names)
                 proc, waited = more, waited + w
         else:
-            self._free.put(proc)
+            self._release(proc)
             raise errors.NormvizError(f"The costly-maps worker could not be started for {names}; try again.")
         if waited >= POLL_S:
             session.add_wait(waited)
@@ -357,7 +427,7 @@ class HeavyWorker:
                 with self._lock:
                     self.busy -= 1
                 if proc is not None:
-                    self._free.put(proc)
+                    self._release(proc)
         return result
 
     # ---- one job
@@ -371,7 +441,7 @@ class HeavyWorker:
                   cache_key=tuple(lm.cache_key), encoded=session.inputs, text=session.text,
                   text_pair=session.text_pair, options=dict(session.options), keys=tuple(keys))
         result = self._submit(session, job, ", ".join(keys), self.deadline_s(family, job.options), progress)
-        self.ran.append(Ran(family.NAME, tuple(keys), result.pid, result.seconds))
+        self.ran.append(Ran(family.name, tuple(keys), result.pid, result.seconds))
         _raise(result)
         return base.Output(arrays=result.arrays, notes=result.notes)
 
@@ -433,14 +503,15 @@ WORKER_IDLE_S = 90.0  # a kept session unused this long is dropped (NORMVIZ_WORK
 
 
 def _session(lm, job: Job):
-    """The worker's session of ``job``'s text: kept (the last ``NORMVIZ_WORKER_SESSIONS``) for layer jobs, whose
-    next layer reuses its records; a fresh one for whole-family jobs (as before)."""
+    """The worker's session of ``job``'s text and its key among the kept ones (None: not kept): kept (the last
+    ``NORMVIZ_WORKER_SESSIONS``) for layer jobs, whose next layer reuses its records; a fresh one for
+    whole-family jobs (as before)."""
     import hashlib
 
     from ..session.session import Session
 
     if job.layer is None:
-        return Session.from_inputs(lm, job.encoded, job.text, job.text_pair, job.options)
+        return Session.from_inputs(lm, job.encoded, job.text, job.text_pair, job.options), None
     key = (tuple(job.cache_key), hashlib.sha1(pickle.dumps(
         (job.encoded, job.text, job.text_pair, sorted(job.options.items(), key=str)))).hexdigest())
     with _SESSIONS_LOCK:
@@ -454,7 +525,15 @@ def _session(lm, job: Job):
             dropped += 1
     if dropped:
         _trim()
-    return session
+    return session, key
+
+
+def _touch(key) -> None:
+    """The kept session ``key`` used until now (its job ended): its idle time counts from the job's end, not
+    its start (a layer job of a long text runs for tens of seconds)."""
+    with _SESSIONS_LOCK:
+        if key in _SESSIONS:
+            _SESSIONS[key] = (_SESSIONS[key][0], time.monotonic())
 
 
 def _forget_idle(idle_s: float) -> int:
@@ -476,9 +555,13 @@ def _sweep_forever(idle_s: float, every_s: float = 10.0) -> None:
 
 
 def _trim() -> None:
+    """The freed memory back to the system: ``gc``, the array pool's idle blocks, glibc's ``malloc_trim``."""
     import gc
 
+    from ..core.pool import POOL
+
     gc.collect()
+    POOL.clear()
     try:
         from ..core.memory import libc
 
@@ -491,9 +574,10 @@ def _run(job: Job, progress) -> Result:
     from ..core.errors import NormvizError
 
     t0 = time.perf_counter()
+    key = None
     try:
         lm = _model(job.model, job.device, job.dtype, job.cache_key)
-        session = _session(lm, job)
+        session, key = _session(lm, job)
         if job.layer is not None:
             if progress:
                 progress(0.0, f"computing layer {job.layer}" + ("" if session.part.passes else
@@ -506,6 +590,9 @@ def _run(job: Job, progress) -> Result:
         return Result(arrays, notes, None, time.perf_counter() - t0, os.getpid())
     except NormvizError as exc:
         return Result({}, {}, (type(exc).__name__, str(exc)), time.perf_counter() - t0, os.getpid())
+    finally:
+        if key is not None:
+            _touch(key)
 
 
 def serve() -> None:

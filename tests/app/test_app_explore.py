@@ -29,7 +29,7 @@ def computes(monkeypatch):
         def compute(inputs, keys, options, _real=family.compute, _name=name):
             calls.append((_name, tuple(keys)))
             return _real(inputs, keys, options)
-        monkeypatch.setattr(family, "compute", compute)
+        monkeypatch.setattr(family.module, "compute", compute)
     return calls
 
 

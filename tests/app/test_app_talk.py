@@ -24,7 +24,9 @@ def test_a_readme_talk_link_with_a_plain_plus_keeps_every_step_and_names_a_bad_o
     warned = " ".join(texts(at.warning))
     assert "step 2" in warned and "Oops~x~all~norm" in warned, warned
     shown = " ".join(texts(at.markdown))
-    assert "2 steps" in shown, shown  # the step indicator, before a step is chosen
+    # issue 42 item 10: the link opens on its first step (before: "2 steps · PageDown shows the first")
+    assert "Step 1 of 2 · Weights" in shown, shown
+    assert at.slider(key="w_layer").value == 0 and view.maps == ("attention", "norm")
 
 
 def test_the_step_indicator_names_and_numbers_the_step_on_stage():
@@ -59,6 +61,15 @@ def test_the_sidebar_shows_the_talk_link_once_there_are_steps():
     no_exception(at)
     codes = [c.value for c in at.sidebar.code]
     assert len(codes) == 1 and "steps=Weights~0~all~attention%2Bnorm%3BDeep~3~1~norm" in codes[0], codes
+    assert "present=1" in codes[0], codes  # issue 42 item 10: a talk link opens on stage
+
+
+def test_a_steps_link_opens_on_its_first_step():
+    at = app(query={"steps": "Deep~3~1~norm;Weights~0~all~attention", "present": "1", "layer": "5"})
+    at.run()
+    no_exception(at)
+    assert at.slider(key="w_layer").value == 3 and at.selectbox(key="w_head").value == 1
+    assert "Step 1 of 2 · Deep" in " ".join(texts(at.markdown))
 
 
 def test_the_theme_of_a_link_stays_in_the_url_and_in_the_links_the_app_makes():

@@ -11,6 +11,7 @@ from normviz.ui.kit import st_parts
 from normviz.ui.views import trust as T
 
 from ..helpers.app import app, arr, figures, no_exception
+from .models import MODELS
 
 TEXT = "The cat sat on the mat."
 PAGE = "app_pages/5_Trust.py"
@@ -28,15 +29,20 @@ def test_the_spearman_shown_is_the_librarys(page):
     lm = st_parts.model_cache().get_or_compute("minilm", lambda: normviz.load("minilm"))
     keys = [k for k in T.DEFAULT_KEYS if k in normviz.all_keys(lm)]
     t = explain_text(normviz.Session(lm, TEXT), keys, heads=False, gradients=True, ig_steps=16)
-    shown = page.dataframe[0].value.set_index("attribution")
-    lib = {r["attribution"]: r for r in t.rows()}
+    shown = page.dataframe[0].value.set_index(T.SCORE_NAMES["attribution"])
+    lib = {T.method_name(r["attribution"]): r for r in t.rows()}
     assert set(shown.index) == set(lib)
     for key, row in lib.items():
         for col in ("spearman", "kendall"):
             if row[col] is None or np.isnan(row[col]):
-                assert np.isnan(shown.loc[key, col])
+                assert np.isnan(shown.loc[key, T.SCORE_NAMES[col]])
             else:
-                assert shown.loc[key, col] == pytest.approx(row[col], abs=1e-9), (key, col)
+                assert shown.loc[key, T.SCORE_NAMES[col]] == pytest.approx(row[col], abs=1e-9), (key, col)
+    # issue 42 item 7: readable without the expander -- the verdict from these rows, no raw key or None
+    assert T.verdict(t.rows()) in [i.value.replace("\\", "") for i in page.info]
+    assert not [c for c in shown.columns if c in T.COLUMNS]
+    table_text = shown.astype(str).to_string()
+    assert "None" not in table_text and "nan" not in table_text.lower().replace("n/a", "")
     beside = [f for f in figures(page) if f["data"][0].get("name") == "knockout"][0]
     ko = arr(beside["data"][0]["customdata"])
     np.testing.assert_allclose(ko, t.knockout.delta, rtol=1e-4, atol=1e-6)
@@ -58,3 +64,47 @@ def test_the_shipped_run_says_what_it_scored(page):
     # smollm2's shipped run is the runner-up rerun with head ablation: its heads' scores are in the table
     assert "runner-up" in shipped_about("smollm2")
     assert any(r["score"] == "spearman_heads" and r["key"] == "direct_heads" for r in shipped("smollm2"))
+
+
+@pytest.mark.parametrize("model", [m for m in MODELS if m != "minilm"])
+def test_the_page_draws_on_every_decoder(model):
+    """Issue 42 item 1: on a decoder the explained token is named (``shown()``); on 4c42c33 a local list named
+    ``shown`` shadowed it and every decoder text ended in UnboundLocalError ("Something went wrong")."""
+    at = app(PAGE, {"model": model, "text": "The capital of France is"})
+    at.run(timeout=900)
+    no_exception(at)
+    assert not [e.value for e in at.error], [e.value for e in at.error]
+    assert at.dataframe and len(at.dataframe[0].value) > 3
+    assert any(f["data"][0].get("name") == "knockout" for f in figures(at))
+    assert any("Explained: the **" in m.value and " of " in m.value for m in at.markdown)
+
+
+def test_verdict_names_the_best_family_and_attention_near_chance():
+    rows = [{"attribution": "attn_res_ln", "spearman": 0.81}, {"attribution": "attention", "spearman": 0.12},
+            {"attribution": "integrated_gradients", "spearman": 0.5}, {"attribution": "random", "spearman": 0.05}]
+    line = T.verdict(rows)
+    assert line.startswith(f"Here {T.method_name('attn_res_ln')} (a norm-based map) tracks knockout best")
+    assert "ρ = 0.81" in line and "attention weights are near chance (ρ = 0.12, random order 0.05)" in line
+    rows[1]["spearman"] = 0.7
+    assert "attention weights reach ρ = 0.70" in T.verdict(rows)
+    assert T.verdict([{"attribution": "attention", "spearman": float("nan")}]) is None
+
+
+def test_gap_cells_say_why_and_legend_colours_hold_across_themes():
+    from normviz.viz import trust as vt
+    from normviz.viz.theme import for_theme
+
+    df = T.table([{"attribution": "attention", "spearman": 0.1, "gap": None},
+                  {"attribution": "sources", "spearman": 0.9, "gap": 1e-9}])
+    gaps = list(df[T.SCORE_NAMES["gap"]])
+    assert gaps[0] == T.NO_GAP and float(gaps[1]) == pytest.approx(1e-9)
+    fig = vt.truth_beside(["a", "b"], np.array([1.0, 2.0]), {"x": np.array([1.0, 0.0]), "y": np.array([0.0, 1.0])})
+    light = [t.marker.color for t in for_theme(go_copy(fig), "light").data]
+    dark = [t.marker.color for t in for_theme(go_copy(fig), "dark").data]
+    assert light == dark and len(set(light)) == 3 and None not in light
+
+
+def go_copy(fig):
+    import plotly.graph_objects as go
+
+    return go.Figure(fig)

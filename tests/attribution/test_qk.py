@@ -16,6 +16,13 @@ from ..helpers import tiny
 ARCHS = ["llama", "llama_bias", "qwen2", "gpt2"]
 # the model's own score vs ours: Llama-family RMSNorm rounds through float32 even in a float64 model
 MODEL_TOL = {"llama": 1e-6, "llama_bias": 1e-6, "qwen2": 1e-6, "gpt2": 1e-10}
+# the token route vs the components: the components are the model's own writes, the token route carries each
+# earlier layer's formula (its norms in float64, α's rows summing to 1). The model's RMSNorm casts its input to
+# float32 and its eager softmax is float32 (α's rows sum to 1 only to ~1e-7, which llama_bias's b^V carries),
+# so the two routes' states differ by float32 rounding, whose realisation follows the CPU's vector width
+# (llama_bias: 1.5e-6 on an AVX2 machine, 7e-7 with ATEN_CPU_CAPABILITY=default; both in float64: 3e-15).
+# 2e-6 as the other Llama-family comparisons with a propagation (test_direct, test_graph, test_adjoint).
+TOKEN_TOL = {"llama": 2e-6, "llama_bias": 2e-6, "qwen2": 2e-6, "gpt2": 1e-10}
 
 
 def _session(lm, n=9, seed=1):
@@ -48,7 +55,7 @@ def test_parts_sum_to_the_score_and_match_the_model_up_to_a_row_constant(head_mo
                 assert a.by_component.shape == (len(a.components),) * 2
                 assert abs(a.by_component.sum() - a.total) <= 1e-10 * scale
                 # the token split carries the same state by another route (the exact propagation)
-                assert abs(a.by_token_full.sum() - a.total) <= MODEL_TOL[arch] * scale
+                assert abs(a.by_token_full.sum() - a.total) <= TOKEN_TOL[arch] * scale
                 assert abs(a.model_score - a.total) <= MODEL_TOL[arch] * scale
             scores = np.array([a.total for a in got])
             log_alpha = np.log(alpha[head, i, : i + 1].double().numpy())

@@ -1,6 +1,7 @@
 """Tiny randomly initialised models of every supported architecture, in float64 (the conftest fixture
 ``tiny_model(arch)`` caches them per session; :func:`build` makes a fresh one): :mod:`tools.tiny`."""
-from tools.tiny import ARCHS, COMMON, _configs, build, distinct, encoded, from_ids, randomize_weights
+from tools.tiny import (ARCHS, COMMON, LATER_ARCHS, _configs, build, config_of, distinct, encoded, from_ids,
+                        randomize_weights)
 
 import torch  # noqa: E402
 import transformers as tf  # noqa: E402
@@ -8,14 +9,15 @@ import transformers as tf  # noqa: E402
 import normviz  # noqa: E402
 
 # ---------------------------------------------------------------- models with their LM head (prediction attribution)
-HEAD_ARCHS = {"llama": "causal", "llama_bias": "causal", "qwen2": "causal", "gpt2": "causal", "bert": "masked"}
+HEAD_ARCHS = {"llama": "causal", "llama_bias": "causal", "qwen2": "causal", "gpt2": "causal", "bert": "masked",
+              "qwen3": "causal", **{a: "causal" for a in LATER_ARCHS}}
 
 
 def build_with_head(arch: str, seed: int = 0, dtype=torch.float64):
     """A random model of ``arch`` with its LM head (``…ForCausalLM``, GPT-2's LMHeadModel, BertForMaskedLM),
     untied from the embeddings so the readout is its own matrix. ``llama_bias``: Llama with every bias on."""
     base = "llama" if arch == "llama_bias" else arch
-    config = _configs()[base]
+    config = config_of(base)
     if arch == "llama_bias":
         config.attention_bias = config.mlp_bias = True
     config.tie_word_embeddings = False

@@ -18,6 +18,6 @@ def test_bench_methods_smoke(capsys):
     rows = {line.split("|")[1].strip(): line.split("|")[2] for line in out.splitlines() if line.startswith("| ")}
     assert "forward pass" in rows
     for key in keys:
-        family = registry.family_of(key).NAME
+        family = registry.family_of(key).name
         assert family in rows, (key, out)
         assert key in [k.strip() for k in rows[family].split(",")], (key, rows[family])

@@ -37,6 +37,23 @@ def test_qk_records_equal_weight_records(tiny_model, arch):
             assert _rel(got["qk"][b][key], ref) <= 1e-12, (arch, b, key)
 
 
+def test_a_padded_sequence_recomputes_the_alpha_of_the_pass_bit_for_bit(tiny_model):
+    """Llama's eager softmax is float32 even in a float64 model, and torch's CPU softmax sums a row shorter than
+    one SIMD vector (AVX2: 8 float32, AVX-512: 16) in another order than a longer one: a 5-token sequence padded
+    to 20 keys crosses that width on either. Its α recomputed from q, k (the padding's keys kept, hidden by the
+    mask) is the padded pass's α exactly, and its padding columns are not part of it."""
+    lm = tiny_model("llama")
+    enc = [tiny.encoded(20, seed=5), tiny.encoded(5, seed=6)]
+    weights = Session.from_encoded(lm, enc, options={"record_attention": "weights"})[1].records()
+    qk = Session.from_encoded(lm, enc, options={"record_attention": "qk"})[1].records()
+    for w, q in zip(weights, qk):
+        assert q.attn is None and q.qk.key.shape[2] == 20  # the pass's row length
+        got = q.attention()
+        assert got.shape == w.attn.shape == (lm.n_heads, 5, 5)
+        assert torch.equal(got, w.attn)
+        assert [c for _, _, c, _ in q.attention_inputs().blocks()] == [5]
+
+
 def test_auto_mode_records_qk_only_when_alpha_is_large(tiny_model):
     from normviz.record import recorder as rec_mod
 
@@ -106,10 +123,10 @@ def test_map_is_memoised_within_its_bound(tiny_model, monkeypatch):
     assert s.map("attn_res_ln", 1) is first and not calls
     s.map("attn_res_ln", 0)
     assert calls
-    assert s._layer_maps.nbytes <= 2**20
+    assert s.store.layer_maps.nbytes <= 2**20
     tiny_bound = Session.from_encoded(lm, [tiny.encoded(9)], options={"map_cache_mb": 1e-6})[0]
     tiny_bound.map("norm", 0, 0)
-    assert len(tiny_bound._layer_maps) == 0  # bigger than the bound: returned, not kept
+    assert len(tiny_bound.store.layer_maps) == 0  # bigger than the bound: returned, not kept
 
 
 def test_map_ranges_and_records_once(tiny_model):
@@ -329,9 +346,9 @@ def test_a_long_layer_is_cached_within_the_long_input_bound(monkeypatch):
     keys = ["attention", "norm", "attn_res", "attn_res_ln"]
     s.maps(keys, 0)
     layer = s.maps(keys, 1)
-    assert s._layer_maps.nbytes == 4 * one_map  # layer 0's four maps dropped first
+    assert s.store.layer_maps.nbytes == 4 * one_map  # layer 0's four maps dropped first
     head = s.maps(keys, 1, 2)  # one head of attention and norm: the layer mean and norm_layer make room
-    assert s._layer_maps.nbytes == 4 * one_map
+    assert s.store.layer_maps.nbytes == 4 * one_map
     assert head["attn_res"] is layer["attn_res"] and head["attn_res_ln"] is layer["attn_res_ln"]
     again = s.maps(keys, 1, 2)
     assert all(again[k] is head[k] for k in keys)

@@ -119,9 +119,8 @@ def test_self_attention_stages_rebuild_the_models_vectors(setup, stack):
 
 def test_encoder_ff_stages(setup):
     lm, s, a, enc, dec, ys, out = setup
-    if lm.spec.ff_kind == "gated":  # T5 v1.1's gated GELU: refused per key (below)
-        assert "encoder_ff" not in a and s.refusal("encoder_ff")
-        return
+    if lm.spec.ff_kind == "gated":  # T5 v1.1's gated GELU (gelu_new): split since issue 38, no longer refused
+        assert "encoder_ff" in a and s.refusal("encoder_ff") is None
     post = lm.spec.placement == "post"
     for ctx, v in zip(s.layers("encoder"), enc):
         parts, bias = ff_stage(ctx, "ff")
@@ -202,9 +201,8 @@ def test_refusals(tiny):
     t5 = normviz.Session(tiny("t5"), SRC, target=TGT)
     with pytest.raises(NotApplicableError, match="post"):
         t5.get(["encoder_ff_res_ln"])
-    gated = normviz.Session(tiny("t5_gated"), SRC, target=TGT)
-    with pytest.raises(NotApplicableError, match="feed-forward"):
-        gated.get(["encoder_rollout_ff_res"])
+    gated = normviz.Session(tiny("t5_gated"), SRC, target=TGT)  # gated GELU: split since issue 38, not refused
+    assert gated.get(["encoder_rollout_ff_res"])["encoder_rollout_ff_res"].shape[0] == tiny("t5_gated").n_layers
 
 
 def test_key_space(tiny):
@@ -226,7 +224,7 @@ def test_key_space(tiny):
     assert "norm" not in all_keys(lm) and "decoder_ff" not in all_keys(lm)
     assert key_info("cross_norm").per_head and not key_info("decoder_attn_res").per_head
     assert key_info("encoder_norm").title.startswith("Encoder")
-    assert "encoder_ff" not in default_keys(tiny("t5_gated"))
+    assert "encoder_ff" in default_keys(tiny("t5_gated"))  # gated GELU: split since issue 38
 
 
 def test_wrong_inputs(tiny, tiny_model):

@@ -175,9 +175,9 @@ def test_every_family_with_a_budget_is_a_heavy_one():
 
     for key, option in BUDGETS + [("decompx", "decompx_budget_s")]:
         family = normviz.methods.family_of(key)
-        assert is_heavy(family) and family.NAME in heavy_families()
+        assert is_heavy(family) and family.name in heavy_families()
         if option != "flow_max_work":  # the worker's deadline reads the same budget as the cost check
-            assert family.BUDGET.seconds({option: 7.0}) == 7.0
+            assert family.budget.seconds({option: 7.0}) == 7.0
     assert all(is_heavy(normviz.methods.families()[name]) for name in heavy_families())
     assert not is_heavy(normviz.methods.family_of("norm"))
 

@@ -30,7 +30,7 @@ def worker():
 
 
 def test_the_costly_keys_cover_every_heavy_family():
-    assert {normviz.methods.family_of(k).NAME for k in COSTLY} == set(heavy_families())
+    assert {normviz.methods.family_of(k).name for k in COSTLY} == set(heavy_families())
 
 
 @pytest.mark.parametrize("key", COSTLY)
@@ -40,7 +40,7 @@ def test_each_costly_family_runs_in_the_worker_with_the_servers_result(minilm, w
     before = len(worker.ran)
     got = normviz.Session(minilm, SHORT, worker=worker).get([key])
     ran = [r for r in list(worker.ran)[before:] if key in r.keys]
-    assert len(ran) == 1 and ran[0].family == family.NAME
+    assert len(ran) == 1 and ran[0].family == family.name
     assert ran[0].pid in {p.pid for p in worker._all} and ran[0].pid != os.getpid()
     np.testing.assert_allclose(got[key], alone[key], rtol=0, atol=1e-6)
 

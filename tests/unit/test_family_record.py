@@ -33,7 +33,9 @@ def test_a_bare_module_gets_every_default_from_the_record():
     assert f.stacks == DEFAULT_STACKS and f.unit == DEFAULT_UNIT and f.requires == {} and f.opt_in == ()
     assert f.layer_views == {"my_map": "my_map_layer"}  # its own <key>_layer is its "all heads" view
     assert Family.of(_module(LAYER_VIEWS={})).layer_views == {}  # declared: the head mean
-    assert f.NAME == "my_family"  # what the record does not hold is read from the module
+    assert not hasattr(f, "NAME")  # the record does not stand in for its module
+    with pytest.raises(Exception):  # frozen
+        f.heavy = True
     with pytest.raises(ValueError, match="RECORD"):
         Family.of(_module(RECORD="half"))
 
@@ -67,6 +69,8 @@ def test_every_budget_is_one_pre_flight():
     """Each family with a budget and explain's sources refuse through the same helper: the same sentence, with
     the longest input that fits; explain and routes are registered next to the families, and every rate is a row of
     the one table (the routes' too: parts scored per second)."""
+    import normviz.attribution  # noqa: F401 — registers them (``import normviz`` alone is lazy)
+
     assert {"explain_budget_s", "routes_budget_s"} <= set(methods.all_budget_options())
     checks = [(f.budget, lambda o, f=f, k=f.keys[0].key: f.check(_request(), k, o))
               for f in methods.families().values() if f.budget is not None and f.keys]
@@ -110,3 +114,27 @@ def test_the_routes_rate_is_a_row_of_the_one_table(monkeypatch):
     assert flow.cost(req, {"routes_numbers_per_second": 1e9}, 0.0) == pytest.approx(
         numbers / 1e9 + edges * flow.EDGE_SECONDS)
     assert cost.RATE_OPTIONS["routes"] == "routes_numbers_per_second" and flow.BUDGET.rates == "routes"
+
+
+def test_a_misspelt_family_attribute_is_an_error_at_registration():
+    """``PER_LAYERS`` for ``PER_LAYER`` was silently ignored; now registration names it (a family's own constants
+    that resemble no declared attribute stay its business)."""
+    with pytest.raises(TypeError, match="PER_LAYERS .did you mean PER_LAYER"):
+        Family.of(_module(PER_LAYERS=True))
+    with pytest.raises(TypeError, match="REQUIRE .did you mean REQUIRES"):
+        registry.register_family(_module(REQUIRE={"my_map": ("attention",)}))
+    assert methods.family("my_family") is None
+    assert Family.of(_module(CHUNK_ROWS=64)).name == "my_family"
+
+
+def test_built_in_families_write_no_default_out():
+    """Defaults are declared once (the record's): no built-in family module restates one (``OPT_IN = ()``)."""
+    from normviz.methods.family import DECLARED
+    bare = Family.of(_module())
+    field = {"REQUIRES": "requires", "OPT_IN": "opt_in", "NEEDS_MODEL": "needs_model", "HEAVY": "heavy",
+             "PER_LAYER": "per_layer", "HOOKS_OWN_THREAD": "hooks_own_thread", "COMPUTED_TOGETHER": "computed_together",
+             "RELEASES_ALPHA": "releases_alpha", "ALPHA_KEYS": "alpha_keys", "REFERENCES": "references"}
+    assert set(field) <= set(DECLARED)
+    written = [f"{f.name}.{attr}" for f in registry.families().values() for attr, name in field.items()
+               if f.module is not None and attr in vars(f.module) and vars(f.module)[attr] == getattr(bare, name)]
+    assert not written, f"defaults written out: {written}"

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
+from safetensors.torch import save_file
 from packaging.requirements import Requirement
 
 from normviz.models import loading
@@ -102,7 +104,8 @@ def test_smollm2_is_converted_once_whoever_asks_first(tmp_path, monkeypatch):
         time.sleep(0.5)  # the second caller arrives meanwhile
         target.mkdir(parents=True)
         (target / "config.json").write_text("{}")
-        (target / "model.safetensors").write_bytes(b"")
+        (target / "tokenizer.json").write_text("{}")
+        save_file({"w": torch.zeros(1)}, str(target / "model.safetensors"))  # whole (a damaged one is redone)
         return target
 
     monkeypatch.setattr(loading, "_convert_smollm2", convert)

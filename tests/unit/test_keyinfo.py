@@ -16,9 +16,9 @@ from normviz.core.errors import TooCostlyError, UnknownKeyError, UnknownMethodEr
 def test_every_key_is_described_by_its_family():
     for name, family in methods.families().items():
         assert family.module.__name__.rsplit(".", 1)[-1] == name  # family name = module name
-        for info in family.KEYS:
+        for info in family.keys:
             assert info.group in methods.GROUPS and info.unit and info.stacks and len(info.label) <= 22, info
-            assert methods.budget_option(info.key) == (f"{name}_budget_s" if hasattr(family, "BUDGET") else None)
+            assert methods.budget_option(info.key) == (f"{name}_budget_s" if family.budget is not None else None)
 
 
 def test_groups_units_and_labels():
@@ -88,3 +88,30 @@ def test_all_keys_without_and_with_a_model(tiny_model):
     assert normviz.all_keys("pre") == methods.all_keys("pre")
     lm = tiny_model("bert")
     assert normviz.all_keys(lm) == [k for k in methods.all_keys(lm.spec.placement)]
+
+
+def test_a_key_that_does_not_apply_is_not_an_unknown_key():
+    """NotApplicableError (a real key, refused for this model) and UnknownKeyError (no such key) are siblings:
+    ``except UnknownKeyError`` does not swallow a refusal, both are NormvizErrors."""
+    from normviz.core.errors import NormvizError, NotApplicableError
+    assert not issubclass(NotApplicableError, UnknownKeyError) and issubclass(NotApplicableError, NormvizError)
+
+
+def test_a_key_is_parsed_once(tiny_model):
+    """``resolve`` returns :class:`Key` values: strings (dict keys, file names) that know their stack and name, so
+    the schedule reads them instead of parsing again; a Key survives pickling (the worker process) and JSON."""
+    import json
+    import pickle
+
+    from normviz.methods.keyspace import Key
+    lm = tiny_model("bert")
+    keys = keyspace.resolve(lm, ["norm", "rollout_attention"])
+    assert all(type(k) is Key for k in keys) and keys == ["norm", "attention", "rollout_attention"]
+    k = Key("encoder_norm")
+    assert (k.stack, k.name, k) == ("encoder", "norm", "encoder_norm") and keyspace.parse(k) == ("encoder", "norm")
+    assert Key("cross_norm").stack == "cross" and Key(k) is k and {k: 1}["encoder_norm"] == 1
+    back = pickle.loads(pickle.dumps(k))
+    assert type(back) is Key and (back.stack, back.name) == ("encoder", "norm")
+    assert json.loads(json.dumps({k: [k]})) == {"encoder_norm": ["encoder_norm"]}
+    with pytest.raises(UnknownKeyError):
+        Key("no_such_map")

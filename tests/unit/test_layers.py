@@ -15,7 +15,7 @@ LAYERS = (
     ("normviz.methods",),  # one module per map family, the registry and the key space
     ("normviz.attribution",),  # prediction attribution: below the Session that calls it
     ("normviz.session",),  # Session and its jobs (schedule, map budget, layer maps)
-    ("normviz.corpus", "normviz.align", "normviz.workers", "normviz.trust"),
+    ("normviz.corpus", "normviz.align", "normviz.workers", "normviz.trust", "normviz.circuits"),
     ("normviz.viz",),  # plotly figures and normviz.show
     ("normviz",),  # the package's facade: normviz/__init__.py
     ("normviz.cli", "normviz.__main__"),  # one module per subcommand (normviz/cli/)

@@ -30,9 +30,6 @@ KEYS = (
     KeyInfo("attn_res_ln", "Attention + residual + norm", False,
             "The norm after the residual decomposed: ‖γ⊙(u_ij − mean u_ij)‖/s_i (2021, ATBN).", short="+ residual + LN"),
 )
-REQUIRES: dict = {}
-NEEDS_MODEL = False
-OPT_IN = ()
 COMPUTED_TOGETHER = True  # the stages share the Grams: asking for one key computes them all
 REFERENCES = (papers.KOBAYASHI_2020, papers.KOBAYASHI_2021)
 check = no_check
@@ -52,6 +49,8 @@ def compute(inputs: Inputs, keys, options) -> Output:
     out = {k: pool.empty((L, H, n, n) if k == "norm" else (L, n, n), dtype) for k in keys}
     attention = inputs.arrays.get("attention")
     alpha = torch.from_numpy(attention) if attention is not None and c0.device.type == "cpu" else None
+    if c0.p.attn_out_norm is not None:  # the heads mix with α/s_i (LayerDecomposition.mix_alpha), not α
+        alpha = None
     use = backend(layers)
     for run in runs(layers):
         res = norm_family_run(layers[run], keys, use, alpha=alpha[run] if alpha is not None else None,

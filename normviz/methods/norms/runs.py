@@ -31,7 +31,8 @@ def backend(ctxs) -> str:
     ok = (bool(ctxs) and kernels.available()
           and all(c.device.type == "cpu" and c.dtype in (torch.float32, torch.float64)
                   and c.use_kernel is not False for c in ctxs)
-          and len({(c.dtype, c.n, c.alpha.shape[0], c.rec.x.shape[-1], c.ln_attn.kind) for c in ctxs}) == 1)
+          and len({(c.dtype, c.n, c.alpha.shape[0], c.rec.x.shape[-1], c.ln_attn.kind) for c in ctxs}) == 1
+          and ctxs[0].ln_attn.kind != "identity")  # the kernel computes a LayerNorm's or an RMSNorm's scale
     return "kernels" if ok else "torch"
 
 
@@ -126,10 +127,10 @@ def kernel_run(ctxs, keys, dest, alpha: torch.Tensor | None) -> dict[str, torch.
     if grams is None:
         return None
     gram, gx, fnorm, inv_s = grams
-    if alpha is None and L == 1 and c0.alpha.is_contiguous():
-        alpha = c0.alpha.unsqueeze(0)  # one layer (a long input's layer change): α itself, not a copy of it
-    if alpha is None:
-        alpha = _stacked(ws, "norms_alpha", [c.alpha for c in ctxs], dtype)
+    if alpha is None and L == 1 and c0.mix_alpha.is_contiguous():
+        alpha = c0.mix_alpha.unsqueeze(0)  # one layer (a long input's layer change): α itself, not a copy of it
+    if alpha is None:  # α (α/s_i where a norm follows the attention: LayerDecomposition.mix_alpha)
+        alpha = _stacked(ws, "norms_alpha", [c.mix_alpha for c in ctxs], dtype)
     out = {k: dest(k, (L, H, n, n) if k == "norm" else (L, n, n)) for k in keys}
     arrays = {k: t.numpy() for k, t in out.items()}
     direct = {k: kernels.c_contiguous_out(a) for k, a in arrays.items()}
@@ -177,7 +178,7 @@ def norm_family_run(ctxs, keys, use: str = "torch", targets: dict[str, torch.Ten
     # the torch path (also where a kernel could not run)
     plain, weighted = grams_torch(ctxs)
     if alpha is None:
-        alpha = torch.stack([c.alpha for c in ctxs])
+        alpha = torch.stack([c.mix_alpha for c in ctxs])
     out: dict[str, torch.Tensor] = {}
     stage_grams, stage_scales, stage_dests = [], [], []
     plain_key = next((k for k in ("norm_layer", "attn_res") if k in keys), None)

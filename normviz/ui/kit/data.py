@@ -271,6 +271,27 @@ def upload_refusal(name: str, size: int, max_bytes: int) -> str | None:
     return None
 
 
+def _control(c: str) -> bool:
+    """A C0/C1 control character or DEL that is not white space (tab, line breaks, form feed are kept)."""
+    o = ord(c)
+    return (o < 32 or 127 <= o < 160) and not c.isspace()
+
+
+def _utf16_without_bom(raw: bytes) -> tuple[str | None, str]:
+    """(text, "little-endian"/"big-endian") where ``raw`` reads as UTF-16 text with no byte-order mark: its NULs
+    on one side of each byte pair (the high bytes of ASCII and Latin letters), the decode clean; else (None, "")."""
+    if len(raw) < 2 or len(raw) % 2:
+        return None, ""
+    odd, even = raw[1::2].count(0), raw[0::2].count(0)
+    for zeros, other, codec, how in ((odd, even, "utf-16-le", "little-endian"), (even, odd, "utf-16-be", "big-endian")):
+        if zeros >= 0.5 * (len(raw) // 2) and other == 0:
+            try:
+                return raw.decode(codec), how
+            except UnicodeDecodeError:
+                return None, ""
+    return None, ""
+
+
 def uploaded_text(name: str, raw: bytes, max_bytes: int, max_chars: int) -> tuple[str | None, list[str]]:
     """The text of a file a visitor uploaded for Explore's text box, and what to tell them: (None, [why]) for a
     file over ``max_bytes`` or not UTF-8 text; else its text with runs of blank space folded into one space, cut
@@ -278,15 +299,28 @@ def uploaded_text(name: str, raw: bytes, max_bytes: int, max_chars: int) -> tupl
     refusal = upload_refusal(name, len(raw), max_bytes)
     if refusal:
         return None, [refusal]
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        return None, [f"The file {name[:100]!r} is not UTF-8 text: save it as plain text (.txt, UTF-8) and "
-                      "upload it again."]
+    notes = []
+    if b"\x00" in raw:  # UTF-8 text holds no NUL: UTF-16 without its byte-order mark, or not text at all
+        text, how = _utf16_without_bom(raw)
+        if text is None:
+            return None, [f"The file {name[:100]!r} holds NUL bytes: it is not a text file. Save it as plain text "
+                          "(.txt, UTF-8) and upload it again."]
+        notes.append(f"The file {name[:100]!r} is UTF-16 ({how}) without a byte-order mark; it was read as such. "
+                     "Check the text box: save the file as UTF-8 to be sure.")
+    else:
+        try:
+            text = raw.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            return None, [f"The file {name[:100]!r} is not UTF-8 text: save it as plain text (.txt, UTF-8) and "
+                          "upload it again."]
+    controls = sorted({f"U+{ord(c):04X}" for c in text if _control(c)})
+    if controls:
+        return None, [f"The file {name[:100]!r} holds control characters ({', '.join(controls[:5])}"
+                      f"{' …' if len(controls) > 5 else ''}) that plain text does not: save it as plain text "
+                      "(.txt, UTF-8) and upload it again."]
     text = " ".join(text.split())
     if not text:
         return None, [f"The file {name[:100]!r} holds no text."]
-    notes = []
     if len(text) > max_chars:
         notes.append(f"The file holds {len(text):,} characters; the text box takes the first {max_chars:,} "
                      "(NORMVIZ_MAX_TOKENS × 50), and the analysis is cut at the token limit as for typed text.")

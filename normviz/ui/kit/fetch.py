@@ -34,6 +34,8 @@ def session_options(lm) -> dict:
     any family registered later, and the Why page's routes); default 60 each; the memory budget of whole map arrays
     (NORMVIZ_MEMORY_BUDGET_MB, default 2048); and no recording pass stopped early (``stop_early``)."""
     conf = settings()
+    import normviz.attribution  # noqa: F401 — registers explain's and routes' budgets (``import normviz`` is lazy)
+
     options = {name: conf.cost_budget_s for name in methods.all_budget_options()}  # explain's and routes' too
     options[methods.budget_option("ff")] = conf.ff_budget_s
     options["routes_budget_s"] = conf.cost_budget_s  # the Why page's routes: refused over it, stopped at 4× it
@@ -49,7 +51,23 @@ def heavy_worker():
     from normviz.workers.process import shared_worker
 
     conf = settings()
-    return shared_worker(conf.heavy_workers, long_layers=conf.public)
+    worker = shared_worker(conf.heavy_workers, long_layers=conf.public)
+    if worker is not None:
+        worker.wanted = visitor_connected  # a job still waiting for the worker when its visitor left is dropped
+    return worker
+
+
+def visitor_connected() -> bool:
+    """Whether the visitor of this script run is still connected (True outside a run or a running server)."""
+    visitor = visitor_id()
+    if visitor is None:
+        return True
+    try:
+        from streamlit.runtime import Runtime
+
+        return not Runtime.exists() or Runtime.instance().is_active_session(visitor)
+    except Exception:  # pragma: no cover - the job runs, as before
+        return True
 
 
 def _cut(texts: list[str], limit: int) -> tuple[list[str], str | None]:

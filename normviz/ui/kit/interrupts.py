@@ -101,6 +101,7 @@ class DeferredInterrupt:
                 self.pending = exc
                 return None
 
+        wrapped.stopped = lambda: self.pending is not None  # a job not started yet is dropped (workers.process)
         return wrapped
 
 

@@ -34,7 +34,7 @@ def known_keys(lm) -> list[str]:
 
 def title(key: str) -> str:
     try:
-        return registry.key_info(key).title
+        return keyspace.key_info(key).title
     except NormvizError:
         return key
 
@@ -48,7 +48,7 @@ def why_not_offered(key: str) -> str:
     """Why a map key named by a link or a talk's step is not among a self-attention model's offered maps:
     another LN placement's map, an encoder–decoder's map, or no map of that name."""
     if key in registry.all_keys():
-        placements = registry.key_info(key).placements
+        placements = keyspace.key_info(key).placements
         if len(placements) == 1:
             return f"a map of {placements[0]}-LN models only"
         return "not offered for this model"

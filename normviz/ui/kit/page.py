@@ -51,22 +51,48 @@ def start_page(seq2seq: bool = False) -> tuple[ViewState, int]:
 
 
 SIDEBAR_WIDGETS = ("w_model_choice", "w_model_other", "w_present", "tr_present")  # drawn by sidebar() before the check
-UNSETTABLE = ("w_step_save", "w_step_clear", "w_upload")  # buttons and uploads: Streamlit refuses a set value
+# Widgets Streamlit registers with writes_allowed=False (buttons, download buttons, uploads, camera/audio input,
+# menu buttons) hold values of these kinds; a value set through session state makes them raise
+# StreamlitValueAssignmentNotAllowedError when drawn (Esc on the Why page: its graph's download button, issue 42).
+READ_ONLY_VALUE_TYPES = frozenset({"trigger_value", "string_trigger_value", "json_trigger_value",
+                                   "file_uploader_state_value"})
+SETTABLE = (bool, int, float, str, type(None))
+
+
+def settable(key: str) -> bool:
+    """Whether widget ``key``'s value may be set again through session state: a widget that does not refuse it
+    (by the kind of value Streamlit keeps for it) holding a plain value (None, bool, number, text, or a list of
+    them). Selections of charts and data editors (dicts) and uploaded files are not plain: never set again."""
+    from streamlit.runtime.state.session_state_proxy import get_session_state
+
+    try:
+        state = get_session_state()._state
+        meta = state.get_widget_metadata(state.get_widget_id_from_key(key))
+    except Exception:  # another Streamlit: judge by the value alone
+        meta = None
+    kind = getattr(meta, "value_type", None)
+    value = st.session_state[key]
+    if kind in READ_ONLY_VALUE_TYPES or (kind is None and (value is None or value == [])):
+        return False  # an empty upload's record names no kind: an empty widget needs nothing sent again
+    if isinstance(value, (list, tuple)):
+        return all(isinstance(v, SETTABLE) for v in value)
+    return isinstance(value, SETTABLE)
 
 
 def keep_widgets_across_stage(present: bool, page_widgets: str = "w_") -> None:
     """Entering or leaving stage mode moves a page's controls between its column layout and stage mode's one
     compact bar (and the ⋯ popover, whose widgets the browser has not mounted while it stayed shut): the browser
     then drew some of them empty (Explore's View control with nothing selected after Esc). Each widget value is
-    set again through session state on that run, so the browser is sent the value with the widget."""
+    set again through session state on that run, so the browser is sent the value with the widget -- except
+    where Streamlit refuses a set value (:func:`settable`: buttons, downloads, uploads)."""
     ss = st.session_state
     before = ss.get("_normviz_was_present")
     ss["_normviz_was_present"] = present
     if before is None or before == present:
         return
-    skip = SIDEBAR_WIDGETS + UNSETTABLE
-    for k in [k for k in ss if isinstance(k, str) and k.startswith(page_widgets) and k not in skip]:
-        ss[k] = ss[k]
+    for k in [k for k in ss if isinstance(k, str) and k.startswith(page_widgets) and k not in SIDEBAR_WIDGETS]:
+        if settable(k):
+            ss[k] = ss[k]
 
 
 def run_page(body) -> None:

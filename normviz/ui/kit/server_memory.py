@@ -130,7 +130,8 @@ class ServerMemory:
         self.short_room = min(int(short_room), self.limit // 4)  # never more than a quarter of a small budget
         self._rss, self._trim, self._workers = rss, trim, workers
         self._lock = threading.Lock()
-        self._running: dict = {}  # a running request's token -> (bytes it reserved, resident bytes when admitted)
+        self._running: dict = {}  # a running request's token -> (bytes it reserved, resident bytes when admitted,
+        # its group: its session, whose requests count once, or itself)
         self._users: dict = {}  # cache key -> set of Streamlit session ids that used it
         self._key_of: dict = {}  # id(session) -> its cache key
         self.evicted = 0  # sessions dropped to make room
@@ -143,14 +144,23 @@ class ServerMemory:
         """The server's resident memory now: its own process and its worker processes."""
         return self._rss() + self._workers()
 
-    def _reserved_at(self, resident: int) -> int:
+    def _reserved_at(self, resident: int, extra: tuple | None = None) -> int:
         """What running requests reserved and have not yet made resident: their reservations less the growth of
-        the resident memory since the oldest of them was admitted (never below 0)."""
-        if not self._running:
+        the resident memory since the oldest of them was admitted (never below 0). Requests on the same session
+        (``extra``: one more, (group, need), being admitted) count once, as the largest of them: they share its
+        records (recorded once) and run one after another on its lock (``Session._lock``; the worker process
+        takes one job at a time), so their memory is never needed side by side. A lone visitor's first view of a
+        long text was refused because of this ("4.5 GB of 6.0 GB are in use" with the server at 1.46 GB): the
+        browser's first reports (the page width) start new runs of the page while the first one records, and
+        each run reserved the same recording again."""
+        running = list(self._running.values()) + ([(extra[1], resident, extra[0])] if extra is not None else [])
+        if not running:
             return 0
-        total = sum(need for need, _ in self._running.values())
-        since = min(at for _, at in self._running.values())
-        return max(0, total - max(0, resident - since))
+        largest: dict = {}
+        for need, _, group in running:
+            largest[group] = max(largest.get(group, 0), need)
+        since = min(at for _, at, _ in running)
+        return max(0, sum(largest.values()) - max(0, resident - since))
 
     def held(self) -> int:
         now = self.resident()
@@ -162,32 +172,39 @@ class ServerMemory:
         first, never ``session``'s own); ServerBusyError when they would not fit even then."""
         need = max(0, int(need))
         room = self.limit if need <= SHORT_NEED else self.limit - self.short_room
+        group = ("session", id(session)) if session is not None else ("request", object())
         with self._lock:
-            if self.held() + need > room:
+            if self._with(group, need) > room:
                 own = self._key_of.get(id(session))
-                self._make_room(need, set() if own is None else {own}, room)
+                self._make_room(group, need, set() if own is None else {own}, room)
             now = self.resident()
             in_use = now + self._reserved_at(now)
-            if in_use + need > room:
+            more = now + self._reserved_at(now, (group, need)) - in_use  # past what its session reserved already
+            if in_use + more > room:
                 self.refused += 1
                 raise ServerBusyError(
                     f"The server is at its memory budget: {_gb(in_use)} of {_gb(self.limit)} are in "
-                    f"use (the models, other visitors' texts and the worker processes), and {what} would need about {_gb(need)} more. "
+                    f"use (the models, other visitors' texts and the worker processes), and {what} would need about {_gb(more)} more. "
                     "Try again "
                     "in a minute (texts nobody is looking at are released), or with a shorter text. "
                     "(The operator sets the budget with NORMVIZ_SERVER_MEMORY_MB.)")
             token = object()
-            self._running[token] = (need, now)
+            self._running[token] = (need, now, group)
         try:
             yield
         finally:
             with self._lock:
                 del self._running[token]
 
-    def _make_room(self, need: int, keep: set, room: int) -> None:
-        """Drop the oldest sessions (not in ``keep``) one by one until ``need`` fits in ``room`` (called with the
-        lock)."""
-        while self.held() + need > room:
+    def _with(self, group, need: int) -> int:
+        """What would be held with a request of ``need`` bytes on ``group`` (its session) admitted."""
+        now = self.resident()
+        return now + self._reserved_at(now, (group, need))
+
+    def _make_room(self, group, need: int, keep: set, room: int) -> None:
+        """Drop the oldest sessions (not in ``keep``) one by one until ``need`` (on ``group``) fits in ``room``
+        (called with the lock)."""
+        while self._with(group, need) > room:
             key = self.cache.oldest(exclude=keep)
             if key is None:
                 return

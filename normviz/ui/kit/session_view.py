@@ -34,7 +34,7 @@ def load_view() -> ViewState:
     pages; a page link's query (e.g. Learn's lesson, a head to open) applies on the first run of a page."""
     ss = st.session_state
     if VIEW not in ss:
-        for p in settings().problems:
+        for p in settings().visitor_problems():  # public mode: no operator's path shown
             say("warning", p)
     view = view_from_url(ViewState, VIEW)
     if forget_widgets_on_page_change():
@@ -90,6 +90,28 @@ def text_box(label: str, key: str, value: str, **kwargs) -> str:
     empty", docs/app.md)."""
     seed(key, value)
     return st.text_input(label, value, key=key, **kwargs)
+
+
+TEXT_KEYS = "_normviz_text_keys"  # the running page's declared text-dependent widgets (tests read it)
+FOLLOWED = "_normviz_followed_text"  # the model and text those widgets belong to
+
+
+def follow_text(keys: tuple[str, ...], *text) -> bool:
+    """A page's widgets that depend on its text -- ``keys``, the page's ONE declared list of every box that holds
+    a position, a token or a key -- follow a new text (or model: another tokenisation): their values are dropped,
+    so each is seeded for the new text instead of keeping an index or token of the old one (issue 29's position,
+    issue 42's "Key token it attends to"). Call it after the text boxes, before those widgets are drawn; ``text``:
+    the model and the text(s) read. True when a new text dropped them: the page then forgets the view's fields
+    that seed them. The session's first run keeps the link's values."""
+    ss = st.session_state
+    ss[TEXT_KEYS] = tuple(keys)
+    before, now = ss.get(FOLLOWED), tuple(str(t) for t in text)
+    ss[FOLLOWED] = now
+    if before is None or tuple(before) == now:
+        return False
+    for key in keys:
+        ss.pop(key, None)
+    return True
 
 
 def seed_index(key: str, value: int | None, n: int, what: str, fallback=None, fallback_text: str | None = None) -> None:

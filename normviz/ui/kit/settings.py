@@ -31,6 +31,14 @@ class Settings:
     server_memory_mb: float = 6144.0
     problems: tuple[str, ...] = field(default=(), compare=False)
 
+    def visitor_problems(self) -> tuple[str, ...]:
+        """What a visitor is told of the settings ignored: each problem; in public mode one line without the
+        operator's values (paths, model lists), which go to the server's log (stderr) only."""
+        if not self.public or not self.problems:
+            return self.problems
+        n = len(self.problems)
+        return (f"{n} server setting{'s were' if n > 1 else ' was'} ignored; the server's log says which.",)
+
     @property
     def max_text_chars(self) -> int:
         """Longest text the pages accept before tokenising (50 characters per token of the cap)."""

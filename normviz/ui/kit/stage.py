@@ -7,6 +7,8 @@ names its model and text (:func:`context_line`), so a screenshot explains itself
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import streamlit as st
 
 from . import components
@@ -68,6 +70,14 @@ def keyboard(layer_key: str, layers: list, head_key: str | None, heads: list, le
             on_key_change=lambda: _on_key(layer_key, layers, head_key, heads, leave, on_step, focus_key))
     except Exception:  # no components v2 (older Streamlit): the page's own controls still work
         pass
+
+
+def escape_key(present: bool) -> None:
+    """Stage mode's Esc (and nothing else) on a page without layer and head keys (Overview, Learn, Trust,
+    Corpus): docs/app.md promises Esc leaves stage mode on every page. The arrows and Space find no layer control
+    (``layers`` is empty) and do nothing."""
+    if present:
+        keyboard("_normviz_no_layer", [], None, [], leave=leave_stage)
 
 
 def leave_stage(view_key: str = "_normviz_view", toggle: str = "w_present") -> None:
@@ -266,4 +276,5 @@ def show_talk_link(slot, view) -> None:
         return
     with slot.container():
         st.caption("Copy the talk link (the icon at its right): this view and its steps, every separator encoded.")
-        st.code(talk_link(view, page_address()), language=None, wrap_lines=True)
+        # a talk is given on stage: the link opens in stage mode (present=1) whatever the page shows now
+        st.code(talk_link(replace(view, present=True), page_address()), language=None, wrap_lines=True)

@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...methods import registry
+from ...methods import keyspace, registry
 
 def papers_of(key: str):
     """The papers behind a map key: its family's REFERENCES."""
-    return registry.family_of(key).REFERENCES
+    return registry.family_of(key).references
 
 
 @dataclass(frozen=True)
@@ -209,7 +209,7 @@ def caption(key: str) -> str:
     if key in CAPTIONS:
         return CAPTIONS[key]
     try:
-        return registry.key_info(key).description
+        return keyspace.key_info(key).description
     except Exception:  # an unknown key: nothing to say
         return ""
 

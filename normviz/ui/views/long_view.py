@@ -34,7 +34,11 @@ from ..kit.theme import themed
 ROWS, COLS = "w_zoom_rows", "w_zoom_cols"  # the window, in token positions (inclusive ends)
 AGG, RANGE, FIND = "w_agg", "w_range", "w_find"
 SCALE = "w_ov_scale"  # the overviews' colour scale (normviz.viz.contrast)
+# log by default: on linear, a first token that takes most of every row (an attention sink) left the rest of a long
+# document's overview one dark colour (issue 42 item 8); the title says the scale, the control offers the others
+DEFAULT_SCALE = "log"
 FOCUS = "w_focus"
+TEXT_KEYS = (ROWS, COLS, RANGE, FIND)  # positions and a token of the text: Explore's TEXT_KEYS include them
 _MSG = "_normviz_long_msg"
 
 
@@ -144,12 +148,13 @@ def draw(session, lm, view, font_size: int, width: int | None, present: bool = F
             help="Max: the strongest cell of each block (a single sharp contribution stays visible). Mean: the "
                  "block's average (its overall mass; a decoder's masked cells are left out).") or "max"
     with c5:
-        ss.setdefault(SCALE, "linear")
+        ss.setdefault(SCALE, DEFAULT_SCALE)
         scale = st.selectbox(
             "Overview contrast", list(SCALES), key=SCALE, format_func=lambda s: SCALE_NAMES[s].capitalize(),
-            help="Linear: the panels' colour scale (a first token that takes most of every row leaves the rest one "
+            help="Log (the default): ten-fold steps, 4 decades, so the cells beside a dominant first token stay "
+                 "readable (a signed map keeps linear, said in its title). Linear: the panels' colour scale (a first token that takes most of every row leaves the rest one "
                  "dark colour). Row share without the first column: each row divided by the sum of its other "
-                 "blocks. Log: ten-fold steps, 4 decades. Quantile: each cell's rank. The title says which.")
+                 "blocks. Quantile: each cell's rank. The title says which.")
     with c2:
         st.text_input("Find a token (its text)", key=FIND, on_change=_found, args=(list(session.labels), n),
                       placeholder="e.g. mayor", help="Jumps the zoom window to the first token holding this text "

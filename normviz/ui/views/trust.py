@@ -25,7 +25,10 @@ other token on an encoder). 1: the same order; 0: no relation (the *random* row 
 comprehensiveness / sufficiency* (DeYoung et al. 2020, ERASER; as ferret computes them): the score lost when an
 attribution's top 10/30/50 % tokens are replaced by a baseline token (higher is better), or when all *but* them
 are (lower is better). *Gap*: the score minus the attribution's sum (0 for an exact decomposition such as
-sources; integrated gradients and input × gradient miss by this much).
+sources; integrated gradients and input × gradient miss by this much; "n/a" for maps and rollouts, which do not
+claim to add up to the score). A comprehensiveness can be negative: the baseline token that replaces the top tokens
+is itself read by the model and may raise the score, and tokens that held the prediction down count as "top" for a
+method that ranks by size.
 
 **Where the answer depends on the question.** Knockout measures whether a token's *route* is **necessary**:
 cut it and see what is lost. An exact decomposition (sources, the direct head parts) measures what a token's
@@ -36,11 +39,68 @@ chain them. A high Spearman says an attribution answers the knockout's question 
 """
 
 
+# readable names of the methods that are not maps (maps: their registry title) and of the scores
+METHOD_NAMES = {"sources": "Exact sources (decomposition)", "direct_heads": "Direct head parts",
+                "input_x_gradient": "Input × gradient", "integrated_gradients": "Integrated gradients",
+                "random": "Random order (chance)"}
+SCORE_NAMES = {"attribution": "Method", "spearman": "Rank agreement ρ (Spearman)", "kendall": "Kendall τ",
+               "comprehensiveness": "Comprehensiveness (higher is better)",
+               "sufficiency": "Sufficiency (lower is better)", "spearman_heads": "Heads: ρ vs head ablation",
+               "gap": "Gap: score − sum"}
+NO_GAP = "n/a: not a split of the score"  # maps and rollouts do not claim to add up to the score
+NEGATIVE_COMPREHENSIVENESS = (
+    "A negative comprehensiveness: replacing the method's top tokens by the baseline token *raised* the score. "
+    "The baseline token is itself a token the model reads (on a decoder it can push the prediction more than the "
+    "tokens it replaced), and tokens that held the prediction down count as 'top' for a method that ranks by "
+    "size, not sign. Knockout cuts routes instead of replacing tokens, so even its own order can score below 0.")
+NORM_BASED = ("norm", "attn_res", "alti", "ff_res")  # key parts of the norm-based maps (and their rollouts)
+
+
+def method_name(key: str) -> str:
+    """'Attention weights α' for a map key (its registry title), 'Input × gradient' for a method key."""
+    if key in METHOD_NAMES:
+        return METHOD_NAMES[key]
+    from ..kit.keys import title
+
+    return title(key)
+
+
+def _number(v) -> float | None:
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+
+
+def verdict(rows: list[dict]) -> str | None:
+    """One line in plain words from the per-text rows: which method orders the tokens most like knockout, and
+    whether attention weights do better than chance (the random row). None without any rank agreement."""
+    rho = {r["attribution"]: _number(r.get("spearman")) for r in rows}
+    scored = {k: v for k, v in rho.items() if v is not None and k != "random"}
+    if not scored:
+        return None
+    best = max(scored, key=scored.get)
+    family = "a norm-based map" if any(p in best for p in NORM_BASED) else "this method"
+    line = (f"Here {method_name(best)} ({family}) tracks knockout best: rank agreement ρ = {scored[best]:.2f} "
+            "(1 = the same order)")
+    chance, attention = rho.get("random"), scored.get("attention")
+    if attention is not None and best != "attention":
+        near = abs(attention) < 0.3 or (chance is not None and attention - chance < 0.2)
+        line += (f"; attention weights are near chance (ρ = {attention:.2f}" if near
+                 else f"; attention weights reach ρ = {attention:.2f}")
+        line += f", random order {chance:.2f})" if chance is not None else ")"
+    return line + ". One text: the corpus run below says how far it holds."
+
+
 def table(rows: list[dict]) -> pd.DataFrame:
-    """The per-text rows as a frame (None → NaN), the columns that hold at least one number."""
+    """The per-text rows as a frame with readable method and score names, the columns that hold at least one
+    number; the gap column in words where a method is not a split of the score (never "None")."""
     df = pd.DataFrame([{c: r.get(c) for c in COLUMNS} for r in rows], columns=list(COLUMNS))
     keep = [c for c in COLUMNS if c == "attribution" or df[c].notna().any()]
-    return df[keep]
+    df = df[keep].copy()
+    df["attribution"] = [method_name(k) for k in df["attribution"]]
+    for c in keep[1:]:
+        df[c] = pd.to_numeric(df[c], errors="coerce")
+    if "gap" in df:
+        df["gap"] = [NO_GAP if _number(v) is None else f"{v:.3g}" for v in df["gap"]]
+    return df.rename(columns=SCORE_NAMES)
 
 
 def corpus_table(rows: list[dict], score: str) -> pd.DataFrame:

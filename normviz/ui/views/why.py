@@ -21,10 +21,9 @@ from ...viz.why import shown
 from ..kit.state import QueryView, encode_value
 
 WHY_VIEW = "_normviz_why"
-WHY_TEXT = "_normviz_why_text"  # the (model, text) the boxes below belong to
-FOLLOW_KEYS = ("w_why_pos", "w_why_token", "w_why_foil", "w_why_layer", "w_why_head", "w_why_lens_layer")
 FALLBACK_MODEL = "smollm2"
 TOP = 10
+MAX_STEPS = 64  # a continuation's steps on the page (URL ``steps``)
 
 
 @dataclass
@@ -33,9 +32,12 @@ class WhyView(QueryView):
     token: str = ""  # "" = the default target
     foil: str = ""
     tau: float = 0.04
+    steps: int = 0  # the Continuation view (normviz.ui.views.continuation): 0 = off, else its steps
+    continuation: str = ""  # … a given continuation (teacher-forced) instead of the greedy one
+    cfoil: str = ""  # "" or "runner-up": each step's logit, or its difference to the step's runner-up
     problems: list[str] = field(default_factory=list, compare=False, repr=False)
 
-    LIMITS = {"token": 200, "foil": 200}
+    LIMITS = {"token": 200, "foil": 200, "continuation": 400}
 
     @staticmethod
     def encode(name: str, value) -> str:
@@ -43,8 +45,20 @@ class WhyView(QueryView):
 
     @staticmethod
     def decode(name: str, raw: str):
-        if name in ("token", "foil"):
+        if name in ("token", "foil", "continuation"):
             return raw
+        if name == "cfoil":
+            if raw not in ("", "runner-up"):
+                raise ValueError("use runner-up or leave it out")
+            return raw
+        if name == "steps":  # the Continuation view's (normviz.ui.views.continuation)
+            try:
+                v = int(raw.strip()) if len(raw.strip()) <= 4 else int("x")
+            except ValueError:
+                raise ValueError("not a whole number") from None
+            if not 0 <= v <= MAX_STEPS:
+                raise ValueError(f"use 0 (off) to {MAX_STEPS}")
+            return v
         if name == "position":
             if raw.strip().lower() in ("", "last", "-1"):
                 return None
@@ -248,21 +262,17 @@ def why_view():
     return view_from_url(WhyView, WHY_VIEW)
 
 
-def follow_text(model: str, text: str, why) -> bool:
+def follow_text(model: str, text: str, why, keys: tuple[str, ...]) -> bool:
     """A new text (or model: another tokenisation) is explained at its own last position, for its own top
-    prediction, with no foil: the position, token, foil and head boxes of the previous text are dropped
-    (they would explain another token of the new one: issue 29). True when that happened. The session's
-    first run keeps the link's position, token and foil."""
-    import streamlit as st
+    prediction, with no foil: the page's text-dependent boxes ``keys`` of the previous text are dropped
+    (:func:`normviz.ui.kit.session_view.follow_text`; they would explain another token of the new one: issue 29,
+    issue 42's key token). True when that happened. The session's first run keeps the link's position, token and
+    foil."""
+    from ..kit.session_view import follow_text as follow
 
-    ss = st.session_state
-    before, now = ss.get(WHY_TEXT), (str(model), str(text))
-    ss[WHY_TEXT] = now
-    if before is None or tuple(before) == now:
+    if not follow(keys, model, text):
         return False
     why.position, why.token, why.foil = None, "", ""
-    for key in FOLLOW_KEYS:
-        ss.pop(key, None)
     return True
 
 

@@ -1,0 +1,46 @@
+"""Issue 38: the path integrals I(a) = ∫₀¹ g(t·a) dt of the gated FF activations (SiLU by the dilogarithm, GELU in
+closed form, GELU-tanh by GELU's closed form plus a Gauss–Legendre quadrature of the difference) against adaptive
+quadrature of the module itself (scipy.integrate.quad, error estimate ≤ 1e-13 relative), and the activation probe."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from scipy.integrate import quad
+from transformers.activations import ACT2FN
+
+from normviz.core.activations import check_activation, gate_kind, path_integral
+
+POINTS = np.concatenate([-np.logspace(-8, 2.5, 40), [0.0], np.logspace(-8, 2.5, 40)])
+
+
+@pytest.mark.parametrize("name,kind", [("silu", "silu"), ("gelu", "gelu"), ("gelu_pytorch_tanh", "gelu_tanh"),
+                                       ("gelu_new", "gelu_tanh")])
+def test_path_integral_equals_quadrature(name, kind):
+    act = ACT2FN[name]
+    assert gate_kind(act) == kind
+    assert check_activation(act, gated=True) is None
+    got = path_integral(act, torch.tensor(POINTS, dtype=torch.float64)).numpy()
+
+    def g(x):
+        return float(act(torch.tensor([x], dtype=torch.float64))[0])
+    worst = 0.0
+    for a, value in zip(POINTS, got):
+        if a == 0:
+            assert value == 0.0
+            continue
+        # ∫₀^a g / a, split where g stops bending (|x| = 8): each piece smooth for the adaptive rule
+        cut = float(np.clip(a, -8.0, 8.0))
+        ref, err = quad(g, 0.0, cut, epsabs=1e-15, epsrel=1e-14, limit=200)
+        if cut != a:
+            more, err2 = quad(g, cut, a, epsabs=1e-15, epsrel=1e-14, limit=200)
+            ref, err = ref + more, err + err2
+        ref, err = ref / a, err / abs(a)
+        assert err <= 1e-13 * max(1.0, abs(ref))
+        worst = max(worst, abs(value - ref) / max(abs(ref), 1e-300))
+    assert worst <= 1e-11, worst  # the bound the FF split's completeness rests on
+
+
+def test_relu_is_no_gate():
+    assert gate_kind(ACT2FN["relu"]) is None
+    assert "only SiLU, GELU and GELU-tanh" in check_activation(ACT2FN["relu"], gated=True)
