@@ -117,6 +117,9 @@ def page() -> None:
     wv.foil = "" if foil is None else W.token_param(tok, vocab, foil)
     W.save_why(view, wv)
 
+    if lm.note:  # no architecture row (the raw-attention floor): candidates and logit lens only, its note above
+        _floor_view(session, cands, ids, int(target), foil, pos, tokens, tok, fs)
+        st.stop()
     # once per session, position and token(s): a candidate visited again costs nothing
     e = memoised(session, ("why_explain", int(pos), int(target), foil),
                  lambda: session.explain(token=int(target), foil=foil, position=pos))
@@ -383,6 +386,21 @@ def seq2seq(lm, view, wv, fs) -> None:
         ui.say("info", "Which heads: " + (e.direct_refusal or ""))
     st.caption("Information-flow routes follow one self-attention stack: for encoder–decoders they are not drawn "
                "yet. The Translate page shows this model's cross-attention maps.")
+
+
+def _floor_view(session, cands, ids, target, foil, pos, tokens, tok, fs) -> None:
+    """A model on the raw-attention floor: the model's candidates and its logit lens (explain needs a row)."""
+    lens = memoised(session, ("why_lens", int(pos), tuple(ids)),
+                    lambda: W.lens_view(session.logit_lens(position=pos), tok, sorted(set(ids) | {target})))
+    ui.chart(vw.candidates([c.token for c in cands], [c.prob for c in cands],
+                           chosen=ids.index(target) if target in ids else None,
+                           foil=ids.index(foil) if foil in ids else None, font_size=fs,
+                           title=f"After {vw.shown(tokens[pos])} [{pos}]: the top {len(cands)}"),
+             key="candidates", filename="normviz_why_candidates")
+    curves = lens.curves({W.token_text(tok, target): target})
+    ui.chart(vw.lens_lines(curves, model_probs={k: float(p[-1]) for k, p in curves.items()}, font_size=fs,
+                           layer=len(lens.table) - 1, title="Logit lens: the probability after every layer"),
+             key="lens", filename="normviz_why_lens")
 
 
 ui.run_page(page)

@@ -2,7 +2,8 @@
 ``ArchSpec``), the raw-attention floor, and the embedded models.
 
 Nothing is written by hand: each row's capabilities are asked of the library itself, on a tiny random model of
-that type (tools/tiny.py's config, with its LM head where the type has one; float64): which map keys it offers
+that type (tools/tiny.py's config, with its LM head where the type has one; float64, float32 for mixtures of
+experts): which map keys it offers
 (:func:`normviz.all_keys`), and whether ``explain`` (its direct parts, its sources), ``attend``, ``graph`` and the
 interventions (``knockout``, ``ablate_heads``) run or are refused, and each refusal's reason.
 
@@ -33,6 +34,7 @@ def _tiny_configs() -> dict:
     from tools import tiny
 
     configs = dict(tiny._configs())
+    configs.update(getattr(tiny, "_later_configs", dict)())  # round 5's decoders (issue 38)
     configs.update(getattr(tiny, "_seq2seq_configs", dict)())
     return {getattr(c, "model_type", k): c for k, c in configs.items() if k not in ("t5_gated",)}
 
@@ -57,7 +59,8 @@ def _build(config, causal: bool):
             break
         except ValueError:
             continue
-    model = model.to(torch.float64).eval()
+    moe = any(getattr(config, k, None) for k in ("num_experts", "num_local_experts"))  # no float64 grouped matmul
+    model = model.to(torch.float32 if moe else torch.float64).eval()
     randomize_weights(model)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -164,9 +167,9 @@ def tables() -> str:
     import normviz
 
     out = ["### What each model type gets", "",
-           "Asked of the library on a tiny random model of each row (`python scripts/models_table.py`): "
-           f"{YES} runs; otherwise the refusal's first clause. *maps*: the map keys offered of those the stacks "
-           "register; *interventions*: `knockout` and `ablate_heads`.", "",
+           ("Asked of the library on a tiny random model of each row (`python scripts/models_table.py`): "
+            f"{YES} runs; otherwise the refusal's first clause. *maps*: the map keys offered of those the stacks "
+            "register; *interventions*: `knockout` and `ablate_heads`."), "",
            "| model types | family | " + " | ".join(COLUMNS) + " | refused keys: what they need |",
            "|---|---|" + "---|" * len(COLUMNS) + "---|"]
     for row in rows():

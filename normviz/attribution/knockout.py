@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from ..core.errors import NormvizError
+from ..models.floor import require_row
 from ..methods import head_ablation as _head_family, knockout as _knockout_family
 from ..methods.base import Request
 from . import intervene
@@ -67,6 +68,7 @@ class InterventionTarget:
 
     def __init__(self, session, token=None, foil=None, position: int = -1):
         lm = session.lm
+        require_row(lm, "interventions (knockout, ablate_heads)")  # the floor: its attention may bypass the hooks
         if getattr(session, "is_encoder_decoder", False):
             raise NormvizError("interventions run on self-attention models; for an encoder–decoder use Explain.")
         self.lm, self.encoded = lm, session.encoded

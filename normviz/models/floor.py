@@ -139,8 +139,10 @@ def causal_of(model: torch.nn.Module, config) -> bool:
     if any(str(a).endswith(("ForCausalLM", "LMHeadModel")) for a in (getattr(config, "architectures", None) or ())):
         return True
     try:
-        from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-                                                            MODEL_FOR_MASKED_LM_MAPPING_NAMES)
+        from transformers.models.auto.modeling_auto import (
+            MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+            MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+        )
     except ImportError:  # pragma: no cover - transformers moved them
         return False
     mt = getattr(config, "model_type", None)

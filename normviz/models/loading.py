@@ -311,7 +311,7 @@ def gemma3_terms() -> Path | None:
     spec = importlib.util.find_spec(GEMMA3_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         return None
-    path = Path(list(spec.submodule_search_locations)[0]) / "data" / "GEMMA_TERMS.html"
+    path = Path(next(iter(spec.submodule_search_locations))) / "data" / "GEMMA_TERMS.html"
     return path if path.exists() else None
 
 

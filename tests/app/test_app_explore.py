@@ -180,6 +180,11 @@ def test_a_model_without_an_architecture_row_gets_raw_attention_and_one_note(tmp
     a = normviz.Session(lm, "the cat sat on the mat").get(["attention"])
     want = a.arrays["attention"][0].mean(0)
     np.testing.assert_allclose(np.nan_to_num(z(heatmaps(at)[0])), want, rtol=1e-5, atol=1e-6)  # NaN: j > i
+    why = app("app_pages/0_Why.py", query={"model": str(tmp_path), "text": "the cat sat on the mat"})
+    why.run()  # the Why page: the model's candidates and its logit lens, and the one note (explain needs a row)
+    no_exception(why)
+    assert not why.error and len([t for t in texts(why.info) if "has no architecture row" in t]) == 1
+    assert [title(f) for f in figures(why)][1] == "Logit lens: the probability after every layer"
     with pytest.raises(UnsupportedModelError, match="'pegasus' encoder–decoder"):  # no floor for these
         transformers.PegasusConfig(vocab_size=50, d_model=16, encoder_layers=1, decoder_layers=1,
                                    encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=16,

@@ -16,7 +16,6 @@ from normviz.methods.rollouts import attention_with_residual, rollout
 from normviz.models import floor
 from normviz.models.arch import ARCHITECTURES
 from normviz.models.loading import FloorWarning
-
 from tools.tiny import from_ids, randomize_weights, tokenizer
 
 FLOOR_ARCHS = ("bloom", "mpt")

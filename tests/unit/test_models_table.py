@@ -10,8 +10,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_models_table_in_the_docs_is_current():
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "models_table.py"), "--check"], capture_output=True,
-                         text=True, cwd=ROOT, timeout=900)
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "models_table.py"), "--check"], check=False,
+                         capture_output=True, text=True, cwd=ROOT, timeout=900)
     assert out.returncode == 0, out.stderr[-2000:]
 
 
