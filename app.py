@@ -50,8 +50,10 @@ import streamlit as st
 from normviz.ui.kit import timing
 from normviz.ui.kit.pages import discover
 from normviz.ui.kit.url_check import install as mark_dropped_queries
+from normviz.ui.kit.warm import import_once
 
 mark_dropped_queries()  # a query string Streamlit drops as too long is then said, not silently ignored
+import_once()  # transformers' names resolved once, one thread at a time, before any page (ui.kit.warm)
 
 pages = discover(Path(__file__).parent / "app_pages")
 nav = st.navigation([st.Page(str(p.path), title=p.title, icon=p.icon, url_path=p.url_path, default=p.default)

@@ -8,14 +8,14 @@ text ("" = the model generates it). Either shows an error box and returns None w
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
-import warnings
 
 import streamlit as st
 
 import normviz
 from normviz import methods
-from normviz.core.errors import NormvizError, TruncationWarning
+from normviz.core.errors import NormvizError
 
 from . import timing
 from .interrupts import deferred_interrupts
@@ -109,6 +109,40 @@ def _truncation_note(lm, message: str, cap: int) -> str:
     return f"{message} That is {lm.name}'s own window ({lm.max_length} tokens): shorten the text."
 
 
+AXIS_NAMES = {"encoder": "source", "decoder": "target"}  # an encoder–decoder's texts; any other stack: "text"
+
+
+def truncation_notes(session, lm, cap: int) -> list[str]:
+    """What was cut from ``session``'s texts, read from the values the library returns (each axis's
+    ``Encoded.dropped``), not from its TruncationWarning: ``warnings.catch_warnings`` is module-global, so two
+    visitors' first views at once lost their note or got each other's (issue 42)."""
+    notes = []
+    for stack in session.stacks:
+        if stack == "cross":  # its rows and columns are the decoder's and the encoder's
+            continue
+        enc = session.axis(stack)
+        if enc.dropped:
+            what = AXIS_NAMES.get(stack, "text")
+            notes.append(_truncation_note(lm, f"The {what} is {len(enc.ids) + enc.dropped} tokens long, more than "
+                                              f"the limit of {len(enc.ids)}; {enc.dropped} tokens were dropped "
+                                              "from the end.", cap))
+    return notes
+
+
+_TOKENIZING = threading.Lock()
+
+
+def prepared(lm, text: str, pair: str, target_text: str, cap: int, options: dict):
+    """(the session of this text, its truncation notes): what the server-wide session cache keeps. One new
+    session at a time: a fast tokenizer's truncation setting is the tokenizer's own state, so two visitors'
+    texts encoded at once could read each other's (the full-length pass came back cut: no tokens counted as
+    dropped, no note -- seen in the concurrency test of this function)."""
+    with _TOKENIZING:
+        session = normviz.Session(lm, text, pair or None, target=target_text or None, max_tokens=cap,
+                                  options=options, worker=heavy_worker())
+    return session, truncation_notes(session, lm, cap)
+
+
 def session_for(lm, text: str, pair: str = "", *, target: str | None = None):
     """The shared session of this text (pair, or an encoder–decoder's source and target), or None after an
     error box. A text cut at the character or token limit says so. ``target=None`` is a self-attention page's
@@ -126,13 +160,7 @@ def session_for(lm, text: str, pair: str = "", *, target: str | None = None):
     key = lm.cache_key + (text, pair, target, cap, tuple(sorted(options.items())))
 
     def make():
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", TruncationWarning)
-            session = normviz.Session(lm, text, pair or None, target=target_text or None, max_tokens=cap,
-                                      options=options, worker=heavy_worker())
-        notes = [_truncation_note(lm, str(w.message), cap) for w in caught
-                 if issubclass(w.category, TruncationWarning)]
-        return session, notes
+        return prepared(lm, text, pair, target_text, cap, options)
 
     try:
         session, notes = session_cache().get_or_compute(key, make)

@@ -15,6 +15,29 @@ import threading
 import time
 
 
+_IMPORTS = threading.Lock()
+_IMPORTED = False
+# what the pages take from transformers (normviz.models, normviz.core.tokens): imported whole once
+PAGE_IMPORTS = ("AutoConfig", "AutoModel", "AutoTokenizer")
+
+
+def import_once() -> None:
+    """Import what the pages need from transformers once per process, one thread at a time, before a page uses
+    it: transformers' lazy module resolves a name on first access, and several script threads doing it at once
+    once told a visitor "cannot import name 'AutoTokenizer' from 'transformers'" (issue 42's load benchmark).
+    app.py calls it at the top of every run; after the first it is one flag read."""
+    global _IMPORTED
+    if _IMPORTED:
+        return
+    with _IMPORTS:
+        if not _IMPORTED:
+            import transformers
+
+            for name in PAGE_IMPORTS:
+                getattr(transformers, name)
+            _IMPORTED = True
+
+
 def warm(model: str | None = None, text: str | None = None) -> dict:
     """Load ``model`` (default: the pages' default) and compute the default maps of ``text`` (default: the
     pages' default text) through the pages' own caches. Returns what it did and how long it took."""
