@@ -24,7 +24,7 @@ def _early_settings():
     """normviz.core.settings read on its own, before ``import normviz`` (whose facade loads torch)."""
     import importlib.util
 
-    where = Path(importlib.util.find_spec("normviz").origin).parent / "settings.py"
+    where = Path(importlib.util.find_spec("normviz").origin).parent / "core" / "settings.py"
     spec = importlib.util.spec_from_file_location("normviz._early_settings", where)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up there
