@@ -13,7 +13,7 @@ from normviz import circuits
 from normviz.circuits.lesson import k_composition
 from normviz.ui.views import learn_circuit as LC
 
-from ..helpers.app import ROOT, arr, figures, no_exception
+from ..helpers.app import ROOT, app, arr, figures, no_exception
 
 
 def _view():
@@ -69,3 +69,14 @@ def test_the_lesson_draws_the_library_numbers():
 def test_the_learn_page_hooks_the_lesson():
     page = (Path(ROOT) / "app_pages" / "2_Learn.py").read_text(encoding="utf-8")
     assert "learn_circuit.render(ui, st, fs)" in page
+    at = app("app_pages/2_Learn.py", {"model": "minilm"})
+    at.run()
+    no_exception(at)
+    assert LC.TITLE in [h.value for h in at.subheader]
+    before = len(figures(at))
+    at.toggle(key=LC.TOGGLE).set_value(True).run()
+    no_exception(at)
+    k = k_composition(0, bench=circuits.load("induction"))
+    drawn = figures(at)[before:]
+    assert len(drawn) == 3
+    np.testing.assert_allclose(arr(drawn[1]["data"][0]["y"]), k.key_side)
