@@ -7,7 +7,13 @@ import pytest
 
 from normviz.trust import circuit_scores as cs
 
-from ..helpers.browser import chromium, require_browser, streamlit_server, wait_for_app, wait_until
+from ..helpers.browser import (
+    chromium,
+    require_browser,
+    streamlit_server,
+    wait_for_app,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 
@@ -46,7 +52,8 @@ def test_known_circuits_view_draws_in_chromium(tmp_path):
         wait_until(driver, "const v = (() => {" + _VIEW + "})(); return v !== null && v.charts >= 2 && "
                    "v.heatmap > 0 && v.legend.length > 0;", 180)
         view = driver.execute_script(_VIEW)
-        driver.find_element("xpath", "//*[contains(text(), 'Known circuits')]").location_once_scrolled_into_view
+        driver.execute_script("Array.from(document.querySelectorAll('[data-testid=\"stExpander\"] summary'))"
+                              ".find(e => e.innerText.includes('Known circuits')).scrollIntoView();")
         driver.save_screenshot(str(tmp_path / "known_circuits.png"))
     assert view["exceptions"] == 0, view
     assert any("ROC" in t for t in view["titles"]) and any("the circuit" in t for t in view["titles"]), view
