@@ -9,7 +9,7 @@ import normviz
 from normviz import viz
 from normviz.methods import keyspace, registry
 from normviz.ui.kit import data
-from normviz.ui.views import learn, trust
+from normviz.ui.views import learn, learn_circuit, trust
 from normviz.ui.kit import st_parts as ui
 
 ui.page_config("Learn", "🎓")
@@ -138,6 +138,8 @@ def page() -> None:
                             "inequality); their ratio shows how much the heads cancel:")
                 ui.table(table(ratio), view.present, width="content")
             st.markdown("Papers: " + links(key))
+
+    learn_circuit.render(ui, st, fs)  # the lesson "find the induction circuit" (issue 41)
 
 
 def why_weight_is_not_contribution(view, lm, fs) -> None:
