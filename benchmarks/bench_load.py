@@ -332,6 +332,10 @@ def run_config(name: str, env: dict, visitors: int, seconds: float, log_dir: str
             "worker_rss_mb": {"start": round(wrss[0], 1), "peak": round(max(wrss), 1), f"after_{idle_s:.0f}s": end[1]},
             # what the budget counts: the server and its workers, sampled together
             "server_and_workers_peak_mb": round(max(a + b for a, b in zip(rss, wrss)), 1),
+            "server_and_workers_mb": {
+                "start": round(rss[0] + wrss[0], 1), "peak": round(max(a + b for a, b in zip(rss, wrss)), 1),
+                f"after_{idle_s:.0f}s": round(sum(end), 1), "back_within_10pct": bool(sum(end) <= 1.1 * (rss[0] + wrss[0])),
+                "under_budget_every_sample": bool(all(a + b <= budget for a, b in zip(rss, wrss)))},
             "after_leaving": after, "pastes": longs}
     for model in ("minilm", "smollm2"):
         rs = [r for r in recs if r["model"] == model]

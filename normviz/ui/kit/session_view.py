@@ -83,13 +83,42 @@ def seed(key: str, value) -> None:
         st.session_state[key] = value
 
 
+# a text box's URL parameter (the view's field it edits): what is typed there is written into the URL as it is typed
+URL_PARAMS = {"w_text": "text", "w_trust_text": "text", "w_pair": "pair", "w_text_b": "text_b", "tr_src": "src",
+              "tr_tgt": "tgt", "tr_model": "model"}
+
+
 def text_box(label: str, key: str, value: str, **kwargs) -> str:
     """``st.text_input`` seeded from the view (:func:`seed`) whose default is the view's text too. Streamlit sends a
     value set through session state with the widget once, in the run that registers it; a browser that mounts the
     box from a later run's message only falls back to the default, which was "" (a link's text became "The text is
-    empty", docs/app.md)."""
+    empty", docs/app.md). What the visitor types is also written into the URL as it is typed (:func:`url_follows`)."""
     seed(key, value)
-    return st.text_input(label, value, key=key, **kwargs)
+    out = st.text_input(label, value, key=key, **kwargs)
+    url_follows(key, out)
+    return out
+
+
+def url_follows(key: str, value: str) -> None:
+    """What the visitor types into text box ``key`` (whose text in this run is ``value``) is not lost when the server
+    goes away (``components/url_text.js``): the browser writes it into the URL's parameter ``URL_PARAMS[key]`` at
+    each keystroke, and once the page's lost connection is back it loads the page again from that URL when a box
+    holds a text no run has seen (else it asks for a run). The server writes the URL only after a run; a text
+    typed while the server was away (its process killed and started again) reached no run, and the restarted
+    server's new session ran from the URL's older text, with no note (issue 42). Mounted in the sidebar (no room
+    taken beside the box); nothing where components v2 are missing."""
+    param = URL_PARAMS.get(key)
+    if param is None:
+        return
+    from . import components
+
+    try:
+        with st.sidebar:
+            components.component("normviz_url_text")(
+                key=f"nv_url_{key}", data={"key": key, "param": param, "value": str(value)},
+                on_reconnected_change=lambda: None)
+    except Exception:  # no components v2 (older Streamlit): the URL follows the runs only, as before
+        pass
 
 
 TEXT_KEYS = "_normviz_text_keys"  # the running page's declared text-dependent widgets (tests read it)
