@@ -123,6 +123,7 @@ def main() -> None:
     ap.add_argument("--inseq", default=None, metavar="PYTHON", help="a Python with inseq installed")
     ap.add_argument("--inseq-prompt", type=int, default=None, help="inseq's prompt length (default --prompt)")
     ap.add_argument("--inseq-steps", type=int, default=None, help="inseq's steps (default --steps)")
+    ap.add_argument("--only-inseq", action="store_true", help="only the side by side with inseq")
     ap.add_argument("--inseq-worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--long-child", nargs=2, type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -142,6 +143,8 @@ def main() -> None:
     print(f"# {platform.processor() or platform.machine()}, torch {torch.__version__}, {torch.get_num_threads()} "
           f"threads, load {os.getloadavg()[0]:.2f}")
     lm = normviz.load("smollm2", device="cpu")
+    if args.only_inseq:
+        return side_by_side(lm, args)
     enc = encode_exactly(lm, args.prompt)
     T = args.steps
     ref = Session.from_encoded(lm, [enc])[0].explain_continuation(T)
