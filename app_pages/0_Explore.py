@@ -5,10 +5,10 @@ import streamlit as st
 
 from normviz import viz
 from normviz.ui.kit import controls, data
-from normviz.ui.views import compare, learn, long_view
 from normviz.ui.kit import st_parts as ui
 from normviz.ui.kit.frames import frame_name as frames_name
 from normviz.ui.kit.state import COMPARE_MODES, DEFAULT_MAPS, load_examples
+from normviz.ui.views import compare, learn, long_view
 from normviz.viz.labels import ordinal
 
 ui.page_config("Explore", "🔎")

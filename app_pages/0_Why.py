@@ -9,9 +9,9 @@ import streamlit as st
 import normviz
 import normviz.methods.sinks
 from normviz.ui.kit import st_parts as ui
+from normviz.ui.kit.memo import memoised
 from normviz.ui.views import continuation as CV
 from normviz.ui.views import why as W
-from normviz.ui.kit.memo import memoised
 from normviz.viz import attend as va
 from normviz.viz import why as vw
 from normviz.viz.depth import depth_heatmap
@@ -134,7 +134,7 @@ def page() -> None:
     tname, fname = W.token_text(tok, int(target)), (W.token_text(tok, foil) if foil is not None else None)
     what = f"logit({vw.shown(tname)})" + (f" − logit({vw.shown(fname)})" if fname is not None else "")
     refused = W.refusals(session, ui.settings().cost_budget_s, wv.tau)
-    figures, captions, cfg = [], [], {}
+    figures, captions = [], []
 
     def show(fig, key, caption=""):
         if key != "sinks":

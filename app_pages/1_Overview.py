@@ -5,8 +5,8 @@ import streamlit as st
 
 from normviz import viz
 from normviz.ui.kit import data
-from normviz.ui.views import overview_maps
 from normviz.ui.kit import st_parts as ui
+from normviz.ui.views import overview_maps
 
 ui.page_config("Overview", "🧭")
 TEXT_KEYS = ()  # no box here holds a position or a token of the text (ui.follow_text; tested for every page)

@@ -5,12 +5,11 @@ import pandas as pd
 import streamlit as st
 
 import normviz
-
 from normviz import viz
 from normviz.methods import keyspace, registry
 from normviz.ui.kit import data
-from normviz.ui.views import learn, learn_circuit, trust
 from normviz.ui.kit import st_parts as ui
+from normviz.ui.views import learn, learn_circuit, trust
 
 ui.page_config("Learn", "🎓")
 TEXT_KEYS = ("w_why_row",)  # every box that holds a position or a token of the text (ui.follow_text)

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import streamlit as st
 
+from normviz.core.errors import NormvizError
 from normviz.corpus import STAT_TITLES, STATISTICS, CorpusJob, run_corpus
 from normviz.corpus.samples import SAMPLES
-from normviz.core.errors import NormvizError
-from normviz.viz import corpus as plots
 from normviz.ui.kit import data as ui_data
 from normviz.ui.kit import st_parts as ui
+from normviz.viz import corpus as plots
 
 MAX_LINES = ui.settings().corpus_max_lines  # NORMVIZ_CORPUS_MAX_LINES, validated: cap for public demos
 

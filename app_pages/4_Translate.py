@@ -14,8 +14,18 @@ from normviz.align.formats import AlignmentFormatError
 from normviz.ui.kit import data
 from normviz.ui.kit import st_parts as ui
 from normviz.ui.kit.settings import settings
-from normviz.ui.views.translate import (CROSS_KEYS, MAX_GOLD_CHARS, METHODS, SETTINGS, TranslateView, maps_npz,
-                                  not_encoder_decoder, toy_examples, unknown_words, unknown_words_note)
+from normviz.ui.views.translate import (
+    CROSS_KEYS,
+    MAX_GOLD_CHARS,
+    METHODS,
+    SETTINGS,
+    TranslateView,
+    maps_npz,
+    not_encoder_decoder,
+    toy_examples,
+    unknown_words,
+    unknown_words_note,
+)
 from normviz.viz.alignment import alignment_figure
 
 DATA = Path(__file__).resolve().parents[1] / "assets" / "toy_mt" / "data"

@@ -6,11 +6,12 @@ import streamlit as st
 import normviz
 from normviz.trust import explain_text
 from normviz.trust.report import shipped, shipped_about
-from normviz.viz.why import shown
 from normviz.ui.kit import st_parts as ui
-from normviz.ui.views import known_circuits as KC, trust as T
 from normviz.ui.kit.memo import memoised
+from normviz.ui.views import known_circuits as KC
+from normviz.ui.views import trust as T
 from normviz.viz import trust as vt
+from normviz.viz.why import shown
 
 ui.page_config("Trust", "✅")
 TEXT_KEYS = ()  # no box here holds a position or a token of the text (ui.follow_text; tested for every page)

@@ -42,14 +42,14 @@ def main() -> None:
     if not os.path.isdir(os.path.join(tmp, "normviz_old")):
         shutil.copytree(args.old, os.path.join(tmp, "normviz_old"), ignore=shutil.ignore_patterns("__pycache__"))
     sys.path.insert(0, tmp)
+    import bench_norms as bn
+    import normviz_old
     import numba
     import numpy as np
     import torch
-
-    import bench_norms as bn
-    import normviz
-    import normviz_old
     from normviz_old.tokens import Encoded as OldEncoded
+
+    import normviz
 
     torch.set_num_threads(args.threads)
     numba.set_num_threads(args.threads)

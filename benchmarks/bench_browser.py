@@ -21,7 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tools.browser import chromium, measure_explore as _measure, streamlit_floor as floor, streamlit_server  # noqa: E402,E501
+from tools.browser import chromium, streamlit_server  # noqa: E402,E501
+from tools.browser import measure_explore as _measure
+from tools.browser import streamlit_floor as floor
 
 
 def main() -> None:

@@ -21,8 +21,8 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 import normviz  # noqa: E402
-from normviz.corpus import CorpusJob, run_corpus  # noqa: E402
 from normviz.core.tokens import encode, pad_batch  # noqa: E402
+from normviz.corpus import CorpusJob, run_corpus  # noqa: E402
 
 SAMPLE = ROOT / "assets" / "corpus" / "us_founding_documents.txt"
 

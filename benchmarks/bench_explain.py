@@ -27,20 +27,20 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import torch  # noqa: E402
+from bench_methods import TEXT  # noqa: E402
+from timing import alternate  # noqa: E402
 
 import normviz  # noqa: E402
 from normviz.attribution import propagate  # noqa: E402
+from normviz.core.tokens import pad_batch  # noqa: E402
 from normviz.record.recorder import record  # noqa: E402
 from normviz.session.session import Session  # noqa: E402
-from normviz.core.tokens import pad_batch  # noqa: E402
-
-from bench_methods import TEXT  # noqa: E402
-from timing import alternate  # noqa: E402
 
 
 def encode_exactly(lm, n: int):
     """The benchmarks' text repeated as often as it takes and truncated to n tokens."""
     import warnings
+
     from normviz.core.errors import TruncationWarning
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TruncationWarning)

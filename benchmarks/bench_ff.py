@@ -37,8 +37,8 @@ import torch  # noqa: E402
 import transformers as tf  # noqa: E402
 
 import normviz  # noqa: E402
-from normviz.methods import feedforward  # noqa: E402
 from normviz.core.tokens import Encoded  # noqa: E402
+from normviz.methods import feedforward  # noqa: E402
 
 
 def ff_flops(n_layers: int, n: int, heads: int, d: int, d_ff: int, gated: bool, causal: bool) -> dict[str, float]:

@@ -13,19 +13,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import warnings
 import resource
 import sys
+import warnings
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import torch  # noqa: E402
+from bench_methods import TEXT  # noqa: E402
+from timing import alternate  # noqa: E402
 
 import normviz  # noqa: E402
 from normviz.session.session import Session  # noqa: E402
-
-from bench_methods import TEXT  # noqa: E402
-from timing import alternate  # noqa: E402
 
 
 def measure(lm, n: int, repeat: int) -> dict:

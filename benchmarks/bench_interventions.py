@@ -21,14 +21,13 @@ import warnings
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import torch  # noqa: E402
+from bench_methods import TEXT  # noqa: E402
+from timing import alternate  # noqa: E402
 
 import normviz  # noqa: E402
 from normviz.methods import head_ablation, knockout  # noqa: E402
 from normviz.methods.cost import estimate_s  # noqa: E402
 from normviz.session.session import Session  # noqa: E402
-
-from bench_methods import TEXT  # noqa: E402
-from timing import alternate  # noqa: E402
 
 
 def estimates(session) -> dict[str, float | None]:

@@ -37,9 +37,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
+from ws_visitor import Visitor  # noqa: E402
+
 from tests.helpers.app import arr  # noqa: E402
 from tests.helpers.browser import many_servers, streamlit_server  # noqa: E402
-from ws_visitor import Visitor  # noqa: E402
 
 WORDS = ("the cat dog bird house river mountain teacher student city night morning rain sun old young small "
          "large quiet loud happy tired red green walked saw found gave took made near under over with").split()

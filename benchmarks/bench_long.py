@@ -50,10 +50,9 @@ def one(model: str, n: int, reps: int, device: str = "cpu", dtype: str | None = 
     import torch
 
     import normviz
-    from normviz.session.session import Session
     from normviz.core.tokens import Encoded
-
     from normviz.methods.norms import kernels
+    from normviz.session.session import Session
 
     kernels.warm()  # compiled (or loaded from numba's cache) before anything is timed
     t0 = time.perf_counter()

@@ -47,9 +47,9 @@ def main(argv=None) -> int:
     import normviz
     from normviz.methods.norms import kernels
     from normviz.session.session import Session
-    from normviz.ui.views import long_maps
     from normviz.ui.kit.memory import bound_heap
     from normviz.ui.kit.state import DEFAULT_MAPS
+    from normviz.ui.views import long_maps
 
     bound_heap()
     kernels.warm()

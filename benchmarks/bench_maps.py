@@ -134,6 +134,7 @@ def check_agreement(n: int = 48) -> float:
 
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     from naive import naive_bert_maps
+
     from normviz.core.tokens import Encoded
 
     enc = Encoded(ids=ids[0].tolist(), tokens=[""] * n, labels=[""] * n, special=[False] * n, dropped=0)

@@ -22,11 +22,11 @@ import torch  # noqa: E402
 
 import normviz  # noqa: E402
 from normviz.core.errors import TooCostlyError, TruncationWarning  # noqa: E402
+from normviz.core.tokens import Encoded, pad_batch  # noqa: E402
 from normviz.methods import registry  # noqa: E402
 from normviz.methods.base import Inputs  # noqa: E402
 from normviz.record.recorder import record  # noqa: E402
 from normviz.session.session import Session, resolve_keys  # noqa: E402
-from normviz.core.tokens import Encoded, pad_batch  # noqa: E402
 
 TEXT = ("The quick brown fox jumps over the lazy dog while the small grey cat quietly watches from the old wooden "
         "fence near the wide river bank on a sunny day in the early spring of a quiet year")

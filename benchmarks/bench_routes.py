@@ -23,15 +23,14 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import torch  # noqa: E402
+from bench_methods import encode_exactly  # noqa: E402
+from timing import alternate  # noqa: E402
 
 import normviz  # noqa: E402
 from normviz.attribution import flow  # noqa: E402
+from normviz.core.tokens import pad_batch  # noqa: E402
 from normviz.record.recorder import record  # noqa: E402
 from normviz.session.session import Session  # noqa: E402
-from normviz.core.tokens import pad_batch  # noqa: E402
-
-from bench_methods import encode_exactly  # noqa: E402
-from timing import alternate  # noqa: E402
 
 
 def measure(lm, n: int, repeat: int, tau: float) -> dict:

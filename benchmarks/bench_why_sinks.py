@@ -13,7 +13,6 @@ import os
 import time
 
 import numpy as np
-
 from bench_long_layer import rss_peak_during
 
 
@@ -50,7 +49,7 @@ def main(argv=None) -> int:
         s.records()
         gc.collect()
         t0, w0 = time.process_time(), time.perf_counter()
-        res, mb = rss_peak_during(lambda: fn(s))
+        res, mb = rss_peak_during(lambda s=s: fn(s))  # bound now: s is deleted below
         out[name] = {"cpu_s": round(time.process_time() - t0, 2), "wall_s": round(time.perf_counter() - w0, 2),
                      "rss_growth_mb": round(mb, 1), "estimate_s": round(normviz.methods.sinks.estimate_s(s.request, {}), 2)}
         got[name] = res

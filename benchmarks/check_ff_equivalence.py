@@ -26,7 +26,8 @@ import transformers as tf  # noqa: E402
 
 import normviz  # noqa: E402
 from normviz.methods import feedforward  # noqa: E402
-from tools.tiny import build as tiny_model, encoded, randomize_weights  # noqa: E402
+from tools.tiny import build as tiny_model  # noqa: E402
+from tools.tiny import encoded
 
 KEYS = ["ff", "ff_res", "ff_res_ln"]
 TOL = {torch.float64: 1e-12, torch.float32: 1e-5}

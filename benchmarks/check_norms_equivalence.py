@@ -32,8 +32,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import normviz  # noqa: E402
-from normviz.methods.norms import kernels  # noqa: E402
 from normviz.core.tokens import Encoded  # noqa: E402
+from normviz.methods.norms import kernels  # noqa: E402
 from tools.tiny import randomize_weights  # noqa: E402
 
 KEYS = ["attention", "norm", "norm_layer", "attn_res", "attn_res_ln"]

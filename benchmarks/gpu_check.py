@@ -38,8 +38,8 @@ def exactness(device: str, archs=ARCHS) -> dict:
     import torch
 
     import normviz
-    from tools import tiny
     from normviz.session.session import Session
+    from tools import tiny
 
     out = {}
     for arch in archs:

@@ -19,9 +19,9 @@ for name, folder in (("normviz", root), ("normviz.methods", root / "methods"),
     package.__path__ = [str(folder)]
     sys.modules[name] = package
 
-import normviz.methods.norms.kernels as kernels  # noqa: E402
-
 import numpy as np  # noqa: E402
+
+import normviz.methods.norms.kernels as kernels  # noqa: E402
 
 # --float32: the app's set-up (scripts/app.sh): its models run in float32; a float64 kernel compiles on first use
 dtypes = (np.float32,) if "--float32" in sys.argv[1:] else (np.float32, np.float64)

@@ -11,6 +11,11 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install -q -r requirements.txt -r requirements-dev.txt 2>&1 | { grep -v "^WARNING: Location 'file:" || true; }
   echo "$want" > "$stamp"
 fi
+# the habits: the linter and the type checker (configured in pyproject.toml) before the tests
+echo "ruff check…"
+.venv/bin/ruff check .
+echo "mypy normviz…"
+.venv/bin/mypy normviz
 export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1}
 # idle OpenMP threads sleep instead of spinning: on a loaded machine (CI beside other jobs) spinning threads
 # of one test process took the cores the app servers and browsers of the browser tests needed

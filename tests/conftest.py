@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import normviz
-from normviz.record.recorder import record
 from normviz.core.tokens import pad_batch
+from normviz.record.recorder import record
 
 from .helpers import tiny
 from .helpers.corpus import make_tiny_dir

@@ -119,7 +119,7 @@ def many_servers(processes: int, serve_dir: str, env: dict | None = None, timeou
                     break
             except OSError:
                 if time.time() > deadline:
-                    raise RuntimeError(f"the proxy did not answer within {timeout:.0f} s")
+                    raise RuntimeError(f"the proxy did not answer within {timeout:.0f} s") from None
                 time.sleep(1)
         yield f"http://127.0.0.1:{port}"
     finally:
@@ -427,9 +427,9 @@ def panel_z(driver, timeout: float = 10.0):
 def same_numbers(drawn_at_once, drawn_by_server) -> float:
     """Largest relative difference between the panels drawn in the browser at once and the same panels
     redrawn by the server (titles must agree; masked cells on both or neither)."""
-    import numpy as np
-
     import re
+
+    import numpy as np
 
     def text(t):  # chart key and title (Streamlit's theme makes titles bold)
         return re.sub(r"</?b>", "", t or "")

@@ -17,6 +17,7 @@ import torch
 import transformers as tf
 
 import normviz
+
 try:
     from normviz.core.tokens import Encoded
 except ImportError:  # an older normviz (before round 5's folders): the equivalence check's baseline

@@ -39,7 +39,6 @@ Memory: rows in chunks of at most ``chunk_bytes``.
 from __future__ import annotations
 
 import json
-import math
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -47,12 +46,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..core.errors import DeadlineError, InputError, NormvizError, NotApplicableError, TooCostlyError
-from ..models.floor import require_row
+from ..core.errors import DeadlineError, InputError, NormvizError, NotApplicableError
 from ..methods.base import DEADLINE_FACTOR, DEFAULT_DEADLINE_S, Budget, Request
 from ..methods.cost import RATES, estimate_s, refuse_over_budget
 from ..methods.family import Family
 from ..methods.registry import register_computation
+from ..models.floor import require_row
 from .direct import layer_parts
 from .predict import position_index
 

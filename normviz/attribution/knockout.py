@@ -22,9 +22,10 @@ import numpy as np
 import torch
 
 from ..core.errors import NormvizError
-from ..models.floor import require_row
-from ..methods import head_ablation as _head_family, knockout as _knockout_family
+from ..methods import head_ablation as _head_family
+from ..methods import knockout as _knockout_family
 from ..methods.base import Request
+from ..models.floor import require_row
 from . import intervene
 from .predict import position_index, token_id, token_text
 from .readout import NoHeadError, readout_of

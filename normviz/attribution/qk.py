@@ -35,10 +35,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..record.attention_capture import rerun
 from ..core import memory
 from ..core.errors import NormvizError, NotApplicableError, TooCostlyError
 from ..models.params import _norm_params, get_path
+from ..record.attention_capture import rerun
 from ..record.recorder import owner_only
 from .predict import position_index
 

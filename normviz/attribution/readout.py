@@ -22,9 +22,9 @@ from dataclasses import dataclass
 import torch
 
 from ..core.activations import activation_ratio
-from ..record.decompose import HALF, working_dtype
 from ..core.errors import NormvizError
 from ..models.params import NormParams, _norm_params, _upcast_norm, get_path
+from ..record.decompose import HALF, working_dtype
 
 CHUNK_BYTES = 32 * 2**20  # one upcast slice of W_U (half-precision models)
 

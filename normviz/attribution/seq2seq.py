@@ -19,14 +19,14 @@ from dataclasses import dataclass
 
 import torch
 
+from ..methods import decompx
+from ..methods.base import Request
+from ..models.params import _norm_params, _upcast_norm, get_path
+from ..record.encdec.params import cross_params, decoder_view
+from ..record.encdec.record import CrossRecord
 from . import adjoint, direct_fields, explanation, frozen, propagate, target
 from .readout import readout_of
 from .result import Explanation
-from ..methods import decompx
-from ..methods.base import Request
-from ..record.encdec.params import cross_params, decoder_view
-from ..record.encdec.record import CrossRecord
-from ..models.params import _norm_params, _upcast_norm, get_path
 
 
 @dataclass

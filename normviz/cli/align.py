@@ -27,12 +27,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from ..models import load
-    from ..core.errors import NormvizError
-    from ..core.inputs import check_device, check_max_tokens, check_model_name, output_dir
     from ..align.corpus import align_corpus, read_lines
     from ..align.formats import read_alignments
     from ..align.report import layer_table_text, write_outputs
+    from ..core.errors import NormvizError
+    from ..core.inputs import check_device, check_max_tokens, check_model_name, output_dir
+    from ..models import load
 
     check_model_name(args.model)
     check_max_tokens(args.max_tokens)

@@ -6,7 +6,7 @@ import json
 import sys
 
 from ..core.commands import subcommand
-from ..corpus.stats import STATISTICS, STAT_TITLES
+from ..corpus.stats import STAT_TITLES, STATISTICS
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

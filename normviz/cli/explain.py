@@ -82,8 +82,8 @@ def _same_file(a: Path, b: Path) -> bool:
 
 def check_arguments(args) -> Path:
     """Every mistake visible without the model; the output path."""
-    from ._options import parse_options as _parse_options
     from ..core.inputs import check_device, check_max_tokens, check_model_name, check_text
+    from ._options import parse_options as _parse_options
 
     check_model_name(args.model)
     from ..models.loading import EMBEDDED, resolve
@@ -147,11 +147,12 @@ def _check_with_tokenizer(args, options: dict) -> None:
             token_id(tokenizer, value, 1 << 62, what)  # one token, or the refusal that names its pieces
     if args.graph is None:
         return
+    import torch
+
+    from ..attribution.graph import accumulation_itemsize, too_costly
     from ..core import memory
     from ..models.loading import check_supported
     from ..models.params import head_counts, sizes
-    from ..attribution.graph import accumulation_itemsize, too_costly
-    import torch
 
     try:
         spec = check_supported(config, args.model)
@@ -178,11 +179,11 @@ def _check_with_tokenizer(args, options: dict) -> None:
 def run(args) -> int:
     import numpy as np
 
-    from ._options import parse_options as _parse_options
-    from ..models import load
-    from ..session.session import Session
     from ..attribution import actual_next
     from ..attribution.adjoint import BUDGET
+    from ..models import load
+    from ..session.session import Session
+    from ._options import parse_options as _parse_options
 
     out = check_arguments(args)
     options = _parse_options(args.option)
@@ -238,8 +239,8 @@ def run(args) -> int:
 
 
 def _check_graph_memory(session) -> None:
-    from ..core import memory
     from ..attribution.graph import accumulation_itemsize, too_costly
+    from ..core import memory
 
     lm = session.lm
     if lm.is_encoder_decoder or lm.spec.placement != "pre":

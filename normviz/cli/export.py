@@ -111,8 +111,8 @@ def _html_file(name: str):
 
 def _write_html(analysis, path, args) -> None:
     """The --html page: :func:`normviz.viz.notebook.default_view` in :func:`normviz.viz.standalone_html`."""
-    from ..viz.notebook import default_view
     from ..viz import standalone_html
+    from ..viz.notebook import default_view
 
     figs, captions = default_view(analysis, layer=args.html_layer, head=args.html_head, view=args.html_view)
     pair = f" / {analysis.text_pair}" if analysis.text_pair else ""

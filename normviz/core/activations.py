@@ -131,7 +131,6 @@ def activation_ratio(act, p: torch.Tensor) -> torch.Tensor:
 
 def check_activation(act, gated: bool) -> str | None:
     """Why an activation can't be split exactly, or None."""
-    probe = torch.linspace(-6, 6, 25, dtype=torch.float64)
     zero = float(act(torch.zeros(1, dtype=torch.float64))[0])
     if abs(zero) > 1e-12:
         return f"activation {type(act).__name__} has g(0) = {zero} ≠ 0"

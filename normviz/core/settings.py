@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 
-
 def _error(message: str) -> Exception:
     from .errors import NormvizError  # here, not at the top: app.py loads this file alone before torch (see there)
 

@@ -14,8 +14,8 @@ import numpy as np
 import torch
 
 from ..core.errors import NormvizError
-from ..session.session import Session
 from ..core.tokens import MAX_CHARS_PER_TOKEN, Encoded, encode
+from ..session.session import Session
 from .reader import BadLine, parse_line
 from .stats import MIX_RATIOS, Accumulator, needed_keys
 

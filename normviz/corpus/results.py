@@ -15,8 +15,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .stats import (CATEGORIES, FF_AFTER, HEAD_MIX_KEYS, LAYER_MIX_KEYS, MIX_DEFINITION, PAPER_MIX_KEYS,
-                    SHARE_DEFINITION, rowwise_spearman)
+from .stats import (
+    CATEGORIES,
+    FF_AFTER,
+    LAYER_MIX_KEYS,
+    MIX_DEFINITION,
+    PAPER_MIX_KEYS,
+    SHARE_DEFINITION,
+    rowwise_spearman,
+)
 
 # Values the papers report for BERT-base (for the summary; what a small model shows may differ).
 PAPER_REFERENCE = {

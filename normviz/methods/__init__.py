@@ -18,14 +18,46 @@
 A family's name is its module's name. Which stacks a key applies to, its picker group, unit, short label and
 budget option are on its :class:`KeyInfo` (filled from the family by :func:`register_family`).
 """
-from . import (cross, decompx, effective, feedforward, globenc, head_ablation, interactions, knockout, maxflow, norms,
-               rollouts, weights, zeroing)
+from . import (
+    cross,
+    decompx,
+    effective,
+    feedforward,
+    globenc,
+    head_ablation,
+    interactions,
+    knockout,
+    maxflow,
+    norms,
+    rollouts,
+    weights,
+    zeroing,
+)
 from .base import GROUPS, Inputs, KeyInfo, Output, Request
 from .cost import Budget
 from .family import Family
-from .registry import (FAMILY_ALIASES, all_budget_options, all_keys, budget_option, budget_options, check, computation,
-                       base_info, families, family, family_of, is_key, is_opt_in, layer_view, lookup, references,
-                       register_computation, register_family, requires, unregister_family)
+from .registry import (
+    FAMILY_ALIASES,
+    all_budget_options,
+    all_keys,
+    base_info,
+    budget_option,
+    budget_options,
+    check,
+    computation,
+    families,
+    family,
+    family_of,
+    is_key,
+    is_opt_in,
+    layer_view,
+    lookup,
+    references,
+    register_computation,
+    register_family,
+    requires,
+    unregister_family,
+)
 
 for _family in (weights, norms, feedforward, rollouts, effective, interactions, globenc, maxflow, zeroing, decompx,
                 cross, knockout, head_ablation):

@@ -50,7 +50,6 @@ import torch
 
 from .cost import Budget, refuse_over_budget  # noqa: F401  (the one cost pre-flight, for families)
 
-
 GROUPS = ("per layer", "across layers", "alternatives")  # Kobayashi et al.'s per-layer maps | chained | others
 DEFAULT_STACKS = ("model", "encoder")
 DEFAULT_UNIT = "‖vector‖ (hidden-state units)"

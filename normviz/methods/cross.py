@@ -18,7 +18,6 @@ e_j the encoder's final output (what the block's keys and values read), head h:
 """
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from ..record.decompose import CHUNK_BYTES, working_dtype

@@ -48,8 +48,8 @@ from typing import Iterator, Sequence
 import torch
 
 from ..core.errors import NotApplicableError
-from .base import Budget, Inputs, KeyInfo, Output, Request, refuse_over_budget, to_numpy
 from . import papers
+from .base import Budget, Inputs, KeyInfo, Output, Request, refuse_over_budget, to_numpy
 
 NAME = "decompx"  # the module's name (map key: decompx); "decomposition" is an alias
 BUDGET = Budget(NAME, rates="decompx")  # option decompx_budget_s, at DecompX's measured rate (methods.cost)

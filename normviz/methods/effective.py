@@ -33,8 +33,8 @@ from __future__ import annotations
 import torch
 
 from ..core.errors import NormvizError
-from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
 from . import papers
+from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
 
 NAME = "effective"
 BUDGET = Budget(NAME)  # option effective_budget_s

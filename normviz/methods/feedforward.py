@@ -22,8 +22,8 @@ import torch
 
 from ..core.activations import activation_ratio, path_integral
 from ..core.errors import NotApplicableError
-from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
 from . import papers
+from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
 
 NAME = "feedforward"
 BUDGET = Budget(NAME, aliases=("ff_budget_s",), rates="feedforward",  # option feedforward_budget_s

@@ -29,8 +29,8 @@ import numpy as np
 import torch
 
 from ..core.errors import NotApplicableError
-from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
 from . import papers
+from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
 from .rollouts import rollout
 
 NAME = "globenc"  # the module's name (map keys: globenc_layer, globenc); "global_encoder" is an alias

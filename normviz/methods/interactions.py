@@ -25,8 +25,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
 from . import papers
+from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
 from .rollouts import finish, rollout
 
 NAME = "interactions"

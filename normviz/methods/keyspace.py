@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from . import registry
 from ..core.activations import check_activation
-from ..record.encdec.params import decoder_view
 from ..core.errors import NotApplicableError, TooCostlyError, UnknownKeyError
 from ..models import floor
+from ..record.encdec.params import decoder_view
+from . import registry
 from .base import KeyInfo, Request
 from .family import Family
 

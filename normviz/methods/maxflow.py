@@ -29,10 +29,15 @@ from scipy.sparse import csr_array
 from scipy.sparse.csgraph import maximum_flow
 
 from ..core.errors import NormvizError, TooCostlyError
-from .base import Inputs, KeyInfo, Output, Request
 from . import papers
-from .rollouts import (attention_with_residual, normalization_option, receptive_field, row_normalize,
-                       uniform_with_residual)
+from .base import Inputs, KeyInfo, Output, Request
+from .rollouts import (
+    attention_with_residual,
+    normalization_option,
+    receptive_field,
+    row_normalize,
+    uniform_with_residual,
+)
 
 SCALE = 2 ** 29
 MAX_TOKENS = 96

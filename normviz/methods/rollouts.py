@@ -40,8 +40,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.errors import NormvizError
-from .base import Inputs, KeyInfo, Output, Request
 from . import papers
+from .base import Inputs, KeyInfo, Output, Request
 
 NORMALIZATIONS = ("standard", "receptive_field")
 

@@ -17,9 +17,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..core.errors import NormvizError, TooCostlyError
+from ..core.errors import NormvizError
 from .base import Budget, Request
-from .cost import rate as cost_rate, refuse_over_budget
+from .cost import rate as cost_rate
+from .cost import refuse_over_budget
 
 BLOCK_BYTES = 32 << 20  # α per block of rows (a long input's recomputed α)
 BUDGET = Budget("sinks")  # option sinks_budget_s

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import torch
 
-from ..record import alpha_into
 from ..core import pool
-from .base import Inputs, KeyInfo, Output, no_check, to_numpy
+from ..record import alpha_into
 from . import papers
+from .base import Inputs, KeyInfo, Output, no_check, to_numpy
 
 NAME = "weights"
 STACKS = ("model", "encoder", "decoder")  # also an encoder–decoder's decoder self-attention

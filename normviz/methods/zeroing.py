@@ -23,8 +23,8 @@ import torch
 
 from ..models.params import get_path
 from ..record.recorder import add_hooks, owner_only, remove_hooks
-from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
 from . import papers
+from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
 
 NAME = "zeroing"
 BUDGET = Budget(NAME, aliases=("value_zeroing_budget_s",))  # option zeroing_budget_s

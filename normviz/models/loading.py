@@ -5,7 +5,6 @@ Always eager attention (SDPA returns no weights), never remote code, eval mode, 
 from __future__ import annotations
 
 import contextlib
-
 import importlib.metadata
 import importlib.util
 import json
@@ -17,10 +16,15 @@ from pathlib import Path
 
 import torch
 
-from ..core.backend import parse_dtype, pick_device
 from ..core.activations import check_activation
-from ..core.errors import (HubUnreachableError, MissingPackageError, NormvizError, UnknownModelError,
-                           UnsupportedModelError)
+from ..core.backend import parse_dtype, pick_device
+from ..core.errors import (
+    HubUnreachableError,
+    MissingPackageError,
+    NormvizError,
+    UnknownModelError,
+    UnsupportedModelError,
+)
 from .arch import ARCHITECTURES, ArchSpec, supported_text, unsupported_config_reason
 from .floor import floor_spec, is_floor, note_of
 from .params import LayerParams, get_path, head_counts, layer_params, sizes

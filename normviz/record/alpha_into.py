@@ -25,8 +25,8 @@ from typing import Callable
 import numpy as np
 import torch
 
-from . import attention_interface
 from ..core import pool
+from . import attention_interface
 
 _STATE = threading.local()
 _CLONES: dict[Callable, Callable] = {}

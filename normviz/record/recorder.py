@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from ..models.params import get_path
 from . import alpha_into
 from .attention_capture import AttentionInputs, attention_module_ids, capturing, rerun
-from ..models.params import get_path
 
 if TYPE_CHECKING:  # type hints only: no import cycle with the loader
     from ..models.loading import LoadedModel

@@ -14,11 +14,11 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..core.tokens import Encoded, pad_batch
 from .encdec.record import record_seq2seq
 from .encdec.target import Seq2SeqInputs
 from .floor import record as record_floor
 from .recorder import record, segment_ids
-from ..core.tokens import Encoded, pad_batch
 
 
 class Recording:

@@ -21,12 +21,12 @@ from typing import Iterable
 
 import numpy as np
 
-from ..methods import keyspace
-from . import map_budget
-from ..core import memory
 from .. import methods as registry
+from ..core import memory
 from ..core.errors import NormvizError
+from ..methods import keyspace
 from ..methods.base import Inputs, to_numpy
+from . import map_budget
 
 
 def index(value: int, size: int, what: str, key: str) -> int:

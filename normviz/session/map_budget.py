@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import functools
 
-from ..methods import keyspace
-from ..core import memory
 from .. import methods as registry
-from ..record.decompose import working_dtype
+from ..core import memory
 from ..core.errors import NormvizError
+from ..methods import keyspace
+from ..record.decompose import working_dtype
 
 
 @functools.lru_cache(maxsize=None)

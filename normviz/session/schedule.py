@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..methods import keyspace
-from . import map_budget
 from .. import methods as registry
 from ..core.errors import NormvizError, NotApplicableError, TooCostlyError
+from ..methods import keyspace
 from ..methods.base import Inputs
 from ..record.recorder import model_lock
+from . import map_budget
 
 Progress = Callable[[float, str], None]
 

@@ -24,20 +24,20 @@ from typing import Iterable
 
 import numpy as np
 
-from ..methods import keyspace
-from . import layer_maps, map_budget, schedule
 from ..core import memory, settings
 from ..core.analysis import Analysis, Target, TokenAxis
-from ..record.decompose import CHUNK_BYTES
-from ..record.encdec import target as seq2seq
 from ..core.errors import NormvizError, UnsupportedModelError
+from ..core.tokens import Encoded, encode
+from ..methods import keyspace
 from ..methods.base import Request
 from ..models.floor import require_row
 from ..models.loading import LoadedModel
+from ..record.decompose import CHUNK_BYTES
+from ..record.encdec import target as seq2seq
 from ..record.recording import Part, Recording
+from . import layer_maps, map_budget, schedule
 from .schedule import Progress
 from .store import MapStore
-from ..core.tokens import Encoded, encode
 
 
 def resolve_keys(lm: LoadedModel, keys: Iterable[str] | None) -> list[str]:

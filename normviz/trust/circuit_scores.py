@@ -29,14 +29,14 @@ k / (L·H) by the trapezoid rule. A ranking is fixed from all examples; the boot
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from ..circuits import Benchmark, ablated, encoded
 from ..attribution.knockout import head_means_of
+from ..circuits import Benchmark, ablated, encoded
 
 METHODS = ("direct", "graph", "atp", "atp*", "eap-ig", "ablation", "attention")
 EAP_STEPS = 16

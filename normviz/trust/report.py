@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import csv
 import time
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 

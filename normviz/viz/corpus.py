@@ -11,10 +11,10 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..corpus.results import PAPER_REFERENCE
 from ..core.errors import NormvizError
-from ..methods import keyspace, registry
+from ..corpus.results import PAPER_REFERENCE
 from ..corpus.stats import CATEGORIES
+from ..methods import keyspace
 from .labels import plotly_text
 
 WEIGHT_COLOR = "#9aa5b8"

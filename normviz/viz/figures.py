@@ -5,12 +5,13 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .heatmap import colorbar_dict
+from .heatmap import (
+    colorbar_dict,
+    heatmap,  # noqa: F401  (its home is heatmap.py; kept importable from here)
+)
 from .heatmap import colorscale_for as _colorscale
-from .heatmap import heatmap  # noqa: F401  (its home is heatmap.py; kept importable from here)
 from .heatmap import title_dict as _title
 from .labels import abbreviate, fit_labels, plotly_text, plotly_texts
-
 
 MODEBAR_PX = 30  # plotly's toolbar row at the top right: titles start below it
 

@@ -3,8 +3,20 @@ import numpy as np
 import pytest
 
 import normviz
-from normviz.align import (AerCounts, aer, best_source, detect_scheme, format_pharaoh, links, parse_line,
-                           read_alignments, sentence_alignments, sentence_words, word_groups, word_scores)
+from normviz.align import (
+    AerCounts,
+    aer,
+    best_source,
+    detect_scheme,
+    format_pharaoh,
+    links,
+    parse_line,
+    read_alignments,
+    sentence_alignments,
+    sentence_words,
+    word_groups,
+    word_scores,
+)
 from normviz.align.formats import AlignmentFormatError
 
 

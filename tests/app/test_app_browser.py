@@ -9,15 +9,25 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
-import time
 from pathlib import Path
 
 import pytest
 
-from ..helpers.browser import (EXPLORE_TEXT, MODES, SHOT_PAGES, chromium, click_button, click_nav, focus_slider, open_selectbox, press_key,
-                               require_browser, screenshots, streamlit_server, text_inputs, timed, titles, wait_for_app,
-                               wait_until, measure_explore, streamlit_floor)
+from ..helpers.browser import (
+    EXPLORE_TEXT,
+    MODES,
+    SHOT_PAGES,
+    chromium,
+    click_nav,
+    measure_explore,
+    require_browser,
+    screenshots,
+    streamlit_floor,
+    streamlit_server,
+    text_inputs,
+    wait_for_app,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(1500)]
 TEXT = EXPLORE_TEXT

@@ -8,9 +8,9 @@ import json
 import re
 import shutil
 import subprocess
-import tomllib
 
 import pytest
+import tomllib
 
 from normviz.ui.kit import components, controls
 from normviz.ui.kit.frames import frame_name

@@ -16,8 +16,18 @@ from urllib.parse import quote_plus
 
 import pytest
 
-from ..helpers.browser import (ROOT, all_titles_say, chromium, focus_slider, press_key, require_browser,
-                               streamlit_server, timed, wait_for_app, wait_until)
+from ..helpers.browser import (
+    ROOT,
+    all_titles_say,
+    chromium,
+    focus_slider,
+    press_key,
+    require_browser,
+    streamlit_server,
+    timed,
+    wait_for_app,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(3600)]
 SENTENCE = ("The river rose in the night and the town woke to water in the streets; the mayor, who had promised "

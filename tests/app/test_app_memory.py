@@ -93,9 +93,8 @@ def test_overview_computes_one_layer_at_a_time_never_the_whole_arrays(fresh_budg
 
 
 def test_public_explore_computes_a_long_texts_layer_in_the_worker(fresh_budget, monkeypatch):
-    from normviz.workers import process as workers
-
     from normviz.ui.kit import server_memory
+    from normviz.workers import process as workers
 
     fresh_budget()
     monkeypatch.setenv("NORMVIZ_PUBLIC", "1")

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 import normviz
-from normviz.ui.views import learn
 from normviz.ui.kit import st_parts
+from normviz.ui.views import learn
 
 from ..helpers.app import app, arr, figures, heatmaps, no_exception, texts, title, z
 

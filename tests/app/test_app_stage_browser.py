@@ -13,8 +13,17 @@ from urllib.parse import quote_plus
 
 import pytest
 
-from ..helpers.browser import (SIZES, chromium, emulate, press_key, require_browser, streamlit_server, titles,
-                               wait_for_app, wait_until)
+from ..helpers.browser import (
+    SIZES,
+    chromium,
+    emulate,
+    press_key,
+    require_browser,
+    streamlit_server,
+    titles,
+    wait_for_app,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(1500)]
 SENTENCE = "The cat sat on the mat because it was tired."
@@ -67,7 +76,7 @@ def test_explore_stage_fits_the_first_two_panels_on_the_first_screen(stage, size
             driver.save_screenshot(str(out / f"explore_{w}x{h}_{name}_no_norm_panel.png"))
             raise AssertionError(f"no norm panel at {w}x{h} ({name}); titles {titles(driver)}; panels "
                                  + str(driver.execute_script("return Array.from(document.querySelectorAll("
-                                                             "'[class*=\"st-key-panel_\"]')).map(e => e.className);")))
+                                                             "'[class*=\"st-key-panel_\"]')).map(e => e.className);"))) from None
         driver.save_screenshot(str(out / f"explore_{w}x{h}_{name}.png"))
         left = _on_first_screen(driver, ".st-key-panel_attention")
         right = _on_first_screen(driver, ".st-key-panel_norm")
@@ -184,7 +193,7 @@ def test_escape_from_stage_leaves_explore_whole(stage):
     got = driver.execute_script(ALIGNED)
     assert len(got) >= 4 and len(got) == len(fresh), (got, fresh)
     for p in got:
-        (l, t, r, _), (bl, bt, _, _) = p["plot"], p["bar"]
+        (_, t, r, _), (bl, bt, _, _) = p["plot"], p["bar"]
         assert abs(bt - t) <= 12 and 0 <= bl - r <= 60, p  # the bar level with the plot, just right of it
     assert [round(p["plot"][2] - p["plot"][0]) for p in got] == [round(p["plot"][2] - p["plot"][0]) for p in fresh]
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from normviz.ui.kit import data
-from normviz.ui.views import learn
 from normviz.ui.kit.cache import BoundedCache
 from normviz.ui.kit.state import ViewState, check_model_allowed, load_examples, model_allowlist, token_cap
+from normviz.ui.views import learn
 
 from ..helpers.maps import in_threads
 

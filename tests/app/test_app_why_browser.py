@@ -17,8 +17,18 @@ import pytest
 import normviz
 from normviz.viz.why import shown
 
-from ..helpers.browser import SIZES, chromium, emulate, open_selectbox, press_key, require_browser, streamlit_server, \
-    timed, wait_for_app, wait_until
+from ..helpers.browser import (
+    SIZES,
+    chromium,
+    emulate,
+    open_selectbox,
+    press_key,
+    require_browser,
+    streamlit_server,
+    timed,
+    wait_for_app,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(1500)]
 TEXT = "The capital of France is"

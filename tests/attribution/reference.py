@@ -139,7 +139,7 @@ def _ln(parts, weight, bias, eps, z, centre):
 
 
 def _norm_args(mod):
-    eps = getattr(mod, "eps", None) or getattr(mod, "variance_epsilon")
+    eps = getattr(mod, "eps", None) or mod.variance_epsilon
     return mod.weight, getattr(mod, "bias", None), eps
 
 
@@ -172,7 +172,6 @@ def naive_sources(model, ids: list[int], i: int, u: torch.Tensor, b_u: float) ->
     H = getattr(cfg, "num_attention_heads", None) or cfg.n_head
     KV = getattr(cfg, "num_key_value_heads", None) or H
     for l, layer in enumerate(layers):
-        conv = mt == "gpt2"
         if mt == "gpt2":
             w_qkv, b_qkv = layer.attn.c_attn.weight, layer.attn.c_attn.bias
             w_v, b_v = w_qkv[:, 2 * d:], b_qkv[2 * d:]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 import normviz
 from normviz.attribution import adjoint, propagate, readout_of

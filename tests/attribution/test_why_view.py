@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import normviz
-from normviz.ui.views import why as W
 from normviz.ui.kit.memo import size_of
+from normviz.ui.views import why as W
 
 from ..helpers import tiny
 

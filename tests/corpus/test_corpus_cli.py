@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from normviz.cli import main
-from normviz.corpus import CorpusJob, run_corpus
 from normviz.core.errors import NormvizError
+from normviz.corpus import CorpusJob, run_corpus
 
 from ..helpers.corpus import assert_tables_equal, sample_lines
 

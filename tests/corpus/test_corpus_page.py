@@ -55,9 +55,9 @@ def test_upload_without_file_and_empty_stats_are_clear_errors(app):
 def test_plot_builders_take_the_tables():
     import numpy as np
 
-    from normviz.viz import corpus as plots
     from normviz.corpus.results import tables
     from normviz.corpus.stats import STATISTICS, Accumulator
+    from normviz.viz import corpus as plots
 
     rng = np.random.default_rng(0)
     acc = Accumulator(2, 3, "post", STATISTICS)

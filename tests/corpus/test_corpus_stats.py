@@ -13,8 +13,8 @@ import pytest
 from scipy.stats import spearmanr
 
 import normviz
-from normviz.corpus.chunks import batch_maps, process_chunk
 from normviz.core.tokens import encode
+from normviz.corpus.chunks import batch_maps, process_chunk
 from normviz.corpus.results import tables
 from normviz.corpus.stats import CATEGORIES, STATISTICS, categorize, merge, rowwise_spearman
 
@@ -179,8 +179,8 @@ def test_rowwise_spearman_matches_scipy():
 
 
 def test_unknown_statistic_is_a_clear_error(tmp_path):
-    from normviz.corpus import CorpusJob, run_corpus
     from normviz.core.errors import NormvizError
+    from normviz.corpus import CorpusJob, run_corpus
 
     (tmp_path / "in.txt").write_text("A sentence.\n")
     with pytest.raises(NormvizError, match="Unknown statistic"):

@@ -8,8 +8,8 @@ import numpy as np
 import torch
 
 import normviz
-from normviz.record.decompose import LayerDecomposition
 from normviz.methods.feedforward import ff_vectors
+from normviz.record.decompose import LayerDecomposition
 
 TOL = 1e-6
 

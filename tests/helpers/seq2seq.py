@@ -8,10 +8,6 @@ from __future__ import annotations
 
 import torch
 
-from tools.tiny import (IDS, SPECIALS, VOCAB, WORDS, build_seq2seq as build, MORE_SEQ2SEQ_ARCHS as MORE_ARCHS,
-    SEQ2SEQ_ARCHS as ARCHS, _seq2seq_configs as _configs, raw_seq2seq as raw_model, randomize_weights,
-    save_seq2seq_dir as save_dir, tokenizer)
-
 
 # ---------------------------------------------------------------- the model's own vectors and an independent cross_norm
 def cross_module(layer):

@@ -1,12 +1,10 @@
 """Tiny randomly initialised models of every supported architecture, in float64 (the conftest fixture
 ``tiny_model(arch)`` caches them per session; :func:`build` makes a fresh one): :mod:`tools.tiny`."""
-from tools.tiny import (ARCHS, COMMON, LATER_ARCHS, _configs, build, config_of, distinct, encoded, from_ids,
-                        randomize_weights)
-
 import torch  # noqa: E402
 import transformers as tf  # noqa: E402
 
 import normviz  # noqa: E402
+from tools.tiny import LATER_ARCHS, config_of, randomize_weights
 
 # ---------------------------------------------------------------- models with their LM head (prediction attribution)
 HEAD_ARCHS = {"llama": "causal", "llama_bias": "causal", "qwen2": "causal", "gpt2": "causal", "bert": "masked",

@@ -65,7 +65,6 @@ def model_vectors(lm, ids: list[int], token_type_ids: list[int] | None = None) -
 
 def independent_head_vectors(lm, layer_index: int, value_out: torch.Tensor) -> torch.Tensor:
     """f^h(x_j) from the model's own value projection output and its output-projection weight: [H, n, d]."""
-    cfg = lm.config
     layer = lm.layers[layer_index]
     n_heads = lm.n_heads
     n = value_out.shape[0]

@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 
 import normviz
-from normviz.methods import keyspace
 from normviz.core.errors import NormvizError
-
+from normviz.methods import keyspace
 from tools.tiny import build_seq2seq
 
 from ..helpers.tiny import encoded

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import normviz
+from normviz.core.tokens import encode, pad_batch
 from normviz.record import alpha_into
 from normviz.record.recorder import record
-from normviz.core.tokens import encode, pad_batch
 
 from ..helpers import tiny
 

@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 import normviz
 from normviz.cli import main
-from normviz.record.decompose import LayerDecomposition
-from normviz.methods.effective import head_vectors64
-from normviz.record.recorder import record
 from normviz.core.tokens import encode, pad_batch
+from normviz.methods.effective import head_vectors64
+from normviz.record.decompose import LayerDecomposition
+from normviz.record.recorder import record
 
 NEW = ["rollout_attention", "rollout_attn_res", "rollout_attn_res_ln", "rollout_ff_res", "effective_attention",
        "alti", "rollout_alti", "value_zeroing"]

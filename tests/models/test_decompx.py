@@ -83,8 +83,8 @@ def test_the_first_layer_value_bias_goes_with_its_token(tiny_model):
     (what later layers do) is also complete but gives other parts, so the choice is visible."""
     from dataclasses import replace
 
-    from normviz.record.decompose import LayerDecomposition
     from normviz.methods.decompx import propagate
+    from normviz.record.decompose import LayerDecomposition
 
     lm = tiny_model("bert")
     ctx = _session(lm, tiny.encoded(n=9)).layers()[0]

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 import normviz
-from normviz.record.decompose import LayerDecomposition
+from normviz.core.tokens import encode, pad_batch
 from normviz.methods.feedforward import ff_vectors
 from normviz.methods.norms.runs import KEYS, backend, norm_family_run
+from normviz.record.decompose import LayerDecomposition
 from normviz.record.recorder import record
-from normviz.core.tokens import encode, pad_batch
 
 from ..helpers.maps import all_rows, analysis, close, decompositions
 from ..helpers.vectors import independent_head_vectors, model_vectors

@@ -9,10 +9,10 @@ import torch
 import transformers as tf
 
 import normviz
+from normviz.core.tokens import Encoded
 from normviz.corpus.chunks import batch_maps
 from normviz.corpus.results import summary, tables
 from normviz.corpus.stats import Accumulator, needed_keys
-from normviz.core.tokens import Encoded
 
 from ..helpers.tiny import randomize_weights
 

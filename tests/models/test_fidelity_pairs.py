@@ -9,8 +9,8 @@ import torch
 import transformers as tf
 
 import normviz
-from normviz.models.loading import _minilm_dir, smollm2_dir
 from normviz.core.tokens import decoder_pair_ids, encode, pad_batch
+from normviz.models.loading import _minilm_dir, smollm2_dir
 
 from ..helpers.tiny import randomize_weights
 

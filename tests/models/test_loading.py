@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import importlib.util
 import time
-import warnings
 
 import numpy as np
 import pytest
@@ -12,9 +11,17 @@ import transformers as tf
 
 import normviz
 from normviz.cli import main as cli_main
-from normviz.core.errors import (EmptyInputError, HubUnreachableError, MissingPackageError, NormvizError,
-                            NotApplicableError, TruncationWarning, UnknownMethodError, UnknownModelError,
-                            UnsupportedModelError)
+from normviz.core.errors import (
+    EmptyInputError,
+    HubUnreachableError,
+    MissingPackageError,
+    NormvizError,
+    NotApplicableError,
+    TruncationWarning,
+    UnknownMethodError,
+    UnknownModelError,
+    UnsupportedModelError,
+)
 from normviz.models import loading
 
 from ..helpers.maps import same_up_to_rounding
@@ -208,8 +215,8 @@ def test_a_two_part_device_map_gives_the_single_device_maps(tmp_path):
     real devices (benchmarks/gpu_check.py runs the exactness tests on CUDA). Weights offloaded to disk are on
     the 'meta' device outside the forward pass: refused with a message instead of failing inside a map."""
     accelerate = pytest.importorskip("accelerate")
-    from tools.tiny import build, distinct
     from normviz.session.session import Session
+    from tools.tiny import build, distinct
 
     enc = distinct(9)
     single = Session.from_encoded(build("llama"), [enc])[0].get()

@@ -241,8 +241,8 @@ def test_alpha_recomputed_in_row_blocks_equals_the_recorded_alpha(monkeypatch, n
     block's), a causal block over its own past only (keys cut at a multiple of 64): the same numbers as the
     recorded α, bit for bit (float64, blocks of 7 rows; at 200 tokens most blocks are cut)."""
     from normviz.record import attention_capture
-    from tools.tiny import build, encoded
     from normviz.session.session import Session
+    from tools.tiny import build, encoded
 
     lm, enc = build("llama"), encoded(n)
     want = Session.from_encoded(lm, [enc], options={"record_attention": "weights"})[0].get(["attention"])
@@ -285,9 +285,9 @@ def test_a_long_layer_streams_alpha_in_row_blocks_with_the_same_bits(monkeypatch
     head mean and one head, one head of norm, norm_layer, attn_res, attn_res_ln; the pair kernel over a causal
     block's own past): bit for bit the maps of the same layer from its whole α (float64, blocks of 8 rows,
     odd and even counts, diagonal in every block), and the whole α is never built."""
+    from normviz.methods import long_layer
     from normviz.record import decompose
     from tools.tiny import build, encoded
-    from normviz.methods import long_layer
 
     lm, enc = build(arch), encoded(n)
     keys = ["attention", "norm", "attn_res", "attn_res_ln", "norm_layer"]

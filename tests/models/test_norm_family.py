@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from normviz.record.decompose import CHUNK_BYTES
 from normviz.methods.norms import kernels
 from normviz.methods.norms.runs import KEYS, backend, norm_family_run, runs
+from normviz.record.decompose import CHUNK_BYTES
 
 from ..helpers.maps import analysis, decompositions, same_up_to_rounding
 from ..helpers.tiny import encoded

@@ -9,7 +9,6 @@ from normviz.core.errors import NormvizError, NotApplicableError
 from ..helpers.maps import analysis
 from ..helpers.tiny import ARCHS, encoded
 
-
 ROLLOUTS = {"rollout_attn_res": "attn_res", "rollout_attn_res_ln": "attn_res_ln", "rollout_ff_res": "ff_res",
             "rollout_ff_res_ln": "ff_res_ln"}
 

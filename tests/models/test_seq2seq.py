@@ -83,8 +83,8 @@ def test_cross_maps_against_independent_implementation(setup):
 
 def test_cross_block_rebuilds_the_models_vectors(setup):
     """Σ_j Σ_h α f(e_j) + b^O = the block's attention output y_i; r_i = the residual stream it joins."""
-    from normviz.record.encdec.params import cross_params
     from normviz.methods.cross import CrossDecomposition
+    from normviz.record.encdec.params import cross_params
 
     lm, s, a, enc, dec, ys, out = setup
     rec = s.records()

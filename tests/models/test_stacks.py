@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import normviz
-from normviz.methods import keyspace
 from normviz.core.errors import NotApplicableError
+from normviz.methods import keyspace
 from tools.tiny import build_seq2seq
 
 from ..helpers.tiny import encoded

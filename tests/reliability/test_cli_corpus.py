@@ -6,16 +6,14 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import normviz
 from normviz import cli
-from normviz.corpus import CorpusJob, run_corpus
 from normviz.core.errors import NormvizError
+from normviz.corpus import CorpusJob, run_corpus
 
 from .helpers import ROOT
 

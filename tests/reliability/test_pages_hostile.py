@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from normviz.ui.kit.state import ViewState
 from normviz.ui.kit import data as ui_data
+from normviz.ui.kit.state import ViewState
 
 from .helpers import PAGES, PAYLOADS, app, details_shown, markup_hits, messages, tracebacks
 

@@ -10,7 +10,6 @@ import time
 
 import numpy as np
 import psutil
-import pytest
 
 import normviz
 from normviz.core.errors import NormvizError

@@ -6,7 +6,6 @@ import subprocess
 import sys
 import warnings
 
-
 from normviz.core.compat import MOVED
 
 
@@ -42,13 +41,12 @@ def test_an_old_name_is_the_new_module(monkeypatch):
 
 
 def test_the_moved_folders_keep_their_old_public_names():
-    from normviz.record import record
-    from normviz.session import Session, resolve_keys
-    from normviz.workers import HeavyWorker
-
     import normviz.record.recorder as recorder
     import normviz.session.session as session
     import normviz.workers.process as process
+    from normviz.record import record
+    from normviz.session import Session, resolve_keys
+    from normviz.workers import HeavyWorker
     assert (record, Session, resolve_keys, HeavyWorker) == (
         recorder.record, session.Session, session.resolve_keys, process.HeavyWorker)
 

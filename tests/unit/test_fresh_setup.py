@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import save_file
 from packaging.requirements import Requirement
+from safetensors.torch import save_file
 
 from normviz.models import loading
 from normviz.ui.kit import warm as warm_mod

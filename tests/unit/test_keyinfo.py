@@ -8,9 +8,9 @@ import pytest
 
 import normviz
 from normviz import methods
-from normviz.methods import keyspace
 from normviz.core.analysis import pair_boundary
 from normviz.core.errors import TooCostlyError, UnknownKeyError, UnknownMethodError
+from normviz.methods import keyspace
 
 
 def test_every_key_is_described_by_its_family():
@@ -66,8 +66,8 @@ def test_pair_boundary_one_rule():
     assert pair_boundary(A) is None
     A.text_pair = None
     assert pair_boundary(A) is None
-    from normviz.viz.notebook import pair_boundary as nb
     from normviz.ui.kit.data import pair_boundary as ui
+    from normviz.viz.notebook import pair_boundary as nb
 
     assert nb is ui is pair_boundary  # one function
 

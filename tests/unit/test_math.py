@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 from scipy import integrate
+from transformers.activations import ACT2FN
 
 from normviz.core.activations import activation_ratio, silu_path_integral
-from transformers.activations import ACT2FN
 
 
 def _silu(x):

@@ -17,7 +17,8 @@ def test_blocks_are_the_max_and_mean_of_their_tokens():
         assert ov.max[bi, bj] == block.max()
         assert abs(ov.mean[bi, bj] - block.mean()) < 1e-6
     assert ov.block_of(999) == 63 and ov.block_of(0) == 0
-    spike = np.zeros((1000, 1000)); spike[500, 17] = 1.0  # a single sharp cell survives in max
+    spike = np.zeros((1000, 1000))
+    spike[500, 17] = 1.0  # a single sharp cell survives in max
     assert overview(spike, 64).max.max() == 1.0 and overview(spike, 64).mean.max() < 1e-2
 
 

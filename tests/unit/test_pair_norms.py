@@ -1,6 +1,5 @@
 """The norm family's kernels on random arrays: the compiled kernels, the torch version and per-pair vectors
 built explicitly agree (the model-level checks are in tests/models/test_norm_family.py)."""
-import numpy as np
 import pytest
 import torch
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from normviz.core import settings
 from normviz.cli import main
+from normviz.core import settings
 from normviz.core.errors import NormvizError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -132,8 +132,8 @@ def test_every_setting_is_documented_with_its_type_and_default():
 
 
 def test_defaults_agree_with_the_modules_that_use_them():
-    from normviz.core import memory
     from normviz.attribution import adjoint
+    from normviz.core import memory
     from normviz.methods import maxflow, zeroing
     from normviz.ui.kit import frames
 

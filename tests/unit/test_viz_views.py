@@ -5,8 +5,8 @@ import pytest
 
 from normviz import viz
 from normviz.viz.heatmap import MASKED_TEXT
-from normviz.viz.player import player_rows
 from normviz.viz.labels import MIN_FONT, PRESENT_FONT, abbreviate, occurrence_note, unique_labels
+from normviz.viz.player import player_rows
 
 LABELS = ["[CLS]", "the", "cat", "the·2", "[SEP]"]
 

@@ -3,7 +3,6 @@ routes graph's rows and nodes legible on a light and a dark background, the logi
 font size with the chosen layer first."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from normviz.viz import why as vw

@@ -14,9 +14,10 @@ from __future__ import annotations
 import torch
 
 from ...core import pool
-from ..base import Inputs, KeyInfo, Output, no_check, to_numpy
 from .. import papers
-from .runs import KEYS as _NAMES, backend, norm_family_run, runs
+from ..base import Inputs, KeyInfo, Output, no_check, to_numpy
+from .runs import KEYS as _NAMES
+from .runs import backend, norm_family_run, runs
 
 NAME = "norms"
 STACKS = ("model", "encoder", "decoder")  # also an encoder–decoder's decoder self-attention

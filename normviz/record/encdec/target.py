@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import torch
 
 from ...core.errors import NormvizError, TruncationWarning, UnsupportedModelError
-from ..recorder import model_lock
 from ...core.tokens import MAX_CHARS_PER_TOKEN, Encoded, encode, encoded_ids
+from ..recorder import model_lock
 from .params import decoder_view, require_seq2seq
 
 MAX_NEW_TOKENS = 256  # the bound of a generated target

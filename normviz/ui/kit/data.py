@@ -8,11 +8,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...methods import keyspace
 from ...core.analysis import pair_boundary  # noqa: F401  (the one rule, for the pages)
 from ...core.errors import NormvizError
+from ...methods import GROUPS, keyspace
 from ...methods.keyspace import unit  # noqa: F401  (the colour bar's title, for the pages)
-from ...methods import GROUPS
 from ...viz.labels import unique_labels  # noqa: F401  (the pages' axis labels: 'the', 'the·2')
 
 

@@ -14,7 +14,6 @@ else not at all (then every change is drawn by the server).
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from ...viz.heatmap import causal_mask, colorscale_for

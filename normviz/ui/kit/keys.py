@@ -1,9 +1,8 @@
 """Which map keys a model offers the pages, and their titles (from the families' ``KeyInfo``)."""
 from __future__ import annotations
 
-from normviz.methods import keyspace
 from normviz.core.errors import NormvizError
-from normviz.methods import registry
+from normviz.methods import keyspace, registry
 
 
 def default_keys(lm) -> list[str]:

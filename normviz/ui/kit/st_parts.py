@@ -29,14 +29,37 @@ from .messages import say, shorten_error  # noqa: F401
 from .page import keep_widgets_across_stage, page_config, presenting, run_page, start_page  # noqa: F401
 from .pickers import map_picker  # noqa: F401
 from .safe import lit, plain  # noqa: F401
-from .session_view import (VIEW, current_page, follow_text, forget_widgets_on_page_change, load_view,  # noqa: F401
-                           save_view, seed, seed_index, text_box, view_from_url)
+from .session_view import (  # noqa: F401
+                           VIEW,
+                           current_page,
+                           follow_text,
+                           forget_widgets_on_page_change,
+                           load_view,
+                           save_view,
+                           seed,
+                           seed_index,
+                           text_box,
+                           view_from_url,
+)
 from .settings import settings  # noqa: F401
 from .sidebar import EMBEDDED_CHOICES, OTHER, second_model_picker, self_attention_models, sidebar  # noqa: F401
 from .sizing import main_width, panel_width, screen  # noqa: F401
-from .stage import (context_line, context_text, escape_key, go_to_step, grid_clicks, keyboard, leave_stage,  # noqa: F401
-                    show_talk_link, step_controls, step_indicator, step_note, talk_link, walk_steps)
+from .stage import (  # noqa: F401
+                           context_line,
+                           context_text,
+                           escape_key,
+                           go_to_step,
+                           grid_clicks,
+                           keyboard,
+                           leave_stage,
+                           show_talk_link,
+                           step_controls,
+                           step_indicator,
+                           step_note,
+                           talk_link,
+                           walk_steps,
+)
 from .state import ViewState  # noqa: F401
 from .stores import SESSION_ENTRIES, model_cache, session_cache  # noqa: F401
 from .style import apply_style, font_size  # noqa: F401
-from .theme import figure_theme, follow as follow_theme, themed  # noqa: F401
+from .theme import figure_theme, themed  # noqa: F401

@@ -42,8 +42,10 @@ def install() -> bool:
 
 def _limits() -> tuple[int, int]:
     try:
-        from streamlit.runtime.state.query_params import (CLIENT_STATE_QUERY_STRING_MAX_FIELDS,
-                                                          CLIENT_STATE_QUERY_STRING_MAX_LENGTH)
+        from streamlit.runtime.state.query_params import (
+            CLIENT_STATE_QUERY_STRING_MAX_FIELDS,
+            CLIENT_STATE_QUERY_STRING_MAX_LENGTH,
+        )
         return int(CLIENT_STATE_QUERY_STRING_MAX_LENGTH), int(CLIENT_STATE_QUERY_STRING_MAX_FIELDS)
     except ImportError:  # pragma: no cover
         return 512 * 1024, 1000

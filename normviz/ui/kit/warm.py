@@ -14,7 +14,6 @@ import sys
 import threading
 import time
 
-
 _IMPORTS = threading.Lock()
 _IMPORTED = False
 # what the pages take from transformers (normviz.models, normviz.core.tokens): imported whole once

@@ -8,6 +8,7 @@ import numpy as np
 
 from ...methods import keyspace, registry
 
+
 def papers_of(key: str):
     """The papers behind a map key: its family's REFERENCES."""
     return registry.family_of(key).references

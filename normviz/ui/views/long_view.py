@@ -16,13 +16,12 @@ import streamlit as st
 
 from ... import viz
 from ...core.errors import InputError, NormvizError
-from ...viz.heatmap import causal_mask
-from ...viz.labels import plotly_text, unique_labels
 from ...viz.contrast import NAMES as SCALE_NAMES
 from ...viz.contrast import SCALES
+from ...viz.heatmap import causal_mask
+from ...viz.labels import plotly_text, unique_labels
 from ...viz.overview_figure import AGGREGATE_TEXT, overview_heatmap, positions_to_shown
 from ..kit import data
-from . import long_maps
 from ..kit.charts import image_format
 from ..kit.fetch import admitted
 from ..kit.instant import instant_switch
@@ -30,6 +29,7 @@ from ..kit.interrupts import deferred_interrupts
 from ..kit.keys import known_keys, title
 from ..kit.safe import plain
 from ..kit.theme import themed
+from . import long_maps
 
 ROWS, COLS = "w_zoom_rows", "w_zoom_cols"  # the window, in token positions (inclusive ends)
 AGG, RANGE, FIND = "w_agg", "w_range", "w_find"

@@ -111,8 +111,8 @@ def token_param(tokenizer, vocab_size: int, tid: int) -> str:
 def refusals(session, budget_s: float | None, tau: float = 0.01) -> dict:
     """{"sources": why refused | None, "routes": … (at threshold τ), "sinks": …} at the deployment's cost budget,
     before any work."""
-    from ...methods import sinks
     from ...attribution import adjoint, flow
+    from ...methods import sinks
 
     opts = dict(session.options)
     if budget_s is not None:
