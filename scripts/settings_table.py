@@ -8,6 +8,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import doc_block  # scripts/doc_block.py, beside this script
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -42,25 +44,8 @@ def tables() -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def render(current: str) -> str:
-    head, _, rest = current.partition(BEGIN)
-    _, _, tail = rest.partition(END)
-    return f"{head}{BEGIN}\n{tables()}{END}{tail}"
-
-
 def main(argv: list[str]) -> int:
-    current = DOC.read_text(encoding="utf-8")
-    if BEGIN not in current or END not in current:
-        print(f"{DOC} lacks the markers {BEGIN} … {END}", file=sys.stderr)
-        return 1
-    new = render(current)
-    if "--check" in argv:
-        if new != current:
-            print(f"{DOC.relative_to(ROOT)} is not current: run python scripts/settings_table.py", file=sys.stderr)
-            return 1
-        return 0
-    DOC.write_text(new, encoding="utf-8")
-    return 0
+    return doc_block.main(argv, DOC, BEGIN, END, tables, "settings_table.py")
 
 
 if __name__ == "__main__":
