@@ -8,6 +8,15 @@ from __future__ import annotations
 
 import torch
 
+# re-exported under this module's names: the tests import them from here
+from tools.tiny import IDS, SPECIALS, VOCAB, WORDS, randomize_weights, tokenizer  # noqa: F401
+from tools.tiny import MORE_SEQ2SEQ_ARCHS as MORE_ARCHS  # noqa: F401
+from tools.tiny import SEQ2SEQ_ARCHS as ARCHS  # noqa: F401
+from tools.tiny import _seq2seq_configs as _configs  # noqa: F401
+from tools.tiny import build_seq2seq as build  # noqa: F401
+from tools.tiny import raw_seq2seq as raw_model  # noqa: F401
+from tools.tiny import save_seq2seq_dir as save_dir  # noqa: F401
+
 
 # ---------------------------------------------------------------- the model's own vectors and an independent cross_norm
 def cross_module(layer):

@@ -4,7 +4,18 @@ import torch  # noqa: E402
 import transformers as tf  # noqa: E402
 
 import normviz  # noqa: E402
-from tools.tiny import LATER_ARCHS, config_of, randomize_weights
+from tools.tiny import (  # noqa: F401 — re-exported: the tests import them from here
+    ARCHS,
+    COMMON,
+    LATER_ARCHS,
+    _configs,
+    build,
+    config_of,
+    distinct,
+    encoded,
+    from_ids,
+    randomize_weights,
+)
 
 # ---------------------------------------------------------------- models with their LM head (prediction attribution)
 HEAD_ARCHS = {"llama": "causal", "llama_bias": "causal", "qwen2": "causal", "gpt2": "causal", "bert": "masked",
