@@ -66,6 +66,12 @@ _FOLDER_NAME = re.compile(r"(?<!-m )\bnormviz\.(" + "|".join(sorted(_FOLDERS, ke
 _FOLDER_FILE = re.compile(r"normviz/(" + "|".join(sorted(_FOLDERS, key=len, reverse=True)) + r")\.py")
 
 
+# old README lines rewritten since because what they describe changed (round 5): Esc leaves stage mode on every
+# page, the families a Hub id may be (issue 38's architecture rows and the floor), a steps link opens on its step
+REWRITTEN = ("`f` focuses the token under the mouse", "Any Hugging Face Hub id or local directory of a supported",
+             "URL (`steps=Weights~0~all~attention+norm;Deep~5~3~norm`)")
+
+
 def test_the_old_readme_text_is_in_docs():
     """Moved, not lost: at least 97 % of the old README's lines (the rest were rewritten for normviz app and the
     new set-up) are in docs/ word for word, module paths as they are after the moves (:func:`_moved`)."""
@@ -74,7 +80,7 @@ def test_the_old_readme_text_is_in_docs():
         pytest.skip(f"the old README ({OLD_README}) is not in this clone's history")
     docs = set(_docs_text().splitlines())
     lines = [line for line in old.stdout.splitlines() if line.strip() and not line.startswith("#")]
-    missing = [line for line in lines if _moved(line) not in docs]
+    missing = [line for line in lines if _moved(line) not in docs and not line.startswith(REWRITTEN)]
     assert len(missing) <= 0.03 * len(lines), missing[:20]
 
 
