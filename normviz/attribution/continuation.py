@@ -31,6 +31,7 @@ import torch
 
 from ..core.errors import InputError, NormvizError, NotApplicableError
 from ..core.tokens import Encoded, encoded_ids
+from ..methods import decompx
 from . import adjoint, frozen
 from .direct import _alpha_row, _bias
 from .predict import token_id, token_text, whole_number
@@ -204,13 +205,26 @@ def _targets(lm, readout, views, positions, ids, foil):
             row = logits[k].clone()
             row[w] = -torch.inf
             f = int(row.argmax())
-        u, b = readout.direction(w, f)
-        total = float(logits[k, w] - (logits[k, f] if f is not None else 0.0))
+        if readout.softcap is None:
+            u, b = readout.direction(w, f)
+            total = float(logits[k, w] - (logits[k, f] if f is not None else 0.0))
+        else:  # a final soft-cap (Gemma 2): the capped logit, each row's θ at the uncapped logits, as target()
+            from . import final_state, logits_at
+
+            raw = readout.uncapped(final_state(views, i)[None])[0].to(torch.float64)
+            capped = logits_at(readout, views, i).to(torch.float64)
+            u, b = readout.direction(w, f, raw)
+            total = float(capped[w] - (capped[f] if f is not None else 0.0))
         out.append(Target(i=i, token=int(w), foil=f, total=total, u=u, b=b, x_last=views[-1].rec.out[i]))
     return out
 
 
 # ---------------------------------------------------------------- the batched adjoint
+def _row_dots(g: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """[B]: Σ_i ⟨g[k, i], b_i⟩ per target for a bias b [n, d] that differs per row (:func:`adjoint._rows_dot`)."""
+    return (g.to(torch.float64) * b.to(device=g.device, dtype=torch.float64)[None]).sum((1, 2)).cpu()
+
+
 def _dots(g: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
     """[B]: Σ_i ⟨g[k, i], b⟩ per target (float64, CPU): :func:`adjoint._dot` for a batch."""
     if b is None:
@@ -302,6 +316,8 @@ def _attention(ctx, g: torch.Tensor, live: Live | None = None, below: Live | Non
     p = ctx.p
     B, n, _ = g.shape
     H, KV, dh = p.n_heads, p.n_kv_heads, p.head_dim
+    if ctx.attn_row_scale is not None:  # a norm P_a after the attention: 1/s_i at the receiving row (γ in W^O)
+        g = g * ctx.attn_row_scale[None, :, None].to(device=g.device, dtype=g.dtype)
     Q = adjoint.mix_adjoint(ctx.rec, _heads_in(g, p.w_o, H, dh, live))  # [H, n, B·dh]
     if KV != H:
         Q = Q.view(KV, H // KV, n, B * dh).sum(1)
@@ -340,20 +356,22 @@ def _layer(ctx, g: torch.Tensor, factors, cross=None, live: Live | None = None, 
             bias += b
         bias += _dots(g_ell, ctx.ln_attn.bias)
         g_u = na(ctx.ln_attn, g_ell, ctx.rec.z_attn)
-        bias += _dots(g_u, adjoint.attention_bias(p))
+        bias += _row_dots(g_u, decompx.row_bias(ctx))
         return g_u + _attention(ctx, g_u, live, below), bias, g_e
     f, bias = _ff(p, g, factors, live)  # pre-LN: x' = U + F(N2(U)), U = x + A(N1(x)) + b (+ C)
     bias += _dots(f, ff_norm.bias)
-    g_u = g + na(ff_norm, f, ff_z)
+    ff_back = na(ff_norm, f, ff_z)
     del f
+    g_u = g if p.parallel else g + ff_back  # a parallel block's FF reads x, not U
     if cross is not None:
         g_e, b = _cross(cross, g_u, live)
         bias += b
-    bias += _dots(g_u, adjoint.attention_bias(p))
+    bias += _row_dots(g_u, decompx.row_bias(ctx))  # each α row's own sum (float32 softmax), as layer_adjoint
     g_hat = _attention(ctx, g_u, live, below)
     n1 = p.norm_on_input
     bias += _dots(g_hat, n1.bias)
-    return g_u + na(n1, g_hat, ctx.rec.x), bias, g_e
+    out = g_u + na(n1, g_hat, ctx.rec.x)
+    return (out + ff_back if p.parallel else out), bias, g_e
 
 
 def _rows(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:

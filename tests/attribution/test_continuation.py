@@ -285,3 +285,26 @@ def test_smollm2_rows_equal_the_one_position_path(smollm2):
     assert smollm2.tokenizer.decode(g.generated_ids.tolist()) == " Paris, the city of light" and g.mode == "given"
     e = s.explain(token=" Paris")  # step 0 is the prompt's own next-token logit: the prompt's session
     assert g.tokens[0] == " Paris" and np.abs(g.sources[0, :5] - e.sources).max() <= 1e-4 * _scale(e.sources)
+
+
+@pytest.mark.parametrize("arch", ["gpt_neox", "phi", "gemma2", "gemma3_text", "olmo2"])
+def test_round_five_architectures_equal_explain(arch):
+    """The batched adjoint follows layer_adjoint's parts on the round-5 rows: parallel blocks (gpt_neox, phi),
+    norms after a sublayer (olmo2, gemma), Gemma 2's final soft-cap (the capped logit) — every step equals a
+    one-position explain on the same ids, and row + bias is the step's total (float32 norms: 1e-5)."""
+    from tests.helpers.tiny import build_with_head
+    from tools.tiny import encoded
+
+    lm = build_with_head(arch)
+    enc = encoded(8)
+    s = normviz.Session.from_encoded(lm, [enc])[0]
+    c = s.explain_continuation(continuation=[5, 7, 9])
+    scale = max(1.0, float(np.abs(c.totals).max()))
+    assert np.abs(np.nansum(c.sources, 1) + c.bias - c.totals).max() <= 1e-5 * scale
+    ids = list(enc.ids)
+    for t, w in enumerate([5, 7, 9]):
+        one = normviz.Session.from_encoded(lm, [type(enc)(ids=ids + [5, 7][:t], tokens=[""] * (8 + t),
+                                                          labels=[""] * (8 + t), special=[False] * (8 + t), dropped=0)])[0]
+        e = one.explain(token=w, position=-1)
+        assert abs(c.totals[t] - e.total) <= 1e-10 * scale
+        np.testing.assert_allclose(c.sources[t, : 8 + t], e.sources, rtol=0, atol=1e-10 * scale)
