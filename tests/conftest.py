@@ -97,3 +97,16 @@ def llama_lm_dir(tmp_path_factory):
     model.save_pretrained(path)
     tok.save_pretrained(path)
     return path
+
+
+@pytest.fixture
+def no_load(monkeypatch):
+    """A CLI check that must refuse before the model loads: every ``load`` the CLI may reach fails the test."""
+    import normviz
+    from normviz import models
+    from normviz.models import loading
+
+    def refuse(*a, **k):
+        raise AssertionError("the model was loaded")
+    for mod in (normviz, loading, models):
+        monkeypatch.setattr(mod, "load", refuse)

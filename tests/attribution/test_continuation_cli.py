@@ -11,8 +11,6 @@ import pytest
 import normviz
 from normviz import cli
 
-from .test_explain_cli import no_load  # noqa: F401 (a fixture; llama_lm_dir is tests/conftest.py's)
-
 TEXT = "the cat sat on the mat"
 
 

@@ -12,13 +12,6 @@ from normviz import cli
 from normviz.core.errors import NormvizError
 
 
-@pytest.fixture
-def no_load(monkeypatch):
-    def refuse(*a, **k):
-        raise AssertionError("the model was loaded")
-    monkeypatch.setattr(normviz, "load", refuse)
-
-
 @pytest.mark.parametrize("override, extra, says", [
     ({"--out": "x.txt"}, [], "name a .npz or .json"),
     ({"--out": "/no/such/folder/x.npz"}, [], "does not exist"),

@@ -17,15 +17,6 @@ from normviz.models import loading
 TEXT = "the cat sat on the mat"
 
 
-@pytest.fixture
-def no_load(monkeypatch):
-    def refuse(*a, **k):
-        raise AssertionError("the model was loaded")
-    from normviz import models
-    for mod in (normviz, loading, models):
-        monkeypatch.setattr(mod, "load", refuse)
-
-
 def _run(argv) -> int:
     try:
         return cli.main(argv)

@@ -10,10 +10,8 @@ import pickle
 
 import pytest
 
-import normviz
 from normviz import cli
 from normviz.cli import faithfulness as fcli
-from normviz.models import loading
 from normviz.trust import attributions, report
 
 LINES = ["the cat sat on the mat", "a dog ran in the park today", "we read the old book slowly",
@@ -26,15 +24,6 @@ def corpus(tmp_path):
     path = tmp_path / "corpus.txt"
     path.write_text("\n".join(LINES) + "\n", encoding="utf-8")
     return path
-
-
-@pytest.fixture
-def no_load(monkeypatch):
-    def refuse(*a, **k):
-        raise AssertionError("the model was loaded")
-    from normviz import models
-    for mod in (normviz, loading, models):
-        monkeypatch.setattr(mod, "load", refuse)
 
 
 def _run(argv) -> int:
