@@ -63,3 +63,4 @@ from .state import ViewState  # noqa: F401
 from .stores import SESSION_ENTRIES, model_cache, session_cache  # noqa: F401
 from .style import apply_style, font_size  # noqa: F401
 from .theme import figure_theme, themed  # noqa: F401
+from .theme import follow as follow_theme  # noqa: F401
