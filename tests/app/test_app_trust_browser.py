@@ -11,7 +11,7 @@ import math
 
 import pytest
 
-from ..helpers.browser import chromium, require_browser, streamlit_server, wait_for_app, wait_until
+from ..helpers.browser import app_in_chromium, wait_for_app, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 
@@ -38,10 +38,9 @@ def library_spearman() -> dict[str, float]:
 
 
 def test_trust_page_in_chromium_shows_the_librarys_spearman(tmp_path):
-    require_browser()
     query = "/Trust?model=minilm&text=" + TEXT.replace(" ", "+")
     log = tmp_path / "streamlit.log"
-    with streamlit_server(log_path=str(log)) as url, chromium(1920, 1080) as driver:
+    with app_in_chromium(log, width=1920, height=1080) as (url, driver):
         driver.get(url + query)
         state = wait_for_app(driver, min_charts=1, timeout=300)
         driver.save_screenshot(str(tmp_path / "trust.png"))
