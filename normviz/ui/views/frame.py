@@ -4,6 +4,8 @@ the text's cached session (or the run stopped under its message). Each step stop
 go on, so a page reads as the regions it draws."""
 from __future__ import annotations
 
+from typing import NoReturn
+
 import streamlit as st
 
 from ..kit import st_parts as ui
@@ -45,7 +47,7 @@ def maps(session, keys: list[str]):
     return a
 
 
-def stop_with(kind: str, message: str) -> None:
+def stop_with(kind: str, message: str) -> NoReturn:
     """A message box (:func:`ui.say`: the visitor's text never read as Markdown) and the run stops."""
     ui.say(kind, message)
     st.stop()
