@@ -5,6 +5,7 @@ figures from normviz.viz; the controls: :mod:`.why_controls`."""
 from __future__ import annotations
 
 import json
+from typing import cast
 
 import numpy as np
 import streamlit as st
@@ -125,18 +126,18 @@ def draw_attend(F: Figures, e, session, hl: int, hh: int, pos: int) -> None:
     carried = int(np.argmax(np.abs(row)))
     k1, k2 = st.columns([1, 3])
     with k1:
-        key = st.selectbox("Key token it attends to", list(range(pos + 1)), index=carried,
-                           format_func=lambda j: f"{vw.shown(tokens[j])} [{j}]", key="w_why_key",
-                           help="Default: the source token this head carried most.")
+        key = int(cast(int, st.selectbox("Key token it attends to", list(range(pos + 1)), index=carried,
+                                         format_func=lambda j: f"{vw.shown(tokens[j])} [{j}]", key="w_why_key",
+                                         help="Default: the source token this head carried most.")))
     try:
-        att = W.attend_at(session, hl, hh, pos, int(key), by_token=len(tokens) <= 64)
+        att = W.attend_at(session, hl, hh, pos, key, by_token=len(tokens) <= 64)
     except NormvizError as exc:
         ui.say("info", "Why it attends there: " + str(exc))
         return
     labels, m = att.grouped(by="layer")
     F.show(va.score_split(labels, m, font_size=fs,
                           title=f"Why layer {hl} head {hh} attends from "
-                                f"{vw.shown(tokens[pos])} to {vw.shown(tokens[int(key)])}"),
+                                f"{vw.shown(tokens[pos])} to {vw.shown(tokens[key])}"),
            "attend_split", "Its pre-softmax score split exactly: rows = the layer that wrote into the "
                            "query's state, columns = into the key's (RoPE and the norm's scale included).")
     pairs = att.top_pairs(10, by="token" if att.by_token_full is not None else "component")
