@@ -58,3 +58,29 @@ def test_minilm_says_it_is_not_a_decoder():
     no_exception(at)
     said = " ".join(texts(at.info))
     assert "minilm is not a decoder" in said or "not a decoder" in said
+
+
+def test_a_click_on_a_heatmap_row_opens_that_step(monkeypatch):
+    """A click on any cell of the heatmap's row 4 (the browser's row_click.js sends the row; here its
+    Python side is replaced) opens step 4: the step picker, the page's position and the explained token follow,
+    and the heatmap outlines row 4. A row the continuation has not is ignored."""
+    at = app(PAGE, {"model": "smollm2", "text": TEXT, "steps": "6"})
+    at.run()
+    no_exception(at)
+    c = normviz.Session(smollm2(), TEXT).explain_continuation(6)
+    assert at.session_state["w_why_cont_step"] == 0
+    sent = {"row": 4}
+    monkeypatch.setattr(st_parts, "row_clicks", lambda chart, key="": sent["row"] if chart == "continuation" else None)
+    at.run()
+    no_exception(at)
+    sb = {s.key: s for s in at.selectbox}
+    assert at.session_state["w_why_cont_step"] == 4
+    assert sb["w_why_pos"].value == int(c.positions[4])
+    assert sb["w_why_token"].value == int(c.generated_ids[4])
+    assert by_kind(at)["continuation"]["layout"]["meta"]["focus"] == 4
+    assert at.query_params["position"] == str(int(c.positions[4]))
+    sent["row"] = 99  # no such step: the page stays on step 4
+    at.run()
+    no_exception(at)
+    assert at.session_state["w_why_cont_step"] == 4
+    assert {s.key: s for s in at.selectbox}["w_why_pos"].value == int(c.positions[4])

@@ -1,10 +1,11 @@
 """The Why page's Continuation view: a whole continuation explained (``Session.explain_continuation``).
 
 The generated text as a row of tokens (a click picks a step), the steps × tokens heatmap of every earlier
-token's exact part in each step's logit (stage-sized; the chosen step outlined), and the chosen step's own Why
-panels below it: the page explains the text + continuation at that step's position, so candidates, heads,
-lens and graph are the existing ones. ←/→ on stage walk the steps (:func:`section` gives the page the step
-positions for its keyboard). URL: ``steps`` (0 = off), ``continuation`` (given, teacher-forced), ``cfoil``.
+token's exact part in each step's logit (stage-sized; the chosen step outlined; a click on any cell of a row
+picks that row's step), and the chosen step's own Why panels below it: the page explains the text +
+continuation at that step's position, so candidates, heads, lens and graph are the existing ones. ←/→ on stage
+walk the steps (:func:`section` gives the page the step positions for its keyboard). URL: ``steps`` (0 = off),
+``continuation`` (given, teacher-forced), ``cfoil``.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from .why import MAX_STEPS
 DEFAULT_STEPS = 20
 STEP_KEY = "w_why_cont_step"
 POS_KEY = "w_why_pos"
+ROW_CLICK_KEY = "nv_cont_row_click"
 
 
 def not_a_decoder(lm) -> str | None:
@@ -81,6 +83,12 @@ def section(lm, session, view, wv, fs, chosen=None):
     want = c.column_ids.tolist() + c.generated_ids[-1:].tolist()
     positions = [int(p) for p in c.positions]
     same = ids[:len(c.column_ids)] == c.column_ids.tolist() or len(c) == 1
+    # a click on a heatmap row opens that step (its panels below follow the page's position)
+    row = ui.row_clicks("continuation", key=ROW_CLICK_KEY)
+    if row is not None and 0 <= row < len(c):
+        st.session_state[STEP_KEY] = row
+        if same:
+            st.session_state[POS_KEY] = positions[row]
     # the text as a row of tokens: the chosen step follows the page's position (←/→ on stage move it)
     pos_now = st.session_state.get(POS_KEY)
     if pos_now in positions and st.session_state.get(STEP_KEY) != positions.index(pos_now):
