@@ -37,6 +37,7 @@ def section(lm, session, view, wv, fs, chosen=None):
 
     from ...core.errors import NormvizError
     from ...viz.continuation import steps_heatmap
+    from ...viz.labels import unique_labels
     from ...viz.why import shown
     from ..kit import st_parts as ui
     from ..kit.memo import memoised
@@ -98,8 +99,11 @@ def section(lm, session, view, wv, fs, chosen=None):
     def picked():
         st.session_state[POS_KEY] = positions[int(st.session_state[STEP_KEY] or 0)]
 
+    # one label per step ('␣the', '␣the·2'): the browser keeps the picker's value by its label, so a repeated
+    # token would open its last occurrence (a 20-token continuation opened step 16, not 0)
+    labels = unique_labels([shown(t) for t in c.tokens])
     step = st.segmented_control("The continuation, one step per token (click a step for its panels below)",
-                                list(range(len(c))), key=STEP_KEY, format_func=lambda t: shown(c.tokens[t]),
+                                list(range(len(c))), key=STEP_KEY, format_func=lambda t: labels[t],
                                 on_change=picked if same else None)
     step = 0 if step is None else int(step)
     what = "logit − the runner-up's" if foil else "logit"
