@@ -127,4 +127,49 @@ def section(lm, session, view, wv, fs, chosen=None):
     return ext, positions
 
 
-__all__ = ["DEFAULT_STEPS", "MAX_STEPS", "not_a_decoder", "section"]
+def seq2seq_section(lm, session, view, wv, fs) -> None:
+    """The encoder–decoder branch (toy-mt): the whole translation explained (``explain_continuation()`` of the
+    session's own target: each target token over the source and the target tokens before it, exact), as the steps ×
+    tokens heatmap above the page's "Target word" box; a click on a row picks that target word. Call it before the
+    box is drawn (the click moves the box)."""
+    import streamlit as st
+
+    from ...core.errors import NormvizError
+    from ...viz.continuation import steps_heatmap
+    from ..kit import st_parts as ui
+    from ..kit.memo import memoised
+    from . import why as W
+
+    on = st.toggle("Explain the whole translation", value=wv.steps > 0, key="w_why_cont_on",
+                   help="Where every target token came from: the source and the target tokens before it.")
+    if bool(wv.steps) != on:
+        wv.steps = 1 if on else 0
+        W.save_why(view, wv)
+    if not on:
+        return
+    try:
+        c = memoised(session, ("why_translation",), lambda: session.explain_continuation())
+    except NormvizError as exc:
+        ui.say("error", str(exc))
+        return
+    n_rows = len(session.tgt_tokens)
+    row = ui.row_clicks("continuation", key=ROW_CLICK_KEY)
+    if row is not None and 0 <= row < min(len(c), n_rows):
+        st.session_state[POS_KEY] = row
+    pos = st.session_state.get(POS_KEY, wv.position or 0)
+    fig = steps_heatmap(c.sources, c.tokens, ["src " + t if k < c.n_source else "tgt " + t
+                                             for k, t in enumerate(c.columns)],
+                        first_generated=c.n_source if len(c) > 1 else None,
+                        focus=pos if isinstance(pos, int) and 0 <= pos < len(c) else None, font_size=fs,
+                        present=view.present, width=ui.panel_width(1, view.present),
+                        title="Where each target token came from (logit): the source and the target before it")
+    ui.context_line(fig, lm.name, view.text, fs)
+    ui.chart(fig, key="continuation", filename="normviz_why_translation")
+    if not view.present:
+        st.caption(ui.plain(f"{c.note}. Row t: every source token's and every earlier target token's exact part "
+                            "in target token t's logit; each row plus its bias is the logit. Grey: target tokens "
+                            "after the step. The dotted line: where the target begins. Click a row for its word "
+                            "below.", None))
+
+
+__all__ = ["DEFAULT_STEPS", "MAX_STEPS", "not_a_decoder", "section", "seq2seq_section"]
