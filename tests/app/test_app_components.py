@@ -132,3 +132,20 @@ def test_stage_key_presses_move_the_pages_controls():
     press("layer+"), press("head+")
     assert (ss["w_layer"], ss["w_head"]) == (1, 0)
     ss.clear()
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="no node to run the script")
+def test_row_click_reads_the_step_from_the_row_label_the_heatmap_writes():
+    """The Continuation view's row clicks (row_click.js): the row is the number in the hover name the heatmap
+    builder writes for the row (a bracketed or repeated token included), else the cell's own row index."""
+    from normviz.viz.heatmap import hover_names
+
+    names = hover_names(list(range(6)), ["␣the", "[3]", "cat", "the·2", "<b>x</b>", "."])
+    points = [{"y": n, "x": "a [0]", "pointNumber": [0, 0]} for n in names]
+    points += [{"y": "no label", "pointNumber": [7, 2]}, {"y": "no label"}, None]
+    js = ("const src = require('fs').readFileSync(process.argv[1], 'utf8');"
+          "import('data:text/javascript,' + encodeURIComponent(src)).then(m => {"
+          " console.log(JSON.stringify(JSON.parse(process.argv[2]).map(p => m.rowOf(p)))); });")
+    out = subprocess.run(["node", "-e", js, str(components.HERE / "row_click.js"), json.dumps(points)],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    assert json.loads(out) == [0, 1, 2, 3, 4, 5, 7, None, None]

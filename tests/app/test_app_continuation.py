@@ -47,3 +47,52 @@ def test_minilm_says_it_is_not_a_decoder():
     no_exception(at)
     said = " ".join(texts(at.info))
     assert "minilm is not a decoder" in said or "not a decoder" in said
+
+
+def test_a_click_on_a_heatmap_row_opens_that_step(monkeypatch):
+    """A click on any cell of the heatmap's row 4 (the browser's row_click.js sends the row; here its
+    Python side is replaced) opens step 4: the step picker, the page's position and the explained token follow,
+    and the heatmap outlines row 4. A row the continuation has not is ignored."""
+    at = app(PAGE, {"model": "smollm2", "text": TEXT, "steps": "6"})
+    at.run()
+    no_exception(at)
+    c = normviz.Session(smollm2(), TEXT).explain_continuation(6)
+    assert at.session_state["w_why_cont_step"] == 0
+    sent = {"row": 4}
+    monkeypatch.setattr(st_parts, "row_clicks", lambda chart, key="": sent["row"] if chart == "continuation" else None)
+    at.run()
+    no_exception(at)
+    sb = {s.key: s for s in at.selectbox}
+    assert at.session_state["w_why_cont_step"] == 4
+    assert sb["w_why_pos"].value == int(c.positions[4])
+    assert sb["w_why_token"].value == int(c.generated_ids[4])
+    assert by_kind(at)["continuation"]["layout"]["meta"]["focus"] == 4
+    assert at.query_params["position"] == str(int(c.positions[4]))
+    sent["row"] = 99  # no such step: the page stays on step 4
+    at.run()
+    no_exception(at)
+    assert at.session_state["w_why_cont_step"] == 4
+    assert {s.key: s for s in at.selectbox}["w_why_pos"].value == int(c.positions[4])
+
+
+def test_the_encoder_decoder_branch_explains_the_whole_translation(monkeypatch):
+    """toy-mt (an encoder–decoder): the heatmap is the library's ``explain_continuation()`` of the session's own
+    translation (each target token over source + earlier target tokens); a click on row 2 picks target word 2."""
+    src = "the big dog often sees a small red car"
+    at = app(PAGE, {"model": "toy-mt", "text": src, "steps": "1"})
+    at.run()
+    no_exception(at)
+    lm = st_parts.model_cache().get_or_compute("toy-mt", lambda: normviz.load("toy-mt"))
+    s = normviz.Session(lm, src)
+    c = s.explain_continuation()
+    assert c.n_source == len(s.src_tokens) and len(c) >= 3
+    got = z(by_kind(at)["continuation"])
+    assert got.shape == c.sources.shape and np.array_equal(np.isnan(got), np.isnan(c.sources))
+    np.testing.assert_allclose(got[~np.isnan(got)], c.sources[~np.isnan(c.sources)], rtol=1e-6,
+                               atol=1e-7 * np.nanmax(np.abs(c.sources)))
+    assert at.selectbox(key="w_why_pos").value == 0
+    monkeypatch.setattr(st_parts, "row_clicks", lambda chart, key="": 2)
+    at.run()
+    no_exception(at)
+    assert at.selectbox(key="w_why_pos").value == 2 and at.query_params["position"] == "2"
+    assert by_kind(at)["continuation"]["layout"]["meta"]["focus"] == 2

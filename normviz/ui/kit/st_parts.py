@@ -52,6 +52,7 @@ from .stage import (  # noqa: F401
                            grid_clicks,
                            keyboard,
                            leave_stage,
+                           row_clicks,
                            show_talk_link,
                            step_controls,
                            step_indicator,

@@ -126,6 +126,20 @@ def grid_clicks(charts: dict[str, int], cell: int) -> dict | None:
     return {"layer": got["layer"], "head": head if isinstance(head, int) else None, "chart": got.get("chart")}
 
 
+def row_clicks(chart: str, key: str = "nv_row_click") -> int | None:
+    """The row of the heatmap ``chart`` (its chart key) whose cell was clicked in the browser, once (on the
+    rerun the click causes), else None: the Why page's Continuation view opens that step."""
+    try:
+        result = components.component("normviz_row_click")(key=key, data={"chart": chart},
+                                                            on_row_change=lambda: None)
+    except Exception:  # no components v2: the step picker above the heatmap still opens any step
+        return None
+    got = getattr(result, "row", None)
+    if not isinstance(got, dict) or got.get("chart") != chart or not isinstance(got.get("row"), int):
+        return None
+    return int(got["row"])
+
+
 # --- a talk's steps (bookmarks, normviz.ui.kit.steps): saved views walked like slides ---------------------------
 
 def go_to_step(index: int, groups: dict[str, list[str]]) -> None:

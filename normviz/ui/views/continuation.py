@@ -1,10 +1,11 @@
 """The Why page's Continuation view: a whole continuation explained (``Session.explain_continuation``).
 
 The generated text as a row of tokens (a click picks a step), the steps × tokens heatmap of every earlier
-token's exact part in each step's logit (stage-sized; the chosen step outlined), and the chosen step's own Why
-panels below it: the page explains the text + continuation at that step's position, so candidates, heads,
-lens and graph are the existing ones. ←/→ on stage walk the steps (:func:`section` gives the page the step
-positions for its keyboard). URL: ``steps`` (0 = off), ``continuation`` (given, teacher-forced), ``cfoil``.
+token's exact part in each step's logit (stage-sized; the chosen step outlined; a click on any cell of a row
+picks that row's step), and the chosen step's own Why panels below it: the page explains the text +
+continuation at that step's position, so candidates, heads, lens and graph are the existing ones. ←/→ on stage
+walk the steps (:func:`section` gives the page the step positions for its keyboard). URL: ``steps`` (0 = off),
+``continuation`` (given, teacher-forced), ``cfoil``.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from .why import MAX_STEPS
 DEFAULT_STEPS = 20
 STEP_KEY = "w_why_cont_step"
 POS_KEY = "w_why_pos"
+ROW_CLICK_KEY = "nv_cont_row_click"
 
 
 def not_a_decoder(lm) -> str | None:
@@ -35,6 +37,7 @@ def section(lm, session, view, wv, fs, chosen=None):
 
     from ...core.errors import NormvizError
     from ...viz.continuation import steps_heatmap
+    from ...viz.labels import unique_labels
     from ...viz.why import shown
     from ..kit import st_parts as ui
     from ..kit.memo import memoised
@@ -69,17 +72,16 @@ def section(lm, session, view, wv, fs, chosen=None):
     want = c.column_ids.tolist() + c.generated_ids[-1:].tolist()
     positions = [int(p) for p in c.positions]
     same = ids[:len(c.column_ids)] == c.column_ids.tolist() or len(c) == 1
-    # the text as a row of tokens: the chosen step follows the page's position (←/→ on stage move it)
-    pos_now = st.session_state.get(POS_KEY)
-    if pos_now in positions and st.session_state.get(STEP_KEY) != positions.index(pos_now):
-        st.session_state[STEP_KEY] = positions.index(pos_now)
-    ui.seed(STEP_KEY, 0)
+    _follow_clicks_and_position(positions, same)
 
     def picked():
         st.session_state[POS_KEY] = positions[int(st.session_state[STEP_KEY] or 0)]
 
+    # one label per step ('␣the', '␣the·2'): the browser keeps the picker's value by its label, so a repeated
+    # token would open its last occurrence (a 20-token continuation opened step 16, not 0)
+    labels = unique_labels([shown(t) for t in c.tokens])
     step = st.segmented_control("The continuation, one step per token (click a step for its panels below)",
-                                list(range(len(c))), key=STEP_KEY, format_func=lambda t: shown(c.tokens[t]),
+                                list(range(len(c))), key=STEP_KEY, format_func=lambda t: labels[t],
                                 on_change=picked if same else None)
     step = 0 if step is None else int(step)
     what = "logit − the runner-up's" if foil else "logit"
@@ -101,6 +103,24 @@ def section(lm, session, view, wv, fs, chosen=None):
         st.session_state[POS_KEY] = positions[step]
         wv.position = positions[step]
     return ext, positions
+
+
+def _follow_clicks_and_position(positions: list[int], same: bool) -> None:
+    """The chosen step follows a click on a heatmap row (its panels below follow the page's position) and the
+    page's position (←/→ on stage move it); step 0 when nothing chose one."""
+    import streamlit as st
+
+    from ..kit import st_parts as ui
+
+    row = ui.row_clicks("continuation", key=ROW_CLICK_KEY)
+    if row is not None and 0 <= row < len(positions):
+        st.session_state[STEP_KEY] = row
+        if same:
+            st.session_state[POS_KEY] = positions[row]
+    pos_now = st.session_state.get(POS_KEY)
+    if pos_now in positions and st.session_state.get(STEP_KEY) != positions.index(pos_now):
+        st.session_state[STEP_KEY] = positions.index(pos_now)
+    ui.seed(STEP_KEY, 0)
 
 
 def _controls(wv):
@@ -125,4 +145,49 @@ def _controls(wv):
     return steps, given, runner
 
 
-__all__ = ["DEFAULT_STEPS", "MAX_STEPS", "not_a_decoder", "section"]
+def seq2seq_section(lm, session, view, wv, fs) -> None:
+    """The encoder–decoder branch (toy-mt): the whole translation explained (``explain_continuation()`` of the
+    session's own target: each target token over the source and the target tokens before it, exact), as the steps ×
+    tokens heatmap above the page's "Target word" box; a click on a row picks that target word. Call it before the
+    box is drawn (the click moves the box)."""
+    import streamlit as st
+
+    from ...core.errors import NormvizError
+    from ...viz.continuation import steps_heatmap
+    from ..kit import st_parts as ui
+    from ..kit.memo import memoised
+    from . import why as W
+
+    on = st.toggle("Explain the whole translation", value=wv.steps > 0, key="w_why_cont_on",
+                   help="Where every target token came from: the source and the target tokens before it.")
+    if bool(wv.steps) != on:
+        wv.steps = 1 if on else 0
+        W.save_why(view, wv)
+    if not on:
+        return
+    try:
+        c = memoised(session, ("why_translation",), lambda: session.explain_continuation())
+    except NormvizError as exc:
+        ui.say("error", str(exc))
+        return
+    n_rows = len(session.tgt_tokens)
+    row = ui.row_clicks("continuation", key=ROW_CLICK_KEY)
+    if row is not None and 0 <= row < min(len(c), n_rows):
+        st.session_state[POS_KEY] = row
+    pos = st.session_state.get(POS_KEY, wv.position or 0)
+    fig = steps_heatmap(c.sources, c.tokens, ["src " + t if k < c.n_source else "tgt " + t
+                                             for k, t in enumerate(c.columns)],
+                        first_generated=c.n_source if len(c) > 1 else None,
+                        focus=pos if isinstance(pos, int) and 0 <= pos < len(c) else None, font_size=fs,
+                        present=view.present, width=ui.panel_width(1, view.present),
+                        title="Where each target token came from (logit): the source and the target before it")
+    ui.context_line(fig, lm.name, view.text, fs)
+    ui.chart(fig, key="continuation", filename="normviz_why_translation")
+    if not view.present:
+        st.caption(ui.plain(f"{c.note}. Row t: every source token's and every earlier target token's exact part "
+                            "in target token t's logit; each row plus its bias is the logit. Grey: target tokens "
+                            "after the step. The dotted line: where the target begins. Click a row for its word "
+                            "below.", None))
+
+
+__all__ = ["DEFAULT_STEPS", "MAX_STEPS", "not_a_decoder", "section", "seq2seq_section"]

@@ -11,6 +11,7 @@ from ...core.errors import NormvizError
 from ...viz import why as vw
 from ..kit import st_parts as ui
 from ..kit.memo import memoised
+from . import continuation as CV
 from . import frame
 from . import why as W
 
@@ -26,6 +27,7 @@ def seq2seq(lm, view, wv, fs) -> None:
     if n < 1:
         st.info("The generated translation is empty: nothing to explain.")
         st.stop()
+    CV.seq2seq_section(lm, session, view, wv, fs)  # the whole translation's heatmap (a row click picks the word)
     ui.seed_index("w_why_pos", 0 if wv.position is None else wv.position, n, "position")
     pos = st.selectbox("Target word", list(range(n)), key="w_why_pos",
                        format_func=lambda r: f"{r}: {vw.shown(W.token_text(tok, nxt[r]))} (after {vw.shown(rows[r])})")

@@ -8,6 +8,8 @@
 - ``theme.js`` applies a link's ``theme=dark|light`` in the browser (:mod:`normviz.ui.kit.theme`);
 - ``grid_click.js`` sends the layer and head of a clicked square of Overview's grids
   (:func:`normviz.ui.kit.stage.grid_clicks`);
+- ``row_click.js`` sends the row of a clicked heatmap cell (the Why page's Continuation view: a step;
+  :func:`normviz.ui.kit.stage.row_clicks`);
 - ``url_text.js`` writes what the visitor types into a text box into the URL at once
   (:func:`normviz.ui.kit.session_view.text_box`: a text typed while the server was away is not lost).
 
@@ -21,6 +23,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SCRIPTS = {"normviz_main_width": "main_width.js", "normviz_instant": "instant_switch.js",
            "normviz_stage_keys": "stage_keys.js", "normviz_grid_click": "grid_click.js",
+           "normviz_row_click": "row_click.js",
            "normviz_theme": "theme.js", "normviz_url_text": "url_text.js"}
 
 
