@@ -156,7 +156,7 @@ def head_counts(config, spec: ArchSpec) -> tuple[int, int, int]:
     """(n_heads, n_kv_heads, head_dim) from the config fields the spec names."""
     f = spec.fields
     n_heads = f.get(config, f.heads)
-    n_kv = f.get(config, f.kv_heads, n_heads)
+    n_kv = spec.n_kv_heads or f.get(config, f.kv_heads, n_heads)
     head_dim = f.get(config, f.head_dim) or f.get(config, f.d_model) // n_heads
     return int(n_heads), int(n_kv), int(head_dim)
 
