@@ -92,6 +92,11 @@ def _later_configs():
         "qwen3_moe": tf.Qwen3MoeConfig(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=24, head_dim=8,
                                        norm_topk_prob=False, **small),
         "olmoe": tf.OlmoeConfig(num_experts=4, num_experts_per_tok=2, **small),
+        # GPT-OSS: learned attention sinks, biases everywhere, a clamped gate (limit 1.5 here, so that the clamps
+        # bind on some units), sliding windows on every other layer
+        "gpt_oss": tf.GptOssConfig(num_local_experts=4, num_experts_per_tok=2, head_dim=8, sliding_window=4,
+                                   swiglu_limit=1.5, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+                                   **{**small, "intermediate_size": 24}),
         "qwen2_moe": tf.Qwen2MoeConfig(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=24,
                                        shared_expert_intermediate_size=40, **small),
     }

@@ -89,6 +89,13 @@ class MoESpec:
     experts: str = "mlp.experts"
     shared: str | None = None
     shared_gate: str | None = None
+    # GPT-OSS: gate_up_proj [E, d, 2·F] with gate and up interleaved (columns 0, 2, … and 1, 3, …), biases
+    # gate_up_proj_bias [E, 2·F] and down_proj_bias [E, d], and a clamped gate (:class:`ClampedGLU`, its α and limit
+    # config fields, the up's offset +1)
+    interleaved: bool = False
+    glu_alpha: str | None = None
+    glu_limit: str | None = None
+    up_offset: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -293,6 +300,8 @@ _OPT = ArchSpec(
 _MOE = ArchSpec(**{**_LLAMA.__dict__, "family": "moe", "moe": MoESpec()})
 _QWEN2_MOE = ArchSpec(**{**_MOE.__dict__, "moe": MoESpec(shared="mlp.shared_expert",
                                                          shared_gate="mlp.shared_expert_gate")})
+_GPT_OSS = ArchSpec(**{**_MOE.__dict__, "family": "gpt_oss", "moe": MoESpec(
+    interleaved=True, glu_alpha="swiglu_alpha", glu_limit="swiglu_limit", up_offset=1.0)})
 _GPT_NEOX = ArchSpec(
     family="gpt_neox", placement="pre", causal=True, layers="layers", parallel=True, attn="attention",
     value="attention.query_key_value", qkv_layout="per_head_qkv", out="attention.dense",
@@ -434,6 +443,7 @@ register_architecture("mixtral", _MOE, "mixtures of experts (router gates frozen
 for _mt in ("qwen3_moe", "olmoe"):  # with QK-norm
     register_architecture(_mt, ArchSpec(**{**_MOE.__dict__, "qk_norms": ("self_attn.q_norm", "self_attn.k_norm")}),
                           "mixtures of experts (router gates frozen at their real values)")
+register_architecture("gpt_oss", _GPT_OSS, "mixtures of experts (router gates frozen at their real values)")
 register_architecture("qwen2_moe", _QWEN2_MOE, "mixtures of experts (router gates frozen at their real values)")
 register_architecture("gpt_neox", _GPT_NEOX, "parallel attention + FF (GPT-NeoX/Pythia, GPT-J, Phi, Cohere)")
 register_architecture("gptj", _GPTJ, "parallel attention + FF (GPT-NeoX/Pythia, GPT-J, Phi, Cohere)")

@@ -35,7 +35,7 @@ from ..helpers.maps import all_rows, ff_stage
 ARCHS = tiny.LATER_ARCHS
 EXACT = ("starcoder2", "opt", "gpt_neox", "gptj", "phi", "falcon", "falcon_mq", "falcon_seq")  # LayerNorm modules in the model's dtype: float64 through
 # mixtures of experts run in float32 (transformers' grouped expert matmul has no float64 kernel)
-MOE = ("mixtral", "qwen3_moe", "olmoe", "qwen2_moe")
+MOE = ("mixtral", "qwen3_moe", "olmoe", "qwen2_moe", "gpt_oss")
 TOL = {a: (1e-10 if a in EXACT else 1e-5) for a in ARCHS}
 SAME = {a: (1e-6 if a in MOE else 1e-12) for a in ARCHS}  # two passes of the model agree to this
 INTERNAL = {a: (1e-5 if a in MOE else 1e-10) for a in ARCHS}  # two routes of normviz's own to one number
