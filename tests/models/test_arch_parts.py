@@ -319,3 +319,40 @@ def test_every_key_computes_and_the_lens_reads_the_head(setup):
     with torch.no_grad():
         real = torch.log_softmax(lm.head_model(input_ids=torch.tensor([enc.ids])).logits[0, 6].double(), -1)
     assert np.abs(np.asarray(lens[-1]) - real.numpy()).max() <= 1e-4, arch
+
+
+ATTENTION_KEYS = ["attention", "norm", "norm_layer", "attn_res", "attn_res_ln"]
+
+
+def test_a_pass_stopped_after_the_attention_gives_the_full_pass_maps(setup):
+    """The attention-only keys (RECORD = "attention": the pass stops before the last layer's FF block,
+    tests/models/test_stop_early.py for the older rows) equal a full pass's on each later row; a row whose attention
+    runs inline (Falcon: α not seen through the interface) records the full pass instead, with the same maps."""
+    arch, lm, enc, own = setup
+    early = _session(lm, enc)
+    a = early.get(ATTENTION_KEYS)
+    last = early.layers(full=False)[-1].rec
+    assert (last.out is None) == (lm.spec.attention_call == "interface"), arch
+    assert last.z_attn is not None and early.forward_passes == 1
+    b = _session(lm, enc, {"stop_early": False}).get(ATTENTION_KEYS)
+    for key in ATTENTION_KEYS:
+        assert _rel(a[key], b[key]) <= SAME[arch], (arch, key)
+
+
+def test_alpha_written_into_one_block_is_the_models_own(setup, monkeypatch):
+    """α recorded straight into the pooled block (:mod:`normviz.record.alpha_into`) or as the model's own tensors:
+    the same records, and the model's own α (sinks, sliding windows, soft-caps, ALiBi inside it)."""
+    from normviz.core.tokens import pad_batch
+    from normviz.record import alpha_into
+    from normviz.record.recorder import record
+
+    arch, lm, enc, own = setup
+    ids, mask = pad_batch([enc])
+    got = {}
+    for into in (True, False):
+        monkeypatch.setattr(alpha_into, "MIN_BYTES", 0 if into else 1 << 60)
+        got[into] = record(lm, ids, mask)[0]
+    for ra, rb, v in zip(got[True], got[False], own):
+        for name in ("x", "attn", "z_attn", "out", "v"):
+            assert _rel(getattr(ra, name), getattr(rb, name)) <= SAME[arch], (arch, name)
+        assert _rel(ra.attn, v["attn"]) <= SAME[arch], arch
