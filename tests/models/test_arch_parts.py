@@ -356,3 +356,42 @@ def test_alpha_written_into_one_block_is_the_models_own(setup, monkeypatch):
         for name in ("x", "attn", "z_attn", "out", "v"):
             assert _rel(getattr(ra, name), getattr(rb, name)) <= SAME[arch], (arch, name)
         assert _rel(ra.attn, v["attn"]) <= SAME[arch], arch
+
+
+def test_the_ff_split_by_expert(setup):
+    """Mixtures of experts: each routed expert's output vector (normviz.attribution.direct.expert_outputs) equals the
+    model's own experts module run with only that expert's router weight kept; the experts (a shared one last) sum
+    to the FF block's output; explain's ff_by_expert rows sum to ff. Dense rows refuse ff_by_expert."""
+    from normviz.attribution.direct import expert_outputs
+
+    arch, lm, enc, own = setup
+    s = _session(lm, enc)
+    e = s.explain(foil=11, position=6)
+    if lm.spec.moe is None:
+        with pytest.raises(NotApplicableError, match="mixtures of experts"):
+            e.ff_by_expert
+        return
+    assert np.abs(e.ff_by_expert.sum(1) - e.ff).max() <= 1e-5 * max(1.0, np.abs(e.ff).max()), arch
+    got = {}
+
+    def grab(module, args, kwargs):
+        names = ("hidden_states", "top_k_index", "top_k_weights")
+        got.update({**dict(zip(names, args)), **kwargs})
+    for layer, ctx in enumerate(s.layers()):
+        experts = get_path(lm.layers[layer], lm.spec.moe.experts)
+        handle = experts.register_forward_pre_hook(grab, with_kwargs=True)
+        try:
+            with torch.no_grad():
+                lm.model(input_ids=torch.tensor([enc.ids]))
+        finally:
+            handle.remove()
+        hs, idx, w = (got.get(k) for k in ("hidden_states", "top_k_index", "top_k_weights"))
+        if idx is None:
+            idx, w = got["router_indices"], got["routing_weights"]
+        split = expert_outputs(ctx, 6)
+        assert _rel(split.sum(0), own[layer]["ff_write"][6]) <= TOL[arch], arch
+        for ex in range(experts.num_experts):
+            with torch.no_grad():
+                want = experts(hs, idx, torch.where(idx == ex, w, torch.zeros_like(w)))[6]
+            assert (split[ex] - want).abs().max() <= TOL[arch] * max(1.0, float(own[layer]["ff_write"][6].abs().max()))
+        assert (split[: experts.num_experts].abs().sum(1) > 0).sum() == lm.config.num_experts_per_tok
