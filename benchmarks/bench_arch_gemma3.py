@@ -46,10 +46,10 @@ def main() -> None:
     ap.add_argument("--json")
     args = ap.parse_args()
     import torch
+    from timing import alternate
 
     import normviz
     from normviz.core.tokens import encode
-    from timing import alternate
 
     torch.set_grad_enabled(False)
     results: dict = {"load_average_before": os.getloadavg()[0]}
