@@ -58,6 +58,8 @@ def _later_configs():
     small = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                  intermediate_size=48, max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2,
                  **COMMON)
+    falcon = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, ffn_hidden_size=48,
+                  max_position_embeddings=64, bos_token_id=1, eos_token_id=2, **COMMON)
     return {
         "gemma": tf.GemmaConfig(head_dim=8, **small),
         "gemma2": tf.Gemma2Config(head_dim=8, final_logit_softcapping=3.0, attn_logit_softcapping=5.0,
@@ -80,11 +82,21 @@ def _later_configs():
                               eos_token_id=2, **COMMON),
         "phi": tf.PhiConfig(partial_rotary_factor=0.5, **small),
         "cohere": tf.CohereConfig(logit_scale=0.25, **small),
+        # Falcon (attention inline): Falcon-40B's new_decoder_architecture (2 KV groups, ln_attn and ln_mlp),
+        # Falcon-7B's multi-query parallel block, and Falcon-RW's sequential block with biases and ALiBi
+        "falcon": tf.FalconConfig(new_decoder_architecture=True, num_kv_heads=2, **falcon),
+        "falcon_mq": tf.FalconConfig(multi_query=True, parallel_attn=True, **{**falcon, "ffn_hidden_size": 40}),
+        "falcon_seq": tf.FalconConfig(multi_query=False, parallel_attn=False, bias=True, alibi=True, **falcon),
         # mixtures of experts: 4 experts, 2 chosen per token (qwen2_moe: a shared expert with its sigmoid gate)
         "mixtral": tf.MixtralConfig(num_local_experts=4, num_experts_per_tok=2, **small),
         "qwen3_moe": tf.Qwen3MoeConfig(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=24, head_dim=8,
                                        norm_topk_prob=False, **small),
         "olmoe": tf.OlmoeConfig(num_experts=4, num_experts_per_tok=2, **small),
+        # GPT-OSS: learned attention sinks, biases everywhere, a clamped gate (limit 1.5 here, so that the clamps
+        # bind on some units), sliding windows on every other layer
+        "gpt_oss": tf.GptOssConfig(num_local_experts=4, num_experts_per_tok=2, head_dim=8, sliding_window=4,
+                                   swiglu_limit=1.5, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+                                   **{**small, "intermediate_size": 24}),
         "qwen2_moe": tf.Qwen2MoeConfig(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=24,
                                        shared_expert_intermediate_size=40, **small),
     }

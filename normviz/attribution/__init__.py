@@ -93,6 +93,8 @@ def direct_fields(lm, readout: Readout, views, t: Target, crosses=None) -> tuple
     parts = direct_logits(views, t.i, readout.vector(u, t.x_last.to(torch.float64)), crosses=crosses)
     out = {"heads": parts.heads.numpy(), "attn_bias": parts.attn_bias.numpy(), "ff": parts.ff.numpy(),
            "embedding": parts.embedding, "final_bias": readout.constant(u, t.b)}
+    if parts.ff_by_expert is not None:
+        out["ff_by_expert"] = parts.ff_by_expert.numpy()
     if crosses is not None:
         out.update(cross_heads=parts.cross_heads.numpy(), cross_bias=parts.cross_bias.numpy())
     return out, None

@@ -91,6 +91,25 @@ def _alpha_row(ctx, i: int) -> torch.Tensor:
     return row if c is None else row * c[i]
 
 
+def expert_outputs(ctx, i: int) -> torch.Tensor | None:
+    """A mixture of experts' FF output at row i split by expert, [E, d] (a shared expert last): each expert's gated
+    units at the real FF input, × the router's frozen weight of that expert at i (0 where it was not chosen; GPT-OSS:
+    its down bias included, one unit of its own), through W_out (and 1/s_i of a norm after the FF, its γ in W_out).
+    The rows sum to the block's output FF(i) up to the model's own rounding. None for a dense FF layer."""
+    p = ctx.p
+    if p.expert_units is None:
+        return None
+    h = ctx.ln_attn_out[i]
+    a = h @ p.w_in + (p.b_in if p.b_in is not None else 0)
+    b = h @ p.w_up + (p.b_up if p.b_up is not None else 0)
+    up_value = getattr(p.act, "up_value", None)
+    value = p.act(a) * (up_value(b) if up_value is not None else b) * ctx.unit_gates[i]
+    if ctx.ff_row_scale is not None:
+        value = value * ctx.ff_row_scale[i]
+    parts = value[:, None] * p.w_out  # [U, d]
+    return torch.stack([chunk.sum(0) for chunk in parts.split(list(p.expert_units))])
+
+
 def _bias(b, ctx) -> torch.Tensor:
     return b if b is not None else torch.zeros(ctx.rec.x.shape[-1], dtype=ctx.dtype, device=ctx.device)
 
@@ -105,6 +124,7 @@ class DirectLogits:
     ff: torch.Tensor  # [L]
     cross_heads: torch.Tensor | None = None  # [L, H, n_src]
     cross_bias: torch.Tensor | None = None  # [L]
+    ff_by_expert: torch.Tensor | None = None  # [L, E] mixtures of experts (:func:`expert_outputs`); NaN: dense layers
 
 
 def direct_logits(views, i: int, r: torch.Tensor, crosses=None) -> DirectLogits:
@@ -113,6 +133,7 @@ def direct_logits(views, i: int, r: torch.Tensor, crosses=None) -> DirectLogits:
     (CrossRecord, CrossParams) of a pre-LN encoder–decoder decoder."""
     acc = torch.float64
     heads, attn_bias, ff, cross_heads, cross_bias = [], [], [], [], []
+    experts: list = []
     for l, ctx in enumerate(views):
         rl = r.to(device=ctx.device, dtype=acc)
         w_or = torch.einsum("hed,d->he", ctx.p.head_w_o().to(acc), rl)  # W^O_h r, [H, dh]
@@ -121,6 +142,9 @@ def direct_logits(views, i: int, r: torch.Tensor, crosses=None) -> DirectLogits:
         attn_bias.append(ctx.b_o.to(acc) @ rl)
         z = ctx.rec.z_attn[i] if crosses is None else crosses[l][0].z[i]
         ff.append((ctx.rec.out[i] - z).to(acc) @ rl)
+        experts.append(expert_outputs(ctx, i) if crosses is None else None)
+        if experts[-1] is not None:
+            experts[-1] = (experts[-1].to(acc) @ rl).cpu()
         if crosses is not None:
             rec, params = crosses[l]
             H, dh = params.n_heads, params.head_dim
@@ -132,6 +156,10 @@ def direct_logits(views, i: int, r: torch.Tensor, crosses=None) -> DirectLogits:
     emb = float(views[0].rec.x[i].to(acc) @ r.to(device=views[0].device, dtype=acc))
     out = DirectLogits(embedding=emb, heads=torch.stack([h.cpu() for h in heads]),
                        attn_bias=torch.stack([a.cpu() for a in attn_bias]), ff=torch.stack([f.cpu() for f in ff]))
+    if any(e is not None for e in experts):
+        width = max(len(e) for e in experts if e is not None)
+        out.ff_by_expert = torch.stack([e if e is not None else torch.full((width,), float("nan"), dtype=acc)
+                                        for e in experts])
     if crosses is not None:
         out.cross_heads = torch.stack([c.cpu() for c in cross_heads])
         out.cross_bias = torch.stack([c.cpu() for c in cross_bias])

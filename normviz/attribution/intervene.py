@@ -10,7 +10,9 @@ model's own attention function (transformers' ``ALL_ATTENTION_FUNCTIONS`` lookup
                 fill = 0 is zero ablation; keep = 0, fill = a mean vector is mean ablation
 
 Everything else (embeddings, norms, FF, readout) is the model's code unchanged; other threads' passes see the
-model's functions unchanged. :func:`run` returns, per copy, the target's score: the logit (difference) of a
+model's functions unchanged. A row whose attention runs inline (``ArchSpec.attention_call == "inline"``: Falcon)
+gets the same edits from hooks on its attention module (the edge mask added to its ``attention_mask`` argument)
+and on W^O (the heads' outputs are W^O's input), again in this thread only. :func:`run` returns, per copy, the target's score: the logit (difference) of a
 model with an LM head, or the final hidden state at the position for a model without one.
 """
 from __future__ import annotations
@@ -97,11 +99,54 @@ def final_states(lm, encoded, i: int, edits: Edits | None, batch: int, ids: torc
         edits.layer_of = layer_index(lm)
     previous = getattr(_STATE, "edits", None)
     _STATE.edits = edits
+    handles = _inline_hooks(lm, edits) if edits is not None and lm.spec.attention_call == "inline" else []
     try:
         out = lm.model(**model_inputs(lm, encoded, batch, ids))
     finally:
         _STATE.edits = previous
+        if handles:
+            from ..record.recorder import remove_hooks
+            remove_hooks(lm.model, handles)
     return out.last_hidden_state[:, i]
+
+
+def _inline_hooks(lm, edits: Edits) -> list:
+    """The edits as hooks (this thread only) for a row whose attention runs inline: each layer's edge mask added
+    to its attention module's ``attention_mask`` argument, and the head edits (and sums) applied to W^O's input,
+    the heads' outputs side by side [B, n, H·d_head]."""
+    from ..models.params import get_path
+    from ..record.recorder import add_hooks, owner_only
+
+    spec, H = lm.spec, lm.n_heads
+    adders = []
+    for index, layer in enumerate(lm.layers):
+        mask = edits.masks.get(index)
+        if mask is not None:
+            def add_mask(module, args, kwargs, mask=mask):
+                m = kwargs.get("attention_mask")
+                m = mask.to(m.dtype if m is not None else mask.dtype) if m is None else m + mask.to(m.dtype)
+                return args, {**kwargs, "attention_mask": m}
+            attn = get_path(layer, spec.attn or spec.out.rsplit(".", 1)[0])
+            adders.append(lambda attn=attn, fn=add_mask: attn.register_forward_pre_hook(owner_only(fn),
+                                                                                           with_kwargs=True))
+        if index in edits.keep or edits.sums is not None:
+            def edit(module, args, index=index):
+                x = args[0]
+                out = x.reshape(*x.shape[:-1], H, x.shape[-1] // H)
+                if edits.sums is not None:
+                    total = out.to(torch.float64).sum((0, 1))
+                    edits.sums[index] = total if index not in edits.sums else edits.sums[index] + total
+                keep = edits.keep.get(index)
+                if keep is None:
+                    return None
+                out = out * keep.to(out.dtype)[:, None, :, None]
+                fill = edits.fill.get(index)
+                if fill is not None:
+                    out = out + fill.to(out.dtype)[:, None, :, :]
+                return (out.reshape(x.shape),) + tuple(args[1:])
+            wo = get_path(layer, spec.out)
+            adders.append(lambda wo=wo, fn=edit: wo.register_forward_pre_hook(owner_only(fn)))
+    return add_hooks(lm.model, adders)
 
 
 def scores(readout, states: torch.Tensor, token: int | None, foil: int | None) -> torch.Tensor:

@@ -128,6 +128,11 @@ def _scaling(inputs, head_dim: int) -> float:
 
 
 def _refuse_unsupported(lm, layer_module) -> None:
+    if lm.spec.attention_call == "inline":
+        raise NotApplicableError(
+            f"attend: {lm.name!r} ({lm.model_type}) computes its attention inline, not through transformers' "
+            "attention interface, so its q and k cannot be rerun on the residual stream's parts; the maps, explain, "
+            "sources, graph and interventions are exact for it.")
     if lm.spec.placement != "pre":
         raise NotApplicableError(
             f"attend needs a pre-LN stack, where each layer's input norm is the only thing between the residual "

@@ -20,7 +20,7 @@ from ..core.errors import NotApplicableError
 if TYPE_CHECKING:
     from .adjoint import Backward
 
-DIRECT = ("heads", "attn_bias", "ff", "embedding", "final_bias", "cross_heads", "cross_bias")
+DIRECT = ("heads", "attn_bias", "ff", "embedding", "final_bias", "cross_heads", "cross_bias", "ff_by_expert")
 
 
 class Explanation:
@@ -46,7 +46,8 @@ class Explanation:
         if self._direct is None:
             raise NotApplicableError(self._direct_refusal or "no direct parts for this model")
         if self._direct.get(name) is None:
-            raise NotApplicableError(f"{name!r} applies to encoder–decoder decoders only")
+            what = "mixtures of experts" if name == "ff_by_expert" else "encoder–decoder decoders"
+            raise NotApplicableError(f"{name!r} applies to {what} only")
         return self._direct[name]
 
     @property
@@ -65,6 +66,10 @@ class Explanation:
     final_bias = property(lambda self: self._get("final_bias"), doc="⟨β, u⟩ + the LM head's bias difference")
     cross_heads = property(lambda self: self._get("cross_heads"), doc="[L, H, n_src] cross block heads")
     cross_bias = property(lambda self: self._get("cross_bias"), doc="[L] cross block b^O")
+    ff_by_expert = property(lambda self: self._get("ff_by_expert"),
+                            doc="[L, E] mixtures of experts: ``ff`` split by expert (a shared expert last), each "
+                                "chosen expert's gated output × its frozen router weight (0: not chosen); a row sums "
+                                "to ``ff`` up to the model's rounding; NaN rows: dense FF layers")
 
     # ---- propagated parts (one backward pass, :mod:`normviz.attribution.adjoint`)
     def _propagated(self):

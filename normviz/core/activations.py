@@ -101,9 +101,46 @@ def gate_kind(act) -> str | None:
     return None
 
 
+class ClampedGLU:
+    """GPT-OSS's gate g(a) = c·σ(α·c), c = min(a, L) (a SiLU of slope α, the gate clamped from above at L), and its
+    up value clamp(b − o, −L, L) + o: the up projection's bias carries the offset o (+1), folded in by
+    :func:`normviz.models.params.layer_params`, so that b is linear in the FF input until the clamp.
+
+    Integrated gradients: I(a) = ∫_0^1 g(t·a) dt = I_silu(α·a)/α for a ≤ L, and (L·I(L) + (a − L)·g(L))/a above
+    (the gate is constant past L). Where the up's clamp binds, its value K differs from b: the up parts are scaled
+    by K/b at the real b (:func:`normviz.methods.feedforward.unit_factors`), a frozen per-unit factor like a norm's
+    real scale."""
+
+    def __init__(self, alpha: float, limit: float, offset: float = 1.0):
+        self.alpha, self.limit, self.offset = float(alpha), float(limit), float(offset)
+
+    def __call__(self, a: torch.Tensor) -> torch.Tensor:
+        c = a.clamp(max=self.limit)
+        return c * torch.sigmoid(c * self.alpha)
+
+    def up_value(self, b: torch.Tensor) -> torch.Tensor:
+        """The up unit's real value K(b) for its pre-activation b (the offset already in b)."""
+        return (b - self.offset).clamp(-self.limit, self.limit) + self.offset
+
+    def path_integral(self, a: torch.Tensor) -> torch.Tensor:
+        """∫_0^1 g(t·a) dt (module docstring)."""
+        lim = torch.tensor(self.limit, dtype=a.dtype, device=a.device)
+        below = silu_path_integral(self.alpha * a.clamp(max=self.limit)) / self.alpha
+        at_lim = silu_path_integral(self.alpha * lim[None])[0] / self.alpha
+        safe = torch.where(a > lim, a, torch.ones_like(a))
+        above = (lim * at_lim + (a - lim) * self(lim[None])[0]) / safe
+        return torch.where(a > lim, above, below)
+
+    def __repr__(self) -> str:
+        return f"ClampedGLU(alpha={self.alpha}, limit={self.limit}, offset={self.offset})"
+
+
 def path_integral(act, a: torch.Tensor, kind: str | None = None) -> torch.Tensor:
     """I(a) = ∫_0^1 g(t·a) dt for a gated FF's activation g (:data:`GATES`): SiLU by the dilogarithm, GELU in
-    closed form, GELU-tanh by GELU's closed form plus a quadrature of the difference (:func:`_gelu_tanh_integral`)."""
+    closed form, GELU-tanh by GELU's closed form plus a quadrature of the difference (:func:`_gelu_tanh_integral`);
+    an activation with its own ``path_integral`` (:class:`ClampedGLU`) by that."""
+    if hasattr(act, "path_integral"):
+        return act.path_integral(a)
     kind = kind or gate_kind(act)
     if kind == "silu":
         return silu_path_integral(a)
@@ -134,7 +171,7 @@ def check_activation(act, gated: bool) -> str | None:
     zero = float(act(torch.zeros(1, dtype=torch.float64))[0])
     if abs(zero) > 1e-12:
         return f"activation {type(act).__name__} has g(0) = {zero} ≠ 0"
-    if gated and gate_kind(act) is None:
+    if gated and gate_kind(act) is None and not hasattr(act, "path_integral"):
         return (f"gated FF with activation {type(act).__name__}: only SiLU, GELU and GELU-tanh gates are "
                 "decomposed")
     return None

@@ -96,7 +96,13 @@ def unit_factors(ctx, total: torch.Tensor, up_total: torch.Tensor | None = None)
     a_i1 = ctx.p.act(a) - i2  # a·∫_0^1 t·g′(t a) dt, by parts
     safe = torch.where(a == 0, torch.ones_like(a), a)
     i1 = torch.where(a == 0, torch.full_like(a, _half_slope(ctx.p.act)), a_i1 / safe)  # limit g′(0)/2
-    return [(up_total.to(ctx.acc) * i1).to(ctx.dtype), i2.to(ctx.dtype)]
+    b = up_total.to(ctx.acc)
+    up_value = getattr(ctx.p.act, "up_value", None)
+    if up_value is not None:  # a clamped up (GPT-OSS): value K(b); its parts scaled by K/b at the real b
+        k = up_value(b)
+        ratio = torch.where(k == b, torch.ones_like(b), k / torch.where(b == 0, torch.ones_like(b), b))
+        return [(k * i1).to(ctx.dtype), (i2 * ratio).to(ctx.dtype)]
+    return [(b * i1).to(ctx.dtype), i2.to(ctx.dtype)]
 
 
 def _half_slope(act) -> float:

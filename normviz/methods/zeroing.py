@@ -66,6 +66,9 @@ def rerun_zeroed(lm, index: int, x: torch.Tensor, targets: torch.Tensor, call: t
     handles = add_hooks(lm.model, [lambda: get_path(layer, lm.spec.value).register_forward_hook(hook)])
     try:
         hs = x.unsqueeze(0).expand(batch, -1, -1).contiguous()
+        alibi = kwargs.get("alibi")
+        if isinstance(alibi, torch.Tensor) and batch > 1:  # ALiBi of one sequence (Falcon): one copy per row
+            kwargs = {**kwargs, "alibi": alibi.repeat(batch, *([1] * (alibi.ndim - 1)))}
         out = layer(hs, *args, **kwargs)
     finally:
         remove_hooks(lm.model, handles)

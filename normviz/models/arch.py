@@ -89,6 +89,13 @@ class MoESpec:
     experts: str = "mlp.experts"
     shared: str | None = None
     shared_gate: str | None = None
+    # GPT-OSS: gate_up_proj [E, d, 2·F] with gate and up interleaved (columns 0, 2, … and 1, 3, …), biases
+    # gate_up_proj_bias [E, 2·F] and down_proj_bias [E, d], and a clamped gate (:class:`ClampedGLU`, its α and limit
+    # config fields, the up's offset +1)
+    interleaved: bool = False
+    glu_alpha: str | None = None
+    glu_limit: str | None = None
+    up_offset: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -155,6 +162,14 @@ class ArchSpec:
     # config values this row cannot analyse exactly: (attribute, why); refused when the attribute is truthy, or,
     # written "!attribute", when it is falsy (e.g. OLMo's clip_qkv clamps v after the recorded projection)
     refuse_when: tuple[tuple[str, str], ...] = ()
+    # rows of the same model type chosen by config values (Falcon's layouts): the first whose condition holds
+    # replaces this row (:func:`config_holds`: "attr" truthy, "!attr" falsy, "attr=value", joined by "&")
+    variants: tuple[tuple[str, "ArchSpec"], ...] = ()
+    n_kv_heads: int | None = None  # a fixed number of KV heads (Falcon's multi-query: 1), else read from the config
+    # "interface": the attention runs through transformers' attention-function interface (q, k recorded for long
+    # inputs, interventions inside it, attend); "inline" (Falcon): the attention module computes it itself, so α is
+    # always recorded whole, interventions act on the attention module's mask and W^O's input, and attend is refused
+    attention_call: str = "interface"
 
     def __post_init__(self):
         if self.placement == "post":
@@ -175,6 +190,9 @@ class ArchSpec:
         """This row, or its variant when the config sets ``variant_flag`` (T5 v1.1's gated FF)."""
         if self.variant is not None and self.variant_flag and getattr(config, self.variant_flag, False):
             return self.variant
+        for condition, spec in self.variants:
+            if config_holds(config, condition):
+                return spec.for_config(config)
         return self
 
     @property
@@ -207,6 +225,12 @@ class ArchSpec:
         if self.qkv_layout == "fused_qkv":  # q | k | v (k and v of n_kv_heads each: Phi-3's GQA)
             start = (n_heads + n_kv_heads) * head_dim
             return slice(start, start + width)
+        if self.qkv_layout == "grouped_qkv":  # per KV group: its query heads, then k, then v (Falcon's new layout)
+            import torch
+
+            r = n_heads // n_kv_heads
+            return torch.cat([torch.arange((g * (r + 2) + r + 1) * head_dim, (g * (r + 2) + r + 2) * head_dim)
+                              for g in range(n_kv_heads)])
         if self.qkv_layout == "per_head_qkv":  # per head q_h | k_h | v_h (GPT-NeoX)
             import torch
 
@@ -276,6 +300,8 @@ _OPT = ArchSpec(
 _MOE = ArchSpec(**{**_LLAMA.__dict__, "family": "moe", "moe": MoESpec()})
 _QWEN2_MOE = ArchSpec(**{**_MOE.__dict__, "moe": MoESpec(shared="mlp.shared_expert",
                                                          shared_gate="mlp.shared_expert_gate")})
+_GPT_OSS = ArchSpec(**{**_MOE.__dict__, "family": "gpt_oss", "moe": MoESpec(
+    interleaved=True, glu_alpha="swiglu_alpha", glu_limit="swiglu_limit", up_offset=1.0)})
 _GPT_NEOX = ArchSpec(
     family="gpt_neox", placement="pre", causal=True, layers="layers", parallel=True, attn="attention",
     value="attention.query_key_value", qkv_layout="per_head_qkv", out="attention.dense",
@@ -298,6 +324,28 @@ _COHERE = ArchSpec(**{**_LLAMA.__dict__, "family": "cohere", "parallel": True, "
                       "norm_before_ff": "input_layernorm", "norm_kind": "layernorm",
                       "readout": ReadoutSpec(multiply_by="logit_scale"),
                       "refuse_when": (("use_qk_norm", "Cohere's q/k norms have no row yet"),)})
+
+
+# Falcon: the attention computed inline (no attention interface); parallel attention + FF reading one LayerNorm
+# (Falcon-7B: multi-query, fused q | k | v with one KV head), two (Falcon-40B/180B's new_decoder_architecture: per KV
+# group its query heads, k, v), or sequential blocks (parallel_attn=False, Falcon-RW); ALiBi is inside α (recorded)
+_FALCON = ArchSpec(
+    family="falcon", placement="pre", causal=True, layers="h", parallel=True, attn="self_attention",
+    value="self_attention.query_key_value", qkv_layout="per_head_qkv", out="self_attention.dense",
+    norm_before_attn="input_layernorm", norm_before_ff="input_layernorm", norm_kind="layernorm", ff_kind="mlp",
+    ff_in="mlp.dense_h_to_4h", ff_out="mlp.dense_4h_to_h", act="mlp.act", final_norm="ln_f", lm_head="lm_head",
+    fields=ConfigFields(d_ff=("ffn_hidden_size",), kv_heads=()), attention_call="inline")
+_FALCON_MQ = ArchSpec(**{**_FALCON.__dict__, "qkv_layout": "fused_qkv", "n_kv_heads": 1})
+_FALCON_NEW = ArchSpec(**{**_FALCON.__dict__, "qkv_layout": "grouped_qkv",
+                          "fields": ConfigFields(d_ff=("ffn_hidden_size",), kv_heads=("num_kv_heads",))})
+_FALCON_SEQ = {"parallel": False, "attn": None, "norm_before_ff": "post_attention_layernorm"}
+_FALCON = ArchSpec(**{**_FALCON.__dict__, "variants": (
+    ("new_decoder_architecture&num_ln_in_parallel_attn=1", _FALCON_NEW),
+    ("new_decoder_architecture", ArchSpec(**{**_FALCON_NEW.__dict__, "norm_before_attn": "ln_attn",
+                                             "norm_before_ff": "ln_mlp"})),
+    ("!parallel_attn&multi_query", ArchSpec(**{**_FALCON_MQ.__dict__, **_FALCON_SEQ})),
+    ("!parallel_attn", ArchSpec(**{**_FALCON.__dict__, **_FALCON_SEQ})),
+    ("multi_query", _FALCON_MQ))})
 
 
 # ---------------------------------------------------------------- encoder–decoders
@@ -395,10 +443,12 @@ register_architecture("mixtral", _MOE, "mixtures of experts (router gates frozen
 for _mt in ("qwen3_moe", "olmoe"):  # with QK-norm
     register_architecture(_mt, ArchSpec(**{**_MOE.__dict__, "qk_norms": ("self_attn.q_norm", "self_attn.k_norm")}),
                           "mixtures of experts (router gates frozen at their real values)")
+register_architecture("gpt_oss", _GPT_OSS, "mixtures of experts (router gates frozen at their real values)")
 register_architecture("qwen2_moe", _QWEN2_MOE, "mixtures of experts (router gates frozen at their real values)")
 register_architecture("gpt_neox", _GPT_NEOX, "parallel attention + FF (GPT-NeoX/Pythia, GPT-J, Phi, Cohere)")
 register_architecture("gptj", _GPTJ, "parallel attention + FF (GPT-NeoX/Pythia, GPT-J, Phi, Cohere)")
 register_architecture("phi", _PHI, "parallel attention + FF (GPT-NeoX/Pythia, GPT-J, Phi, Cohere)")
+register_architecture("falcon", _FALCON, "Falcon (attention computed inline; parallel or sequential blocks)")
 register_architecture("cohere", _COHERE, "parallel attention + FF (GPT-NeoX/Pythia, GPT-J, Phi, Cohere)")
 for _mt in ("marian", "bart"):
     register_architecture(_mt, _bart_like("post"), "encoder–decoder, post-LN (Marian, BART)")
@@ -406,6 +456,22 @@ for _mt in ("mbart", "m2m_100"):
     register_architecture(_mt, _bart_like("pre"), "encoder–decoder, pre-LN (mBART, M2M100/NLLB)")
 for _mt in ("t5", "mt5"):
     register_architecture(_mt, _T5, "encoder–decoder, pre-RMSNorm (T5)")
+
+
+def config_holds(config, condition: str) -> bool:
+    """Whether ``condition`` holds for ``config``: terms joined by "&", each "attr" (truthy), "!attr" (falsy) or
+    "attr=value" (its str equals value)."""
+    for term in condition.split("&"):
+        if "=" in term:
+            attr, value = term.split("=", 1)
+            if str(getattr(config, attr, None)) != value:
+                return False
+        elif term.startswith("!"):
+            if getattr(config, term[1:], None):
+                return False
+        elif not getattr(config, term, None):
+            return False
+    return True
 
 
 def supported_text() -> str:

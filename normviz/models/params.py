@@ -156,7 +156,7 @@ def head_counts(config, spec: ArchSpec) -> tuple[int, int, int]:
     """(n_heads, n_kv_heads, head_dim) from the config fields the spec names."""
     f = spec.fields
     n_heads = f.get(config, f.heads)
-    n_kv = f.get(config, f.kv_heads, n_heads)
+    n_kv = spec.n_kv_heads or f.get(config, f.kv_heads, n_heads)
     head_dim = f.get(config, f.head_dim) or f.get(config, f.d_model) // n_heads
     return int(n_heads), int(n_kv), int(head_dim)
 
@@ -189,8 +189,8 @@ def layer_params(layer: nn.Module, spec: ArchSpec, config) -> LayerParams:
     omod = get_path(layer, spec.out)
     expert_units = None
     if spec.moe is not None and _has(layer, spec.moe.experts):
-        w_in, w_up, w_out, expert_units, act = _experts(layer, spec.moe)
-        b_in = b_up = b_out = None
+        w_in, w_up, w_out, expert_units, act, (b_in, b_up) = _experts(layer, spec.moe, config)
+        b_out = None
     else:
         fin = get_path(layer, spec.ff_in)
         fout = get_path(layer, spec.ff_out)
@@ -234,10 +234,12 @@ def _has(layer: nn.Module, path: str) -> bool:
     return True
 
 
-def _experts(layer: nn.Module, moe):
+def _experts(layer: nn.Module, moe, config=None):
     """(w_in, w_up [d, U], w_out [U, d], units per expert, activation) of a mixture of experts: each expert's gate
     and up rows of gate_up_proj and its down_proj side by side, the shared expert's after them."""
     ex = get_path(layer, moe.experts)
+    if moe.interleaved:
+        return _interleaved_experts(ex, moe, config)
     E, two_f, d = ex.gate_up_proj.shape
     F = two_f // 2
     gu = ex.gate_up_proj
@@ -251,4 +253,28 @@ def _experts(layer: nn.Module, moe):
         w_up = torch.cat([w_up, sh.up_proj.weight.T], 1)
         w_out = torch.cat([w_out, sh.down_proj.weight.T], 0)
         units.append(sh.gate_proj.weight.shape[0])
-    return w_in, w_up, w_out, tuple(units), ex.act_fn
+    return w_in, w_up, w_out, tuple(units), ex.act_fn, (None, None)
+
+
+def _interleaved_experts(ex: nn.Module, moe, config):
+    """GPT-OSS's experts as one wide gated FF (:func:`_experts`): gate_up_proj [E, d, 2F] with the gate in the even
+    columns and the up in the odd ones, their biases (the up's offset added to its bias), and the activation a
+    :class:`ClampedGLU`. Each expert's down bias, which the router's gate scales too, is one more unit of its
+    expert whose gate and up are constants (weights 0, biases c and 1: value g(c)·1) and whose W_out row is
+    b_down / g(c): so it rides the same frozen gate, and every expert's output, bias included, is its units'."""
+    from ..core.activations import ClampedGLU
+
+    act = ClampedGLU(float(getattr(config, moe.glu_alpha)), float(getattr(config, moe.glu_limit)), moe.up_offset)
+    gu, gb = ex.gate_up_proj, ex.gate_up_proj_bias  # [E, d, 2F], [E, 2F]
+    E, d, two_f = gu.shape
+    F = two_f // 2
+    c = min(1.0, act.limit / 2)
+    g_c = float(act(torch.tensor([c], dtype=torch.float64))[0])
+    zeros = torch.zeros(E, d, 1, dtype=gu.dtype, device=gu.device)
+    w_in = torch.cat([gu[..., 0::2], zeros], 2).permute(1, 0, 2).reshape(d, E * (F + 1))
+    w_up = torch.cat([gu[..., 1::2], zeros], 2).permute(1, 0, 2).reshape(d, E * (F + 1))
+    ones = torch.ones(E, 1, dtype=gb.dtype, device=gb.device)
+    b_in = torch.cat([gb[:, 0::2], c * ones], 1).reshape(-1)
+    b_up = torch.cat([gb[:, 1::2] + moe.up_offset, ones], 1).reshape(-1)
+    w_out = torch.cat([ex.down_proj, (ex.down_proj_bias / g_c)[:, None, :]], 1).reshape(E * (F + 1), d)
+    return w_in, w_up, w_out, (F + 1,) * E, act, (b_in, b_up)

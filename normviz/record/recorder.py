@@ -134,6 +134,11 @@ def _cut(value, b: int, n: int, batch: int, length: int, name: str = ""):
         return value
     if name == "cache_position":
         return value[:n] if value.ndim == 1 and value.shape[0] == length else value
+    if name == "alibi" and value.shape[-1] == length:  # ALiBi's biases (Falcon): [batch, H, 1, length] or
+        if value.ndim == 4 and value.shape[0] == batch:  # [batch·H, 1, length], batch-major
+            return value[b:b + 1, ..., :n]
+        if value.ndim == 3 and value.shape[0] % batch == 0:
+            return value.view(batch, -1, *value.shape[1:])[b, ..., :n]
     if value.ndim >= 1 and value.shape[0] == batch:
         value = value[b:b + 1]
     if name in ("attention_mask", "encoder_attention_mask", "causal_mask") and value.ndim == 4:
@@ -419,6 +424,8 @@ def records_qk(lm: "LoadedModel", length: int, batch: int = 1, mode: str = "auto
     would exceed :data:`QK_FROM_BYTES`)."""
     if mode not in ("auto", "qk", "weights"):
         raise ValueError(f"record_attention must be 'auto', 'qk' or 'weights', not {mode!r}")
+    if getattr(lm.spec, "attention_call", "interface") == "inline":
+        return False  # the attention runs inline (Falcon): no call to record q, k from, so α itself
     if mode != "auto":
         return mode == "qk"
     size = torch.empty((), dtype=lm.dtype).element_size()

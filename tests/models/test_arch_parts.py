@@ -26,15 +26,16 @@ import torch
 import normviz
 from normviz.attribution import propagate
 from normviz.attribution.qk import attend
+from normviz.core.errors import NotApplicableError
 from normviz.models.params import get_path
 
 from ..helpers import tiny
 from ..helpers.maps import all_rows, ff_stage
 
 ARCHS = tiny.LATER_ARCHS
-EXACT = ("starcoder2", "opt", "gpt_neox", "gptj", "phi")  # LayerNorm modules in the model's dtype: float64 through
+EXACT = ("starcoder2", "opt", "gpt_neox", "gptj", "phi", "falcon", "falcon_mq", "falcon_seq")  # LayerNorm modules in the model's dtype: float64 through
 # mixtures of experts run in float32 (transformers' grouped expert matmul has no float64 kernel)
-MOE = ("mixtral", "qwen3_moe", "olmoe", "qwen2_moe")
+MOE = ("mixtral", "qwen3_moe", "olmoe", "qwen2_moe", "gpt_oss")
 TOL = {a: (1e-10 if a in EXACT else 1e-5) for a in ARCHS}
 SAME = {a: (1e-6 if a in MOE else 1e-12) for a in ARCHS}  # two passes of the model agree to this
 INTERNAL = {a: (1e-5 if a in MOE else 1e-10) for a in ARCHS}  # two routes of normviz's own to one number
@@ -140,6 +141,9 @@ def test_norm_is_alpha_times_the_normed_head_vector(setup):
         if spec.qkv_layout == "fused_qkv":
             kv = (vals.shape[1] - H * dh) // (2 * dh)
             vals = vals[:, (H + kv) * dh:]
+        if spec.qkv_layout == "grouped_qkv":  # per KV group: its query heads, k, v (Falcon's new layout)
+            kv = vals.shape[1] // dh - H - (vals.shape[1] // dh - H) // 2
+            vals = vals.view(vals.shape[0], kv, -1, dh)[:, :, -1].reshape(vals.shape[0], kv * dh)
         kv = vals.shape[1] // dh
         vals = vals.reshape(-1, kv, dh).transpose(0, 1).repeat_interleave(H // kv, 0)
         f = torch.stack([vals[h] @ w_o[h * dh:(h + 1) * dh] for h in range(H)])  # [H, n, d]
@@ -193,6 +197,10 @@ def test_adjoint_sources_equal_the_forward_propagation(setup):
 def test_attend_sums_to_the_score_up_to_the_row_constant(setup):
     arch, lm, enc, own = setup
     s = _session(lm, enc)
+    if lm.spec.attention_call == "inline":  # Falcon: no attention call to rerun q, k through: refused, said why
+        with pytest.raises(NotApplicableError, match="computes its attention inline"):
+            attend(s, 0, 0, query=3, key=1)
+        return
     i = 7
     for layer in range(lm.n_layers):
         alpha = own[layer]["attn"]
@@ -311,3 +319,79 @@ def test_every_key_computes_and_the_lens_reads_the_head(setup):
     with torch.no_grad():
         real = torch.log_softmax(lm.head_model(input_ids=torch.tensor([enc.ids])).logits[0, 6].double(), -1)
     assert np.abs(np.asarray(lens[-1]) - real.numpy()).max() <= 1e-4, arch
+
+
+ATTENTION_KEYS = ["attention", "norm", "norm_layer", "attn_res", "attn_res_ln"]
+
+
+def test_a_pass_stopped_after_the_attention_gives_the_full_pass_maps(setup):
+    """The attention-only keys (RECORD = "attention": the pass stops before the last layer's FF block,
+    tests/models/test_stop_early.py for the older rows) equal a full pass's on each later row; a row whose attention
+    runs inline (Falcon: α not seen through the interface) records the full pass instead, with the same maps."""
+    arch, lm, enc, own = setup
+    early = _session(lm, enc)
+    a = early.get(ATTENTION_KEYS)
+    last = early.layers(full=False)[-1].rec
+    assert (last.out is None) == (lm.spec.attention_call == "interface"), arch
+    assert last.z_attn is not None and early.forward_passes == 1
+    b = _session(lm, enc, {"stop_early": False}).get(ATTENTION_KEYS)
+    for key in ATTENTION_KEYS:
+        assert _rel(a[key], b[key]) <= SAME[arch], (arch, key)
+
+
+def test_alpha_written_into_one_block_is_the_models_own(setup, monkeypatch):
+    """α recorded straight into the pooled block (:mod:`normviz.record.alpha_into`) or as the model's own tensors:
+    the same records, and the model's own α (sinks, sliding windows, soft-caps, ALiBi inside it)."""
+    from normviz.core.tokens import pad_batch
+    from normviz.record import alpha_into
+    from normviz.record.recorder import record
+
+    arch, lm, enc, own = setup
+    ids, mask = pad_batch([enc])
+    got = {}
+    for into in (True, False):
+        monkeypatch.setattr(alpha_into, "MIN_BYTES", 0 if into else 1 << 60)
+        got[into] = record(lm, ids, mask)[0]
+    for ra, rb, v in zip(got[True], got[False], own):
+        for name in ("x", "attn", "z_attn", "out", "v"):
+            assert _rel(getattr(ra, name), getattr(rb, name)) <= SAME[arch], (arch, name)
+        assert _rel(ra.attn, v["attn"]) <= SAME[arch], arch
+
+
+def test_the_ff_split_by_expert(setup):
+    """Mixtures of experts: each routed expert's output vector (normviz.attribution.direct.expert_outputs) equals the
+    model's own experts module run with only that expert's router weight kept; the experts (a shared one last) sum
+    to the FF block's output; explain's ff_by_expert rows sum to ff. Dense rows refuse ff_by_expert."""
+    from normviz.attribution.direct import expert_outputs
+
+    arch, lm, enc, own = setup
+    s = _session(lm, enc)
+    e = s.explain(foil=11, position=6)
+    if lm.spec.moe is None:
+        with pytest.raises(NotApplicableError, match="mixtures of experts"):
+            e.ff_by_expert
+        return
+    assert np.abs(e.ff_by_expert.sum(1) - e.ff).max() <= 1e-5 * max(1.0, np.abs(e.ff).max()), arch
+    got = {}
+
+    def grab(module, args, kwargs):
+        names = ("hidden_states", "top_k_index", "top_k_weights")
+        got.update({**dict(zip(names, args)), **kwargs})
+    for layer, ctx in enumerate(s.layers()):
+        experts = get_path(lm.layers[layer], lm.spec.moe.experts)
+        handle = experts.register_forward_pre_hook(grab, with_kwargs=True)
+        try:
+            with torch.no_grad():
+                lm.model(input_ids=torch.tensor([enc.ids]))
+        finally:
+            handle.remove()
+        hs, idx, w = (got.get(k) for k in ("hidden_states", "top_k_index", "top_k_weights"))
+        if idx is None:
+            idx, w = got["router_indices"], got["routing_weights"]
+        split = expert_outputs(ctx, 6)
+        assert _rel(split.sum(0), own[layer]["ff_write"][6]) <= TOL[arch], arch
+        for ex in range(experts.num_experts):
+            with torch.no_grad():
+                want = experts(hs, idx, torch.where(idx == ex, w, torch.zeros_like(w)))[6]
+            assert (split[ex] - want).abs().max() <= TOL[arch] * max(1.0, float(own[layer]["ff_write"][6].abs().max()))
+        assert (split[: experts.num_experts].abs().sum(1) > 0).sum() == lm.config.num_experts_per_tok

@@ -44,3 +44,26 @@ def test_path_integral_equals_quadrature(name, kind):
 def test_relu_is_no_gate():
     assert gate_kind(ACT2FN["relu"]) is None
     assert "only SiLU, GELU and GELU-tanh" in check_activation(ACT2FN["relu"], gated=True)
+
+
+@pytest.mark.parametrize("limit", [7.0, 1.5])
+def test_clamped_glu_path_integral_equals_quadrature(limit):
+    """GPT-OSS's gate min(a, L)·σ(1.702·min(a, L)): I(a) in closed form below and above the clamp."""
+    from normviz.core.activations import ClampedGLU
+
+    act = ClampedGLU(1.702, limit)
+    assert check_activation(act, gated=True) is None
+    got = path_integral(act, torch.tensor(POINTS, dtype=torch.float64)).numpy()
+    worst = 0.0
+    for a, value in zip(POINTS, got):
+        if a == 0:
+            assert value == 0.0
+            continue
+        pieces = sorted({0.0, a, *(x for x in (limit, -8.0, 8.0) if min(0.0, a) < x < max(0.0, a))})
+        ref = sum(quad(lambda x: float(act(torch.tensor([x], dtype=torch.float64))[0]), lo, hi, epsabs=1e-15,
+                       epsrel=1e-14, limit=200)[0] for lo, hi in zip(pieces, pieces[1:]))
+        ref = (ref if a > 0 else -ref) / a
+        worst = max(worst, abs(value - ref) / max(abs(ref), 1e-300))
+    assert worst <= 1e-11, worst
+    b = torch.tensor([-3.0, 0.5, 1.0, 9.5])
+    assert torch.equal(act.up_value(b), torch.tensor([max(-3.0, 1 - limit), 0.5, 1.0, min(9.5, 1 + limit)]))
