@@ -308,12 +308,16 @@ class HeavyWorker:
         self._free.put(p)
 
     def _take(self, progress, names: str) -> tuple[_Process, float]:
-        """A free, live process (dead idle ones are replaced unseen) and the seconds waited for it."""
+        """A free, live process (dead idle ones are replaced unseen) and the seconds waited for it. A job that
+        finds none free says so at once (not only after its first wait: a process freed within that wait gave
+        the waiting visitor no word of it, issue 42) and is dropped at once when nobody wants it any more."""
         t0 = time.perf_counter()
+        first = True
         while True:
             try:
-                proc = self._free.get(timeout=POLL_S)
+                proc = self._free.get_nowait() if first else self._free.get(timeout=POLL_S)
             except queue.Empty:
+                first = False
                 if len(self._all) < self.processes:  # none yet, or ended while idle (:meth:`retire_idle`)
                     self.start()
                 if progress:
