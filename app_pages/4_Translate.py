@@ -1,43 +1,28 @@
 """normviz · Translate: an encoder–decoder's cross-attention, weights vs norms, and the word alignment they imply.
 
-Thin page: widgets, one cached session and its cross maps (:mod:`normviz.ui.kit.fetch`, as every page), alignments from :mod:`normviz.align`, figures from :mod:`normviz.viz`.
+Thin page: widgets, one cached session and its cross maps (:mod:`normviz.ui.kit.fetch`, as every page), alignments
+from :mod:`normviz.align`, figures from :mod:`normviz.viz`; its regions: :mod:`normviz.ui.views.translate_regions`.
 """
 from pathlib import Path
 
-import pandas as pd
 import streamlit as st
 
-import normviz
-from normviz import viz
-from normviz.align import align_analysis, cross_matrix, format_pharaoh, parse_line
-from normviz.align.formats import AlignmentFormatError
-from normviz.ui.kit import data
+from normviz.align import align_analysis
 from normviz.ui.kit import st_parts as ui
-from normviz.ui.kit.settings import settings
+from normviz.ui.views import frame
+from normviz.ui.views import translate_regions as R
 from normviz.ui.views.translate import (
     CROSS_KEYS,
-    MAX_GOLD_CHARS,
-    METHODS,
-    SETTINGS,
     TranslateView,
-    maps_npz,
     not_encoder_decoder,
     toy_examples,
     unknown_words,
     unknown_words_note,
 )
-from normviz.viz.alignment import alignment_figure
 
 DATA = Path(__file__).resolve().parents[1] / "assets" / "toy_mt" / "data"
-VIEW = "_normviz_translate_view"
+VIEW = R.VIEW
 ui.page_config("Translate", "🔤", VIEW)
-METHOD_NAMES = {"norm": "norms ‖α f(e)‖", "weight": "weights α"}
-SETTING_HELP = ("AWI: each target word is read at the row where it is fed to the decoder (the paper's better "
-                "setting). AWO: at the row that predicts it.")
-
-
-def save_view(view: TranslateView) -> None:
-    ui.save_view(view, VIEW)
 
 
 def page() -> None:
@@ -53,62 +38,25 @@ def page() -> None:
         st.caption("Kobayashi et al. 2020 §5: the norms ‖α f(e)‖ of the source–target attention align words better "
                    "than the weights α. Rows are the decoder's input tokens (target), columns the encoder's (source).")
     examples = toy_examples(str(DATA))
-    limit = settings().max_text_chars
-
-    def use_example():
-        k = st.session_state.get("tr_example")
-        if k is not None:
-            st.session_state["tr_src"], st.session_state["tr_tgt"], st.session_state["tr_gold"] = examples[k]
-
-    ui.seed("tr_gold", view.gold)
-    if view.present:
-        bar = st.columns([4, 3, 2, 3, 2, 1.4], vertical_alignment="bottom")  # ⋯ whole at 1280 px
-        c1, c2, c3 = bar[:3]
-        more = bar[5].popover("⋯", help="More controls: examples, alignment method and setting")
-    else:
-        c1, c2, c3 = st.columns([4, 4, 2])
-        more = st.container()
-    with c1:
-        view.src = ui.text_box("Source", "tr_src", view.src, max_chars=limit)
-    with c2:
-        view.tgt = ui.text_box("Target (empty: generated)" if view.present else
-                               "Target (optional: empty = the model translates)", "tr_tgt", view.tgt, max_chars=limit)
-    with c3:
-        view.model = ui.text_box("Model" if view.present else "Model (encoder–decoder)", "tr_model", view.model, max_chars=256,
-                                 help="toy-mt is embedded (a tiny Marian trained on a toy language pair whose "
-                                      "true alignment is known); a Marian, BART or T5 directory or Hub id also works.")
-    if examples:
-        more.selectbox("Examples (toy-mt test set, with gold alignment)", range(len(examples)), index=None,
-                     key="tr_example", on_change=use_example, format_func=lambda i: examples[i][0],
-                     placeholder="Pick an example…")
-    save_view(view)
+    bar, more = R.draw_inputs(view, examples)
+    R.save_view(view)
     if not view.model.strip():
         st.error("The model field is empty: type toy-mt or an encoder–decoder model.")
         st.stop()
-    lm = ui.load_model(view.model.strip())
-    if lm is None:
-        st.stop()
+    lm = frame.model(view.model.strip(), device=False)
     problem = not_encoder_decoder(lm)
     if problem:
-        ui.say("error", problem)
-        st.stop()
-    if not view.src.strip():
-        st.error("The source is empty. Type a sentence to translate, or pick an example.")
-        st.stop()
+        frame.stop_with("error", problem)
+    frame.text(view.src, "The source is empty. Type a sentence to translate, or pick an example.")
 
     unknown = unknown_words(lm.tokenizer, view.src)
     if unknown:
         ui.say("warning", unknown_words_note(lm.name, len(lm.tokenizer), unknown, len(view.src.split()), examples))
-    session = ui.session_for(lm, view.src, target=view.tgt)
-    if session is None:
-        st.stop()
-    a = ui.get_maps(session, CROSS_KEYS)
-    if a is None:
-        st.stop()
+    session = frame.session(lm, view.src, target=view.tgt)
+    a = frame.maps(session, CROSS_KEYS)
     refused = [f"{k}: {a.refused[k]}" for k in CROSS_KEYS if k in a.refused]
     if refused:
-        ui.say("error", "; ".join(refused))
-        st.stop()
+        frame.stop_with("error", "; ".join(refused))
     target_note = str(a.notes.get("target", ""))
     if not view.tgt.strip() and not view.present:  # stage mode: under the panels
         ui.say("info", f"Generated translation: {a.target_text}")
@@ -116,97 +64,10 @@ def page() -> None:
         st.caption(ui.plain(f"Target: {target_note}"))
     sa = align_analysis(a, lm.tokenizer)
 
-    # --- pickers ---------------------------------------------------------------------------------------
-    L, H = a["cross_attention"].shape[:2]  # the decoder's cross blocks
-    ui.seed("tr_layer", L - 1 if view.layer is None else min(view.layer, L - 1))
-    st.session_state["tr_layer"] = min(max(int(st.session_state["tr_layer"]), 0), L - 1)
-    head_opts = [-1] + list(range(H))
-    ui.seed("tr_head", -1 if view.head is None or view.head >= H else view.head)
-    if st.session_state["tr_head"] not in head_opts:
-        st.session_state["tr_head"] = -1
-    ui.seed("tr_method", view.method)
-    ui.seed("tr_setting", view.setting)
-    p1, p2, p3, p4 = (bar[3], bar[4], more, more) if view.present else st.columns([4, 3, 2, 2])
-    with p1:
-        view.layer = st.slider("Layer", 0, L - 1, key="tr_layer") if L > 1 else 0
-    with p2:
-        h = st.selectbox("Head", head_opts, key="tr_head",
-                         format_func=lambda x: "all heads (layer view)" if x < 0 else f"head {x}")
-        view.head = None if h < 0 else h
-    with p3:
-        view.method = st.radio("Alignment from", METHODS, key="tr_method", format_func=METHOD_NAMES.get)
-    with p4:
-        view.setting = st.radio("Setting", SETTINGS, key="tr_setting", horizontal=True, help=SETTING_HELP)
-    save_view(view)
-    if view.present:
-        ui.keyboard("tr_layer", list(range(L)), "tr_head", head_opts, leave=lambda: ui.leave_stage(VIEW, "tr_present"))
-
-    # --- weights vs norms, side by side ----------------------------------------------------------------
-    rows = data.unique_labels(list(a.tgt_tokens))  # viz.heatmap escapes them (viz.labels.plotly_text)
-    cols = data.unique_labels(list(a.src_tokens))
-    where = f"layer {view.layer}, " + ("all heads" if view.head is None else f"head {view.head}")
-    titles = {"weight": "Cross-attention weights α" + (" (mean over heads)" if view.head is None else ""),
-              "norm": "Norms ‖α f(e)‖" + (" (heads summed as vectors)" if view.head is None else "")}
-    shown = {}
-    width = ui.panel_width(2, view.present)  # sized to the column (and in stage mode to the screen's height)
-    for col, method in zip(st.columns(2, gap="medium"), ("weight", "norm")):
-        shown[method] = cross_matrix(a, method, view.layer, view.head)
-        with col:
-            fig = viz.heatmap(shown[method], rows, cols, title=f"{titles[method]} · {where}", font_size=fs,
-                              colorbar_title="value", width=width, present=view.present)
-            ui.context_line(fig, lm.name, view.src, fs)
-            ui.chart(fig, key=f"tr_panel_{method}", filename=f"translate_{method}_layer{view.layer}")
-    start = str(a.tgt_tokens[0]) if len(a.tgt_tokens) else "the start token"
-    if not view.tgt.strip() and view.present:
-        st.caption(ui.plain(f"Generated translation: {a.target_text}"))
-    st.caption(ui.plain(f"Row r is fed the r-th decoder input token and predicts the next one: row 0 is {start}, the "
-                        f"token {lm.name}'s decoder starts from (its decoder_start_token_id; Marian models start "
-                        "from their padding token), so it predicts the first target word. Per-panel colour scales "
-                        "(weights and norms have different units).", None))
-
-    # --- the alignment ---------------------------------------------------------------------------------
-    links = sa.links(view.method, view.setting, view.layer, view.head)
-    gold_text = st.text_area("Gold alignment (optional): Pharaoh links, 0-based source-target words, i-j sure, "
-                             "i?j possible", key="tr_gold", max_chars=MAX_GOLD_CHARS, height=70)
-    view.gold = gold_text
-    save_view(view)
-    sure = possible = None
-    if gold_text.strip():
-        try:
-            sure, possible = parse_line(" ".join(gold_text.split()), "pharaoh")
-        except AlignmentFormatError as exc:
-            ui.say("error", f"Gold alignment not read: {exc}.")
-        else:
-            bad = sa.gold_problem(sure, possible)
-            if bad:
-                ui.say("error", f"Gold alignment not used: {bad}.")
-                sure = possible = None
-    fig = alignment_figure(sa.src_words, sa.tgt_words, links, sure=sure, possible=possible, font_size=fs,
-                           width_px=ui.main_width(),
-                           title=f"Alignment from {METHOD_NAMES[view.method]}, {view.setting}, {where}")
-    st.plotly_chart(ui.themed(fig), key="tr_alignment", config={"displaylogo": False})
-    st.caption("Each target word is linked to the source word with the largest score (subword scores summed over "
-               "a source word, averaged over a target word); no link when the source end-of-sentence token wins.")
-    if sure is not None:
-        m1, m2 = st.columns(2)
-        m1.metric(f"AER, {METHOD_NAMES['weight']} ({view.setting}, {where})",
-                  f"{normviz.aer(sa.links('weight', view.setting, view.layer, view.head), sure, possible):.1%}")
-        m2.metric(f"AER, {METHOD_NAMES['norm']} ({view.setting}, {where})",
-                  f"{normviz.aer(sa.links('norm', view.setting, view.layer, view.head), sure, possible):.1%}")
-        table = pd.DataFrame(sa.layer_aer(sure, possible)).set_index("layer")
-        st.caption("AER of this sentence per layer (layer views; lower is better). The corpus command: "
-                   "python -m normviz align --model M --src FILE --tgt FILE --gold FILE.")
-        st.dataframe((table * 100).round(1))
-
-    # --- export ----------------------------------------------------------------------------------------
-    e1, e2, _ = st.columns([2, 2, 3])
-    stem = f"normviz_translate_L{view.layer}_" + ("all" if view.head is None else f"H{view.head}")
-    with e1:
-        st.download_button("Alignment (Pharaoh)", format_pharaoh(links) + "\n", file_name=stem + ".align.txt",
-                           mime="text/plain")
-    with e2:
-        st.download_button("Maps shown (NPZ)", maps_npz(shown, list(a.src_tokens), list(a.tgt_tokens)),
-                           file_name=stem + ".npz", mime="application/octet-stream")
+    R.draw_pickers(view, a, bar, more)
+    shown = R.draw_panels(view, a, lm, fs)  # weights vs norms, side by side
+    links = R.draw_alignment(view, sa, fs)
+    R.draw_export(view, a, links, shown)
 
 
 ui.run_page(page)

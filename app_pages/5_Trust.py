@@ -8,6 +8,7 @@ from normviz.trust import explain_text
 from normviz.trust.report import shipped, shipped_about
 from normviz.ui.kit import st_parts as ui
 from normviz.ui.kit.memo import memoised
+from normviz.ui.views import frame
 from normviz.ui.views import known_circuits as KC
 from normviz.ui.views import trust as T
 from normviz.viz import trust as vt
@@ -25,16 +26,9 @@ def page() -> None:
                             "w_trust_text", view.text, max_chars=ui.settings().max_text_chars)
     ui.follow_text(TEXT_KEYS, view.model, view.text)
     ui.save_view(view)
-    lm = ui.load_model(view.model) if view.model else None
-    if lm is None:
-        st.stop()
-    ui.show_device(lm)
-    if not view.text.strip():
-        st.error("The text is empty. Type a sentence; the page scores every attribution of its prediction.")
-        st.stop()
-    session = ui.session_for(lm, view.text)
-    if session is None:
-        st.stop()
+    lm = frame.model(view.model, named=True)
+    frame.text(view.text, "The text is empty. Type a sentence; the page scores every attribution of its prediction.")
+    session = frame.session(lm, view.text)
     c1, c2 = st.columns(2)
     heads = c1.checkbox("Also head ablation (L·H passes)", value=False, key="w_trust_heads")
     gradients = c2.checkbox("Gradient baselines (input × gradient, integrated gradients)", value=True,
@@ -45,8 +39,7 @@ def page() -> None:
             t = memoised(session, ("trust", heads, gradients),
                          lambda: explain_text(session, keys, heads=heads, gradients=gradients, ig_steps=16))
     except normviz.core.errors.NormvizError as exc:
-        ui.say("error", str(exc))
-        st.stop()
+        frame.stop_with("error", str(exc))
     # the token as the Why page shows it (␣ for its leading space), never a Python repr
     what = t.measure if t.token_text is None else f"{t.measure} of {shown(t.token_text)}"
     st.markdown(f"Explained: the **{ui.plain(what, 80)}** at position {t.position} "

@@ -3,6 +3,7 @@
     tiny_model(arch, seed=0, dtype=float64)   a random base model of one supported architecture (cached)
     records(arch, enc=None, n=9, seed=1)      (lm, enc, [LayerRecord per layer]) of one recorded sequence
     head_model(arch)                          a tiny float64 model with its LM head (cached)
+    seq2seq_model(arch)                       a tiny float64 encoder–decoder (cached)
     minilm, smollm2                           the embedded models, loaded once per session (float32, CPU)
     tiny_bert_dir, tiny_llama_dir             tiny random models saved with a real tokenizer (corpus tests)
 """
@@ -36,11 +37,24 @@ def tiny_model():
 def head_model():
     """``head_model(arch)``: a tiny float64 model with its LM head (tests/helpers/tiny.py), cached per session
     (prediction attribution, interventions, faithfulness)."""
+    return per_arch(tiny.build_with_head)
+
+
+@pytest.fixture(scope="session")
+def seq2seq_model():
+    """``seq2seq_model(arch)``: a tiny float64 encoder–decoder (tests/helpers/seq2seq.py), cached per session."""
+    from .helpers import seq2seq
+
+    return per_arch(seq2seq.build)
+
+
+def per_arch(build):
+    """``build(arch)``, called once per architecture (the fixtures' cache)."""
     cache: dict = {}
 
     def make(arch):
         if arch not in cache:
-            cache[arch] = tiny.build_with_head(arch)
+            cache[arch] = build(arch)
         return cache[arch]
     return make
 

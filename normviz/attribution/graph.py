@@ -36,6 +36,7 @@ import torch
 
 from ..core import memory
 from ..core.errors import NormvizError, NotApplicableError, TooCostlyError
+from ..methods.cost import longest
 from ..models.floor import require_row
 from .adjoint import ff_adjoint, norm_adjoint
 from .predict import token_text
@@ -359,14 +360,7 @@ def graph_bytes(n: int, n_layers: int, n_heads: int, d: int, d_ff: int, itemsize
 
 def graph_fits(n: int, n_layers: int, n_heads: int, d: int, d_ff: int, itemsize: int, budget_mb: float) -> int:
     """The longest input whose :func:`graph_bytes` stays within ``budget_mb``."""
-    lo, hi = 0, 1
-    fits = lambda m: graph_bytes(m, n_layers, n_heads, d, d_ff, itemsize) <= budget_mb * 2**20
-    while fits(hi) and hi < 1 << 30:
-        lo, hi = hi, hi * 2
-    while lo < hi - 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return lo
+    return longest(lambda m: graph_bytes(m, n_layers, n_heads, d, d_ff, itemsize) <= budget_mb * 2**20, 1 << 30)
 
 
 def too_costly(n: int, n_layers: int, n_heads: int, d: int, d_ff: int, itemsize: int,

@@ -72,18 +72,21 @@ def rate(kind: str, device: str, options: dict) -> float | None:
     return float(value) if value else None
 
 
-def token_limit(request, max_flops: float, cost: Callable) -> int:
-    """The longest input whose ``cost(request with n tokens)`` (growing with n) stays within ``max_flops``."""
-    def fits(n: int) -> bool:
-        return cost(type(request)(**{**request.__dict__, "n_tokens": n})) <= max_flops
-
+def longest(fits: Callable[[int], bool], cap: int = 1 << 40) -> int:
+    """The largest n for which ``fits(n)`` holds (``fits`` true up to some length, false beyond it; 0 when even
+    1 does not fit), by doubling then bisecting; about ``cap`` at the most."""
     lo, hi = 0, 1
-    while fits(hi) and hi < 1 << 40:
+    while fits(hi) and hi < cap:
         lo, hi = hi, hi * 2
     while lo < hi - 1:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if fits(mid) else (lo, mid)
     return lo
+
+
+def token_limit(request, max_flops: float, cost: Callable) -> int:
+    """The longest input whose ``cost(request with n tokens)`` (growing with n) stays within ``max_flops``."""
+    return longest(lambda n: cost(type(request)(**{**request.__dict__, "n_tokens": n})) <= max_flops)
 
 
 def estimate_s(request, options: dict, budget: Budget, flops: float | Callable,

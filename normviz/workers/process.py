@@ -449,6 +449,11 @@ class HeavyWorker:
         _raise(result)
         return base.Output(arrays=result.arrays, notes=result.notes)
 
+    def takes_layers(self, session) -> bool:
+        """Whether this worker computes ``session``'s long-text layers (:meth:`layer_maps`; the session asks,
+        :func:`normviz.session.long_layers.in_worker`)."""
+        return self.long_layers and self._eligible(session)
+
     def layer_maps(self, session, keys, layer: int, head: int | None = None, progress=None) -> dict:
         """``session.maps(keys, layer, head)`` computed in a worker process, which keeps the last
         ``NORMVIZ_WORKER_SESSIONS`` (default 3) sessions it recorded: a long text's records and its layers'
@@ -479,7 +484,7 @@ def _raise(result: Result) -> None:
 
 def takes_layers(worker, session) -> bool:
     """Whether ``worker`` computes ``session``'s long-text layers (:meth:`HeavyWorker.layer_maps`)."""
-    return worker is not None and worker.long_layers and worker._eligible(session)
+    return worker is not None and worker.takes_layers(session)
 
 
 # ---------------------------------------------------------------- in the worker process

@@ -1,6 +1,7 @@
 """Every app test runs offline, without a deployment's allowlist or token cap from the environment."""
 import pytest
 
+from ..helpers import why
 from ..helpers.app import app, no_exception
 
 
@@ -17,4 +18,12 @@ def at():
     a = app()
     a.run()
     no_exception(a)
+    return a
+
+
+@pytest.fixture(scope="module")
+def why_page():
+    """The Why page on smollm2 for :data:`tests.helpers.why.TEXT`, run once per module."""
+    a = app(why.PAGE, {"model": "smollm2", "text": why.TEXT})
+    a.run()
     return a

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import pytest
 
@@ -17,11 +16,12 @@ from ..helpers.browser import (
     EXPLORE_TEXT,
     MODES,
     SHOT_PAGES,
-    chromium,
+    app_in_chromium,
     click_nav,
     measure_explore,
     require_browser,
     screenshots,
+    shots_dir,
     streamlit_floor,
     streamlit_server,
     text_inputs,
@@ -35,8 +35,7 @@ TEXT = EXPLORE_TEXT
 
 
 def test_explore_and_overview_render_in_chromium(tmp_path):
-    require_browser()
-    with streamlit_server(log_path=str(tmp_path / "streamlit.log")) as url, chromium() as driver:
+    with app_in_chromium(tmp_path / "streamlit.log") as (url, driver):
         driver.get(url + "/?layer=2")
         state = wait_for_app(driver, min_charts=4)
         driver.save_screenshot(str(tmp_path / "explore.png"))
@@ -59,11 +58,10 @@ def test_explore_and_overview_render_in_chromium(tmp_path):
 
 def test_redraw_latency_page_switching_and_screenshots(tmp_path):
     require_browser()
-    out = Path(os.environ.get("NORMVIZ_SCREENSHOTS") or tmp_path)
-    out.mkdir(parents=True, exist_ok=True)
+    out = shots_dir(tmp_path)
     log = str(out / "streamlit.log")
     with streamlit_server(script="benchmarks/apps/bare_slider.py", log_path=str(out / "bare.log")) as bare, \
-            streamlit_server(env={"NORMVIZ_TIMING": "1"}, log_path=log) as url, chromium(1280, 800) as driver:
+            app_in_chromium(log, env={"NORMVIZ_TIMING": "1"}) as (url, driver):
         rounds = int(os.environ.get("NORMVIZ_LATENCY_ROUNDS", "4"))
         floor = streamlit_floor(driver, bare, rounds)  # Streamlit itself on this machine now
         figures = {"streamlit_floor_s": round(floor, 3), **measure_explore(driver, url, log, rounds)}
@@ -101,8 +99,7 @@ def test_redraw_latency_page_switching_and_screenshots(tmp_path):
 def test_a_deep_link_to_a_fresh_server_names_the_pages():
     """A shared link's first request on a fresh server runs app.py's st.navigation (no Streamlit `pages/`
     folder to auto-discover: that showed an 'app' entry and ran the page without the router)."""
-    require_browser()
-    with streamlit_server() as url, chromium(1280, 800) as driver:
+    with app_in_chromium() as (url, driver):
         driver.get(url + "/Overview")
         wait_for_app(driver, min_charts=0)
         wait_until(driver, "return document.querySelectorAll('[data-testid=\"stSidebarNav\"] a').length >= 5;")

@@ -6,20 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 import normviz
-from normviz.ui.kit import st_parts
 
-from ..helpers.app import app, figures, no_exception, texts, z
-
-TEXT = "The capital of France is"
-PAGE = "app_pages/0_Why.py"
-
-
-def smollm2():
-    return st_parts.model_cache().get_or_compute("smollm2", lambda: normviz.load("smollm2"))
-
-
-def by_kind(at) -> dict:
-    return {f["layout"].get("meta", {}).get("normviz"): f for f in figures(at)}
+from ..helpers.app import app, no_exception, texts, z
+from ..helpers.why import PAGE, TEXT, by_kind, smollm2
 
 
 def test_continuation_view_draws_the_librarys_numbers_and_walks_steps():

@@ -6,13 +6,10 @@ import numpy as np
 import pytest
 
 import normviz
-from normviz.ui.kit import st_parts
 from normviz.viz.depth import depth_heatmap
 
-from ..helpers.app import app, arr, figures, no_exception
-
-TEXT = "The capital of France is"
-PAGE = "app_pages/0_Why.py"
+from ..helpers.app import arr, figures, no_exception
+from ..helpers.why import TEXT, smollm2
 
 
 def depth_figure(at) -> dict:
@@ -21,17 +18,10 @@ def depth_figure(at) -> dict:
     return got[0]
 
 
-@pytest.fixture(scope="module")
-def page():
-    at = app(PAGE, {"model": "smollm2", "text": TEXT})
-    at.run()
-    return at
-
-
-def test_the_depth_heatmap_shows_sources_by_layer(page):
-    no_exception(page)
-    fig = depth_figure(page)
-    lm = st_parts.model_cache().get_or_compute("smollm2", lambda: normviz.load("smollm2"))
+def test_the_depth_heatmap_shows_sources_by_layer(why_page):
+    no_exception(why_page)
+    fig = depth_figure(why_page)
+    lm = smollm2()
     s = normviz.Session(lm, TEXT)
     e = s.explain()
     z = arr(fig["data"][0]["z"])
@@ -40,10 +30,10 @@ def test_the_depth_heatmap_shows_sources_by_layer(page):
     assert "information sits at each depth" in fig["layout"]["title"]["text"]
     # a foil: the figure follows the explanation of the new pair
     cands = s.predict(top=3)
-    page.selectbox(key="w_why_foil").set_value(cands[1].id).run()
-    no_exception(page)
+    why_page.selectbox(key="w_why_foil").set_value(cands[1].id).run()
+    no_exception(why_page)
     e2 = s.explain(foil=cands[1].id)
-    np.testing.assert_allclose(arr(depth_figure(page)["data"][0]["z"]), e2.sources_by_layer, rtol=1e-4,
+    np.testing.assert_allclose(arr(depth_figure(why_page)["data"][0]["z"]), e2.sources_by_layer, rtol=1e-4,
                                atol=1e-6 * np.abs(e2.sources_by_layer).max())
 
 

@@ -5,13 +5,11 @@ StreamlitValueAssignmentNotAllowedError (its graph download's key set again). Sc
 ``$NORMVIZ_SCREENSHOTS/escape`` (else the test's tmp dir)."""
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from urllib.parse import quote_plus
 
 import pytest
 
-from ..helpers.browser import chromium, emulate, press_key, require_browser, streamlit_server, wait_for_app, wait_until
+from ..helpers.browser import emulate, press_key, served_app, wait_for_app, wait_until
 from .models import MODELS
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(3600)]
@@ -21,15 +19,7 @@ PAGES = {"/": 2, "/Why": 2, "/Overview": 1, "/Learn": 1, "/Trust": 1, "/Corpus":
 ERRORS = """return {exceptions: document.querySelectorAll('[data-testid="stException"]').length,
                     wrong: Array.from(document.querySelectorAll('[data-testid="stAlert"]'))
                            .map(e => e.innerText).filter(t => t.includes('Something went wrong'))};"""
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    require_browser()
-    out = Path(os.environ.get("NORMVIZ_SCREENSHOTS") or tmp_path_factory.mktemp("shots")) / "escape"
-    out.mkdir(parents=True, exist_ok=True)
-    with streamlit_server(log_path=str(out / "streamlit.log")) as url, chromium(1280, 800) as driver:
-        yield url, driver, out
+served = served_app("escape", "served")
 
 
 @pytest.mark.parametrize("model", MODELS)

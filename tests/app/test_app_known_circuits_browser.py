@@ -7,13 +7,7 @@ import pytest
 
 from normviz.trust import circuit_scores as cs
 
-from ..helpers.browser import (
-    chromium,
-    require_browser,
-    streamlit_server,
-    wait_for_app,
-    wait_until,
-)
+from ..helpers.browser import app_in_chromium, wait_for_app, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 
@@ -41,10 +35,9 @@ return {
 
 
 def test_known_circuits_view_draws_in_chromium(tmp_path):
-    require_browser()
     row = cs.shipped()[0]
     log = tmp_path / "streamlit.log"
-    with streamlit_server(log_path=str(log)) as url, chromium(1920, 1080) as driver:
+    with app_in_chromium(log, width=1920, height=1080) as (url, driver):
         driver.get(url + "/Trust?model=minilm&text=" + TEXT.replace(" ", "+"))
         state = wait_for_app(driver, min_charts=1, timeout=300)
         assert state.get("exceptions") == 0 and not state.get("timed_out"), (state, log.read_text()[-3000:])

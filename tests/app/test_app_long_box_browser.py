@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from ..helpers.browser import chromium, require_browser, streamlit_server, wait_for_app, wait_until
+from ..helpers.browser import app_in_chromium, wait_for_app, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 TEXT = ("The river rose in the night and the town woke to water in the streets. " * 19).strip()
@@ -15,12 +15,11 @@ WINDOWS = """return Array.from(document.querySelectorAll('[class*="st-key-zoom_"
 
 
 def test_a_box_on_an_overview_moves_the_zoom_window(tmp_path):
-    require_browser()
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
 
     log = str(tmp_path / "streamlit.log")
-    with streamlit_server(env={"NORMVIZ_MAX_TOKENS": "400"}, log_path=log) as url, chromium(1280, 900) as driver:
+    with app_in_chromium(log, env={"NORMVIZ_MAX_TOKENS": "400"}, height=900) as (url, driver):
         driver.get(url + "/?maps=norm&text=" + TEXT.replace(" ", "+"))
         state = wait_for_app(driver, min_charts=2, timeout=300)
         assert state.get("exceptions") == 0, (state, open(log).read()[-2000:])

@@ -19,11 +19,10 @@ import pytest
 from ..helpers.browser import (
     ROOT,
     all_titles_say,
-    chromium,
+    app_in_chromium,
     focus_slider,
     press_key,
     require_browser,
-    streamlit_server,
     timed,
     wait_for_app,
     wait_until,
@@ -103,7 +102,7 @@ def test_a_4000_token_paste_on_smollm2_stays_in_the_budget_and_a_layer_change_is
     log = str(tmp_path / "streamlit.log")
     env = {"NORMVIZ_MAX_TOKENS": "4096", "NORMVIZ_MEMORY_BUDGET_MB": str(BUDGET_MB), "NORMVIZ_TIMING": "1"}
     out: dict = {"tokens": TOKENS, "budget_mb": BUDGET_MB}
-    with streamlit_server(env=env, log_path=log) as url, chromium(1280, 900) as driver:
+    with app_in_chromium(log, env=env, height=900) as (url, driver):
         server = _server(int(url.rsplit(":", 1)[1]))
         # a first sentence of >= 24 tokens, as any visitor's: the server then runs its heavy-maps worker (a
         # process of its own, ~0.45 GB, started once for every visitor), which the long text must not be charged

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from pathlib import Path
 from urllib.parse import quote_plus
 
 import pytest
@@ -19,7 +18,7 @@ from ..helpers.browser import (
     emulate,
     press_key,
     require_browser,
-    streamlit_server,
+    served_app,
     titles,
     wait_for_app,
     wait_until,
@@ -40,13 +39,7 @@ RECT = """const el = document.querySelector(arguments[0]);
                   vh: window.innerHeight};"""
 
 
-@pytest.fixture(scope="module")
-def stage(tmp_path_factory):
-    require_browser()
-    out = Path(os.environ.get("NORMVIZ_SCREENSHOTS") or tmp_path_factory.mktemp("shots")) / "stage"
-    out.mkdir(parents=True, exist_ok=True)
-    with streamlit_server(log_path=str(out / "streamlit.log")) as url, chromium(1280, 800) as driver:
-        yield url, driver, out
+stage = served_app("stage")
 
 
 def _open(driver, url: str, path: str, query: str, charts: int) -> None:

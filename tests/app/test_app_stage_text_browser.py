@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ..helpers.browser import chromium, emulate, require_browser, streamlit_server, wait_for_app
+from ..helpers.browser import app_in_chromium, emulate, wait_for_app
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 
@@ -29,8 +29,7 @@ return out;"""
 
 @pytest.mark.parametrize("path, charts", [("/Why", 3), ("/Overview", 2), ("/Trust", 1)])
 def test_no_text_below_14px_on_stage(tmp_path, path, charts):
-    require_browser()
-    with streamlit_server(log_path=str(tmp_path / "streamlit.log")) as url, chromium() as driver:
+    with app_in_chromium(tmp_path / "streamlit.log") as (url, driver):
         emulate(driver, 1280, 800, "present")
         driver.get(url + path + "?model=smollm2&text=The+capital+of+France+is&present=1")
         state = wait_for_app(driver, min_charts=charts, timeout=300)

@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import pytest
 
-from ..helpers.browser import chromium, require_browser, streamlit_server, wait_for_app
+from ..helpers.browser import app_in_chromium, wait_for_app
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(420)]
 
 
 def test_translate_renders_in_chromium(tmp_path):
-    require_browser()
-    with streamlit_server(log_path=str(tmp_path / "streamlit.log")) as url, chromium() as driver:
+    with app_in_chromium(tmp_path / "streamlit.log") as (url, driver):
         driver.get(url + "/Translate?src=the+cat+sees+a+dog&tgt=mao+vidas+un+inu&layer=1")
         state = wait_for_app(driver, min_charts=2)
         driver.save_screenshot(str(tmp_path / "translate.png"))

@@ -11,7 +11,7 @@ import math
 
 import pytest
 
-from ..helpers.browser import chromium, require_browser, streamlit_server, wait_for_app, wait_until
+from ..helpers.browser import app_in_chromium, wait_for_app, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 
@@ -38,10 +38,9 @@ def library_spearman() -> dict[str, float]:
 
 
 def test_trust_page_in_chromium_shows_the_librarys_spearman(tmp_path):
-    require_browser()
     query = "/Trust?model=minilm&text=" + TEXT.replace(" ", "+")
     log = tmp_path / "streamlit.log"
-    with streamlit_server(log_path=str(log)) as url, chromium(1920, 1080) as driver:
+    with app_in_chromium(log, width=1920, height=1080) as (url, driver):
         driver.get(url + query)
         state = wait_for_app(driver, min_charts=1, timeout=300)
         driver.save_screenshot(str(tmp_path / "trust.png"))
@@ -50,7 +49,9 @@ def test_trust_page_in_chromium_shows_the_librarys_spearman(tmp_path):
         others = [a for a in alerts if not a.startswith("Here ")]
         assert state.get("exceptions") == 0 and not others, (state, log.read_text()[-3000:])
         assert any("tracks knockout best" in a for a in alerts), alerts
-        assert driver.execute_script("return document.querySelectorAll('[data-testid=\"stDataFrame\"]').length") == 1
+        # the per-text table; the known-circuits table lives in its own (closed) expander
+        assert driver.execute_script("return Array.from(document.querySelectorAll('[data-testid=\"stDataFrame\"]'))"
+                                     ".filter(e => !e.closest('[data-testid=\"stExpander\"]')).length") == 1
         titles = driver.execute_script("return Array.from(document.querySelectorAll('[data-testid=\"stPlotlyChart\"]"
                                        " .legendtext')).map(e => e.textContent);")
         assert "knockout" in titles, titles  # the ground truth beside the attributions
@@ -61,9 +62,11 @@ def test_trust_page_in_chromium_shows_the_librarys_spearman(tmp_path):
         table = driver.execute_script(_TABLE)
         driver.save_screenshot(str(tmp_path / "trust_stage.png"))
     head, rows = table["head"], table["rows"]
-    assert head[:2] == ["attribution", "spearman"], json.dumps(table)[:2000]
-    shown = {r[0]: r[1] for r in rows}
-    lib = library_spearman()
+    from normviz.ui.views.trust import SCORE_NAMES, method_name
+
+    assert head[:2] == [SCORE_NAMES["attribution"], SCORE_NAMES["spearman"]], json.dumps(table)[:2000]
+    shown = {r[0]: r[1] for r in rows}  # rows are named as the page names them (method_name of each key)
+    lib = {method_name(k): v for k, v in library_spearman().items()}
     assert set(shown) == set(lib), (sorted(shown), sorted(lib))
     for key, value in lib.items():
         if math.isnan(value):

@@ -11,17 +11,7 @@ from normviz.ui.kit import st_parts
 from normviz.viz.why import txt
 
 from ..helpers.app import app, arr, figures, no_exception, texts, title
-
-TEXT = "The capital of France is"
-PAGE = "app_pages/0_Why.py"
-
-
-def smollm2():
-    return st_parts.model_cache().get_or_compute("smollm2", lambda: normviz.load("smollm2"))
-
-
-def by_kind(at) -> dict:
-    return {f["layout"].get("meta", {}).get("normviz"): f for f in figures(at)}
+from ..helpers.why import PAGE, TEXT, by_kind, smollm2
 
 
 def sources_chart(at) -> dict:
@@ -38,16 +28,9 @@ def proportional(a, b) -> float:
     return c
 
 
-@pytest.fixture(scope="module")
-def page():
-    at = app(PAGE, {"model": "smollm2", "text": TEXT})
-    at.run()
-    return at
-
-
-def test_every_chart_equals_normviz_numbers(page):
-    no_exception(page)
-    figs = by_kind(page)
+def test_every_chart_equals_normviz_numbers(why_page):
+    no_exception(why_page)
+    figs = by_kind(why_page)
     assert {"candidates", "signed_bars", "head_grid", "lens", "routes", "sinks"} <= set(figs)
     s = normviz.Session(smollm2(), TEXT)
     cands = s.predict(top=10)
@@ -57,9 +40,9 @@ def test_every_chart_equals_normviz_numbers(page):
     assert list(bars["customdata"])[0] == txt(cands[0].token)
     np.testing.assert_allclose(arr(bars["x"]), [c.prob for c in cands], rtol=1e-5)
     # (2) sources (+ bias) and the sentence saying they equal the model's logit
-    src = sources_chart(page)
+    src = sources_chart(why_page)
     proportional(arr(src["data"][0]["y"]), list(e.sources) + [e.bias])
-    assert any("they are equal" in t and f"{e.total:.4f}" in t for t in texts(page.caption))
+    assert any("they are equal" in t and f"{e.total:.4f}" in t for t in texts(why_page.caption))
     # (3) heads.sum(-1), then FF, b^O, embedding, final bias after a gap column
     grid = arr(figs["head_grid"]["data"][0]["z"])
     L, H = e.heads.shape[:2]
@@ -76,19 +59,20 @@ def test_every_chart_equals_normviz_numbers(page):
     assert len(node_trace["x"]) == len(r.nodes) > 1
 
 
-def test_a_foil_and_an_earlier_position(page):
+def test_a_foil_and_an_earlier_position(why_page):
     cands = normviz.Session(smollm2(), TEXT).predict(top=10)
-    page.selectbox(key="w_why_foil").set_value(cands[1].id).run()
-    no_exception(page)
-    assert page.query_params["foil"] == cands[1].token
+    why_page.selectbox(key="w_why_foil").set_value(cands[1].id).run()
+    no_exception(why_page)
+    assert why_page.query_params["foil"] == cands[1].token
     e = normviz.Session(smollm2(), TEXT).explain(foil=cands[1].id)
-    src = sources_chart(page)
+    src = sources_chart(why_page)
     proportional(arr(src["data"][0]["y"]), list(e.sources) + [e.bias])
-    page.selectbox(key="w_why_foil").set_value("(none)").run()
-    page.selectbox(key="w_why_pos").set_value(2).run()  # "The capital of" → its own next token " France"
-    no_exception(page)
-    assert page.query_params["position"] == "2"
-    assert "France" in str(page.selectbox(key="w_why_token").format_func(page.selectbox(key="w_why_token").value))
+    why_page.selectbox(key="w_why_foil").set_value("(none)").run()
+    why_page.selectbox(key="w_why_pos").set_value(2).run()  # "The capital of" → its own next token " France"
+    no_exception(why_page)
+    assert why_page.query_params["position"] == "2"
+    token = why_page.selectbox(key="w_why_token")
+    assert "France" in str(token.format_func(token.value))
 
 
 def test_clicking_a_head_cell_shows_why_it_attends(monkeypatch):

@@ -7,9 +7,7 @@ Timings are reported, not asserted (the machine is shared); the figures are in b
 from __future__ import annotations
 
 import json
-import os
 import re
-from pathlib import Path
 from urllib.parse import quote_plus
 
 import pytest
@@ -19,12 +17,12 @@ from normviz.viz.why import shown
 
 from ..helpers.browser import (
     SIZES,
-    chromium,
+    app_in_chromium,
     emulate,
     open_selectbox,
     press_key,
     require_browser,
-    streamlit_server,
+    shots_dir,
     timed,
     wait_for_app,
     wait_until,
@@ -64,14 +62,13 @@ def _click_grid_cell(driver, layer: int, head: int) -> None:
 
 def test_why_page_redraws_and_screenshots(tmp_path):
     require_browser()
-    out = Path(os.environ.get("NORMVIZ_SCREENSHOTS") or tmp_path) / "why"
-    out.mkdir(parents=True, exist_ok=True)
+    out = shots_dir(tmp_path, "why")
     lm = normviz.load("smollm2")
     cands = normviz.Session(lm, TEXT).predict(top=10)
     assert len(normviz.Session(lm, NEW).tokens) == 12
     log = str(out / "streamlit.log")
     figures = {"load_average": open("/proc/loadavg").read().split()[:3]}
-    with streamlit_server(env={"NORMVIZ_TIMING": "1"}, log_path=log) as url, chromium(1280, 800) as driver:
+    with app_in_chromium(log, env={"NORMVIZ_TIMING": "1"}) as (url, driver):
         driver.get(f"{url}/Why?model=smollm2&text={quote_plus(TEXT)}")
         wait_for_app(driver, min_charts=CHARTS)
         titles = driver.execute_script("return Array.from(document.querySelectorAll('.gtitle')).map(t => t.textContent);")
@@ -145,7 +142,7 @@ def test_new_prompts_stage_keys_and_readable_tokens(tmp_path):
     require_browser()
     lm = normviz.load("smollm2")
     ns = [normviz.Session(lm, t).n_tokens for t in PROMPTS]
-    with streamlit_server(log_path=str(tmp_path / "streamlit.log")) as url, chromium(1280, 800) as driver:
+    with app_in_chromium(tmp_path / "streamlit.log") as (url, driver):
         driver.get(f"{url}/Why?model=smollm2&text={quote_plus(PROMPTS[0])}")
         wait_for_app(driver, min_charts=CHARTS)
         assert f"[{ns[0] - 1}]" in driver.execute_script(_CAND_TITLE)

@@ -11,6 +11,8 @@ import normviz
 from normviz import cli
 from normviz.core.errors import NormvizError
 
+from ..helpers.cli import run as run_cli
+
 
 @pytest.mark.parametrize("override, extra, says", [
     ({"--out": "x.txt"}, [], "name a .npz or .json"),
@@ -35,11 +37,7 @@ from normviz.core.errors import NormvizError
 def test_user_mistakes_are_one_line_before_the_model_loads(no_load, tmp_path, capsys, override, extra, says):
     args = {"--model": "smollm2", "--text": "The capital of France is", "--out": str(tmp_path / "e.npz"), **override}
     argv = ["explain"] + [a for kv in args.items() for a in kv] + extra
-    try:
-        code = cli.main(argv)
-    except SystemExit as exc:  # argparse's own refusals (a position that is no number)
-        code = exc.code
-    assert code == 2
+    assert run_cli(argv) == 2  # argparse's own refusals too (a position that is no number)
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and err.startswith("error:") and says in err, err
 

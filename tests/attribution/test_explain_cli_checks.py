@@ -11,17 +11,11 @@ import numpy as np
 import pytest
 
 import normviz
-from normviz import cli
 from normviz.models import loading
 
+from ..helpers.cli import run as run_cli
+
 TEXT = "the cat sat on the mat"
-
-
-def _run(argv) -> int:
-    try:
-        return cli.main(argv)
-    except SystemExit as exc:
-        return exc.code
 
 
 def _one_line(capsys) -> str:
@@ -36,7 +30,7 @@ def test_graph_naming_the_out_file_is_refused_before_the_model_loads(no_load, ll
     monkeypatch.chdir(tmp_path)
     (tmp_path / "sub").mkdir()
     (tmp_path / "e.npz").write_bytes(b"earlier")
-    code = _run(["explain", "--model", str(llama_lm_dir), "--text", TEXT, "--out", "e.npz", "--graph", graph_name])
+    code = run_cli(["explain", "--model", str(llama_lm_dir), "--text", TEXT, "--out", "e.npz", "--graph", graph_name])
     assert code == 2 and "would overwrite the explanation" in _one_line(capsys)
     assert (tmp_path / "e.npz").read_bytes() == b"earlier"
 
@@ -44,7 +38,7 @@ def test_graph_naming_the_out_file_is_refused_before_the_model_loads(no_load, ll
 @pytest.mark.parametrize("name", ["G.JSON", "G.NPZ", "G.Plain.Json"])
 def test_graph_endings_in_any_case_are_written_under_the_name_given(llama_lm_dir, tmp_path, name):
     path = tmp_path / name
-    assert _run(["explain", "--model", str(llama_lm_dir), "--text", TEXT, "--out", str(tmp_path / "E.NPZ"),
+    assert run_cli(["explain", "--model", str(llama_lm_dir), "--text", TEXT, "--out", str(tmp_path / "E.NPZ"),
                  "--dtype", "float64", "--graph", str(path)]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["E.NPZ", name])
     e = np.load(tmp_path / "E.NPZ")
@@ -57,14 +51,14 @@ def test_graph_endings_in_any_case_are_written_under_the_name_given(llama_lm_dir
 
 def test_a_two_token_token_is_refused_before_the_model_loads(no_load, llama_lm_dir, tmp_path, capsys):
     for flag in ("--token", "--foil"):
-        code = _run(["explain", "--model", str(llama_lm_dir), "--text", TEXT, "--out", str(tmp_path / "e.npz"),
+        code = run_cli(["explain", "--model", str(llama_lm_dir), "--text", TEXT, "--out", str(tmp_path / "e.npz"),
                      flag, " unbelievable catapult"])
         assert code == 2 and "tokens here" in _one_line(capsys)
 
 
 @pytest.mark.skipif(not loading.smollm2_converted(), reason="smollm2 is not converted in NORMVIZ_CACHE yet")
 def test_a_two_token_token_on_smollm2_is_refused_before_the_model_loads(no_load, tmp_path, capsys):
-    code = _run(["explain", "--model", "smollm2", "--text", "The capital of France is", "--out",
+    code = run_cli(["explain", "--model", "smollm2", "--text", "The capital of France is", "--out",
                  str(tmp_path / "e.npz"), "--token", " New York"])
     err = _one_line(capsys)
     assert code == 2 and "is 2 tokens here" in err and "' New'" in err
@@ -72,7 +66,7 @@ def test_a_two_token_token_on_smollm2_is_refused_before_the_model_loads(no_load,
 
 def test_a_graph_over_the_memory_budget_is_refused_before_the_model_loads(no_load, llama_lm_dir, tmp_path, capsys):
     text = " ".join(["the cat sat on the mat"] * 20)
-    code = _run(["explain", "--model", str(llama_lm_dir), "--text", text, "--out", str(tmp_path / "e.npz"),
+    code = run_cli(["explain", "--model", str(llama_lm_dir), "--text", text, "--out", str(tmp_path / "e.npz"),
                  "--graph", str(tmp_path / "g.json"), "--option", "memory_budget_mb=0.05"])
     err = _one_line(capsys)
     assert code == 2 and "memory budget" in err and "before the model loads" in err
@@ -88,7 +82,7 @@ def test_a_graph_over_the_budget_after_tokenising_is_refused_before_the_explanat
     lm = normviz.load(str(llama_lm_dir), device="cpu")
     d, d_ff = lm.sizes
     budget = graph_bytes(4, lm.n_layers, lm.n_heads, d, d_ff, 4) * 1.01 / 2**20  # 2 words fit, 40 pieces do not
-    code = _run(["explain", "--model", str(llama_lm_dir), "--text", "catapultingly unbelievabilities",
+    code = run_cli(["explain", "--model", str(llama_lm_dir), "--text", "catapultingly unbelievabilities",
                  "--out", str(tmp_path / "e.npz"), "--graph", str(tmp_path / "g.json"),
                  "--option", f"memory_budget_mb={budget}"])
     err = capsys.readouterr().err.strip().splitlines()[-1]  # after the load's progress lines
@@ -108,6 +102,6 @@ def test_the_json_holds_readable_tokens_and_the_ids(smollm2, tmp_path):
 
 @pytest.mark.parametrize("out", ["x.csv", "x.json", "maps.NPZ.txt"])
 def test_export_refuses_an_out_that_is_not_npz(no_load, tmp_path, capsys, out):
-    code = _run(["export", "--model", "minilm", "--text", "a b c", "--out", str(tmp_path / out)])
+    code = run_cli(["export", "--model", "minilm", "--text", "a b c", "--out", str(tmp_path / out)])
     assert code == 2 and "writes an .npz file" in _one_line(capsys)
     assert not any(tmp_path.iterdir())

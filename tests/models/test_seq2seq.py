@@ -18,21 +18,9 @@ TGT = "le grand chat assis sur le tapis rouge"
 ALL = seq2seq.ARCHS + seq2seq.MORE_ARCHS
 
 
-@pytest.fixture(scope="module")
-def tiny():
-    cache: dict = {}
-
-    def make(arch):
-        if arch not in cache:
-            cache[arch] = seq2seq.build(arch)
-        return cache[arch]
-
-    return make
-
-
 @pytest.fixture(scope="module", params=ALL)
-def setup(request, tiny):
-    lm = tiny(request.param)
+def setup(request, seq2seq_model):
+    lm = seq2seq_model(request.param)
     s = normviz.Session(lm, SRC, target=TGT, options={"chunk_bytes": 2048})
     a = s.get(None)
     enc, dec, ys, out = seq2seq.model_vectors(lm, a.src_ids, a.tgt_ids)
@@ -140,8 +128,8 @@ def test_decoder_maps_are_causal(setup):
         assert np.all(a[key][..., iu[0], iu[1]] == 0), key
 
 
-def test_one_forward_pass_and_memoised(tiny):
-    lm = tiny("marian")
+def test_one_forward_pass_and_memoised(seq2seq_model):
+    lm = seq2seq_model("marian")
     s = normviz.Session(lm, SRC, target=TGT)
     assert s.forward_passes == 0
     s.get(["cross_norm"])
@@ -150,8 +138,8 @@ def test_one_forward_pass_and_memoised(tiny):
     assert {"cross_norm", "encoder_norm", "decoder_attn_res"} <= set(s.computed())
 
 
-def test_session_from_ids_equals_text_session(tiny):
-    lm = tiny("t5")
+def test_session_from_ids_equals_text_session(seq2seq_model):
+    lm = seq2seq_model("t5")
     a = normviz.Session(lm, SRC, target=TGT).get(["cross_norm", "decoder_norm"])
     b = normviz.Session.from_ids(lm, a.src_ids, a.tgt_ids).get(["cross_norm", "decoder_norm"])
     assert b.out_ids == a.out_ids and b.tgt_tokens == a.tgt_tokens and b.target_text == TGT
@@ -162,9 +150,9 @@ def test_session_from_ids_equals_text_session(tiny):
         np.testing.assert_allclose(b[key], a[key], rtol=1e-12, atol=1e-12 * scale, err_msg=key)
 
 
-def test_generated_target_is_greedy(tiny):
+def test_generated_target_is_greedy(seq2seq_model):
     """target=None: the greedy continuation, capped; under teacher forcing on it each row's argmax is the next id."""
-    lm = tiny("marian")
+    lm = seq2seq_model("marian")
     s = normviz.Session(lm, SRC, max_new_tokens=7)
     a = s.get(["cross_norm"])
     src = torch.tensor([a.src_ids])
@@ -178,16 +166,16 @@ def test_generated_target_is_greedy(tiny):
     assert a["cross_norm"].shape[2] == len(a.tgt_tokens) <= 7
 
 
-def test_default_generation_cap(tiny):
+def test_default_generation_cap(seq2seq_model):
     from normviz.record.encdec.target import MAX_NEW_TOKENS, default_max_new_tokens
 
     assert default_max_new_tokens(5) == 20 and default_max_new_tokens(10**6) == MAX_NEW_TOKENS
-    a = normviz.Session(tiny("t5"), "the cat").get(["cross_attention"])  # a random model: no eos, so the cap
+    a = normviz.Session(seq2seq_model("t5"), "the cat").get(["cross_attention"])  # a random model: no eos, so the cap
     assert len(a.tgt_tokens) <= default_max_new_tokens(len(a.src_tokens))
 
 
-def test_refusals(tiny):
-    lm = tiny("marian")
+def test_refusals(seq2seq_model):
+    lm = seq2seq_model("marian")
     s = normviz.Session(lm, SRC, target=TGT)
     for key in ("decoder_ff", "norm", "decoder_rollout_attention"):
         with pytest.raises(NotApplicableError):
@@ -198,18 +186,19 @@ def test_refusals(tiny):
         s.map("norm", 1)
     with pytest.raises(UnknownMethodError):
         s.get(["encoder_nonsense"])
-    t5 = normviz.Session(tiny("t5"), SRC, target=TGT)
+    t5 = normviz.Session(seq2seq_model("t5"), SRC, target=TGT)
     with pytest.raises(NotApplicableError, match="post"):
         t5.get(["encoder_ff_res_ln"])
-    gated = normviz.Session(tiny("t5_gated"), SRC, target=TGT)  # gated GELU: split since issue 38, not refused
-    assert gated.get(["encoder_rollout_ff_res"])["encoder_rollout_ff_res"].shape[0] == tiny("t5_gated").n_layers
+    t5_gated = seq2seq_model("t5_gated")
+    gated = normviz.Session(t5_gated, SRC, target=TGT)  # gated GELU: split since issue 38, not refused
+    assert gated.get(["encoder_rollout_ff_res"])["encoder_rollout_ff_res"].shape[0] == t5_gated.n_layers
 
 
-def test_key_space(tiny):
+def test_key_space(seq2seq_model):
     from normviz import all_keys, key_info
     from normviz.methods.keyspace import default_keys, resolve
 
-    lm = tiny("t5")
+    lm = seq2seq_model("t5")
     assert isinstance(normviz.Session(lm, SRC, target=TGT), normviz.Session)
     assert resolve(lm, ["encoder_norms"]) == ["encoder_norm", "encoder_norm_layer", "encoder_attn_res",
                                               "encoder_attn_res_ln"]
@@ -224,16 +213,16 @@ def test_key_space(tiny):
     assert "norm" not in all_keys(lm) and "decoder_ff" not in all_keys(lm)
     assert key_info("cross_norm").per_head and not key_info("decoder_attn_res").per_head
     assert key_info("encoder_norm").title.startswith("Encoder")
-    assert "encoder_ff" in default_keys(tiny("t5_gated"))  # gated GELU: split since issue 38
+    assert "encoder_ff" in default_keys(seq2seq_model("t5_gated"))  # gated GELU: split since issue 38
 
 
-def test_wrong_inputs(tiny, tiny_model):
+def test_wrong_inputs(seq2seq_model, tiny_model):
     with pytest.raises(NormvizError, match="encoder–decoder"):
         normviz.Session(tiny_model("bert"), "a b", target="c d")
     with pytest.raises(UnsupportedModelError):
-        normviz.Session.batch(tiny("bart"), ["the cat"])
+        normviz.Session.batch(seq2seq_model("bart"), ["the cat"])
     with pytest.raises(NormvizError, match="text_pair"):
-        normviz.Session(tiny("bart"), "the cat", "the dog")
+        normviz.Session(seq2seq_model("bart"), "the cat", "the dog")
 
 
 @pytest.mark.parametrize("arch", ["t5", "marian"])
@@ -256,10 +245,10 @@ def test_base_model_built_with_sdpa(arch):
         normviz.Session(lm, SRC)
 
 
-def test_long_inputs_are_cut_with_a_warning(tiny):
+def test_long_inputs_are_cut_with_a_warning(seq2seq_model):
     from normviz.core.errors import TruncationWarning
 
-    lm = tiny("marian")
+    lm = seq2seq_model("marian")
     with pytest.warns(TruncationWarning):
         a = normviz.Session(lm, SRC, target=" ".join(["cat"] * 5000), max_tokens=12).get(["cross_norm"])
     assert len(a.tgt_tokens) == 12

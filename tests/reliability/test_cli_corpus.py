@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 import normviz
-from normviz import cli
 from normviz.core.errors import NormvizError
 from normviz.corpus import CorpusJob, run_corpus
 
+from ..helpers.cli import run
 from .helpers import ROOT
 
 
@@ -23,10 +23,7 @@ def _no_load(*a, **k):
 
 
 def run_cli(argv, capsys) -> tuple[int, str]:
-    try:
-        rc = cli.main(argv)
-    except SystemExit as exc:
-        rc = exc.code
+    rc = run(argv)
     err = capsys.readouterr().err
     return rc, err
 

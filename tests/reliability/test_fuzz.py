@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import normviz
-from normviz import cli
 from normviz.ui.kit.safe import lit, plain
 from normviz.ui.kit.state import ViewState
 
+from ..helpers.cli import run as run_cli
 from .helpers import MARKER, PAGES, PAYLOADS, ROOT, app, markup_hits, tracebacks
 
 NASTY = st.sampled_from(PAYLOADS + ["", " ", "-1", "999", "1e9", "nan", "all", "norm,norm", "\x00", "🙂" * 50,
@@ -93,10 +93,7 @@ def test_cli_with_fuzzed_arguments_gives_a_message(tmp_path_factory, command, pa
     err = io.StringIO()
     try:
         with redirect_stderr(err), redirect_stdout(io.StringIO()):
-            try:
-                rc = cli.main(argv)
-            except SystemExit as exc:
-                rc = exc.code
+            rc = run_cli(argv)
     finally:
         normviz.load = normviz.models.load = real
     text = err.getvalue()

@@ -10,9 +10,10 @@ import pickle
 
 import pytest
 
-from normviz import cli
 from normviz.cli import faithfulness as fcli
 from normviz.trust import attributions, report
+
+from ..helpers.cli import run as run_cli
 
 LINES = ["the cat sat on the mat", "a dog ran in the park today", "we read the old book slowly",
          "the sun rose over the hills", "birds sang in the tall trees"]
@@ -24,13 +25,6 @@ def corpus(tmp_path):
     path = tmp_path / "corpus.txt"
     path.write_text("\n".join(LINES) + "\n", encoding="utf-8")
     return path
-
-
-def _run(argv) -> int:
-    try:
-        return cli.main(argv)
-    except SystemExit as exc:
-        return exc.code
 
 
 def _argv(model, corpus, out, *extra):
@@ -50,14 +44,14 @@ def _rows(path):
     (["--shards", "0"], "--shards 0"),
 ])
 def test_argument_mistakes_are_refused_before_any_work(no_load, corpus, tmp_path, capsys, extra, says):
-    assert _run(_argv("smollm2", corpus, tmp_path / "out", *extra)) == 2
+    assert run_cli(_argv("smollm2", corpus, tmp_path / "out", *extra)) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and err.startswith("error:") and says in err, err
     assert not (tmp_path / "out").exists()
 
 
 def test_help_says_what_it_costs(capsys):
-    assert _run(["faithfulness", "--help"]) == 0
+    assert run_cli(["faithfulness", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "Cost per text" in text and "8 min 10 s" in text and "--fresh" in text
 
@@ -68,7 +62,7 @@ def test_lines_keeps_the_first_n_lines(corpus):
 
 
 def test_progress_says_each_text_and_the_time_left(llama_lm_dir, corpus, tmp_path, capsys):
-    assert _run(_argv(llama_lm_dir, corpus, tmp_path / "out", "--lines", "3", *CHEAP)) == 0
+    assert run_cli(_argv(llama_lm_dir, corpus, tmp_path / "out", "--lines", "3", *CHEAP)) == 0
     err = capsys.readouterr().err
     for k in (1, 2, 3):
         assert f"text {k}/3 ({round(100 * k / 3)} %)" in err
@@ -78,7 +72,7 @@ def test_progress_says_each_text_and_the_time_left(llama_lm_dir, corpus, tmp_pat
 
 def test_an_interrupted_run_resumes_into_the_same_out(llama_lm_dir, corpus, tmp_path, capsys, monkeypatch):
     whole, out = tmp_path / "whole", tmp_path / "out"
-    assert _run(_argv(llama_lm_dir, corpus, whole, *CHEAP)) == 0
+    assert run_cli(_argv(llama_lm_dir, corpus, whole, *CHEAP)) == 0
     real, calls = attributions.explain_text, []
 
     def interrupted(session, *a, **k):
@@ -87,7 +81,7 @@ def test_an_interrupted_run_resumes_into_the_same_out(llama_lm_dir, corpus, tmp_
             raise KeyboardInterrupt
         return real(session, *a, **k)
     monkeypatch.setattr(report, "explain_text", interrupted)
-    assert _run(_argv(llama_lm_dir, corpus, out, *CHEAP)) == 130
+    assert run_cli(_argv(llama_lm_dir, corpus, out, *CHEAP)) == 130
     with open(out / fcli.TEXTS_FILE, "rb") as fh:
         kept = []
         while True:
@@ -98,7 +92,7 @@ def test_an_interrupted_run_resumes_into_the_same_out(llama_lm_dir, corpus, tmp_
     assert kept == [0, 1, 2]
     calls.clear()
     capsys.readouterr()
-    assert _run(_argv(llama_lm_dir, corpus, out, *CHEAP)) == 0
+    assert run_cli(_argv(llama_lm_dir, corpus, out, *CHEAP)) == 0
     assert calls == LINES[3:]  # only the lines not done
     assert "resuming" in capsys.readouterr().err
     assert _rows(out / "faithfulness.csv") == _rows(whole / "faithfulness.csv")
@@ -107,14 +101,14 @@ def test_an_interrupted_run_resumes_into_the_same_out(llama_lm_dir, corpus, tmp_
 
 def test_a_run_with_other_arguments_never_replaces_the_earlier_results(llama_lm_dir, corpus, tmp_path, capsys):
     out = tmp_path / "out"
-    assert _run(_argv(llama_lm_dir, corpus, out, "--lines", "3", *CHEAP)) == 0
+    assert run_cli(_argv(llama_lm_dir, corpus, out, "--lines", "3", *CHEAP)) == 0
     before = (out / "per_text.csv").read_bytes()
     capsys.readouterr()
-    assert _run(_argv(llama_lm_dir, corpus, out, "--lines", "2", *CHEAP)) == 2
+    assert run_cli(_argv(llama_lm_dir, corpus, out, "--lines", "2", *CHEAP)) == 2
     err = capsys.readouterr().err
     assert "earlier run with other arguments" in err and "lines" in err and "--fresh" in err
     assert (out / "per_text.csv").read_bytes() == before
-    assert _run(_argv(llama_lm_dir, corpus, out, "--lines", "2", "--fresh", *CHEAP)) == 0
+    assert run_cli(_argv(llama_lm_dir, corpus, out, "--lines", "2", "--fresh", *CHEAP)) == 0
     assert {r["text"] for r in _rows(out / "per_text.csv")} == {"0", "1"}
 
 
@@ -123,7 +117,7 @@ def test_a_second_run_into_the_same_out_is_refused_while_one_writes(no_load, cor
     out.mkdir()
     with open(out / fcli.LOCK_FILE, "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
-        assert _run(_argv("smollm2", corpus, out)) == 2
+        assert run_cli(_argv("smollm2", corpus, out)) == 2
     assert "Another faithfulness run is writing" in capsys.readouterr().err
 
 
@@ -139,9 +133,9 @@ def test_the_summary_is_bootstrapped_once_whatever_the_number_of_texts(llama_lm_
     monkeypatch.setattr(report.Faithfulness, "summary", counted)
     path = tmp_path / "c.txt"
     path.write_text("\n".join(f"{LINES[k % 5]} {k}" for k in range(22)), encoding="utf-8")
-    assert _run(_argv(llama_lm_dir, path, tmp_path / "o", "--max-tokens", "6", *CHEAP)) == 0
+    assert run_cli(_argv(llama_lm_dir, path, tmp_path / "o", "--max-tokens", "6", *CHEAP)) == 0
     assert set(counts) == {22}
     n_22 = counts[22]
     counts.clear()
-    assert _run(_argv(llama_lm_dir, path, tmp_path / "p", "--lines", "2", "--max-tokens", "6", *CHEAP)) == 0
+    assert run_cli(_argv(llama_lm_dir, path, tmp_path / "p", "--lines", "2", "--max-tokens", "6", *CHEAP)) == 0
     assert counts == {2: n_22}

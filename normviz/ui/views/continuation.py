@@ -52,19 +52,7 @@ def section(lm, session, view, wv, fs, chosen=None):
     if (why := not_a_decoder(lm)) is not None:
         ui.say("info", why)
         return None
-    c1, c2, c3 = st.columns([1, 3, 2], vertical_alignment="bottom")
-    ui.seed("w_why_cont_T", wv.steps or DEFAULT_STEPS)
-    ui.seed("w_why_cont_text", wv.continuation)
-    ui.seed("w_why_cont_foil", wv.cfoil == "runner-up")
-    with c1:
-        steps = st.number_input("Tokens", 1, MAX_STEPS, key="w_why_cont_T", help="How many tokens to generate.")
-    with c2:
-        given = st.text_input("… or explain this continuation (teacher-forced)", key="w_why_cont_text",
-                              max_chars=400, help="Leave empty for the model's own greedy continuation.")
-    with c3:
-        runner = st.toggle("Each step against its runner-up", key="w_why_cont_foil",
-                           help="Explain logit(token) − logit(the step's best other token).")
-    wv.steps, wv.continuation, wv.cfoil = int(steps), str(given), "runner-up" if runner else ""
+    steps, given, runner = _controls(wv)
     W.save_why(view, wv)
     foil = "runner-up" if runner else None
     args = dict(continuation=given) if given else dict(max_new_tokens=int(steps))
@@ -113,6 +101,28 @@ def section(lm, session, view, wv, fs, chosen=None):
         st.session_state[POS_KEY] = positions[step]
         wv.position = positions[step]
     return ext, positions
+
+
+def _controls(wv):
+    """How many tokens, or a given continuation, and the runner-up foil; written into ``wv``. Gives them."""
+    import streamlit as st
+
+    from ..kit import st_parts as ui
+
+    c1, c2, c3 = st.columns([1, 3, 2], vertical_alignment="bottom")
+    ui.seed("w_why_cont_T", wv.steps or DEFAULT_STEPS)
+    ui.seed("w_why_cont_text", wv.continuation)
+    ui.seed("w_why_cont_foil", wv.cfoil == "runner-up")
+    with c1:
+        steps = st.number_input("Tokens", 1, MAX_STEPS, key="w_why_cont_T", help="How many tokens to generate.")
+    with c2:
+        given = st.text_input("… or explain this continuation (teacher-forced)", key="w_why_cont_text",
+                              max_chars=400, help="Leave empty for the model's own greedy continuation.")
+    with c3:
+        runner = st.toggle("Each step against its runner-up", key="w_why_cont_foil",
+                           help="Explain logit(token) − logit(the step's best other token).")
+    wv.steps, wv.continuation, wv.cfoil = int(steps), str(given), "runner-up" if runner else ""
+    return steps, given, runner
 
 
 __all__ = ["DEFAULT_STEPS", "MAX_STEPS", "not_a_decoder", "section"]

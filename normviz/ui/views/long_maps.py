@@ -19,12 +19,12 @@ and the window's ranges are indices into it (:func:`shown_index` converts a toke
 from __future__ import annotations
 
 import re
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
 from ...core.errors import InputError
+from ...session import long_layers
 from ...viz.overview import Overview, clip_range, overview
 from ..kit import data
 
@@ -90,58 +90,9 @@ def kept_positions(special: np.ndarray, hide_special: bool) -> np.ndarray:
     return keep if len(keep) else np.arange(len(special))
 
 
-def layer_maps(session, keys: list[str], layer: int, head: int | None, progress=None) -> tuple[dict, dict]:
-    """({key: [n, n] map of ``layer``} from :meth:`Session.maps`, {key: why refused}); a refused key (a cost
-    check for one layer, a cross-layer map over its budget) does not stop the others. Where the session has a
-    worker that takes long texts (:func:`normviz.workers.process.takes_layers`: the public app's) the layer is computed
-    there (:func:`remote_maps`), never in the server's threads."""
-    from ...core.errors import NormvizError
-
-    def maps(ks):
-        return remote_maps(session, ks, layer, head, progress) if remote(session) else session.maps(ks, layer, head)
-
-    try:
-        return maps(keys), {}
-    except NormvizError:
-        got, refused = {}, {}
-        for k in keys:
-            try:
-                got[k] = maps([k])[k]
-            except NormvizError as exc:
-                refused[k] = str(exc)
-        return got, refused
-
-
-_REMOTE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # session -> LayerCache of its layers' maps
-
-
-def remote(session) -> bool:
-    """Whether ``session``'s long-text layers are computed in its worker process."""
-    from ...workers.process import takes_layers
-
-    return takes_layers(getattr(session, "worker", None), session)
-
-
-def remote_maps(session, keys: list[str], layer: int, head: int | None, progress=None) -> dict:
-    """``session.maps(keys, layer, head)`` from the worker process (:meth:`HeavyWorker.layer_maps`: the records
-    live there), the last layers kept here in a bounded cache (``memory.LONG_MAP_CACHE_MB`` per session, as the
-    session's own): going back to a layer is no job at all."""
-    from ...core.memory import LONG_MAP_CACHE_MB, LayerCache
-
-    cache = _REMOTE.get(session)
-    if cache is None:
-        cache = _REMOTE.setdefault(session, LayerCache(LONG_MAP_CACHE_MB))
-    n_layers = session.request.n_layers
-    li = int(layer) % n_layers if -n_layers <= int(layer) < n_layers else int(layer)  # out of range: said there
-    out = {k: cache.get((k, li, head)) for k in keys}
-    todo = [k for k, v in out.items() if v is None]
-    if todo:
-        got = session.worker.layer_maps(session, todo, li, head, progress)
-        for k in todo:
-            got[k].setflags(write=False)
-            cache.put((k, li, head), got[k])
-            out[k] = got[k]
-    return out
+# the worker-or-local decision for a long text's layer is the session's (normviz.session.long_layers); these
+# names stay here for the views and tests that asked this module
+layer_maps, remote, remote_maps = long_layers.layer_maps, long_layers.in_worker, long_layers.remote_maps
 
 
 def long_panel(session, key: str, m: np.ndarray, layer: int, head: int | None, hide_special: bool, values: str,

@@ -140,6 +140,35 @@ def draw(session, lm, view, font_size: int, width: int | None, present: bool = F
         "per block of tokens (the max or the mean of the block, as its title says), with the zoom window outlined; "
         f"under it the window at full resolution (at most {long_maps.MAX_WINDOW} tokens a side). A layer or head "
         "change computes that layer alone.", None))
+    aggregate, scale = _draw_controls(session, view, labels)
+    rows = _shown_range(keep, ss[ROWS])
+    cols = _shown_range(keep, ss[COLS])
+    panels = _layer_panels(session, lm, view, keys, long_maps.overview_cells(width))
+    if not panels:
+        return
+    ranges = long_maps.color_ranges(panels, aggregate, view.shared_scale)
+    config = dict(viz.plotly_config(filename=f"normviz_{lm.name}_layer{view.layer}", fmt=image_format()))
+    config["modeBarButtonsToRemove"] = ["lasso2d"]  # the box select moves the zoom window
+    for start in range(0, len(panels), 2):
+        for col, p, rng in zip(st.columns(2, gap="medium"), panels[start:start + 2], ranges[start:start + 2]):
+            with col:
+                _panel(p, rng, aggregate, rows, cols, view, lm, labels, font_size, width, present, config, scale)
+    notes = [x for x in (data.all_heads_note(keys, view.head), merged) if x]
+    for x in notes:
+        st.caption(x)
+    if view.focus is not None:
+        _focus_rows(panels, view.focus, labels, font_size)
+    off = [what for what, on in (("the lines view", view.draw == "lines"), ("the difference panel", bool(view.diff)),
+                                  ("the layer player", bool(view.player)), ("comparisons", view.compare != "none"))
+           if on]
+    if off:
+        st.caption(f"Not drawn for long texts: {', '.join(off)} (texts of at most {long_maps.LONG_TOKENS} tokens).")
+
+
+def _draw_controls(session, view, labels: list[str]) -> tuple[str, str]:
+    """The overviews' cells and contrast, find a token, zoom to tokens, the focus token, the window's two sliders.
+    Gives (the cells' aggregate, the contrast scale)."""
+    n, ss = session.n_tokens, st.session_state
     c1, c5, c2, c3, c4 = st.columns([2, 2, 3, 3, 3])
     with c1:
         ss.setdefault(AGG, "max")
@@ -152,7 +181,8 @@ def draw(session, lm, view, font_size: int, width: int | None, present: bool = F
         scale = st.selectbox(
             "Overview contrast", list(SCALES), key=SCALE, format_func=lambda s: SCALE_NAMES[s].capitalize(),
             help="Log (the default): ten-fold steps, 4 decades, so the cells beside a dominant first token stay "
-                 "readable (a signed map keeps linear, said in its title). Linear: the panels' colour scale (a first token that takes most of every row leaves the rest one "
+                 "readable (a signed map keeps linear, said in its title). Linear: the panels' colour scale (a first "
+                 "token that takes most of every row leaves the rest one "
                  "dark colour). Row share without the first column: each row divided by the sum of its other "
                  "blocks. Quantile: each cell's rank. The title says which.")
     with c2:
@@ -183,10 +213,12 @@ def draw(session, lm, view, font_size: int, width: int | None, present: bool = F
         st.slider("Zoom window: receiving tokens i (drag)", 0, n - 1, key=ROWS)
     with s2:
         st.slider("Zoom window: contributing tokens j (drag)", 0, n - 1, key=COLS)
-    rows = _shown_range(keep, ss[ROWS])
-    cols = _shown_range(keep, ss[COLS])
+    return aggregate, scale
 
-    cells = long_maps.overview_cells(width)
+
+def _layer_panels(session, lm, view, keys: list[str], cells):
+    """The layer's panels (a refused key said), or None after the message of a refusal of the whole layer."""
+    n = session.n_tokens
     # the layer's maps: in the worker process where there is one (the records live there; the server keeps
     # the maps of the last layers), else here; within the server's memory budget either way (it counts the
     # worker processes too: their layer's working set is reserved while the job runs)
@@ -204,29 +236,11 @@ def draw(session, lm, view, font_size: int, width: int | None, present: bool = F
     except NormvizError as exc:  # the memory budget; the worker stopped or past its deadline
         bar.empty()
         st.error(plain(str(exc), None))
-        return
+        return None
     bar.empty()
     for k, why in refused.items():
         st.error(plain(f"{title(k)}: {why}", None))
-    if not panels:
-        return
-    ranges = long_maps.color_ranges(panels, aggregate, view.shared_scale)
-    config = dict(viz.plotly_config(filename=f"normviz_{lm.name}_layer{view.layer}", fmt=image_format()))
-    config["modeBarButtonsToRemove"] = ["lasso2d"]  # the box select moves the zoom window
-    for start in range(0, len(panels), 2):
-        for col, p, rng in zip(st.columns(2, gap="medium"), panels[start:start + 2], ranges[start:start + 2]):
-            with col:
-                _panel(p, rng, aggregate, rows, cols, view, lm, labels, font_size, width, present, config, scale)
-    notes = [x for x in (data.all_heads_note(keys, view.head), merged) if x]
-    for x in notes:
-        st.caption(x)
-    if view.focus is not None:
-        _focus_rows(panels, view.focus, labels, font_size)
-    off = [what for what, on in (("the lines view", view.draw == "lines"), ("the difference panel", bool(view.diff)),
-                                  ("the layer player", bool(view.player)), ("comparisons", view.compare != "none"))
-           if on]
-    if off:
-        st.caption(f"Not drawn for long texts: {', '.join(off)} (texts of at most {long_maps.LONG_TOKENS} tokens).")
+    return panels
 
 
 def _shown_range(keep: np.ndarray, positions: tuple[int, int]) -> tuple[int, int]:
