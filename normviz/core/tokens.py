@@ -7,10 +7,19 @@ the model, so a pair's maps are those of the model's real pair forward pass. Dec
 one, else its eos token — placed between the first text's ids (with the tokenizer's own special tokens) and
 the second's (without); a tokenizer with neither joins the texts with a newline. How the pair was joined is
 stated in ``Encoded.note`` (and in ``Analysis.notes["pair"]``).
+
+Threads. A fast tokenizer's truncation setting is the shared Rust tokenizer's own state: a call with
+``truncation=True`` sets it, the next call without truncation clears it, and the encoding reads it in between. Two
+threads encoding at once could read each other's (a text came back cut to another visitor's limit, counted as
+nothing dropped). Every call this module makes holds that tokenizer's lock (:func:`tokenizer_lock`) from the
+setting to the result, so :func:`encode` gives in any thread what it gives alone; :func:`tokenize` is the same call
+for other code that uses the tokenizer beside it (the app's pages).
 """
 from __future__ import annotations
 
+import threading
 import warnings
+import weakref
 from dataclasses import dataclass
 
 import torch
@@ -18,6 +27,29 @@ import torch
 from .errors import EmptyInputError, TruncationWarning
 
 MAX_CHARS_PER_TOKEN = 50  # text beyond max_length × 50 characters is cut before tokenising (bounded time and memory)
+
+
+_LOCKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # tokenizer -> its RLock
+_LOCKS_GUARD = threading.Lock()
+_UNWEAKABLE = threading.RLock()  # for a tokenizer that takes no weak reference (one lock for all of them)
+
+
+def tokenizer_lock(tokenizer) -> threading.RLock:
+    """The lock held around every call of ``tokenizer`` in this module (one per tokenizer object; reentrant)."""
+    with _LOCKS_GUARD:
+        try:
+            lock = _LOCKS.get(tokenizer)
+            if lock is None:
+                lock = _LOCKS[tokenizer] = threading.RLock()
+        except TypeError:  # not weak-referenceable
+            return _UNWEAKABLE
+    return lock
+
+
+def tokenize(tokenizer, *args, **kwargs):
+    """``tokenizer(*args, **kwargs)`` under :func:`tokenizer_lock` (its truncation setting is shared state)."""
+    with tokenizer_lock(tokenizer):
+        return tokenizer(*args, **kwargs)
 
 
 @dataclass
@@ -57,12 +89,12 @@ def decoder_pair_ids(tokenizer, text: str, text_pair: str) -> tuple[list[int], s
         tid = getattr(tokenizer, f"{role}_token_id", None)
         if tid is not None:
             tok = getattr(tokenizer, f"{role}_token", None)
-            a = tokenizer(text, add_special_tokens=True)["input_ids"]
-            b = tokenizer(text_pair, add_special_tokens=False)["input_ids"]
+            a = tokenize(tokenizer, text, add_special_tokens=True)["input_ids"]
+            b = tokenize(tokenizer, text_pair, add_special_tokens=False)["input_ids"]
             return (list(a) + [int(tid)] + list(b),
                     f"pair joined for this decoder as: text {tok} text_pair (the tokenizer's {role} token {tok!r}, "
                     f"id {tid}, between the two texts; a decoder has no segment ids)")
-    ids = tokenizer(f"{text}\n{text_pair}", add_special_tokens=True)["input_ids"]
+    ids = tokenize(tokenizer, f"{text}\n{text_pair}", add_special_tokens=True)["input_ids"]
     return list(ids), ("pair joined for this decoder as: text + newline + text_pair (the tokenizer has no sep or "
                        "eos token; a decoder has no segment ids)")
 
@@ -90,7 +122,7 @@ def encode(tokenizer, text: str, text_pair: str | None = None, max_length: int |
     if text_pair is not None and decoder:
         full, note = decoder_pair_ids(tokenizer, text, text_pair)
     else:
-        enc = tokenizer(text, text_pair, add_special_tokens=True, truncation=False)
+        enc = tokenize(tokenizer, text, text_pair, add_special_tokens=True, truncation=False)
         full = enc["input_ids"]
         types = _segment_ids(tokenizer, enc)
         if text_pair is not None:
@@ -102,7 +134,8 @@ def encode(tokenizer, text: str, text_pair: str | None = None, max_length: int |
         if text_pair is not None and decoder:
             ids = full[:max_length]
         else:
-            enc = tokenizer(text, text_pair, add_special_tokens=True, truncation=True, max_length=max_length)
+            enc = tokenize(tokenizer, text, text_pair, add_special_tokens=True, truncation=True,
+                           max_length=max_length)
             ids = enc["input_ids"]
             types = _segment_ids(tokenizer, enc)
         dropped = len(full) - len(ids)

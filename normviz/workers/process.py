@@ -122,8 +122,8 @@ class _Process:
                                               "NUMBA_NUM_THREADS")}}
         path = os.pathsep.join(p for p in sys.path if p)  # the same normviz as the server
         env["PYTHONPATH"] = path
-        self.proc = subprocess.Popen([sys.executable, "-m", "normviz.workers"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, env=env)
+        self.proc = subprocess.Popen([sys.executable, "-m", "normviz.workers", "--parent", str(os.getpid())],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         self.pid = self.proc.pid
         self.used = time.monotonic()  # when its last job ended (or it started): idle processes are ended
         self.inbox: queue.Queue = queue.Queue()
@@ -308,12 +308,16 @@ class HeavyWorker:
         self._free.put(p)
 
     def _take(self, progress, names: str) -> tuple[_Process, float]:
-        """A free, live process (dead idle ones are replaced unseen) and the seconds waited for it."""
+        """A free, live process (dead idle ones are replaced unseen) and the seconds waited for it. A job that
+        finds none free says so at once (not only after its first wait: a process freed within that wait gave
+        the waiting visitor no word of it, issue 42) and is dropped at once when nobody wants it any more."""
         t0 = time.perf_counter()
+        first = True
         while True:
             try:
-                proc = self._free.get(timeout=POLL_S)
+                proc = self._free.get_nowait() if first else self._free.get(timeout=POLL_S)
             except queue.Empty:
+                first = False
                 if len(self._all) < self.processes:  # none yet, or ended while idle (:meth:`retire_idle`)
                     self.start()
                 if progress:
@@ -600,9 +604,29 @@ def _run(job: Job, progress) -> Result:
             _touch(key)
 
 
-def serve() -> None:
+PARENT_CHECK_S = 1.0  # how often a worker looks whether the server that started it is still there
+
+
+def _exit_with_parent(parent: int, every_s: float = PARENT_CHECK_S) -> None:
+    """End this process as soon as its parent (the server) is gone: then it is re-parented (``os.getppid()``
+    changes). The end of stdin says so too, but only between jobs: a job of minutes ran on, and its memory stayed
+    held, after the server was killed (an orphaned ``python -m normviz.workers``, issue 42)."""
+    while True:
+        time.sleep(every_s)
+        if os.getppid() != parent:
+            print(f"normviz worker {os.getpid()}: the server ({parent}) is gone; ending", file=sys.stderr)
+            os._exit(0)
+
+
+def serve(parent: int | None = None) -> None:
     """The worker's loop: ("warm", model name) loads a model; ("job", Job) answers ("progress", f, text)…
-    then ("result", Result). Ends when stdin closes. Its stdout carries only these messages (prints go to stderr)."""
+    then ("result", Result). Ends when stdin closes, or within :data:`PARENT_CHECK_S` of the end of ``parent``
+    (the server's pid, ``--parent``; default: this process's parent now), mid-job too. Its stdout carries only
+    these messages (prints go to stderr)."""
+    parent = os.getppid() if parent is None else int(parent)
+    if parent > 1:  # a server that died while this process started up is seen at the first check
+        threading.Thread(target=_exit_with_parent, args=(parent,), name="normviz-worker-parent",
+                         daemon=True).start()
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     inp = sys.stdin.buffer

@@ -8,7 +8,6 @@ text ("" = the model generates it). Either shows an error box and returns None w
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 
 import streamlit as st
@@ -129,17 +128,12 @@ def truncation_notes(session, lm, cap: int) -> list[str]:
     return notes
 
 
-_TOKENIZING = threading.Lock()
-
-
 def prepared(lm, text: str, pair: str, target_text: str, cap: int, options: dict):
-    """(the session of this text, its truncation notes): what the server-wide session cache keeps. One new
-    session at a time: a fast tokenizer's truncation setting is the tokenizer's own state, so two visitors'
-    texts encoded at once could read each other's (the full-length pass came back cut: no tokens counted as
-    dropped, no note -- seen in the concurrency test of this function)."""
-    with _TOKENIZING:
-        session = normviz.Session(lm, text, pair or None, target=target_text or None, max_tokens=cap,
-                                  options=options, worker=heavy_worker())
+    """(the session of this text, its truncation notes): what the server-wide session cache keeps. New sessions
+    of different texts are made at once (a fast tokenizer's shared truncation setting is held by
+    ``core.tokens.tokenizer_lock`` in the library, tested with concurrent encodings there)."""
+    session = normviz.Session(lm, text, pair or None, target=target_text or None, max_tokens=cap,
+                              options=options, worker=heavy_worker())
     return session, truncation_notes(session, lm, cap)
 
 

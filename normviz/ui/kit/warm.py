@@ -20,6 +20,57 @@ _IMPORTED = False
 PAGE_IMPORTS = ("AutoConfig", "AutoModel", "AutoTokenizer")
 
 
+_WARMING = threading.local()  # .on: this thread is warming up (Streamlit calls outside a script run)
+# Streamlit's console lines that a warm-up (Streamlit's caches used outside a script run, before the server
+# parses its flags) makes and that say nothing to the operator: (logger, part of the message, only while warming)
+NOISE = (
+    ("streamlit.runtime.scriptrunner_utils.script_run_context", "missing ScriptRunContext", True),
+    ("streamlit", "to view this Streamlit app on a browser", True),  # "… streamlit run …/warm.py" (delta_generator)
+    # the warm-up read the config before `streamlit run` read it again with the server's flags
+    ("streamlit.config", "An update to the [server] config option section was detected", False),
+)
+# transformers' own lines that the app says in its words, or that fill a server's console: the tokenizer's
+# "Token indices sequence length is longer than …" (the page's truncation note says it) and the weight-loading bar
+QUIET_TRANSFORMERS = ("transformers.tokenization_utils_base",)
+
+
+class _Noise(logging.Filter):
+    """Drops the records of :data:`NOISE` of one logger (each Streamlit logger has its own level and handler, and
+    does not propagate: a level set on "streamlit" reached none of its children)."""
+
+    def __init__(self, parts: list[tuple[str, bool]]):
+        super().__init__()
+        self.starts = parts
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = str(record.msg)
+        for part, only_warming in self.starts:
+            if part in msg and (not only_warming or getattr(_WARMING, "on", False)):
+                return False
+        return True
+
+
+def quiet_library_noise() -> None:
+    """Keep the app's start free of the libraries' noise (:data:`NOISE`, :data:`QUIET_TRANSFORMERS`, the
+    weight-loading progress bar) while every line of our own (``normviz: …``) and every other library line stays.
+    Idempotent."""
+    by_logger: dict[str, list] = {}
+    for name, start, only_warming in NOISE:
+        by_logger.setdefault(name, []).append((start, only_warming))
+    for name, starts in by_logger.items():
+        log = logging.getLogger(name)
+        if not any(isinstance(f, _Noise) for f in log.filters):
+            log.addFilter(_Noise(starts))
+    for name in QUIET_TRANSFORMERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    try:
+        from transformers.utils import logging as tf_logging
+
+        tf_logging.disable_progress_bar()
+    except Exception:  # pragma: no cover - an older transformers: its bar stays
+        pass
+
+
 def import_once() -> None:
     """Import what the pages need from transformers once per process, one thread at a time, before a page uses
     it: transformers' lazy module resolves a name on first access, and several script threads doing it at once
@@ -34,26 +85,30 @@ def import_once() -> None:
 
             for name in PAGE_IMPORTS:
                 getattr(transformers, name)
+            quiet_library_noise()
             _IMPORTED = True
 
 
 def warm(model: str | None = None, text: str | None = None) -> dict:
     """Load ``model`` (default: the pages' default) and compute the default maps of ``text`` (default: the
     pages' default text) through the pages' own caches. Returns what it did and how long it took."""
+    import normviz
+
     from . import fetch, stores
     from .state import DEFAULT_MAPS, DEFAULT_MODEL, DEFAULT_TEXT
 
-    for name in ("streamlit", "streamlit.runtime"):  # outside a script run Streamlit warns once per call
-        logging.getLogger(name).setLevel(logging.ERROR)
-    import normviz
-
-    t0 = time.perf_counter()
-    key = (model or DEFAULT_MODEL).strip().lower()
-    lm = stores.model_cache().get_or_compute(key, lambda: normviz.load(key))
-    t1 = time.perf_counter()
-    session = fetch.session_for(lm, text or DEFAULT_TEXT, "")
-    analysis = fetch.get_maps(session, list(DEFAULT_MAPS)) if session is not None else None
-    t2 = time.perf_counter()
+    quiet_library_noise()  # outside a script run Streamlit warns once per call (dropped while warming)
+    _WARMING.on = True
+    try:
+        t0 = time.perf_counter()
+        key = (model or DEFAULT_MODEL).strip().lower()
+        lm = stores.model_cache().get_or_compute(key, lambda: normviz.load(key))
+        t1 = time.perf_counter()
+        session = fetch.session_for(lm, text or DEFAULT_TEXT, "")
+        analysis = fetch.get_maps(session, list(DEFAULT_MAPS)) if session is not None else None
+        t2 = time.perf_counter()
+    finally:
+        _WARMING.on = False
     return {"model": lm.name, "load_s": round(t1 - t0, 2), "maps_s": round(t2 - t1, 2),
             "maps": [] if analysis is None else list(analysis.keys())}
 

@@ -15,7 +15,7 @@ from ...core.errors import NormvizError
 from ..kit import data
 from ..kit import st_parts as ui
 from ..kit.fetch import admitted
-from . import overview_maps
+from . import overview_maps, overview_zoom
 
 
 def draw_controls(view, lm, bar, keys: list[str]) -> None:
@@ -154,13 +154,10 @@ def zoom_head(view, lm, session, shown, labels, fs) -> None:
     ui.save_view(view)
     k = shown[0]
     one = int(head) if len(session.array_shape(k)) == 4 else None
-    m = session.map(k, int(view.layer), one)
-    title = data.panel_title(k, int(view.layer), one)
     main = ui.main_width()  # the zoom's column: 2/5 of the page beside one grid, else the page
     width = None if main is None else (int(main * 2 / 5) - 16 if len(shown) == 1 else min(main, 760))
-    fig = viz.heatmap(m, labels, title=title, font_size=fs, colorbar_title=data.unit(k, "raw"), width=width,
-                      causal=lm.is_causal, boundary=data.pair_boundary(_Axis(session)), present=view.present)
-    ui.chart(fig, key="zoom_head", filename=f"normviz_L{view.layer}_H{head}_{k}")
+    overview_zoom.draw(session, lm, k, int(view.layer), one, labels, fs, width, view.present,  # bounded at any n
+                       data.pair_boundary(_Axis(session)), f"normviz_L{view.layer}_H{head}_{k}")
     ui.link_to_page("app_pages/0_Explore.py", f"Open layer {view.layer}, head {head} in Explore", {})
 
 
