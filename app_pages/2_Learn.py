@@ -34,6 +34,8 @@ def page() -> None:
         with st.expander("The symbols used on this page", expanded=False):
             st.table(pd.DataFrame(learn.SYMBOLS, columns=["symbol", "meaning"]).set_index("symbol"))
 
+    if learn_circuit.opens(view.lesson):  # ?lesson=induction: that lesson first, running (issue 41)
+        learn_circuit.render(ui, st, fs, opened=True)
     why_weight_is_not_contribution(view, lm, fs)
     ui.save_view(view)
 
@@ -87,7 +89,7 @@ def page() -> None:
         ui.say("info", f"{view.lesson} does not apply to {lm.name} ({lm.spec.placement}-LN); showing the first map.")
     if view.lesson == learn.WHY_LESSON:
         default = learn.WHY_TAB
-    elif view.lesson and view.lesson not in registry.all_keys():  # a typo in a link: said, not ignored
+    elif view.lesson and view.lesson not in registry.all_keys() and not learn_circuit.opens(view.lesson):
         ui.say("warning", learn.unknown_lesson(view.lesson, keys, titles[0] if titles else learn.WHY_TAB))
     tabs = st.tabs(titles + [learn.WHY_TAB, trust.TAB], default=default)
     with tabs[-2]:
@@ -138,7 +140,8 @@ def page() -> None:
                 ui.table(table(ratio), view.present, width="content")
             st.markdown("Papers: " + links(key))
 
-    learn_circuit.render(ui, st, fs)  # the lesson "find the induction circuit" (issue 41)
+    if not learn_circuit.opens(view.lesson):  # else drawn first, above
+        learn_circuit.render(ui, st, fs)  # the lesson "find the induction circuit" (issue 41)
 
 
 def why_weight_is_not_contribution(view, lm, fs) -> None:

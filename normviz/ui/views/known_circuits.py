@@ -90,3 +90,6 @@ def render(ui, st, font_size: int = 14) -> None:
     ui.chart(grid_figure(row, method, font_size), key="circuits_grid", filename="circuits_grid")
     st.dataframe(table(row), hide_index=True)
     st.caption(MEANING)
+    if name == "induction":
+        ui.link_to_page("app_pages/2_Learn.py", "How the induction circuit works, split exactly: the Learn "
+                        "lesson ↗", {"lesson": "induction"})
