@@ -48,6 +48,9 @@ def test_the_view_draws_the_shipped_scores():
     attention = next(m for m in row["methods"] if m["method"] == "attention")
     np.testing.assert_allclose(arr(grid["data"][0]["z"]), np.asarray(attention["grid"]))
     assert at.dataframe[0].value["method"].tolist() == [m["method"] for m in row["methods"]]
+    edges = at.dataframe[1].value  # the edge methods' AUROC against the circuit's edges
+    assert edges["edge method"].tolist() == ["eap", "eap-ig"] == [m["method"] for m in row["edge_methods"]]
+    np.testing.assert_allclose(edges["AUROC"].to_numpy(), [m["auroc"] for m in row["edge_methods"]])
 
 
 def test_the_trust_page_hooks_the_view():
