@@ -92,6 +92,9 @@ def render(ui, st, font_size: int = 14) -> None:
     name = st.selectbox("Benchmark", names, key="w_circuits_bench")
     row = rows[names.index(name)]
     st.caption(row["description"])
+    if row.get("proxy"):
+        st.info(f"{name} has no known circuit: ● marks the proxy (the heads head ablation ranks first), so the "
+                "AUROC here is agreement with ablation; the curve areas need no truth.")
     ui.chart(roc_figure(row, font_size), key="circuits_roc", filename="circuits_roc")
     methods = [m["method"] for m in row["methods"]]
     method = st.selectbox("Method on the head grid", methods, key="w_circuits_method")
