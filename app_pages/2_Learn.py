@@ -28,10 +28,13 @@ def page() -> None:
         with st.expander("The symbols used on this page", expanded=False):
             st.table(pd.DataFrame(learn.SYMBOLS, columns=["symbol", "meaning"]).set_index("symbol"))
 
+    if learn_circuit.opens(view.lesson):  # ?lesson=induction: that lesson first, running (issue 41)
+        learn_circuit.render(ui, st, fs, opened=True)
     R.why_weight_is_not_contribution(view, lm, fs, TEXT_KEYS)
     ui.save_view(view)
     R.draw_every_map(view, lm, fs)  # every map, on a 3-token text
-    learn_circuit.render(ui, st, fs)  # the lesson "find the induction circuit" (issue 41)
+    if not learn_circuit.opens(view.lesson):  # else drawn first, above
+        learn_circuit.render(ui, st, fs)  # the lesson "find the induction circuit" (issue 41)
 
 
 ui.run_page(page)

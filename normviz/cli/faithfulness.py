@@ -47,6 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-gradients", action="store_true", help="skip input × gradient and integrated gradients")
     p.add_argument("--ig-steps", type=int, default=32, help="integrated-gradients midpoint steps (default 32)")
     p.add_argument("--no-erasure", action="store_true", help="skip the AOPC erasure scores")
+    p.add_argument("--layers", action="store_true",
+                   help="also score each per-layer map against knocking out each edge in that layer only "
+                        "(spearman_layers; L·n more passes a text)")
     p.add_argument("--foil-rule", default=None, choices=["runner-up"],
                    help="score the logit difference to each text's runner-up candidate (default: the raw logit)")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
@@ -169,7 +172,8 @@ def earlier_results(out: Path, fingerprint: dict, fresh: bool) -> dict[int, tupl
 def _settings(args) -> dict:
     heads = True if args.head_texts is None else int(args.head_texts)
     return dict(keys=args.maps, max_tokens=args.max_tokens, heads=heads, gradients=not args.no_gradients,
-                ig_steps=args.ig_steps, erase=not args.no_erasure, foil_rule=args.foil_rule)
+                ig_steps=args.ig_steps, erase=not args.no_erasure, foil_rule=args.foil_rule,
+                layers=getattr(args, "layers", False))
 
 
 def _shard(model, device, dtype, lines, offset, settings):

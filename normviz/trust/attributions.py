@@ -77,6 +77,8 @@ class Text:
     kendall: dict[str, float] = field(default_factory=dict)
     spearman_heads: dict[str, float] = field(default_factory=dict)
     kendall_heads: dict[str, float] = field(default_factory=dict)
+    spearman_layers: dict[str, float] = field(default_factory=dict)  # per-layer maps vs per-layer knockout
+    layer_knockout: np.ndarray | None = None  # [L, n, n]: the prediction's row i only (others nan)
     aopc: dict[str, dict[str, float]] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
@@ -88,7 +90,8 @@ class Text:
             aopc = self.aopc.get(key, {})
             out.append({"attribution": key, "spearman": self.spearman.get(key), "kendall": self.kendall.get(key),
                         "comprehensiveness": aopc.get("comprehensiveness"), "sufficiency": aopc.get("sufficiency"),
-                        "spearman_heads": self.spearman_heads.get(key), "gap": self.gaps.get(key)})
+                        "spearman_heads": self.spearman_heads.get(key),
+                        "spearman_layers": self.spearman_layers.get(key), "gap": self.gaps.get(key)})
         return sorted(out, key=lambda r: (r["attribution"] == RANDOM,
                                           -(r["spearman"] if r["spearman"] == r["spearman"] else -9)))
 
@@ -98,14 +101,37 @@ def _row(array: np.ndarray, per_head: bool, i: int) -> np.ndarray:
     return np.asarray(last[:, i, :].mean(0) if per_head else last[i, :], dtype=np.float64)
 
 
+ACCUMULATED = ("globenc", "decompx", "flow")  # whole-network maps (layer l: the mixing up to l), like the rollouts
+
+
+def per_layer_keys(keys, analysis) -> list[str]:
+    """The keys whose maps are one layer's mixing ([L, n, n] or [L, H, n, n], not a rollout's product)."""
+    return [k for k in keys if k in analysis and "rollout" not in k and k not in ACCUMULATED
+            and np.asarray(analysis[k]).ndim in (3, 4)]
+
+
+def layer_scores(session, analysis, keys, lk: np.ndarray, i: int, scored: np.ndarray) -> dict[str, float]:
+    """Per key: the mean over layers of Spearman(map[l, i, j], lk[l, i, j]) over the scored j (layers where
+    either is constant left out)."""
+    out = {}
+    for key in per_layer_keys(keys, analysis):
+        a = np.asarray(analysis[key], dtype=np.float64)
+        rows = a[:, :, i, :].mean(1) if a.ndim == 4 else a[:, i, :]
+        per = [spearman(rows[l, scored], lk[l, i, scored]) for l in range(lk.shape[0])]
+        out[key] = float(np.nanmean(per)) if np.isfinite(per).any() else float("nan")
+    return out
+
+
 def explain_text(session, keys=None, token=None, foil=None, position: int | None = None, *, heads: bool = True,
                  gradients: bool = True, ig_steps: int = 32, erase: bool = True, seed: int = 0,
-                 baseline_id: int | None = None, foil_rule: str | None = None) -> Text:
+                 baseline_id: int | None = None, foil_rule: str | None = None, layers: bool = False) -> Text:
     """The ground truth and every attribution of one prediction of ``session`` (module docstring); position
     None: :func:`target_position`. ``baseline_id``: the token of the integrated-gradients and erasure baselines
     (None: :func:`normviz.attribution.gradients.baseline_token`'s pad / unk / eos). ``foil_rule`` "runner-up" (with
     ``foil`` None): every score is the logit difference to the unchanged model's best candidate but the token.
-    Keys refused (cost, architecture) are listed in ``Text.refused``."""
+    Keys refused (cost, architecture) are listed in ``Text.refused``. ``layers``: also knock out each edge into row
+    i in each layer alone (:func:`normviz.trust.layer_knockout.layer_knockout`, L·i more passes) and score every
+    per-layer map against it (``Text.spearman_layers``)."""
     lm, seconds, refused = session.lm, {}, {}
     i = target_position(session) if position is None else position
     clock = time.perf_counter()
@@ -170,6 +196,18 @@ def explain_text(session, keys=None, token=None, foil=None, position: int | None
             out.kendall_heads[key] = kendall(values, ha.delta)
         out.spearman_heads[RANDOM] = spearman(rng.random(ha.delta.shape), ha.delta)
         out.kendall_heads[RANDOM] = kendall(rng.random(ha.delta.shape), ha.delta)
+    if layers:
+        from .layer_knockout import layer_knockout
+        clock = time.perf_counter()
+        try:
+            out.layer_knockout = layer_knockout(session, target=t, rows=[i])
+            out.spearman_layers = layer_scores(session, analysis, keys, out.layer_knockout, i, out.scored)
+            out.spearman_layers[RANDOM] = float(np.nanmean([
+                spearman(rng.random(out.scored.size), out.layer_knockout[l, i, out.scored])
+                for l in range(lm.n_layers)]))
+        except NormvizError as exc:
+            refused["layer_knockout"] = str(exc)
+        seconds["layer_knockout"] = time.perf_counter() - clock
     if erase:
         clock = time.perf_counter()
         bid, btext = grad.baseline_token(lm.tokenizer, baseline_id)

@@ -20,7 +20,18 @@ The methods, each a head ranking by |score| (a head matters whichever way it pus
     eap-ig      EAP-IG's head scores: integrated gradients from every head zero-ablated to none (16 midpoint
                 steps; its completeness gap is kept in ``CircuitScores.eap_gap``)
     ablation    zero ablation of each head, one copy per head (the intervention the estimates approximate)
+    cp-lrp      CP-LRP: gradient × input on each head's output with every norm's scale and attention pattern
+                frozen (:mod:`normviz.attribution.lrp`; the LRP family's "LN linear" and "attention constant" rules)
     attention   baseline: the prediction row's largest attention weight outside the first token
+
+Edge methods, scored where the benchmark's truth has edges (head → later head), each an edge ranking by |score|
+(:mod:`normviz.attribution.eap`): ``eap`` (edge attribution patching, zero ablation) and ``eap-ig`` (its
+integrated form from every head ablated to none, 16 midpoint steps). Their AUROC (with intervals) is in
+``CircuitScores.edge_rows``; edge faithfulness curves (keep the top-k edges) are not computed.
+
+A model without a known circuit (smollm2, gemma3 …: :func:`proxy_benchmark`) is scored the same way against a
+**proxy**: the heads whose zero ablation moves the mean logit difference most. That AUROC asks "does the method
+rank the heads that matter most for ablation first", not "does it find the circuit" — said in its description.
 
 The recovered share at k is (F_k − F_0) / (F_all − F_0) with F the mean logit difference over examples, F_0 with
 every head mean-ablated, F_all unchanged (MIB's CPR, Mueller et al. 2025, on heads); the area is its mean over
@@ -38,7 +49,9 @@ import torch
 from ..attribution.knockout import head_means_of
 from ..circuits import Benchmark, ablated, encoded
 
-METHODS = ("direct", "graph", "atp", "atp*", "eap-ig", "ablation", "attention")
+METHODS = ("direct", "graph", "atp", "atp*", "eap-ig", "cp-lrp", "ablation", "attention")
+EDGE_METHODS = ("eap", "eap-ig")
+CURVE_POINTS = 33  # faithfulness-curve points when a model has more heads than this (k spaced evenly)
 EAP_STEPS = 16
 RESAMPLES = 1000
 
@@ -74,9 +87,43 @@ def _one(method: str, s, lm, ids, token, foil, gaps: list) -> np.ndarray:
         return s.atp(token, foil, qk_fix=method == "atp*").delta
     if method == "ablation":
         return s.ablate_heads(token, foil).delta
+    if method == "cp-lrp":
+        from ..attribution.lrp import cp_lrp
+        return cp_lrp(s, token, foil).heads
     if method == "attention":
         return _attention(lm, ids)
     raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+
+
+def edge_scores(bench: Benchmark, methods=EDGE_METHODS) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    """({method: [E, L, H, L, H]} head-to-head edge scores (nan where no edge), {method: seconds per example})."""
+    from ..attribution.eap import edges
+    lm = bench.lm
+    scores: dict[str, list] = {m: [] for m in methods}
+    seconds = {m: 0.0 for m in methods}
+    for ids, token, foil in bench.examples:
+        s = _session(lm, ids)
+        for m in methods:
+            t0 = time.perf_counter()
+            scores[m].append(edges(s, token, foil, steps=EAP_STEPS if m == "eap-ig" else None).heads)
+            seconds[m] += time.perf_counter() - t0
+    E = max(1, len(bench.examples))
+    return {m: np.stack(v) for m, v in scores.items()}, {m: t / E for m, t in seconds.items()}
+
+
+def edge_truth(bench: Benchmark) -> np.ndarray:
+    """[L, H, L, H] booleans: the benchmark's edges (head → later head)."""
+    L, H = bench.lm.n_layers, bench.lm.n_heads
+    out = np.zeros((L, H, L, H), dtype=bool)
+    for (a, b), (c, d) in bench.edges or ():
+        out[a, b, c, d] = True
+    return out
+
+
+def edge_auroc(scores: np.ndarray, truth: np.ndarray) -> float:
+    """AUROC of an [L, H, L, H] edge score (|score|) over the edges that exist (finite scores)."""
+    ok = np.isfinite(scores)
+    return auroc(np.abs(scores[ok]), truth[ok])
 
 
 def head_scores(bench: Benchmark, methods=METHODS, gaps: list | None = None
@@ -119,13 +166,28 @@ def ranking(scores: np.ndarray) -> list[tuple[int, int]]:
     return [(int(l), int(h)) for l, h in order]
 
 
-def curve(bench: Benchmark, order: list[tuple[int, int]], means) -> np.ndarray:
-    """[E, K + 1] logit differences with the top k heads of ``order`` kept and the rest mean-ablated, k = 0 … K
-    (column K: nothing ablated)."""
+def curve_ks(K: int, points: int = CURVE_POINTS) -> list[int]:
+    """The k at which the curve is measured: every k = 0 … K, or ``points`` evenly spaced ones when K is larger."""
+    if K + 1 <= points:
+        return list(range(K + 1))
+    return sorted({int(round(x)) for x in np.linspace(0, K, points)})
+
+
+def curve(bench: Benchmark, order: list[tuple[int, int]], means, ks: list[int] | None = None) -> np.ndarray:
+    """[E, len(ks)] logit differences with the top k heads of ``order`` kept and the rest mean-ablated, for each k
+    of ``ks`` (default every k = 0 … K; k = K: nothing ablated)."""
     K = len(order)
-    sets = [order[k:] for k in range(K)]  # keep the first k, ablate the rest
-    got = ablated(bench.lm, bench.examples, sets, means)  # [E, 1 + K]: unchanged, then k = 0 … K − 1
-    return np.concatenate([got[:, 1:], got[:, :1]], 1)
+    ks = list(range(K + 1)) if ks is None else list(ks)
+    sets = [order[k:] for k in ks if k < K]  # keep the first k, ablate the rest
+    got = ablated(bench.lm, bench.examples, sets, means)  # [E, 1 + S]: unchanged, then each k < K
+    cols, j = [], 1
+    for k in ks:
+        if k < K:
+            cols.append(got[:, j])
+            j += 1
+        else:
+            cols.append(got[:, 0])
+    return np.stack(cols, 1)
 
 
 def recovered(f: np.ndarray) -> np.ndarray:
@@ -134,8 +196,9 @@ def recovered(f: np.ndarray) -> np.ndarray:
     return (m - m[0]) / (m[-1] - m[0])
 
 
-def area(share: np.ndarray) -> float:
-    x = np.linspace(0.0, 1.0, share.size)
+def area(share: np.ndarray, x=None) -> float:
+    """The trapezoid area under the recovered share over x = k / K (default: evenly spaced)."""
+    x = np.linspace(0.0, 1.0, share.size) if x is None else np.asarray(x, dtype=np.float64)
     return float(((share[1:] + share[:-1]) / 2 * np.diff(x)).sum())
 
 
@@ -165,6 +228,18 @@ class MethodRow:
 
 
 @dataclass
+class EdgeRow:
+    benchmark: str
+    method: str
+    auroc: float
+    auroc_lo: float
+    auroc_hi: float
+    seconds: float
+    cost_vs_ablation: float
+    top: list = field(default_factory=list)  # the 10 best edges: [[l, h], [l', h'], mean |score|]
+
+
+@dataclass
 class CircuitScores:
     benchmark: str
     description: str
@@ -175,14 +250,20 @@ class CircuitScores:
     examples: int
     scores: dict[str, np.ndarray]  # [E, L, H] per method
     eap_gap: np.ndarray | None = None  # [E, 2]: EAP-IG's completeness gap and total − all ablated, per example
+    edge_rows: list[EdgeRow] = field(default_factory=list)  # where the truth has edges
+    proxy: bool = False  # no known circuit: the truth is the heads ablation ranks first
+    ks: list[int] = field(default_factory=list)  # the curve's k
 
     def row(self, method: str) -> MethodRow:
         return next(r for r in self.rows if r.method == method)
 
 
-def evaluate(bench: Benchmark, methods=METHODS, resamples: int = RESAMPLES, seed: int = 0) -> CircuitScores:
+def evaluate(bench: Benchmark, methods=METHODS, resamples: int = RESAMPLES, seed: int = 0,
+             edge_methods=EDGE_METHODS) -> CircuitScores:
     gaps: list = []
     scores, seconds = head_scores(bench, methods, gaps)
+    ks = curve_ks(bench.lm.n_layers * bench.lm.n_heads)
+    x = np.asarray(ks, dtype=np.float64) / max(ks)
     truth = bench.truth()
     means = head_means_of(bench.lm, [encoded(bench.lm, ids) for ids, _, _ in bench.examples])
     rng = np.random.default_rng(seed)
@@ -193,20 +274,75 @@ def evaluate(bench: Benchmark, methods=METHODS, resamples: int = RESAMPLES, seed
     for m in methods:
         sc = scores[m]
         order = ranking(sc)
-        f = curve(bench, order, means)
+        f = curve(bench, order, means, ks)
         f_any = f
         share = recovered(f)
         boot_auc = [auroc(np.abs(sc[d]).mean(0), truth) for d in draws]
-        boot_area = [area(recovered(f[d])) for d in draws]
+        boot_area = [area(recovered(f[d]), x) for d in draws]
         rows.append(MethodRow(
             benchmark=bench.name, method=m, auroc=auroc(np.abs(sc).mean(0), truth), **dict(zip(
-                ("auroc_lo", "auroc_hi"), _interval(boot_auc))), area=area(share),
+                ("auroc_lo", "auroc_hi"), _interval(boot_auc))), area=area(share, x),
             **dict(zip(("area_lo", "area_hi"), _interval(boot_area))), seconds=seconds[m],
             cost_vs_ablation=seconds[m] / base if base else float("nan"), share=share.tolist(), top=order))
+    edge_rows = []
+    if bench.edges and edge_methods:
+        e_scores, e_seconds = edge_scores(bench, edge_methods)
+        e_truth = edge_truth(bench)
+        for m in edge_methods:
+            sc = e_scores[m]
+            mean = np.abs(sc).mean(0)
+            boot = [edge_auroc(np.abs(sc[d]).mean(0), e_truth) for d in draws]
+            best = sorted(((float(mean[i]), i) for i in np.ndindex(*mean.shape) if np.isfinite(mean[i])),
+                          reverse=True)[:10]
+            edge_rows.append(EdgeRow(
+                benchmark=bench.name, method=m, auroc=edge_auroc(mean, e_truth),
+                **dict(zip(("auroc_lo", "auroc_hi"), _interval(boot))), seconds=e_seconds[m],
+                cost_vs_ablation=e_seconds[m] / base if base else float("nan"),
+                top=[[[int(i[0]), int(i[1])], [int(i[2]), int(i[3])], v] for v, i in best]))
     total = float(f_any[:, -1].mean()) if f_any is not None else float("nan")
     return CircuitScores(benchmark=bench.name, description=bench.description, circuit=sorted(bench.circuit),
                          rows=rows, total=total, ablated_all=float(f_any[:, 0].mean()) if f_any is not None else
-                         float("nan"), examples=E, scores=scores, eap_gap=np.array(gaps) if gaps else None)
+                         float("nan"), examples=E, scores=scores, eap_gap=np.array(gaps) if gaps else None,
+                         edge_rows=edge_rows, proxy=bool(bench.info.get("proxy")), ks=ks)
+
+
+# ---------------------------------------------------------------- models without a known circuit
+PROMPTS = (("The capital of France is", " Paris", " London"), ("The capital of Germany is", " Berlin", " Paris"),
+           ("The capital of Italy is", " Rome", " Paris"), ("The capital of Spain is", " Madrid", " Rome"),
+           ("The capital of Japan is", " Tokyo", " Beijing"), ("The capital of Russia is", " Moscow", " Berlin"))
+PROXY_SHARE = 0.05  # the proxy "circuit": this share of the heads, by mean |zero-ablation effect|
+
+
+def proxy_benchmark(lm, prompts=PROMPTS, share: float = PROXY_SHARE, name: str | None = None,
+                    examples: list | None = None) -> Benchmark:
+    """A :class:`Benchmark` on a model with **no known circuit**: the examples are ``prompts`` (text, token, foil;
+    token and foil must be single tokens, others are left out) and the "circuit" is the top ``share`` of the
+    heads by mean |zero-ablation effect| over them — an intervention proxy, said in ``.description``.
+    ``examples`` [(ids, token, foil)]: given directly instead of ``prompts``."""
+    from ..session.session import Session
+    tok = lm.tokenizer
+    given = examples is not None
+    examples = list(examples) if given else []
+    for text, token, foil in () if given else prompts:
+        t, f = tok.encode(token, add_special_tokens=False), tok.encode(foil, add_special_tokens=False)
+        if len(t) != 1 or len(f) != 1:
+            continue
+        ids = Session(lm, text).encoded.ids
+        examples.append((list(ids), t[0], f[0]))
+    if not examples:
+        raise ValueError(f"no prompt's token and foil are single tokens of {lm.name}")
+    ablation = np.stack([_session(lm, ids).ablate_heads(t, f).delta for ids, t, f in examples])
+    mean = np.abs(ablation).mean(0)
+    k = max(1, int(round(share * mean.size)))
+    top = ranking(ablation)[:k]
+    return Benchmark(
+        name=name or lm.name, lm=lm, examples=examples, circuit=frozenset(top), edges=None,
+        description=(f"{lm.name}: no known circuit. The truth scored against is a proxy: the {k} heads "
+                     f"({100 * share:.0f} %) whose zero ablation moves the logit difference most (mean |effect| over "
+                     f"{len(examples)} {'examples' if given else 'capital-city prompts, token − a foil city'}). Its AUROC asks whether a method "
+                     "ranks the heads ablation ranks first, not whether it finds a circuit; head ablation scores "
+                     "1.0 against it by construction."),
+        info={"proxy": True, "ablation": ablation.tolist()})
 
 
 # ---------------------------------------------------------------- the table
@@ -238,7 +374,15 @@ def markdown(results: list[CircuitScores]) -> str:
         for r in res.rows:
             lines.append(f"| {r.benchmark} | {r.method} | {_ci(r.auroc, r.auroc_lo, r.auroc_hi)} | "
                          f"{_ci(r.area, r.area_lo, r.area_hi)} | {r.seconds:.4f} | {r.cost_vs_ablation:.2f} |")
-    notes = [f"- **{res.benchmark}**: circuit {', '.join(f'L{l}.H{h}' for l, h in res.circuit)}; {res.examples} "
+    edges = [r for res in results for r in res.edge_rows]
+    if edges:
+        lines += ["", "| benchmark | edge method | edge AUROC [95 % CI] | s / example | × head ablation |",
+                  "|---|---|---|---:|---:|"]
+        lines += [f"| {r.benchmark} | {r.method} edges | {_ci(r.auroc, r.auroc_lo, r.auroc_hi)} | {r.seconds:.4f} | "
+                  f"{r.cost_vs_ablation:.2f} |" for r in edges]
+    notes = [f"- **{res.benchmark}**: " + (f"NO KNOWN CIRCUIT — {res.description} Proxy heads: " if res.proxy
+                                           else "circuit ") +
+             f"{', '.join(f'L{l}.H{h}' for l, h in res.circuit)}; {res.examples} "
              f"examples; mean logit difference {res.total:.3f}, {res.ablated_all:.3f} with every head mean-ablated."
              + ("" if res.eap_gap is None else
                 f" EAP-IG ({EAP_STEPS} steps) completeness gap: mean |gap| {np.abs(res.eap_gap[:, 0]).mean():.4f}, "
@@ -272,6 +416,10 @@ def to_json(results: list[CircuitScores]) -> str:
                     "circuit": [list(x) for x in res.circuit], "total": res.total, "ablated_all": res.ablated_all,
                     "examples": res.examples,
                     "eap_gap": None if res.eap_gap is None else res.eap_gap.tolist(),
+                    "proxy": res.proxy, "ks": res.ks,
+                    "edge_methods": [{**{c: getattr(r, c) for c in ("method", "auroc", "auroc_lo", "auroc_hi",
+                                                                      "seconds", "cost_vs_ablation")},
+                                      "top": r.top} for r in res.edge_rows],
                     "methods": [{**{c: getattr(r, c) for c in COLUMNS}, "share": r.share,
                                  "top": [list(x) for x in r.top],
                                  "grid": np.abs(res.scores[r.method]).mean(0).tolist()} for r in res.rows]})

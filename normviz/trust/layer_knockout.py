@@ -10,7 +10,12 @@ enters token i's at layer l; whole-network knockout (:func:`normviz.attribution.
 routes in every layer at once and is scored against the last layer's row only. This cuts exactly one edge in one
 layer, so layer l's map can be scored against what *that layer's* mixing does for the prediction. Each edge is
 one copy of a batched pass (:mod:`normviz.attribution.intervene`), L·n² copies in all (n(n + 1)/2 per layer on a
-decoder), refused over the knockout family's budget (``knockout_budget_s``) for that many passes.
+decoder), refused over the knockout family's budget (``knockout_budget_s``) for that many passes; ``rows=[i]``
+cuts only the edges into the prediction's row (L·i copies).
+
+:func:`normviz.trust.attributions.explain_text` (``layers=True``) scores each per-layer map this way: layer l's row
+i against ``layer_knockout(rows=[i])[l, i]``, Spearman over the source tokens, averaged over the layers
+(``spearman_layers``).
 """
 from __future__ import annotations
 
@@ -34,7 +39,8 @@ def edges(n: int, causal: bool) -> list[tuple[int, int]]:
 
 
 def layer_knockout(session, token=None, foil=None, position: int = -1, layers=None, head: int | None = None,
-                   target: InterventionTarget | None = None) -> np.ndarray:
+                   target: InterventionTarget | None = None, rows=None) -> np.ndarray:
+    """``rows``: cut only the edges into these rows i (None: every row); the others stay nan."""
     t = target or InterventionTarget(session, token, foil, position)
     lm = t.lm
     L, n = lm.n_layers, len(t.encoded.ids)
@@ -44,6 +50,9 @@ def layer_knockout(session, token=None, foil=None, position: int = -1, layers=No
     if head is not None and not 0 <= head < lm.n_heads:
         raise NormvizError(f"head must lie in 0 … {lm.n_heads - 1}, got {head}.")
     pairs = edges(n, bool(lm.spec.causal))
+    if rows is not None:
+        keep_rows = {int(r) % n for r in rows}
+        pairs = [(i, j) for i, j in pairs if i in keep_rows]
     from ..methods import knockout as family
     from ..methods.base import refuse_over_budget
     request = session.request

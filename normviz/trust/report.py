@@ -5,6 +5,7 @@ over texts with a 95 % bootstrap interval (:func:`normviz.trust.scores.bootstrap
         .texts                     one :class:`normviz.trust.attributions.Text` per text
         .spearman[key], .kendall[key]                 [texts]: against attention knockout
         .spearman_heads[key], .kendall_heads[key]     [texts]: per-head attributions against head ablation
+        .spearman_layers[key]                         [texts]: per-layer maps against per-layer knockout (layers=True)
         .comprehensiveness[key], .sufficiency[key]    [texts]: AOPC (:mod:`normviz.trust.erasure`)
         .gaps[key]                                    [texts]: completeness gaps (sources, gradients)
         .summary()  rows (key, score, mean, lo, hi, n);  .table()  Markdown;  .to_csv(path)
@@ -22,12 +23,15 @@ from ..core.errors import NormvizError
 from .attributions import Text, explain_text
 from .scores import bootstrap_ci
 
-SCORES = ("spearman", "kendall", "spearman_heads", "kendall_heads", "comprehensiveness", "sufficiency", "gap")
+SCORES = ("spearman", "kendall", "spearman_heads", "kendall_heads", "spearman_layers", "comprehensiveness",
+          "sufficiency", "gap")
 MEANING = {
     "spearman": "Spearman ρ with knockout deltas over the tokens (higher: ranks tokens as cutting their routes does)",
     "kendall": "Kendall τ-b with knockout deltas over the tokens",
     "spearman_heads": "Spearman ρ with head-ablation deltas over the L·H heads",
     "kendall_heads": "Kendall τ-b with head-ablation deltas over the L·H heads",
+    "spearman_layers": "per-layer maps: Spearman ρ of layer l's row with knocking out each edge in layer l only, "
+                       "mean over layers (the ground truth for one layer's mixing)",
     "comprehensiveness": "AOPC comprehensiveness: score lost when its top tokens are replaced (higher: better)",
     "sufficiency": "AOPC sufficiency: score lost when all but its top tokens are replaced (lower: better)",
     "gap": "completeness gap: the score minus the attribution's sum (0: exact)",
@@ -57,6 +61,7 @@ class Faithfulness:
     spearman = property(lambda self: self._per_text("spearman"))
     kendall = property(lambda self: self._per_text("kendall"))
     spearman_heads = property(lambda self: self._per_text("spearman_heads"))
+    spearman_layers = property(lambda self: self._per_text("spearman_layers"))
     kendall_heads = property(lambda self: self._per_text("kendall_heads"))
     comprehensiveness = property(lambda self: self._per_text("comprehensiveness"))
     sufficiency = property(lambda self: self._per_text("sufficiency"))
@@ -71,8 +76,8 @@ class Faithfulness:
                 rows.append({"key": key, "score": name, "mean": mean, "lo": lo, "hi": hi, "n": n})
         return rows
 
-    def table(self, scores=("spearman", "kendall", "comprehensiveness", "sufficiency", "spearman_heads", "gap")
-              ) -> str:
+    def table(self, scores=("spearman", "kendall", "comprehensiveness", "sufficiency", "spearman_heads",
+                            "spearman_layers", "gap")) -> str:
         """Markdown: keys × scores, "mean [lo, hi]", keys by Spearman (best first)."""
         cells = {(r["key"], r["score"]): r for r in self.summary()}
         order = sorted({r["key"] for r in cells.values()},
@@ -131,7 +136,8 @@ def shipped_about(model: str) -> str | None:
 def faithfulness(lm, texts, keys=None, token=None, foil=None, *, max_tokens: int | None = None,
                  heads: bool | int = True, gradients: bool = True, ig_steps: int = 32, erase: bool = True,
                  options: dict | None = None, progress=None, checkpoint=None, every: int = 20,
-                 foil_rule: str | None = None, first_index: int = 0, skip=(), on_text=None) -> Faithfulness:
+                 foil_rule: str | None = None, first_index: int = 0, skip=(), on_text=None,
+                 layers: bool = False) -> Faithfulness:
     """Score every attribution of each text's prediction against the interventions (module docstring).
     ``max_tokens`` truncates each text (its prediction is then at the cut); ``heads``: head ablation for every
     text (True), none (False) or the first N texts (an int: it costs L·H passes a text); a text refused (too costly, too
@@ -161,7 +167,7 @@ def faithfulness(lm, texts, keys=None, token=None, foil=None, *, max_tokens: int
                 raise NormvizError("fewer than 3 tokens: nothing to rank")
             with_heads = heads if isinstance(heads, bool) else index < int(heads)
             done = explain_text(s, keys, token, foil, heads=with_heads, gradients=gradients, ig_steps=ig_steps,
-                                erase=erase, seed=first_index + index, foil_rule=foil_rule)
+                                erase=erase, seed=first_index + index, foil_rule=foil_rule, layers=layers)
             out.append(done)
         except NormvizError as exc:
             why = str(exc)
@@ -178,4 +184,4 @@ def faithfulness(lm, texts, keys=None, token=None, foil=None, *, max_tokens: int
 def _result(lm, out, skipped, start, args) -> Faithfulness:
     return Faithfulness(model=lm.name, texts=list(out), skipped=list(skipped), seconds=time.perf_counter() - start,
                         settings={k: args[k] for k in ("max_tokens", "heads", "gradients", "ig_steps", "erase",
-                                                       "token", "foil", "foil_rule")})
+                                                       "token", "foil", "foil_rule", "layers")})

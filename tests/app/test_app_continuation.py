@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 import normviz
+from normviz.ui.kit import st_parts
 
 from ..helpers.app import app, no_exception, texts, z
 from ..helpers.why import PAGE, TEXT, by_kind, smollm2

@@ -48,6 +48,18 @@ def test_the_view_draws_the_shipped_scores():
     attention = next(m for m in row["methods"] if m["method"] == "attention")
     np.testing.assert_allclose(arr(grid["data"][0]["z"]), np.asarray(attention["grid"]))
     assert at.dataframe[0].value["method"].tolist() == [m["method"] for m in row["methods"]]
+    edges = at.dataframe[1].value  # the edge methods' AUROC against the circuit's edges
+    assert edges["edge method"].tolist() == ["eap", "eap-ig"] == [m["method"] for m in row["edge_methods"]]
+    np.testing.assert_allclose(edges["AUROC"].to_numpy(), [m["auroc"] for m in row["edge_methods"]])
+    assert not at.info  # induction has a known circuit
+    # an embedded model without a known circuit: shipped with its proxy truth, and said so
+    proxy = next(r for r in rows if r["benchmark"] == "smollm2")
+    at.selectbox(key="w_circuits_bench").set_value("smollm2").run()
+    no_exception(at)
+    assert proxy["proxy"] and "no known circuit" in at.info[0].value and len(at.dataframe) == 1
+    roc = figures(at)[0]
+    for trace, m in zip(roc["data"], proxy["methods"]):  # one ROC per method (then the chance line)
+        assert trace["name"].startswith(m["method"] + " (")
 
 
 def test_the_trust_page_hooks_the_view():

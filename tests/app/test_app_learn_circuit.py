@@ -80,3 +80,21 @@ def test_the_learn_page_hooks_the_lesson():
     drawn = figures(at)[before:]
     assert len(drawn) == 3
     np.testing.assert_allclose(arr(drawn[1]["data"][0]["y"]), k.key_side)
+
+
+def test_lesson_induction_link_opens_the_lesson_first_and_running():
+    """?lesson=induction: the lesson is drawn above the rest of the page, its toggle already on (its three charts
+    are the page's first figures), no 'not a lesson' warning; the Known circuits view links to it."""
+    at = app("app_pages/2_Learn.py", {"model": "minilm", "lesson": "induction"})
+    at.run()
+    no_exception(at)
+    assert at.toggle(key=LC.TOGGLE).value is True
+    assert [h.value for h in at.subheader][0] == LC.TITLE
+    k = k_composition(0, bench=circuits.load("induction"))
+    np.testing.assert_allclose(arr(figures(at)[1]["data"][0]["y"]), k.key_side)
+    assert not [w for w in at.warning if "not a lesson" in w.value]
+    assert [h.value for h in at.subheader].count(LC.TITLE) == 1
+    from normviz.ui.views import learn
+    assert "induction" in learn.unknown_lesson("x", ["norm"], "Norm")
+    view = (Path(ROOT) / "normviz" / "ui" / "views" / "known_circuits.py").read_text(encoding="utf-8")
+    assert '{"lesson": "induction"}' in view and LC.opens("induction") and not LC.opens("norm")

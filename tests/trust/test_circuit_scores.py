@@ -58,6 +58,10 @@ def test_curve_points_are_ablation_passes(small):
         np.testing.assert_allclose(f[:, k], ref[:, 1] if k < K else ref[:, 0], atol=1e-5)
     share = cs.recovered(f)
     assert share[0] == 0.0 and share[-1] == 1.0
+    sub = cs.curve(small, order, means, [0, 5, K])  # a model with many heads measures a few k only
+    np.testing.assert_allclose(sub, f[:, [0, 5, K]], atol=1e-5)
+    assert cs.curve_ks(K) == list(range(K + 1)) and cs.curve_ks(270)[:2] == [0, 8] and cs.curve_ks(270)[-1] == 270
+    assert cs.area(np.array([0.0, 1.0, 1.0]), [0.0, 0.1, 1.0]) == pytest.approx(0.95)
 
 
 def test_evaluate_scores_every_method(small):
@@ -73,3 +77,27 @@ def test_evaluate_scores_every_method(small):
     assert "| induction | atp* |" in md and "AUROC" in md and "completeness gap" in md
     assert res.eap_gap.shape == (4, 2) and np.isfinite(res.eap_gap).all()
     assert "<table>" in cs.html([res])
+    # the edge methods: AUROC over the head-to-head edges against the benchmark's (K-composition) edges
+    assert [r.method for r in res.edge_rows] == list(cs.EDGE_METHODS)
+    for r in res.edge_rows:
+        assert 0.0 <= r.auroc_lo <= r.auroc_hi <= 1.0 and r.seconds > 0 and len(r.top) == 10
+    assert "eap-ig edges" in md and '"edge_methods"' in cs.to_json([res])
+
+
+def test_edge_auroc_counts_only_existing_edges(small):
+    truth = cs.edge_truth(small)
+    assert truth.sum() == len(small.edges) and not truth[1].any()  # no edge leaves the last layer
+    scores = np.where(truth, 2.0, 1.0)
+    scores[1] = np.nan  # a layer-1 head has no later head: those are not edges
+    assert cs.edge_auroc(scores, truth) == 1.0
+    scores[0, 3, 1, 0] = 0.5  # one true edge ranked below every other edge
+    pos, neg = int(truth.sum()), int(np.isfinite(scores).sum() - truth.sum())
+    assert cs.edge_auroc(scores, truth) == pytest.approx(1 - neg / (pos * neg))
+
+
+def test_proxy_benchmark_says_it_has_no_circuit(small):
+    bench = cs.proxy_benchmark(small.lm, examples=small.examples[:3], share=0.25, name="proxy")
+    assert len(bench.circuit) == 4 and bench.info["proxy"] and "no known circuit" in bench.description
+    res = cs.evaluate(bench, methods=("ablation", "attention"), resamples=20)
+    assert res.proxy and res.row("ablation").auroc == 1.0 and res.edge_rows == []
+    assert "NO KNOWN CIRCUIT" in cs.markdown([res])

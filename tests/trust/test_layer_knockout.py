@@ -66,3 +66,38 @@ def test_refusals(head_model):
     s = normviz.Session.from_encoded(lm, [tiny.encoded(n=5, seed=3)])[0]
     with pytest.raises(NormvizError, match="layers must"):
         layer_knockout(s, layers=[5])
+
+
+def test_rows_cut_only_the_prediction_row(head_model):
+    lm = head_model("llama")
+    enc = tiny.encoded(n=5, seed=3)
+    s = normviz.Session.from_encoded(lm, [enc])[0]
+    full = layer_knockout(s, token=7, foil=13)
+    row = layer_knockout(s, token=7, foil=13, rows=[-1])
+    np.testing.assert_allclose(row[:, 4], full[:, 4], atol=1e-12)
+    assert np.isnan(row[:, :4]).all()
+
+
+def test_per_layer_maps_are_scored_against_their_own_layer(head_model):
+    """explain_text(layers=True): each per-layer map's row i in layer l against layer l's knockout row, Spearman
+    over the scored tokens, mean over layers; a map equal to the knockout scores 1, its negation −1; rollouts are
+    not per-layer maps and are not scored."""
+    from normviz.trust.attributions import explain_text, layer_scores, per_layer_keys
+    from normviz.trust.scores import spearman
+    lm = head_model("llama")
+    enc = tiny.encoded(n=7, seed=3)
+    s = normviz.Session.from_encoded(lm, [enc])[0]
+    t = explain_text(s, ["attention", "norm", "rollout_attn_res"], token=7, foil=13, heads=False, gradients=False,
+                     erase=False, layers=True)
+    lk, i, sc = t.layer_knockout, t.position, t.scored
+    assert lk.shape == (2, 7, 7) and np.isfinite(lk[:, i, sc]).all() and np.isnan(lk[:, :i]).all()
+    np.testing.assert_allclose(lk, layer_knockout(s, token=7, foil=13, rows=[i]), atol=1e-12)
+    a = s.get(["norm"])["norm"]
+    want = np.mean([spearman(np.asarray(a)[l, :, i, :].mean(0)[sc] if np.ndim(a) == 4 else np.asarray(a)[l, i, sc],
+                             lk[l, i, sc]) for l in range(2)])
+    assert t.spearman_layers["norm"] == pytest.approx(want, abs=1e-12)
+    assert set(t.spearman_layers) == {"attention", "norm", "random"}
+    filled = np.nan_to_num(lk)
+    got = layer_scores(s, {"truth": filled, "flipped": -filled}, ["truth", "flipped"], lk, i, sc)
+    assert got == {"truth": pytest.approx(1.0), "flipped": pytest.approx(-1.0)}
+    assert per_layer_keys(["rollout_attn_res"], {"rollout_attn_res": np.zeros((2, 7, 7))}) == []

@@ -66,6 +66,14 @@ def grid_figure(row: dict, method: str, font_size: int = 14) -> go.Figure:
     return fig
 
 
+def edge_table(row: dict) -> pd.DataFrame:
+    return pd.DataFrame([{"edge method": m["method"], "AUROC": m["auroc"], "AUROC 95% lo": m["auroc_lo"],
+                          "AUROC 95% hi": m["auroc_hi"], "s / example": m["seconds"],
+                          "× head ablation": m["cost_vs_ablation"],
+                          "top edge": "L{}.H{} → L{}.H{}".format(*m["top"][0][0], *m["top"][0][1]) if m["top"] else ""}
+                         for m in row.get("edge_methods", [])])
+
+
 def table(row: dict) -> pd.DataFrame:
     return pd.DataFrame([{"method": m["method"], "AUROC": m["auroc"], "AUROC 95% lo": m["auroc_lo"],
                           "AUROC 95% hi": m["auroc_hi"], "curve area": m["area"], "area 95% lo": m["area_lo"],
@@ -84,9 +92,19 @@ def render(ui, st, font_size: int = 14) -> None:
     name = st.selectbox("Benchmark", names, key="w_circuits_bench")
     row = rows[names.index(name)]
     st.caption(row["description"])
+    if row.get("proxy"):
+        st.info(f"{name} has no known circuit: ● marks the proxy (the heads head ablation ranks first), so the "
+                "AUROC here is agreement with ablation; the curve areas need no truth.")
     ui.chart(roc_figure(row, font_size), key="circuits_roc", filename="circuits_roc")
     methods = [m["method"] for m in row["methods"]]
     method = st.selectbox("Method on the head grid", methods, key="w_circuits_method")
     ui.chart(grid_figure(row, method, font_size), key="circuits_grid", filename="circuits_grid")
     st.dataframe(table(row), hide_index=True)
+    if row.get("edge_methods"):
+        st.caption("Edges: each edge method's ranking of the head → later-head edges against the circuit's edges "
+                   "(AUROC, 95 % bootstrap interval over examples).")
+        st.dataframe(edge_table(row), hide_index=True)
     st.caption(MEANING)
+    if name == "induction":
+        ui.link_to_page("app_pages/2_Learn.py", "How the induction circuit works, split exactly: the Learn "
+                        "lesson ↗", {"lesson": "induction"})

@@ -263,7 +263,10 @@ def unknown_lesson(lesson: str, keys: list[str], first: str) -> str:
     names that work. Plain text (the caller shows it escaped)."""
     shown = str(lesson)[:40] + ("…" if len(str(lesson)) > 40 else "")
     return (f"The link's lesson={shown!r} is not a lesson here; showing the first tab ({first}). Lessons: "
-            + ", ".join(list(keys) + [WHY_LESSON]) + ".")
+            + ", ".join(list(keys) + [WHY_LESSON, INDUCTION_LESSON]) + ".")
+
+
+INDUCTION_LESSON = "induction"  # ?lesson=induction: the lesson "find the induction circuit" (views.learn_circuit)
 WHY_FORMULAS = [
     ("Direct logit attribution",
      r"\mathrm{logit}(w)-\mathrm{logit}(f) = \langle N(x^L_i), u\rangle + \langle\beta,u\rangle + b,\quad "

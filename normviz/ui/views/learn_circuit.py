@@ -7,6 +7,12 @@ import plotly.graph_objects as go
 
 TITLE = "Find the induction circuit"
 TOGGLE = "w_learn_induction"
+LESSON = "induction"  # ?lesson=induction opens the lesson (at the top of the Learn page, already running)
+
+
+def opens(lesson) -> bool:
+    """Whether a link's ``lesson=`` names this lesson."""
+    return lesson == LESSON
 
 INTRO = (
     "A small model trained to continue repeated text (the shipped **induction** benchmark of the Trust page's "
@@ -55,8 +61,9 @@ def attention_figure(k, font_size: int = 14) -> go.Figure:
                 font_size)
 
 
-def render(ui, st, font_size: int = 14) -> None:
-    """The lesson (Learn page hook): a toggle (the benchmark's model loads on demand), then the three charts."""
+def render(ui, st, font_size: int = 14, opened: bool = False) -> None:
+    """The lesson (Learn page hook): a toggle (the benchmark's model loads on demand), then the three charts.
+    ``opened`` (the link said ``lesson=induction``): the toggle starts on."""
     from ...circuits import load, names
     from ...circuits.lesson import k_composition
 
@@ -65,6 +72,8 @@ def render(ui, st, font_size: int = 14) -> None:
         st.caption("The induction benchmark is not shipped here (scripts/train_circuits.py writes it).")
         return
     st.markdown(INTRO)
+    if opened:
+        st.session_state.setdefault(TOGGLE, True)
     if not st.toggle("Run it on the induction benchmark", key=TOGGLE):
         return
     bench = load("induction")

@@ -13,7 +13,7 @@ from ...methods import keyspace, registry
 from ...session.session import Session
 from ..kit import data
 from ..kit import st_parts as ui
-from . import frame, learn, trust
+from . import frame, learn, learn_circuit, trust
 
 
 def why_weight_is_not_contribution(view, lm, fs, text_keys: tuple[str, ...]) -> None:
@@ -139,7 +139,8 @@ def draw_every_map(view, lm, fs) -> None:
         ui.say("info", f"{view.lesson} does not apply to {lm.name} ({lm.spec.placement}-LN); showing the first map.")
     if view.lesson == learn.WHY_LESSON:
         default = learn.WHY_TAB
-    elif view.lesson and view.lesson not in registry.all_keys():  # a typo in a link: said, not ignored
+    elif view.lesson and view.lesson not in registry.all_keys() and not learn_circuit.opens(view.lesson):
+        # a typo in a link: said, not ignored (?lesson=induction opens the circuit lesson above)
         ui.say("warning", learn.unknown_lesson(view.lesson, keys, titles[0] if titles else learn.WHY_TAB))
     tabs = st.tabs(titles + [learn.WHY_TAB, trust.TAB], default=default)
     with tabs[-2]:
