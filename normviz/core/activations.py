@@ -7,6 +7,8 @@ form (:func:`silu_path_integral`).
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 
@@ -71,9 +73,10 @@ _NODES, _WEIGHTS = np.polynomial.legendre.leggauss(16)
 TANH_PANELS = 40  # Gauss–Legendre panels of [0, 10]: the difference's quadrature error < 1e-16 (tested)
 
 
-def _gelu_tanh_integral(a: np.ndarray) -> np.ndarray:
-    """∫_0^a gelu_tanh = ∫_0^a gelu (closed form) + ∫_0^a (gelu_tanh − gelu), the difference (smooth, below 2e-4
-    and vanishing beyond |x| ≈ 6) by composite 16-point Gauss–Legendre over [0, clip(a, ±10)] in 40 panels."""
+def _tanh_difference_quadrature(a: np.ndarray) -> np.ndarray:
+    """D(a) = ∫_0^a (gelu_tanh − gelu) by composite 16-point Gauss–Legendre over [0, clip(a, ±10)] in 40 panels
+    (the difference is smooth, below 2e-4 and vanishing beyond |x| ≈ 6): 640 evaluations per value, so it builds
+    the table of :func:`_tanh_table` and is the reference the table is tested against."""
     b = np.clip(a, -TANH_CUT, TANH_CUT).reshape(-1)
     edges = np.linspace(0.0, 1.0, TANH_PANELS + 1)
     t = (edges[:-1, None] + (edges[1:] - edges[:-1])[:, None] * (_NODES[None] + 1) / 2).reshape(-1)  # on [0, 1]
@@ -83,7 +86,43 @@ def _gelu_tanh_integral(a: np.ndarray) -> np.ndarray:
     for k in range(0, b.size, step):
         x = b[k:k + step, None] * t[None]
         diff[k:k + step] = b[k:k + step] * ((_gelu_tanh(x) - _gelu_erf(x)) @ w)
-    return _gelu_integral(a) + diff.reshape(a.shape)
+    return diff.reshape(np.shape(a))
+
+
+TANH_TABLE_H = 1.0 / 512  # the table's step on [0, 10]: cubic Hermite error ≤ h⁴/384·max|d‴| < 1e-16 absolute
+
+
+@functools.lru_cache(maxsize=1)
+def _tanh_table() -> tuple[np.ndarray, np.ndarray]:
+    """D and its exact derivative d = gelu_tanh − gelu on the grid 0, h, …, 10 (5,121 points, built once)."""
+    x = np.arange(int(round(TANH_CUT / TANH_TABLE_H)) + 1) * TANH_TABLE_H
+    return _tanh_difference_quadrature(x), _gelu_tanh(x) - _gelu_erf(x)
+
+
+def _tanh_difference(a: np.ndarray) -> np.ndarray:
+    """D(a) by cubic Hermite interpolation of the table (values and exact slopes): D is odd (d is even, since
+    gelu(−x) = gelu(x) − x for both forms) and constant beyond |a| = 10. About 100× cheaper than the quadrature
+    per value (gemma3's explain spent 13 s per layer in it at n = 64); tested against it to 1e-13 of I(a)'s scale."""
+    a = np.asarray(a, dtype=np.float64)
+    D, d = _tanh_table()
+    h = TANH_TABLE_H
+    b = np.minimum(np.abs(a), TANH_CUT)
+    k = np.minimum((b / h).astype(np.int64), D.size - 2)
+    t = b / h - k
+    t2, t3 = t * t, t * t * t
+    out = ((2 * t3 - 3 * t2 + 1) * D[k] + (t3 - 2 * t2 + t) * h * d[k]
+           + (3 * t2 - 2 * t3) * D[k + 1] + (t3 - t2) * h * d[k + 1])
+    out = np.sign(a) * out
+    near = np.abs(a) < 8 * h  # where I(a) ≈ a/4 ≫ D(a) ~ 4e-5·a⁵: the quadrature itself, so the relative error
+    if np.any(near):          # of I stays at float64's (interpolating a value ~1e-28 next to 1e-17 would not)
+        out[near] = _tanh_difference_quadrature(a[near])
+    return out
+
+
+def _gelu_tanh_integral(a: np.ndarray) -> np.ndarray:
+    """∫_0^a gelu_tanh = ∫_0^a gelu (closed form) + D(a), D = ∫_0^a (gelu_tanh − gelu) from a tabulated quadrature
+    (:func:`_tanh_difference`)."""
+    return _gelu_integral(a) + _tanh_difference(a)
 
 
 GATES = ("silu", "gelu", "gelu_tanh")  # gated FF activations whose path integral is known
