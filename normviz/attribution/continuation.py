@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from ..core.errors import InputError, NormvizError, NotApplicableError
-from ..core.tokens import Encoded, encoded_ids
+from ..core.tokens import Encoded, encoded_ids, tokenize
 from ..methods import decompx
 from . import adjoint, frozen
 from .direct import _alpha_row, _bias
@@ -150,8 +150,8 @@ def _given_ids(lm, continuation, vocab_size: int, target_side: bool = False) -> 
         tok = lm.tokenizer
         if tok is None:
             raise InputError("This model has no tokenizer: give the continuation as token ids.")
-        ids = (tok(text_target=continuation, add_special_tokens=True) if target_side
-               else tok(continuation, add_special_tokens=False))["input_ids"]
+        ids = (tokenize(tok, text_target=continuation, add_special_tokens=True) if target_side
+               else tokenize(tok, continuation, add_special_tokens=False))["input_ids"]
     else:
         ids = [token_id(None, whole_number(i, "continuation id"), vocab_size, "continuation token")
                for i in list(continuation)]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from ...core.errors import NormvizError, TruncationWarning, UnsupportedModelError
-from ...core.tokens import MAX_CHARS_PER_TOKEN, Encoded, encode, encoded_ids
+from ...core.tokens import MAX_CHARS_PER_TOKEN, Encoded, encode, encoded_ids, tokenize
 from ..recorder import model_lock
 from .params import decoder_view, require_seq2seq
 
@@ -38,7 +38,7 @@ def target_labels(lm, target: str, limit: int) -> tuple[list[int], int]:
                       f"the limit of {limit}; it was cut to {cap:,} characters before tokenising.", TruncationWarning,
                       stacklevel=4)
         target = target[:cap]
-    labels = list(tok(text_target=target, add_special_tokens=True)["input_ids"])
+    labels = list(tokenize(tok, text_target=target, add_special_tokens=True)["input_ids"])
     if not labels:
         raise NormvizError("The target gave no tokens. Type a translation, or leave it empty to generate one.")
     dropped = max(0, len(labels) - limit)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import streamlit as st
 
 import normviz
+from normviz.core.tokens import tokenize
 
 from ..kit.settings import EMBEDDED_SEQ2SEQ
 from ..kit.state import QueryView, decode_bool, encode_value
@@ -96,7 +97,7 @@ def unknown_words(tokenizer, text: str) -> list[str]:
         return []
     out = []
     for word in dict.fromkeys(text.split()):
-        ids = tokenizer(word, add_special_tokens=False)["input_ids"]
+        ids = tokenize(tokenizer, word, add_special_tokens=False)["input_ids"]
         if unk in ids:
             out.append(word)
     return out
