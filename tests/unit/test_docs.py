@@ -69,7 +69,9 @@ _FOLDER_FILE = re.compile(r"normviz/(" + "|".join(sorted(_FOLDERS, key=len, reve
 # old README lines rewritten since because what they describe changed (round 5): Esc leaves stage mode on every
 # page, the families a Hub id may be (issue 38's architecture rows and the floor), a steps link opens on its step
 REWRITTEN = ("`f` focuses the token under the mouse", "Any Hugging Face Hub id or local directory of a supported",
-             "URL (`steps=Weights~0~all~attention+norm;Deep~5~3~norm`)")
+             "URL (`steps=Weights~0~all~attention+norm;Deep~5~3~norm`)",
+             # issue 38: gated FFs are split for GELU and GELU-tanh too, not "SiLU only"
+             "model, `encoder_ff` of a gated-GELU T5 v1.1, whose gated FF is split for SiLU only)")
 
 
 def test_the_old_readme_text_is_in_docs():
