@@ -36,9 +36,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 # ---------------------------------------------------------------- inseq's side (its own venv: no normviz import)
-def inseq_worker(job_path: str) -> None:
-    import inseq
-    import numpy as np
+def inseq_loaded(job_path: str):
+    """inseq's side, set up: the job, the tokenizer and the eager float32 model of ``job["model_dir"]``, the prompt
+    and prompt + continuation as text, their ids, and ``out`` (versions, the text round trip, ``forward_s``: the
+    mean of 3 plain forward passes after a warm-up). Shared by bench_continuation_inseq's worker."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -65,6 +66,16 @@ def inseq_worker(job_path: str) -> None:
     for _ in range(3):
         forward()
     out["forward_s"] = (time.perf_counter() - t0) / 3
+    return job, tok, model, prompt, full, ids, out
+
+
+def inseq_worker(job_path: str) -> None:
+    import inseq
+    import numpy as np
+    import torch
+
+    job, tok, model, prompt, full, ids, out = inseq_loaded(job_path)
+    prompt_ids, cont_ids = job["prompt_ids"], job["continuation_ids"]
     with torch.no_grad():
         logits = model(input_ids=ids).logits[0]
     n = len(prompt_ids)

@@ -45,32 +45,9 @@ METHODS = ("saliency", "input_x_gradient", "integrated_gradients")
 def inseq_worker(job_path: str) -> None:
     import inseq
     import numpy as np
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from bench_continuation import inseq_loaded  # this folder is on sys.path: the worker runs as a script here
 
-    with open(job_path) as fh:
-        job = json.load(fh)
-    torch.set_num_threads(job["threads"])
-    tok = AutoTokenizer.from_pretrained(job["model_dir"])
-    model = AutoModelForCausalLM.from_pretrained(job["model_dir"], attn_implementation="eager",
-                                                 dtype=torch.float32).eval()
-    prompt_ids, cont_ids = job["prompt_ids"], job["continuation_ids"]
-    prompt, full = tok.decode(prompt_ids), tok.decode(prompt_ids + cont_ids)
-    ids = torch.tensor([prompt_ids + cont_ids])
-    from importlib.metadata import version
-
-    out = {"inseq": version("inseq"), "torch": torch.__version__,
-           "roundtrip": tok(full, add_special_tokens=False)["input_ids"] == prompt_ids + cont_ids}
-
-    def forward():
-        with torch.no_grad():
-            model(input_ids=ids, use_cache=False)
-
-    forward()
-    t0 = time.perf_counter()
-    for _ in range(3):
-        forward()
-    out["forward_s"] = (time.perf_counter() - t0) / 3
+    job, tok, model, prompt, full, ids, out = inseq_loaded(job_path)
     for method in job["methods"]:
         kw = {"n_steps": job["ig_steps"]} if method == "integrated_gradients" else {}
         m = inseq.load_model(model, method, tokenizer=tok)
