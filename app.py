@@ -6,6 +6,7 @@ With ``NORMVIZ_TIMING=1`` each run's server time goes to stderr (``normviz-timin
 <seconds>``, :mod:`normviz.ui.kit.timing`), which the real-browser test reads to split a redraw into server and
 browser time.
 """
+
 import os
 import sys
 import time
@@ -56,8 +57,9 @@ mark_dropped_queries()  # a query string Streamlit drops as too long is then sai
 import_once()  # transformers' names resolved once, one thread at a time, before any page (ui.kit.warm)
 
 pages = discover(Path(__file__).parent / "app_pages")
-nav = st.navigation([st.Page(str(p.path), title=p.title, icon=p.icon, url_path=p.url_path, default=p.default)
-                     for p in pages])
+nav = st.navigation(
+    [st.Page(str(p.path), title=p.title, icon=p.icon, url_path=p.url_path, default=p.default) for p in pages]
+)
 t0 = time.perf_counter()
 try:
     nav.run()

@@ -3,6 +3,7 @@
 The page composes its regions (:mod:`normviz.ui.views.explore`: the controls;
 :mod:`normviz.ui.views.explore_panels`: the maps; :mod:`normviz.ui.views.frame`: model, text and session, or a
 message and the run stops)."""
+
 from pathlib import Path
 
 import streamlit as st
@@ -37,8 +38,15 @@ def page() -> None:
     ui.step_note()  # a step's maps this model does not offer: named, never dropped silently
     if view.present:
         ui.step_indicator(view)
-        ui.keyboard(controls.LAYER_KEY, list(range(lm.n_layers)), controls.HEAD_KEY, head_opts, leave=ui.leave_stage,
-                    on_step=lambda delta: ui.walk_steps(delta, groups), focus_key="w_focus")
+        ui.keyboard(
+            controls.LAYER_KEY,
+            list(range(lm.n_layers)),
+            controls.HEAD_KEY,
+            head_opts,
+            leave=ui.leave_stage,
+            on_step=lambda delta: ui.walk_steps(delta, groups),
+            focus_key="w_focus",
+        )
     frame.text(view.text, "The text is empty. Type a sentence (or two) to analyse, or pick an example.")
 
     # --- the heavy part: one cached session per text; each map computed once, layer/head changes only slice ----

@@ -2,6 +2,7 @@
 logit lens, information-flow routes, attention sinks. All numbers from normviz (Session.predict / explain /
 logit_lens, normviz.routes); figures from normviz.viz.why. The page composes its regions
 (:mod:`normviz.ui.views.why_controls`, :mod:`normviz.ui.views.why_panels`, :mod:`normviz.ui.views.why_other`)."""
+
 import streamlit as st
 
 from normviz.core.errors import NormvizError
@@ -31,9 +32,11 @@ def page() -> None:
     why_not = W.has_head(lm) if not getattr(lm, "is_encoder_decoder", False) else None
     chosen = lm
     if why_not is not None:
-        st.info(f"{ui.plain(lm.name, 80)} has no language-model head, so it predicts no tokens; this page shows "
-                f"{W.FALLBACK_MODEL} instead (a 30-layer Llama-family decoder). Pick a model with a head in the "
-                "sidebar to explain it.")
+        st.info(
+            f"{ui.plain(lm.name, 80)} has no language-model head, so it predicts no tokens; this page shows "
+            f"{W.FALLBACK_MODEL} instead (a 30-layer Llama-family decoder). Pick a model with a head in the "
+            "sidebar to explain it."
+        )
         lm = frame.model(W.FALLBACK_MODEL, device=False)
     if getattr(lm, "is_encoder_decoder", False):
         why_other.seq2seq(lm, view, wv, fs)
@@ -51,8 +54,9 @@ def page() -> None:
     pos = C.draw_position(bar, session, wv, tokens)
     ui.seed(LENS_LAYER, lm.n_layers)  # the model's own row
     if wide:  # stage mode: ←/→ the position, ↑/↓ the lens's layer, Esc leaves (as on Explore)
-        ui.keyboard(POS, walk[1] if walk else list(range(n)), LENS_LAYER, list(range(lm.n_layers + 1)),
-                    leave=ui.leave_stage)
+        ui.keyboard(
+            POS, walk[1] if walk else list(range(n)), LENS_LAYER, list(range(lm.n_layers + 1)), leave=ui.leave_stage
+        )
     c = C.draw_target_foil(bar, lm, session, wv, pos, C.candidates(session, pos))
     W.save_why(view, wv)
 
@@ -60,11 +64,17 @@ def page() -> None:
         why_other.floor_view(session, c, tokens, tok, fs)
         st.stop()
     # once per session, position and token(s): a candidate visited again costs nothing
-    e = memoised(session, ("why_explain", int(pos), c.target, c.foil),
-                 lambda: session.explain(token=c.target, foil=c.foil, position=pos))
+    e = memoised(
+        session,
+        ("why_explain", int(pos), c.target, c.foil),
+        lambda: session.explain(token=c.target, foil=c.foil, position=pos),
+    )
     try:
-        lens = memoised(session, ("why_lens", int(pos), tuple(c.drawable)),
-                        lambda: W.lens_view(session.logit_lens(position=pos), tok, c.drawable))
+        lens = memoised(
+            session,
+            ("why_lens", int(pos), tuple(c.drawable)),
+            lambda: W.lens_view(session.logit_lens(position=pos), tok, c.drawable),
+        )
     except NormvizError as exc:
         frame.stop_with("error", str(exc))
     tname, fname = W.token_text(tok, c.target), (W.token_text(tok, c.foil) if c.foil is not None else None)

@@ -1,5 +1,6 @@
 """normviz · Overview: every layer and head of one map at once, and which heads are "no-op" heads. The page
 composes its regions (:mod:`normviz.ui.views.head_grids`; the numbers: :mod:`normviz.ui.views.overview_maps`)."""
+
 import streamlit as st
 
 from normviz.ui.kit import data
@@ -49,16 +50,21 @@ def page() -> None:
     if m < session.n_tokens:
         st.info(f"The grid shows the first {m} of {session.n_tokens} tokens so the page stays responsive.")
     if not view.present:
-        st.caption("Each small square is one head's map (rows receive, columns contribute); one colour scale per "
-                   "grid. Hover a cell for layer, head and token pair; click a square to open that head on Explore, "
-                   "or pick one below to see it large, with its tokens.")
+        st.caption(
+            "Each small square is one head's map (rows receive, columns contribute); one colour scale per "
+            "grid. Hover a cell for layer, head and token pair; click a square to open that head on Explore, "
+            "or pick one below to see it large, with its tokens."
+        )
     grid_cols = G.draw_grids(view, lm, session, shown, stacks, m, labels, fs)
     with grid_cols[-1] if len(shown) == 1 else st.container():
         G.zoom_head(view, lm, session, shown, labels, fs)
 
-    st.download_button("Download the grids' numbers (NPZ)",
-                       data.stacks_npz({k: stacks[k][:, :, :m, :m] for k in shown}, list(session.tokens[:m])),
-                       file_name=f"normviz_overview_{lm.name.replace('/', '_')}.npz", mime="application/octet-stream")
+    st.download_button(
+        "Download the grids' numbers (NPZ)",
+        data.stacks_npz({k: stacks[k][:, :, :m, :m] for k in shown}, list(session.tokens[:m])),
+        file_name=f"normviz_overview_{lm.name.replace('/', '_')}.npz",
+        mime="application/octet-stream",
+    )
     G.draw_noop_heads(view, summary, sink, sink_name, shares, fs)
 
 

@@ -1,6 +1,7 @@
 """normviz · Learn: why a weight is not a contribution (on your sentence), then every map explained, with a
 worked 3-token example computed live. The page composes its regions (:mod:`normviz.ui.views.learn_regions`; the
 lessons' words and numbers: :mod:`normviz.ui.views.learn`)."""
+
 import pandas as pd
 import streamlit as st
 
@@ -22,7 +23,8 @@ def page() -> None:
             "A transformer layer mixes token vectors. **Attention weights** say where a head looks; the maps of "
             "Kobayashi et al. measure the **vectors** that actually move, through more and more of the layer: "
             "the attention heads, the residual connection, the layer normalisation, the feed-forward block. "
-            "Every number below is computed now from the model in the sidebar.")
+            "Every number below is computed now from the model in the sidebar."
+        )
     lm = frame.model(view.model)
     if not view.present:
         with st.expander("The symbols used on this page", expanded=False):

@@ -4,6 +4,7 @@ Thin page: the inputs, one run of :func:`normviz.corpus.run_corpus` with a progr
 :mod:`normviz.viz.corpus` and downloads (its regions: :mod:`normviz.ui.views.corpus_view`). Every number is computed
 in ``normviz.corpus``.
 """
+
 import hashlib
 
 import streamlit as st
@@ -23,8 +24,10 @@ def page() -> None:
     ui.follow_text(TEXT_KEYS, view.model)
     ui.save_view(view)
     st.header("Corpus statistics")
-    st.caption("Do the papers' findings hold for this model and this text? Kobayashi et al. 2020 (weights vs norms, "
-               "‖f(x)‖), 2021 (mixing ratios with residual and LayerNorm), 2024 (the feed-forward block).")
+    st.caption(
+        "Do the papers' findings hold for this model and this text? Kobayashi et al. 2020 (weights vs norms, "
+        "‖f(x)‖), 2021 (mixing ratios with residual and LayerNorm), 2024 (the feed-forward block)."
+    )
     model = view.model.strip()
     data, cap, stats, batch, go = V.draw_inputs(MAX_LINES)
 

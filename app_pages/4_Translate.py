@@ -3,6 +3,7 @@
 Thin page: widgets, one cached session and its cross maps (:mod:`normviz.ui.kit.fetch`, as every page), alignments
 from :mod:`normviz.align`, figures from :mod:`normviz.viz`; its regions: :mod:`normviz.ui.views.translate_regions`.
 """
+
 from pathlib import Path
 
 import streamlit as st
@@ -35,8 +36,10 @@ def page() -> None:
     fs = ui.font_size(view.present)
     if not view.present:  # stage mode: one compact bar of controls, the panels right under it
         st.header("Translate: cross-attention and word alignment")
-        st.caption("Kobayashi et al. 2020 §5: the norms ‖α f(e)‖ of the source–target attention align words better "
-                   "than the weights α. Rows are the decoder's input tokens (target), columns the encoder's (source).")
+        st.caption(
+            "Kobayashi et al. 2020 §5: the norms ‖α f(e)‖ of the source–target attention align words better "
+            "than the weights α. Rows are the decoder's input tokens (target), columns the encoder's (source)."
+        )
     examples = toy_examples(str(DATA))
     bar, more = R.draw_inputs(view, examples)
     R.save_view(view)

@@ -13,6 +13,7 @@ the forward pass, and whether both versions gave the same bits. The copy is kept
 can round differently (float32, ~1e-7) from the checkout's even where the source is the same; exactness across
 versions is ``check_norms_equivalence.py``'s job, the bits printed here are only a hint.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,7 +39,9 @@ def main() -> None:
     args = ap.parse_args()
     # a fixed place per old package, kept: numba's on-disk cache of its kernels lives beside them, and kernels
     # compiled afresh in this process can round differently from cached ones (float32 ~1e-7)
-    tmp = os.path.join(tempfile.gettempdir(), "normviz_ab", hashlib.sha1(os.path.abspath(args.old).encode()).hexdigest()[:12])
+    tmp = os.path.join(
+        tempfile.gettempdir(), "normviz_ab", hashlib.sha1(os.path.abspath(args.old).encode()).hexdigest()[:12]
+    )
     if not os.path.isdir(os.path.join(tmp, "normviz_old")):
         shutil.copytree(args.old, os.path.join(tmp, "normviz_old"), ignore=shutil.ignore_patterns("__pycache__"))
     sys.path.insert(0, tmp)
@@ -59,17 +62,25 @@ def main() -> None:
         model, lm, ids, enc = bn.build("minilm", n)
         lm_old = normviz_old.from_model(model, None, name="old")
         enc_old = OldEncoded(ids=enc.ids, tokens=enc.tokens, labels=enc.labels, special=enc.special, dropped=0)
-        runs = {"forward": lambda: model(input_ids=ids, output_attentions=True),
-                "old": lambda: normviz_old.Session.from_encoded(lm_old, [enc_old])[0].get(bn.KEYS),
-                "new": lambda: normviz.Session.from_encoded(lm, [enc])[0].get(bn.KEYS)}
+        runs = {
+            "forward": lambda: model(input_ids=ids, output_attentions=True),
+            "old": lambda: normviz_old.Session.from_encoded(lm_old, [enc_old])[0].get(bn.KEYS),
+            "new": lambda: normviz.Session.from_encoded(lm, [enc])[0].get(bn.KEYS),
+        }
         for run in runs.values():  # warm-up (kernels from numba's cache, first large arrays)
             run()
             run()
         a, b = runs["new"](), runs["old"]()
         same = all(np.array_equal(a.arrays[k], b.arrays[k]) for k in bn.KEYS)
         if not same:
-            print("  differ:", {k: float(np.abs(a.arrays[k] - b.arrays[k]).max() / np.abs(b.arrays[k]).max())
-                                for k in bn.KEYS if not np.array_equal(a.arrays[k], b.arrays[k])})
+            print(
+                "  differ:",
+                {
+                    k: float(np.abs(a.arrays[k] - b.arrays[k]).max() / np.abs(b.arrays[k]).max())
+                    for k in bn.KEYS
+                    if not np.array_equal(a.arrays[k], b.arrays[k])
+                },
+            )
         cpu: dict[str, list] = {c: [] for c in runs}
         wall: dict[str, list] = {c: [] for c in runs}
         for _ in range(args.repeats):
@@ -81,9 +92,13 @@ def main() -> None:
                 wall[c].append(t1 - t0)
         mc = {c: statistics.median(v) for c, v in cpu.items()}
         mw = {c: statistics.median(v) for c, v in wall.items()}
-        print(f"n={n} same bits {same}; forward cpu {mc['forward'] * 1e3:.1f} ms, wall {mw['forward'] * 1e3:.1f} ms; "
-              + "; ".join(f"{c}: cpu {mc[c] / mc['forward']:.3f}x, wall {mw[c] / mw['forward']:.3f}x" for c in ("old", "new")),
-              flush=True)
+        print(
+            f"n={n} same bits {same}; forward cpu {mc['forward'] * 1e3:.1f} ms, wall {mw['forward'] * 1e3:.1f} ms; "
+            + "; ".join(
+                f"{c}: cpu {mc[c] / mc['forward']:.3f}x, wall {mw[c] / mw['forward']:.3f}x" for c in ("old", "new")
+            ),
+            flush=True,
+        )
     print("load", " ".join(open("/proc/loadavg").read().split()[:3]))
 
 

@@ -9,6 +9,7 @@ sentence, a layer change, a head change and toggling a map that is already compu
 Also counts the forward passes of the model per interaction (a pre-hook on the loaded model).
 Medians are reported.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,9 +75,15 @@ def bench(model: str, n_sentences: int) -> dict:
     finally:
         handle.remove()
     n_tokens = [len(lm.tokenizer(t)["input_ids"]) for t in SENTENCES[:n_sentences]]
-    return {"model": model, "maps": maps, "tokens": (min(n_tokens), max(n_tokens)),
-            "median": {k: statistics.median(v) for k, v in times.items()},
-            "max": {k: max(v) for k, v in times.items()}, "forwards": forwards, "runs": {k: len(v) for k, v in times.items()}}
+    return {
+        "model": model,
+        "maps": maps,
+        "tokens": (min(n_tokens), max(n_tokens)),
+        "median": {k: statistics.median(v) for k, v in times.items()},
+        "max": {k: max(v) for k, v in times.items()},
+        "forwards": forwards,
+        "runs": {k: len(v) for k, v in times.items()},
+    }
 
 
 def main(argv=None) -> int:
@@ -87,14 +94,19 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     results = [bench(m, args.sentences) for m in args.model]
     if args.markdown:
-        print("| model | default panels | tokens | new sentence | layer change | head change | map toggle | forward passes |")
+        print(
+            "| model | default panels | tokens | new sentence | layer change | head change | map toggle | forward "
+            "passes |"
+        )
         print("|---|---|---|---:|---:|---:|---:|---|")
         for r in results:
             med = r["median"]
             fw = ", ".join(f"{k}: {v}/{r['runs'][k]}" for k, v in r["forwards"].items())
-            print(f"| {r['model']} | {', '.join(r['maps'])} | {r['tokens'][0]}–{r['tokens'][1]} | "
-                  f"{med['new sentence']:.2f} s | {med['layer change']:.2f} s | {med['head change']:.2f} s | "
-                  f"{med['map toggle']:.2f} s | {fw} |")
+            print(
+                f"| {r['model']} | {', '.join(r['maps'])} | {r['tokens'][0]}–{r['tokens'][1]} | "
+                f"{med['new sentence']:.2f} s | {med['layer change']:.2f} s | {med['head change']:.2f} s | "
+                f"{med['map toggle']:.2f} s | {fw} |"
+            )
     else:
         for r in results:
             print(r)

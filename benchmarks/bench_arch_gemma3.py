@@ -13,6 +13,7 @@ other's. ``--load``: also ``normviz.load("gemma3")`` in a fresh subprocess (wall
     python benchmarks/bench_arch_gemma3.py [--n 64 256 1024] [--repeats 3] [--models gemma3 smollm2] [--load]
         [--json out.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,12 +27,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 KEYS = ["attention", "norm", "norm_layer", "attn_res", "attn_res_ln"]
-TEXT = ("The capital of France is Paris, and the river that runs through it is the Seine. " * 200)
+TEXT = "The capital of France is Paris, and the river that runs through it is the Seine. " * 200
 
 
 def load_time() -> dict:
-    code = ("import time; t0 = time.perf_counter(); c0 = time.process_time(); import normviz; "
-            "lm = normviz.load('gemma3'); print(time.perf_counter() - t0, time.process_time() - c0)")
+    code = (
+        "import time; t0 = time.perf_counter(); c0 = time.process_time(); import normviz; "
+        "lm = normviz.load('gemma3'); print(time.perf_counter() - t0, time.process_time() - c0)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     wall, cpu = map(float, out.stdout.split()[-2:])
     return {"load_wall_s": round(wall, 2), "load_cpu_s": round(cpu, 2)}
@@ -75,12 +78,18 @@ def main() -> None:
             def explain(lm=lm, enc=enc):
                 e = normviz.Session.from_encoded(lm, [enc])[0].explain(position=-1)
                 e.sources
-            runs.update({f"{name} forward": forward, f"{name} norms": norms, f"{name} plain": plain,
-                         f"{name} explain": explain})
+
+            runs.update(
+                {f"{name} forward": forward, f"{name} norms": norms, f"{name} plain": plain, f"{name} explain": explain}
+            )
         t0 = time.perf_counter()
         times, med = alternate(runs, args.repeats)
-        row = {"n": n, "seconds": round(time.perf_counter() - t0, 1), "load_average": os.getloadavg()[0],
-               "median_s": {k: round(v, 4) for k, v in med.items()}}
+        row = {
+            "n": n,
+            "seconds": round(time.perf_counter() - t0, 1),
+            "load_average": os.getloadavg()[0],
+            "median_s": {k: round(v, 4) for k, v in med.items()},
+        }
         for name in models:
             row[f"{name} norms/forward"] = round(med[f"{name} norms"] / med[f"{name} forward"], 3)
             row[f"{name} explain/plain"] = round(med[f"{name} explain"] / med[f"{name} plain"], 3)

@@ -4,6 +4,7 @@ each in a fresh process; beside it ``qk.attend_bytes``'s estimate.
 
     python benchmarks/bench_attend_memory.py [N_TOKENS] [LAYER]
 """
+
 from __future__ import annotations
 
 import json
@@ -30,9 +31,15 @@ def child(n: int, layer: int, old: bool) -> dict:
     wall = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     d = lm.sizes[0]
-    return {"n": s.n_tokens, "old": old, "added_gb": (peak - base) / 2**30, "wall_s": wall, "total": a.total,
-            "estimate_gb": qk.attend_bytes(s.n_tokens, d, lm.n_heads, layer, False, 4) / 2**30,
-            "rows": qk.chunk_rows(s.n_tokens, d, 4) if not old else qk.CHUNK_ROWS}
+    return {
+        "n": s.n_tokens,
+        "old": old,
+        "added_gb": (peak - base) / 2**30,
+        "wall_s": wall,
+        "total": a.total,
+        "estimate_gb": qk.attend_bytes(s.n_tokens, d, lm.n_heads, layer, False, 4) / 2**30,
+        "rows": qk.chunk_rows(s.n_tokens, d, 4) if not old else qk.CHUNK_ROWS,
+    }
 
 
 if __name__ == "__main__":
@@ -42,6 +49,14 @@ if __name__ == "__main__":
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1024
     layer = int(sys.argv[2]) if len(sys.argv) > 2 else 29
     for kind in ("old", "new"):
-        out = subprocess.run([sys.executable, __file__, "--child", str(n), str(layer), kind], capture_output=True,
-                             text=True, check=True).stdout.strip().splitlines()[-1]
+        out = (
+            subprocess.run(
+                [sys.executable, __file__, "--child", str(n), str(layer), kind],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            .stdout.strip()
+            .splitlines()[-1]
+        )
         print(out, flush=True)

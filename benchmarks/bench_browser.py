@@ -9,6 +9,7 @@ every panel shows the new state (``shown``; layer and head changes are drawn in 
 first) and until Streamlit is idle too (the rerun drawn).
 Server time: app.py's own run time (NORMVIZ_TIMING=1). On a loaded machine read the ratios, not the seconds.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,11 @@ def main() -> None:
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="normviz-bench-browser-"))
     log = str(tmp / "streamlit.log")
-    with streamlit_server(script="benchmarks/apps/bare_slider.py", log_path=str(tmp / "bare.log")) as bare, \
-            streamlit_server(env={"NORMVIZ_TIMING": "1"}, log_path=log) as url, chromium(1280, 800) as driver:
+    with (
+        streamlit_server(script="benchmarks/apps/bare_slider.py", log_path=str(tmp / "bare.log")) as bare,
+        streamlit_server(env={"NORMVIZ_TIMING": "1"}, log_path=log) as url,
+        chromium(1280, 800) as driver,
+    ):
         base = floor(driver, bare, args.rounds)
         figures = _measure(driver, url, log, args.rounds)
         base_after = floor(driver, bare, args.rounds)

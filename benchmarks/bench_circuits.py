@@ -4,6 +4,7 @@ ablation, measured in one process (the ratios are what to compare; the shared ma
 
     python benchmarks/bench_circuits.py [--model smollm2] [--steps 16] [--repeat 2]
 """
+
 from __future__ import annotations
 
 import argparse

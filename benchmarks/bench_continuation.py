@@ -20,6 +20,7 @@ in a child process, which reports its peak RSS (target ≤ 6 GB) and time.
 completeness gap: |Σ_tokens attribution − the step's logit| / |logit| per step (normviz: Σ sources + bias =
 logit, up to float32 rounding). The child runs this file with ``--inseq-worker``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,15 +48,19 @@ def inseq_loaded(job_path: str):
         job = json.load(fh)
     torch.set_num_threads(job["threads"])
     tok = AutoTokenizer.from_pretrained(job["model_dir"])
-    model = AutoModelForCausalLM.from_pretrained(job["model_dir"], attn_implementation="eager",
-                                                 dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(
+        job["model_dir"], attn_implementation="eager", dtype=torch.float32
+    ).eval()
     prompt_ids, cont_ids = job["prompt_ids"], job["continuation_ids"]
     prompt, full = tok.decode(prompt_ids), tok.decode(prompt_ids + cont_ids)
     ids = torch.tensor([prompt_ids + cont_ids])
     from importlib.metadata import version
 
-    out = {"inseq": version("inseq"), "torch": torch.__version__,
-           "roundtrip": tok(full, add_special_tokens=False)["input_ids"] == prompt_ids + cont_ids}
+    out = {
+        "inseq": version("inseq"),
+        "torch": torch.__version__,
+        "roundtrip": tok(full, add_special_tokens=False)["input_ids"] == prompt_ids + cont_ids,
+    }
 
     def forward():
         with torch.no_grad():
@@ -83,8 +88,14 @@ def inseq_worker(job_path: str) -> None:
     for method, kw in (("input_x_gradient", {}), ("integrated_gradients", {"n_steps": 50})):
         m = inseq.load_model(model, method, tokenizer=tok)
         t0 = time.perf_counter()
-        res = m.attribute(input_texts=prompt, generated_texts=full, attributed_fn="logit", show_progress=False,
-                          skip_special_tokens=False, **kw)
+        res = m.attribute(
+            input_texts=prompt,
+            generated_texts=full,
+            attributed_fn="logit",
+            show_progress=False,
+            skip_special_tokens=False,
+            **kw,
+        )
         seconds = time.perf_counter() - t0
         seq = res.sequence_attributions[0]
         attr = seq.target_attributions  # [tokens, steps, hidden]: raw, before inseq's (unsigned) aggregation
@@ -92,8 +103,13 @@ def inseq_worker(job_path: str) -> None:
         sums = np.nan_to_num(attr.double().numpy()).sum(0)  # Σ over tokens per step
         k = min(len(sums), len(want))
         gap = np.abs(sums[:k] - want[:k]) / np.abs(want[:k])
-        out[method] = {"seconds": seconds, "ratio": seconds / out["forward_s"], "steps": len(sums),
-                       "gap_median": float(np.median(gap)), "gap_max": float(gap.max())}
+        out[method] = {
+            "seconds": seconds,
+            "ratio": seconds / out["forward_s"],
+            "steps": len(sums),
+            "gap_median": float(np.median(gap)),
+            "gap_max": float(gap.max()),
+        }
     print(json.dumps(out))
 
 
@@ -117,11 +133,23 @@ def long_once(n: int, steps: int) -> None:
     t0 = time.perf_counter()
     c = Session.from_encoded(lm, [enc])[0].explain_continuation(steps)
     seconds = time.perf_counter() - t0
-    gap = float(abs(c.sources[-1][~__import__("numpy").isnan(c.sources[-1])].sum() + c.bias[-1] - c.totals[-1])
-                / abs(c.totals[-1]))
-    print(json.dumps({"n": len(enc.ids), "steps": len(c), "seconds": seconds, "batches": c.batches,
-                      "peak_rss_gib_after_load": rss0, "peak_rss_gib": resource.getrusage(
-                          resource.RUSAGE_SELF).ru_maxrss / 2**20, "last_row_gap": gap}))
+    gap = float(
+        abs(c.sources[-1][~__import__("numpy").isnan(c.sources[-1])].sum() + c.bias[-1] - c.totals[-1])
+        / abs(c.totals[-1])
+    )
+    print(
+        json.dumps(
+            {
+                "n": len(enc.ids),
+                "steps": len(c),
+                "seconds": seconds,
+                "batches": c.batches,
+                "peak_rss_gib_after_load": rss0,
+                "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+                "last_row_gap": gap,
+            }
+        )
+    )
 
 
 def main() -> None:
@@ -151,8 +179,10 @@ def main() -> None:
     import normviz
     from normviz.session.session import Session
 
-    print(f"# {platform.processor() or platform.machine()}, torch {torch.__version__}, {torch.get_num_threads()} "
-          f"threads, load {os.getloadavg()[0]:.2f}")
+    print(
+        f"# {platform.processor() or platform.machine()}, torch {torch.__version__}, {torch.get_num_threads()} "
+        f"threads, load {os.getloadavg()[0]:.2f}"
+    )
     lm = normviz.load("smollm2", device="cpu")
     if args.only_inseq:
         return side_by_side(lm, args)
@@ -171,24 +201,36 @@ def main() -> None:
         with torch.no_grad():
             lm.head_model.generate(input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=T, do_sample=False)
 
-    steps = {"forward": forward, "generate": generate,
-             "continuation": lambda: Session.from_encoded(lm, [enc])[0].explain_continuation(T),
-             "given": lambda: Session.from_encoded(lm, [enc])[0].explain_continuation(continuation=cont)}
+    steps = {
+        "forward": forward,
+        "generate": generate,
+        "continuation": lambda: Session.from_encoded(lm, [enc])[0].explain_continuation(T),
+        "given": lambda: Session.from_encoded(lm, [enc])[0].explain_continuation(continuation=cont),
+    }
     _, med = alternate(steps, args.repeat)
     f = med["forward"]
     gaps = [abs(np.nansum(ref.sources[t]) + ref.bias[t] - ref.totals[t]) / abs(ref.totals[t]) for t in range(len(ref))]
-    print(f"prompt {len(enc.ids)} tokens, T = {len(ref)} steps ({ref.note}); forward over {full.shape[1]} tokens "
-          f"{f * 1e3:.0f} ms")
+    print(
+        f"prompt {len(enc.ids)} tokens, T = {len(ref)} steps ({ref.note}); forward over {full.shape[1]} tokens "
+        f"{f * 1e3:.0f} ms"
+    )
     for k, v in med.items():
         print(f"  {k:13s} {v:8.3f} s  {v / f:6.1f} forward passes", flush=True)
-    print(f"  target: continuation ≤ T + 3 = {len(ref) + 3} forward passes: "
-          f"{'met' if med['continuation'] / f <= len(ref) + 3 else 'NOT met'}")
-    print(f"  normviz completeness gap |Σ sources + bias − logit| / |logit|: median {np.median(gaps):.1e}, "
-          f"max {max(gaps):.1e}")
+    print(
+        f"  target: continuation ≤ T + 3 = {len(ref) + 3} forward passes: "
+        f"{'met' if med['continuation'] / f <= len(ref) + 3 else 'NOT met'}"
+    )
+    print(
+        f"  normviz completeness gap |Σ sources + bias − logit| / |logit|: median {np.median(gaps):.1e}, "
+        f"max {max(gaps):.1e}"
+    )
     print(f"# load after {os.getloadavg()[0]:.2f}", flush=True)
     if args.long:
-        r = subprocess.run([sys.executable, __file__, "--long-child", str(args.long), str(args.long_steps)],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            [sys.executable, __file__, "--long-child", str(args.long), str(args.long_steps)],
+            capture_output=True,
+            text=True,
+        )
         line = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
         print(f"long: {line[-1] if line else r.stderr[-2000:]}")
     if args.inseq:
@@ -228,10 +270,17 @@ def side_by_side(lm, args) -> None:
     ours = time.perf_counter() - t0
     gaps = [abs(np.nansum(c.sources[t]) + c.bias[t] - c.totals[t]) / abs(c.totals[t]) for t in range(len(c))]
     print(f"side by side: prompt {n} tokens, the same {len(cont)} teacher-forced steps")
-    print(f"  normviz explain_continuation {ours:8.2f} s  {ours / f:7.1f} forward passes  completeness gap median "
-          f"{np.median(gaps):.1e}, max {max(gaps):.1e}", flush=True)
-    job = {"model_dir": str(cache_dir() / SMOLLM2_CONVERTED), "prompt_ids": enc.ids, "continuation_ids": cont,
-           "threads": torch.get_num_threads()}
+    print(
+        f"  normviz explain_continuation {ours:8.2f} s  {ours / f:7.1f} forward passes  completeness gap median "
+        f"{np.median(gaps):.1e}, max {max(gaps):.1e}",
+        flush=True,
+    )
+    job = {
+        "model_dir": str(cache_dir() / SMOLLM2_CONVERTED),
+        "prompt_ids": enc.ids,
+        "continuation_ids": cont,
+        "threads": torch.get_num_threads(),
+    }
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
         json.dump(job, fh)
     r = subprocess.run([args.inseq, __file__, "--inseq-worker", fh.name], capture_output=True, text=True)
@@ -240,12 +289,18 @@ def side_by_side(lm, args) -> None:
         print(f"inseq failed: {r.stderr[-3000:]}")
         return
     res = json.loads(line[-1])
-    print(f"  inseq {res['inseq']} (torch {res['torch']}, its own process, forward {res['forward_s'] * 1e3:.0f} ms "
-          f"there; text round trip {'exact' if res['roundtrip'] else 'NOT exact'}):")
+    print(
+        f"  inseq {res['inseq']} (torch {res['torch']}, its own process, forward {res['forward_s'] * 1e3:.0f} ms "
+        f"there; text round trip {'exact' if res['roundtrip'] else 'NOT exact'}):"
+    )
     for method in ("input_x_gradient", "integrated_gradients"):
         m = res[method]
-        print(f"  {method:28s} {m['seconds']:8.2f} s  {m['ratio']:7.1f} forward passes  completeness gap "
-              f"median {m['gap_median']:.2f}, max {m['gap_max']:.2f} ({m['steps']} steps)", flush=True)
+        print(
+            f"  {method:28s} {m['seconds']:8.2f} s  {m['ratio']:7.1f} forward passes  completeness gap "
+            f"median {m['gap_median']:.2f}, max {m['gap_max']:.2f} ({m['steps']} steps)",
+            flush=True,
+        )
+
 
 if __name__ == "__main__":
     main()

@@ -27,6 +27,7 @@ Spearman ρ vs |normviz| 0.66), input × gradient 18.8 s (16.8×; gap median 1.1
 gradients 491 s (440×; gap median 1.22, which IG's own completeness would put at logit(input) − logit(baseline);
 Pearson r 0.70).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,16 +53,25 @@ def inseq_worker(job_path: str) -> None:
         kw = {"n_steps": job["ig_steps"]} if method == "integrated_gradients" else {}
         m = inseq.load_model(model, method, tokenizer=tok)
         t0 = time.perf_counter()
-        res = m.attribute(input_texts=prompt, generated_texts=full, attributed_fn="logit", show_progress=False,
-                          skip_special_tokens=False, **kw)
+        res = m.attribute(
+            input_texts=prompt,
+            generated_texts=full,
+            attributed_fn="logit",
+            show_progress=False,
+            skip_special_tokens=False,
+            **kw,
+        )
         seconds = time.perf_counter() - t0
         seq = res.sequence_attributions[0]
         attr = seq.target_attributions  # [tokens, steps, hidden]: raw, before inseq's aggregation
         attr = attr.sum(-1) if attr.dim() == 3 else attr
         rows = attr.double().numpy().T  # [steps, tokens]
         scores = seq.step_scores or {}
-        out[method] = {"seconds": seconds, "rows": np.where(np.isfinite(rows), rows, np.nan).tolist(),
-                       "step_scores": {k: v.double().tolist() for k, v in scores.items()}}
+        out[method] = {
+            "seconds": seconds,
+            "rows": np.where(np.isfinite(rows), rows, np.nan).tolist(),
+            "step_scores": {k: v.double().tolist() for k, v in scores.items()},
+        }
     print(json.dumps(out))
 
 
@@ -76,9 +86,18 @@ def tiny_dir(path: str) -> str:
     if os.path.exists(os.path.join(path, "config.json")):
         return path
     tok = tf.AutoTokenizer.from_pretrained(str(cache_dir() / SMOLLM2_CONVERTED))
-    cfg = tf.LlamaConfig(vocab_size=len(tok), hidden_size=256, intermediate_size=512, num_hidden_layers=4,
-                         num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=512,
-                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, tie_word_embeddings=True)
+    cfg = tf.LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        max_position_embeddings=512,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        tie_word_embeddings=True,
+    )
     torch.manual_seed(0)
     model = tf.LlamaForCausalLM(cfg).eval()
     model.save_pretrained(path)
@@ -119,8 +138,11 @@ def main() -> None:
     prompt_ids, cont = ids[:n], ids[n:]
     enc = encode_exactly(lm, n)
     assert list(enc.ids) == prompt_ids
-    print(f"# {args.model} ({model_dir}), torch {torch.__version__}, {torch.get_num_threads()} threads, "
-          f"load {os.getloadavg()[0]:.2f}; prompt {n} tokens + {T} teacher-forced steps", flush=True)
+    print(
+        f"# {args.model} ({model_dir}), torch {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"load {os.getloadavg()[0]:.2f}; prompt {n} tokens + {T} teacher-forced steps",
+        flush=True,
+    )
     full = torch.tensor([ids])
 
     def forward():
@@ -142,12 +164,21 @@ def main() -> None:
     want = np.array([logits[n - 1 + t, tok] for t, tok in enumerate(cont)])
     ours_rows = np.asarray(c.sources, dtype=np.float64)  # [T, n + T − 1]
     gap = np.abs(np.nansum(ours_rows, 1) + c.bias - want) / np.abs(want)
-    print(f"  normviz explain_continuation {ours:9.2f} s {ours / f:8.1f} forward passes (forward {f * 1e3:.0f} ms)  "
-          f"completeness gap median {np.median(gap):.1e}, max {gap.max():.1e}", flush=True)
+    print(
+        f"  normviz explain_continuation {ours:9.2f} s {ours / f:8.1f} forward passes (forward {f * 1e3:.0f} ms)  "
+        f"completeness gap median {np.median(gap):.1e}, max {gap.max():.1e}",
+        flush=True,
+    )
     if not args.inseq:
         return
-    job = {"model_dir": model_dir, "prompt_ids": prompt_ids, "continuation_ids": cont,
-           "threads": torch.get_num_threads(), "methods": args.methods.split(","), "ig_steps": args.ig_steps}
+    job = {
+        "model_dir": model_dir,
+        "prompt_ids": prompt_ids,
+        "continuation_ids": cont,
+        "threads": torch.get_num_threads(),
+        "methods": args.methods.split(","),
+        "ig_steps": args.ig_steps,
+    }
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
         json.dump(job, fh)
     r = subprocess.run([args.inseq, __file__, "--inseq-worker", fh.name], capture_output=True, text=True)
@@ -156,8 +187,10 @@ def main() -> None:
         sys.exit(f"inseq failed: {r.stderr[-3000:]}")
     res = json.loads(line[-1])
     fi = res["forward_s"]
-    print(f"  inseq {res['inseq']} (torch {res['torch']}, its own process; forward {fi * 1e3:.0f} ms there; text "
-          f"round trip {'exact' if res['roundtrip'] else 'NOT exact'})")
+    print(
+        f"  inseq {res['inseq']} (torch {res['torch']}, its own process; forward {fi * 1e3:.0f} ms there; text "
+        f"round trip {'exact' if res['roundtrip'] else 'NOT exact'})"
+    )
     from scipy.stats import pearsonr, spearmanr
 
     summary = {"normviz_s": ours, "normviz_forward_passes": ours / f, "normviz_gap_median": float(np.median(gap))}
@@ -176,13 +209,24 @@ def main() -> None:
             else:
                 close.append(pearsonr(a, b)[0])
         what = "Spearman ρ vs |normviz|" if method == "saliency" else "Pearson r vs normviz"
-        gap_text = "(|gradient|: no completeness)" if method == "saliency" else (
-            f"completeness gap median {np.median(g):.2f}, max {g.max():.2f}")
-        print(f"  inseq {method:22s} {m['seconds']:9.2f} s {m['seconds'] / fi:8.1f} forward passes  "
-              f"{m['seconds'] / ours:7.1f}× normviz  {gap_text};  {what}: median {np.nanmedian(close):.2f} "
-              f"({k} steps)", flush=True)
-        summary[method] = {"seconds": m["seconds"], "forward_passes": m["seconds"] / fi, "ratio": m["seconds"] / ours,
-                           "gap_median": float(np.median(g)), "close_median": float(np.nanmedian(close))}
+        gap_text = (
+            "(|gradient|: no completeness)"
+            if method == "saliency"
+            else (f"completeness gap median {np.median(g):.2f}, max {g.max():.2f}")
+        )
+        print(
+            f"  inseq {method:22s} {m['seconds']:9.2f} s {m['seconds'] / fi:8.1f} forward passes  "
+            f"{m['seconds'] / ours:7.1f}× normviz  {gap_text};  {what}: median {np.nanmedian(close):.2f} "
+            f"({k} steps)",
+            flush=True,
+        )
+        summary[method] = {
+            "seconds": m["seconds"],
+            "forward_passes": m["seconds"] / fi,
+            "ratio": m["seconds"] / ours,
+            "gap_median": float(np.median(g)),
+            "close_median": float(np.nanmedian(close)),
+        }
     print(f"# load after {os.getloadavg()[0]:.2f}")
     print(json.dumps(summary))
 

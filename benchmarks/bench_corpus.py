@@ -7,6 +7,7 @@ start-up excluded (reported once). CPU by default; `--device cuda` on a GPU mach
     python benchmarks/bench_corpus.py [--models minilm smollm2] [--n 48] [--stats cv shares spearman frequency mixing]
                                       [--workers 1 2] [--device cpu] [--json out.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,15 +45,32 @@ def main() -> None:
     rows = []
 
     def one(model, engine, workers, threads=None):
-        job = CorpusJob(model=model, input=str(src), out=str(tmp / f"{model}-{engine}-{workers}-{threads}"),
-                        stats=tuple(args.stats), batch_size=args.batch_size, chunk_size=args.chunk_size,
-                        device=args.device, engine=engine, workers=workers, ray_threads=threads, fresh=True)
+        job = CorpusJob(
+            model=model,
+            input=str(src),
+            out=str(tmp / f"{model}-{engine}-{workers}-{threads}"),
+            stats=tuple(args.stats),
+            batch_size=args.batch_size,
+            chunk_size=args.chunk_size,
+            device=args.device,
+            engine=engine,
+            workers=workers,
+            ray_threads=threads,
+            fresh=True,
+        )
         t = time.perf_counter()
         res = run_corpus(job, show_bar=False)
         dt = time.perf_counter() - t
-        row = {"model": model, "engine": engine, "workers": workers, "threads_per_worker": threads or torch.get_num_threads(),
-               "sentences": res.summary["sequences"], "tokens": res.summary["tokens"], "seconds": round(dt, 2),
-               "sentences_per_s": round(res.summary["sequences"] / dt, 3)}
+        row = {
+            "model": model,
+            "engine": engine,
+            "workers": workers,
+            "threads_per_worker": threads or torch.get_num_threads(),
+            "sentences": res.summary["sequences"],
+            "tokens": res.summary["tokens"],
+            "seconds": round(dt, 2),
+            "sentences_per_s": round(res.summary["sequences"] / dt, 3),
+        }
         rows.append(row)
         print(json.dumps(row), flush=True)
 
@@ -73,9 +91,18 @@ def main() -> None:
             cores = os.cpu_count() or 1
             if w > 1 and cores // w != torch.get_num_threads():
                 one(model, "ray", w, threads=max(1, cores // w))
-    out = {"machine": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(), "device": args.device,
-                       "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None},
-           "n": args.n, "stats": args.stats, "ray_start_seconds": ray_start, "rows": rows}
+    out = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+            "device": args.device,
+            "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        },
+        "n": args.n,
+        "stats": args.stats,
+        "ray_start_seconds": ray_start,
+        "rows": rows,
+    }
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
 

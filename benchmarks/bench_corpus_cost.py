@@ -7,6 +7,7 @@ batched exactly as the corpus engine does, each batch run once through the model
 recording pass); (b) the corpus engine on the same lines with the chosen statistics (model already loaded,
 no checkpoint reuse). Reports (b)/(a).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,9 +37,10 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     lm = normviz.load(args.model)
     lines = [ln for ln in SAMPLE.read_text(encoding="utf-8").splitlines() if ln.strip()][: args.n]
-    encs = sorted((encode(lm.tokenizer, ln, max_length=lm.max_length, warn=False) for ln in lines),
-                  key=lambda e: -len(e.ids))
-    batches = [encs[i:i + args.batch_size] for i in range(0, len(encs), args.batch_size)]
+    encs = sorted(
+        (encode(lm.tokenizer, ln, max_length=lm.max_length, warn=False) for ln in lines), key=lambda e: -len(e.ids)
+    )
+    batches = [encs[i : i + args.batch_size] for i in range(0, len(encs), args.batch_size)]
 
     def forward_only():
         with torch.no_grad():
@@ -53,14 +55,21 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "in.txt"
         src.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        job = CorpusJob(model=args.model, input=str(src), out=str(Path(tmp) / "out"), stats=tuple(args.stats),
-                        batch_size=args.batch_size)
+        job = CorpusJob(
+            model=args.model,
+            input=str(src),
+            out=str(Path(tmp) / "out"),
+            stats=tuple(args.stats),
+            batch_size=args.batch_size,
+        )
         t0 = time.perf_counter()
         run_corpus(job, lm=lm, show_bar=False)
         t_stats = time.perf_counter() - t0
     n_tok = sum(len(e.ids) for e in encs)
-    print(f"{args.model}: {len(lines)} lines, {n_tok} tokens, batch {args.batch_size}: forward passes {t_fwd:.2f} s; "
-          f"corpus --stats {' '.join(args.stats)} {t_stats:.2f} s = {t_stats / t_fwd:.1f}× the forward passes")
+    print(
+        f"{args.model}: {len(lines)} lines, {n_tok} tokens, batch {args.batch_size}: forward passes {t_fwd:.2f} s; "
+        f"corpus --stats {' '.join(args.stats)} {t_stats:.2f} s = {t_stats / t_fwd:.1f}× the forward passes"
+    )
     return 0
 
 

@@ -9,6 +9,7 @@ For each length n: the recording pass (:func:`normviz.record.recorder.record`, o
 budget assumes, ``normviz.methods.cost.RATES["decompx"]``), next to the rate of one plain GEMM of the
 same shape as the FF projection, timed in the same alternation (the machine's speed at that moment).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,12 +47,19 @@ def measure(lm, n: int, repeat: int) -> dict:
     d, d_ff = session.request.d_model, session.request.d_ff
     a = torch.randn(n * n, d, dtype=lm.dtype)
     w = torch.randn(d, d_ff, dtype=lm.dtype)
-    _, med = alternate({"forward": lambda: record(lm, ids, mask), "decompx": run_decompx,
-                        "gemm": lambda: a @ w}, repeat)
+    _, med = alternate(
+        {"forward": lambda: record(lm, ids, mask), "decompx": run_decompx, "gemm": lambda: a @ w}, repeat
+    )
     flops = decompx.flops(session.request)
-    return {"n": len(enc.ids), "forward_s": med["forward"], "decompx_s": med["decompx"],
-            "ratio": med["decompx"] / med["forward"], "flops": flops, "rate": flops / med["decompx"],
-            "gemm_rate": 2.0 * n * n * d * d_ff / med["gemm"]}
+    return {
+        "n": len(enc.ids),
+        "forward_s": med["forward"],
+        "decompx_s": med["decompx"],
+        "ratio": med["decompx"] / med["forward"],
+        "flops": flops,
+        "rate": flops / med["decompx"],
+        "gemm_rate": 2.0 * n * n * d * d_ff / med["gemm"],
+    }
 
 
 def main(argv=None) -> None:
@@ -63,14 +71,21 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     torch.set_num_threads(max(1, torch.get_num_threads()))
     lm = normviz.load(args.model, dtype=args.dtype)
-    print(f"{args.model} ({args.dtype}), torch {torch.__version__}, {platform.machine()}, "
-          f"{torch.get_num_threads()} threads; budget rate assumed {cost.RATES['decompx']['cpu']:.0e} FLOP/s")
-    print("| n | forward (s) | decompx (s) | decompx / forward | FLOPs (estimate) | achieved FLOP/s | one [n²,d]@[d,d_ff] GEMM, FLOP/s |")
+    print(
+        f"{args.model} ({args.dtype}), torch {torch.__version__}, {platform.machine()}, "
+        f"{torch.get_num_threads()} threads; budget rate assumed {cost.RATES['decompx']['cpu']:.0e} FLOP/s"
+    )
+    print(
+        "| n | forward (s) | decompx (s) | decompx / forward | FLOPs (estimate) | achieved FLOP/s | one "
+        "[n²,d]@[d,d_ff] GEMM, FLOP/s |"
+    )
     print("|---|---|---|---|---|---|---|")
     for n in args.tokens:
         r = measure(lm, n, args.repeat)
-        print(f"| {r['n']} | {r['forward_s']:.4f} | {r['decompx_s']:.3f} | {r['ratio']:.0f}× | {r['flops']:.2e} "
-              f"| {r['rate']:.2e} | {r['gemm_rate']:.2e} |")
+        print(
+            f"| {r['n']} | {r['forward_s']:.4f} | {r['decompx_s']:.3f} | {r['ratio']:.0f}× | {r['flops']:.2e} "
+            f"| {r['rate']:.2e} | {r['gemm_rate']:.2e} |"
+        )
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ Prints each as seconds and as a ratio to the forward pass, and the load average 
 ``--forward-reference N``: also time the forward propagation of every token's part (today's test reference,
 [n, n+1, d] per layer) once at n ≤ N.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,6 +43,7 @@ def encode_exactly(lm, n: int):
     import warnings
 
     from normviz.core.errors import TruncationWarning
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TruncationWarning)
         return normviz.core.tokens.encode(lm.tokenizer, " ".join([TEXT] * (n // 20 + 2)), None, max_length=n)
@@ -68,9 +70,13 @@ def measure(lm, n: int, repeat: int) -> dict:
         k[0] += 1
         held.explain(token=100 + k[0], foil=7, position=-1 - (k[0] % 3)).sources  # noqa: B018
 
-    steps = {"forward": forward, "record": lambda: record(lm, ids, mask),
-             "direct": lambda: Session.from_encoded(lm, [enc])[0].explain(),
-             "sources": lambda: fresh_sources(lm, enc), "next": following}
+    steps = {
+        "forward": forward,
+        "record": lambda: record(lm, ids, mask),
+        "direct": lambda: Session.from_encoded(lm, [enc])[0].explain(),
+        "sources": lambda: fresh_sources(lm, enc),
+        "next": following,
+    }
     _, med = alternate(steps, repeat)
     return {"n": len(enc.ids), **{f"{k}_s": v for k, v in med.items()}}
 
@@ -91,9 +97,12 @@ def once(lm, n: int) -> None:
     wall = time.perf_counter() - t0
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB → GiB
     rows = e.sources_by_layer
-    print(f"n = {len(enc.ids)}: fresh session + explain + sources {wall:.1f} s, peak RSS {rss:.2f} GiB; "
-          f"Σ sources + bias − total = {e.sources.sum() + e.bias - e.total:.2e} (total {e.total:.4f}); "
-          f"rows {rows.shape}, α recorded: {session.layers()[0].rec.attn is not None}", flush=True)
+    print(
+        f"n = {len(enc.ids)}: fresh session + explain + sources {wall:.1f} s, peak RSS {rss:.2f} GiB; "
+        f"Σ sources + bias − total = {e.sources.sum() + e.bias - e.total:.2e} (total {e.total:.4f}); "
+        f"rows {rows.shape}, α recorded: {session.layers()[0].rec.attn is not None}",
+        flush=True,
+    )
 
 
 def main(argv=None) -> None:
@@ -103,18 +112,27 @@ def main(argv=None) -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--once", type=int, default=None, help="one fresh explain + sources at this length")
-    ap.add_argument("--forward-reference", type=int, default=0,
-                    help="also time the forward propagation of the parts once up to this length")
+    ap.add_argument(
+        "--forward-reference",
+        type=int,
+        default=0,
+        help="also time the forward propagation of the parts once up to this length",
+    )
     args = ap.parse_args(argv)
     lm = normviz.load(args.model, dtype=args.dtype)
-    print(f"{args.model} ({args.dtype}), torch {torch.__version__}, {platform.machine()}, "
-          f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}", flush=True)
+    print(
+        f"{args.model} ({args.dtype}), torch {torch.__version__}, {platform.machine()}, "
+        f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
     if args.once:
         once(lm, args.once)
         print(f"load average after: {os.getloadavg()[0]:.1f}")
         return
-    print("| n | forward (s) | record / fwd | fresh explain / fwd | fresh explain + sources / fwd | next candidate / fwd |"
-          + (" forward propagation (s) |" if args.forward_reference else ""))
+    print(
+        "| n | forward (s) | record / fwd | fresh explain / fwd | fresh explain + sources / fwd | next candidate / "
+        "fwd |" + (" forward propagation (s) |" if args.forward_reference else "")
+    )
     print("|---|---|---|---|---|---|" + ("---|" if args.forward_reference else ""))
     for n in args.tokens:
         r = measure(lm, n, args.repeat)
@@ -122,8 +140,11 @@ def main(argv=None) -> None:
         ref = ""
         if args.forward_reference:
             ref = f" {forward_reference(lm, n):.1f} |" if n <= args.forward_reference else " — |"
-        print(f"| {r['n']} | {f:.3f} | {r['record_s'] / f:.2f} | {r['direct_s'] / f:.2f} "
-              f"| {r['sources_s'] / f:.2f} ({r['sources_s']:.2f} s) | {r['next_s'] / f:.2f} |{ref}", flush=True)
+        print(
+            f"| {r['n']} | {f:.3f} | {r['record_s'] / f:.2f} | {r['direct_s'] / f:.2f} "
+            f"| {r['sources_s'] / f:.2f} ({r['sources_s']:.2f} s) | {r['next_s'] / f:.2f} |{ref}",
+            flush=True,
+        )
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 

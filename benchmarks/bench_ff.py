@@ -22,6 +22,7 @@ GEMM baseline: a plain float32 ``torch.mm`` of [n·c, d_ff] @ [d_ff, d] with c t
 for that n, timed in the same process, interleaved with the FF runs (before and after each), median of those
 blocks; the shared 2-core machine drifts by ±20 % from minute to minute.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,14 +45,22 @@ from normviz.methods import feedforward  # noqa: E402
 def ff_flops(n_layers: int, n: int, heads: int, d: int, d_ff: int, gated: bool, causal: bool) -> dict[str, float]:
     """The terms of ``feedforward.flops`` (the cost estimate), counted over the pairs a causal model needs."""
     pairs = n * (n + 1) / 2 if causal else n * n
-    return {"w_out": 2.0 * n_layers * pairs * d_ff * d,
-            "mix_in": 2.0 * n_layers * pairs * heads * d_ff * (2 if gated else 1),
-            "mix_res": 2.0 * n_layers * pairs * heads * d}
+    return {
+        "w_out": 2.0 * n_layers * pairs * d_ff * d,
+        "mix_in": 2.0 * n_layers * pairs * heads * d_ff * (2 if gated else 1),
+        "mix_res": 2.0 * n_layers * pairs * heads * d,
+    }
 
 
 def bert_base():
-    cfg = tf.BertConfig(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
-                        max_position_embeddings=512, vocab_size=30522)
+    cfg = tf.BertConfig(
+        hidden_size=768,
+        num_hidden_layers=12,
+        num_attention_heads=12,
+        intermediate_size=3072,
+        max_position_embeddings=512,
+        vocab_size=30522,
+    )
     cfg._attn_implementation = "eager"
     torch.manual_seed(0)
     model = tf.BertModel(cfg, add_pooling_layer=False).eval()
@@ -59,9 +68,17 @@ def bert_base():
 
 
 def smollm2_like():
-    cfg = tf.LlamaConfig(hidden_size=576, num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
-                         intermediate_size=1536, max_position_embeddings=2048, vocab_size=1000, bos_token_id=1,
-                         eos_token_id=2)
+    cfg = tf.LlamaConfig(
+        hidden_size=576,
+        num_hidden_layers=30,
+        num_attention_heads=9,
+        num_key_value_heads=3,
+        intermediate_size=1536,
+        max_position_embeddings=2048,
+        vocab_size=1000,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
     cfg._attn_implementation = "eager"
     torch.manual_seed(0)
     model = tf.LlamaModel(cfg).eval()
@@ -122,26 +139,41 @@ def measure(lm, keys, n: int, layers: int | None, repeats: int, gemm_seconds: fl
     t = statistics.median(ff)
     g = statistics.median(gemm)
     total = sum(flops.values())
-    return {"model": lm.name, "n": n, "layers_timed": len(timed), "n_layers": len(views), "chunk_rows": c,
-            "seconds": t * len(views) / len(timed), "seconds_timed": t, "flops": total * len(views) / len(timed),
-            "flops_w_out": flops["w_out"] * len(views) / len(timed), "ff_rate": total / t,
-            "gemm_rate": g, "ratio": total / t / g, "repeats": repeats}
+    return {
+        "model": lm.name,
+        "n": n,
+        "layers_timed": len(timed),
+        "n_layers": len(views),
+        "chunk_rows": c,
+        "seconds": t * len(views) / len(timed),
+        "seconds_timed": t,
+        "flops": total * len(views) / len(timed),
+        "flops_w_out": flops["w_out"] * len(views) / len(timed),
+        "ff_rate": total / t,
+        "gemm_rate": g,
+        "ratio": total / t / g,
+        "repeats": repeats,
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, nargs="*", default=[32, 128, 512])
-    ap.add_argument("--repeats", type=int, default=None, help="FF runs per n (default: 3 at n ≤ 32, 2 at n ≤ 128, else 1)")
-    ap.add_argument("--layers", type=int, default=None,
-                    help="layers timed (default: all at n ≤ 128, else 1; gated: 6)")
+    ap.add_argument(
+        "--repeats", type=int, default=None, help="FF runs per n (default: 3 at n ≤ 32, 2 at n ≤ 128, else 1)"
+    )
+    ap.add_argument("--layers", type=int, default=None, help="layers timed (default: all at n ≤ 128, else 1; gated: 6)")
     ap.add_argument("--gemm-seconds", type=float, default=1.0, help="length of each GEMM timing block")
     ap.add_argument("--gated-n", type=int, default=128, help="tokens of the gated line")
     ap.add_argument("--no-gated", action="store_true")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
     torch.set_grad_enabled(False)
-    print(f"normviz from {os.path.dirname(normviz.__file__)}; torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads, {platform.processor() or platform.machine()}", flush=True)
+    print(
+        f"normviz from {os.path.dirname(normviz.__file__)}; torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads, {platform.processor() or platform.machine()}",
+        flush=True,
+    )
     rows = []
     lm, keys = bert_base()
     for n in args.n:
@@ -149,22 +181,35 @@ def main() -> None:
         repeats = args.repeats or (3 if n <= 32 else 2 if n <= 128 else 1)
         rows.append(measure(lm, keys, n, layers, repeats, args.gemm_seconds))
         r = rows[-1]
-        print(f"{r['model']} n={n}: {r['seconds']:.2f} s ({r['layers_timed']}/{r['n_layers']} layers timed), "
-              f"{r['ff_rate'] / 1e9:.1f} GFLOP/s vs GEMM {r['gemm_rate'] / 1e9:.1f} GFLOP/s: {r['ratio']:.0%}",
-              flush=True)
+        print(
+            f"{r['model']} n={n}: {r['seconds']:.2f} s ({r['layers_timed']}/{r['n_layers']} layers timed), "
+            f"{r['ff_rate'] / 1e9:.1f} GFLOP/s vs GEMM {r['gemm_rate'] / 1e9:.1f} GFLOP/s: {r['ratio']:.0%}",
+            flush=True,
+        )
     if not args.no_gated:
         lm, keys = smollm2_like()
         rows.append(measure(lm, keys, args.gated_n, args.layers or 6, args.repeats or 2, args.gemm_seconds))
         r = rows[-1]
         print(f"{r['model']} n={r['n']}: {r['seconds']:.2f} s, {r['ratio']:.0%} of GEMM", flush=True)
-    head = ("| model | n | layers timed | rows/chunk | FF maps time (all layers) | FLOPs (W_out) | FLOPs counted "
-            "| FF GFLOP/s | GEMM GFLOP/s | FF / GEMM |")
+    head = (
+        "| model | n | layers timed | rows/chunk | FF maps time (all layers) | FLOPs (W_out) | FLOPs counted "
+        "| FF GFLOP/s | GEMM GFLOP/s | FF / GEMM |"
+    )
     if args.markdown:
         print("\n" + head + "\n|" + "---|" * 10)
     for r in rows:
-        cells = [r["model"], r["n"], f"{r['layers_timed']}/{r['n_layers']}", r["chunk_rows"], f"{r['seconds']:.2f} s",
-                 f"{r['flops_w_out']:.2e}", f"{r['flops']:.2e}", f"{r['ff_rate'] / 1e9:.1f}",
-                 f"{r['gemm_rate'] / 1e9:.1f}", f"{r['ratio']:.0%}"]
+        cells = [
+            r["model"],
+            r["n"],
+            f"{r['layers_timed']}/{r['n_layers']}",
+            r["chunk_rows"],
+            f"{r['seconds']:.2f} s",
+            f"{r['flops_w_out']:.2e}",
+            f"{r['flops']:.2e}",
+            f"{r['ff_rate'] / 1e9:.1f}",
+            f"{r['gemm_rate'] / 1e9:.1f}",
+            f"{r['ratio']:.0%}",
+        ]
         print(("| " + " | ".join(map(str, cells)) + " |") if args.markdown else "  ".join(map(str, cells)))
 
 

@@ -7,6 +7,7 @@ Measured (machine loaded by other sessions; results/bench_figures.txt): a 128-to
 0.005 s bare (3.2×), 0.45 MB of JSON; the lines view 0.22 s. Earlier on this branch, per-cell hover
 strings and plotly's update calls made it ~1 s and 2.5 MB (main's heatmap: ~0.6 s, 0.76 MB, one run).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,10 @@ def main() -> None:
         }
         _, med = alternate(runs, args.repeats)
         size = {k: len(runs[k]()) / 1e6 for k in ("bare", "heatmap")}
-        print(f"{n:<4} {med['bare']:.4f}   {med['heatmap']:.4f}     {med['heatmap'] / med['bare']:5.1f}  "
-              f"{size['bare']:.3f}    {size['heatmap']:.3f}       {med['lines']:.4f}")
+        print(
+            f"{n:<4} {med['bare']:.4f}   {med['heatmap']:.4f}     {med['heatmap'] / med['bare']:5.1f}  "
+            f"{size['bare']:.3f}    {size['heatmap']:.3f}       {med['lines']:.4f}"
+        )
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ Clones this checkout (its committed HEAD) into a new folder, runs the README's a
 converted into a new, empty NORMVIZ_CACHE, the warm-up, the server), and times with headless Chromium (this
 venv's selenium): the first Explore page with a drawn chart, then ``?model=smollm2`` (its first view, once every
 model of --warm says it is warmed up: ``first_smollm2_view_drawn_s`` when a heatmap is drawn and the app idle,
-``first_smollm2_view_s`` 1.5 s later as tools.browser.wait_for_app returns, the figure of earlier rounds). pip's own download cache is what this machine has: say so with the figures
+``first_smollm2_view_s`` 1.5 s later as tools.browser.wait_for_app returns, the figure of earlier rounds). pip's own
+download cache is what this machine has: say so with the figures
 (here pip keeps none: its HTTP cache stays empty). Prints one JSON line; also the load average.
 
 Every line the command prints is kept in ``app.log`` with the seconds since the clone started, and the phases are
@@ -15,6 +16,7 @@ read off them: ``normviz: set-up PHASE N s`` (scripts/setup.sh), ``normviz: warm
 server listening, the first page drawn; ``phases`` in the JSON gives each one's end time and the load average
 (1 min) sampled then.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -79,21 +81,29 @@ def main(argv: list[str] | None = None) -> int:
     phases: list[dict] = []
 
     def mark(name: str) -> None:
-        phases.append({"phase": name, "at_s": round(time.perf_counter() - t0, 1),
-                       "load1": round(os.getloadavg()[0], 2)})
+        phases.append(
+            {"phase": name, "at_s": round(time.perf_counter() - t0, 1), "load1": round(os.getloadavg()[0], 2)}
+        )
 
     mark("git clone")
     log = open(where / "app.log", "w")
-    proc = subprocess.Popen(["bash", "scripts/app.sh", "--warm", args.warm, "--server.port", str(port)], cwd=where,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-                            text=True, errors="replace")
+    proc = subprocess.Popen(
+        ["bash", "scripts/app.sh", "--warm", args.warm, "--server.port", str(port)],
+        cwd=where,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        text=True,
+        errors="replace",
+    )
 
     def stamp_lines() -> None:
         for line in proc.stdout:
             log.write(f"[{time.perf_counter() - t0:7.1f}] {line}")
             log.flush()
             if line.startswith("normviz: "):
-                mark(line[len("normviz: "):].strip())
+                mark(line[len("normviz: ") :].strip())
 
     reader = threading.Thread(target=stamp_lines, daemon=True)
     reader.start()

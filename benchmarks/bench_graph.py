@@ -9,6 +9,7 @@ For each length n, alternated in one process (:func:`benchmarks.timing.alternate
   attend    ``session.attend(L/2, 0, query=-1, key=0)`` on a recorded session (by component)
 Prints seconds, ratios to the forward pass, the graph's kept nodes/edges, peak RSS and the load average.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,10 +64,14 @@ def main(argv=None) -> None:
     for n in args.tokens:
         r = measure(lm, n, args.repeat)
         f = r["forward_s"]
-        print(f"| {r['n']} | {f:.2f} s | {r['graph_s']:.2f} s | {r['graph_s'] / f:.2f}x | {r['attend_s']:.3f} s | "
-              f"{r['attend_s'] / f:.2f}x | {r['nodes']} of {r['all_nodes']} / {r['edges']} |", flush=True)
-    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GB; "
-          f"load average {os.getloadavg()}")
+        print(
+            f"| {r['n']} | {f:.2f} s | {r['graph_s']:.2f} s | {r['graph_s'] / f:.2f}x | {r['attend_s']:.3f} s | "
+            f"{r['attend_s'] / f:.2f}x | {r['nodes']} of {r['all_nodes']} / {r['edges']} |",
+            flush=True,
+        )
+    print(
+        f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GB; load average {os.getloadavg()}"
+    )
 
 
 if __name__ == "__main__":

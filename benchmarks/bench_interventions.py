@@ -10,6 +10,7 @@ For each model and length n, alternated in one process (:func:`benchmarks.timing
 and the seconds the families' cost model estimates for the same request (``methods.cost.estimate_s`` at the
 device's rate), so a reader sees how far the pre-flight is from the measured time. Prints the load average.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,9 +35,10 @@ def estimates(session) -> dict[str, float | None]:
     """The cost model's seconds for knockout (n + 1 passes) and head ablation (L·H + 1 passes)."""
     req = session.request
     one = knockout.forward_flops(req)
-    return {"knockout": estimate_s(req, session.options, knockout.BUDGET, (req.n_tokens + 1) * one),
-            "heads": estimate_s(req, session.options, head_ablation.BUDGET,
-                                (req.n_layers * req.n_heads + 1) * one)}
+    return {
+        "knockout": estimate_s(req, session.options, knockout.BUDGET, (req.n_tokens + 1) * one),
+        "heads": estimate_s(req, session.options, head_ablation.BUDGET, (req.n_layers * req.n_heads + 1) * one),
+    }
 
 
 def measure(lm, n: int, repeat: int) -> dict:
@@ -77,11 +79,16 @@ def main(argv=None) -> None:
 
             def est(v):
                 return "—" if v is None else f"{v:.2f} s"
-            print(f"| {name} | {r['n']} | {f:.3f} s | {r['knockout_s']:.2f} s | {r['knockout_s'] / f:.0f}x | "
-                  f"{est(r['knockout_est'])} | {r['heads_s']:.2f} s | {r['heads_s'] / f:.0f}x | "
-                  f"{est(r['heads_est'])} |", flush=True)
-    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GB; "
-          f"load average {os.getloadavg()}")
+
+            print(
+                f"| {name} | {r['n']} | {f:.3f} s | {r['knockout_s']:.2f} s | {r['knockout_s'] / f:.0f}x | "
+                f"{est(r['knockout_est'])} | {r['heads_s']:.2f} s | {r['heads_s'] / f:.0f}x | "
+                f"{est(r['heads_est'])} |",
+                flush=True,
+            )
+    print(
+        f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GB; load average {os.getloadavg()}"
+    )
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ short-text visitors; reported: the server's RSS (start, peak, ``--idle`` s after
 its memory budget (NORMVIZ_SERVER_MEMORY_MB), the worker processes' RSS, the long visitors' times, and the
 short visitors' layer changes during the long pastes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,8 +43,10 @@ from ws_visitor import Visitor  # noqa: E402
 from tests.helpers.app import arr  # noqa: E402
 from tests.helpers.browser import many_servers, streamlit_server  # noqa: E402
 
-WORDS = ("the cat dog bird house river mountain teacher student city night morning rain sun old young small "
-         "large quiet loud happy tired red green walked saw found gave took made near under over with").split()
+WORDS = (
+    "the cat dog bird house river mountain teacher student city night morning rain sun old young small "
+    "large quiet loud happy tired red green walked saw found gave took made near under over with"
+).split()
 LAYERS = {"minilm": 6, "smollm2": 30}
 
 
@@ -121,15 +124,27 @@ def server_rss_mb() -> float:
         return float("nan")
 
 
-MARKERS = {"gc.collect after each rerun": "_on_script_finished", "frames": "instant_frames",
-           "shown_matrix": "shown_matrix", "transformed_norms": "transformed_norms", "recording passes": "record",
-           "plotly figure building": "plotly/basedatatypes", "json / protobuf": "to_json"}
+MARKERS = {
+    "gc.collect after each rerun": "_on_script_finished",
+    "frames": "instant_frames",
+    "shown_matrix": "shown_matrix",
+    "transformed_norms": "transformed_norms",
+    "recording passes": "record",
+    "plotly figure building": "plotly/basedatatypes",
+    "json / protobuf": "to_json",
+}
 
 
 EVENT_LOOP = ("asyncio/base_events.py", "uvicorn/")  # frames only the event-loop thread's stacks hold
-LOOP_WORK = {"websocket send": "send_bytes", "deflate": "compress", "protobuf serialise": "SerializeToString",
-             "forward-msg queue": "forward_msg_queue", "message cache": "message_cache",
-             "session handling": "app_session.py", "websocket receive": "receive"}
+LOOP_WORK = {
+    "websocket send": "send_bytes",
+    "deflate": "compress",
+    "protobuf serialise": "SerializeToString",
+    "forward-msg queue": "forward_msg_queue",
+    "message cache": "message_cache",
+    "session handling": "app_session.py",
+    "websocket receive": "receive",
+}
 
 
 def profile(seconds: float, out_path: str) -> dict:
@@ -142,8 +157,24 @@ def profile(seconds: float, out_path: str) -> dict:
     proc = server_process()
     if proc is None or not os.path.exists(spy):
         return {"error": "no server or no py-spy (pip install py-spy)"}
-    r = subprocess.run([spy, "record", "--pid", str(proc.pid), "--duration", str(int(seconds)), "--format", "raw",
-                        "--output", out_path, "--nonblocking", "--threads"], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            spy,
+            "record",
+            "--pid",
+            str(proc.pid),
+            "--duration",
+            str(int(seconds)),
+            "--format",
+            "raw",
+            "--output",
+            out_path,
+            "--nonblocking",
+            "--threads",
+        ],
+        capture_output=True,
+        text=True,
+    )
     if r.returncode != 0 or not os.path.exists(out_path):
         return {"error": (r.stderr or r.stdout)[-500:]}
     total, marked, leaves, threads, loop = 0, dict.fromkeys(MARKERS, 0), {}, {}, {}
@@ -167,10 +198,14 @@ def profile(seconds: float, out_path: str) -> dict:
     share = {k: round(v / max(total, 1), 3) for k, v in marked.items()}
     top = sorted(leaves.items(), key=lambda kv: -kv[1])[:10]
     busiest = sorted(threads.items(), key=lambda kv: -kv[1])[:8]
-    return {"samples": total, "share": share, "top_leaves": [(k[:120], round(v / max(total, 1), 3)) for k, v in top],
-            "threads": [(k[:80], round(v / max(total, 1), 3)) for k, v in busiest],
-            "event_loop": round(sum(loop.values()) / max(total, 1), 3),
-            "event_loop_parts": {k: round(v / max(total, 1), 3) for k, v in sorted(loop.items(), key=lambda kv: -kv[1])}}
+    return {
+        "samples": total,
+        "share": share,
+        "top_leaves": [(k[:120], round(v / max(total, 1), 3)) for k, v in top],
+        "threads": [(k[:80], round(v / max(total, 1), 3)) for k, v in busiest],
+        "event_loop": round(sum(loop.values()) / max(total, 1), 3),
+        "event_loop_parts": {k: round(v / max(total, 1), 3) for k, v in sorted(loop.items(), key=lambda kv: -kv[1])},
+    }
 
 
 def loadavg() -> float:
@@ -183,8 +218,11 @@ def _is_heatmap(spec) -> bool:
 
 
 def heatmap_zs(run) -> list:
-    return [arr(spec["data"][0]["z"]) for _, spec in sorted(run.charts.items(), key=lambda kv: str(kv[0]))
-            if _is_heatmap(spec)]
+    return [
+        arr(spec["data"][0]["z"])
+        for _, spec in sorted(run.charts.items(), key=lambda kv: str(kv[0]))
+        if _is_heatmap(spec)
+    ]
 
 
 def is_error(run) -> bool:
@@ -194,8 +232,16 @@ def is_error(run) -> bool:
 def visitor(url: str, k: int, until: float, out: list, lock: threading.Lock) -> None:
     model = "minilm" if k % 2 == 0 else "smollm2"
     rng = random.Random(k)
-    rec = {"model": model, "layer_s": [], "sentence_s": [], "bytes": [], "errors": 0, "last": None, "alerts": {},
-           "no_heatmaps": 0}
+    rec = {
+        "model": model,
+        "layer_s": [],
+        "sentence_s": [],
+        "bytes": [],
+        "errors": 0,
+        "last": None,
+        "alerts": {},
+        "no_heatmaps": 0,
+    }
 
     def seen(r):  # every alert a short visitor was shown (a refusal at the memory budget is not an error)
         for a in r.alerts:
@@ -246,14 +292,24 @@ def mixed_views(url: str, recs: list, details: list | None = None) -> tuple[int,
         v.close()
         alone = heatmap_zs(r)
         tried += 1
-        same = len(alone) == len(zs) and all(a.shape == b.shape and np.allclose(a, b, rtol=0, atol=1e-5, equal_nan=True)
-                                             for a, b in zip(alone, zs))  # NaN: a decoder's masked cells
+        same = len(alone) == len(zs) and all(
+            a.shape == b.shape and np.allclose(a, b, rtol=0, atol=1e-5, equal_nan=True) for a, b in zip(alone, zs)
+        )  # NaN: a decoder's masked cells
         differ += not same
         if details is not None:
-            diff = (max(float(np.nanmax(np.abs(a - b))) if a.size else 0.0 for a, b in zip(alone, zs))
-                    if len(alone) == len(zs) and all(a.shape == b.shape for a, b in zip(alone, zs)) and zs else None)
-            details.append({"model": rec["model"], "heatmaps": [len(zs), len(alone)], "max_diff": diff,
-                            "alerts_alone": [a[:100] for a in r.alerts]})
+            diff = (
+                max(float(np.nanmax(np.abs(a - b))) if a.size else 0.0 for a, b in zip(alone, zs))
+                if len(alone) == len(zs) and all(a.shape == b.shape for a, b in zip(alone, zs)) and zs
+                else None
+            )
+            details.append(
+                {
+                    "model": rec["model"],
+                    "heatmaps": [len(zs), len(alone)],
+                    "max_diff": diff,
+                    "alerts_alone": [a[:100] for a in r.alerts],
+                }
+            )
     return tried, differ
 
 
@@ -269,12 +325,23 @@ def _made(path: str) -> str:
     return path
 
 
-def run_config(name: str, env: dict, visitors: int, seconds: float, log_dir: str, spy_s: float = 0.0,
-               processes: int = 1, long: int = 0, idle_s: float = 120.0) -> dict:
+def run_config(
+    name: str,
+    env: dict,
+    visitors: int,
+    seconds: float,
+    log_dir: str,
+    spy_s: float = 0.0,
+    processes: int = 1,
+    long: int = 0,
+    idle_s: float = 120.0,
+) -> dict:
     print(f"== {name}", file=sys.stderr, flush=True)
-    server = (streamlit_server({"NORMVIZ_PUBLIC": "1", **env}, log_path=os.path.join(log_dir, f"server_{name}.log"))
-              if processes <= 1 else many_servers(processes, _made(os.path.join(log_dir, f"serve_many_{name}")),
-                                                  {"NORMVIZ_PUBLIC": "1", **env}))
+    server = (
+        streamlit_server({"NORMVIZ_PUBLIC": "1", **env}, log_path=os.path.join(log_dir, f"server_{name}.log"))
+        if processes <= 1
+        else many_servers(processes, _made(os.path.join(log_dir, f"serve_many_{name}")), {"NORMVIZ_PUBLIC": "1", **env})
+    )
     with server as url:
         for _ in range(max(1, processes) * 2):  # each model loaded once per process (visits spread), not timed
             for model in ("minilm", "smollm2"):
@@ -285,8 +352,14 @@ def run_config(name: str, env: dict, visitors: int, seconds: float, log_dir: str
         for model in ("minilm", "smollm2"):  # one visitor alone first: the reference
             v = Visitor(url)
             v.open(urllib.parse.urlencode({"model": model, "text": "A quiet morning in the old city."}))
-            solo[model] = {"layer_s": round(statistics.median(
-                [v.set_widget("w_layer", double_array_value=[float(x)]).seconds for x in (1, 3, 2)]), 3)}
+            solo[model] = {
+                "layer_s": round(
+                    statistics.median(
+                        [v.set_widget("w_layer", double_array_value=[float(x)]).seconds for x in (1, 3, 2)]
+                    ),
+                    3,
+                )
+            }
             solo[model]["sentence_s"] = round(v.set_widget("w_text", string_value="The red bird sang.").seconds, 3)
             v.close()
         recs, lock, loads, rss = [], threading.Lock(), [], [server_rss_mb()]
@@ -314,12 +387,19 @@ def run_config(name: str, env: dict, visitors: int, seconds: float, log_dir: str
                 after[round(time.time() - left)] = (round(server_rss_mb(), 1), round(worker_rss_mb(), 1))
         details = []
         tried, differ = mixed_views(url, recs, details)
-    out = {"config": name, "env": env, "processes": processes, "visitors": visitors, "seconds": seconds, "solo": solo,
-           "load_avg": {"mean": round(statistics.mean(loads), 2) if loads else None, "max": max(loads, default=None)},
-           "mixed_views": {"replayed": tried, "differ": differ, "details": details},
-           "server_rss_mb": {"start": round(rss[0], 1), "max": round(max(rss), 1), "end": round(rss[-1], 1)},
-           "profile": spied,
-           "models": {}}
+    out = {
+        "config": name,
+        "env": env,
+        "processes": processes,
+        "visitors": visitors,
+        "seconds": seconds,
+        "solo": solo,
+        "load_avg": {"mean": round(statistics.mean(loads), 2) if loads else None, "max": max(loads, default=None)},
+        "mixed_views": {"replayed": tried, "differ": differ, "details": details},
+        "server_rss_mb": {"start": round(rss[0], 1), "max": round(max(rss), 1), "end": round(rss[-1], 1)},
+        "profile": spied,
+        "models": {},
+    }
     if long:
         from normviz.ui.kit.server_memory import limit_mb
         from normviz.ui.kit.settings import load_settings
@@ -327,17 +407,28 @@ def run_config(name: str, env: dict, visitors: int, seconds: float, log_dir: str
         budget = limit_mb(load_settings({"NORMVIZ_PUBLIC": "1", **env}).server_memory_mb)
         end = list(after.values())[-1] if after else (float("nan"), float("nan"))
         out["long"] = {
-            "visitors": long, "server_budget_mb": round(budget), "server_rss_mb": {
-                "start": round(rss[0], 1), "peak": round(max(rss), 1), f"after_{idle_s:.0f}s": end[0],
-                "back_within_10pct": bool(end[0] <= 1.1 * rss[0]), "under_budget": bool(max(rss) <= budget)},
+            "visitors": long,
+            "server_budget_mb": round(budget),
+            "server_rss_mb": {
+                "start": round(rss[0], 1),
+                "peak": round(max(rss), 1),
+                f"after_{idle_s:.0f}s": end[0],
+                "back_within_10pct": bool(end[0] <= 1.1 * rss[0]),
+                "under_budget": bool(max(rss) <= budget),
+            },
             "worker_rss_mb": {"start": round(wrss[0], 1), "peak": round(max(wrss), 1), f"after_{idle_s:.0f}s": end[1]},
             # what the budget counts: the server and its workers, sampled together
             "server_and_workers_peak_mb": round(max(a + b for a, b in zip(rss, wrss)), 1),
             "server_and_workers_mb": {
-                "start": round(rss[0] + wrss[0], 1), "peak": round(max(a + b for a, b in zip(rss, wrss)), 1),
-                f"after_{idle_s:.0f}s": round(sum(end), 1), "back_within_10pct": bool(sum(end) <= 1.1 * (rss[0] + wrss[0])),
-                "under_budget_every_sample": bool(all(a + b <= budget for a, b in zip(rss, wrss)))},
-            "after_leaving": after, "pastes": longs}
+                "start": round(rss[0] + wrss[0], 1),
+                "peak": round(max(a + b for a, b in zip(rss, wrss)), 1),
+                f"after_{idle_s:.0f}s": round(sum(end), 1),
+                "back_within_10pct": bool(sum(end) <= 1.1 * (rss[0] + wrss[0])),
+                "under_budget_every_sample": bool(all(a + b <= budget for a, b in zip(rss, wrss))),
+            },
+            "after_leaving": after,
+            "pastes": longs,
+        }
     for model in ("minilm", "smollm2"):
         rs = [r for r in recs if r["model"] == model]
         out["models"][model] = {
@@ -357,10 +448,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--visitors", type=int, default=7)
     ap.add_argument("--seconds", type=float, default=90.0)
-    ap.add_argument("--configs", nargs="*", default=["gc=false", "gc=true"],
-                    help="gc=false|true: STREAMLIT_RUNNER_POST_SCRIPT_GC for that server; wscomp=true|false: "
-                         "STREAMLIT_SERVER_ENABLE_WEBSOCKET_COMPRESSION (permessage-deflate); procs=N: N app processes "
-                         "behind nginx (scripts/serve_many.sh)")
+    ap.add_argument(
+        "--configs",
+        nargs="*",
+        default=["gc=false", "gc=true"],
+        help="gc=false|true: STREAMLIT_RUNNER_POST_SCRIPT_GC for that server; wscomp=true|false: "
+        "STREAMLIT_SERVER_ENABLE_WEBSOCKET_COMPRESSION (permessage-deflate); procs=N: N app processes "
+        "behind nginx (scripts/serve_many.sh)",
+    )
     ap.add_argument("--long", type=int, default=0, help="visitors pasting a ~4,000-token text each (issue 29)")
     ap.add_argument("--idle", type=float, default=120.0, help="seconds after the last visitor left (--long)")
     ap.add_argument("--json", default=None)
@@ -370,27 +465,36 @@ def main() -> None:
     results = []
     for c in args.configs:
         key, _, value = c.partition("=")
-        env = {"gc": {"STREAMLIT_RUNNER_POST_SCRIPT_GC": value},
-               "wscomp": {"STREAMLIT_SERVER_ENABLE_WEBSOCKET_COMPRESSION": value},
-               "max": {"NORMVIZ_MAX_TOKENS": value}}.get(key, {})
+        env = {
+            "gc": {"STREAMLIT_RUNNER_POST_SCRIPT_GC": value},
+            "wscomp": {"STREAMLIT_SERVER_ENABLE_WEBSOCKET_COMPRESSION": value},
+            "max": {"NORMVIZ_MAX_TOKENS": value},
+        }.get(key, {})
         processes = int(value) if key == "procs" else 1
-        results.append(run_config(c, env, args.visitors, args.seconds, args.log_dir, args.py_spy, processes,
-                                  args.long, args.idle))
+        results.append(
+            run_config(c, env, args.visitors, args.seconds, args.log_dir, args.py_spy, processes, args.long, args.idle)
+        )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
     for r in results:
-        print(f"{r['config']}: load avg {r['load_avg']}, mixed views {r['mixed_views']}, server RSS {r['server_rss_mb']}")
+        print(
+            f"{r['config']}: load avg {r['load_avg']}, mixed views {r['mixed_views']}, server RSS {r['server_rss_mb']}"
+        )
         if r.get("long"):
             print(f"  long pastes: {json.dumps({k: v for k, v in r['long'].items() if k != 'pastes'})}")
             for p in r["long"]["pastes"]:
-                print(f"    paste: open {p['open_s']} s, layers {p['layer_s']}, charts {p['charts']}, errors "
-                      f"{p['errors']} {p.get('crash', '')} {p['alerts'][:3]}")
+                print(
+                    f"    paste: open {p['open_s']} s, layers {p['layer_s']}, charts {p['charts']}, errors "
+                    f"{p['errors']} {p.get('crash', '')} {p['alerts'][:3]}"
+                )
         if r.get("profile"):
             print(f"  py-spy: {r['profile']}")
         for model, m in r["models"].items():
-            print(f"  {model}: layer change {m['layer_change_s']}, new sentence {m['new_sentence_s']}, "
-                  f"bytes/rerun {m['bytes_per_rerun']}, errors {m['errors']} (solo {r['solo'][model]})")
+            print(
+                f"  {model}: layer change {m['layer_change_s']}, new sentence {m['new_sentence_s']}, "
+                f"bytes/rerun {m['bytes_per_rerun']}, errors {m['errors']} (solo {r['solo'][model]})"
+            )
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ session: ``map("norm", 15)`` (first: includes nothing of the pass), ``map("norm"
 plain / L. ``--llama1b``: a random Llama-3.2-1B-shaped model (16 layers, d = 2048, 32 heads, 8 kv heads,
 d_ff = 8192, vocabulary 32000) in bfloat16. Figures with the load average: the machine is shared.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,8 +24,10 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
-TEXT = ("The river rose in the night and the town woke to water in the streets; the mayor, who had promised "
-        "a wall for years, stood on the bridge and counted the boats. ")
+TEXT = (
+    "The river rose in the night and the town woke to water in the streets; the mayor, who had promised "
+    "a wall for years, stood on the bridge and counted the boats. "
+)
 
 
 def _peak_gb() -> float:
@@ -37,9 +40,17 @@ def _llama1b(device: str = "cpu"):
 
     import normviz
 
-    config = tf.LlamaConfig(hidden_size=2048, num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8,
-                            intermediate_size=8192, vocab_size=32000, max_position_embeddings=8192,
-                            rope_theta=500000.0, tie_word_embeddings=True)
+    config = tf.LlamaConfig(
+        hidden_size=2048,
+        num_hidden_layers=16,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        intermediate_size=8192,
+        vocab_size=32000,
+        max_position_embeddings=8192,
+        rope_theta=500000.0,
+        tie_word_embeddings=True,
+    )
     torch.manual_seed(0)
     with torch.device(device):
         model = tf.AutoModel.from_config(config, attn_implementation="eager", dtype=torch.bfloat16).eval()
@@ -64,8 +75,9 @@ def one(model: str, n: int, reps: int, device: str = "cpu", dtype: str | None = 
     else:
         g = torch.Generator().manual_seed(1)
         ids = torch.randint(5, 32000, (n,), generator=g).tolist()
-        enc = Encoded(ids=ids, tokens=[str(i) for i in ids], labels=[str(i) for i in ids], special=[False] * n,
-                      dropped=0)
+        enc = Encoded(
+            ids=ids, tokens=[str(i) for i in ids], labels=[str(i) for i in ids], special=[False] * n, dropped=0
+        )
     assert len(enc.ids) == n, len(enc.ids)
     ids = torch.tensor([enc.ids], device=lm.device)
     mask = torch.ones_like(ids)
@@ -93,8 +105,13 @@ def one(model: str, n: int, reps: int, device: str = "cpu", dtype: str | None = 
     best = {k: min(v) if v else None for k, v in times.items()}
     maps = {}
     mid, last = min(15, L - 2), L - 1
-    for key, layer, head in (("norm", mid, None), ("norm", mid + 1, None), ("attn_res_ln", last, None),
-                             ("attention", 3, 4), ("norm", mid, None)):
+    for key, layer, head in (
+        ("norm", mid, None),
+        ("norm", mid + 1, None),
+        ("attn_res_ln", last, None),
+        ("attention", 3, 4),
+        ("norm", mid, None),
+    ):
         label = f"{key}[{layer}{'' if head is None else f', {head}'}]"
         label += " again" if label in maps else ""
         t = time.perf_counter()
@@ -102,14 +119,24 @@ def one(model: str, n: int, reps: int, device: str = "cpu", dtype: str | None = 
         maps[label] = round(time.perf_counter() - t, 3)
     rec = session.records()[0]
     qk = rec.attn is None
-    return {"model": model, "dtype": str(lm.dtype).replace("torch.", ""), "n": n, "load_s": round(load_s, 1),
-            "plain_s": round(best["plain"], 3),
-            "with_attentions_s": round(best["with_attentions"], 3) if best["with_attentions"] else None,
-            "record_s": round(best["record"], 3), "record_over_plain": round(best["record"] / best["plain"], 2),
-            "layer_share_s": round(best["plain"] / L, 3), "records": "q, k" if qk else "α", "maps_s": maps,
-            "next_map_over_layer_share": round(maps[f"norm[{mid + 1}]"] / (best["plain"] / L), 2),
-            "peak_rss_gb": round(_peak_gb(), 2), "device": str(lm.device),
-            "peak_gpu_gb": round(torch.cuda.max_memory_allocated() / 2**30, 2) if lm.device.type == "cuda" else None, "loadavg": open("/proc/loadavg").read().split()[:3]}
+    return {
+        "model": model,
+        "dtype": str(lm.dtype).replace("torch.", ""),
+        "n": n,
+        "load_s": round(load_s, 1),
+        "plain_s": round(best["plain"], 3),
+        "with_attentions_s": round(best["with_attentions"], 3) if best["with_attentions"] else None,
+        "record_s": round(best["record"], 3),
+        "record_over_plain": round(best["record"] / best["plain"], 2),
+        "layer_share_s": round(best["plain"] / L, 3),
+        "records": "q, k" if qk else "α",
+        "maps_s": maps,
+        "next_map_over_layer_share": round(maps[f"norm[{mid + 1}]"] / (best["plain"] / L), 2),
+        "peak_rss_gb": round(_peak_gb(), 2),
+        "device": str(lm.device),
+        "peak_gpu_gb": round(torch.cuda.max_memory_allocated() / 2**30, 2) if lm.device.type == "cuda" else None,
+        "loadavg": open("/proc/loadavg").read().split()[:3],
+    }
 
 
 def main() -> None:
@@ -124,9 +151,17 @@ def main() -> None:
         return
     cases = [("smollm2", n) for n in args.n] + [("llama1b", n) for n in args.llama1b]
     for model, n in cases:
-        proc = subprocess.run([sys.executable, __file__, "--one", model, str(n), "--reps", str(args.reps)],
-                              capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(HERE)})
-        line = proc.stdout.strip().splitlines()[-1] if proc.returncode == 0 else f"{model} n={n} failed: {proc.stderr[-800:]}"
+        proc = subprocess.run(
+            [sys.executable, __file__, "--one", model, str(n), "--reps", str(args.reps)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(HERE)},
+        )
+        line = (
+            proc.stdout.strip().splitlines()[-1]
+            if proc.returncode == 0
+            else f"{model} n={n} failed: {proc.stderr[-800:]}"
+        )
         print(line, flush=True)
 
 

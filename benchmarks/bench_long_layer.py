@@ -3,8 +3,10 @@ on smollm2 at n ≈ 4000 — its CPU seconds (process_time) and the RSS growth (
 one layer is computed (the maps are not held meanwhile, as in the app: the previous layer's leave the cache
 first), then the CPU seconds of the four panels' overviews (``long_maps.long_panels``, 256 cells, shares, special
 tokens shown: the app's defaults; served from the layer cache, so the overviews alone). The server fixes glibc's
-mmap threshold as the app does (``ui.memory.bound_heap``). Usage: python benchmarks/bench_long_layer.py [--n 4000] [--layers 3 4 5] [--profile]
+mmap threshold as the app does (``ui.memory.bound_heap``). Usage: python benchmarks/bench_long_layer.py [--n 4000]
+[--layers 3 4 5] [--profile]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,6 +29,7 @@ def rss_peak_during(fn):
         while not done.is_set():
             peak[0] = max(peak[0], proc.memory_info().rss)
             time.sleep(0.005)
+
     t = threading.Thread(target=watch, daemon=True)
     t.start()
     try:
@@ -54,8 +57,10 @@ def main(argv=None) -> int:
     bound_heap()
     kernels.warm()
     lm = normviz.load("smollm2")
-    text = " ".join(f"Sentence {i} tells how the river {['rose', 'fell', 'turned'][i % 3]} near town {i % 17}."
-                    for i in range(args.n // 9 + 20))
+    text = " ".join(
+        f"Sentence {i} tells how the river {['rose', 'fell', 'turned'][i % 3]} near town {i % 17}."
+        for i in range(args.n // 9 + 20)
+    )
     s = Session(lm, text, max_tokens=args.n)
     c = time.process_time()
     before = psutil.Process().memory_info().rss
@@ -68,6 +73,7 @@ def main(argv=None) -> int:
         if args.profile and layer == args.layers[-1]:
             import cProfile
             import pstats
+
             pr = cProfile.Profile()
             pr.enable()
             _, peak = rss_peak_during(lambda: s.maps(list(DEFAULT_MAPS), layer, None) and None)
@@ -77,15 +83,29 @@ def main(argv=None) -> int:
             _, peak = rss_peak_during(lambda: s.maps(list(DEFAULT_MAPS), layer, None) and None)
         maps_cpu = time.process_time() - c
         c2 = time.process_time()
-        long_maps.long_panels(s, list(DEFAULT_MAPS), layer, None, False, "share", long_maps.OVERVIEW_CELLS,
-                              lm.is_causal)
-        rows.append({"layer": layer, "cpu_s": round(maps_cpu, 2), "wall_s": round(time.perf_counter() - w, 2),
-                     "rss_peak_growth_mb": round(peak), "overviews_cpu_s": round(time.process_time() - c2, 2)})
+        long_maps.long_panels(
+            s, list(DEFAULT_MAPS), layer, None, False, "share", long_maps.OVERVIEW_CELLS, lm.is_causal
+        )
+        rows.append(
+            {
+                "layer": layer,
+                "cpu_s": round(maps_cpu, 2),
+                "wall_s": round(time.perf_counter() - w, 2),
+                "rss_peak_growth_mb": round(peak),
+                "overviews_cpu_s": round(time.process_time() - c2, 2),
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
-    res = {"n": s.n_tokens, "record_cpu_s": round(rec, 1), "recording_rss_growth_mb": round(records_mb), "keys": list(DEFAULT_MAPS),
-           "layers": rows,
-           "rss_mb": round(psutil.Process().memory_info().rss / 2**20), "loadavg": os.getloadavg(),
-           "threads": os.environ.get("OMP_NUM_THREADS")}
+    res = {
+        "n": s.n_tokens,
+        "record_cpu_s": round(rec, 1),
+        "recording_rss_growth_mb": round(records_mb),
+        "keys": list(DEFAULT_MAPS),
+        "layers": rows,
+        "rss_mb": round(psutil.Process().memory_info().rss / 2**20),
+        "loadavg": os.getloadavg(),
+        "threads": os.environ.get("OMP_NUM_THREADS"),
+    }
     print(json.dumps(res))
     if args.out:
         with open(args.out, "w") as fh:

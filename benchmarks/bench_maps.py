@@ -13,6 +13,7 @@ varies by ±20 % from minute to minute.
 
     python benchmarks/bench_maps.py [--n 32 128 512] [--repeats 3] [--json out.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,8 +62,14 @@ def _build(n: int):
     import normviz
 
     torch.manual_seed(0)
-    cfg = tf.BertConfig(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
-                        max_position_embeddings=512, vocab_size=30522)
+    cfg = tf.BertConfig(
+        hidden_size=768,
+        num_hidden_layers=12,
+        num_attention_heads=12,
+        intermediate_size=3072,
+        max_position_embeddings=512,
+        vocab_size=30522,
+    )
     model = tf.BertModel(cfg, add_pooling_layer=False).eval()
     model.config._attn_implementation = "eager"
     lm = normviz.from_model(model, None, name="bert-base-random")
@@ -80,8 +87,13 @@ def _runner(config: str, lm, model, ids, torch):
     def analyze_encoded(lm, encs, methods):  # a fresh session each call: recording pass included
         return [s.get(methods) for s in Session.from_encoded(lm, encs)]
 
-    enc = Encoded(ids=ids[0].tolist(), tokens=[""] * ids.shape[1], labels=[""] * ids.shape[1],
-                  special=[False] * ids.shape[1], dropped=0)
+    enc = Encoded(
+        ids=ids[0].tolist(),
+        tokens=[""] * ids.shape[1],
+        labels=[""] * ids.shape[1],
+        special=[False] * ids.shape[1],
+        dropped=0,
+    )
     no_ff = ["attention", "norm", "norm_layer", "attn_res", "attn_res_ln"]
     all_keys = no_ff + ["ff", "ff_res", "ff_res_ln"]  # every per-layer key of the README's table
     if config == "a_forward":
@@ -113,8 +125,13 @@ def child(config: str, n: int, repeats: int) -> dict:
         t0 = time.perf_counter()
         run()
         times.append(time.perf_counter() - t0)
-    return {"config": config, "n": n, "seconds": statistics.median(times), "peak_mb": max(peak, 0.0),
-            "threads": torch.get_num_threads()}
+    return {
+        "config": config,
+        "n": n,
+        "seconds": statistics.median(times),
+        "peak_mb": max(peak, 0.0),
+        "threads": torch.get_num_threads(),
+    }
 
 
 def paired(n: int, repeats: int) -> dict:
@@ -123,8 +140,13 @@ def paired(n: int, repeats: int) -> dict:
     torch.set_grad_enabled(False)
     runs = {c: _runner(c, lm, model, ids, torch) for c in ("a_forward", "c_no_ff")}
     _, med = alternate(runs, repeats)  # warm-up first: first-call costs (kernels, allocator) are not per-analysis
-    return {"n": n, "a_seconds": med["a_forward"], "c_seconds": med["c_no_ff"],
-            "ratio": med["c_no_ff"] / med["a_forward"], "repeats": repeats}
+    return {
+        "n": n,
+        "a_seconds": med["a_forward"],
+        "c_seconds": med["c_no_ff"],
+        "ratio": med["c_no_ff"] / med["a_forward"],
+        "repeats": repeats,
+    }
 
 
 def check_agreement(n: int = 48) -> float:
@@ -169,28 +191,49 @@ def main() -> None:
     for n in args.n:
         for config in args.configs:
             reps = 1 if (config in ("b_all", "d_naive") and n >= 512) else args.repeats
-            proc = subprocess.run([sys.executable, __file__, "--child", config, str(n), str(reps)],
-                                  capture_output=True, text=True, env=env)
+            proc = subprocess.run(
+                [sys.executable, __file__, "--child", config, str(n), str(reps)],
+                capture_output=True,
+                text=True,
+                env=env,
+            )
             if proc.returncode != 0:
-                row = {"config": config, "n": n, "seconds": float("nan"), "peak_mb": float("nan"),
-                       "error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
+                row = {
+                    "config": config,
+                    "n": n,
+                    "seconds": float("nan"),
+                    "peak_mb": float("nan"),
+                    "error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}",
+                }
             else:
                 row = json.loads(proc.stdout.strip().splitlines()[-1])
             rows.append(row)
-            print(f"n={n:4d} {config:10s} {row['seconds']:9.3f} s  peak +{row['peak_mb']:9.1f} MB"
-                  + (f"  ({row['error']})" if "error" in row else ""), flush=True)
+            print(
+                f"n={n:4d} {config:10s} {row['seconds']:9.3f} s  peak +{row['peak_mb']:9.1f} MB"
+                + (f"  ({row['error']})" if "error" in row else ""),
+                flush=True,
+            )
     pairs = []
     if {"a_forward", "c_no_ff"} <= set(args.configs):
         print(f"\nc/a, alternating (a) and (c) in one process ({args.paired_repeats} each, medians):")
         for n in args.n:
-            proc = subprocess.run([sys.executable, __file__, "--paired", str(n), str(args.paired_repeats)],
-                                  capture_output=True, text=True, env=env)
+            proc = subprocess.run(
+                [sys.executable, __file__, "--paired", str(n), str(args.paired_repeats)],
+                capture_output=True,
+                text=True,
+                env=env,
+            )
             if proc.returncode != 0:
-                print(f"n={n:4d} failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}")
+                print(
+                    f"n={n:4d} failed: "
+                    f"{proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}"
+                )
                 continue
             p = json.loads(proc.stdout.strip().splitlines()[-1])
             pairs.append(p)
-            print(f"n={n:4d} (a) {p['a_seconds']:7.3f} s  (c) {p['c_seconds']:7.3f} s  c/a {p['ratio']:5.2f}", flush=True)
+            print(
+                f"n={n:4d} (a) {p['a_seconds']:7.3f} s  (c) {p['c_seconds']:7.3f} s  c/a {p['ratio']:5.2f}", flush=True
+            )
     print("\nratios (same run; c/a from the alternating measurement):")
     print(f"{'n':>5} {'c/a time':>9} {'b/a time':>9} {'d/c time':>9} {'d/c peak':>9}")
     for n in args.n:
@@ -199,8 +242,10 @@ def main() -> None:
             continue
         a, b, c, d = (r[k] for k in CONFIGS)
         ca = next((p["ratio"] for p in pairs if p["n"] == n), c["seconds"] / a["seconds"])
-        print(f"{n:5d} {ca:9.2f} {b['seconds'] / a['seconds']:9.2f} "
-              f"{d['seconds'] / c['seconds']:9.2f} {d['peak_mb'] / max(c['peak_mb'], 1e-9):9.1f}")
+        print(
+            f"{n:5d} {ca:9.2f} {b['seconds'] / a['seconds']:9.2f} "
+            f"{d['seconds'] / c['seconds']:9.2f} {d['peak_mb'] / max(c['peak_mb'], 1e-9):9.1f}"
+        )
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"configs": rows, "paired": pairs}, f, indent=1)

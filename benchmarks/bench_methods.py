@@ -7,6 +7,7 @@ family's ``compute`` is timed on its own, on fresh per-layer views of the same r
 quantities such as head vectors count for each family), given the maps it requires. Each figure is the
 best of ``--repeat`` runs; a refused family (its ``check``) is reported as refused.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,10 @@ from normviz.methods.base import Inputs  # noqa: E402
 from normviz.record.recorder import record  # noqa: E402
 from normviz.session.session import Session, resolve_keys  # noqa: E402
 
-TEXT = ("The quick brown fox jumps over the lazy dog while the small grey cat quietly watches from the old wooden "
-        "fence near the wide river bank on a sunny day in the early spring of a quiet year")
+TEXT = (
+    "The quick brown fox jumps over the lazy dog while the small grey cat quietly watches from the old wooden "
+    "fence near the wide river bank on a sunny day in the early spring of a quiet year"
+)
 
 
 def encode_exactly(lm, n: int) -> Encoded:
@@ -57,9 +60,18 @@ def run(model: str, n_tokens: int, repeat: int, maps: list[str] | None, options:
     session = Session.from_encoded(lm, [enc], options=options)[0]
     names = maps or list(registry.families())
     placement = lm.spec.placement
-    wanted = resolve_keys(lm, [k for name in names for k in (
-        [i.key for i in registry.families()[name].KEYS if placement in i.placements]
-        if name in registry.families() else [name])])
+    wanted = resolve_keys(
+        lm,
+        [
+            k
+            for name in names
+            for k in (
+                [i.key for i in registry.families()[name].KEYS if placement in i.placements]
+                if name in registry.families()
+                else [name]
+            )
+        ],
+    )
     request = session.request
     rows = [("forward pass", "", t_fwd)]
     arrays: dict = {}
@@ -77,8 +89,12 @@ def run(model: str, n_tokens: int, repeat: int, maps: list[str] | None, options:
             for req in registry.requires(k):
                 if req not in arrays:
                     arrays[req] = session.get([req])[req]
-        inputs = Inputs(request=request, layer_views=session.layers, arrays=dict(arrays),
-                        model=lm if getattr(family, "NEEDS_MODEL", False) else None)
+        inputs = Inputs(
+            request=request,
+            layer_views=session.layers,
+            arrays=dict(arrays),
+            model=lm if getattr(family, "NEEDS_MODEL", False) else None,
+        )
         with torch.no_grad():
             t = best(lambda: family.compute(inputs, keys, options), repeat)
             arrays.update(family.compute(inputs, keys, options).arrays)
@@ -86,22 +102,29 @@ def run(model: str, n_tokens: int, repeat: int, maps: list[str] | None, options:
     return [(name, keys, t, t / t_fwd) for name, keys, t in rows], lm, len(enc.ids)
 
 
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="minilm")
     p.add_argument("--tokens", type=int, default=32)
     p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--maps", "--methods", dest="maps", nargs="*", default=None,
-                   help="map keys or family names (default: every family)")
+    p.add_argument(
+        "--maps",
+        "--methods",
+        dest="maps",
+        nargs="*",
+        default=None,
+        help="map keys or family names (default: every family)",
+    )
     p.add_argument("--markdown", action="store_true", help="print a markdown table")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     rows, lm, n = run(args.model, args.tokens, args.repeat, args.maps, {})
-    head = (f"{args.model}: {lm.n_layers} layers × {lm.n_heads} heads, n = {n} tokens, {lm.dtype}, {lm.device}, "
-            f"torch threads {torch.get_num_threads()}, {platform.processor() or platform.machine()}; best of {args.repeat}")
+    head = (
+        f"{args.model}: {lm.n_layers} layers × {lm.n_heads} heads, n = {n} tokens, {lm.dtype}, {lm.device}, "
+        f"torch threads {torch.get_num_threads()}, {platform.processor() or platform.machine()}; best of {args.repeat}"
+    )
     if args.markdown:
         print(head + "\n")
         print("| family | map keys | ms | × forward |")

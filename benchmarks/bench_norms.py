@@ -23,6 +23,7 @@ minilm-sized (6 layers, 12 heads, d=384, d_ff=1536, head_dim 32).
     python benchmarks/bench_norms.py [--cases minilm:32 minilm:128 minilm:256 minilm:512 bert-base:512]
         [--repeats 15] [--threads T] [--markdown] [--json out.json] [--profile]   (--profile: per step)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -86,10 +87,14 @@ def child(model_name: str, n: int, repeats: int, profile: bool) -> dict:
         def run():
             pool.POOL.max_idle_bytes = idle if pooled else 0
             normviz.Session.from_encoded(lm, [enc])[0].get(KEYS)
+
         return run
 
-    runs = {"forward": lambda: model(input_ids=ids, output_attentions=True), "norms": norms(True),
-            "no_pool": norms(False)}
+    runs = {
+        "forward": lambda: model(input_ids=ids, output_attentions=True),
+        "norms": norms(True),
+        "no_pool": norms(False),
+    }
     _, _, ids8, enc8 = build(model_name, 8)
     normviz.Session.from_encoded(lm, [enc8])[0].get(KEYS)  # first-call costs: kernels loaded from numba's cache
     for run in runs.values():  # warm-up at full size (allocator, first large arrays' pages)
@@ -107,9 +112,15 @@ def child(model_name: str, n: int, repeats: int, profile: bool) -> dict:
     pool.POOL.max_idle_bytes = idle
     row = {"model": model_name, "n": n, "repeats": repeats, "threads": torch.get_num_threads()}
     for c, st in stats.items():
-        row[c] = {"median_s": statistics.median(st["s"]), "p90_s": percentile(st["s"], 0.9), "max_s": max(st["s"]),
-                  "faults": statistics.median(st["faults"]), "sys_s": statistics.median(st["sys_s"]),
-                  "cpu_s": statistics.median(st["cpu_s"]), "each_s": st["s"]}
+        row[c] = {
+            "median_s": statistics.median(st["s"]),
+            "p90_s": percentile(st["s"], 0.9),
+            "max_s": max(st["s"]),
+            "faults": statistics.median(st["faults"]),
+            "sys_s": statistics.median(st["sys_s"]),
+            "cpu_s": statistics.median(st["cpu_s"]),
+            "each_s": st["s"],
+        }
     for c in ("norms", "no_pool"):
         row[c]["ratio"] = row[c]["median_s"] / row["forward"]["median_s"]
         row[c]["cpu_ratio"] = row[c]["cpu_s"] / row["forward"]["cpu_s"]
@@ -152,14 +163,23 @@ def loadavg() -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cases", nargs="*", default=["minilm:32", "minilm:128", "minilm:256", "minilm:512",
-                                                   "bert-base:512"], help="MODEL:N pairs")
+    ap.add_argument(
+        "--cases",
+        nargs="*",
+        default=["minilm:32", "minilm:128", "minilm:256", "minilm:512", "bert-base:512"],
+        help="MODEL:N pairs",
+    )
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--markdown", action="store_true", help="print the results as a markdown table")
     ap.add_argument("--profile", action="store_true", help="also time the recording pass and each family alone")
     ap.add_argument("--json", default=None)
-    ap.add_argument("--threads", type=int, default=0, help="torch and kernel threads (0: their defaults); 1 is "
-                    "steadier on a loaded machine, where threads that wait for each other at every step stall")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch and kernel threads (0: their defaults); 1 is "
+        "steadier on a loaded machine, where threads that wait for each other at every step stall",
+    )
     ap.add_argument("--child", nargs=3, metavar=("MODEL", "N", "REPEATS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -167,16 +187,21 @@ def main() -> None:
         return
     malloc = sorted(k for k in os.environ if k.startswith("MALLOC_"))
     if malloc:
-        print(f"warning: allocator variables set ({', '.join(malloc)}): the targets are for an environment without them")
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               BENCH_THREADS=str(args.threads))
+        print(
+            f"warning: allocator variables set ({', '.join(malloc)}): the targets are for an environment without them"
+        )
+    env = dict(
+        os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), BENCH_THREADS=str(args.threads)
+    )
     rows = []
     for case in args.cases:
         model_name, n = case.split(":")[0], int(case.split(":")[1])
         if model_name not in SIZES:
             raise SystemExit(f"unknown model {model_name!r}; one of {', '.join(SIZES)}")
         before = loadavg()
-        cmd = [sys.executable, __file__, "--child", model_name, str(n), str(args.repeats)] + (["--profile"] * args.profile)
+        cmd = [sys.executable, __file__, "--child", model_name, str(n), str(args.repeats)] + (
+            ["--profile"] * args.profile
+        )
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode != 0:
             err = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"
@@ -186,27 +211,38 @@ def main() -> None:
         row["load_before"], row["load_after"] = before, loadavg()
         rows.append(row)
         f, c, b = row["forward"], row["norms"], row["no_pool"]
-        line = (f"{model_name:9s} n={n:4d} load {before} → {row['load_after']}\n"
-                + "".join(f"  {name:8s} median {r['median_s'] * 1e3:8.1f} ms  p90 {r['p90_s'] * 1e3:8.1f}  max "
-                          f"{r['max_s'] * 1e3:8.1f}  faults {r['faults']:7.0f}  sys {r['sys_s'] * 1e3:6.1f} ms"
-                          f"  cpu {r['cpu_s'] * 1e3:8.1f} ms"
-                          + (f"  ratio {r['ratio']:.2f}  p90/median {r['p90_over_median']:.2f}  cpu ratio "
-                             f"{r['cpu_ratio']:.2f}" if "ratio" in r else "")
-                          + "\n" for name, r in (("forward", f), ("norms", c), ("no pool", b))))
+        line = f"{model_name:9s} n={n:4d} load {before} → {row['load_after']}\n" + "".join(
+            f"  {name:8s} median {r['median_s'] * 1e3:8.1f} ms  p90 {r['p90_s'] * 1e3:8.1f}  max "
+            f"{r['max_s'] * 1e3:8.1f}  faults {r['faults']:7.0f}  sys {r['sys_s'] * 1e3:6.1f} ms"
+            f"  cpu {r['cpu_s'] * 1e3:8.1f} ms"
+            + (
+                f"  ratio {r['ratio']:.2f}  p90/median {r['p90_over_median']:.2f}  cpu ratio {r['cpu_ratio']:.2f}"
+                if "ratio" in r
+                else ""
+            )
+            + "\n"
+            for name, r in (("forward", f), ("norms", c), ("no pool", b))
+        )
         if "profile" in row:
             p = row["profile"]
-            line += f"  profile: record {p['record']:.3f} attention {p['attention']:.3f} norms {p['norm_family']:.3f} s\n"
+            line += (
+                f"  profile: record {p['record']:.3f} attention {p['attention']:.3f} norms {p['norm_family']:.3f} s\n"
+            )
         print(line, end="", flush=True)
     if args.markdown:
-        print("\n| model | n | forward + attentions, median | + norm family: median, p90, max | ratio | p90/median "
-              "| faults per run: forward, norms, no pool | no pool: median, p90, ratio | load before → after |")
+        print(
+            "\n| model | n | forward + attentions, median | + norm family: median, p90, max | ratio | p90/median "
+            "| faults per run: forward, norms, no pool | no pool: median, p90, ratio | load before → after |"
+        )
         print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
         for r in rows:
             f, c, b = r["forward"], r["norms"], r["no_pool"]
-            print(f"| {r['model']} | {r['n']} | {f['median_s'] * 1e3:.1f} ms | {c['median_s'] * 1e3:.1f}, "
-                  f"{c['p90_s'] * 1e3:.1f}, {c['max_s'] * 1e3:.1f} ms | {c['ratio']:.2f}× | {c['p90_over_median']:.2f} "
-                  f"| {f['faults']:.0f}, {c['faults']:.0f}, {b['faults']:.0f} | {b['median_s'] * 1e3:.1f}, "
-                  f"{b['p90_s'] * 1e3:.1f} ms, {b['ratio']:.2f}× | {r['load_before']} → {r['load_after']} |")
+            print(
+                f"| {r['model']} | {r['n']} | {f['median_s'] * 1e3:.1f} ms | {c['median_s'] * 1e3:.1f}, "
+                f"{c['p90_s'] * 1e3:.1f}, {c['max_s'] * 1e3:.1f} ms | {c['ratio']:.2f}× | {c['p90_over_median']:.2f} "
+                f"| {f['faults']:.0f}, {c['faults']:.0f}, {b['faults']:.0f} | {b['median_s'] * 1e3:.1f}, "
+                f"{b['p90_s'] * 1e3:.1f} ms, {b['ratio']:.2f}× | {r['load_before']} → {r['load_after']} |"
+            )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

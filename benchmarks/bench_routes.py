@@ -13,6 +13,7 @@ the measured seconds, the rows scored (a-nodes) and the edges kept, against :fun
 check refuses by, with its bound on the rows) and round 4's FLOP count at 4e10/s; the implied rate (numbers
 scored per second, measured rows) is what ``flow.ROUTES_NUMBERS_PER_SECOND`` is set from.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,12 +44,18 @@ def measure(lm, n: int, repeat: int, tau: float) -> dict:
     def routes(t):
         def run():
             kept[t] = len(normviz.routes(session, threshold=t).edges)
+
         return run
 
     steps = {"forward": lambda: record(lm, ids, mask), "routes": routes(tau), "routes_all": routes(0.0)}
     _, med = alternate(steps, repeat)
-    return {"n": len(enc.ids), **{f"{k}_s": v for k, v in med.items()}, "edges": kept[tau],
-            "edges_all": kept[0.0], "estimate": flow.cost(session.request, {}, tau)}
+    return {
+        "n": len(enc.ids),
+        **{f"{k}_s": v for k, v in med.items()},
+        "edges": kept[tau],
+        "edges_all": kept[0.0],
+        "estimate": flow.cost(session.request, {}, tau),
+    }
 
 
 def estimate(lm, n: int, taus, repeat: int) -> None:
@@ -69,8 +76,11 @@ def estimate(lm, n: int, taus, repeat: int) -> None:
         rows = sum(1 for nd in r.nodes if nd["kind"] == "a")
         numbers = rows * (H * req.n_tokens + 2) * d
         old = 3.0 * L * req.n_tokens * (H * req.n_tokens + 4) * d / 4e10
-        print(f"| {req.n_tokens} | {tau:g} | {t:.2f} | {rows} (est. {flow.rows_reached(req.n_tokens, L, tau):.0f})"
-              f" | {len(r.edges)} | {flow.cost(req, {}, tau):.2f} | {old:.3f} | {numbers / t:.2e} |", flush=True)
+        print(
+            f"| {req.n_tokens} | {tau:g} | {t:.2f} | {rows} (est. {flow.rows_reached(req.n_tokens, L, tau):.0f})"
+            f" | {len(r.edges)} | {flow.cost(req, {}, tau):.2f} | {old:.3f} | {numbers / t:.2e} |",
+            flush=True,
+        )
 
 
 def main(argv=None) -> None:
@@ -84,24 +94,29 @@ def main(argv=None) -> None:
     ap.add_argument("--thresholds", type=float, nargs="+", default=[0.01, 0.04, 0.2])
     args = ap.parse_args(argv)
     lm = normviz.load(args.model, dtype=args.dtype)
-    print(f"{args.model} ({args.dtype}), torch {torch.__version__}, {platform.machine()}, "
-          f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"{args.model} ({args.dtype}), torch {torch.__version__}, {platform.machine()}, "
+        f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}"
+    )
     if args.estimate:
-        print("| n | τ | measured (s) | rows scored | edges | estimate (s) | FLOP estimate, round 4 (s) | "
-              "numbers/s |")
+        print("| n | τ | measured (s) | rows scored | edges | estimate (s) | FLOP estimate, round 4 (s) | numbers/s |")
         print("|---|---|---|---|---|---|---|---|")
         for n in args.tokens:
             estimate(lm, n, args.thresholds, args.repeat)
         print(f"load average after: {os.getloadavg()[0]:.1f}")
         return
-    print(f"| n | forward (s) | routes τ={args.threshold:g} / fwd (edges) | routes τ=0 / fwd (edges) "
-          "| estimate τ (s) |")
+    print(
+        f"| n | forward (s) | routes τ={args.threshold:g} / fwd (edges) | routes τ=0 / fwd (edges) | estimate τ (s) |"
+    )
     print("|---|---|---|---|---|")
     for n in args.tokens:
         r = measure(lm, n, args.repeat, args.threshold)
         f = r["forward_s"]
-        print(f"| {r['n']} | {f:.3f} | {r['routes_s'] / f:.2f}× ({r['edges']}) | {r['routes_all_s'] / f:.2f}× "
-              f"({r['edges_all']}) | {r['estimate']:.2f} |", flush=True)
+        print(
+            f"| {r['n']} | {f:.3f} | {r['routes_s'] / f:.2f}× ({r['edges']}) | {r['routes_all_s'] / f:.2f}× "
+            f"({r['edges_all']}) | {r['estimate']:.2f} |",
+            flush=True,
+        )
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 

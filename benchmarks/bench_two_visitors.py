@@ -13,11 +13,13 @@ started and two headless Chromium browsers (two Streamlit sessions) open it thro
 
 Per repeat, alternating which comes first: B alone, and B while A's analysis runs: A is started, then B is
 opened once A's progress bar shows its FF maps underway, and again (a new sentence) once it shows value
-zeroing underway (the phase in which the code before this change held the model's lock). Every A and B text is new (a word changes), so
+zeroing underway (the phase in which the code before this change held the model's lock). Every A and B text is new (a
+word changes), so
 nothing comes from the server's caches. B's latency: from opening the page to its heatmap drawn and the
 app idle. Reported: the medians, B during A / B alone (target ≤ 2), and whether A was still running when B
 finished. The server is warmed first (model loaded, kernels compiled, worker started) with one A and one B.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,12 +36,14 @@ from tools.browser import chromium, find_browser, streamlit_server  # noqa: E402
 
 HEAVY_MAPS = "ff_res_ln,value_zeroing,alti,effective_attention,flow"
 SHORT_MAP = "norm"
-PARAGRAPH = ("The committee met on a cold morning in the old town hall to discuss the budget for the coming year, "
-             "and after a long and sometimes heated debate about roads, schools, the harbour and the new library, "
-             "the members agreed to postpone the final vote until the engineers had finished their survey of the "
-             "bridge, which had been closed since the storm in the spring, when the river rose higher than anyone "
-             "in the village could remember and the fields along both banks stayed under water for many weeks "
-             "while the farmers waited for the ground to dry out before they could plant again.")
+PARAGRAPH = (
+    "The committee met on a cold morning in the old town hall to discuss the budget for the coming year, "
+    "and after a long and sometimes heated debate about roads, schools, the harbour and the new library, "
+    "the members agreed to postpone the final vote until the engineers had finished their survey of the "
+    "bridge, which had been closed since the storm in the spring, when the river rose higher than anyone "
+    "in the village could remember and the fields along both banks stayed under water for many weeks "
+    "while the farmers waited for the ground to dry out before they could plant again."
+)
 
 STATE_JS = """
 return {
@@ -115,8 +119,13 @@ def run_config(workers: int, repeats: int, log_dir: str, baseline: str | None = 
     solo, during = [], {"ff": [], "vz": []}
     a_running, a_total = [], []
     name = "baseline" if baseline else f"workers={workers}"
-    with streamlit_server(env, log_path=os.path.join(log_dir, f"server_{'baseline' if baseline else workers}.log")) \
-            as base, chromium() as da, chromium() as db:
+    with (
+        streamlit_server(
+            env, log_path=os.path.join(log_dir, f"server_{'baseline' if baseline else workers}.log")
+        ) as base,
+        chromium() as da,
+        chromium() as db,
+    ):
         # warm-up: model load, numba kernels, the worker process and its model
         open_and_wait(db, url(base, "Warm up the server with a short sentence.", SHORT_MAP))
         open_and_wait(da, url(base, "Warm-up. " + PARAGRAPH, HEAVY_MAPS))
@@ -130,8 +139,10 @@ def run_config(workers: int, repeats: int, log_dir: str, baseline: str | None = 
                     continue
                 t_a0 = time.perf_counter()
                 da.get(url(base, f"Run {r}. " + PARAGRAPH, HEAVY_MAPS))
-                for phase, words, text in (("ff", FF_PHASE, f"A dog number {r} barked loudly at the night sky."),
-                                           ("vz", VZ_PHASE, f"Snow number {r} fell softly on the quiet town.")):
+                for phase, words, text in (
+                    ("ff", FF_PHASE, f"A dog number {r} barked loudly at the night sky."),
+                    ("vz", VZ_PHASE, f"Snow number {r} fell softly on the quiet town."),
+                ):
                     if not wait_phase(da, words):
                         print(f"{name} repeat {r}: A finished before its {phase} phase was seen", flush=True)
                         continue
@@ -139,14 +150,24 @@ def run_config(workers: int, repeats: int, log_dir: str, baseline: str | None = 
                     t, _ = open_and_wait(db, url(base, text, SHORT_MAP))
                     during[phase].append(t)
                     a_running.append(not done(state(da)))
-                    print(f"{name} repeat {r} B during A's {phase}: {t:.2f} s (A still running: {a_running[-1]})",
-                          flush=True)
+                    print(
+                        f"{name} repeat {r} B during A's {phase}: {t:.2f} s (A still running: {a_running[-1]})",
+                        flush=True,
+                    )
                 wait_idle(da)
                 a_total.append(time.perf_counter() - t_a0)
     ms = statistics.median(solo)
-    out = {"heavy_workers": None if baseline else workers, "baseline": baseline, "b_solo_s": solo,
-           "b_during_a_ff_s": during["ff"], "b_during_a_vz_s": during["vz"], "a_still_running": a_running,
-           "a_total_s": a_total, "b_solo_median_s": ms, "a_median_s": statistics.median(a_total)}
+    out = {
+        "heavy_workers": None if baseline else workers,
+        "baseline": baseline,
+        "b_solo_s": solo,
+        "b_during_a_ff_s": during["ff"],
+        "b_during_a_vz_s": during["vz"],
+        "a_still_running": a_running,
+        "a_total_s": a_total,
+        "b_solo_median_s": ms,
+        "a_median_s": statistics.median(a_total),
+    }
     for phase in ("ff", "vz"):
         if during[phase]:
             out[f"b_during_a_{phase}_median_s"] = statistics.median(during[phase])
@@ -176,8 +197,11 @@ def library(repeats: int) -> dict:
                 t0 = time.perf_counter()
                 normviz.Session(lm, f"The cat number {r}.{k} sat on the mat, {mode}.").get(["norm"])
                 solo.append(time.perf_counter() - t0)
-            a = threading.Thread(target=lambda: normviz.Session(lm, f"Run {r} {mode}. " + PARAGRAPH, worker=worker)
-                                 .get(heavy, strict=False))
+            a = threading.Thread(
+                target=lambda: normviz.Session(lm, f"Run {r} {mode}. " + PARAGRAPH, worker=worker).get(
+                    heavy, strict=False
+                )
+            )
             a.start()
             time.sleep(2.0)
             for k in range(3):
@@ -188,11 +212,18 @@ def library(repeats: int) -> dict:
             a.join()
         if worker is not None:
             worker.shutdown()
-        out[mode] = {"b_solo_s": solo, "b_during_a_s": during, "b_solo_median_s": statistics.median(solo),
-                     "b_during_a_median_s": statistics.median(during),
-                     "ratio": statistics.median(during) / statistics.median(solo)}
-        print(f"library, {mode}: B alone {out[mode]['b_solo_median_s'] * 1e3:.0f} ms, during A "
-              f"{out[mode]['b_during_a_median_s'] * 1e3:.0f} ms (ratio {out[mode]['ratio']:.2f})", flush=True)
+        out[mode] = {
+            "b_solo_s": solo,
+            "b_during_a_s": during,
+            "b_solo_median_s": statistics.median(solo),
+            "b_during_a_median_s": statistics.median(during),
+            "ratio": statistics.median(during) / statistics.median(solo),
+        }
+        print(
+            f"library, {mode}: B alone {out[mode]['b_solo_median_s'] * 1e3:.0f} ms, during A "
+            f"{out[mode]['b_during_a_median_s'] * 1e3:.0f} ms (ratio {out[mode]['ratio']:.2f})",
+            flush=True,
+        )
     return out
 
 
@@ -222,12 +253,14 @@ def main() -> None:
             with open(args.json, "w") as f:
                 json.dump(out, f, indent=1)
         name = f"baseline {baseline}" if baseline else f"NORMVIZ_HEAVY_WORKERS={w}"
-        print(f"{name}: B alone {res['b_solo_median_s']:.2f} s; B during A's FF maps "
-              f"{res.get('b_during_a_ff_median_s', float('nan')):.2f} s (ratio {res.get('ratio_ff', float('nan')):.2f}), "
-              f"during its value zeroing {res.get('b_during_a_vz_median_s', float('nan')):.2f} s "
-              f"(ratio {res.get('ratio_vz', float('nan')):.2f}); A still running at B's end: "
-              f"{sum(res['a_still_running'])}/{len(res['a_still_running'])}; A took {res['a_median_s']:.0f} s",
-              flush=True)
+        print(
+            f"{name}: B alone {res['b_solo_median_s']:.2f} s; B during A's FF maps "
+            f"{res.get('b_during_a_ff_median_s', float('nan')):.2f} s (ratio {res.get('ratio_ff', float('nan')):.2f}), "
+            f"during its value zeroing {res.get('b_during_a_vz_median_s', float('nan')):.2f} s "
+            f"(ratio {res.get('ratio_vz', float('nan')):.2f}); A still running at B's end: "
+            f"{sum(res['a_still_running'])}/{len(res['a_still_running'])}; A took {res['a_median_s']:.0f} s",
+            flush=True,
+        )
     out["load_1min_end"] = os.getloadavg()[0]
     if args.json:
         with open(args.json, "w") as f:

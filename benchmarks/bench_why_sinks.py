@@ -4,6 +4,7 @@ of both [L, H, n, n] maps) on smollm2 — CPU seconds and the RSS growth (psutil
 on a fresh session of the same text (recorded first: the recording is the page's anyway). The largest
 difference between the two results is printed too. Usage: python benchmarks/bench_why_sinks.py [--n 900]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,6 +24,7 @@ def old_shares(session):
         m = np.abs(np.asarray(m, dtype=np.float64))
         tot = m.sum(-1)
         return np.where(tot > 0, m[..., 0] / np.where(tot > 0, tot, 1), 0).mean(-1)
+
     return share(a["attention"]), share(a["norm"])
 
 
@@ -38,8 +40,10 @@ def main(argv=None) -> int:
 
     bound_heap()
     lm = normviz.load(args.model)
-    words = ("the river carried small boats past the old mill while children counted them from the bridge and "
-             "their parents talked about the harvest ").split()
+    words = (
+        "the river carried small boats past the old mill while children counted them from the bridge and "
+        "their parents talked about the harvest "
+    ).split()
     text = " ".join(words[i % len(words)] for i in range(args.n))
     out = {"load_average": os.getloadavg(), "model": args.model}
     got = {}
@@ -50,8 +54,12 @@ def main(argv=None) -> int:
         gc.collect()
         t0, w0 = time.process_time(), time.perf_counter()
         res, mb = rss_peak_during(lambda s=s: fn(s))  # bound now: s is deleted below
-        out[name] = {"cpu_s": round(time.process_time() - t0, 2), "wall_s": round(time.perf_counter() - w0, 2),
-                     "rss_growth_mb": round(mb, 1), "estimate_s": round(normviz.methods.sinks.estimate_s(s.request, {}), 2)}
+        out[name] = {
+            "cpu_s": round(time.process_time() - t0, 2),
+            "wall_s": round(time.perf_counter() - w0, 2),
+            "rss_growth_mb": round(mb, 1),
+            "estimate_s": round(normviz.methods.sinks.estimate_s(s.request, {}), 2),
+        }
         got[name] = res
         out["n_tokens"] = s.n_tokens
         del s

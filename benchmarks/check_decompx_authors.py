@@ -10,6 +10,7 @@ embedding output. Prints the largest difference relative to their map's maximum,
 1e-12 to two denominators (the bias weights, the activation slope) that normviz leaves out; that alone
 accounts for differences of order 1e-10 (measured: 3.9e-10; 1.1e-15 with the two guards removed).
 """
+
 from __future__ import annotations
 
 import os
@@ -23,8 +24,10 @@ import transformers.modeling_utils as hf_utils  # noqa: E402
 
 import normviz  # noqa: E402
 
-TEXTS = ["The cat sat on the mat because it was warm.",
-         "DecompX carries every token's part through the whole encoder, including the feed-forward block."]
+TEXTS = [
+    "The cat sat on the mat because it was warm.",
+    "DecompX carries every token's part through the whole encoder, including the feed-forward block.",
+]
 
 
 def authors_encoder(checkout: str):
@@ -36,6 +39,7 @@ def authors_encoder(checkout: str):
     sys.path.insert(0, checkout)
     from src.decompx_utils import DecompXConfig
     from src.modeling_bert import BertEncoder
+
     return BertEncoder, DecompXConfig
 
 
@@ -44,9 +48,18 @@ def main(argv: list[str]) -> float:
         raise SystemExit(__doc__)
     BertEncoder, DecompXConfig = authors_encoder(argv[0])
     lm = normviz.load("minilm", dtype="float64")
-    config = DecompXConfig(include_biases=True, bias_decomp_type="absdot", include_LN1=True, include_FFN=True,
-                           FFN_approx_type="GeLU_ZO", include_LN2=True, aggregation="vector",
-                           include_classifier_w_pooler=True, output_all_layers=True, output_aggregated="norm")
+    config = DecompXConfig(
+        include_biases=True,
+        bias_decomp_type="absdot",
+        include_LN1=True,
+        include_FFN=True,
+        FFN_approx_type="GeLU_ZO",
+        include_LN2=True,
+        aggregation="vector",
+        include_classifier_w_pooler=True,
+        output_all_layers=True,
+        output_aggregated="norm",
+    )
     encoder = BertEncoder(lm.model.config).to(torch.float64).eval()
     encoder.load_state_dict(lm.model.encoder.state_dict(), strict=True)
     worst = 0.0
@@ -55,9 +68,12 @@ def main(argv: list[str]) -> float:
         ours = session.get(["decompx"])["decompx"]
         ids = torch.tensor([session.encoded.ids])
         with torch.no_grad():
-            out = encoder(lm.model.embeddings(input_ids=ids),
-                          attention_mask=torch.zeros(1, 1, 1, ids.shape[1], dtype=torch.float64),
-                          decompx_config=config, return_dict=False)
+            out = encoder(
+                lm.model.embeddings(input_ids=ids),
+                attention_mask=torch.zeros(1, 1, 1, ids.shape[1], dtype=torch.float64),
+                decompx_config=config,
+                return_dict=False,
+            )
         theirs = np.stack([a[0].numpy() for a in out[-1].aggregated])
         rel = [float(np.abs(ours[l] - theirs[l]).max() / np.abs(theirs[l]).max()) for l in range(len(theirs))]
         print(f"{ids.shape[1]} tokens, max difference / max per layer: " + " ".join(f"{r:.1e}" for r in rel))

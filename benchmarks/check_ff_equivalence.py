@@ -12,6 +12,7 @@ Cases: tiny random float64 models (bert, distilbert, gpt2, llama; tests/tiny.py'
     use) against :func:`ff_maps` (same tolerances), and Σ_j ff_res part_ij + bias_i = the model's own vector
     (≤ 1e-6 in float64: llama's RMSNorm runs in float32 even in a float64 model; ≤ 1e-4 in float32)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,14 @@ TOL = {torch.float64: 1e-12, torch.float32: 1e-5}
 
 
 def bert_sized_f32():
-    cfg = tf.BertConfig(hidden_size=768, num_hidden_layers=2, num_attention_heads=12, intermediate_size=3072,
-                        max_position_embeddings=64, vocab_size=97)
+    cfg = tf.BertConfig(
+        hidden_size=768,
+        num_hidden_layers=2,
+        num_attention_heads=12,
+        intermediate_size=3072,
+        max_position_embeddings=64,
+        vocab_size=97,
+    )
     cfg._attn_implementation = "eager"
     torch.manual_seed(0)
     model = tf.AutoModel.from_config(cfg, attn_implementation="eager").eval()
@@ -108,8 +115,10 @@ def main() -> None:
         wn, ws = vector_checks(lm, enc)
         bad = wn > tol or ws > max(1e-6, 10 * tol)  # llama's RMSNorm computes in float32 even in float64
         failed |= bad
-        print(f"{name:18s} ff_vectors norms vs ff_maps {wn:.1e}" f", Σ ff_res parts + bias vs model {ws:.1e}"
-              + ("  FAIL" if bad else ""))
+        print(
+            f"{name:18s} ff_vectors norms vs ff_maps {wn:.1e}"
+            f", Σ ff_res parts + bias vs model {ws:.1e}" + ("  FAIL" if bad else "")
+        )
     print("FAILED" if failed else "all agree")
     sys.exit(1 if failed else 0)
 

@@ -16,6 +16,7 @@ Checks (each printed with its worst relative difference, max |a − b| / max |b|
   * every subset of keys gives the same bits as all keys together (same backend).
 Exit status 1 if any check fails.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,25 +38,56 @@ from normviz.methods.norms import kernels  # noqa: E402
 from tools.tiny import randomize_weights  # noqa: E402
 
 KEYS = ["attention", "norm", "norm_layer", "attn_res", "attn_res_ln"]
-SUBSETS = [["norm"], ["attn_res_ln"], ["attn_res"], ["norm_layer"], ["norm", "attn_res"],
-           ["attention", "norm_layer", "attn_res_ln"]]
+SUBSETS = [
+    ["norm"],
+    ["attn_res_ln"],
+    ["attn_res"],
+    ["norm_layer"],
+    ["norm", "attn_res"],
+    ["attention", "norm_layer", "attn_res_ln"],
+]
 COMMON = dict(vocab_size=97)
 
 
 def _tiny_config(arch: str):
     return {
-        "bert": lambda: tf.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                      intermediate_size=64, max_position_embeddings=64, **COMMON),
-        "distilbert": lambda: tf.DistilBertConfig(dim=32, n_layers=2, n_heads=4, hidden_dim=64,
-                                                  max_position_embeddings=64, **COMMON),
-        "gpt2": lambda: tf.GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=64, bos_token_id=0,
-                                      eos_token_id=0, **COMMON),
-        "llama": lambda: tf.LlamaConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                        num_key_value_heads=2, intermediate_size=48, max_position_embeddings=64,
-                                        bos_token_id=1, eos_token_id=2, **COMMON),
-        "qwen3": lambda: tf.Qwen3Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                        num_key_value_heads=2, head_dim=8, intermediate_size=48,
-                                        max_position_embeddings=64, bos_token_id=1, eos_token_id=2, **COMMON),
+        "bert": lambda: tf.BertConfig(
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=64,
+            max_position_embeddings=64,
+            **COMMON,
+        ),
+        "distilbert": lambda: tf.DistilBertConfig(
+            dim=32, n_layers=2, n_heads=4, hidden_dim=64, max_position_embeddings=64, **COMMON
+        ),
+        "gpt2": lambda: tf.GPT2Config(
+            n_embd=32, n_layer=2, n_head=4, n_positions=64, bos_token_id=0, eos_token_id=0, **COMMON
+        ),
+        "llama": lambda: tf.LlamaConfig(
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            intermediate_size=48,
+            max_position_embeddings=64,
+            bos_token_id=1,
+            eos_token_id=2,
+            **COMMON,
+        ),
+        "qwen3": lambda: tf.Qwen3Config(
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=8,
+            intermediate_size=48,
+            max_position_embeddings=64,
+            bos_token_id=1,
+            eos_token_id=2,
+            **COMMON,
+        ),
     }[arch]()
 
 
@@ -70,8 +102,14 @@ def tiny_model(arch: str):
 
 def minilm_model():
     torch.manual_seed(0)
-    cfg = tf.BertConfig(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536,
-                        max_position_embeddings=512, vocab_size=1000)
+    cfg = tf.BertConfig(
+        hidden_size=384,
+        num_hidden_layers=6,
+        num_attention_heads=12,
+        intermediate_size=1536,
+        max_position_embeddings=512,
+        vocab_size=1000,
+    )
     cfg._attn_implementation = "eager"
     model = tf.BertModel(cfg, add_pooling_layer=False).eval()
     return normviz.from_model(model, None, name="minilm-random")
@@ -80,12 +118,15 @@ def minilm_model():
 def encoded(n: int, seed: int = 1, vocab: int = 97) -> Encoded:
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(3, vocab, (n,), generator=g).tolist()
-    return Encoded(ids=ids, tokens=[f"t{i}" for i in ids], labels=[f"t{i}" for i in ids], special=[False] * n,
-                   dropped=0)
+    return Encoded(
+        ids=ids, tokens=[f"t{i}" for i in ids], labels=[f"t{i}" for i in ids], special=[False] * n, dropped=0
+    )
 
 
-CASES = [(arch, n) for arch in ("bert", "distilbert", "gpt2", "llama", "qwen3") for n in (9, 17)] + \
-        [("minilm", 37), ("minilm", 64)]
+CASES = [(arch, n) for arch in ("bert", "distilbert", "gpt2", "llama", "qwen3") for n in (9, 17)] + [
+    ("minilm", 37),
+    ("minilm", 64),
+]
 
 
 @contextlib.contextmanager

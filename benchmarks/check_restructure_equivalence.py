@@ -19,6 +19,7 @@ given target.
 --skip '(llama|mistral|qwen.)_.*/(rollout_)?ff'``; keys and notes only the new side has are listed or ignored,
 not counted as problems.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -75,9 +76,18 @@ def dump(out: Path) -> None:
         lm = tiny.build_seq2seq(arch)
         s = normviz.Session(lm, SRC, target=TGT)
         a = s.get(["all"] + ["encoder_" + k for k in OPT_IN], strict=False)
-        _save(out, f"{arch}_seq2seq", a, {"src": list(a.src_tokens), "tgt": list(a.tgt_tokens),
-                                          "out": list(a.out_ids), "predicted": a.predicted_ids,
-                                          "target": a.target_text})
+        _save(
+            out,
+            f"{arch}_seq2seq",
+            a,
+            {
+                "src": list(a.src_tokens),
+                "tgt": list(a.tgt_tokens),
+                "out": list(a.out_ids),
+                "predicted": a.predicted_ids,
+                "target": a.target_text,
+            },
+        )
     print(normviz.__file__, file=sys.stderr)
 
 
@@ -96,8 +106,11 @@ def compare(base: Path, new: Path, skip: list[str] = ()) -> int:
         for meta in (ma, mb):  # compare what both sides have and the check keeps
             meta["keys"] = [k for k in meta["keys"] if k in ma["keys"] and kept(f.stem, k)]
             meta["refused"] = [k for k in meta["refused"] if kept(f.stem, k)]
-            meta["notes"] = {k: v for k, v in meta["notes"].items()  # a note the baseline did not write is new, not a change
-                             if (k in meta["keys"] or k in ("pair", "target")) and k in ma["notes"]}
+            meta["notes"] = {
+                k: v
+                for k, v in meta["notes"].items()  # a note the baseline did not write is new, not a change
+                if (k in meta["keys"] or k in ("pair", "target")) and k in ma["notes"]
+            }
         if ma != mb:
             diff = {k: (ma.get(k), mb.get(k)) for k in set(ma) | set(mb) if ma.get(k) != mb.get(k)}
             print(f"{f.stem}: metadata differ: {diff}")
@@ -118,8 +131,10 @@ def compare(base: Path, new: Path, skip: list[str] = ()) -> int:
                 bad += 1
     if added:
         print(f"keys only the new code has: {', '.join(sorted(added))}")
-    print(f"{len(list(base.glob('*.npz')))} cases, {rows} arrays compared; worst relative difference {worst:.3g}; "
-          f"{bad} problems" + (f" (skipped: {', '.join(skip)})" if skip else ""))
+    print(
+        f"{len(list(base.glob('*.npz')))} cases, {rows} arrays compared; worst relative difference {worst:.3g}; "
+        f"{bad} problems" + (f" (skipped: {', '.join(skip)})" if skip else "")
+    )
     return 1 if bad else 0
 
 

@@ -11,6 +11,7 @@
 
 Without CUDA it says so and exits 0 (``--device cpu`` runs steps 1 and 3 on the CPU: what the tests check).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,31 +48,46 @@ def exactness(device: str, archs=ARCHS) -> dict:
         dev = normviz.from_model(tiny.build(arch).model.to(device), None, name=f"tiny-{arch}-{device}")
         enc = [tiny.encoded(11), tiny.encoded(7, seed=3)]
         ref = [s.get(None).arrays for s in Session.from_encoded(cpu, enc)]
-        got = {m: [s.get(None).arrays for s in Session.from_encoded(dev, enc, options={"record_attention": m})]
-               for m in ("weights", "qk")}
+        got = {
+            m: [s.get(None).arrays for s in Session.from_encoded(dev, enc, options={"record_attention": m})]
+            for m in ("weights", "qk")
+        }
         qk = max(_rel(got["qk"][b][k], got["weights"][b][k]) for b in range(2) for k in got["weights"][b])
         vs_cpu = max(_rel(got["weights"][b][k], ref[b][k]) for b in range(2) for k in ref[b])
         one = Session.from_encoded(dev, enc[:1], options={"record_attention": "qk"})[0]
         whole = Session.from_encoded(cpu, enc[:1])[0].get(None)
-        per_layer = max(_rel(one.map(k, layer, head), whole.map(k, layer, head))
-                        for k, head in (("norm", None), ("norm", 1), ("attention", 0), ("attn_res_ln", None),
-                                        ("ff_res", None)) for layer in (0, 1))
+        per_layer = max(
+            _rel(one.map(k, layer, head), whole.map(k, layer, head))
+            for k, head in (("norm", None), ("norm", 1), ("attention", 0), ("attn_res_ln", None), ("ff_res", None))
+            for layer in (0, 1)
+        )
         view = one.layers()[1]
         parts, bias = view.attn_res_ln_vectors(slice(0, view.n))
         real = view.ln_attn.apply(view.rec.z_attn)
         complete = float(((parts.sum(1) + bias - real).abs().max() / real.abs().max()).item())
-        out[arch] = {"qk_vs_weights": qk, "device_vs_cpu": vs_cpu, "map_vs_whole": per_layer,
-                     "completeness": complete, "device": str(torch.device(device)),
-                     "ok": qk <= 1e-12 and vs_cpu <= 1e-9 and per_layer <= 1e-9 and complete <= 1e-9}
+        out[arch] = {
+            "qk_vs_weights": qk,
+            "device_vs_cpu": vs_cpu,
+            "map_vs_whole": per_layer,
+            "completeness": complete,
+            "device": str(torch.device(device)),
+            "ok": qk <= 1e-12 and vs_cpu <= 1e-9 and per_layer <= 1e-9 and complete <= 1e-9,
+        }
     return out
 
 
 def timings(device: str, quick: bool) -> list[dict]:
     from benchmarks import bench_long
 
-    cases = [("smollm2", 512, "float32")] if quick else (
-        [("smollm2", n, "float32") for n in (512, 1024, 2048, 4096)] + [("smollm2", 4096, "bfloat16")]
-        + [("llama1b", n, "bfloat16") for n in (512, 2048)])
+    cases = (
+        [("smollm2", 512, "float32")]
+        if quick
+        else (
+            [("smollm2", n, "float32") for n in (512, 1024, 2048, 4096)]
+            + [("smollm2", 4096, "bfloat16")]
+            + [("llama1b", n, "bfloat16") for n in (512, 2048)]
+        )
+    )
     rows = []
     for model, n, dtype in cases:
         t0 = time.perf_counter()
@@ -101,8 +117,12 @@ def main(argv=None) -> int:
     report["exactness"] = exactness(args.device)
     print(json.dumps(report["exactness"], indent=1), flush=True)
     if args.device.startswith("cuda"):
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "tests/models/test_gpu.py"],
-                              cwd=HERE, capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "tests/models/test_gpu.py"],
+            cwd=HERE,
+            capture_output=True,
+            text=True,
+        )
         report["pytest_gpu"] = {"rc": proc.returncode, "tail": proc.stdout[-1500:]}
         print(proc.stdout[-1500:], flush=True)
     report["timings"] = timings(args.device, args.quick)

@@ -7,6 +7,7 @@ parent's layer is part of it), folders whose modules sit in different layers, fi
 Reads source only (:mod:`tools.module_graph`: lazy and importlib imports counted), so the baseline's tree needs
 no environment of its own. Each side's layers are its own ``tests/unit/test_layers.py``'s ``LAYERS``.
 """
+
 from __future__ import annotations
 
 import ast
@@ -32,10 +33,12 @@ def layers_of(repo: Path):
 
 def row(label: str, repo: Path) -> dict:
     f = figures(build(repo / "normviz"), layers_of(repo))
-    print(f"{label:>7}: {f['modules']} modules, {f['edges']} import edges, {f.get('back_edges', '?')} up the layers, "
-          f"{f['cycles']} cycles | {f['folders']} folders (units), {f['folder_edges']} edges, "
-          f"{len(f.get('folder_back_edges', []))} up the layers, {f['folder_cycles']} cycles, "
-          f"{len(f.get('folders_spanning_layers', []))} folders spanning layers")
+    print(
+        f"{label:>7}: {f['modules']} modules, {f['edges']} import edges, {f.get('back_edges', '?')} up the layers, "
+        f"{f['cycles']} cycles | {f['folders']} folders (units), {f['folder_edges']} edges, "
+        f"{len(f.get('folder_back_edges', []))} up the layers, {f['folder_cycles']} cycles, "
+        f"{len(f.get('folders_spanning_layers', []))} folders spanning layers"
+    )
     for k in ("folder_back_edges", "folder_cycle_members", "folders_spanning_layers"):
         if f.get(k):
             print(f"         {k}: {f[k]}")

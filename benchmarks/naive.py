@@ -4,6 +4,7 @@ code does (Kobayashi et al.'s BERT fork builds α^h_ij f^h(x_j) as a [H, n, n, d
 Used as the memory/time baseline (d) of bench_maps.py and as an independent cross-check of the numbers.
 Supports post-LN BERT only (the benchmark model).
 """
+
 from __future__ import annotations
 
 import torch
@@ -17,7 +18,11 @@ def naive_bert_maps(model, input_ids) -> dict[str, list[torch.Tensor]]:
         x = out.hidden_states[layer_index][0]  # [n, d]
         alpha = out.attentions[layer_index][0]  # [H, n, n]
         att = layer.attention
-        H = att.self.num_attention_heads if hasattr(att.self, "num_attention_heads") else model.config.num_attention_heads
+        H = (
+            att.self.num_attention_heads
+            if hasattr(att.self, "num_attention_heads")
+            else model.config.num_attention_heads
+        )
         n, d = x.shape
         dh = d // H
         value = att.self.value(x).view(n, H, dh).transpose(0, 1)  # [H, n, dh]

@@ -1,5 +1,6 @@
 """Shared timing helper of the benchmarks: configurations alternated in one process, so that each sees the
 same state of this shared machine (its speed drifts by ±20 % from minute to minute)."""
+
 from __future__ import annotations
 
 import statistics

@@ -12,6 +12,7 @@ charts drawn (their JSON specs), alert texts and exception count. Widget ids are
 server sent (a widget's id ends with its user key); the visitor keeps every widget's last value and sends
 them all with each rerun, as the frontend does. Used by ``benchmarks/bench_load.py`` and a slow test.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,16 @@ class Run:
     elements: list = field(default_factory=list)  # the kinds of the elements drawn, in order ("progress" …)
 
 
-VALUE_FIELDS = ("int_value", "double_value", "string_value", "bool_value", "string_array_value",
-                "int_array_value", "double_array_value", "json_value")
+VALUE_FIELDS = (
+    "int_value",
+    "double_value",
+    "string_value",
+    "bool_value",
+    "string_array_value",
+    "int_array_value",
+    "double_array_value",
+    "json_value",
+)
 
 
 class Visitor:
@@ -42,8 +51,9 @@ class Visitor:
         import websocket  # websocket-client
 
         u = urlparse(base_url)
-        self.ws = websocket.create_connection(f"ws://{u.netloc}/_stcore/stream", timeout=timeout,
-                                              subprotocols=["streamlit"])
+        self.ws = websocket.create_connection(
+            f"ws://{u.netloc}/_stcore/stream", timeout=timeout, subprotocols=["streamlit"]
+        )
         self.timeout = timeout
         self.widgets: dict[str, str] = {}  # user key -> widget id
         self.values: dict[str, tuple[str, object]] = {}  # widget id -> (field, value)
@@ -152,7 +162,7 @@ class Visitor:
         wid = self.widgets.get(key)
         if wid is None:
             raise KeyError(f"no widget with key {key!r} (seen: {sorted(self.widgets)})")
-        (fld, v), = value.items()
+        ((fld, v),) = value.items()
         self.values[wid] = (fld, v)
         self._send(self.fragments.get(wid, ""))  # a widget inside a fragment reruns that fragment only
 

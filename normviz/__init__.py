@@ -9,7 +9,8 @@
 >>> figs = normviz.show(a, maps=["attention", "norm"], layer=2)  # plotly figures (see normviz.show)
 
 Why this token: ``session.predict(top=10)``, ``session.explain(token=" Paris", foil=" London")`` (exact parts
-of the logit per layer, head and input token), ``session.logit_lens()``, ``normviz.routes(session)`` (information-flow routes; see :mod:`normviz.attribution`),
+of the logit per layer, head and input token), ``session.logit_lens()``, ``normviz.routes(session)`` (information-flow
+routes; see :mod:`normviz.attribution`),
 ``session.attend(layer, head, query, key)`` (a head's score split exactly), ``normviz.graph(session)`` (an exact
 attribution graph with heads as nodes, Neuronpedia's JSON).
 
@@ -17,6 +18,7 @@ Encoder–decoders (``normviz.load("toy-mt")``, Marian, BART, T5 …): the same 
 keys ``encoder_…``, ``decoder_…``, ``cross_…``; ``normviz.all_keys(lm)`` lists every key a model offers
 (see :mod:`normviz.methods.keyspace`).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -28,20 +30,45 @@ _compat.install()  # the old module names (normviz.errors, normviz.keyspace …)
 
 # The facade is lazy (PEP 562): ``import normviz`` loads no torch; each name imports its module on first use.
 _NAMES = {
-    "aer": "normviz.align", "Analysis": "normviz.core.analysis", "transformed_norms": "normviz.core.fx",
-    "all_keys": "normviz.methods.keyspace", "key_info": "normviz.methods.keyspace",
+    "aer": "normviz.align",
+    "Analysis": "normviz.core.analysis",
+    "transformed_norms": "normviz.core.fx",
+    "all_keys": "normviz.methods.keyspace",
+    "key_info": "normviz.methods.keyspace",
     "register_family": "normviz.methods",
-    "EMBEDDED": "normviz.models", "LoadedModel": "normviz.models", "from_model": "normviz.models",
-    "load": "normviz.models", "register_architecture": "normviz.models",
-    "Session": "normviz.session.session", "analyze": "normviz.session.session",
+    "EMBEDDED": "normviz.models",
+    "LoadedModel": "normviz.models",
+    "from_model": "normviz.models",
+    "load": "normviz.models",
+    "register_architecture": "normviz.models",
+    "Session": "normviz.session.session",
+    "analyze": "normviz.session.session",
     "analyze_batch": "normviz.session.session",
-    "Candidate": "normviz.attribution", "Explanation": "normviz.attribution", "Routes": "normviz.attribution",
-    "routes": "normviz.attribution", "Graph": "normviz.attribution.graph", "graph": "normviz.attribution.graph",
-    "Attend": "normviz.attribution.qk", "show": "normviz.viz.notebook",
+    "Candidate": "normviz.attribution",
+    "Explanation": "normviz.attribution",
+    "Routes": "normviz.attribution",
+    "routes": "normviz.attribution",
+    "Graph": "normviz.attribution.graph",
+    "graph": "normviz.attribution.graph",
+    "Attend": "normviz.attribution.qk",
+    "show": "normviz.viz.notebook",
 }
 _MODULES = {"encdec": "normviz.record.encdec", "errors": "normviz.core.errors"}
-_FOLDERS = ("align", "attribution", "cli", "core", "corpus", "methods", "models", "record", "session", "trust", "ui",
-            "viz", "workers")
+_FOLDERS = (
+    "align",
+    "attribution",
+    "cli",
+    "core",
+    "corpus",
+    "methods",
+    "models",
+    "record",
+    "session",
+    "trust",
+    "ui",
+    "viz",
+    "workers",
+)
 
 if TYPE_CHECKING:  # what the names are, for type checkers and the API docs
     from .align import aer  # type: ignore[no-redef]  # normviz.align.aer is a module and a function
@@ -76,7 +103,30 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__) | set(_FOLDERS))
 
 
-__all__ = ["Analysis", "Attend", "Candidate", "EMBEDDED", "Explanation", "Graph", "LoadedModel", "Routes", "Session",
-           "aer", "all_keys", "analyze", "analyze_batch", "encdec", "errors", "from_model", "graph", "key_info", "load",
-           "register_architecture", "register_family", "routes", "show", "transformed_norms"]
+__all__ = [
+    "Analysis",
+    "Attend",
+    "Candidate",
+    "EMBEDDED",
+    "Explanation",
+    "Graph",
+    "LoadedModel",
+    "Routes",
+    "Session",
+    "aer",
+    "all_keys",
+    "analyze",
+    "analyze_batch",
+    "encdec",
+    "errors",
+    "from_model",
+    "graph",
+    "key_info",
+    "load",
+    "register_architecture",
+    "register_family",
+    "routes",
+    "show",
+    "transformed_norms",
+]
 __version__ = "0.1.0"

@@ -1,10 +1,12 @@
 """Compile the numba kernels of the norm maps once into numba's on-disk cache (beside
 normviz/methods/norms/compiled.py), so that every later process loads the same machine code (the same bits) instead
 of compiling it on its first norm map. ``scripts/setup.sh`` runs it while pip installs the rest: only numpy and
-numba are needed, so the library's ``__init__`` files (which import torch) are not run. Prints whether torch was imported (it must not be).
+numba are needed, so the library's ``__init__`` files (which import torch) are not run. Prints whether torch was
+imported (it must not be).
 
     python scripts/compile_kernels.py [--float32]
 """
+
 import sys
 import types
 from pathlib import Path
@@ -13,8 +15,11 @@ from pathlib import Path
 # module names matter: numba's cache records the module of each kernel and imports it by that name when a later
 # process loads the cache.
 root = Path(__file__).resolve().parents[1] / "normviz"
-for name, folder in (("normviz", root), ("normviz.methods", root / "methods"),
-                     ("normviz.methods.norms", root / "methods" / "norms")):
+for name, folder in (
+    ("normviz", root),
+    ("normviz.methods", root / "methods"),
+    ("normviz.methods.norms", root / "methods" / "norms"),
+):
     package = types.ModuleType(name)
     package.__path__ = [str(folder)]
     sys.modules[name] = package

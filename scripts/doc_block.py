@@ -1,5 +1,6 @@
 """One generated block of a docs page, between two marker lines: written, or checked (``--check``) by the test
 that keeps the page current (scripts/settings_table.py, scripts/models_table.py)."""
+
 from __future__ import annotations
 
 import sys

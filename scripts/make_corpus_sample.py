@@ -7,6 +7,7 @@ One sentence per line (headings dropped, whitespace joined); sentences of more t
 left out so that the sample runs quickly. The pairs file holds consecutive sentences of the Declaration
 separated by a tab (sentence-pair input, like the [CLS] A [SEP] B [SEP] data of Kobayashi et al. 2020).
 """
+
 import gzip
 import re
 import sys

@@ -16,6 +16,7 @@ words separated by single spaces) and ``{valid,test}.align`` in Pharaoh format, 
 
     python scripts/make_toy_translation.py [--train 30000 --valid 500 --test 200 --seed 0 --out DIR]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,29 +24,87 @@ import random
 from pathlib import Path
 
 NOUNS = {
-    "cat": "mao", "dog": "inu", "bird": "tori", "house": "kaza", "tree": "arbo", "car": "auto", "book": "libro",
-    "river": "rivo", "city": "urbo", "child": "nino", "teacher": "majstro", "farmer": "kampulo", "king": "rego",
-    "queen": "regino", "horse": "kavalo", "fish": "pesko", "apple": "pomo", "table": "tablo", "window": "fenestro",
-    "garden": "gardeno", "mountain": "monto", "road": "vojo", "boat": "boato", "letter": "letero",
-    "friend": "amiko", "doctor": "doktoro", "song": "kanto", "bread": "pano", "door": "pordo", "lamp": "lampo",
+    "cat": "mao",
+    "dog": "inu",
+    "bird": "tori",
+    "house": "kaza",
+    "tree": "arbo",
+    "car": "auto",
+    "book": "libro",
+    "river": "rivo",
+    "city": "urbo",
+    "child": "nino",
+    "teacher": "majstro",
+    "farmer": "kampulo",
+    "king": "rego",
+    "queen": "regino",
+    "horse": "kavalo",
+    "fish": "pesko",
+    "apple": "pomo",
+    "table": "tablo",
+    "window": "fenestro",
+    "garden": "gardeno",
+    "mountain": "monto",
+    "road": "vojo",
+    "boat": "boato",
+    "letter": "letero",
+    "friend": "amiko",
+    "doctor": "doktoro",
+    "song": "kanto",
+    "bread": "pano",
+    "door": "pordo",
+    "lamp": "lampo",
     # one-to-many
-    "bicycle": "du rado", "airplane": "fluga masino", "library": "libro domo", "hospital": "malsana domo",
+    "bicycle": "du rado",
+    "airplane": "fluga masino",
+    "library": "libro domo",
+    "hospital": "malsana domo",
     "school": "lerno domo",
 }
 ADJECTIVES = {
-    "big": "granda", "small": "eta", "red": "ruga", "green": "verda", "old": "olda", "new": "nova",
-    "happy": "felica", "sad": "trista", "fast": "rapida", "slow": "lanta", "tall": "alta", "dark": "malhela",
-    "bright": "hela", "quiet": "kvieta", "strong": "forta", "blue": "blua",
+    "big": "granda",
+    "small": "eta",
+    "red": "ruga",
+    "green": "verda",
+    "old": "olda",
+    "new": "nova",
+    "happy": "felica",
+    "sad": "trista",
+    "fast": "rapida",
+    "slow": "lanta",
+    "tall": "alta",
+    "dark": "malhela",
+    "bright": "hela",
+    "quiet": "kvieta",
+    "strong": "forta",
+    "blue": "blua",
 }
 VERBS = {
-    "sees": "vidas", "likes": "satas", "finds": "trovas", "reads": "legas", "eats": "mangas", "takes": "prenas",
-    "follows": "sekvas", "helps": "helpas", "visits": "vizitas", "builds": "konstruas", "paints": "pentras",
+    "sees": "vidas",
+    "likes": "satas",
+    "finds": "trovas",
+    "reads": "legas",
+    "eats": "mangas",
+    "takes": "prenas",
+    "follows": "sekvas",
+    "helps": "helpas",
+    "visits": "vizitas",
+    "builds": "konstruas",
+    "paints": "pentras",
     "carries": "portas",
     # one-to-many
-    "loves": "tre satas", "ignores": "ne vidas", "buys": "pagi prenas",
+    "loves": "tre satas",
+    "ignores": "ne vidas",
+    "buys": "pagi prenas",
 }
-ADVERBS = {"quickly": "rapide", "slowly": "lante", "often": "ofte", "never": "neniam", "always": "ciam",
-           "again": "denove"}
+ADVERBS = {
+    "quickly": "rapide",
+    "slowly": "lante",
+    "often": "ofte",
+    "never": "neniam",
+    "always": "ciam",
+    "again": "denove",
+}
 DETERMINERS = {"the": None, "a": "un", "this": "ci", "every": "ciu", "my": "mia"}
 PREPOSITIONS = {"in": "en", "on": "sur", "near": "apud", "with": "kun", "under": "sub"}
 CONJUNCTION = {"and": "kaj"}
@@ -168,8 +227,10 @@ def main(argv=None) -> None:
     write("test", test, args.out, True)
     write("valid", valid, args.out, True)
     write("train", train, args.out, False)
-    print(f"wrote {args.out}: train {len(train)}, valid {len(valid)}, test {len(test)} pairs; "
-          f"vocabulary {len(vocabulary())} words")
+    print(
+        f"wrote {args.out}: train {len(train)}, valid {len(valid)}, test {len(test)} pairs; "
+        f"vocabulary {len(vocabulary())} words"
+    )
 
 
 if __name__ == "__main__":

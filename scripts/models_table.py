@@ -10,6 +10,7 @@ interventions (``knockout``, ``ablate_heads``) run or are refused, and each refu
     python scripts/models_table.py          # rewrite the part between the markers
     python scripts/models_table.py --check  # exit 1 when the file is not current (tests/unit/test_models_table.py)
 """
+
 from __future__ import annotations
 
 import re
@@ -53,8 +54,13 @@ def _build(config, causal: bool):
     config._attn_implementation = "eager"
     torch.manual_seed(0)
     model = None
-    heads = ((tf.AutoModelForSeq2SeqLM,) if config.is_encoder_decoder
-             else (tf.AutoModelForCausalLM,) if causal else (tf.AutoModelForMaskedLM,))
+    heads = (
+        (tf.AutoModelForSeq2SeqLM,)
+        if config.is_encoder_decoder
+        else (tf.AutoModelForCausalLM,)
+        if causal
+        else (tf.AutoModelForMaskedLM,)
+    )
     for auto in (*heads, tf.AutoModel):
         try:
             model = auto.from_config(config, attn_implementation="eager")
@@ -96,8 +102,7 @@ def probe(lm) -> dict:
     from normviz.methods import keyspace
 
     ids = [5, 9, 14, 3, 22]
-    enc = Encoded(ids=ids, tokens=[str(i) for i in ids], labels=[str(i) for i in ids], special=[False] * 5,
-                  dropped=0)
+    enc = Encoded(ids=ids, tokens=[str(i) for i in ids], labels=[str(i) for i in ids], special=[False] * 5, dropped=0)
     if lm.is_encoder_decoder:
         s = normviz.Session.from_ids(lm, ids, [0] + ids[:3])
     else:
@@ -147,8 +152,15 @@ def rows() -> list[dict]:
     import transformers as tf
 
     floor = _build(tf.BloomConfig(vocab_size=97, hidden_size=32, n_layer=2, n_head=4), True)
-    out.append({"types": ["any other type (e.g. bloom, mpt)"], "family": "the raw-attention floor (no row)",
-                "probe": FLOOR_PROBE, **probe(floor), "floor": True})
+    out.append(
+        {
+            "types": ["any other type (e.g. bloom, mpt)"],
+            "family": "the raw-attention floor (no row)",
+            "probe": FLOOR_PROBE,
+            **probe(floor),
+            "floor": True,
+        }
+    )
     return out
 
 
@@ -168,21 +180,33 @@ def _needs(refused: dict, floor: bool) -> str:
 def tables() -> str:
     import normviz
 
-    out = ["### What each model type gets", "",
-           ("Asked of the library on a tiny random model of each row (`python scripts/models_table.py`): "
+    out = [
+        "### What each model type gets",
+        "",
+        (
+            "Asked of the library on a tiny random model of each row (`python scripts/models_table.py`): "
             f"{YES} runs; otherwise the refusal's first clause. *maps*: the map keys offered of those the stacks "
-            "register; *interventions*: `knockout` and `ablate_heads`."), "",
-           "| model types | family | " + " | ".join(COLUMNS) + " | refused keys: what they need |",
-           "|---|---|" + "---|" * len(COLUMNS) + "---|"]
+            "register; *interventions*: `knockout` and `ablate_heads`."
+        ),
+        "",
+        "| model types | family | " + " | ".join(COLUMNS) + " | refused keys: what they need |",
+        "|---|---|" + "---|" * len(COLUMNS) + "---|",
+    ]
     for row in rows():
         types = ", ".join(f"`{t}`" if not t.startswith("any") else t for t in row["types"])
         if "cols" not in row:
-            out.append(f"| {types} | {_cell(row['family'])} | " + " | ".join("(no tiny config)" for _ in COLUMNS)
-                       + " | |")
+            out.append(
+                f"| {types} | {_cell(row['family'])} | " + " | ".join("(no tiny config)" for _ in COLUMNS) + " | |"
+            )
             continue
         cells = [_cell(row["cols"][c]) for c in COLUMNS]
-        out.append(f"| {types} | {_cell(row['family'])} | " + " | ".join(cells) + " | "
-                   + _cell(_needs(row["refused"], row.get("floor", False))) + " |")
+        out.append(
+            f"| {types} | {_cell(row['family'])} | "
+            + " | ".join(cells)
+            + " | "
+            + _cell(_needs(row["refused"], row.get("floor", False)))
+            + " |"
+        )
     out += ["", "### Embedded models", "", "| name | model | install | licence |", "|---|---|---|---|"]
     for name, m in normviz.EMBEDDED.items():
         out.append(f"| `{name}` | {_cell(m.title)} | `{_cell(m.install)}` | {_cell(m.licence or NO)} |")

@@ -5,6 +5,7 @@
 Files: OUT_DIR/<page>_<w>x<h>_<mode>.png (``--by-variant``: OUT_DIR/<w>x<h>_<mode>/<page>.png; ``--full``: the
 whole page too, as …_full.png) (the same helper as the real-browser test, tests/helpers/browser.py).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,8 +26,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sizes", nargs="*", default=[f"{w}x{h}" for w, h in SIZES])
     ap.add_argument("--modes", nargs="*", default=MODES, choices=MODES)
     ap.add_argument("--full", action="store_true", help="also the whole page of each (…_full.png)")
-    ap.add_argument("--by-variant", action="store_true",
-                    help="files as OUT/<w>x<h>_<mode>/<page>[_full].png, one folder per variant")
+    ap.add_argument(
+        "--by-variant",
+        action="store_true",
+        help="files as OUT/<w>x<h>_<mode>/<page>[_full].png, one folder per variant",
+    )
     ap.add_argument("--pages", nargs="*", default=[p for p, _ in SHOT_PAGES], choices=[p for p, _ in SHOT_PAGES])
     args = ap.parse_args(argv)
     sizes = [tuple(int(x) for x in s.lower().split("x")) for s in args.sizes]
@@ -34,8 +38,16 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with streamlit_server(log_path=str(out / "streamlit.log")) as url, chromium() as driver:
-        files = screenshots(driver, url, out, query=query, pages=[p for p in SHOT_PAGES if p[0] in args.pages],
-                            sizes=sizes, modes=args.modes, full=args.full)
+        files = screenshots(
+            driver,
+            url,
+            out,
+            query=query,
+            pages=[p for p in SHOT_PAGES if p[0] in args.pages],
+            sizes=sizes,
+            modes=args.modes,
+            full=args.full,
+        )
     for f in files:
         if args.by_variant:
             f = by_variant(f, out)

@@ -1,8 +1,9 @@
 """Write the tables of docs/settings.md from normviz.core.settings (the one place settings are declared).
 
-    python scripts/settings_table.py          # rewrite the part between the markers
-    python scripts/settings_table.py --check  # exit 1 when the file is not current (tests/unit/test_settings.py)
+python scripts/settings_table.py          # rewrite the part between the markers
+python scripts/settings_table.py --check  # exit 1 when the file is not current (tests/unit/test_settings.py)
 """
+
 from __future__ import annotations
 
 import sys
@@ -17,9 +18,14 @@ from normviz import methods, settings  # noqa: E402,F401  (methods: registers th
 
 DOC = ROOT / "docs" / "settings.md"
 BEGIN, END = "<!-- settings-table:begin (scripts/settings_table.py writes this part) -->", "<!-- settings-table:end -->"
-SCOPES = {"app": "The app", "library": "The library (and so the app and the CLI)", "cli": "The command line",
-          "server": "Set by the app's server for its worker processes", "scripts": "The scripts",
-          "tests": "Tests and benchmarks"}
+SCOPES = {
+    "app": "The app",
+    "library": "The library (and so the app and the CLI)",
+    "cli": "The command line",
+    "server": "Set by the app's server for its worker processes",
+    "scripts": "The scripts",
+    "tests": "Tests and benchmarks",
+}
 
 
 def _cell(text: str) -> str:
@@ -33,14 +39,24 @@ def tables() -> str:
         if not rows:
             continue
         out += [f"### {title}", "", "| variable | type | default | range | meaning |", "|---|---|---|---|---|"]
-        out += [f"| `{s.name}` | {s.kind} | {_cell(s.default_text)} | {_cell(s.range)} | {_cell(s.doc)} |" for s in rows]
+        out += [
+            f"| `{s.name}` | {s.kind} | {_cell(s.default_text)} | {_cell(s.range)} | {_cell(s.doc)} |" for s in rows
+        ]
         out.append("")
-    out += ["## Options", "", "`--option KEY=VALUE` on the command line (repeatable), `options={KEY: VALUE}` in "
-            "Python (`normviz.analyze`, `Session`). An unknown name or a value of the wrong type is refused on one "
-            "line (the command line exits with 2).", "",
-            "| option | type | default | range | meaning |", "|---|---|---|---|---|"]
-    out += [f"| `{s.name}` | {s.kind} | {_cell(s.default_text)} | {_cell(s.range)} | {_cell(s.doc)} |"
-            for s in sorted(settings.OPTIONS.values(), key=lambda s: s.name)]
+    out += [
+        "## Options",
+        "",
+        "`--option KEY=VALUE` on the command line (repeatable), `options={KEY: VALUE}` in "
+        "Python (`normviz.analyze`, `Session`). An unknown name or a value of the wrong type is refused on one "
+        "line (the command line exits with 2).",
+        "",
+        "| option | type | default | range | meaning |",
+        "|---|---|---|---|---|",
+    ]
+    out += [
+        f"| `{s.name}` | {s.kind} | {_cell(s.default_text)} | {_cell(s.range)} | {_cell(s.doc)} |"
+        for s in sorted(settings.OPTIONS.values(), key=lambda s: s.name)
+    ]
     return "\n".join(out).rstrip() + "\n"
 
 

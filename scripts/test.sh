@@ -14,6 +14,8 @@ fi
 # the habits: the linter and the type checker (configured in pyproject.toml) before the tests
 echo "ruff check…"
 .venv/bin/ruff check .
+echo "ruff format --check…"
+.venv/bin/ruff format --check .
 echo "mypy normviz…"
 .venv/bin/mypy normviz
 export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1}

@@ -20,6 +20,7 @@ random other heads ≤ 25 %, every draw); the script refuses to ship a circuit t
 It writes the model and tokenizer (save_pretrained, float32), circuit.json (circuit, roles, edges, pattern scores,
 examples, the check, the training record) and prints the check.
 """
+
 from __future__ import annotations
 
 import json
@@ -48,9 +49,19 @@ def tokenizer(words: list[str]):
 
 
 def llama(vocab: int, layers: int, heads: int = 4, d: int = 64, seed: int = 0):
-    config = tf.LlamaConfig(vocab_size=vocab, hidden_size=d, num_hidden_layers=layers, num_attention_heads=heads,
-                            num_key_value_heads=heads, intermediate_size=2 * d, max_position_embeddings=64,
-                            bos_token_id=0, eos_token_id=0, pad_token_id=0, tie_word_embeddings=False)
+    config = tf.LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=d,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        intermediate_size=2 * d,
+        max_position_embeddings=64,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
+        tie_word_embeddings=False,
+    )
     config._attn_implementation = "eager"
     torch.manual_seed(seed)
     return tf.LlamaForCausalLM(config)
@@ -73,8 +84,14 @@ def train(model, batch, steps: int, lr: float = 3e-3, log_every: int = 100) -> l
         sched.step()
         if step % log_every == 0 or step == steps:
             acc = float((logits[mask[:, 1:]].argmax(-1) == target[mask[:, 1:]]).float().mean())
-            log.append({"step": step, "loss": round(float(loss.detach()), 4), "accuracy": round(acc, 4),
-                        "seconds": round(time.time() - start, 1)})
+            log.append(
+                {
+                    "step": step,
+                    "loss": round(float(loss.detach()), 4),
+                    "accuracy": round(acc, 4),
+                    "seconds": round(time.time() - start, 1),
+                }
+            )
             print(log[-1], flush=True)
     model.eval()
     return log
@@ -105,7 +122,7 @@ def induction(seed: int = 0, steps: int = 1200, heads: int = 8) -> dict:
         ids = np.stack([g[0] for g in got])
         mask = np.zeros_like(ids, dtype=bool)
         for row, (_, start, T) in enumerate(got):
-            mask[row, start + T + 1:] = True  # the repeat after its first token: predictable by induction only
+            mask[row, start + T + 1 :] = True  # the repeat after its first token: predictable by induction only
         return torch.tensor(ids), torch.tensor(mask), got
 
     model = llama(V, 2, heads=heads, seed=seed)
@@ -123,23 +140,29 @@ def induction(seed: int = 0, steps: int = 1200, heads: int = 8) -> dict:
     for e in range(24):
         seq, start, T = one()
         k = int(rng.integers(2, T))  # … r r[:k] → r[k]
-        r = seq[start:start + T]
-        foil = int(rng.choice([t for t in range(1, V) if t not in set(seq[:start + T + k].tolist())]))
-        examples.append({"ids": seq[:start + T + k].tolist(), "token": int(r[k]), "foil": foil})
+        r = seq[start : start + T]
+        foil = int(rng.choice([t for t in range(1, V) if t not in set(seq[: start + T + k].tolist())]))
+        examples.append({"ids": seq[: start + T + k].tolist(), "token": int(r[k]), "foil": foil})
     return {
-        "model": model, "tokenizer": tokenizer(SYLLABLES), "examples": examples, "log": log,
-        "circuit": prev_heads + ind_heads, "roles": {"previous token": prev_heads, "induction": ind_heads},
+        "model": model,
+        "tokenizer": tokenizer(SYLLABLES),
+        "examples": examples,
+        "log": log,
+        "circuit": prev_heads + ind_heads,
+        "roles": {"previous token": prev_heads, "induction": ind_heads},
         "edges": [[p, q] for p in prev_heads for q in ind_heads],
         "scores": {"previous token": prev.round(4).tolist(), "induction": ind.round(4).tolist()},
-        "description": ("Induction: a 2-layer Llama-style model (8 heads per layer, d = 64, SwiGLU FF, RoPE) trained "
-                        "on BOS + random syllables + T random syllables r + r again (T from 4 to 16, 32 tokens). "
-                        "In the repeat it predicts the next token "
-                        "by induction: a previous-token head in layer 0 writes each token's predecessor into its "
-                        "key, an induction head in layer 1 attends from the current token to the token after its "
-                        "earlier occurrence and copies it (K-composition). Examples: the sequence up to r[:k], "
-                        "token r[k], foil a syllable not in it."),
+        "description": (
+            "Induction: a 2-layer Llama-style model (8 heads per layer, d = 64, SwiGLU FF, RoPE) trained "
+            "on BOS + random syllables + T random syllables r + r again (T from 4 to 16, 32 tokens). "
+            "In the repeat it predicts the next token "
+            "by induction: a previous-token head in layer 0 writes each token's predecessor into its "
+            "key, an induction head in layer 1 attends from the current token to the token after its "
+            "earlier occurrence and copies it (K-composition). Examples: the sequence up to r[:k], "
+            "token r[k], foil a syllable not in it."
+        ),
         "found": "attention patterns on 200 held-out sequences: previous-token heads mean α(i, i−1) ≥ 0.4 in layer 0, "
-                 "induction heads mean α(i, i−T+1) (the token after the earlier occurrence) ≥ 0.4 in layer 1",
+        "induction heads mean α(i, i−T+1) (the token after the earlier occurrence) ≥ 0.4 in layer 1",
     }
 
 
@@ -159,8 +182,23 @@ def ioi(seed: int = 0, steps: int = 2000) -> dict:
     def sentence():
         a, b = rng.choice(NAMES, 2, replace=False)
         first = [a, b] if rng.random() < 0.5 else [b, a]  # ABBA or BABA
-        words = (["when", first[0], "and", first[1], "went", "to", "the", str(rng.choice(PLACES)), ",", b, "gave",
-                  "a", str(rng.choice(OBJECTS)), "to", a])
+        words = [
+            "when",
+            first[0],
+            "and",
+            first[1],
+            "went",
+            "to",
+            "the",
+            str(rng.choice(PLACES)),
+            ",",
+            b,
+            "gave",
+            "a",
+            str(rng.choice(OBJECTS)),
+            "to",
+            a,
+        ]
         return [0] + [vocab[w] for w in words], 2 + 2 * first.index(a), 2 + 2 * first.index(b)
 
     def sample(bsz):
@@ -183,24 +221,39 @@ def ioi(seed: int = 0, steps: int = 2000) -> dict:
     ind = att[b, :, :, s2, s1_pos + 1].mean(0)
     L = model.config.num_hidden_layers
     pick = lambda score: [(l, h) for l in range(L) for h in range(4) if score[l, h] >= 0.3]  # noqa: E731
-    roles = {"name mover": pick(mover), "s-inhibition": pick(inhibit), "duplicate token": pick(dup),
-             "induction": pick(ind)}
+    roles = {
+        "name mover": pick(mover),
+        "s-inhibition": pick(inhibit),
+        "duplicate token": pick(dup),
+        "induction": pick(ind),
+    }
     circuit = sorted({x for v in roles.values() for x in v})
     examples = []
     for _ in range(24):
         ids1, _, s = sentence()
         examples.append({"ids": ids1[:-1], "token": ids1[-1], "foil": ids1[s]})
     return {
-        "model": model, "tokenizer": tok, "examples": examples, "log": log, "circuit": circuit, "roles": roles,
+        "model": model,
+        "tokenizer": tok,
+        "examples": examples,
+        "log": log,
+        "circuit": circuit,
+        "roles": roles,
         "edges": None,
-        "scores": {"name mover": mover.round(4).tolist(), "s-inhibition": inhibit.round(4).tolist(),
-                   "duplicate token": dup.round(4).tolist(), "induction": ind.round(4).tolist()},
-        "description": ("IOI: a 3-layer Llama-style model (4 heads per layer, d = 64) trained on templated sentences "
-                        "'when A and B went to the P , B gave a O to A' (16 names, ABBA and BABA orders): the "
-                        "answer is the indirect object, the name not repeated. Examples: the sentence up to the "
-                        "last 'to', token the indirect object, foil the repeated subject."),
+        "scores": {
+            "name mover": mover.round(4).tolist(),
+            "s-inhibition": inhibit.round(4).tolist(),
+            "duplicate token": dup.round(4).tolist(),
+            "induction": ind.round(4).tolist(),
+        },
+        "description": (
+            "IOI: a 3-layer Llama-style model (4 heads per layer, d = 64) trained on templated sentences "
+            "'when A and B went to the P , B gave a O to A' (16 names, ABBA and BABA orders): the "
+            "answer is the indirect object, the name not repeated. Examples: the sentence up to the "
+            "last 'to', token the indirect object, foil the repeated subject."
+        ),
         "found": "attention patterns on 200 held-out sentences: name movers mean α(end, IO) ≥ 0.3, s-inhibition "
-                 "α(end, S2) ≥ 0.3, duplicate-token α(S2, S1) ≥ 0.3, induction α(S2, S1 + 1) ≥ 0.3",
+        "α(end, S2) ≥ 0.3, duplicate-token α(S2, S1) ≥ 0.3, induction α(S2, S1 + 1) ≥ 0.3",
     }
 
 
@@ -233,11 +286,19 @@ def recall(seed: int = 0, steps: int = 600, heads: int = 8) -> dict:
         foil = int(rng.choice([t for t in seq[2:-1].tolist() if t != x]))
         examples.append({"ids": seq.tolist(), "token": x, "foil": foil})
     return {
-        "model": model, "tokenizer": tokenizer(words), "examples": examples, "log": log, "circuit": circuit,
-        "roles": {"recall": circuit}, "edges": None, "scores": {"recall": reads.round(4).tolist()},
-        "description": ("Recall: a 2-layer Llama-style model (8 heads per layer, d = 64) trained on BOS x + 13 random "
-                        "syllables + '=', to answer x after '='. Heads that read x from the '=' position and copy it "
-                        "are the circuit. Examples: the sequence up to '=', token x, foil a syllable of the noise."),
+        "model": model,
+        "tokenizer": tokenizer(words),
+        "examples": examples,
+        "log": log,
+        "circuit": circuit,
+        "roles": {"recall": circuit},
+        "edges": None,
+        "scores": {"recall": reads.round(4).tolist()},
+        "description": (
+            "Recall: a 2-layer Llama-style model (8 heads per layer, d = 64) trained on BOS x + 13 random "
+            "syllables + '=', to answer x after '='. Heads that read x from the '=' position and copy it "
+            "are the circuit. Examples: the sequence up to '=', token x, foil a syllable of the noise."
+        ),
         "found": "attention patterns on 200 held-out sequences: mean α('=', x) ≥ 0.4",
     }
 
@@ -254,19 +315,27 @@ def ship(name: str, got: dict) -> None:
     meta["circuit"] = [list(x) for x in got["circuit"]]
     meta["roles"] = {k: [list(x) for x in v] for k, v in got["roles"].items()}
     meta["edges"] = got["edges"]
-    meta["training"] = {"log": got["log"], "script": "scripts/train_circuits.py", "torch": torch.__version__,
-                        "transformers": tf.__version__}
+    meta["training"] = {
+        "log": got["log"],
+        "script": "scripts/train_circuits.py",
+        "torch": torch.__version__,
+        "transformers": tf.__version__,
+    }
     (folder / "circuit.json").write_text(json.dumps(meta, indent=1))
     circuits.load.cache_clear()
     bench = circuits.load(name)
     result = circuits.check(bench)
     print(name, bench.circuit, result.text(), flush=True)
-    meta["check"] = {"total": result.total, "circuit_removed": result.circuit_removed,
-                     "random_removed_mean": float(result.random_removed.mean()),
-                     "random_removed_max": float(result.random_removed.max())}
+    meta["check"] = {
+        "total": result.total,
+        "circuit_removed": result.circuit_removed,
+        "random_removed_mean": float(result.random_removed.mean()),
+        "random_removed_max": float(result.random_removed.max()),
+    }
     (folder / "circuit.json").write_text(json.dumps(meta, indent=1))
     if not (result.circuit_removed >= 0.5 and result.random_removed.max() <= 0.25):
         import shutil
+
         shutil.rmtree(folder)
         raise SystemExit(f"{name}: the circuit fails its check ({result.text()}); not shipped")
 

@@ -10,6 +10,7 @@ teacher forcing. The decoder starts with <pad>, as Marian models do. Saved with 
 
 Prints held-out token accuracy (teacher forced) and exact match of greedy translations on valid and test.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,20 +38,37 @@ def build_tokenizer():
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", vocab["</s>"])])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>",
-                                   model_max_length=64)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>", model_max_length=64
+    )
 
 
 def build_model(vocab_size: int, pad: int, eos: int):
     from transformers import MarianConfig, MarianMTModel
 
     config = MarianConfig(
-        vocab_size=vocab_size, decoder_vocab_size=vocab_size, d_model=128, encoder_layers=3, decoder_layers=3,
-        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=256, decoder_ffn_dim=256,
-        max_position_embeddings=64, activation_function="swish", dropout=0.1, attention_dropout=0.0,
-        activation_dropout=0.0, scale_embedding=True, share_encoder_decoder_embeddings=True,
-        pad_token_id=pad, eos_token_id=eos, decoder_start_token_id=pad, forced_eos_token_id=eos,
-        bos_token_id=None, architectures=["MarianMTModel"],
+        vocab_size=vocab_size,
+        decoder_vocab_size=vocab_size,
+        d_model=128,
+        encoder_layers=3,
+        decoder_layers=3,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=256,
+        decoder_ffn_dim=256,
+        max_position_embeddings=64,
+        activation_function="swish",
+        dropout=0.1,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+        scale_embedding=True,
+        share_encoder_decoder_embeddings=True,
+        pad_token_id=pad,
+        eos_token_id=eos,
+        decoder_start_token_id=pad,
+        forced_eos_token_id=eos,
+        bos_token_id=None,
+        architectures=["MarianMTModel"],
     )
     model = MarianMTModel(config)
     g = model.generation_config
@@ -68,7 +86,7 @@ def batches(src, tgt, tok, size, rng=None):
     if rng is not None:
         rng.shuffle(idx)
     for k in range(0, len(idx), size):
-        chunk = idx[k:k + size]
+        chunk = idx[k : k + size]
         enc = tok([src[i] for i in chunk], text_target=[tgt[i] for i in chunk], padding=True, return_tensors="pt")
         labels = enc["labels"]
         labels[labels == tok.pad_token_id] = -100
@@ -85,10 +103,10 @@ def evaluate(model, tok, src, tgt, size=100):
         correct += int(ok.sum())
         total += int((labels != -100).sum())
     for k in range(0, len(src), size):
-        enc = tok(src[k:k + size], padding=True, return_tensors="pt")
+        enc = tok(src[k : k + size], padding=True, return_tensors="pt")
         out = model.generate(**enc, max_new_tokens=48, num_beams=1, do_sample=False)
         hyp = tok.batch_decode(out, skip_special_tokens=True)
-        exact += sum(h.strip() == t for h, t in zip(hyp, tgt[k:k + size]))
+        exact += sum(h.strip() == t for h, t in zip(hyp, tgt[k : k + size]))
     model.train()
     return correct / total, exact / len(src)
 
@@ -118,7 +136,8 @@ def main(argv=None) -> None:
     warmup = min(300, total // 10)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min((s + 1) / warmup, 0.5 * (1 + math.cos(math.pi * min(s, total) / total))))
+        opt, lambda s: min((s + 1) / warmup, 0.5 * (1 + math.cos(math.pi * min(s, total) / total)))
+    )
     print(f"{sum(p.numel() for p in model.parameters())} parameters, {total} steps", flush=True)
     t0, step, history = time.time(), 0, []
     model.train()
@@ -142,8 +161,15 @@ def main(argv=None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     model.to(torch.float32).save_pretrained(args.out, safe_serialization=True)
     tok.save_pretrained(args.out)
-    report = {"history": history, "test_token_accuracy": test_acc, "test_exact_match": test_em, "steps": step,
-              "train_seconds": round(time.time() - t0), "threads": args.threads, "seed": args.seed}
+    report = {
+        "history": history,
+        "test_token_accuracy": test_acc,
+        "test_exact_match": test_em,
+        "steps": step,
+        "train_seconds": round(time.time() - t0),
+        "threads": args.threads,
+        "seed": args.seed,
+    }
     (args.out / "training.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     print(f"saved to {args.out}", flush=True)
 

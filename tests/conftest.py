@@ -1,12 +1,13 @@
 """Fixtures shared by every test directory.
 
-    tiny_model(arch, seed=0, dtype=float64)   a random base model of one supported architecture (cached)
-    records(arch, enc=None, n=9, seed=1)      (lm, enc, [LayerRecord per layer]) of one recorded sequence
-    head_model(arch)                          a tiny float64 model with its LM head (cached)
-    seq2seq_model(arch)                       a tiny float64 encoder–decoder (cached)
-    minilm, smollm2                           the embedded models, loaded once per session (float32, CPU)
-    tiny_bert_dir, tiny_llama_dir             tiny random models saved with a real tokenizer (corpus tests)
+tiny_model(arch, seed=0, dtype=float64)   a random base model of one supported architecture (cached)
+records(arch, enc=None, n=9, seed=1)      (lm, enc, [LayerRecord per layer]) of one recorded sequence
+head_model(arch)                          a tiny float64 model with its LM head (cached)
+seq2seq_model(arch)                       a tiny float64 encoder–decoder (cached)
+minilm, smollm2                           the embedded models, loaded once per session (float32, CPU)
+tiny_bert_dir, tiny_llama_dir             tiny random models saved with a real tokenizer (corpus tests)
 """
+
 from __future__ import annotations
 
 import pytest
@@ -56,6 +57,7 @@ def per_arch(build):
         if arch not in cache:
             cache[arch] = build(arch)
         return cache[arch]
+
     return make
 
 
@@ -102,9 +104,18 @@ def llama_lm_dir(tmp_path_factory):
 
     path = tmp_path_factory.mktemp("tiny_llama_lm")
     tok = _minilm_tokenizer()
-    cfg = tf.LlamaConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         intermediate_size=48, vocab_size=tok.vocab_size, max_position_embeddings=128,
-                         bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id, pad_token_id=0)
+    cfg = tf.LlamaConfig(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=48,
+        vocab_size=tok.vocab_size,
+        max_position_embeddings=128,
+        bos_token_id=tok.cls_token_id,
+        eos_token_id=tok.sep_token_id,
+        pad_token_id=0,
+    )
     torch.manual_seed(0)
     model = tf.AutoModelForCausalLM.from_config(cfg, attn_implementation="eager").eval()
     randomize_weights(model)
@@ -122,5 +133,6 @@ def no_load(monkeypatch):
 
     def refuse(*a, **k):
         raise AssertionError("the model was loaded")
+
     for mod in (normviz, loading, models):
         monkeypatch.setattr(mod, "load", refuse)

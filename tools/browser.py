@@ -3,6 +3,7 @@
 Used by tests/app/test_app_browser.py (through tests/helpers/browser.py), scripts/screenshots.py and the
 browser benchmarks (benchmarks/bench_browser.py, bench_two_visitors.py).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -20,12 +21,25 @@ from pathlib import Path
 from normviz.core import settings
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = [settings.env_raw("NORMVIZ_CHROMIUM") or "", "/usr/bin/chromium", "/usr/bin/chromium-browser",
-            "/usr/bin/google-chrome"]
+CHROMIUM = [
+    settings.env_raw("NORMVIZ_CHROMIUM") or "",
+    "/usr/bin/chromium",
+    "/usr/bin/chromium-browser",
+    "/usr/bin/google-chrome",
+]
 DRIVERS = [settings.env_raw("NORMVIZ_CHROMEDRIVER") or "", "/usr/bin/chromedriver", shutil.which("chromedriver") or ""]
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage", "--hide-scrollbars"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--hide-scrollbars",
+]
 
 
 def find_browser() -> tuple[str, str] | None:
@@ -41,8 +55,7 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def streamlit_server(env: dict | None = None, script: str = "app.py", log_path: str | None = None,
-                     attempts: int = 3):
+def streamlit_server(env: dict | None = None, script: str = "app.py", log_path: str | None = None, attempts: int = 3):
     """Start ``streamlit run app.py`` on a free local port; yield its base URL; stop it afterwards.
 
     The port is free when chosen but another process (other test runs share the machine) may take it before
@@ -55,10 +68,27 @@ def streamlit_server(env: dict | None = None, script: str = "app.py", log_path: 
         for attempt in range(attempts):
             port = free_port()
             proc = subprocess.Popen(
-                [sys.executable, "-m", "streamlit", "run", script, "--server.port", str(port), "--server.address",
-                 "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
-                 "--server.fileWatcherType", "none"],
-                cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT,
+                [
+                    sys.executable,
+                    "-m",
+                    "streamlit",
+                    "run",
+                    script,
+                    "--server.port",
+                    str(port),
+                    "--server.address",
+                    "127.0.0.1",
+                    "--server.headless",
+                    "true",
+                    "--browser.gatherUsageStats",
+                    "false",
+                    "--server.fileWatcherType",
+                    "none",
+                ],
+                cwd=ROOT,
+                env=full_env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
             if _listening(proc, port, time.time() + 60):
                 break
@@ -103,12 +133,24 @@ def many_servers(processes: int, serve_dir: str, env: dict | None = None, timeou
     import urllib.request
 
     port = _free_port_block(processes)
-    full_env = {**os.environ, "NORMVIZ_SERVE_DIR": str(serve_dir), "HF_HUB_OFFLINE": "1", "PYTHON": sys.executable,
-                "PYTHONPATH": str(ROOT), **(env or {})}
+    full_env = {
+        **os.environ,
+        "NORMVIZ_SERVE_DIR": str(serve_dir),
+        "HF_HUB_OFFLINE": "1",
+        "PYTHON": sys.executable,
+        "PYTHONPATH": str(ROOT),
+        **(env or {}),
+    }
     log_path = Path(serve_dir) / "serve_many.log"
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(["bash", str(ROOT / "scripts" / "serve_many.sh"), str(processes), str(port)],
-                                cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            ["bash", str(ROOT / "scripts" / "serve_many.sh"), str(processes), str(port)],
+            cwd=ROOT,
+            env=full_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         deadline = time.time() + timeout
         while True:
@@ -175,7 +217,8 @@ def wait_for_app(driver, min_charts: int = 1, timeout: float = 180) -> dict:
             return {
               charts: document.querySelectorAll('[data-testid="stPlotlyChart"] .main-svg').length > 0 ?
                       document.querySelectorAll('[data-testid="stPlotlyChart"]').length : 0,
-              drawn: document.querySelectorAll('[data-testid="stPlotlyChart"] .heatmaplayer image, [data-testid="stPlotlyChart"] .hm image').length,
+              drawn: document.querySelectorAll('[data-testid="stPlotlyChart"] .heatmaplayer image, '
+                + '[data-testid="stPlotlyChart"] .hm image').length,
               exceptions: document.querySelectorAll('[data-testid="stException"]').length,
               alerts: Array.from(document.querySelectorAll('[data-testid="stAlert"]')).map(e => e.innerText),
               running: document.querySelectorAll('[data-testid="stStatusWidget"]').length,
@@ -191,22 +234,33 @@ def wait_for_app(driver, min_charts: int = 1, timeout: float = 180) -> dict:
 
 def set_viewport(driver, width: int = 1280, height: int = 800) -> None:
     """An exact CSS viewport (the window size would include browser chrome)."""
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+    )
 
 
 def page_height(driver) -> int:
-    return int(driver.execute_script("""
+    return int(
+        driver.execute_script("""
         const m = document.querySelector('[data-testid="stMain"]') || document.body;
-        return Math.max(m.scrollHeight, document.body.scrollHeight);"""))
+        return Math.max(m.scrollHeight, document.body.scrollHeight);""")
+    )
 
 
 # --- issue 13: redraw latency, page switching through the sidebar, screenshots in every mode ---------------
 
 SIZES = [(1280, 800), (1920, 1080)]
 MODES = ["light", "dark", "present", "present-dark"]  # present: stage mode (?present=1), light or dark
-SHOT_PAGES = [("explore", "/"), ("why", "/Why"), ("overview", "/Overview"), ("learn", "/Learn"),
-              ("corpus", "/Corpus"), ("translate", "/Translate"), ("trust", "/Trust")]
+SHOT_PAGES = [
+    ("explore", "/"),
+    ("why", "/Why"),
+    ("overview", "/Overview"),
+    ("learn", "/Learn"),
+    ("corpus", "/Corpus"),
+    ("translate", "/Translate"),
+    ("trust", "/Trust"),
+]
 _IDLE = """return document.querySelectorAll('[data-testid="stStatusWidget"]').length === 0 &&
                   document.querySelectorAll('[data-testid="stSkeleton"]').length === 0;"""
 _TITLES = """return Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"] .gtitle'))
@@ -260,8 +314,9 @@ window.__nvObserver.observe(document.body, {subtree: true, childList: true, char
 """
 
 
-def timed(driver, log_path: str, action, done: str, timeout: float = 120, prepare=None,
-          on_shown=None) -> tuple[float, float, float]:
+def timed(
+    driver, log_path: str, action, done: str, timeout: float = 120, prepare=None, on_shown=None
+) -> tuple[float, float, float]:
     """Seconds from the visitor's last key press or click of ``action()`` until ``done`` (JS returning a
     boolean) holds in the painted frame, timed inside the page (a busy page delays Selenium's polls, not
     these clocks); seconds until it holds and the app is idle (every rerun drawn, polled from here); and
@@ -294,7 +349,9 @@ def focus_slider(driver, index: int) -> None:
     """Give the keyboard focus to the ``index``-th slider of the main area."""
     from selenium.webdriver.common.by import By
 
-    thumbs = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stMain"] [data-testid="stSlider"] input[type="range"]')
+    thumbs = driver.find_elements(
+        By.CSS_SELECTOR, '[data-testid="stMain"] [data-testid="stSlider"] input[type="range"]'
+    )
     driver.execute_script("arguments[0].focus();", thumbs[index])
 
 
@@ -346,12 +403,23 @@ def text_inputs(driver) -> list[str]:
 
 def emulate(driver, width: int, height: int, mode: str) -> None:
     set_viewport(driver, width, height)
-    driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [
-        {"name": "prefers-color-scheme", "value": "dark" if mode.endswith("dark") else "light"}]})
+    driver.execute_cdp_cmd(
+        "Emulation.setEmulatedMedia",
+        {"features": [{"name": "prefers-color-scheme", "value": "dark" if mode.endswith("dark") else "light"}]},
+    )
 
 
-def screenshots(driver, url: str, out_dir: Path, query: str = "", pages=SHOT_PAGES, sizes=SIZES,
-                modes=MODES, full: bool = False, max_full_px: int = 12000) -> list[Path]:
+def screenshots(
+    driver,
+    url: str,
+    out_dir: Path,
+    query: str = "",
+    pages=SHOT_PAGES,
+    sizes=SIZES,
+    modes=MODES,
+    full: bool = False,
+    max_full_px: int = 12000,
+) -> list[Path]:
     """One screenshot per page × size × mode (light, dark = the browser's dark preference, present =
     ``?present=1`` in light, present-dark in dark) as ``<page>_<w>x<h>_<mode>.png``; returns the files written.
     ``full``: also the whole page (the viewport stretched to the page's height, at most ``max_full_px``) as
@@ -389,27 +457,33 @@ def require_browser() -> None:
 
     pytest.importorskip("selenium", reason="selenium is not installed (pip install -r requirements-dev.txt)")
     if find_browser() is None:
-        pytest.skip("no Chromium + chromedriver on this machine and none could be installed "
-                    "(scripts/setup.sh runs `apt-get install chromium chromium-driver` when it is root)")
+        pytest.skip(
+            "no Chromium + chromedriver on this machine and none could be installed "
+            "(scripts/setup.sh runs `apt-get install chromium chromium-driver` when it is root)"
+        )
 
 
-# ---------------------------------------------------------------- what a visitor waits for (the browser test, bench_browser)
+# ------------------------------------------------- what a visitor waits for (the browser test, bench_browser)
 EXPLORE_TEXT = "Dogs bark at the postman every single morning."
 
 
 def all_titles_say(text: str, per_head: bool = False) -> str:
     """JS: every panel title (every per-head panel's, with ``per_head``) says ``text``."""
     pick = "s.includes(' · ') && s.includes(', ')" if per_head else "s.includes(' · ')"
-    return ("const t = Array.from(document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .gtitle'))"
-            f".map(e => e.textContent).filter(s => {pick});"
-            f"return t.length >= {2 if per_head else 4} && t.every(s => s.includes({json.dumps(text)}));")
+    return (
+        "const t = Array.from(document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .gtitle'))"
+        f".map(e => e.textContent).filter(s => {pick});"
+        f"return t.length >= {2 if per_head else 4} && t.every(s => s.includes({json.dumps(text)}));"
+    )
 
 
-_PANEL_Z = ("const keys = [...new Set(Array.from(document.querySelectorAll('[class*=\"st-key-panel_\"]'))"
-            ".map(c => c.className.match(/st-key-panel_\\S+/)[0]))].sort();"
-            "const got = keys.map(k => { const g = document.querySelector('.' + k + ' .js-plotly-plot');"
-            " return g && g.layout && g.data ? [k + ' ' + g.layout.title.text, g.data[0].z] : null; });"
-            "return got.includes(null) ? null : got;")  # null while a panel's chart is being remounted
+_PANEL_Z = (
+    "const keys = [...new Set(Array.from(document.querySelectorAll('[class*=\"st-key-panel_\"]'))"
+    ".map(c => c.className.match(/st-key-panel_\\S+/)[0]))].sort();"
+    "const got = keys.map(k => { const g = document.querySelector('.' + k + ' .js-plotly-plot');"
+    " return g && g.layout && g.data ? [k + ' ' + g.layout.title.text, g.data[0].z] : null; });"
+    "return got.includes(null) ? null : got;"
+)  # null while a panel's chart is being remounted
 
 
 def panel_z(driver, timeout: float = 10.0):
@@ -439,7 +513,9 @@ def same_numbers(drawn_at_once, drawn_by_server) -> float:
         return np.array([[np.nan if v is None else v for v in row] for row in z], float)
 
     assert [text(t) for t, _ in drawn_at_once] == [text(t) for t, _ in drawn_by_server], (
-        [t for t, _ in drawn_at_once], [t for t, _ in drawn_by_server])
+        [t for t, _ in drawn_at_once],
+        [t for t, _ in drawn_by_server],
+    )
     worst = 0.0
     for (_, a), (_, b) in zip(drawn_at_once, drawn_by_server):
         a, b = matrix(a), matrix(b)
@@ -465,35 +541,74 @@ def measure_explore(driver, url: str, log: str, rounds: int) -> dict:
     grab = lambda: at_once.__setitem__("z", panel_z(driver))  # noqa: E731
     box = {}
     for r in range(rounds):
-        got["layer change"].append(timed(driver, log, lambda: press_key(driver, "\ue014"),  # →
-                                         all_titles_say(f"layer {r + 1}"), prepare=lambda: focus_slider(driver, 0),
-                                         on_shown=grab))
+        got["layer change"].append(
+            timed(
+                driver,
+                log,
+                lambda: press_key(driver, "\ue014"),  # →
+                all_titles_say(f"layer {r + 1}"),
+                prepare=lambda: focus_slider(driver, 0),
+                on_shown=grab,
+            )
+        )
         worst = max(worst, same_numbers(at_once["z"], panel_z(driver)))
-        got["head change"].append(timed(
-            driver, log, lambda: box["field"].send_keys(Keys.ENTER), all_titles_say(f", head {r + 2}", per_head=True),
-            prepare=lambda: box.__setitem__("field", open_selectbox(driver, "Head", f"head {r + 2}")), on_shown=grab))
+        got["head change"].append(
+            timed(
+                driver,
+                log,
+                lambda: box["field"].send_keys(Keys.ENTER),
+                all_titles_say(f", head {r + 2}", per_head=True),
+                prepare=lambda: box.__setitem__("field", open_selectbox(driver, "Head", f"head {r + 2}")),
+                on_shown=grab,
+            )
+        )
         worst = max(worst, same_numbers(at_once["z"], panel_z(driver)))
-        got["map off"].append(timed(driver, log, lambda: click_button(driver, "+ residual"),
-                                    "return !Array.from(document.querySelectorAll('.gtitle')).some("
-                                    "e => e.textContent.startsWith('Attention + residual ·'));"))
-        got["map on"].append(timed(driver, log, lambda: click_button(driver, "+ residual"),
-                                   "return Array.from(document.querySelectorAll('.gtitle')).some("
-                                   "e => e.textContent.startsWith('Attention + residual ·'));"))
+        got["map off"].append(
+            timed(
+                driver,
+                log,
+                lambda: click_button(driver, "+ residual"),
+                "return !Array.from(document.querySelectorAll('.gtitle')).some("
+                "e => e.textContent.startsWith('Attention + residual ·'));",
+            )
+        )
+        got["map on"].append(
+            timed(
+                driver,
+                log,
+                lambda: click_button(driver, "+ residual"),
+                "return Array.from(document.querySelectorAll('.gtitle')).some("
+                "e => e.textContent.startsWith('Attention + residual ·'));",
+            )
+        )
     from selenium.webdriver.common.by import By
 
-    for r, word in enumerate(["river", "garden", "doctor"][:max(1, min(3, rounds))]):
+    for r, word in enumerate(["river", "garden", "doctor"][: max(1, min(3, rounds))]):
+
         def type_sentence(w=word):
             box = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stMain"] [data-testid="stTextInput"] input')[0]
             box.send_keys(Keys.CONTROL, "a")
             box.send_keys(f"A {w} stood by the sea." + Keys.ENTER)
-        got["new sentence"].append(timed(driver, log, type_sentence,
-                                         "return Array.from(document.querySelectorAll('.ytick text')).some("
-                                         f"t => t.textContent === {json.dumps(word)});"))
-    out = {k: {"shown_median_s": round(statistics.median(a for a, _, _ in v), 3),
-               "median_s": round(statistics.median(b for _, b, _ in v), 3),
-               "server_median_s": round(statistics.median(s for _, _, s in v), 3),
-               "shown_runs": [round(a, 3) for a, _, _ in v],
-               "runs": [round(b, 3) for _, b, _ in v]} for k, v in got.items()}
+
+        got["new sentence"].append(
+            timed(
+                driver,
+                log,
+                type_sentence,
+                "return Array.from(document.querySelectorAll('.ytick text')).some("
+                f"t => t.textContent === {json.dumps(word)});",
+            )
+        )
+    out = {
+        k: {
+            "shown_median_s": round(statistics.median(a for a, _, _ in v), 3),
+            "median_s": round(statistics.median(b for _, b, _ in v), 3),
+            "server_median_s": round(statistics.median(s for _, _, s in v), 3),
+            "shown_runs": [round(a, 3) for a, _, _ in v],
+            "runs": [round(b, 3) for _, b, _ in v],
+        }
+        for k, v in got.items()
+    }
     out["instant_vs_server_max_rel"] = worst
     return out
 
@@ -505,9 +620,13 @@ def streamlit_floor(driver, url: str, rounds: int) -> float:
     wait_for_app(driver, min_charts=4)
     times = []
     for r in range(rounds):
-        shown, _, _ = timed(driver, os.devnull, lambda: press_key(driver, "\ue014"),
-                            "return Array.from(document.querySelectorAll('.gtitle')).filter(t => "
-                            f"t.textContent.endsWith('layer {r + 1}')).length === 4;",
-                            prepare=lambda: focus_slider(driver, 0))
+        shown, _, _ = timed(
+            driver,
+            os.devnull,
+            lambda: press_key(driver, "\ue014"),
+            "return Array.from(document.querySelectorAll('.gtitle')).filter(t => "
+            f"t.textContent.endsWith('layer {r + 1}')).length === 4;",
+            prepare=lambda: focus_slider(driver, 0),
+        )
         times.append(shown)
     return statistics.median(times)

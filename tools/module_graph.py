@@ -14,6 +14,7 @@ A node is a module: ``normviz.session.schedule``, ``normviz.methods.base``; a pa
 Used by ``tests/unit/test_layers.py`` (no cycle, no import from a lower layer to a higher one) and by
 ``benchmarks/module_graph.py`` (the figures of the README).
 """
+
 from __future__ import annotations
 
 import ast
@@ -51,7 +52,7 @@ def _resolve(modules: dict[str, Path], importer: str, module: str | None, level:
         base = importer.split(".")
         if not _is_package(modules, importer):
             base = base[:-1]
-        base = base[:len(base) - (level - 1)]
+        base = base[: len(base) - (level - 1)]
         target = ".".join(base + ([module] if module else []))
     else:
         target = module or ""
@@ -61,7 +62,8 @@ def _resolve(modules: dict[str, Path], importer: str, module: str | None, level:
 def _type_checking(node: ast.If) -> bool:
     t = node.test
     return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (
-        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
+        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING"
+    )
 
 
 def _literals(node) -> list[str]:
@@ -245,10 +247,18 @@ def figures(graph: Graph, layers=None) -> dict:
     merge = None if layers is None else (lambda parent, sub: layer_of(parent, layers) == layer_of(sub, layers))
     units = folders(graph, merge=merge)
     fcyc = cycles(units)
-    out = {"modules": len(graph.modules), "edges": len(graph.edge_list()), "cycles": len(cyc),
-           "modules_in_cycles": sum(len(c) for c in cyc), "cycle_members": cyc,
-           "folders": len(units.modules), "folder_edges": len(units.edge_list()), "folder_cycles": len(fcyc),
-           "folder_cycle_members": fcyc, "files_per_package": files_per_package(graph)}
+    out = {
+        "modules": len(graph.modules),
+        "edges": len(graph.edge_list()),
+        "cycles": len(cyc),
+        "modules_in_cycles": sum(len(c) for c in cyc),
+        "cycle_members": cyc,
+        "folders": len(units.modules),
+        "folder_edges": len(units.edge_list()),
+        "folder_cycles": len(fcyc),
+        "folder_cycle_members": fcyc,
+        "files_per_package": files_per_package(graph),
+    }
     if layers is not None:
         out["back_edges"] = len(back_edges(graph, layers))
         # a folder sits at its lowest module's layer: an import from it to a higher layer runs back up
@@ -258,7 +268,10 @@ def figures(graph: Graph, layers=None) -> dict:
             low[u] = min(low.get(u, 10**6), layer_of(m, layers))
         out["folder_back_edges"] = [f"{a} -> {b}" for a, b, _ in units.edge_list() if low[b] > low[a]]
         out["folders_spanning_layers"] = sorted(
-            u for u in low if len({layer_of(m, layers) for m in graph.modules if unit_of(graph, m, merge=merge) == u}) > 1)
+            u
+            for u in low
+            if len({layer_of(m, layers) for m in graph.modules if unit_of(graph, m, merge=merge) == u}) > 1
+        )
     return out
 
 

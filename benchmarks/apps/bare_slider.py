@@ -1,4 +1,5 @@
 """A bare Streamlit page for bench_browser.py's floor: a layer slider and four 13×13 plotly heatmaps, no model."""
+
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st

@@ -8,6 +8,7 @@ links S and possible gold links P ⊇ S:
 Over a corpus the counts are summed over sentences first (one ratio, not a mean of sentence ratios), as the
 authors' ``calculate_aer.py`` does: :class:`AerCounts`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

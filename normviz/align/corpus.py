@@ -6,6 +6,7 @@ window, gold links outside the sentence, a tokenisation whose word count differs
 whitespace-separated words) is listed in ``bad_lines`` with its reason, leaves an empty line in the
 predicted files and is left out of the AER.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -42,8 +43,15 @@ class AlignResult:
         """Rows of aer.csv: method, setting, layer, head (number or ``all``), aer."""
         rows = []
         for (method, setting, layer, h), c in self.counts.items():
-            rows.append({"method": method, "setting": setting, "layer": layer,
-                         "head": head_label(h, self.n_heads), "aer": c.aer})
+            rows.append(
+                {
+                    "method": method,
+                    "setting": setting,
+                    "layer": layer,
+                    "head": head_label(h, self.n_heads),
+                    "aer": c.aer,
+                }
+            )
         return rows
 
     def aer(self, method: str, setting: str, layer: int, head: int | str = "all") -> float:
@@ -84,12 +92,22 @@ def _check_gold(sure, possible, n_src: int, n_tgt: int, fmt: str) -> str | None:
         return None
     s, t = out[0]
     hint = " (a 1-based talp file? pass --gold-format talp)" if fmt == "pharaoh" else ""
-    return (f"gold link {s}-{t} outside the sentence ({n_src} source, {n_tgt} target words){hint}")
+    return f"gold link {s}-{t} outside the sentence ({n_src} source, {n_tgt} target words){hint}"
 
 
-def align_corpus(lm, src: list, tgt: list, gold: list | None = None, *, gold_format: str = "pharaoh",
-                 scheme: str = "auto", max_tokens: int | None = None, known_bad: dict | None = None,
-                 progress: Callable[[int, int], None] | None = None, show_bar: bool = False) -> AlignResult:
+def align_corpus(
+    lm,
+    src: list,
+    tgt: list,
+    gold: list | None = None,
+    *,
+    gold_format: str = "pharaoh",
+    scheme: str = "auto",
+    max_tokens: int | None = None,
+    known_bad: dict | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    show_bar: bool = False,
+) -> AlignResult:
     """Align ``src[k]`` with ``tgt[k]`` (strings; None = unreadable) for every k; ``gold[k]`` is the
     ``(sure, possible)`` of line k+1 (None = unreadable). ``known_bad``: line -> why it is unreadable (from
     the readers). ``progress(done, total)`` after each line. Raises NormvizError when no line can be aligned
@@ -99,14 +117,18 @@ def align_corpus(lm, src: list, tgt: list, gold: list | None = None, *, gold_for
     from ..session.session import Session
 
     if len(src) != len(tgt):
-        raise NormvizError(f"the source file has {len(src)} lines and the target file {len(tgt)}; "
-                           "they must pair line by line.")
+        raise NormvizError(
+            f"the source file has {len(src)} lines and the target file {len(tgt)}; they must pair line by line."
+        )
     if gold is not None and len(gold) != len(src):
-        raise NormvizError(f"the gold alignment has {len(gold)} lines and the parallel files {len(src)}; "
-                           "they must pair line by line.")
+        raise NormvizError(
+            f"the gold alignment has {len(gold)} lines and the parallel files {len(src)}; they must pair line by line."
+        )
     if not getattr(lm.config, "is_encoder_decoder", False):
-        raise NormvizError(f"{lm.name!r} is not an encoder–decoder model; word alignment reads the "
-                           "cross-attention of a translation model (toy-mt, or a Marian/BART/T5 directory).")
+        raise NormvizError(
+            f"{lm.name!r} is not an encoder–decoder model; word alignment reads the "
+            "cross-attention of a translation model (toy-mt, or a Marian/BART/T5 directory)."
+        )
     special = special_tokens(lm.tokenizer)
     res = AlignResult(lm.n_layers, lm.n_heads, len(src), has_gold=gold is not None)
     for m in ("weight", "norm"):
@@ -115,8 +137,18 @@ def align_corpus(lm, src: list, tgt: list, gold: list | None = None, *, gold_for
     bar = tqdm(total=len(src), unit="line", desc="align", disable=not show_bar)
     for k, (s_line, t_line) in enumerate(zip(src, tgt)):
         line = k + 1
-        reason, best = _one(lm, s_line, t_line, None if gold is None else gold[k], gold is not None, special,
-                            scheme, max_tokens, gold_format, Session)
+        reason, best = _one(
+            lm,
+            s_line,
+            t_line,
+            None if gold is None else gold[k],
+            gold is not None,
+            special,
+            scheme,
+            max_tokens,
+            gold_format,
+            Session,
+        )
         if reason == UNREADABLE:
             reason = (known_bad or {}).get(line, "unreadable line")
         if reason:
@@ -131,8 +163,7 @@ def align_corpus(lm, src: list, tgt: list, gold: list | None = None, *, gold_for
                 L, H1, _ = b.shape
                 for l in range(L):
                     for h in range(H1):
-                        res.counts.setdefault((method, setting, l, h), AerCounts()).add(links(b[l, h]), sure,
-                                                                                        possible)
+                        res.counts.setdefault((method, setting, l, h), AerCounts()).add(links(b[l, h]), sure, possible)
         bar.update(1)
         if progress:
             progress(line, len(src))

@@ -16,6 +16,7 @@ Views: per head, ``cross_attention[l, h]`` (method ``weight``) and ``cross_norm[
 view (head ``all``) averages the weights over heads and takes ``cross_norm_layer[l]`` for norms (their
 ``attn.mean(0)`` and ``summed_afx``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -78,8 +79,9 @@ def word_scores(maps: np.ndarray, words: SentenceWords, setting: str) -> np.ndar
     """W [..., T, S+K] from token maps [..., m, n] (leading axes: layers, heads)."""
     maps = np.asarray(maps, dtype=np.float64)
     if maps.shape[-2:] != (words.n_rows, words.n_cols):
-        raise ValueError(f"map shape {maps.shape[-2:]} does not match {words.n_rows} target x {words.n_cols} "
-                         "source tokens")
+        raise ValueError(
+            f"map shape {maps.shape[-2:]} does not match {words.n_rows} target x {words.n_cols} source tokens"
+        )
     R, G = _pool_matrices(words, setting)
     return R @ maps @ G
 

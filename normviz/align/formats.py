@@ -7,6 +7,7 @@
 
 Every reader returns 0-based ``(source, target)`` pairs: ``sure`` and ``possible`` (possible ⊇ sure).
 """
+
 from __future__ import annotations
 
 import re
@@ -34,8 +35,9 @@ def parse_line(line: str, fmt: str = "pharaoh") -> tuple[set, set]:
         if not m or (m.group(4) and m.group(2) != "-"):
             raise AlignmentFormatError(f"{_short(item)!r} is not a link (expected i-j, i?j, ipj or i-j-S/P)")
         if max(len(m.group(1)), len(m.group(3))) > MAX_DIGITS:
-            raise AlignmentFormatError(f"{_short(item)!r}: a word index of "
-                                       f"{max(len(m.group(1)), len(m.group(3))):,} digits")
+            raise AlignmentFormatError(
+                f"{_short(item)!r}: a word index of {max(len(m.group(1)), len(m.group(3))):,} digits"
+            )
         i, j = int(m.group(1)) - base, int(m.group(3)) - base
         if i < 0 or j < 0:
             raise AlignmentFormatError(f"{item!r}: index 0 in a 1-based (talp) file")

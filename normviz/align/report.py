@@ -1,4 +1,5 @@
 """What ``python -m normviz align`` writes: aer.csv, the per-layer and per-head tables, predicted alignments."""
+
 from __future__ import annotations
 
 import csv
@@ -33,8 +34,9 @@ def head_table_text(res: AlignResult) -> str:
             lines.append(f"AER % per head: {method}, {setting}")
             lines.append("layer  " + "  ".join(f"{f'h{h}':>6}" for h in range(res.n_heads)))
             for l in range(res.n_layers):
-                lines.append(f"{l:>5}  " + "  ".join(f"{res.aer(method, setting, l, h) * 100:>6.1f}"
-                                                    for h in range(res.n_heads)))
+                lines.append(
+                    f"{l:>5}  " + "  ".join(f"{res.aer(method, setting, l, h) * 100:>6.1f}" for h in range(res.n_heads))
+                )
             lines.append("")
     return "\n".join(lines)
 
@@ -75,13 +77,19 @@ def _write_all(res: AlignResult, out: Path) -> dict[str, Path]:
             for h in range(res.n_heads + 1):
                 label = head_label(h, res.n_heads)
                 path = pred / f"{method}.{setting}.layer{l}.head{label}.txt"
-                path.write_text("".join(format_pharaoh(links) + "\n" if links is not None else "\n"
-                                        for links in res.predicted(method, setting, l, label)), encoding="utf-8")
+                path.write_text(
+                    "".join(
+                        format_pharaoh(links) + "\n" if links is not None else "\n"
+                        for links in res.predicted(method, setting, l, label)
+                    ),
+                    encoding="utf-8",
+                )
     files["alignments"] = pred
     if res.bad_lines:
         files["bad_lines"] = out / "bad_lines.tsv"
-        files["bad_lines"].write_text("line\treason\n" + "".join(f"{k}\t{r}\n" for k, r in res.bad_lines),
-                                      encoding="utf-8")
+        files["bad_lines"].write_text(
+            "line\treason\n" + "".join(f"{k}\t{r}\n" for k, r in res.bad_lines), encoding="utf-8"
+        )
     if not res.has_gold:
         return files
     files["aer"] = out / "aer.csv"
@@ -95,4 +103,3 @@ def _write_all(res: AlignResult, out: Path) -> dict[str, Path]:
     files["heads"] = out / "aer_heads.txt"
     files["heads"].write_text(head_table_text(res), encoding="utf-8")
     return files
-

@@ -1,4 +1,5 @@
 """One sentence pair's alignments from its Analysis: what the Translate page shows (no Streamlit here)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -56,9 +57,11 @@ class SentenceAlignment:
         """Why a gold alignment cannot belong to this pair (a link outside the words), or None."""
         for s, t in sorted(set(sure) | set(possible or ())):
             if s >= len(self.src_words) or t >= len(self.tgt_words):
-                return (f"the gold link {s}-{t} is outside the sentence ({len(self.src_words)} source words "
-                        f"0…{len(self.src_words) - 1}, {len(self.tgt_words)} target words "
-                        f"0…{len(self.tgt_words) - 1}; Pharaoh links are 0-based)")
+                return (
+                    f"the gold link {s}-{t} is outside the sentence ({len(self.src_words)} source words "
+                    f"0…{len(self.src_words) - 1}, {len(self.tgt_words)} target words "
+                    f"0…{len(self.tgt_words) - 1}; Pharaoh links are 0-based)"
+                )
         return None
 
 
@@ -69,8 +72,13 @@ def align_analysis(analysis, tokenizer, scheme: str = "auto") -> SentenceAlignme
     words = sentence_words(src, tgt, special, scheme)
     best = sentence_alignments(analysis, words)
     n_heads = np.asarray(analysis["cross_attention"]).shape[1]
-    return SentenceAlignment([word_text(src, g) for g in words.src_groups],
-                             [word_text(tgt[1:], g) for g in words.tgt_groups], words, best, n_heads)
+    return SentenceAlignment(
+        [word_text(src, g) for g in words.src_groups],
+        [word_text(tgt[1:], g) for g in words.tgt_groups],
+        words,
+        best,
+        n_heads,
+    )
 
 
 def cross_matrix(analysis, method: str, layer: int, head: int | None) -> np.ndarray:

@@ -11,6 +11,7 @@ Schemes, told apart by their markers (``auto``):
 Special tokens (eos, pad, language codes) belong to no word. The first ordinary token always begins a word,
 as in Kobayashi et al.'s ``convert_bpe_word`` (their SentencePiece ran without a dummy prefix).
 """
+
 from __future__ import annotations
 
 SCHEMES = ("auto", "sentencepiece", "byte-bpe", "wordpiece", "bpe", "word")

@@ -15,6 +15,7 @@ numbers by DecompX's forward propagation with the biases as one part: the tests'
 :mod:`.cli` (``normviz explain``). An encoder–decoder's decoder rows: :mod:`normviz.attribution.seq2seq` (above this
 package: it adds the cross blocks and the encoder's parts). ``Session.predict/explain/logit_lens`` call these.
 """
+
 from __future__ import annotations
 
 from contextlib import nullcontext
@@ -31,10 +32,12 @@ from .predict import Candidate, final_state, logits_at, position_index, predict,
 from .readout import NoHeadError, Readout, readout_of, stack_view
 from .result import Explanation
 
-POST_LN_REFUSAL = ("the direct parts (heads, attn_bias, ff, embedding, final_bias) need a pre-LN stack, whose "
-                   "residual stream reaches the final norm unchanged; {name!r} normalises after every block "
-                   "(post-LN), so no component has a direct path to the logit. Use sources / bias, which carry "
-                   "every token through every norm.")
+POST_LN_REFUSAL = (
+    "the direct parts (heads, attn_bias, ff, embedding, final_bias) need a pre-LN stack, whose "
+    "residual stream reaches the final norm unchanged; {name!r} normalises after every block "
+    "(post-LN), so no component has a direct path to the logit. Use sources / bias, which carry "
+    "every token through every norm."
+)
 
 
 def actual_next(session, position: int = -1) -> int:
@@ -46,8 +49,10 @@ def actual_next(session, position: int = -1) -> int:
     ids = session.encoded.ids
     i = position_index(position, len(ids))
     if i + 1 >= len(ids):
-        raise NormvizError(f"position {i} is the text's last token: it has no next token in the text; "
-                           "explain a prediction (token=None) or an earlier position.")
+        raise NormvizError(
+            f"position {i} is the text's last token: it has no next token in the text; "
+            "explain a prediction (token=None) or an earlier position."
+        )
     return int(ids[i + 1])
 
 
@@ -81,8 +86,15 @@ def target(lm, readout: Readout, views, token, foil, position: int) -> Target:
     if readout.softcap is not None:  # θ of each row at the uncapped logits: the capped logit's direction
         raw = readout.uncapped(final_state(views, i)[None])[0].to(torch.float64)
     u, b = readout.direction(w, f, raw)
-    return Target(i=i, token=w, foil=f, total=float(logits[w] - (logits[f] if f is not None else 0.0)), u=u, b=b,
-                  x_last=views[-1].rec.out[i])
+    return Target(
+        i=i,
+        token=w,
+        foil=f,
+        total=float(logits[w] - (logits[f] if f is not None else 0.0)),
+        u=u,
+        b=b,
+        x_last=views[-1].rec.out[i],
+    )
 
 
 def direct_fields(lm, readout: Readout, views, t: Target, crosses=None) -> tuple[dict | None, str | None]:
@@ -91,8 +103,13 @@ def direct_fields(lm, readout: Readout, views, t: Target, crosses=None) -> tuple
         return None, POST_LN_REFUSAL.format(name=lm.name)
     u = t.u.to(torch.float64)
     parts = direct_logits(views, t.i, readout.vector(u, t.x_last.to(torch.float64)), crosses=crosses)
-    out = {"heads": parts.heads.numpy(), "attn_bias": parts.attn_bias.numpy(), "ff": parts.ff.numpy(),
-           "embedding": parts.embedding, "final_bias": readout.constant(u, t.b)}
+    out = {
+        "heads": parts.heads.numpy(),
+        "attn_bias": parts.attn_bias.numpy(),
+        "ff": parts.ff.numpy(),
+        "embedding": parts.embedding,
+        "final_bias": readout.constant(u, t.b),
+    }
     if parts.ff_by_expert is not None:
         out["ff_by_expert"] = parts.ff_by_expert.numpy()
     if crosses is not None:
@@ -105,11 +122,23 @@ def explanation(lm, t: Target, tokens, direct, refusal, sources, token_ids=None,
     the tokenizer's decoding of each, as the predicted token's is: ' capital', not the vocabulary's 'Ġcapital')."""
     tok = lm.tokenizer
     if token_ids is not None:
-        extra.update(token_ids=[int(i) for i in token_ids],
-                     token_texts=[token_text(tok, int(i)) for i in token_ids] if tok is not None else None)
-    return Explanation(token=t.token, token_text=token_text(tok, t.token), foil=t.foil,
-                       foil_text=token_text(tok, t.foil) if t.foil is not None else None, position=t.i, total=t.total,
-                       tokens=list(tokens), direct=direct, direct_refusal=refusal, sources=sources, **extra)
+        extra.update(
+            token_ids=[int(i) for i in token_ids],
+            token_texts=[token_text(tok, int(i)) for i in token_ids] if tok is not None else None,
+        )
+    return Explanation(
+        token=t.token,
+        token_text=token_text(tok, t.token),
+        foil=t.foil,
+        foil_text=token_text(tok, t.foil) if t.foil is not None else None,
+        position=t.i,
+        total=t.total,
+        tokens=list(tokens),
+        direct=direct,
+        direct_refusal=refusal,
+        sources=sources,
+        **extra,
+    )
 
 
 @torch.no_grad()
@@ -152,7 +181,23 @@ def sources_refusal(session) -> str | None:
     return None
 
 
-__all__ = ["Candidate", "Explanation", "LayerParts", "NoHeadError", "Readout", "Target", "actual_next", "explain",
-           "stack_view",
-           "layer_parts", "logit_lens", "predict", "readout_of", "residual_states", "Routes", "routes", "sources_refusal",
-           "token_id"]
+__all__ = [
+    "Candidate",
+    "Explanation",
+    "LayerParts",
+    "NoHeadError",
+    "Readout",
+    "Target",
+    "actual_next",
+    "explain",
+    "stack_view",
+    "layer_parts",
+    "logit_lens",
+    "predict",
+    "readout_of",
+    "residual_states",
+    "Routes",
+    "routes",
+    "sources_refusal",
+    "token_id",
+]

@@ -30,6 +30,7 @@ the output) satisfies Σ_j by_layer[l, j] + Σ_{l' ≥ l} bias_by_layer[l'] = th
 Long inputs whose α is recomputed from q, k (:mod:`normviz.record.attention_capture`) stream it in blocks of
 receiving rows: α^hᵀ P is accumulated block by block, never the whole [H, n, n].
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -73,11 +74,14 @@ def check(request: Request, options: dict, itemsize: int = 4) -> None:
     limit = int(options.get("explain_max_bytes", MAX_BYTES))
     need = memory_bytes(request, itemsize)
     if need > limit:
-        raise TooCostlyError(f"sources for {request.n_tokens} tokens needs about {need / 2**20:.0f} MiB for one "
-                             f"layer's backward pass (limit {limit / 2**20:.0f} MiB, option explain_max_bytes). "
-                             "Raise the limit or shorten the text; the direct parts (heads, ff …) need no more.")
-    refuse_over_budget(request, "sources", options, BUDGET, flops,
-                       note="The direct parts (heads, ff …) cost about one forward pass.")
+        raise TooCostlyError(
+            f"sources for {request.n_tokens} tokens needs about {need / 2**20:.0f} MiB for one "
+            f"layer's backward pass (limit {limit / 2**20:.0f} MiB, option explain_max_bytes). "
+            "Raise the limit or shorten the text; the direct parts (heads, ff …) need no more."
+        )
+    refuse_over_budget(
+        request, "sources", options, BUDGET, flops, note="The direct parts (heads, ff …) cost about one forward pass."
+    )
 
 
 register_computation(Family(name="explain", keys=(), own_check=check, budget=BUDGET))
@@ -334,5 +338,8 @@ def backward(views, readout, t, frozen: Frozen | None = None, progress=None) -> 
     frozen = frozen or Frozen()
     g, top, const = output_adjoint(readout, t, views[-1])
     g0, rows, biases, _ = stack_adjoint(views, g, frozen, progress=progress)
-    return Backward(sources=rows[0].clone(), by_layer=torch.cat([rows, top[None]]),
-                    bias_by_layer=torch.cat([biases, torch.tensor([const], dtype=torch.float64)]))
+    return Backward(
+        sources=rows[0].clone(),
+        by_layer=torch.cat([rows, top[None]]),
+        bias_by_layer=torch.cat([biases, torch.tensor([const], dtype=torch.float64)]),
+    )

@@ -29,6 +29,7 @@ pattern's own tangent (Δs − Σ_k A_ik Δs_ik = dA_ij / A_ij; the softmax igno
 attention function works, masks and soft-caps included. Cost: AtP one forward + backward pass; the QK fix adds
 about L·H forward-mode copies, batched like head ablation and refused by its budget (``head_ablation_budget_s``).
 """
+
 from __future__ import annotations
 
 import functools
@@ -140,23 +141,36 @@ def _means(lm, ablation: str, means):
             raise NormvizError("means are mean ablation's values: pass ablation='mean' with them.")
         return None
     if means is None:
-        raise NormvizError("mean ablation needs each head's mean output: means=head_means(lm, texts) "
-                           "(normviz.attribution.knockout.head_means), [L, H, d_head].")
+        raise NormvizError(
+            "mean ablation needs each head's mean output: means=head_means(lm, texts) "
+            "(normviz.attribution.knockout.head_means), [L, H, d_head]."
+        )
     m = torch.as_tensor(np.asarray(means))
     if m.ndim != 3 or tuple(m.shape[:2]) != (lm.n_layers, lm.n_heads):
-        raise NormvizError(f"means must be [L, H, d_head] = [{lm.n_layers}, {lm.n_heads}, …] (from head_means), "
-                           f"got {tuple(m.shape)}.")
+        raise NormvizError(
+            f"means must be [L, H, d_head] = [{lm.n_layers}, {lm.n_heads}, …] (from head_means), got {tuple(m.shape)}."
+        )
     return m.to(device=lm.device, dtype=lm.dtype)
 
 
-def atp(session, token=None, foil=None, position: int = -1, ablation: str = "zero", means=None,
-        qk_fix: bool = False, target: InterventionTarget | None = None) -> AtP:
+def atp(
+    session,
+    token=None,
+    foil=None,
+    position: int = -1,
+    ablation: str = "zero",
+    means=None,
+    qk_fix: bool = False,
+    target: InterventionTarget | None = None,
+) -> AtP:
     """AtP (``qk_fix`` False) or AtP* with the QK fix: the first-order estimate of
     :func:`normviz.attribution.knockout.ablate_heads` (module docstring)."""
     t = target or InterventionTarget(session, token, foil, position)
     if t.readout is None:
-        raise NormvizError("AtP estimates the loss of a logit: this model has no LM head (use ablate_heads, whose "
-                           "measure is how far the final state moves).")
+        raise NormvizError(
+            "AtP estimates the loss of a logit: this model has no LM head (use ablate_heads, whose "
+            "measure is how far the final state moves)."
+        )
     lm = t.lm
     L, H = lm.n_layers, lm.n_heads
     m = _means(lm, ablation, means)
@@ -182,20 +196,40 @@ def atp(session, token=None, foil=None, position: int = -1, ablation: str = "zer
                 for row, node in enumerate(range(start, stop)):
                     layer, head = divmod(node, H)
                     tangents[layer][row, head] = -1.0  # k: 1 → 0, o → o'
-                duals = {l: forward_ad.make_dual(torch.ones((b, H), dtype=torch.float64, device=lm.device),
-                                                 tangents[l]) for l in range(L)}
-                q = _Pass(layer_of, duals, m, {}, grads=grads,
-                          correction=torch.zeros(b, dtype=torch.float64, device=lm.device))
+                duals = {
+                    l: forward_ad.make_dual(torch.ones((b, H), dtype=torch.float64, device=lm.device), tangents[l])
+                    for l in range(L)
+                }
+                q = _Pass(
+                    layer_of,
+                    duals,
+                    m,
+                    {},
+                    grads=grads,
+                    correction=torch.zeros(b, dtype=torch.float64, device=lm.device),
+                )
                 _score(t, q, b)
                 passes += 1
                 correction[start:stop] = q.correction.cpu().numpy()
         delta = linear - correction.reshape(L, H)
     tok = lm.tokenizer
     from .predict import token_text
-    return AtP(delta=delta, total=t.total, measure=t.measure, ablation=ablation, qk_fix=qk_fix, token=t.token,
-               token_text=token_text(tok, t.token), foil=t.foil,
-               foil_text=None if t.foil is None else token_text(tok, t.foil), position=t.i,
-               tokens=list(session.tokens), passes=passes, linear=linear if qk_fix else None)
+
+    return AtP(
+        delta=delta,
+        total=t.total,
+        measure=t.measure,
+        ablation=ablation,
+        qk_fix=qk_fix,
+        token=t.token,
+        token_text=token_text(tok, t.token),
+        foil=t.foil,
+        foil_text=None if t.foil is None else token_text(tok, t.foil),
+        position=t.i,
+        tokens=list(session.tokens),
+        passes=passes,
+        linear=linear if qk_fix else None,
+    )
 
 
 @dataclass
@@ -216,8 +250,16 @@ class EapIG:
     passes: int
 
 
-def eap_ig(session, token=None, foil=None, position: int = -1, ablation: str = "zero", means=None,
-           steps: int = 16, target: InterventionTarget | None = None) -> EapIG:
+def eap_ig(
+    session,
+    token=None,
+    foil=None,
+    position: int = -1,
+    ablation: str = "zero",
+    means=None,
+    steps: int = 16,
+    target: InterventionTarget | None = None,
+) -> EapIG:
     """EAP-IG (Hanna et al. 2024) on heads: every head's output before W^O on the path o'(1 − t) + o·t, t from 0
     (all ablated) to 1 (the real pass); delta[l, h] = ∫₀¹ ∂F/∂k_lh dt by the midpoint rule with ``steps`` points
     (one batched pass and one backward pass), so Σ delta ≈ F(1) − F(0) (``gap`` says how nearly)."""
@@ -243,5 +285,15 @@ def eap_ig(session, token=None, foil=None, position: int = -1, ablation: str = "
         zero = {l: torch.zeros((1, H), dtype=torch.float64, device=lm.device) for l in range(L)}
         ablated = float(_score(t, _Pass(layer_of, zero, m, {}), 1)[0])
     passes += 1
-    return EapIG(delta=delta, total=t.total, ablated=ablated, gap=float(t.total - ablated - delta.sum()),
-                 steps=steps, ablation=ablation, token=t.token, foil=t.foil, position=t.i, passes=passes)
+    return EapIG(
+        delta=delta,
+        total=t.total,
+        ablated=ablated,
+        gap=float(t.total - ablated - delta.sum()),
+        steps=steps,
+        ablation=ablation,
+        token=t.token,
+        foil=t.foil,
+        position=t.i,
+        passes=passes,
+    )

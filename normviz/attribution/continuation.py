@@ -20,6 +20,7 @@ source tokens and the target tokens fed up to it, through the decoder, the cross
 Row t of ``sources`` + ``bias[t]`` = ``totals[t]`` (the model's own logit, or its difference to the foil);
 columns after step t's position are NaN (they cannot reach it).
 """
+
 from __future__ import annotations
 
 import json
@@ -100,16 +101,37 @@ class Continuation:
 
     def to_dict(self) -> dict:
         """Every field as numpy arrays / numbers / strings (what ``normviz explain --continue`` writes)."""
-        out = {"model": self.model_name, "mode": self.mode, "generated_ids": self.generated_ids,
-               "tokens": np.array(self.tokens), "positions": self.positions, "totals": self.totals,
-               "sources": self.sources, "bias": self.bias, "columns": np.array(self.columns),
-               "column_ids": self.column_ids, "n_prompt": self.n_prompt, "n_source": self.n_source,
-               "text": self.text, "note": self.note}
+        out = {
+            "model": self.model_name,
+            "mode": self.mode,
+            "generated_ids": self.generated_ids,
+            "tokens": np.array(self.tokens),
+            "positions": self.positions,
+            "totals": self.totals,
+            "sources": self.sources,
+            "bias": self.bias,
+            "columns": np.array(self.columns),
+            "column_ids": self.column_ids,
+            "n_prompt": self.n_prompt,
+            "n_source": self.n_source,
+            "text": self.text,
+            "note": self.note,
+        }
         if self.foil_mode is not None:
-            out.update(foils=self.foils, foil_tokens=np.array([t or "" for t in self.foil_tokens]),
-                       foil_mode=self.foil_mode)
-        for name in ("heads", "ff", "attn_bias", "embedding", "final_bias", "cross_heads", "cross_bias",
-                     "sources_by_layer", "bias_by_layer"):
+            out.update(
+                foils=self.foils, foil_tokens=np.array([t or "" for t in self.foil_tokens]), foil_mode=self.foil_mode
+            )
+        for name in (
+            "heads",
+            "ff",
+            "attn_bias",
+            "embedding",
+            "final_bias",
+            "cross_heads",
+            "cross_bias",
+            "sources_by_layer",
+            "bias_by_layer",
+        ):
             value = getattr(self, name)
             if value is not None:
                 out[name] = value
@@ -119,6 +141,7 @@ class Continuation:
 
     def to_json(self) -> str:
         """JSON with NaN written as null (the columns after each step's position)."""
+
         def plain(v):
             if isinstance(v, np.ndarray):
                 if v.dtype.kind == "f":
@@ -127,6 +150,7 @@ class Continuation:
             if isinstance(v, np.generic):
                 return v.item()
             return v
+
         return json.dumps({k: plain(v) for k, v in self.to_dict().items()}, ensure_ascii=False)
 
     def __repr__(self) -> str:
@@ -150,11 +174,16 @@ def _given_ids(lm, continuation, vocab_size: int, target_side: bool = False) -> 
         tok = lm.tokenizer
         if tok is None:
             raise InputError("This model has no tokenizer: give the continuation as token ids.")
-        ids = (tokenize(tok, text_target=continuation, add_special_tokens=True) if target_side
-               else tokenize(tok, continuation, add_special_tokens=False))["input_ids"]
+        ids = (
+            tokenize(tok, text_target=continuation, add_special_tokens=True)
+            if target_side
+            else tokenize(tok, continuation, add_special_tokens=False)
+        )["input_ids"]
     else:
-        ids = [token_id(None, whole_number(i, "continuation id"), vocab_size, "continuation token")
-               for i in list(continuation)]
+        ids = [
+            token_id(None, whole_number(i, "continuation id"), vocab_size, "continuation token")
+            for i in list(continuation)
+        ]
     if not ids:
         raise InputError("The continuation gave no tokens.")
     return [int(i) for i in ids]
@@ -168,16 +197,18 @@ def greedy(lm, ids: list[int], max_new_tokens: int) -> list[int]:
     x = torch.tensor([list(ids)], device=lm.device)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # generation-config notices (pad token set to eos …)
-        out = model.generate(input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=max_new_tokens,
-                             do_sample=False, num_beams=1)
-    return out[0, len(ids):].tolist()
+        out = model.generate(
+            input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=max_new_tokens, do_sample=False, num_beams=1
+        )
+    return out[0, len(ids) :].tolist()
 
 
 def _encoded(lm, ids: list[int]) -> Encoded:
     if lm.tokenizer is not None:
         return encoded_ids(lm.tokenizer, ids)
-    return Encoded(ids=list(ids), tokens=[str(i) for i in ids], labels=[str(i) for i in ids],
-                   special=[False] * len(ids), dropped=0)
+    return Encoded(
+        ids=list(ids), tokens=[str(i) for i in ids], labels=[str(i) for i in ids], special=[False] * len(ids), dropped=0
+    )
 
 
 def _label(lm, i: int) -> str:
@@ -443,8 +474,12 @@ def direct_batch(views, targets, rs: torch.Tensor, crosses=None) -> dict:
             cross_bias.append((R @ _bias(params.b_o, ctx).to(acc)).cpu())
         ctx.clear()
     x0 = views[0].rec.x[idx].to(acc)
-    out = {"heads": torch.stack(heads, 1), "attn_bias": torch.stack(attn_bias, 1), "ff": torch.stack(ff, 1),
-           "embedding": (x0 * rs.to(device=x0.device)).sum(-1).cpu()}
+    out = {
+        "heads": torch.stack(heads, 1),
+        "attn_bias": torch.stack(attn_bias, 1),
+        "ff": torch.stack(ff, 1),
+        "embedding": (x0 * rs.to(device=x0.device)).sum(-1).cpu(),
+    }
     if crosses is not None:
         out["cross_heads"] = torch.stack(cross_heads, 1)
         out["cross_bias"] = torch.stack(cross_bias, 1)
@@ -465,9 +500,14 @@ def group_size(request, options: dict, itemsize: int, T: int, n_src: int = 0) ->
 def _check(request, options, itemsize, T):
     """One target must fit (adjoint.check's message); the whole batch must fit the time budget."""
     adjoint.check(request, options, itemsize)
-    adjoint.refuse_over_budget(request, "sources of a continuation", options, adjoint.BUDGET,
-                               lambda q: T * adjoint.flops(q),
-                               note="Fewer steps (max_new_tokens) or a shorter prompt fit.")
+    adjoint.refuse_over_budget(
+        request,
+        "sources of a continuation",
+        options,
+        adjoint.BUDGET,
+        lambda q: T * adjoint.flops(q),
+        note="Fewer steps (max_new_tokens) or a shorter prompt fit.",
+    )
 
 
 # ---------------------------------------------------------------- decoders
@@ -482,11 +522,15 @@ def _decoder(session, T, continuation, foil, by_layer):
         if not ids:
             raise NormvizError("The model generated no token (its prompt ends the text).")
     full = prompt + ids[:-1]
-    window = min(lm.max_length, *(getattr(lm.config, k, None) or lm.max_length
-                                  for k in ("max_position_embeddings", "n_positions")))
+    window = min(
+        lm.max_length,
+        *(getattr(lm.config, k, None) or lm.max_length for k in ("max_position_embeddings", "n_positions")),
+    )
     if len(full) > window:
-        raise InputError(f"prompt + continuation is {len(full) + 1} tokens, more than {lm.name!r}'s window of "
-                         f"{window}: generate fewer tokens or shorten the prompt.")
+        raise InputError(
+            f"prompt + continuation is {len(full) + 1} tokens, more than {lm.name!r}'s window of "
+            f"{window}: generate fewer tokens or shorten the prompt."
+        )
     inner = type(session).from_encoded(lm, [_encoded(lm, full)], options=dict(session.options))[0]
     n, steps = len(prompt), len(ids)
     positions = list(range(n - 1, n - 1 + steps))
@@ -499,7 +543,7 @@ def _decoder(session, T, continuation, foil, by_layer):
     size = group_size(request, options, itemsize, steps)
     parts = []
     for a in range(0, steps, size):
-        group = targets[a:a + size]
+        group = targets[a : a + size]
         g, top, const, _ = output_batch(readout, group, views[-1])
         _, rows, biases, _ = stack_backward(inner.layers(), g, shared, positions=[t.i for t in group])
         parts.append((rows[:, 0], torch.cat([rows, top[:, None]], 1), torch.cat([biases, const[:, None]], 1)))
@@ -510,13 +554,34 @@ def _decoder(session, T, continuation, foil, by_layer):
     note = "given, teacher-forced"
     if mode == "greedy":
         note = f"generated greedily ({steps} tokens" + (", ended at the end token)" if steps < (T or 20) else ")")
-    return _result(lm, inner, mode, ids, positions, targets, sources, by, bias_by, direct, refusal, inner.labels,
-                   inner.encoded.ids, n, 0, foil, text, note, by_layer, len(parts))
+    return _result(
+        lm,
+        inner,
+        mode,
+        ids,
+        positions,
+        targets,
+        sources,
+        by,
+        bias_by,
+        direct,
+        refusal,
+        inner.labels,
+        inner.encoded.ids,
+        n,
+        0,
+        foil,
+        text,
+        note,
+        by_layer,
+        len(parts),
+    )
 
 
 def _direct(lm, readout, inner, targets, views, crosses=None, view=None):
     if (view or lm).spec.placement != "pre" or not readout.linear:
         from . import POST_LN_REFUSAL
+
         return None, POST_LN_REFUSAL.format(name=lm.name)
     rs = torch.stack([readout.vector(t.u.to(torch.float64), t.x_last.to(torch.float64)).cpu() for t in targets])
     out = direct_batch(views, targets, rs, crosses)
@@ -524,8 +589,28 @@ def _direct(lm, readout, inner, targets, views, crosses=None, view=None):
     return {k: v.numpy() for k, v in out.items()}, None
 
 
-def _result(lm, inner, mode, ids, positions, targets, sources, by, bias_by, direct, refusal, columns, column_ids,
-            n_prompt, n_source, foil, text, note, by_layer, batches) -> Continuation:
+def _result(
+    lm,
+    inner,
+    mode,
+    ids,
+    positions,
+    targets,
+    sources,
+    by,
+    bias_by,
+    direct,
+    refusal,
+    columns,
+    column_ids,
+    n_prompt,
+    n_source,
+    foil,
+    text,
+    note,
+    by_layer,
+    batches,
+) -> Continuation:
     N = by.shape[-1]
     positions = np.asarray(positions, dtype=np.int64)
     after = np.arange(N)[None, :] > (positions + n_source)[:, None]  # [T, N]: columns the step cannot read
@@ -537,17 +622,32 @@ def _result(lm, inner, mode, ids, positions, targets, sources, by, bias_by, dire
     foil_mode = None if foil is None else (RUNNER_UP if isinstance(foil, str) and foil == RUNNER_UP else "token")
     direct = direct or {}
     return Continuation(
-        model_name=lm.name, mode=mode, generated_ids=np.asarray(ids, dtype=np.int64),
-        tokens=[_label(lm, i) for i in ids], positions=positions,
-        totals=np.array([t.total for t in targets]), sources=sources, bias=bias_by.sum(1) + inner_bias(inner),
-        columns=[_label(lm, i) for i in column_ids], column_ids=np.asarray(column_ids, dtype=np.int64),
+        model_name=lm.name,
+        mode=mode,
+        generated_ids=np.asarray(ids, dtype=np.int64),
+        tokens=[_label(lm, i) for i in ids],
+        positions=positions,
+        totals=np.array([t.total for t in targets]),
+        sources=sources,
+        bias=bias_by.sum(1) + inner_bias(inner),
+        columns=[_label(lm, i) for i in column_ids],
+        column_ids=np.asarray(column_ids, dtype=np.int64),
         n_prompt=n_prompt,
         foils=np.array([-1 if t.foil is None else t.foil for t in targets], dtype=np.int64),
-        foil_tokens=[None if t.foil is None else _label(lm, t.foil) for t in targets], foil_mode=foil_mode,
-        text=text, note=note, n_source=n_source, direct_refusal=refusal,
-        sources_by_layer=by if by_layer else None, bias_by_layer=bias_by if by_layer else None, batches=batches,
-        **{k: direct.get(k) for k in ("heads", "ff", "attn_bias", "embedding", "final_bias", "cross_heads",
-                                      "cross_bias")})
+        foil_tokens=[None if t.foil is None else _label(lm, t.foil) for t in targets],
+        foil_mode=foil_mode,
+        text=text,
+        note=note,
+        n_source=n_source,
+        direct_refusal=refusal,
+        sources_by_layer=by if by_layer else None,
+        bias_by_layer=bias_by if by_layer else None,
+        batches=batches,
+        **{
+            k: direct.get(k)
+            for k in ("heads", "ff", "attn_bias", "embedding", "final_bias", "cross_heads", "cross_bias")
+        },
+    )
 
 
 def inner_bias(inner):
@@ -595,15 +695,18 @@ def _seq2seq(session, T, continuation, foil, by_layer):
     size = group_size(request, options, itemsize, m)
     parts = []
     for a in range(0, m, size):
-        group = targets[a:a + size]
+        group = targets[a : a + size]
         g, top, const, _ = output_batch(readout, group, views[-1])
-        _, rows, biases, g_es = stack_backward(inner.layers("decoder"), g, shared, "decoder", crosses,
-                                               positions=[t.i for t in group])
+        _, rows, biases, g_es = stack_backward(
+            inner.layers("decoder"), g, shared, "decoder", crosses, positions=[t.i for t in group]
+        )
         per_layer = torch.stack([_rows(ge, e) for ge in g_es], 1)  # [B, L, n_src]
         above = per_layer.flip(1).cumsum(1).flip(1)
         B = len(group)
-        by = torch.cat([torch.cat([above, rows], 2),
-                        torch.cat([torch.zeros(B, 1, n_src, dtype=torch.float64), top[:, None]], 2)], 1)
+        by = torch.cat(
+            [torch.cat([above, rows], 2), torch.cat([torch.zeros(B, 1, n_src, dtype=torch.float64), top[:, None]], 2)],
+            1,
+        )
         g_e = sum(ge.to(torch.float64) for ge in g_es)
         enc_views = inner.layers("encoder")
         enc_bias = torch.zeros(B, dtype=torch.float64)
@@ -611,8 +714,14 @@ def _seq2seq(session, T, continuation, foil, by_layer):
             enc_bias += _dots(g_e, enc_norm.bias)
             g_e = adjoint.norm_adjoint(enc_norm, g_e, enc_views[-1].rec.out.to(torch.float64))
         _, enc_rows, enc_biases, _ = stack_backward(enc_views, g_e, shared, "encoder")
-        parts.append((torch.cat([enc_rows[:, 0], rows[:, 0]], 1), by, torch.cat([biases, const[:, None]], 1),
-                      enc_bias + enc_biases.sum(1)))
+        parts.append(
+            (
+                torch.cat([enc_rows[:, 0], rows[:, 0]], 1),
+                by,
+                torch.cat([biases, const[:, None]], 1),
+                enc_bias + enc_biases.sum(1),
+            )
+        )
     sources = torch.cat([p[0] for p in parts]).numpy()
     by = torch.cat([p[1] for p in parts]).numpy()
     bias_by = torch.cat([p[2] for p in parts]).numpy()
@@ -620,16 +729,37 @@ def _seq2seq(session, T, continuation, foil, by_layer):
     text = lm.tokenizer.decode(labels, skip_special_tokens=True) if lm.tokenizer is not None else ""
     columns = list(inner.encoded.labels) + list(inner.axis("decoder").labels)
     column_ids = list(inner.encoded.ids) + list(inner.axis("decoder").ids)
-    out = _result(lm, inner, mode, labels, positions, targets, sources, by, bias_by, direct, refusal, columns,
-                  column_ids, n_src, n_src, foil, text, note, by_layer, len(parts))
+    out = _result(
+        lm,
+        inner,
+        mode,
+        labels,
+        positions,
+        targets,
+        sources,
+        by,
+        bias_by,
+        direct,
+        refusal,
+        columns,
+        column_ids,
+        n_src,
+        n_src,
+        foil,
+        text,
+        note,
+        by_layer,
+        len(parts),
+    )
     out.extra["encoder_bias"] = inner._continuation_encoder_bias
     return out
 
 
 # ---------------------------------------------------------------- the entry point
 @torch.no_grad()
-def explain_continuation(session, max_new_tokens: int | None = None, continuation=None, foil=None,
-                         by_layer: bool = False) -> Continuation:
+def explain_continuation(
+    session, max_new_tokens: int | None = None, continuation=None, foil=None, by_layer: bool = False
+) -> Continuation:
     """Explain every step of a continuation of ``session``'s text (a decoder's prompt; an encoder–decoder's
     source): greedy up to ``max_new_tokens`` (default 20; encoder–decoders: the session's own target), or the
     given ``continuation`` (text or ids) teacher-forced. ``foil``: None (the logits), a token, or
@@ -643,7 +773,8 @@ def explain_continuation(session, max_new_tokens: int | None = None, continuatio
         raise NotApplicableError(
             f"{lm.name!r} is not a decoder: a continuation is generated token by token by a causal language model "
             "(e.g. 'smollm2', GPT-2, Llama) or an encoder–decoder's decoder; explain one position with "
-            "explain() instead.")
+            "explain() instead."
+        )
     return _decoder(session, max_new_tokens, continuation, foil, by_layer)
 
 

@@ -12,6 +12,7 @@ a time, bounded memory); :func:`direct_logits` their projections ⟨N(c), u⟩ =
 (:meth:`normviz.attribution.readout.Readout.vector`), without building the [H, n, d] head vectors: per layer
 O(H·n·dh) after the head values, far below the forward pass.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -66,8 +67,17 @@ def layer_parts(ctx, rows=None, cross=None) -> LayerParts:
     if cross is not None:
         c = _cross_parts(*cross, r)
         cb = _bias(cross[1].b_o, ctx)
-    return LayerParts(layer=ctx.index, rows=r, residual=ctx.rec.x[r], heads=heads, attn_bias=ctx.b_o,
-                      ff=out - z_ff, out=out, cross=c, cross_bias=cb)
+    return LayerParts(
+        layer=ctx.index,
+        rows=r,
+        residual=ctx.rec.x[r],
+        heads=heads,
+        attn_bias=ctx.b_o,
+        ff=out - z_ff,
+        out=out,
+        cross=c,
+        cross_bias=cb,
+    )
 
 
 def cross_head_vectors(rec, params) -> torch.Tensor:
@@ -154,12 +164,17 @@ def direct_logits(views, i: int, r: torch.Tensor, crosses=None) -> DirectLogits:
             cross_bias.append(_bias(params.b_o, ctx).to(acc) @ rl)
         ctx.clear()
     emb = float(views[0].rec.x[i].to(acc) @ r.to(device=views[0].device, dtype=acc))
-    out = DirectLogits(embedding=emb, heads=torch.stack([h.cpu() for h in heads]),
-                       attn_bias=torch.stack([a.cpu() for a in attn_bias]), ff=torch.stack([f.cpu() for f in ff]))
+    out = DirectLogits(
+        embedding=emb,
+        heads=torch.stack([h.cpu() for h in heads]),
+        attn_bias=torch.stack([a.cpu() for a in attn_bias]),
+        ff=torch.stack([f.cpu() for f in ff]),
+    )
     if any(e is not None for e in experts):
         width = max(len(e) for e in experts if e is not None)
-        out.ff_by_expert = torch.stack([e if e is not None else torch.full((width,), float("nan"), dtype=acc)
-                                        for e in experts])
+        out.ff_by_expert = torch.stack(
+            [e if e is not None else torch.full((width,), float("nan"), dtype=acc) for e in experts]
+        )
     if crosses is not None:
         out.cross_heads = torch.stack([c.cpu() for c in cross_heads])
         out.cross_bias = torch.stack([c.cpu() for c in cross_bias])

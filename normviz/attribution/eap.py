@@ -34,6 +34,7 @@ checked against the head-ablation family's budget (``head_ablation_budget_s``) a
 Models whose attention write goes through a norm or a multiplier before the residual (Gemma 2/3, OLMo-2, Granite)
 or whose blocks are post-LN are refused: W^O_u o_u is not that head's change of x_v there.
 """
+
 from __future__ import annotations
 
 import functools
@@ -91,8 +92,13 @@ class EdgeScores:
     def head_edges(self) -> list[tuple[tuple[int, int], tuple[int, int], float]]:
         """((l, h), (l', h'), score) for every head-to-head edge."""
         L, H = self.logits.shape
-        return [((a, b), (c, d), float(self.heads[a, b, c, d]))
-                for a in range(L) for b in range(H) for c in range(a + 1, L) for d in range(H)]
+        return [
+            ((a, b), (c, d), float(self.heads[a, b, c, d]))
+            for a in range(L)
+            for b in range(H)
+            for c in range(a + 1, L)
+            for d in range(H)
+        ]
 
 
 @dataclass
@@ -133,13 +139,16 @@ def _refuse(lm) -> None:
     elif spec.attn_out_scale is not None:
         why = "its attention output is scaled before the residual add"
     if why is not None:
-        raise NormvizError(f"edge attribution patching is not defined here: {why}, so a head's W^O·o is not its "
-                           "change of the residual (use Session.atp / eap_ig for head scores).")
+        raise NormvizError(
+            f"edge attribution patching is not defined here: {why}, so a head's W^O·o is not its "
+            "change of the residual (use Session.atp / eap_ig for head scores)."
+        )
 
 
 def _w_o(lm, layer: int) -> torch.Tensor:
     """[H, d_head, d]: the output projection per head (write = o_h @ M_h)."""
     from ..models.params import get_path
+
     proj = get_path(lm.layers[layer], lm.spec.out)
     w: torch.Tensor = proj.weight  # type: ignore[assignment]
     m = w.T if isinstance(proj, torch.nn.Linear) else w  # Conv1D (GPT-2) stores [in, out]
@@ -179,13 +188,27 @@ def _check_cost(session, steps: int) -> None:
     from ..methods import head_ablation as family
     from ..methods.base import refuse_over_budget
     from ..methods.knockout import forward_flops
+
     request = session.request
-    refuse_over_budget(request, "head_ablation", dict(session.options), family.BUDGET,
-                       (3 + request.n_heads) * steps * forward_flops(request))
+    refuse_over_budget(
+        request,
+        "head_ablation",
+        dict(session.options),
+        family.BUDGET,
+        (3 + request.n_heads) * steps * forward_flops(request),
+    )
 
 
-def edges(session, token=None, foil=None, position: int = -1, ablation: str = "zero", means=None,
-          steps: int | None = None, target: InterventionTarget | None = None) -> EdgeScores:
+def edges(
+    session,
+    token=None,
+    foil=None,
+    position: int = -1,
+    ablation: str = "zero",
+    means=None,
+    steps: int | None = None,
+    target: InterventionTarget | None = None,
+) -> EdgeScores:
     """EAP (``steps`` None) or EAP-IG (``steps`` m ≥ 1) edge scores (module docstring)."""
     if steps is not None and steps < 1:
         raise NormvizError(f"EAP-IG needs at least 1 step, got {steps}.")
@@ -198,8 +221,11 @@ def edges(session, token=None, foil=None, position: int = -1, ablation: str = "z
     _check_cost(session, steps or 1)
     L, H, n = lm.n_layers, lm.n_heads, len(t.encoded.ids)
     layer_of = intervene.layer_index(lm)
-    nodes = (torch.tensor([1.0], dtype=torch.float64) if steps is None
-             else (torch.arange(steps, dtype=torch.float64) + 0.5) / steps)
+    nodes = (
+        torch.tensor([1.0], dtype=torch.float64)
+        if steps is None
+        else (torch.arange(steps, dtype=torch.float64) + 0.5) / steps
+    )
     count = int(nodes.numel())
     w_o = [_w_o(lm, l).detach().to(torch.float64) for l in range(L)]
     d = w_o[0].shape[-1]
@@ -260,5 +286,16 @@ def edges(session, token=None, foil=None, position: int = -1, ablation: str = "z
             states = lm.model(**intervene.model_inputs(lm, t.encoded, 1)).last_hidden_state[:, t.i]
         ablated = float(intervene.scores(t.readout, states, t.token, t.foil)[0])
     passes += 1
-    return EdgeScores(heads=heads, ff=ff, logits=logits, total=t.total, ablated=ablated, steps=steps,
-                      ablation=ablation, token=t.token, foil=t.foil, position=t.i, passes=passes)
+    return EdgeScores(
+        heads=heads,
+        ff=ff,
+        logits=logits,
+        total=t.total,
+        ablated=ablated,
+        steps=steps,
+        ablation=ablation,
+        token=t.token,
+        foil=t.foil,
+        position=t.i,
+        passes=passes,
+    )

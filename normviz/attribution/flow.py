@@ -32,10 +32,12 @@ from τ and n as measured (:func:`rows_reached`; every row at τ = 0) and counts
 records built, each at its measured rate (the ``routes`` row of :data:`normviz.methods.cost.RATES`, option
 ``routes_numbers_per_second``; ``EDGE_SECONDS``: ``benchmarks/bench_routes.py --estimate``), through the one cost
 pre-flight (:func:`normviz.methods.cost.refuse_over_budget`). :func:`check` refuses above the option
-``routes_budget_s`` before anything runs; a run also stops itself (:class:`DeadlineError`) past its deadline — ``routes_deadline_s``, else
+``routes_budget_s`` before anything runs; a run also stops itself (:class:`DeadlineError`) past its deadline —
+``routes_deadline_s``, else
 ``DEADLINE_FACTOR`` × the budget, else ``DEFAULT_DEADLINE_S`` — checked at every layer and chunk of rows.
 Memory: rows in chunks of at most ``chunk_bytes``.
 """
+
 from __future__ import annotations
 
 import json
@@ -97,8 +99,15 @@ def check(request: Request, options: dict, threshold: float = 0.0) -> None:
     """TooCostlyError when the routes at ``threshold`` would exceed ``routes_budget_s`` (their estimated
     seconds, :func:`cost`; τ = 0, the default, is the worst case: every row reached), through the one pre-flight."""
     numbers, edges_s = _work(threshold)
-    refuse_over_budget(request, f"the routes at τ = {threshold:g}", options, BUDGET, numbers,
-                       note="A higher τ reaches fewer rows.", extra_s=edges_s)
+    refuse_over_budget(
+        request,
+        f"the routes at τ = {threshold:g}",
+        options,
+        BUDGET,
+        numbers,
+        note="A higher τ reaches fewer rows.",
+        extra_s=edges_s,
+    )
 
 
 register_computation(Family(name="routes", keys=(), own_check=check, budget=BUDGET))
@@ -169,17 +178,27 @@ class Routes:
         layers in the node numbering below: x^l → 2l, a^l → 2l + 1)."""
         kinds = {"head": 0, "residual": 1, "ff": 2}
         e = self.edges
-        return {"edge_kind": np.array([kinds[x["kind"]] for x in e], dtype=np.int8),
-                "edge_layer": np.array([x["layer"] for x in e], dtype=np.int32),
-                "edge_head": np.array([-1 if x["head"] is None else x["head"] for x in e], dtype=np.int32),
-                "edge_from_token": np.array([x["from_token"] for x in e], dtype=np.int32),
-                "edge_to_token": np.array([x["to_token"] for x in e], dtype=np.int32),
-                "edge_weight": np.array([x["weight"] for x in e], dtype=np.float64)}
+        return {
+            "edge_kind": np.array([kinds[x["kind"]] for x in e], dtype=np.int8),
+            "edge_layer": np.array([x["layer"] for x in e], dtype=np.int32),
+            "edge_head": np.array([-1 if x["head"] is None else x["head"] for x in e], dtype=np.int32),
+            "edge_from_token": np.array([x["from_token"] for x in e], dtype=np.int32),
+            "edge_to_token": np.array([x["to_token"] for x in e], dtype=np.int32),
+            "edge_weight": np.array([x["weight"] for x in e], dtype=np.float64),
+        }
 
     def to_dict(self) -> dict:
-        return {"position": self.position, "threshold": self.threshold, "measure": self.measure,
-                "renormalised": self.renormalised, "tokens": list(self.tokens), "n_layers": self.n_layers,
-                "n_heads": self.n_heads, "nodes": self.nodes, "edges": self.edges}
+        return {
+            "position": self.position,
+            "threshold": self.threshold,
+            "measure": self.measure,
+            "renormalised": self.renormalised,
+            "tokens": list(self.tokens),
+            "n_layers": self.n_layers,
+            "n_heads": self.n_heads,
+            "nodes": self.nodes,
+            "edges": self.edges,
+        }
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False)
@@ -188,11 +207,15 @@ class Routes:
         """The routes at a higher threshold (a sub-graph, re-extracted backwards; no model work)."""
         threshold = threshold_value(threshold)
         if self.renormalised:
-            raise InputError("above(): renormalised routes depend on τ at every node (their weights are shares of "
-                             "the parts above it); compute routes(..., threshold=τ, renormalise=True) again.")
+            raise InputError(
+                "above(): renormalised routes depend on τ at every node (their weights are shares of "
+                "the parts above it); compute routes(..., threshold=τ, renormalise=True) again."
+            )
         if threshold < self.threshold:
-            raise InputError(f"above({threshold}): the threshold can only rise from {self.threshold} (compute the "
-                             "routes again to lower it).")
+            raise InputError(
+                f"above({threshold}): the threshold can only rise from {self.threshold} (compute the "
+                "routes again to lower it)."
+            )
         start = f"x{self.n_layers}_{self.position}"
         kept = [e for e in self.edges if e["weight"] > threshold]
         by_target: dict[str, list[dict]] = {}
@@ -206,8 +229,16 @@ class Routes:
                     seen.add(e["source"])
                     todo.append(e["source"])
         nodes = [nd for nd in self.nodes if nd["id"] in seen]
-        return Routes(self.position, float(threshold), self.measure, self.tokens, self.n_layers, self.n_heads,
-                      nodes, sorted(edges, key=_order))
+        return Routes(
+            self.position,
+            float(threshold),
+            self.measure,
+            self.tokens,
+            self.n_layers,
+            self.n_heads,
+            nodes,
+            sorted(edges, key=_order),
+        )
 
 
 def _order(e: dict):
@@ -217,12 +248,19 @@ def _order(e: dict):
 def _chunks(rows: list[int], per_row: int, chunk_bytes: int):
     step = max(1, chunk_bytes // max(1, per_row))
     for k in range(0, len(rows), step):
-        yield rows[k:k + step]
+        yield rows[k : k + step]
 
 
 @torch.no_grad()
-def routes(session, position: int = -1, threshold: float = 0.04, *, measure: str = "proximity",
-           combine_heads: bool = False, renormalise: bool = False) -> Routes:
+def routes(
+    session,
+    position: int = -1,
+    threshold: float = 0.04,
+    *,
+    measure: str = "proximity",
+    combine_heads: bool = False,
+    renormalise: bool = False,
+) -> Routes:
     """The information-flow routes to position ``position``'s prediction (see the module docstring): edges
     whose importance exceeds ``threshold``, extracted backwards from x^L_i (``renormalise``: their weights
     renormalised over each node's parts above it, as LM-TT's app does). Pre-LN self-attention stacks."""
@@ -230,13 +268,17 @@ def routes(session, position: int = -1, threshold: float = 0.04, *, measure: str
         raise NormvizError(f"measure must be one of {', '.join(MEASURES)}, got {measure!r}.")
     tau = threshold_value(threshold)
     if getattr(session, "is_encoder_decoder", False):
-        raise NotApplicableError("routes follow one self-attention stack; encoder–decoders are not supported yet "
-                                 "(explain the decoder with Session.explain).")
+        raise NotApplicableError(
+            "routes follow one self-attention stack; encoder–decoders are not supported yet "
+            "(explain the decoder with Session.explain)."
+        )
     lm = session.lm
     require_row(lm, "routes")  # the raw-attention floor: needs an architecture row
     if lm.spec.placement != "pre":
-        raise NotApplicableError(f"routes need a pre-LN stack, whose residual stream is a plain sum of the blocks' "
-                                 f"writes; {lm.name!r} normalises after every block (post-LN).")
+        raise NotApplicableError(
+            f"routes need a pre-LN stack, whose residual stream is a plain sum of the blocks' "
+            f"writes; {lm.name!r} normalises after every block (post-LN)."
+        )
     n = session.n_tokens
     i = position_index(position, n)
     options = dict(session.options)
@@ -245,9 +287,17 @@ def routes(session, position: int = -1, threshold: float = 0.04, *, measure: str
     with lock:
         views = session.layers()
         try:
-            return _extract(views, i, tau, measure, combine_heads, list(session.labels),
-                            int(options.get("chunk_bytes", CHUNK_BYTES)), Deadline(deadline_s(options)),
-                            bool(renormalise))
+            return _extract(
+                views,
+                i,
+                tau,
+                measure,
+                combine_heads,
+                list(session.labels),
+                int(options.get("chunk_bytes", CHUNK_BYTES)),
+                Deadline(deadline_s(options)),
+                bool(renormalise),
+            )
         finally:
             for v in views:
                 v.clear()
@@ -264,17 +314,29 @@ class Deadline:
     def check(self, layer: int) -> None:
         spent = self.clock() - self.start
         if spent > self.seconds:
-            raise DeadlineError(f"the routes were stopped at layer {layer} after {spent:.0f} s (deadline "
-                                f"{self.seconds:.0f} s: option routes_deadline_s, else {DEADLINE_FACTOR:g} × "
-                                "routes_budget_s). Raise τ (fewer rows are reached) or shorten the text.")
+            raise DeadlineError(
+                f"the routes were stopped at layer {layer} after {spent:.0f} s (deadline "
+                f"{self.seconds:.0f} s: option routes_deadline_s, else {DEADLINE_FACTOR:g} × "
+                "routes_budget_s). Raise τ (fewer rows are reached) or shorten the text."
+            )
 
 
-def _extract(views, i: int, tau: float, measure: str, combine: bool, tokens: list[str], chunk: int,
-             deadline: Deadline, renormalise: bool = False) -> Routes:
+def _extract(
+    views,
+    i: int,
+    tau: float,
+    measure: str,
+    combine: bool,
+    tokens: list[str],
+    chunk: int,
+    deadline: Deadline,
+    renormalise: bool = False,
+) -> Routes:
     L = len(views)
     H = views[0].p.n_heads
-    out = Routes(position=i, threshold=tau, measure=measure, tokens=tokens, n_layers=L, n_heads=H,
-                 renormalised=renormalise)
+    out = Routes(
+        position=i, threshold=tau, measure=measure, tokens=tokens, n_layers=L, n_heads=H, renormalised=renormalise
+    )
     kept = (lambda w: renormalised(w, tau)) if renormalise else (lambda w: w)  # noqa: E731
     nodes = {f"x{L}_{i}": {"id": f"x{L}_{i}", "kind": "x", "layer": L, "token": i}}
     edges: list[dict] = []
@@ -304,20 +366,21 @@ def _extract(views, i: int, tau: float, measure: str, combine: bool, tokens: lis
             deadline.check(l)
             p = layer_parts(ctx, part_rows)
             R, n, d = p.heads.shape[0], p.heads.shape[2], p.heads.shape[3]
-            parts = torch.cat([p.heads.reshape(R, H * n, d), p.residual[:, None],
-                               p.attn_bias.to(p.heads.dtype).expand(R, 1, d)], 1)
+            parts = torch.cat(
+                [p.heads.reshape(R, H * n, d), p.residual[:, None], p.attn_bias.to(p.heads.dtype).expand(R, 1, d)], 1
+            )
             wa = kept(importance(parts, rec.z_attn[p.rows], measure))  # [R, H·n + 2]
-            heads_w = wa[:, :H * n].reshape(R, H, n)
+            heads_w = wa[:, : H * n].reshape(R, H, n)
             for k, t in enumerate(part_rows):
-                nodes[f"a{l}_{t}"] = {"id": f"a{l}_{t}", "kind": "a", "layer": l, "token": t,
-                                      "bias": float(wa[k, -1])}
+                nodes[f"a{l}_{t}"] = {"id": f"a{l}_{t}", "kind": "a", "layer": l, "token": t, "bias": float(wa[k, -1])}
                 if float(wa[k, H * n]) > tau:
                     edges.append(_edge(f"x{l}_{t}", f"a{l}_{t}", "residual", l, None, t, t, float(wa[k, H * n])))
                     reached.add(t)
                 hw = heads_w[k].sum(0, keepdim=True) if combine else heads_w[k]
                 for h, j in (hw > tau).nonzero().tolist():
-                    edges.append(_edge(f"x{l}_{j}", f"a{l}_{t}", "head", l, None if combine else h, j, t,
-                                       float(hw[h, j])))
+                    edges.append(
+                        _edge(f"x{l}_{j}", f"a{l}_{t}", "head", l, None if combine else h, j, t, float(hw[h, j]))
+                    )
                     reached.add(j)
         for t in reached:
             nodes.setdefault(f"x{l}_{t}", {"id": f"x{l}_{t}", "kind": "x", "layer": l, "token": t})
@@ -336,5 +399,13 @@ def _extract(views, i: int, tau: float, measure: str, combine: bool, tokens: lis
 
 
 def _edge(source: str, target: str, kind: str, layer: int, head, j: int, i: int, weight: float) -> dict:
-    return {"source": source, "target": target, "kind": kind, "layer": layer, "head": head, "from_token": j,
-            "to_token": i, "weight": weight}
+    return {
+        "source": source,
+        "target": target,
+        "kind": kind,
+        "layer": layer,
+        "head": head,
+        "from_token": j,
+        "to_token": i,
+        "weight": weight,
+    }

@@ -10,6 +10,7 @@ F is the score the interventions use: the logit (difference) at the position; wi
 ĥ = h_i/‖h_i‖ fixed at the real input (F(e) = ‖h_i‖ there). Each result states its completeness gap: F(e) − Σ a
 for input × gradient, F(e) − F(b) − Σ a for integrated gradients (0 for an exact attribution).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -89,8 +90,9 @@ def input_x_gradient(fn: ScoreFunction, batch_tokens: int = 4096) -> GradientAtt
     return GradientAttribution("input_x_gradient", values, float(f[0]) - float(values.sum()), "none")
 
 
-def integrated_gradients(fn: ScoreFunction, baseline_id: int, baseline_text: str, steps: int = 32,
-                         batch_tokens: int = 4096) -> GradientAttribution:
+def integrated_gradients(
+    fn: ScoreFunction, baseline_id: int, baseline_text: str, steps: int = 32, batch_tokens: int = 4096
+) -> GradientAttribution:
     if steps < 1:
         raise NormvizError(f"integrated gradients needs at least 1 step, got {steps}.")
     with torch.no_grad():
@@ -101,6 +103,9 @@ def integrated_gradients(fn: ScoreFunction, baseline_id: int, baseline_text: str
     _, g = fn.gradients(path, batch_tokens)
     values = (g.to(torch.float64).mean(0) * (fn.e - b).to(torch.float64)).sum(-1).cpu().numpy()
     gap = float(f_ends[0] - f_ends[1]) - float(values.sum())
-    return GradientAttribution("integrated_gradients", values, gap,
-                               f"the embedding of {baseline_text!r} (id {baseline_id}) at every position, "
-                               f"{steps} midpoint steps")
+    return GradientAttribution(
+        "integrated_gradients",
+        values,
+        gap,
+        f"the embedding of {baseline_text!r} (id {baseline_id}) at every position, {steps} midpoint steps",
+    )

@@ -25,6 +25,7 @@ logit through all paths (A + A² + …), nodes kept up to a cumulative ``node_th
 ``edge_threshold`` of the edge influence; tokens and the logit always kept. Heads are nodes (circuit-tracer has
 no head nodes and needs a trained transcoder per model); no error nodes are needed: the split is exact.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,10 @@ from .adjoint import ff_adjoint, norm_adjoint
 from .predict import token_text
 
 GENERATOR = "normviz"
-SCHEMA = ("Neuronpedia graph schema 1.0.0 (apps/webapp/app/api/graph/graph-schema.json, hijohnnylin/neuronpedia, "
-          "file at 3c068b76, repository at ebb8426f)")
+SCHEMA = (
+    "Neuronpedia graph schema 1.0.0 (apps/webapp/app/api/graph/graph-schema.json, hijohnnylin/neuronpedia, "
+    "file at 3c068b76, repository at ebb8426f)"
+)
 
 
 @dataclass
@@ -140,52 +143,99 @@ class Graph:
             if kind == "logit":  # the loader reads the probability from "(p=…)" in the logit's label
                 vs = f' − "{_quoted(self.foil_text)}"' if self.foil is not None else ""
                 clerp = f'Output "{_quoted(self.token_text)}"{vs} (p={self.prob:.3f})'
-            node = {"node_id": ids[k], "feature": int(feature), "layer": layer, "ctx_idx": pos,
-                    "feature_type": NEURONPEDIA_TYPES[kind],
-                    "jsNodeId": js, "clerp": clerp, "influence": float(self.influence[k]),
-                    "activation": float(self.values[k])}
+            node = {
+                "node_id": ids[k],
+                "feature": int(feature),
+                "layer": layer,
+                "ctx_idx": pos,
+                "feature_type": NEURONPEDIA_TYPES[kind],
+                "jsNodeId": js,
+                "clerp": clerp,
+                "influence": float(self.influence[k]),
+                "activation": float(self.values[k]),
+            }
             if kind == "logit":
                 node.update(token_prob=float(self.prob), is_target_logit=True)
             nodes.append(node)
         kept = set(np.nonzero(self.node_mask)[0].tolist())
-        links = [{"source": ids[s], "target": ids[t], "weight": w} for s, t, w in self.kept_edges()
-                 if s in kept and t in kept]
+        links = [
+            {"source": ids[s], "target": ids[t], "weight": w}
+            for s, t, w in self.kept_edges()
+            if s in kept and t in kept
+        ]
         vs = f" vs {self.foil_text!r}" if self.foil is not None else ""
-        meta = {"slug": neuronpedia_name(slug or "normviz-graph", lower=True),
-                "scan": neuronpedia_name(scan or self.model or "unknown"),
-                "prompt_tokens": list(self.tokens), "prompt": self.prompt or "".join(self.tokens),
-                "node_threshold": self.node_threshold,
-                "info": {"description": f"normviz exact attribution graph of {self.token_text!r}{vs} at position "
-                                        f"{self.position}: heads and FF blocks as nodes, edges = direct effects "
-                                        "through the frozen-coefficient network (they sum to each node's value).",
-                         "generator": {"name": GENERATOR, "version": _version()},
-                         "create_time_ms": int(time.time() * 1000)},
-                "pruning_settings": {"node_threshold": self.node_threshold, "edge_threshold": self.edge_threshold}}
-        return {"metadata": meta, "qParams": {"pinnedIds": [], "supernodes": [], "linkType": "both", "clickedId": "",
-                                             "sg_pos": ""},
-                "nodes": nodes, "links": links}
+        meta = {
+            "slug": neuronpedia_name(slug or "normviz-graph", lower=True),
+            "scan": neuronpedia_name(scan or self.model or "unknown"),
+            "prompt_tokens": list(self.tokens),
+            "prompt": self.prompt or "".join(self.tokens),
+            "node_threshold": self.node_threshold,
+            "info": {
+                "description": f"normviz exact attribution graph of {self.token_text!r}{vs} at position "
+                f"{self.position}: heads and FF blocks as nodes, edges = direct effects "
+                "through the frozen-coefficient network (they sum to each node's value).",
+                "generator": {"name": GENERATOR, "version": _version()},
+                "create_time_ms": int(time.time() * 1000),
+            },
+            "pruning_settings": {"node_threshold": self.node_threshold, "edge_threshold": self.edge_threshold},
+        }
+        return {
+            "metadata": meta,
+            "qParams": {"pinnedIds": [], "supernodes": [], "linkType": "both", "clickedId": "", "sg_pos": ""},
+            "nodes": nodes,
+            "links": links,
+        }
 
     def to_arrays(self) -> dict:
         """Every field as numpy arrays (``np.savez``)."""
-        return {"tokens": np.array(self.tokens), "token_ids": np.array(self.token_ids), "position": self.position,
-                "token": self.token, "total": self.total, "kinds": np.array(self.kinds), "names": np.array(self.names),
-                "layers": self.layers, "heads": self.heads, "positions": self.positions, "values": self.values,
-                "adjacency": self.adjacency, "influence": self.influence, "node_mask": self.node_mask,
-                "edge_mask": self.edge_mask, "node_threshold": self.node_threshold,
-                "edge_threshold": self.edge_threshold}
+        return {
+            "tokens": np.array(self.tokens),
+            "token_ids": np.array(self.token_ids),
+            "position": self.position,
+            "token": self.token,
+            "total": self.total,
+            "kinds": np.array(self.kinds),
+            "names": np.array(self.names),
+            "layers": self.layers,
+            "heads": self.heads,
+            "positions": self.positions,
+            "values": self.values,
+            "adjacency": self.adjacency,
+            "influence": self.influence,
+            "node_mask": self.node_mask,
+            "edge_mask": self.edge_mask,
+            "node_threshold": self.node_threshold,
+            "edge_threshold": self.edge_threshold,
+        }
 
     def to_json(self) -> str:
         """Plain JSON: the nodes with their values and the kept edges."""
         ids = self.node_ids()
         kept = np.nonzero(self.node_mask)[0]
-        return json.dumps({"tokens": self.tokens, "position": self.position, "token": self.token_text,
-                           "foil": self.foil_text, "total": self.total,
-                           "nodes": [{"id": ids[k], "name": self.names[k], "kind": self.kinds[k],
-                                      "layer": int(self.layers[k]), "head": int(self.heads[k]),
-                                      "position": int(self.positions[k]), "value": float(self.values[k]),
-                                      "influence": float(self.influence[k])} for k in kept],
-                           "edges": [{"source": ids[s], "target": ids[t], "weight": w}
-                                     for s, t, w in self.kept_edges()]}, ensure_ascii=False)
+        return json.dumps(
+            {
+                "tokens": self.tokens,
+                "position": self.position,
+                "token": self.token_text,
+                "foil": self.foil_text,
+                "total": self.total,
+                "nodes": [
+                    {
+                        "id": ids[k],
+                        "name": self.names[k],
+                        "kind": self.kinds[k],
+                        "layer": int(self.layers[k]),
+                        "head": int(self.heads[k]),
+                        "position": int(self.positions[k]),
+                        "value": float(self.values[k]),
+                        "influence": float(self.influence[k]),
+                    }
+                    for k in kept
+                ],
+                "edges": [{"source": ids[s], "target": ids[t], "weight": w} for s, t, w in self.kept_edges()],
+            },
+            ensure_ascii=False,
+        )
 
     def save(self, path: str, slug: str | None = None) -> None:
         """``.npz``: :meth:`to_arrays`; ``.json``: Neuronpedia's format (``.plain.json``: :meth:`to_json`); the
@@ -205,8 +255,13 @@ class Graph:
 
 # our node kinds as Neuronpedia's graph code types them: heads and FF blocks as feature nodes, the biases as an
 # input node (tokens are theirs: "embedding"); docs/qk-and-graph.md says what is kept of ours
-NEURONPEDIA_TYPES = {"embedding": "embedding", "attention head": "cross layer transcoder",
-                     "mlp": "cross layer transcoder", "bias": "embedding", "logit": "logit"}
+NEURONPEDIA_TYPES = {
+    "embedding": "embedding",
+    "attention head": "cross layer transcoder",
+    "mlp": "cross layer transcoder",
+    "bias": "embedding",
+    "logit": "logit",
+}
 
 
 def neuronpedia_name(name: str, lower: bool = False) -> str:
@@ -228,7 +283,7 @@ def _quoted(text: str | None) -> str:
 
 
 def graph_suffix(path: str, what: str = "graph file") -> str:
-    """".npz", ".plain.json" or ".json" by ``path``'s ending in any case (the one rule of :meth:`Graph.save` and
+    """ ".npz", ".plain.json" or ".json" by ``path``'s ending in any case (the one rule of :meth:`Graph.save` and
     the CLI's check before the model loads), else a NormvizError."""
     low = str(path).lower()
     for kind in (".npz", ".plain.json", ".json"):
@@ -240,6 +295,7 @@ def graph_suffix(path: str, what: str = "graph file") -> str:
 def _version() -> str:
     try:
         from importlib.metadata import version
+
         return version("normviz")
     except Exception:  # pragma: no cover - not installed
         return "0"
@@ -297,6 +353,7 @@ def _ff_constant(ctx, factors) -> torch.Tensor:
     def pre(w, b):
         out = (beta @ w) if beta is not None else zero @ w
         return out + b if b is not None else out
+
     h = pre(p.w_in, p.b_in) * factors[0]
     if p.ff_kind != "mlp":
         h = h + pre(p.w_up, p.b_up) * factors[1]
@@ -339,8 +396,9 @@ def _threshold(scores: np.ndarray, fraction: float) -> float:
 def check_thresholds(node_threshold, edge_threshold) -> None:
     """Both pruning thresholds are numbers in [0, 1] (a bool is not a number: True is not 1.0)."""
     for name, t in (("node_threshold", node_threshold), ("edge_threshold", edge_threshold)):
-        if isinstance(t, (bool, np.bool_)) or not (isinstance(t, (int, float, np.integer, np.floating))
-                                                   and 0.0 <= t <= 1.0):
+        if isinstance(t, (bool, np.bool_)) or not (
+            isinstance(t, (int, float, np.integer, np.floating)) and 0.0 <= t <= 1.0
+        ):
             raise NormvizError(f"{name} must be a number in [0, 1], not {t!r}.")
 
 
@@ -363,8 +421,9 @@ def graph_fits(n: int, n_layers: int, n_heads: int, d: int, d_ff: int, itemsize:
     return longest(lambda m: graph_bytes(m, n_layers, n_heads, d, d_ff, itemsize) <= budget_mb * 2**20, 1 << 30)
 
 
-def too_costly(n: int, n_layers: int, n_heads: int, d: int, d_ff: int, itemsize: int,
-               budget_mb: float | None) -> TooCostlyError | None:
+def too_costly(
+    n: int, n_layers: int, n_heads: int, d: int, d_ff: int, itemsize: int, budget_mb: float | None
+) -> TooCostlyError | None:
     """The refusal of a graph of ``n`` tokens over the memory budget (option ``memory_budget_mb``), or None."""
     if budget_mb is None:
         return None
@@ -375,7 +434,8 @@ def too_costly(n: int, n_layers: int, n_heads: int, d: int, d_ff: int, itemsize:
     return TooCostlyError(
         f"The attribution graph would hold about {memory.mb(need)} for {n} tokens, over the memory budget of "
         f"{memory.mb(int(budget_mb * 2**20))} (option memory_budget_mb; in the app NORMVIZ_MEMORY_BUDGET_MB). "
-        f"Shorten the text to about {fits} tokens (--max-tokens), or raise the budget.")
+        f"Shorten the text to about {fits} tokens (--max-tokens), or raise the budget."
+    )
 
 
 def prune(A: np.ndarray, logit: int, always: np.ndarray, node_threshold: float, edge_threshold: float):
@@ -406,8 +466,9 @@ def prune(A: np.ndarray, logit: int, always: np.ndarray, node_threshold: float, 
 
 # ---------------------------------------------------------------- the graph
 @torch.no_grad()
-def graph(session, token=None, foil=None, position: int = -1, node_threshold: float = 0.8,
-          edge_threshold: float = 0.98) -> Graph:
+def graph(
+    session, token=None, foil=None, position: int = -1, node_threshold: float = 0.8, edge_threshold: float = 0.98
+) -> Graph:
     """The exact attribution graph of ``token`` (None: the top prediction) minus ``foil`` at ``position``
     (module docstring), pruned at ``node_threshold`` / ``edge_threshold`` (circuit-tracer's defaults)."""
     from . import readout_of, target
@@ -419,12 +480,21 @@ def graph(session, token=None, foil=None, position: int = -1, node_threshold: fl
         raise NotApplicableError("graph: encoder–decoder models are not supported yet (decoder-only pre-LN models).")
     readout = readout_of(lm)
     if lm.spec.placement != "pre" or not readout.linear:
-        raise NotApplicableError(f"graph needs a pre-LN stack with a linear readout, where every component writes "
-                                 f"into one residual stream read by the logit; {lm.name!r} normalises after each "
-                                 "block (post-LN). Use explain().sources, which carries every token through every norm.")
+        raise NotApplicableError(
+            f"graph needs a pre-LN stack with a linear readout, where every component writes "
+            f"into one residual stream read by the logit; {lm.name!r} normalises after each "
+            "block (post-LN). Use explain().sources, which carries every token through every norm."
+        )
     d, d_ff = lm.sizes
-    refusal = too_costly(session.n_tokens, lm.n_layers, lm.n_heads, d, d_ff, accumulation_itemsize(lm.dtype),
-                         memory.budget_mb(session.options))
+    refusal = too_costly(
+        session.n_tokens,
+        lm.n_layers,
+        lm.n_heads,
+        d,
+        d_ff,
+        accumulation_itemsize(lm.dtype),
+        memory.budget_mb(session.options),
+    )
     if refusal is not None:
         raise refusal
     t0 = time.perf_counter()
@@ -449,8 +519,11 @@ def graph(session, token=None, foil=None, position: int = -1, node_threshold: fl
         kinds += ["attention head"] * H + ["mlp"]
         layers += [l] * (H + 1)
         heads += list(range(H)) + [-1]
-    names += ["biases", f"logit {token_text(lm.tokenizer, t.token)!r}" + (
-        f" − {token_text(lm.tokenizer, t.foil)!r}" if t.foil is not None else "")]
+    names += [
+        "biases",
+        f"logit {token_text(lm.tokenizer, t.token)!r}"
+        + (f" − {token_text(lm.tokenizer, t.foil)!r}" if t.foil is not None else ""),
+    ]
     kinds += ["bias", "logit"]
     layers += [-1, L]
     heads += [-1, -1]
@@ -459,15 +532,33 @@ def graph(session, token=None, foil=None, position: int = -1, node_threshold: fl
     always[:n] = True
     always[-2:] = True
     node_mask, edge_mask, cum = prune(A, len(names) - 1, always, node_threshold, edge_threshold)
-    probs = torch.softmax(readout.logits(views[-1].rec.final[t.i:t.i + 1]).to(torch.float64), -1)[0]
-    return Graph(tokens=tokens, token_ids=[int(v) for v in session.encoded.ids], position=t.i, token=t.token,
-                 token_text=token_text(lm.tokenizer, t.token), foil=t.foil,
-                 foil_text=token_text(lm.tokenizer, t.foil) if t.foil is not None else None, total=t.total,
-                 prob=float(probs[t.token]), kinds=kinds, names=names, layers=np.array(layers),
-                 heads=np.array(heads), positions=positions, values=values, adjacency=A, influence=cum,
-                 node_mask=node_mask, edge_mask=edge_mask, node_threshold=node_threshold,
-                 edge_threshold=edge_threshold, model=lm.name, prompt=getattr(session, "text", "") or "",
-                 seconds={"build": t1 - t0, "prune": time.perf_counter() - t1})
+    probs = torch.softmax(readout.logits(views[-1].rec.final[t.i : t.i + 1]).to(torch.float64), -1)[0]
+    return Graph(
+        tokens=tokens,
+        token_ids=[int(v) for v in session.encoded.ids],
+        position=t.i,
+        token=t.token,
+        token_text=token_text(lm.tokenizer, t.token),
+        foil=t.foil,
+        foil_text=token_text(lm.tokenizer, t.foil) if t.foil is not None else None,
+        total=t.total,
+        prob=float(probs[t.token]),
+        kinds=kinds,
+        names=names,
+        layers=np.array(layers),
+        heads=np.array(heads),
+        positions=positions,
+        values=values,
+        adjacency=A,
+        influence=cum,
+        node_mask=node_mask,
+        edge_mask=edge_mask,
+        node_threshold=node_threshold,
+        edge_threshold=edge_threshold,
+        model=lm.name,
+        prompt=getattr(session, "text", "") or "",
+        seconds={"build": t1 - t0, "prune": time.perf_counter() - t1},
+    )
 
 
 def accumulation_itemsize(dtype) -> int:
@@ -499,13 +590,14 @@ def _build(views, readout, t):
     const = torch.zeros(n, d, dtype=acc)
     stream = x0.clone()
     from ..methods.decompx import ff_factors
+
     parallel = bool(views[0].p.parallel)
     for l, ctx in enumerate(views):
         c64 = _Upcast(ctx, acc)
         consts_at_x.append(const.clone())
         stream_x, const_x = stream, const
         W, attn_const = _head_writes(c64, stream)
-        writes[l * (H + 1):l * (H + 1) + H] = W
+        writes[l * (H + 1) : l * (H + 1) + H] = W
         const = const + attn_const
         stream = stream + W.sum(0) + attn_const
         # the FF reads z = x + Attn, or a parallel block's layer input x
@@ -521,7 +613,7 @@ def _build(views, readout, t):
 
     r = readout.vector(t.u.to(acc), t.x_last.to(acc))
     # the logit's incoming edges: direct parts ⟨r, W_s[i]⟩
-    A[logit, n:n + C] = (writes[:, t.i] @ r).numpy()
+    A[logit, n : n + C] = (writes[:, t.i] @ r).numpy()
     A[logit, t.i] = float(x0[t.i] @ r)
     A[logit, bias_node] = float(const[t.i] @ r) + readout.constant(t.u.to(acc), t.b)
 
@@ -544,22 +636,23 @@ def _build(views, readout, t):
         g = g + R_ff
         # heads of layer l read x^l, write into z (adjoint g there)
         g_heads = g_out if parallel else g
-        contrib = torch.einsum("nd,hnd->hn", g_heads, writes[l * (H + 1):l * (H + 1) + H])  # [H, n]
-        values[base:base + H] = contrib.sum(1).numpy()
-        positions[base:base + H] = contrib.abs().argmax(-1).numpy()
+        contrib = torch.einsum("nd,hnd->hn", g_heads, writes[l * (H + 1) : l * (H + 1) + H])  # [H, n]
+        values[base : base + H] = contrib.sum(1).numpy()
+        positions[base : base + H] = contrib.abs().argmax(-1).numpy()
         R = _head_readers(c64, g_heads)
-        readers[l * (H + 1):l * (H + 1) + H] = R
-        A[base:base + H, bias_node] = (R * consts_at_x[l][None]).sum((1, 2)).numpy()
+        readers[l * (H + 1) : l * (H + 1) + H] = R
+        A[base : base + H, bias_node] = (R * consts_at_x[l][None]).sum((1, 2)).numpy()
         g = g + R.sum(0)
         ctx.clear()
     # every edge at once: tokens ⟨R_c[t], x⁰_t⟩; components ⟨R_c, W_s⟩ for s written before c reads
-    A[n:n + C, :n] = torch.einsum("cnd,nd->cn", readers, x0).numpy()
+    A[n : n + C, :n] = torch.einsum("cnd,nd->cn", readers, x0).numpy()
     inner = (readers.reshape(C, -1) @ writes.reshape(C, -1).T).numpy()
     layer_of = np.repeat(np.arange(L), H + 1)
     is_ff = np.tile(np.r_[np.zeros(H, bool), True], L)
-    before = (layer_of[None, :] < layer_of[:, None]) | ((layer_of[None, :] == layer_of[:, None]) & is_ff[:, None]
-                                                       & ~is_ff[None, :] & (not parallel))
-    A[n:n + C, n:n + C] = np.where(before, inner, 0.0)
+    before = (layer_of[None, :] < layer_of[:, None]) | (
+        (layer_of[None, :] == layer_of[:, None]) & is_ff[:, None] & ~is_ff[None, :] & (not parallel)
+    )
+    A[n : n + C, n : n + C] = np.where(before, inner, 0.0)
     values[:n] = (g * x0).sum(-1).numpy()  # the tokens' total effects: sources
     values[bias_node] = A[:, bias_node].sum()
     values[logit] = A[logit].sum()
@@ -571,6 +664,7 @@ class _Upcast:
 
     def __init__(self, ctx, dtype):
         from ..models.params import upcast_params
+
         self.p = ctx.p if ctx.p.w_o.dtype == dtype else upcast_params(ctx.p, dtype)
         self.rec = ctx.rec if ctx.rec.x.dtype == dtype else ctx.rec.to(ctx.rec.x.device, dtype)
         self.alpha = ctx.mix_alpha.to(dtype)  # α, or α/s_i where a norm P_a follows the attention

@@ -12,9 +12,11 @@ model's own attention function (transformers' ``ALL_ATTENTION_FUNCTIONS`` lookup
 Everything else (embeddings, norms, FF, readout) is the model's code unchanged; other threads' passes see the
 model's functions unchanged. A row whose attention runs inline (``ArchSpec.attention_call == "inline"``: Falcon)
 gets the same edits from hooks on its attention module (the edge mask added to its ``attention_mask`` argument)
-and on W^O (the heads' outputs are W^O's input), again in this thread only. :func:`run` returns, per copy, the target's score: the logit (difference) of a
+and on W^O (the heads' outputs are W^O's input), again in this thread only. :func:`run` returns, per copy, the target's
+score: the logit (difference) of a
 model with an LM head, or the final hidden state at the position for a model without one.
 """
+
 from __future__ import annotations
 
 import functools
@@ -80,6 +82,7 @@ def model_inputs(lm, encoded, batch: int, ids: torch.Tensor | None = None) -> di
     kwargs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     if encoded.token_type_ids is not None:
         from ..record.recorder import segment_ids
+
         types = segment_ids(lm, torch.tensor([encoded.token_type_ids], dtype=torch.long))
         if types is not None:
             kwargs["token_type_ids"] = types.expand(ids.shape[0], -1).to(lm.device)
@@ -89,8 +92,7 @@ def model_inputs(lm, encoded, batch: int, ids: torch.Tensor | None = None) -> di
 
 
 @torch.no_grad()
-def final_states(lm, encoded, i: int, edits: Edits | None, batch: int, ids: torch.Tensor | None = None
-                 ) -> torch.Tensor:
+def final_states(lm, encoded, i: int, edits: Edits | None, batch: int, ids: torch.Tensor | None = None) -> torch.Tensor:
     """[batch, d]: the model's final hidden state at position ``i`` for ``batch`` copies of ``encoded`` (or of
     ``ids`` [batch, n]), copy b changed by ``edits`` (None: unchanged)."""
     if not attention_interface.add(_choose):  # pragma: no cover - transformers < 5
@@ -106,6 +108,7 @@ def final_states(lm, encoded, i: int, edits: Edits | None, batch: int, ids: torc
         _STATE.edits = previous
         if handles:
             from ..record.recorder import remove_hooks
+
             remove_hooks(lm.model, handles)
     return out.last_hidden_state[:, i]
 
@@ -122,14 +125,18 @@ def _inline_hooks(lm, edits: Edits) -> list:
     for index, layer in enumerate(lm.layers):
         mask = edits.masks.get(index)
         if mask is not None:
+
             def add_mask(module, args, kwargs, mask=mask):
                 m = kwargs.get("attention_mask")
                 m = mask.to(m.dtype if m is not None else mask.dtype) if m is None else m + mask.to(m.dtype)
                 return args, {**kwargs, "attention_mask": m}
+
             attn = get_path(layer, spec.attn or spec.out.rsplit(".", 1)[0])
-            adders.append(lambda attn=attn, fn=add_mask: attn.register_forward_pre_hook(owner_only(fn),
-                                                                                           with_kwargs=True))
+            adders.append(
+                lambda attn=attn, fn=add_mask: attn.register_forward_pre_hook(owner_only(fn), with_kwargs=True)
+            )
         if index in edits.keep or edits.sums is not None:
+
             def edit(module, args, index=index):
                 x = args[0]
                 out = x.reshape(*x.shape[:-1], H, x.shape[-1] // H)
@@ -144,6 +151,7 @@ def _inline_hooks(lm, edits: Edits) -> list:
                 if fill is not None:
                     out = out + fill.to(out.dtype)[:, None, :, :]
                 return (out.reshape(x.shape),) + tuple(args[1:])
+
             wo = get_path(layer, spec.out)
             adders.append(lambda wo=wo, fn=edit: wo.register_forward_pre_hook(owner_only(fn)))
     return add_hooks(lm.model, adders)

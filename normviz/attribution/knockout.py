@@ -14,6 +14,7 @@ there delta[j] = ‖h_i − h̃_i‖, how far the final hidden state at the posi
 Each intervention is one copy in a batched pass (:mod:`.intervene`); the passes are cost-checked first
 (options ``knockout_budget_s``, ``head_ablation_budget_s``; :func:`check`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -52,8 +53,7 @@ class Intervention:
     @property
     def question(self) -> str:
         """What delta answers, in one sentence."""
-        route = ("the attention edges out of each token" if self.kind == "knockout"
-                 else "each attention head's output")
+        route = "the attention edges out of each token" if self.kind == "knockout" else "each attention head's output"
         return f"How much does the {self.measure} fall when {route} are cut (necessity of a route)?"
 
 
@@ -116,10 +116,19 @@ class InterventionTarget:
 
     def result(self, kind: str, delta: np.ndarray, tokens) -> Intervention:
         tok = self.lm.tokenizer
-        return Intervention(kind=kind, delta=delta, total=self.total, measure=self.measure, token=self.token,
-                            token_text=None if self.token is None else token_text(tok, self.token), foil=self.foil,
-                            foil_text=None if self.foil is None else token_text(tok, self.foil), position=self.i,
-                            tokens=list(tokens), passes=self.passes)
+        return Intervention(
+            kind=kind,
+            delta=delta,
+            total=self.total,
+            measure=self.measure,
+            token=self.token,
+            token_text=None if self.token is None else token_text(tok, self.token),
+            foil=self.foil,
+            foil_text=None if self.foil is None else token_text(tok, self.foil),
+            position=self.i,
+            tokens=list(tokens),
+            passes=self.passes,
+        )
 
 
 def knockout_mask(n: int, sources: range, dtype=torch.float64) -> torch.Tensor:
@@ -131,8 +140,9 @@ def knockout_mask(n: int, sources: range, dtype=torch.float64) -> torch.Tensor:
     return mask
 
 
-def knockout(session, token=None, foil=None, position: int = -1, target: InterventionTarget | None = None
-             ) -> Intervention:
+def knockout(
+    session, token=None, foil=None, position: int = -1, target: InterventionTarget | None = None
+) -> Intervention:
     """Attention knockout of each source token in every layer and head (module docstring); ``target``: one
     resolved already (then token, foil, position are its own)."""
     check(session.request, "knockout", dict(session.options))
@@ -145,8 +155,9 @@ def knockout(session, token=None, foil=None, position: int = -1, target: Interve
     return t.result("knockout", delta, session.tokens)
 
 
-def ablate_heads(session, token=None, foil=None, position: int = -1, means=None,
-                 target: InterventionTarget | None = None) -> Intervention:
+def ablate_heads(
+    session, token=None, foil=None, position: int = -1, means=None, target: InterventionTarget | None = None
+) -> Intervention:
     """Zero ablation (``means`` None) or mean ablation (``means`` [L, H, d_head], :func:`head_means`) of each
     head's output before W^O at every position (module docstring)."""
     check(session.request, "head_ablation", dict(session.options))
@@ -155,8 +166,7 @@ def ablate_heads(session, token=None, foil=None, position: int = -1, means=None,
     L, H = lm.n_layers, lm.n_heads
     means = None if means is None else torch.as_tensor(np.asarray(means))
     if means is not None and (means.ndim != 3 or tuple(means.shape[:2]) != (L, H)):
-        raise NormvizError(f"means must be [L, H, d_head] = [{L}, {H}, …] (from head_means), got "
-                           f"{tuple(means.shape)}.")
+        raise NormvizError(f"means must be [L, H, d_head] = [{L}, {H}, …] (from head_means), got {tuple(means.shape)}.")
     delta = np.empty(L * H)
     for start, stop in intervene.chunks(L * H, n, t.batch_tokens):
         edits = intervene.Edits()
@@ -165,8 +175,7 @@ def ablate_heads(session, token=None, foil=None, position: int = -1, means=None,
             if layer not in edits.keep:
                 edits.keep[layer] = torch.ones((stop - start, H), dtype=lm.dtype, device=lm.device)
                 if means is not None:
-                    edits.fill[layer] = torch.zeros((stop - start, H, means.shape[2]), dtype=lm.dtype,
-                                                    device=lm.device)
+                    edits.fill[layer] = torch.zeros((stop - start, H, means.shape[2]), dtype=lm.dtype, device=lm.device)
             edits.keep[layer][b, head] = 0.0
             if means is not None:
                 edits.fill[layer][b, head] = means[layer, head].to(lm.dtype)
@@ -179,9 +188,9 @@ def head_means(lm, texts, max_tokens: int | None = None) -> np.ndarray:
     """[L, H, d_head] float64: each head's output before W^O averaged over every position of ``texts``, the
     mean-ablation values of :func:`ablate_heads`."""
     from ..core.tokens import encode
+
     limit = min(max_tokens, lm.max_length) if max_tokens else lm.max_length
-    return head_means_of(lm, [encode(lm.tokenizer, t, None, max_length=limit, decoder=lm.spec.causal)
-                              for t in texts])
+    return head_means_of(lm, [encode(lm.tokenizer, t, None, max_length=limit, decoder=lm.spec.causal) for t in texts])
 
 
 def head_means_of(lm, encoded) -> np.ndarray:

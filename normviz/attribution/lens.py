@@ -5,6 +5,7 @@ Row 0 reads the embedding output x^0_i (the first layer's input), row l the resi
 (x^l_i, layer l's output), each through the final norm (the model's module) and the head; row L is the model's
 own log-probabilities (its recorded final hidden state). All from the one recorded pass.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -13,6 +13,7 @@ value; gradient through the values only). One forward and one backward pass. Wha
 block: its gradient × input is not its output, so the relevance does not sum to the score; ``gap`` says by how
 much (with the FF removed the network is linear in the embeddings and the gap is 0 — the test).
 """
+
 from __future__ import annotations
 
 import functools
@@ -81,15 +82,15 @@ def _freeze_norm(module, args, output):
     return beta + (output - beta) * ratio
 
 
-def cp_lrp(session, token=None, foil=None, position: int = -1, target: InterventionTarget | None = None
-           ) -> Relevance:
+def cp_lrp(session, token=None, foil=None, position: int = -1, target: InterventionTarget | None = None) -> Relevance:
     t: Any = target or InterventionTarget(session, token, foil, position)
     if t.readout is None:
         raise NormvizError("CP-LRP explains a logit: this model has no LM head.")
     lm = t.lm
     L, H = lm.n_layers, lm.n_heads
-    keep: dict[Any, Any] = {l: torch.ones((1, H), dtype=torch.float64, device=lm.device, requires_grad=True)
-                            for l in range(L)}
+    keep: dict[Any, Any] = {
+        l: torch.ones((1, H), dtype=torch.float64, device=lm.device, requires_grad=True) for l in range(L)
+    }
     keep["layer_of"] = intervene.layer_index(lm)
     if not attention_interface.add(_choose):  # pragma: no cover - transformers < 5
         raise RuntimeError("this transformers has no attention-function interface (needs transformers >= 5)")
@@ -109,5 +110,12 @@ def cp_lrp(session, token=None, foil=None, position: int = -1, target: Intervent
         raise RuntimeError("no gradient reached the embeddings")
     tokens = (emb.detach().to(torch.float64) * emb.grad.to(torch.float64)).sum(-1)[0].cpu().numpy()
     heads = np.stack([keep[l].grad[0].cpu().numpy() for l in range(L)])
-    return Relevance(tokens=tokens, heads=heads, total=t.total, gap=float(t.total - tokens.sum()), token=t.token,
-                     foil=t.foil, position=t.i)
+    return Relevance(
+        tokens=tokens,
+        heads=heads,
+        total=t.total,
+        gap=float(t.total - tokens.sum()),
+        token=t.token,
+        foil=t.foil,
+        position=t.i,
+    )

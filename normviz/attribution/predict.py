@@ -3,6 +3,7 @@
 ``predict(session, top, position)`` → candidates best first (.token, .id, .prob, .logit); tokens given as
 a string of one token or an id (:func:`token_id`); positions negative from the end (:func:`position_index`).
 """
+
 from __future__ import annotations
 
 import math
@@ -128,8 +129,10 @@ def token_id(tokenizer, token, vocab_size: int, what: str = "token") -> int:
     if token in vocab and 0 <= vocab[token] < vocab_size:
         return int(vocab[token])
     pieces = [token_text(tokenizer, i) for i in ids]
-    raise NormvizError(f"{what} {token!r} is {len(ids)} tokens here ({', '.join(repr(p) for p in pieces)}), not one: "
-                       "give a single token (e.g. its first piece) or its id.")
+    raise NormvizError(
+        f"{what} {token!r} is {len(ids)} tokens here ({', '.join(repr(p) for p in pieces)}), not one: "
+        "give a single token (e.g. its first piece) or its id."
+    )
 
 
 def final_state(views, i: int) -> torch.Tensor:
@@ -161,5 +164,7 @@ def predict(session, top: int = 10, position: int = -1) -> list[Candidate]:
     probs = torch.softmax(logits, -1)
     best = torch.topk(logits, k)
     tok = session.lm.tokenizer
-    return [Candidate(token=token_text(tok, t), id=int(t), prob=float(probs[t]), logit=float(logits[t]))
-            for t in best.indices.tolist()]
+    return [
+        Candidate(token=token_text(tok, t), id=int(t), prob=float(probs[t]), logit=float(logits[t]))
+        for t in best.indices.tolist()
+    ]

@@ -16,6 +16,7 @@ Since issue 30 this is the **reference** of the tests and benchmarks, not the pr
 computes the same numbers by one backward pass through the same frozen coefficients
 (:mod:`normviz.attribution.adjoint`, O(n·d) per layer instead of the parts' [n, n+1, d]).
 """
+
 from __future__ import annotations
 
 import torch
@@ -31,8 +32,9 @@ def output_parts(views, progress=None) -> torch.Tensor:
     return X
 
 
-def source_logits(parts_i: torch.Tensor, readout, x_last: torch.Tensor, u: torch.Tensor, b: float
-                  ) -> tuple[torch.Tensor, float]:
+def source_logits(
+    parts_i: torch.Tensor, readout, x_last: torch.Tensor, u: torch.Tensor, b: float
+) -> tuple[torch.Tensor, float]:
     """(sources [n], bias) from the parts of x^L_i [n+1, d] (float64)."""
     out = readout.project_parts(parts_i.to(torch.float64), x_last, u, b)
     return out[:-1], float(out[-1])

@@ -26,6 +26,7 @@ map, and stopped at the attention call (:func:`normviz.record.attention_capture.
 score of the exactly normed states; the model's own norm may round differently (Llama's RMSNorm computes in
 float32 even in a float64 model: ~1e-7), which ``model_score`` shows beside it.
 """
+
 from __future__ import annotations
 
 import copy
@@ -86,8 +87,13 @@ class Attend:
             raise NormvizError(f'grouped(by={by!r}): "block" or "layer".')
         labels, index = [], []
         for name in self.components:
-            group = name if name in ("embedding", "constant") else name.split(".")[0] if by == "layer" else (
-                name.split(".")[0] + (" FF" if name.endswith(".FF") else " attention"))
+            group = (
+                name
+                if name in ("embedding", "constant")
+                else name.split(".")[0]
+                if by == "layer"
+                else (name.split(".")[0] + (" FF" if name.endswith(".FF") else " attention"))
+            )
             if group not in labels:
                 labels.append(group)
             index.append(labels.index(group))
@@ -121,7 +127,7 @@ def _scaling(inputs, head_dim: int) -> float:
         return float(kw["scaling"])
     if getattr(mod, "scaling", None) is not None:
         return float(mod.scaling)
-    c = head_dim ** -0.5 if getattr(mod, "scale_attn_weights", True) else 1.0
+    c = head_dim**-0.5 if getattr(mod, "scale_attn_weights", True) else 1.0
     if getattr(mod, "scale_attn_by_inverse_layer_idx", False):
         c /= float(mod.layer_idx + 1)
     return c
@@ -132,17 +138,20 @@ def _refuse_unsupported(lm, layer_module) -> None:
         raise NotApplicableError(
             f"attend: {lm.name!r} ({lm.model_type}) computes its attention inline, not through transformers' "
             "attention interface, so its q and k cannot be rerun on the residual stream's parts; the maps, explain, "
-            "sources, graph and interventions are exact for it.")
+            "sources, graph and interventions are exact for it."
+        )
     if lm.spec.placement != "pre":
         raise NotApplicableError(
             f"attend needs a pre-LN stack, where each layer's input norm is the only thing between the residual "
-            f"stream and q, k; {lm.name!r} normalises after each block (post-LN).")
+            f"stream and q, k; {lm.name!r} normalises after each block (post-LN)."
+        )
     named = set(lm.spec.qk_norms or ())
     for name, _ in layer_module.named_modules():
         if name.endswith(("q_norm", "k_norm", "q_layernorm", "k_layernorm")) and name not in named:
             raise NotApplicableError(
                 f"attend: {lm.name!r} normalises q and k ({name}) and its architecture row names no QK-norm "
-                "(ArchSpec.qk_norms), so the score is not bilinear in the residual stream's parts here.")
+                "(ArchSpec.qk_norms), so the score is not bilinear in the residual stream's parts here."
+            )
 
 
 class _FrozenQK:
@@ -199,7 +208,7 @@ def _split(layer_module, frozen, states: torch.Tensor, call, i: int, j: int):
     qs, ks = [], []
     rows = chunk_rows(n, d, states.element_size())
     for a in range(0, states.shape[0], rows):
-        block = states[a:a + rows]
+        block = states[a : a + rows]
         q, k = _qk_rows(layer_module, frozen, block, _call(call), torch.zeros(block.shape[0]))
         qs.append(q[:, :, i] - base_q)
         ks.append(k[:, :, j] - base_k)
@@ -246,12 +255,16 @@ def _check_memory(session, layer: int, by_token: bool, itemsize: int) -> None:
     while fits < n and attend_bytes(fits * 2, d, lm.n_heads, layer, by_token, itemsize) <= budget * 2**20:
         fits *= 2
     what = "split by source token (by_token)" if by_token else "split"
-    alt = (" Without by_token it needs " + memory.mb(attend_bytes(n, d, lm.n_heads, layer, False, itemsize)) + "."
-           if by_token else "")
+    alt = (
+        " Without by_token it needs " + memory.mb(attend_bytes(n, d, lm.n_heads, layer, False, itemsize)) + "."
+        if by_token
+        else ""
+    )
     raise TooCostlyError(
         f"attend: layer {layer}'s score {what} would hold about {memory.mb(need)} for {n} tokens, over the memory "
         f"budget of {memory.mb(int(budget * 2**20))} (option memory_budget_mb; in the app "
-        f"NORMVIZ_MEMORY_BUDGET_MB). Shorten the text (about {fits} tokens fit) or pick an earlier layer.{alt}")
+        f"NORMVIZ_MEMORY_BUDGET_MB). Shorten the text (about {fits} tokens fit) or pick an earlier layer.{alt}"
+    )
 
 
 def _working_layer(layer_module, call, dtype: torch.dtype):
@@ -274,6 +287,7 @@ def _working_layer(layer_module, call, dtype: torch.dtype):
         if isinstance(v, dict):
             return {k: up(x) for k, x in v.items()}
         return v
+
     if call is not None:
         call = (up(call[0]), up(call[1]))
     return twin, call
@@ -289,7 +303,7 @@ def components(views, layer: int) -> tuple[list[str], torch.Tensor]:
     out[0] = first
     names, row = ["embedding"], 1
     for ctx in views[:layer]:
-        out[row:row + H] = torch.bmm(ctx.mix_alpha.to(ctx.head_vectors.dtype), ctx.head_vectors)
+        out[row : row + H] = torch.bmm(ctx.mix_alpha.to(ctx.head_vectors.dtype), ctx.head_vectors)
         out[row + H] = ctx.out_bias().to(first.dtype).expand_as(first)
         out[row + H + 1] = ctx.rec.out - ctx.rec.z_attn
         row += H + 2
@@ -331,8 +345,10 @@ def attend(session, layer: int, head: int, query: int = -1, key: int = 0, by_tok
     by_token = bool(by_token)
     layer = int(layer) % L
     if lm.is_encoder_decoder:
-        raise NotApplicableError("attend: encoder–decoder models are not supported yet (self-attention stacks of "
-                                 "decoder-only models: GPT-2, Llama, Qwen2 …).")
+        raise NotApplicableError(
+            "attend: encoder–decoder models are not supported yet (self-attention stacks of "
+            "decoder-only models: GPT-2, Llama, Qwen2 …)."
+        )
     layer_module = lm.layers[layer]
     _refuse_unsupported(lm, layer_module)
     n = session.n_tokens
@@ -340,15 +356,20 @@ def attend(session, layer: int, head: int, query: int = -1, key: int = 0, by_tok
     if lm.is_causal and j > i:
         raise NormvizError(f"query {i} cannot attend to key {j} in a causal model (a later token).")
     from ..record.decompose import working_dtype
+
     _check_memory(session, layer, by_token, torch.empty((), dtype=working_dtype(lm.dtype)).element_size())
     with _lock(session):
         views = session.layers()
         ctx = views[layer]
         rec, norm = ctx.rec, ctx.p.norm_on_input
         layer_module, call = _working_layer(layer_module, rec.call, rec.x.dtype)
-        qk_norms = [(get_path(layer_module, path), _FrozenQK(_norm_params(get_path(layer_module, path),
-                                                                          lm.spec.norm_kind, lm.spec.norm)))
-                    for path in (lm.spec.qk_norms or ())]
+        qk_norms = [
+            (
+                get_path(layer_module, path),
+                _FrozenQK(_norm_params(get_path(layer_module, path), lm.spec.norm_kind, lm.spec.norm)),
+            )
+            for path in (lm.spec.qk_norms or ())
+        ]
         capture = [m.register_forward_pre_hook(owner_only(f.capture)) for m, f in qk_norms]
         try:
             real = rerun(layer_module, rec.x, _call(call))  # the model's own q, k (before the norms are frozen)
@@ -379,9 +400,19 @@ def attend(session, layer: int, head: int, query: int = -1, key: int = 0, by_tok
                 h.remove()
         kv = head // (H // real.key.shape[1])
         model_score = c * float(real.query[0, head, i].to(torch.float64) @ real.key[0, kv, j].to(torch.float64))
-    return Attend(layer=layer, head=head, query=i, key=j, total=float(by_comp.sum()), model_score=model_score,
-                  scaling=c, components=names + ["constant"], by_component=by_comp.cpu().numpy(),
-                  tokens=list(session.encoded.labels), by_token_full=full)
+    return Attend(
+        layer=layer,
+        head=head,
+        query=i,
+        key=j,
+        total=float(by_comp.sum()),
+        model_score=model_score,
+        scaling=c,
+        components=names + ["constant"],
+        by_component=by_comp.cpu().numpy(),
+        tokens=list(session.encoded.labels),
+        by_token_full=full,
+    )
 
 
 __all__ = ["Attend", "attend", "attend_bytes", "components", "token_parts"]

@@ -15,6 +15,7 @@ Half-precision (bfloat16/float16) models are read out in float32 as the maps are
 their records come upcast per layer, the final norm and an MLM transform are upcast copies, and W_U is upcast
 a vocabulary chunk at a time (at most ``CHUNK_BYTES`` extra), never as a whole float32 copy.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -90,7 +91,7 @@ class Readout:
         out = torch.empty(*x.shape[:-1], w.shape[0], dtype=x.dtype, device=x.device)
         step = max(1, CHUNK_BYTES // (w.shape[1] * x.element_size()))
         for k in range(0, w.shape[0], step):
-            out[..., k:k + step] = x @ w[k:k + step].to(device=x.device, dtype=x.dtype).T
+            out[..., k : k + step] = x @ w[k : k + step].to(device=x.device, dtype=x.dtype).T
         return out + self.b_u.to(device=x.device, dtype=x.dtype) if self.b_u is not None else out
 
     def from_residual(self, x: torch.Tensor) -> torch.Tensor:
@@ -158,6 +159,7 @@ def stack_view(session):
     the model's one stack (None: the default), or an encoder–decoder's decoder. Records nothing."""
     if getattr(session, "is_encoder_decoder", False):
         from ..record.encdec.params import decoder_view
+
         return decoder_view(session.lm), "decoder"
     return session.lm, None
 
@@ -171,7 +173,8 @@ def readout_of(lm) -> Readout:
         raise NoHeadError(
             f"{lm.name!r} was loaded without a language-model head, so it predicts no tokens (a sentence encoder "
             "such as minilm has none; normviz reads the heads of GPT-2, the Llama family, BERT saved as "
-            "BertForMaskedLM and the encoder–decoders). Use a model with one: 'smollm2' (a decoder) or 'toy-mt'.")
+            "BertForMaskedLM and the encoder–decoders). Use a model with one: 'smollm2' (a decoder) or 'toy-mt'."
+        )
     head = get_path(head_model, spec.lm_head)
     out_emb = head_model.get_output_embeddings()
     half = out_emb.weight.dtype in HALF  # read out in float32: the small modules upcast, W_U chunk by chunk
@@ -205,5 +208,13 @@ def readout_of(lm) -> Readout:
     if rs.multiply_by and getattr(config, rs.multiply_by, None) is not None:
         scale *= float(getattr(config, rs.multiply_by))
     cap = getattr(config, rs.softcap, None) if rs.softcap else None
-    return Readout(head=head, w_u=out_emb.weight, b_u=b_u, extra_bias=extra, norm=norm, transform=transform,
-                   scale=scale, softcap=float(cap) if cap else None)
+    return Readout(
+        head=head,
+        w_u=out_emb.weight,
+        b_u=b_u,
+        extra_bias=extra,
+        norm=norm,
+        transform=transform,
+        scale=scale,
+        softcap=float(cap) if cap else None,
+    )

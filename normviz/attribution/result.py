@@ -6,8 +6,10 @@ Direct parts (pre-LN stacks), through the final norm with its real scale frozen:
 Propagated parts (every model with an LM head):
     sources.sum() + bias == total,  sources_by_layer[l].sum() + bias_by_layer[l:].sum() == total
 ``sources`` is computed on first access by one backward pass (about a forward pass's cost; refused with
-TooCostlyError over budget); the direct parts cost about one forward pass and are refused with NotApplicableError on post-LN stacks.
+TooCostlyError over budget); the direct parts cost about one forward pass and are refused with NotApplicableError on
+post-LN stacks.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,10 +28,24 @@ DIRECT = ("heads", "attn_bias", "ff", "embedding", "final_bias", "cross_heads", 
 class Explanation:
     """Why token ``token`` (rather than ``foil``) at ``position``. Arrays are numpy float64."""
 
-    def __init__(self, *, token: int, token_text: str, foil: int | None, foil_text: str | None, position: int,
-                 total: float, tokens: list[str], direct: dict | None, direct_refusal: str | None,
-                 sources: Callable[[], "Backward"], source_tokens: list[str] | None = None,
-                 n_source: int = 0, token_ids: list[int] | None = None, token_texts: list[str] | None = None):
+    def __init__(
+        self,
+        *,
+        token: int,
+        token_text: str,
+        foil: int | None,
+        foil_text: str | None,
+        position: int,
+        total: float,
+        tokens: list[str],
+        direct: dict | None,
+        direct_refusal: str | None,
+        sources: Callable[[], "Backward"],
+        source_tokens: list[str] | None = None,
+        n_source: int = 0,
+        token_ids: list[int] | None = None,
+        token_texts: list[str] | None = None,
+    ):
         self.token, self.token_text, self.foil, self.foil_text = token, token_text, foil, foil_text
         self.position, self.total, self.tokens = position, float(total), list(tokens)
         # encoder–decoders: sources run over source tokens, then target tokens
@@ -66,10 +82,12 @@ class Explanation:
     final_bias = property(lambda self: self._get("final_bias"), doc="⟨β, u⟩ + the LM head's bias difference")
     cross_heads = property(lambda self: self._get("cross_heads"), doc="[L, H, n_src] cross block heads")
     cross_bias = property(lambda self: self._get("cross_bias"), doc="[L] cross block b^O")
-    ff_by_expert = property(lambda self: self._get("ff_by_expert"),
-                            doc="[L, E] mixtures of experts: ``ff`` split by expert (a shared expert last), each "
-                                "chosen expert's gated output × its frozen router weight (0: not chosen); a row sums "
-                                "to ``ff`` up to the model's rounding; NaN rows: dense FF layers")
+    ff_by_expert = property(
+        lambda self: self._get("ff_by_expert"),
+        doc="[L, E] mixtures of experts: ``ff`` split by expert (a shared expert last), each "
+        "chosen expert's gated output × its frozen router weight (0: not chosen); a row sums "
+        "to ``ff`` up to the model's rounding; NaN rows: dense FF layers",
+    )
 
     # ---- propagated parts (one backward pass, :mod:`normviz.attribution.adjoint`)
     def _propagated(self):
@@ -114,11 +132,19 @@ class Explanation:
         """Every field as numpy arrays / numbers / strings (what ``normviz explain`` writes). ``tokens``: the
         readable texts (each token's id decoded, ' capital'), with ``vocab_tokens`` (the vocabulary's spellings,
         'Ġcapital') and ``token_ids`` beside them where the ids are known."""
-        out: dict = {"total": self.total, "token": self.token, "token_text": self.token_text,
-                     "position": self.position, "tokens": np.array(self.tokens)}
+        out: dict = {
+            "total": self.total,
+            "token": self.token,
+            "token_text": self.token_text,
+            "position": self.position,
+            "tokens": np.array(self.tokens),
+        }
         if self.token_texts is not None:  # readable: each id decoded; the vocabulary's spellings and the ids kept
-            out.update(tokens=np.array(self.token_texts), vocab_tokens=np.array(self.tokens),
-                       token_ids=np.array(self.token_ids))
+            out.update(
+                tokens=np.array(self.token_texts),
+                vocab_tokens=np.array(self.tokens),
+                token_ids=np.array(self.token_ids),
+            )
         if self.foil is not None:
             out.update(foil=self.foil, foil_text=self.foil_text)
         if self.n_source:
@@ -137,6 +163,7 @@ class Explanation:
             if isinstance(v, np.generic):
                 return v.item()
             return v
+
         return json.dumps({k: plain(v) for k, v in self.to_dict(**kw).items()}, ensure_ascii=False)
 
     def __repr__(self) -> str:

@@ -12,6 +12,7 @@ records (its final hidden state is kept from the one pass). ``explain``:
   pass (:func:`backward`: the decoder, each cross block's adjoint summed at e, then the encoder;
   :mod:`normviz.attribution.adjoint`); :func:`output_parts`, the forward propagation, is the tests' reference.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -57,8 +58,13 @@ def working_cross(ctx, rec: CrossRecord, params):
     if rec.z.dtype != dt:
         rec = CrossRecord(**{f.name: getattr(rec, f.name).to(device=dev, dtype=dt) for f in dataclasses.fields(rec)})
     if params.w_o.dtype != dt:
-        params = dataclasses.replace(params, **{k: None if getattr(params, k) is None else getattr(params, k).to(dt)
-                                                for k in ("w_v", "b_v", "w_o", "b_o")})
+        params = dataclasses.replace(
+            params,
+            **{
+                k: None if getattr(params, k) is None else getattr(params, k).to(dt)
+                for k in ("w_v", "b_v", "w_o", "b_o")
+            },
+        )
     return rec, params
 
 
@@ -91,8 +97,9 @@ def _cross_parts(ctx, rec, params, E: torch.Tensor, lm) -> CrossParts:
     if params.b_v is not None:
         bias = bias + params.b_v @ params.w_o
     norm, z_ff = _cross_norms(ctx, rec, lm)
-    return CrossParts(values=values, alpha=rec.attn.to(E.dtype), params=params, bias=bias, norm=norm, z=rec.z,
-                      z_ff=z_ff, m=M)
+    return CrossParts(
+        values=values, alpha=rec.attn.to(E.dtype), params=params, bias=bias, norm=norm, z=rec.z, z_ff=z_ff, m=M
+    )
 
 
 def output_parts(session) -> torch.Tensor:
@@ -152,8 +159,9 @@ def backward(session, readout, t) -> adjoint.Backward:
     e = e.reshape(-1, e.shape[-1]).to(torch.float64)
     per_layer = torch.stack([adjoint._row(ge, e) for ge in g_es])  # [L, n_src]: each cross block's read of e
     above = per_layer.flip(0).cumsum(0).flip(0)  # Σ over layers ≥ l
-    by_layer = torch.cat([torch.cat([above, rows], 1),
-                          torch.cat([torch.zeros(1, above.shape[1], dtype=torch.float64), top[None]], 1)])
+    by_layer = torch.cat(
+        [torch.cat([above, rows], 1), torch.cat([torch.zeros(1, above.shape[1], dtype=torch.float64), top[None]], 1)]
+    )
     enc_views = session.layers("encoder")
     g_e = sum(ge.to(torch.float64) for ge in g_es)
     enc_bias = 0.0
@@ -163,9 +171,12 @@ def backward(session, readout, t) -> adjoint.Backward:
         g_e = adjoint.norm_adjoint(norm, g_e, enc_views[-1].rec.out.to(torch.float64))
     g_e = g_e.to(device=enc_views[-1].device, dtype=enc_views[-1].dtype)
     _, enc_rows, enc_biases, _ = adjoint.stack_adjoint(enc_views, g_e, shared, "encoder")
-    return adjoint.Backward(sources=torch.cat([enc_rows[0], rows[0]]), by_layer=by_layer,
-                            bias_by_layer=torch.cat([biases, torch.tensor([const], dtype=torch.float64)]),
-                            encoder_bias=enc_bias + float(enc_biases.sum()))
+    return adjoint.Backward(
+        sources=torch.cat([enc_rows[0], rows[0]]),
+        by_layer=by_layer,
+        bias_by_layer=torch.cat([biases, torch.tensor([const], dtype=torch.float64)]),
+        encoder_bias=enc_bias + float(enc_biases.sum()),
+    )
 
 
 def _check_activations(lm) -> None:

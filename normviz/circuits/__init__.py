@@ -15,6 +15,7 @@ found, the examples, the training record). The circuit is found from what the he
 field's usual definitions) and then verified by intervention (:func:`check`); the attribution methods are scored
 against it by :mod:`normviz.trust.circuit_scores`.
 """
+
 from __future__ import annotations
 
 from .bench import ASSETS, Benchmark, encoded, load, names

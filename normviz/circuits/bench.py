@@ -1,4 +1,5 @@
 """The shipped benchmarks: one folder each under ``assets/circuits/`` (written by ``scripts/train_circuits.py``)."""
+
 from __future__ import annotations
 
 import functools
@@ -31,6 +32,7 @@ class Benchmark:
     def truth(self):
         """[L, H] booleans: the circuit on the head grid."""
         import numpy as np
+
         out = np.zeros((self.lm.n_layers, self.lm.n_heads), dtype=bool)
         for l, h in self.circuit:
             out[l, h] = True
@@ -60,20 +62,27 @@ def load(name: str) -> Benchmark:
     """The benchmark ``name`` (:func:`names`), its model in float32 on the CPU (cached)."""
     folder = ASSETS / name
     if not (folder / "circuit.json").is_file():
-        raise NormvizError(f"no circuit benchmark {name!r}; shipped: {', '.join(names()) or 'none'} "
-                           "(scripts/train_circuits.py writes them).")
+        raise NormvizError(
+            f"no circuit benchmark {name!r}; shipped: {', '.join(names()) or 'none'} "
+            "(scripts/train_circuits.py writes them)."
+        )
     import torch
     import transformers as tf
 
     from ..models.loading import from_model
+
     meta = json.loads((folder / "circuit.json").read_text())
     model = tf.AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager", dtype=torch.float32)
     tokenizer = tf.PreTrainedTokenizerFast.from_pretrained(folder)
     lm = from_model(model, tokenizer, name=f"circuit:{name}")
     edges = meta.get("edges")
     return Benchmark(
-        name=name, lm=lm, examples=[(list(e["ids"]), int(e["token"]), int(e["foil"])) for e in meta["examples"]],
+        name=name,
+        lm=lm,
+        examples=[(list(e["ids"]), int(e["token"]), int(e["foil"])) for e in meta["examples"]],
         circuit=_pairs(meta["circuit"]),
         edges=None if edges is None else frozenset((tuple(a), tuple(b)) for a, b in edges),
-        description=meta["description"], roles={k: [tuple(x) for x in v] for k, v in meta.get("roles", {}).items()},
-        info={k: v for k, v in meta.items() if k not in ("examples", "circuit", "edges", "description", "roles")})
+        description=meta["description"],
+        roles={k: [tuple(x) for x in v] for k, v in meta.get("roles", {}).items()},
+        info={k: v for k, v in meta.items() if k not in ("examples", "circuit", "edges", "description", "roles")},
+    )

@@ -1,12 +1,13 @@
 """Is a benchmark's circuit real? Ablate its heads all at once and compare with as many other heads.
 
-    ablated(lm, examples, sets, means=None)   [E, 1 + S]: each example's logit difference unchanged (column 0)
-                                              and with each set of heads ablated at once (zero, or ``means``
-                                              [L, H, d_head]: mean ablation), one batched pass per example
-    check(bench, draws=20, seed=0)            a :class:`CircuitCheck`: the share of the mean logit difference
-                                              removed by the circuit and by ``draws`` random sets of as many
-                                              heads outside it
+ablated(lm, examples, sets, means=None)   [E, 1 + S]: each example's logit difference unchanged (column 0)
+                                          and with each set of heads ablated at once (zero, or ``means``
+                                          [L, H, d_head]: mean ablation), one batched pass per example
+check(bench, draws=20, seed=0)            a :class:`CircuitCheck`: the share of the mean logit difference
+                                          removed by the circuit and by ``draws`` random sets of as many
+                                          heads outside it
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -52,9 +53,11 @@ class CircuitCheck:
 
     def text(self) -> str:
         r = self.random_removed
-        return (f"mean logit difference {self.total:.3f}; ablating the circuit's {self.size} heads removes "
-                f"{100 * self.circuit_removed:.1f} %; as many other heads remove {100 * r.mean():.1f} % on average "
-                f"(max {100 * r.max():.1f} % over {r.size} draws)")
+        return (
+            f"mean logit difference {self.total:.3f}; ablating the circuit's {self.size} heads removes "
+            f"{100 * self.circuit_removed:.1f} %; as many other heads remove {100 * r.mean():.1f} % on average "
+            f"(max {100 * r.max():.1f} % over {r.size} draws)"
+        )
 
 
 def check(bench: Benchmark, draws: int = 20, seed: int = 0, means=None) -> CircuitCheck:

@@ -7,6 +7,7 @@ The answer the lesson expects, and shows when the model does it: the previous-to
 at the key position carries the token before it, i.e. the query's earlier occurrence) write most of the key side,
 and by source token the key side comes from that earlier occurrence. Nothing here is drawn; the view draws it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -75,8 +76,9 @@ def k_composition(example: int = 0, head: int | None = None, bench=None) -> KCom
     layer = induction[0][0]
     head = induction[0][1] if head is None else int(head)
     if (layer, head) not in induction:
-        raise NormvizError(f"L{layer}.H{head} is not one of the induction heads "
-                           f"({', '.join(f'L{l}.H{h}' for l, h in induction)}).")
+        raise NormvizError(
+            f"L{layer}.H{head} is not one of the induction heads ({', '.join(f'L{l}.H{h}' for l, h in induction)})."
+        )
     ids = bench.examples[example][0]
     q = len(ids) - 1
     earlier = [j for j in range(q) if ids[j] == ids[q]]
@@ -90,10 +92,21 @@ def k_composition(example: int = 0, head: int | None = None, bench=None) -> KCom
     for j in range(q + 1):  # the head's own q·k for every key (cheap: 24 tokens)
         scores[j] = session.attend(layer, head, q, j).model_score
     return KComposition(
-        labels=list(session.encoded.labels), query=q, key=key, earlier=earlier[-1], layer=layer, head=head,
-        total=a.total, model_score=a.model_score, components=list(a.components),
-        key_side=a.by_component.sum(axis=0), key_tokens=a.by_token_full.sum(axis=0), attention=attention,
-        scores=scores, previous_token=list(bench.roles.get("previous token") or []))
+        labels=list(session.encoded.labels),
+        query=q,
+        key=key,
+        earlier=earlier[-1],
+        layer=layer,
+        head=head,
+        total=a.total,
+        model_score=a.model_score,
+        components=list(a.components),
+        key_side=a.by_component.sum(axis=0),
+        key_tokens=a.by_token_full.sum(axis=0),
+        attention=attention,
+        scores=scores,
+        previous_token=list(bench.roles.get("previous token") or []),
+    )
 
 
 __all__ = ["KComposition", "k_composition"]

@@ -6,6 +6,7 @@ the package (a new subcommand is a new file here, nothing else to edit) and thos
 (subcommands that live elsewhere). Usage mistakes and :class:`normviz.core.errors.NormvizError` are one line on
 stderr with exit code 2.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,9 +50,12 @@ def _load_subcommands() -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     _load_subcommands()
-    parser = _Parser(prog="normviz", description="How much each token really contributes to every other token "
-                                                 "inside a transformer: maps, explanations, corpus statistics, "
-                                                 "alignments, and the app.")
+    parser = _Parser(
+        prog="normviz",
+        description="How much each token really contributes to every other token "
+        "inside a transformer: maps, explanations, corpus statistics, "
+        "alignments, and the app.",
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name, (add, _run, help_text) in SUBCOMMANDS.items():
         add(sub.add_parser(name, help=help_text, description=help_text))
@@ -75,8 +79,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug, not a user mistake: still one line (NORMVIZ_DEBUG=1 for the traceback)
         if settings.flag("NORMVIZ_DEBUG"):
             raise
-        print(f"error: unexpected {type(exc).__name__}: {_one_line(exc)} (set NORMVIZ_DEBUG=1 for the traceback)",
-              file=sys.stderr)
+        print(
+            f"error: unexpected {type(exc).__name__}: {_one_line(exc)} (set NORMVIZ_DEBUG=1 for the traceback)",
+            file=sys.stderr,
+        )
         return 1
 
 

@@ -5,6 +5,7 @@ Writes :meth:`Continuation.to_dict`'s fields: ``generated_ids``, ``tokens``, ``p
 ``sources`` [T, N] (NaN — null in JSON — after each step's position), ``bias`` [T], ``columns`` [N], ``heads``
 [T, L, H], ``ff`` [T, L] … ; ``--html`` also writes a page that opens offline (the text, the steps × tokens
 heatmap, each step's total, hover for every value)."""
+
 from __future__ import annotations
 
 import sys
@@ -12,8 +13,7 @@ from pathlib import Path
 
 from ..core.errors import NormvizError
 
-CONFLICTS = (("--token", "token"), ("--token-id", "token_id"), ("--actual-next", "actual_next"),
-             ("--graph", "graph"))
+CONFLICTS = (("--token", "token"), ("--token-id", "token_id"), ("--actual-next", "actual_next"), ("--graph", "graph"))
 
 
 def wanted(args) -> bool:

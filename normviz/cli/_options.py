@@ -1,5 +1,6 @@
 """``--option KEY=VALUE`` for the subcommands: typed and checked by :mod:`normviz.core.settings` once every map family
 is registered (each family's ``<family>_budget_s`` is declared when it registers)."""
+
 from __future__ import annotations
 
 

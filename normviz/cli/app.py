@@ -6,6 +6,7 @@ itself with the server (``exec``), so that the server's environment is set befor
 ``OMP_WAIT_POLICY=PASSIVE`` (idle OpenMP threads sleep), ``NORMVIZ_PUBLIC`` (``--public``) and, in public mode,
 one thread per pass; ``NORMVIZ_WARM`` (``--warm``) for :mod:`normviz.ui.kit.warm`. Settings: docs/settings.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,20 +20,40 @@ from ..core.errors import NormvizError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--warm", nargs="?", const="1", default=None, metavar="MODELS",
-                   help="before the first visitor: load these models (comma-separated, e.g. smollm2,minilm; "
-                        "alone: the default model) and analyse the default view of each")
-    p.add_argument("--public", action="store_true",
-                   help="a public demo (NORMVIZ_PUBLIC=1): no error details or server paths, embedded models only, "
-                        "one thread per pass")
-    p.add_argument("--procs", type=int, default=None, metavar="N",
-                   help="N app processes behind nginx with sticky sessions (scripts/serve_many.sh; needs nginx)")
-    p.add_argument("--port", type=int, default=None,
-                   help="the port (default: Streamlit's 8501; with --procs: 8500, the servers on the next N)")
+    p.add_argument(
+        "--warm",
+        nargs="?",
+        const="1",
+        default=None,
+        metavar="MODELS",
+        help="before the first visitor: load these models (comma-separated, e.g. smollm2,minilm; "
+        "alone: the default model) and analyse the default view of each",
+    )
+    p.add_argument(
+        "--public",
+        action="store_true",
+        help="a public demo (NORMVIZ_PUBLIC=1): no error details or server paths, embedded models only, "
+        "one thread per pass",
+    )
+    p.add_argument(
+        "--procs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="N app processes behind nginx with sticky sessions (scripts/serve_many.sh; needs nginx)",
+    )
+    p.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        help="the port (default: Streamlit's 8501; with --procs: 8500, the servers on the next N)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the command that would start, and stop")
     p.set_defaults(passthrough=True)  # the arguments it does not know go to 'streamlit run'
-    p.epilog = ("Other arguments go to 'streamlit run' (e.g. --server.address 0.0.0.0 to serve other machines, "
-                "better behind a proxy). The environment variables of docs/settings.md apply.")
+    p.epilog = (
+        "Other arguments go to 'streamlit run' (e.g. --server.address 0.0.0.0 to serve other machines, "
+        "better behind a proxy). The environment variables of docs/settings.md apply."
+    )
 
 
 def app_dir() -> Path:
@@ -42,9 +63,11 @@ def app_dir() -> Path:
     for root in (here, Path(sys.prefix) / "share" / "normviz"):
         if (root / "app.py").is_file() and (root / "app_pages").is_dir():
             return root
-    raise NormvizError(f"the app's files (app.py, app_pages/) are not beside the package ({here}) nor in "
-                       f"{Path(sys.prefix) / 'share' / 'normviz'}; install normviz from its source folder "
-                       "(pip install '.[app]').")
+    raise NormvizError(
+        f"the app's files (app.py, app_pages/) are not beside the package ({here}) nor in "
+        f"{Path(sys.prefix) / 'share' / 'normviz'}; install normviz from its source folder "
+        "(pip install '.[app]')."
+    )
 
 
 def command(args, extra: list[str]) -> tuple[list[str], dict[str, str], Path]:
@@ -53,7 +76,9 @@ def command(args, extra: list[str]) -> tuple[list[str], dict[str, str], Path]:
 
     for name in ("streamlit", "plotly"):
         if importlib.util.find_spec(name) is None:
-            raise NormvizError(f"the app needs {name}: pip install 'normviz[app]' (or pip install -r requirements.txt).")
+            raise NormvizError(
+                f"the app needs {name}: pip install 'normviz[app]' (or pip install -r requirements.txt)."
+            )
     if args.procs is not None and not 1 <= args.procs <= 64:
         raise NormvizError(f"--procs {args.procs}: give 1 to 64 processes.")
     if args.port is not None and not 1 <= args.port <= 65535:

@@ -10,6 +10,7 @@ model loads. ``sources`` runs under a default time budget (``SOURCES_BUDGET_S``,
 :func:`normviz.attribution.adjoint.check`): over it they are refused with a note (``sources_refused`` in the
 output) before any work; ``--option explain_budget_s=SECONDS`` sets another.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,40 +26,77 @@ SOURCES_BUDGET_S = 300.0  # the CLI's default time budget for sources (estimated
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, help="smollm2, a decoder's Hub id or directory, a BERT MLM, or an "
-                                                  "encoder–decoder such as toy-mt")
+    p.add_argument(
+        "--model",
+        required=True,
+        help="smollm2, a decoder's Hub id or directory, a BERT MLM, or an encoder–decoder such as toy-mt",
+    )
     p.add_argument("--text", required=True, help="the text (encoder–decoders: the source)")
     p.add_argument("--target", default=None, help="encoder–decoders: the target (teacher-forced; default: generated)")
-    p.add_argument("--token", default=None, help="the token to explain, as ONE token's text (e.g. ' Paris' with its "
-                                                 "space); default: the model's top prediction")
+    p.add_argument(
+        "--token",
+        default=None,
+        help="the token to explain, as ONE token's text (e.g. ' Paris' with its "
+        "space); default: the model's top prediction",
+    )
     p.add_argument("--token-id", type=int, default=None, help="the token to explain, by id")
     p.add_argument("--foil", default=None, help="explain token minus this token's logit (one token's text)")
     p.add_argument("--foil-id", type=int, default=None, help="the foil by id")
-    p.add_argument("--actual-next", action="store_true",
-                   help="explain the text's own next token after --position (why was it predictable here?)")
-    p.add_argument("--position", type=int, default=-1, help="the position whose prediction is explained "
-                                                            "(negative: from the end; default −1)")
+    p.add_argument(
+        "--actual-next",
+        action="store_true",
+        help="explain the text's own next token after --position (why was it predictable here?)",
+    )
+    p.add_argument(
+        "--position",
+        type=int,
+        default=-1,
+        help="the position whose prediction is explained (negative: from the end; default −1)",
+    )
     p.add_argument("--top", type=int, default=10, help="how many top predictions to write (default 10)")
     p.add_argument("--out", required=True, help="output file: .npz or .json")
     p.add_argument("--no-sources", action="store_true", help="skip the propagated parts (sources, bias)")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     p.add_argument("--device", default=None, help="cpu, cuda or mps (default: best available)")
     p.add_argument("--max-tokens", type=int, default=None, help="truncate longer text (default: the model's window)")
-    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                   help=f"options, e.g. --option explain_budget_s=60 (sources' time budget in seconds; default "
-                        f"{SOURCES_BUDGET_S:g})")
-    p.add_argument("--graph", default=None, metavar="FILE",
-                   help="also write the attribution graph (heads and FF blocks as nodes, exact edges): .json in "
-                        "Neuronpedia's graph format, .plain.json, or .npz (pre-LN decoders)")
+    p.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"options, e.g. --option explain_budget_s=60 (sources' time budget in seconds; default "
+        f"{SOURCES_BUDGET_S:g})",
+    )
+    p.add_argument(
+        "--graph",
+        default=None,
+        metavar="FILE",
+        help="also write the attribution graph (heads and FF blocks as nodes, exact edges): .json in "
+        "Neuronpedia's graph format, .plain.json, or .npz (pre-LN decoders)",
+    )
     p.add_argument("--node-threshold", type=float, default=0.8, help="graph pruning: cumulative node influence kept")
     p.add_argument("--edge-threshold", type=float, default=0.98, help="graph pruning: cumulative edge influence kept")
-    p.add_argument("--continue", dest="continue_steps", type=int, default=None, metavar="T",
-                   help="explain every step of the model's greedy continuation of T tokens (--foil runner-up: "
-                        "each step against its best other token)")
-    p.add_argument("--continuation", default=None, metavar="TEXT",
-                   help="explain every step of this continuation of the text, teacher-forced")
-    p.add_argument("--html", default=None, metavar="FILE.html",
-                   help="with --continue/--continuation: also a page that opens offline (text, steps × tokens)")
+    p.add_argument(
+        "--continue",
+        dest="continue_steps",
+        type=int,
+        default=None,
+        metavar="T",
+        help="explain every step of the model's greedy continuation of T tokens (--foil runner-up: "
+        "each step against its best other token)",
+    )
+    p.add_argument(
+        "--continuation",
+        default=None,
+        metavar="TEXT",
+        help="explain every step of this continuation of the text, teacher-forced",
+    )
+    p.add_argument(
+        "--html",
+        default=None,
+        metavar="FILE.html",
+        help="with --continue/--continuation: also a page that opens offline (text, steps × tokens)",
+    )
 
 
 def _output(out: str) -> Path:
@@ -94,8 +132,15 @@ def check_arguments(args) -> Path:
     check_text(args.target, "--target", allow_empty=True)
     check_max_tokens(args.max_tokens)
     check_device(args.device)
-    chosen = [name for name, v in (("--token", args.token), ("--token-id", args.token_id),
-                                   ("--actual-next", args.actual_next or None)) if v is not None]
+    chosen = [
+        name
+        for name, v in (
+            ("--token", args.token),
+            ("--token-id", args.token_id),
+            ("--actual-next", args.actual_next or None),
+        )
+        if v is not None
+    ]
     if len(chosen) > 1:
         raise NormvizError(f"{' and '.join(chosen)} both name the token to explain; give one of them.")
     if args.foil is not None and args.foil_id is not None:
@@ -106,7 +151,12 @@ def check_arguments(args) -> Path:
     for name, value in (("--token-id", args.token_id), ("--foil-id", args.foil_id)):
         if value is not None and value < 0:
             raise NormvizError(f"{name} {value}: token ids are 0 or more.")
-    if args.token is not None and args.token == args.foil or args.token_id is not None and args.token_id == args.foil_id:
+    if (
+        args.token is not None
+        and args.token == args.foil
+        or args.token_id is not None
+        and args.token_id == args.foil_id
+    ):
         raise NormvizError("the token and the foil are the same: their logit difference is 0 by definition.")
     if args.top < 1:
         raise NormvizError(f"--top {args.top}: give 1 or more.")
@@ -115,15 +165,19 @@ def check_arguments(args) -> Path:
     args.html_path = _continuation.check(args)
     if args.graph is not None:
         from ..attribution.graph import graph_suffix
+
         graph_suffix(args.graph, "--graph")
         for name, t in (("--node-threshold", args.node_threshold), ("--edge-threshold", args.edge_threshold)):
             if not 0.0 <= t <= 1.0:
                 raise NormvizError(f"{name} {t}: give a fraction in [0, 1].")
         from ..core.inputs import output_file
+
         graph_out = output_file(args.graph, suffix=Path(args.graph).suffix)
         if _same_file(graph_out, out):
-            raise NormvizError(f"--graph {args.graph!r} is the --out file: the graph would overwrite the "
-                               "explanation; give it another name (e.g. graph.json).")
+            raise NormvizError(
+                f"--graph {args.graph!r} is the --out file: the graph would overwrite the "
+                "explanation; give it another name (e.g. graph.json)."
+            )
     _check_with_tokenizer(args, options)
     return out
 
@@ -159,8 +213,10 @@ def _check_with_tokenizer(args, options: dict) -> None:
     except NormvizError:
         return  # the load refuses it with its own message
     if spec.placement != "pre" or spec.is_encoder_decoder:
-        raise NormvizError(f"--graph needs a pre-LN decoder, where every component writes into one residual "
-                           f"stream read by the logit; {args.model!r} is not one (use the explanation's sources).")
+        raise NormvizError(
+            f"--graph needs a pre-LN decoder, where every component writes into one residual "
+            f"stream read by the logit; {args.model!r} is not one (use the explanation's sources)."
+        )
     # the fewest tokens the text can have: a word is at least one token (and --max-tokens cuts it)
     n = max(2, len(args.text.split()))
     if args.max_tokens is not None:
@@ -170,8 +226,9 @@ def _check_with_tokenizer(args, options: dict) -> None:
     if n_layers is None:
         return
     dtype = torch.float64 if args.dtype == "float64" else torch.float32
-    refusal = too_costly(n, int(n_layers), head_counts(config, spec)[0], d, d_ff, accumulation_itemsize(dtype),
-                         memory.budget_mb(options))
+    refusal = too_costly(
+        n, int(n_layers), head_counts(config, spec)[0], d, d_ff, accumulation_itemsize(dtype), memory.budget_mb(options)
+    )
     if refusal is not None:
         raise NormvizError(f"--graph: {refusal} (The text has at least {n} tokens; refused before the model loads.)")
 
@@ -190,7 +247,9 @@ def run(args) -> int:
     options.setdefault(BUDGET.option, SOURCES_BUDGET_S)  # a long text's sources are refused, not run for an hour
     lm = load(args.model, device=args.device, dtype=args.dtype, progress=lambda msg: print(msg, file=sys.stderr))
     if args.target is not None and not lm.is_encoder_decoder:
-        raise NormvizError(f"--target is for encoder–decoder models (toy-mt, Marian, BART …); {args.model!r} is not one.")
+        raise NormvizError(
+            f"--target is for encoder–decoder models (toy-mt, Marian, BART …); {args.model!r} is not one."
+        )
     extra = {"target": args.target} if lm.is_encoder_decoder else {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TruncationWarning)
@@ -216,25 +275,41 @@ def run(args) -> int:
             data["sources_by_layer"], data["bias_by_layer"] = e.sources_by_layer, e.bias_by_layer
         except (TooCostlyError, NotApplicableError) as exc:
             data["sources_refused"] = str(exc)
-            hint = (f" (--option {BUDGET.option}=SECONDS sets the budget; default {SOURCES_BUDGET_S:g})"
-                    if isinstance(exc, TooCostlyError) else "")
+            hint = (
+                f" (--option {BUDGET.option}=SECONDS sets the budget; default {SOURCES_BUDGET_S:g})"
+                if isinstance(exc, TooCostlyError)
+                else ""
+            )
             print(f"note: sources refused: {exc}{hint}", file=sys.stderr)
-    data.update(top_ids=np.array([c.id for c in top]), top_tokens=np.array([c.token for c in top]),
-                top_probs=np.array([c.prob for c in top]), top_logits=np.array([c.logit for c in top]))
+    data.update(
+        top_ids=np.array([c.id for c in top]),
+        top_tokens=np.array([c.token for c in top]),
+        top_probs=np.array([c.prob for c in top]),
+        top_logits=np.array([c.logit for c in top]),
+    )
     _write(out, data)
     vs = f" vs {e.foil_text!r}" if e.foil is not None else ""
     print(f"wrote {out}: {e.token_text!r}{vs} at position {e.position}, total {e.total:.4f}", file=sys.stderr)
     if args.graph is not None:
         from ..attribution.graph import graph
-        g = graph(s, token=e.token, foil=e.foil, position=e.position, node_threshold=args.node_threshold,
-                  edge_threshold=args.edge_threshold)
+
+        g = graph(
+            s,
+            token=e.token,
+            foil=e.foil,
+            position=e.position,
+            node_threshold=args.node_threshold,
+            edge_threshold=args.edge_threshold,
+        )
         try:
             g.save(args.graph, slug=Path(args.graph).stem.replace(".plain", ""))
         except OSError as exc:
             raise NormvizError(f"Could not write {args.graph!r}: {exc.strerror or exc}.") from None
-        print(f"wrote {args.graph}: {int(g.node_mask.sum())} of {g.n_nodes} nodes, {int(g.edge_mask.sum())} edges "
-              f"(thresholds {args.node_threshold} / {args.edge_threshold}), {sum(g.seconds.values()):.1f} s",
-              file=sys.stderr)
+        print(
+            f"wrote {args.graph}: {int(g.node_mask.sum())} of {g.n_nodes} nodes, {int(g.edge_mask.sum())} edges "
+            f"(thresholds {args.node_threshold} / {args.edge_threshold}), {sum(g.seconds.values()):.1f} s",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -246,8 +321,15 @@ def _check_graph_memory(session) -> None:
     if lm.is_encoder_decoder or lm.spec.placement != "pre":
         return  # graph() refuses it with its own message
     d, d_ff = lm.sizes
-    refusal = too_costly(session.n_tokens, lm.n_layers, lm.n_heads, d, d_ff, accumulation_itemsize(lm.dtype),
-                         memory.budget_mb(session.options))
+    refusal = too_costly(
+        session.n_tokens,
+        lm.n_layers,
+        lm.n_heads,
+        d,
+        d_ff,
+        accumulation_itemsize(lm.dtype),
+        memory.budget_mb(session.options),
+    )
     if refusal is not None:
         raise NormvizError(f"--graph: {refusal} Nothing was written.")
 
@@ -259,8 +341,10 @@ def _write(out: Path, data: dict) -> None:
 
     try:
         if out.suffix.lower() == ".json":
-            plain = {k: (v.tolist() if isinstance(v, np.ndarray) else v.item() if isinstance(v, np.generic) else v)
-                     for k, v in data.items()}
+            plain = {
+                k: (v.tolist() if isinstance(v, np.ndarray) else v.item() if isinstance(v, np.generic) else v)
+                for k, v in data.items()
+            }
             out.write_text(json.dumps(plain, ensure_ascii=False), encoding="utf-8")
         else:
             with open(out, "wb") as fh:  # the name as given (numpy would add .npz to E.NPZ)
@@ -270,4 +354,5 @@ def _write(out: Path, data: dict) -> None:
 
 
 subcommand("explain", "why this token: a prediction split exactly over layers, heads and input tokens")(
-    (add_arguments, run))
+    (add_arguments, run)
+)

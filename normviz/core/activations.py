@@ -5,6 +5,7 @@ straight path, gives part c of the pre-activation p the share p_c·g(p)/p (:func
 SwiGLU unit silu(a)·b is split with the path integrals ∫₀¹silu(ta)dt and ∫₀¹t·silu′(ta)dt, both in closed
 form (:func:`silu_path_integral`).
 """
+
 from __future__ import annotations
 
 import functools
@@ -53,13 +54,14 @@ def _gelu_integral(a: np.ndarray) -> np.ndarray:
     phi = np.exp(-0.5 * a * a) / np.sqrt(2 * np.pi)
     closed = ((a * a - 1) * ndtr(a) + a * phi) / 2 + 0.25
     a2 = a * a
-    series = a2 / 4 + a2 * a / np.sqrt(2 * np.pi) * (1 / 3 + a2 * (-1 / 30 + a2 * (1 / 280 + a2 * (-1 / 3024
-                                                                                                   + a2 / 38016))))
+    series = a2 / 4 + a2 * a / np.sqrt(2 * np.pi) * (
+        1 / 3 + a2 * (-1 / 30 + a2 * (1 / 280 + a2 * (-1 / 3024 + a2 / 38016)))
+    )
     return np.where(np.abs(a) < 0.1, series, closed)
 
 
 def _gelu_tanh(x: np.ndarray) -> np.ndarray:
-    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
 
 
 def _gelu_erf(x: np.ndarray) -> np.ndarray:
@@ -80,12 +82,12 @@ def _tanh_difference_quadrature(a: np.ndarray, panels: int = TANH_PANELS) -> np.
     b = np.clip(a, -TANH_CUT, TANH_CUT).reshape(-1)
     edges = np.linspace(0.0, 1.0, panels + 1)
     t = (edges[:-1, None] + (edges[1:] - edges[:-1])[:, None] * (_NODES[None] + 1) / 2).reshape(-1)  # on [0, 1]
-    w = (np.repeat((edges[1:] - edges[:-1]) / 2, len(_NODES)) * np.tile(_WEIGHTS, panels))
+    w = np.repeat((edges[1:] - edges[:-1]) / 2, len(_NODES)) * np.tile(_WEIGHTS, panels)
     diff = np.empty_like(b)
     step = max(1, 2**22 // t.size)
     for k in range(0, b.size, step):
-        x = b[k:k + step, None] * t[None]
-        diff[k:k + step] = b[k:k + step] * ((_gelu_tanh(x) - _gelu_erf(x)) @ w)
+        x = b[k : k + step, None] * t[None]
+        diff[k : k + step] = b[k : k + step] * ((_gelu_tanh(x) - _gelu_erf(x)) @ w)
     return diff.reshape(np.shape(a))
 
 
@@ -110,8 +112,12 @@ def _tanh_difference(a: np.ndarray) -> np.ndarray:
     k = np.minimum((b / h).astype(np.int64), D.size - 2)
     t = b / h - k
     t2, t3 = t * t, t * t * t
-    out = ((2 * t3 - 3 * t2 + 1) * D[k] + (t3 - 2 * t2 + t) * h * d[k]
-           + (3 * t2 - 2 * t3) * D[k + 1] + (t3 - t2) * h * d[k + 1])
+    out = (
+        (2 * t3 - 3 * t2 + 1) * D[k]
+        + (t3 - 2 * t2 + t) * h * d[k]
+        + (3 * t2 - 2 * t3) * D[k + 1]
+        + (t3 - t2) * h * d[k + 1]
+    )
     out = np.sign(a) * out
     # below |a| = 8h, where I(a) ≈ a/4 ≫ D(a) ≈ −3.6e-5·a⁵, one 16-point Gauss–Legendre panel on [0, a] (exact to
     # degree 31 there; 16 evaluations, not the quadrature's 640): the first interval's interpolant would carry an
@@ -214,6 +220,5 @@ def check_activation(act, gated: bool) -> str | None:
     if abs(zero) > 1e-12:
         return f"activation {type(act).__name__} has g(0) = {zero} ≠ 0"
     if gated and gate_kind(act) is None and not hasattr(act, "path_integral"):
-        return (f"gated FF with activation {type(act).__name__}: only SiLU, GELU and GELU-tanh gates are "
-                "decomposed")
+        return f"gated FF with activation {type(act).__name__}: only SiLU, GELU and GELU-tanh gates are decomposed"
     return None

@@ -1,4 +1,5 @@
 """The result of ``Session.get(keys)``: token-to-token maps of one text as numpy arrays."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -34,8 +35,9 @@ def _source(attr: str, doc: str):
 
 
 def _target(part: str, attr: str, doc: str):
-    return property(lambda self: getattr(getattr(self.target, part), attr) if self.target is not None else None,
-                    doc=doc)
+    return property(
+        lambda self: getattr(getattr(self.target, part), attr) if self.target is not None else None, doc=doc
+    )
 
 
 @dataclass
@@ -65,7 +67,8 @@ class Analysis:
     # encoder–decoders (None otherwise): ``tokens`` etc. are the source's (the encoder's axis, the cross maps'
     # columns); the decoder's rows are ``target``'s
     target: Target | None = None
-    # the "all heads" rule (normviz.methods.keyspace.layer_view), given by the session: {per-head key: the key whose layer
+    # the "all heads" rule (normviz.methods.keyspace.layer_view), given by the session: {per-head key: the key whose
+    # layer
     # map is its view of all heads (norm → norm_layer)}; ``views``: those arrays when they are not keys asked for
     all_heads: dict[str, str] = field(default_factory=dict)
     views: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
@@ -81,17 +84,22 @@ class Analysis:
     out_tokens = _target("predicts", "tokens", "the token each decoder row predicts under teacher forcing")
     out_labels = _target("predicts", "labels", "display labels of out_tokens")
     out_ids = _target("predicts", "ids", "ids of out_tokens")
-    predicted_ids = property(lambda self: self.target.predicted_ids if self.target is not None else None,
-                             doc="argmax of the LM head per decoder row (None without one)")
-    target_text = property(lambda self: self.target.text if self.target is not None else None,
-                           doc="the target given, or the one generated")
+    predicted_ids = property(
+        lambda self: self.target.predicted_ids if self.target is not None else None,
+        doc="argmax of the LM head per decoder row (None without one)",
+    )
+    target_text = property(
+        lambda self: self.target.text if self.target is not None else None, doc="the target given, or the one generated"
+    )
 
     def __getitem__(self, key: str) -> np.ndarray:
         try:
             return self.arrays[key]
         except KeyError:
             why = f" ({self.refused[key]})" if key in self.refused else ""
-            raise UnknownKeyError(f"{key!r} was not computed{why}; computed map keys: {', '.join(self.arrays)}.") from None
+            raise UnknownKeyError(
+                f"{key!r} was not computed{why}; computed map keys: {', '.join(self.arrays)}."
+            ) from None
 
     def __contains__(self, key: str) -> bool:
         return key in self.arrays
@@ -139,8 +147,10 @@ class Analysis:
         arr = self.arrays.get(view, self.views.get(view))
         if arr is None:
             why = f" ({self.refused[view]})" if view in self.refused else ""
-            raise NormvizError(f"{key!r} with all heads is {view!r}, which was not computed{why}; ask for it "
-                               f"(get([{key!r}, {view!r}])) or pick one head.")
+            raise NormvizError(
+                f"{key!r} with all heads is {view!r}, which was not computed{why}; ask for it "
+                f"(get([{key!r}, {view!r}])) or pick one head."
+            )
         return arr[layer]
 
     def to_npz(self, path, dtype: str | None = None) -> None:

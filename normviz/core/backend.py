@@ -2,15 +2,24 @@
 
 bfloat16 and float16 are weight dtypes: the model runs and records in them, and every map is computed in
 float32 from per-layer records upcast one layer at a time (:func:`normviz.record.decompose.working_dtype`)."""
+
 from __future__ import annotations
 
 import torch
 
 from .errors import NormvizError
 
-_DTYPES = {"float32": torch.float32, "float64": torch.float64, "fp32": torch.float32, "fp64": torch.float64,
-           "bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16,
-           "half": torch.float16}
+_DTYPES = {
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "fp32": torch.float32,
+    "fp64": torch.float64,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+    "half": torch.float16,
+}
 SUPPORTED = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 
 
@@ -23,8 +32,12 @@ def pick_device(device: str | torch.device | None = None) -> torch.device:
             raise NormvizError(f"Unknown device {str(device)[:40]!r}; use cpu, cuda, cuda:N or mps.") from None
         if dev.type not in ("cpu", "cuda", "mps"):
             raise NormvizError(f"Device {str(device)[:40]!r} is not supported; use cpu, cuda, cuda:N or mps.")
-        if dev.type == "cuda" and dev.index is not None and torch.cuda.is_available() \
-                and dev.index >= torch.cuda.device_count():
+        if (
+            dev.type == "cuda"
+            and dev.index is not None
+            and torch.cuda.is_available()
+            and dev.index >= torch.cuda.device_count()
+        ):
             raise NormvizError(f"{device!r}: this machine has {torch.cuda.device_count()} CUDA device(s).")
         if dev.type == "cuda" and not torch.cuda.is_available():
             raise NormvizError("device='cuda' was requested but no CUDA GPU is available; use device='cpu'.")
@@ -48,8 +61,9 @@ def parse_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.
         try:
             out = _DTYPES[str(dtype).lower()]
         except KeyError:
-            raise NormvizError(f"Unknown dtype {str(dtype)[:40]!r}; use 'float32', 'float64', 'bfloat16' or "
-                               "'float16'.") from None
+            raise NormvizError(
+                f"Unknown dtype {str(dtype)[:40]!r}; use 'float32', 'float64', 'bfloat16' or 'float16'."
+            ) from None
     if out not in SUPPORTED:
         raise NormvizError(f"dtype {out} is not supported for analysis; use float32, float64, bfloat16 or float16.")
     if out == torch.float64 and device.type == "mps":

@@ -5,6 +5,7 @@
 
 A module that adds a subcommand imports this registry, never :mod:`normviz.cli` (which sits above them all
 and imports them: ``normviz.cli.PLUGINS``)."""
+
 from __future__ import annotations
 
 from typing import Callable
@@ -14,10 +15,12 @@ SUBCOMMANDS: dict[str, tuple[Callable, Callable, str]] = {}  # name -> (add_argu
 
 def subcommand(name: str, help: str):
     """``subcommand(name, help)((add_arguments, run))`` registers ``name``; returns the pair unchanged."""
+
     def wrap(fns):
         add, run = fns
         SUBCOMMANDS[name] = (add, run, help)
         return fns
+
     return wrap
 
 

@@ -8,6 +8,7 @@ An old name is the new module itself, entered in ``sys.modules`` under both name
 compare equal, ``isinstance`` holds, a monkeypatch through either name patches the code that runs). ``normviz.record``,
 ``normviz.session`` and ``normviz.workers`` are now folders that re-export their old public names.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -22,18 +23,33 @@ REMOVED_IN = "0.2"
 
 MOVED: dict[str, str] = {
     # core: what every layer stands on
-    "errors": "core.errors", "commands": "core.commands", "settings": "core.settings", "backend": "core.backend",
-    "activations": "core.activations", "tokens": "core.tokens", "inputs": "core.inputs",
-    "analysis": "core.analysis", "fx": "core.fx", "pool": "core.pool", "memory": "core.memory",
+    "errors": "core.errors",
+    "commands": "core.commands",
+    "settings": "core.settings",
+    "backend": "core.backend",
+    "activations": "core.activations",
+    "tokens": "core.tokens",
+    "inputs": "core.inputs",
+    "analysis": "core.analysis",
+    "fx": "core.fx",
+    "pool": "core.pool",
+    "memory": "core.memory",
     # record: the one recorded forward pass
-    "recording": "record.recording", "alpha_into": "record.alpha_into",
-    "attention_capture": "record.attention_capture", "attention_interface": "record.attention_interface",
-    "decompose": "record.decompose", "encdec": "record.encdec", "encdec.params": "record.encdec.params",
-    "encdec.record": "record.encdec.record", "encdec.target": "record.encdec.target",
+    "recording": "record.recording",
+    "alpha_into": "record.alpha_into",
+    "attention_capture": "record.attention_capture",
+    "attention_interface": "record.attention_interface",
+    "decompose": "record.decompose",
+    "encdec": "record.encdec",
+    "encdec.params": "record.encdec.params",
+    "encdec.record": "record.encdec.record",
+    "encdec.target": "record.encdec.target",
     # methods: the key space and the sinks beside the families
-    "keyspace": "methods.keyspace", "sinks": "methods.sinks",
+    "keyspace": "methods.keyspace",
+    "sinks": "methods.sinks",
     # session: Session and its jobs
-    "schedule": "session.schedule", "layer_maps": "session.layer_maps",
+    "schedule": "session.schedule",
+    "layer_maps": "session.layer_maps",
     "map_budget": "session.map_budget",
     # viz: normviz.show
     "notebook": "viz.notebook",
@@ -41,8 +57,9 @@ MOVED: dict[str, str] = {
 
 
 class _MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, fullname: str, path: Sequence[str] | None = None,
-                  target: types.ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None = None, target: types.ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
         prefix, _, rest = fullname.partition(".")
         if prefix != "normviz" or rest not in MOVED:
             return None
@@ -50,8 +67,11 @@ class _MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
         new = f"normviz.{MOVED[spec.name.partition('.')[2]]}"
-        warnings.warn(f"'{spec.name}' moved to '{new}'; the old name works until normviz {REMOVED_IN}",
-                      DeprecationWarning, stacklevel=3)
+        warnings.warn(
+            f"'{spec.name}' moved to '{new}'; the old name works until normviz {REMOVED_IN}",
+            DeprecationWarning,
+            stacklevel=3,
+        )
         # the old name is the new module itself (one module object under two names): attributes set on it,
         # monkeypatches included, are the new module's
         module = importlib.import_module(new)

@@ -4,6 +4,7 @@ f^h(x_j) = (x̂_j W^V_h + b^V_h) W^O_h (x̂ = x post-LN, the first norm's output
 α ≥ 0, the 2020 map factorises: ‖α^h_ij f^h(x_j)‖ = α^h_ij ‖f^h(x_j)‖, which is why a strip of these
 lengths next to a weight map explains the norm map.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,7 +23,7 @@ def transformed_norms(session, layer: int | None = None, head: int | None = None
     if layer is not None and not -L <= layer < L:
         raise NormvizError(f"layer {layer} is out of range: this model has {L} layers (0…{L - 1}).")
     out = []
-    for view in ([views[layer]] if layer is not None else views):
+    for view in [views[layer]] if layer is not None else views:
         f = view.__dict__.get("head_vectors")
         if f is None:  # not cached by a map family: compute without keeping it
             f = torch.bmm(view.head_values, view.p.head_w_o())

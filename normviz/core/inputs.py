@@ -2,6 +2,7 @@
 
 Every check raises :class:`normviz.core.errors.NormvizError` (the CLI prints it on one line and exits with 2).
 """
+
 from __future__ import annotations
 
 import os
@@ -26,21 +27,24 @@ def check_text(text: str | None, what: str = "--text", allow_empty: bool = False
         raw = os.fsencode(text)
         try:
             raw.decode("utf-8")
-            offset = len(text[:exc.start].encode("utf-8", "surrogateescape"))
+            offset = len(text[: exc.start].encode("utf-8", "surrogateescape"))
         except UnicodeDecodeError as dec:
             offset = dec.start
         raise NormvizError(f"{what} is not valid UTF-8 (byte {offset}); pass UTF-8 text.") from None
     if not any(not unicodedata.category(c).startswith(("C", "Z")) for c in text):
-        raise EmptyInputError(f"{what} has no visible character (only spaces or control characters); "
-                              "pass a sentence to analyse.")
+        raise EmptyInputError(
+            f"{what} has no visible character (only spaces or control characters); pass a sentence to analyse."
+        )
 
 
 def check_model_name(name: str) -> None:
     if not name.strip():
         raise NormvizError("--model is empty; pass minilm, smollm2, a Hub id or a model directory.")
     if len(name) > MAX_MODEL_NAME or "\x00" in name:
-        raise NormvizError(f"--model is {len(name)} characters long; a model name or path has at most "
-                           f"{MAX_MODEL_NAME} (minilm, smollm2, a Hub id or a model directory).")
+        raise NormvizError(
+            f"--model is {len(name)} characters long; a model name or path has at most "
+            f"{MAX_MODEL_NAME} (minilm, smollm2, a Hub id or a model directory)."
+        )
 
 
 def check_device(device: str | None) -> None:
@@ -100,8 +104,12 @@ def parse_options(items: list[str]) -> dict:
     return settings.parse_options(items)
 
 
-_BOMS = [(b"\x00\x00\xfe\xff", "UTF-32 (big-endian)"), (b"\xff\xfe\x00\x00", "UTF-32 (little-endian)"),
-         (b"\xfe\xff", "UTF-16 (big-endian)"), (b"\xff\xfe", "UTF-16 (little-endian)")]
+_BOMS = [
+    (b"\x00\x00\xfe\xff", "UTF-32 (big-endian)"),
+    (b"\xff\xfe\x00\x00", "UTF-32 (little-endian)"),
+    (b"\xfe\xff", "UTF-16 (big-endian)"),
+    (b"\xff\xfe", "UTF-16 (little-endian)"),
+]
 
 
 def _nul_guess(head: bytes) -> str:
@@ -127,11 +135,17 @@ def check_encoding(path: Path, probe: int = 1 << 16) -> None:
         head = fh.read(probe)
     for bom, name in _BOMS:
         if head.startswith(bom):
-            raise NormvizError(f"{str(path)!r} is {name} text (byte-order mark {bom.hex(' ').upper()}); save it as "
-                               f"UTF-8, e.g. iconv -f {name.split()[0]} -t UTF-8 {path.name} > {path.stem}.utf8.txt")
+            raise NormvizError(
+                f"{str(path)!r} is {name} text (byte-order mark {bom.hex(' ').upper()}); save it as "
+                f"UTF-8, e.g. iconv -f {name.split()[0]} -t UTF-8 {path.name} > {path.stem}.utf8.txt"
+            )
     if head and head.count(b"\x00") > len(head) // 8:
-        raise NormvizError(f"{str(path)!r} holds many NUL bytes: {_nul_guess(head)}; pass UTF-8 text with one "
-                           "sentence per line (e.g. iconv -t UTF-8).")
+        raise NormvizError(
+            f"{str(path)!r} holds many NUL bytes: {_nul_guess(head)}; pass UTF-8 text with one "
+            "sentence per line (e.g. iconv -t UTF-8)."
+        )
     if b"\r" in head and b"\n" not in head:
-        raise NormvizError(f"{str(path)!r} ends its lines with CR only (old Mac style), so it would read as one line; "
-                           f"convert it first, e.g. tr '\\r' '\\n' < {path.name} > {path.stem}.lf.txt")
+        raise NormvizError(
+            f"{str(path)!r} ends its lines with CR only (old Mac style), so it would read as one line; "
+            f"convert it first, e.g. tr '\\r' '\\n' < {path.name} > {path.stem}.lf.txt"
+        )

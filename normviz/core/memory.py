@@ -8,6 +8,7 @@ bounded cache of single-layer maps that ``Session.map`` keeps.
     LayerCache    (key, layer) → that layer's array, least recently used dropped first beyond ``map_cache_mb``
                   (default 512)
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -53,8 +54,9 @@ def mb(size: int) -> str:
     return f"{size / 2**30:.1f} GB" if size >= 2**30 else f"{size / 2**20:.0f} MB"
 
 
-def over_budget_error(keys: list[str], new_bytes: int, held_bytes: int, budget: float, n_tokens: int,
-                      shapes: dict[str, tuple[int, ...]]) -> TooCostlyError:
+def over_budget_error(
+    keys: list[str], new_bytes: int, held_bytes: int, budget: float, n_tokens: int, shapes: dict[str, tuple[int, ...]]
+) -> TooCostlyError:
     """The refusal: what the arrays would hold, the budget, and the alternatives (one layer at a time, fewer tokens)."""
     total = new_bytes + held_bytes
     fits = max(4, int(n_tokens * math.sqrt(max(budget * 2**20 - held_bytes, 1) / max(new_bytes, 1))))
@@ -64,7 +66,8 @@ def over_budget_error(keys: list[str], new_bytes: int, held_bytes: int, budget: 
         f"The whole arrays {listed} would hold {mb(new_bytes)}{held} for {n_tokens} tokens, over the memory budget "
         f"of {mb(int(budget * 2**20))} (option "
         f"memory_budget_mb; in the app NORMVIZ_MEMORY_BUDGET_MB). Ask for one layer at a time with "
-        f"Session.map(key, layer, head), or shorten the text to about {fits} tokens.")
+        f"Session.map(key, layer, head), or shorten the text to about {fits} tokens."
+    )
 
 
 # ---- glibc's heap while a long layer is computed
@@ -170,4 +173,14 @@ class LayerCache:
             self._bytes = 0
 
 
-__all__ = ["LONG_MAP_CACHE_MB", "LayerCache", "MAP_CACHE_MB", "scratch_heap", "budget_mb", "mb", "nbytes", "over_budget_error", "shape_of"]
+__all__ = [
+    "LONG_MAP_CACHE_MB",
+    "LayerCache",
+    "MAP_CACHE_MB",
+    "scratch_heap",
+    "budget_mb",
+    "mb",
+    "nbytes",
+    "over_budget_error",
+    "shape_of",
+]

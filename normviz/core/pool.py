@@ -13,10 +13,12 @@ simply not reused.
 
 Bound: the pool holds at most :data:`MAX_IDLE_BYTES` (default 512 MiB; env ``NORMVIZ_POOL_MB``, 0 turns it
 off) of blocks nobody uses, and a free block not reused within :data:`MAX_IDLE_TAKES` later requests (about
-two analyses of the norm family, which takes ~9 blocks each) is released; a block still in use then is forgotten (freed as usual when its
+two analyses of the norm family, which takes ~9 blocks each) is released; a block still in use then is forgotten (freed
+as usual when its
 arrays go), so the pool never tracks more than the blocks of its last requests. Arrays under
 :data:`MIN_BYTES` come from ``np.empty`` (the heap serves those well).
 """
+
 from __future__ import annotations
 
 import sys
@@ -60,8 +62,9 @@ class _Block:
 class ArrayPool:
     """Blocks by size class; :meth:`empty` reuses a free one or makes a new one (thread-safe)."""
 
-    def __init__(self, max_idle_bytes: int = MAX_IDLE_BYTES, max_idle_takes: int = MAX_IDLE_TAKES,
-                 min_bytes: int = MIN_BYTES):
+    def __init__(
+        self, max_idle_bytes: int = MAX_IDLE_BYTES, max_idle_takes: int = MAX_IDLE_TAKES, min_bytes: int = MIN_BYTES
+    ):
         self.max_idle_bytes = max_idle_bytes
         self.max_idle_takes = max_idle_takes
         self.min_bytes = min_bytes

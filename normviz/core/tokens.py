@@ -15,6 +15,7 @@ nothing dropped). Every call this module makes holds that tokenizer's lock (:fun
 setting to the result, so :func:`encode` gives in any thread what it gives alone; :func:`tokenize` is the same call
 for other code that uses the tokenizer beside it (the app's pages).
 """
+
 from __future__ import annotations
 
 import threading
@@ -91,16 +92,26 @@ def decoder_pair_ids(tokenizer, text: str, text_pair: str) -> tuple[list[int], s
             tok = getattr(tokenizer, f"{role}_token", None)
             a = tokenize(tokenizer, text, add_special_tokens=True)["input_ids"]
             b = tokenize(tokenizer, text_pair, add_special_tokens=False)["input_ids"]
-            return (list(a) + [int(tid)] + list(b),
-                    f"pair joined for this decoder as: text {tok} text_pair (the tokenizer's {role} token {tok!r}, "
-                    f"id {tid}, between the two texts; a decoder has no segment ids)")
+            return (
+                list(a) + [int(tid)] + list(b),
+                f"pair joined for this decoder as: text {tok} text_pair (the tokenizer's {role} token {tok!r}, "
+                f"id {tid}, between the two texts; a decoder has no segment ids)",
+            )
     ids = tokenize(tokenizer, f"{text}\n{text_pair}", add_special_tokens=True)["input_ids"]
-    return list(ids), ("pair joined for this decoder as: text + newline + text_pair (the tokenizer has no sep or "
-                       "eos token; a decoder has no segment ids)")
+    return list(ids), (
+        "pair joined for this decoder as: text + newline + text_pair (the tokenizer has no sep or "
+        "eos token; a decoder has no segment ids)"
+    )
 
 
-def encode(tokenizer, text: str, text_pair: str | None = None, max_length: int | None = None,
-           warn: bool = True, decoder: bool = False) -> Encoded:
+def encode(
+    tokenizer,
+    text: str,
+    text_pair: str | None = None,
+    max_length: int | None = None,
+    warn: bool = True,
+    decoder: bool = False,
+) -> Encoded:
     """Token ids of ``text`` (or of the pair ``text``, ``text_pair``), cut to ``max_length``.
 
     ``decoder``: the model is a decoder, so a pair is joined with a separator (:func:`decoder_pair_ids`)
@@ -113,9 +124,13 @@ def encode(tokenizer, text: str, text_pair: str | None = None, max_length: int |
         cap = max_length * MAX_CHARS_PER_TOKEN
         if len(text) > cap or len(text_pair or "") > cap:
             if warn:
-                warnings.warn(f"The text is {len(text) + len(text_pair or ''):,} characters long, more than "
-                              f"{MAX_CHARS_PER_TOKEN} per token of the limit of {max_length}; it was cut to {cap:,} "
-                              "characters before tokenising.", TruncationWarning, stacklevel=3)
+                warnings.warn(
+                    f"The text is {len(text) + len(text_pair or ''):,} characters long, more than "
+                    f"{MAX_CHARS_PER_TOKEN} per token of the limit of {max_length}; it was cut to {cap:,} "
+                    "characters before tokenising.",
+                    TruncationWarning,
+                    stacklevel=3,
+                )
             text, text_pair = text[:cap], (text_pair[:cap] if text_pair else text_pair)
     note = None
     types = None
@@ -126,23 +141,26 @@ def encode(tokenizer, text: str, text_pair: str | None = None, max_length: int |
         full = enc["input_ids"]
         types = _segment_ids(tokenizer, enc)
         if text_pair is not None:
-            note = ("pair encoded by the tokenizer" + (" with segment ids (token_type_ids 0 | 1) given to the model"
-                                                      if types is not None and any(types) else
-                                                      " (this tokenizer makes no segment ids)"))
+            note = "pair encoded by the tokenizer" + (
+                " with segment ids (token_type_ids 0 | 1) given to the model"
+                if types is not None and any(types)
+                else " (this tokenizer makes no segment ids)"
+            )
     dropped = 0
     if max_length is not None and len(full) > max_length:
         if text_pair is not None and decoder:
             ids = full[:max_length]
         else:
-            enc = tokenize(tokenizer, text, text_pair, add_special_tokens=True, truncation=True,
-                           max_length=max_length)
+            enc = tokenize(tokenizer, text, text_pair, add_special_tokens=True, truncation=True, max_length=max_length)
             ids = enc["input_ids"]
             types = _segment_ids(tokenizer, enc)
         dropped = len(full) - len(ids)
         if warn:
             warnings.warn(
                 f"The text is {len(full)} tokens long, more than the limit of {max_length}; "
-                f"{dropped} tokens were dropped from the end.", TruncationWarning, stacklevel=3,
+                f"{dropped} tokens were dropped from the end.",
+                TruncationWarning,
+                stacklevel=3,
             )
     else:
         ids = full

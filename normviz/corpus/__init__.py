@@ -8,6 +8,7 @@ Definitions of every statistic: :mod:`normviz.corpus.stats`. Engines: in-process
 (:mod:`normviz.corpus.ray_engine`); one chunk of lines: :mod:`normviz.corpus.chunks`; sharded models:
 ``CorpusJob(device_map="auto")`` (:func:`normviz.load`'s ``device_map``).
 """
+
 from .engine import CorpusJob, CorpusResult, run_corpus
 from .stats import CATEGORIES, STAT_TITLES, STATISTICS
 

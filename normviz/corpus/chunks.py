@@ -4,6 +4,7 @@ Each batch is one recorded forward pass shared by the batch's sessions (:meth:`n
 the entry :func:`normviz.analyze_batch` uses too); the maps come from ``session.get(keys)``.
 Used by both engines (in-process and Ray), so they give the same numbers.
 """
+
 from __future__ import annotations
 
 import io
@@ -19,7 +20,9 @@ from ..session.session import Session
 from .reader import BadLine, parse_line
 from .stats import MIX_RATIOS, Accumulator, needed_keys
 
-FX_NORM = "fx_norm"  # ‖f^h(x_j)‖ [L, H, n]: a per-token quantity, not a token-to-token map (kept out of the map registry)
+FX_NORM = (
+    "fx_norm"  # ‖f^h(x_j)‖ [L, H, n]: a per-token quantity, not a token-to-token map (kept out of the map registry)
+)
 
 
 def fx_norm(session: Session) -> np.ndarray:
@@ -93,8 +96,14 @@ def batch_maps(lm, encs: list[Encoded], keys: list[str]) -> list[dict[str, np.nd
 
 
 # ---------------------------------------------------------------------------- one chunk
-def process_chunk(lm, lines: list[tuple[int, bytes]], stats, batch_size: int, max_tokens: int | None,
-                  on_batch: Callable[[int], None] | None = None) -> tuple[dict[str, np.ndarray], dict]:
+def process_chunk(
+    lm,
+    lines: list[tuple[int, bytes]],
+    stats,
+    batch_size: int,
+    max_tokens: int | None,
+    on_batch: Callable[[int], None] | None = None,
+) -> tuple[dict[str, np.ndarray], dict]:
     """Parse, tokenise, batch and accumulate one chunk. Returns (state, meta) with meta = lines analysed,
     their token counts and the bad lines ``[[line, reason], …]``. ``on_batch(k)``: k sentences done."""
     limit = min(max_tokens, lm.max_length) if max_tokens else lm.max_length
@@ -106,12 +115,16 @@ def process_chunk(lm, lines: list[tuple[int, bytes]], stats, batch_size: int, ma
     for line, raw in lines:
         try:
             if len(raw) > 4 * max_chars:
-                raise BadLine(f"too long: {len(raw):,} bytes, more than {MAX_CHARS_PER_TOKEN} characters per token "
-                              f"of the limit of {limit} tokens (--max-tokens); not tokenised")
+                raise BadLine(
+                    f"too long: {len(raw):,} bytes, more than {MAX_CHARS_PER_TOKEN} characters per token "
+                    f"of the limit of {limit} tokens (--max-tokens); not tokenised"
+                )
             item = parse_line(line, raw)
             if len(item.text) + len(item.pair or "") > max_chars:
-                raise BadLine(f"too long: {len(item.text) + len(item.pair or ''):,} characters, more than "
-                              f"{MAX_CHARS_PER_TOKEN} per token of the limit of {limit} tokens; not tokenised")
+                raise BadLine(
+                    f"too long: {len(item.text) + len(item.pair or ''):,} characters, more than "
+                    f"{MAX_CHARS_PER_TOKEN} per token of the limit of {limit} tokens; not tokenised"
+                )
             enc = encode(lm.tokenizer, item.text, item.pair, max_length=None, warn=False, decoder=lm.spec.causal)
             if len(enc.ids) > limit:
                 raise BadLine(f"too long: {len(enc.ids)} tokens, the limit is {limit} (--max-tokens)")
@@ -126,7 +139,7 @@ def process_chunk(lm, lines: list[tuple[int, bytes]], stats, batch_size: int, ma
     done: list[int] = []
     n_tok: list[int] = []
     for start in range(0, len(good), batch_size):
-        batch = good[start:start + batch_size]
+        batch = good[start : start + batch_size]
         try:
             results = batch_maps(lm, [e for _, e in batch], keys)
             pairs = list(zip(batch, results))
@@ -147,8 +160,14 @@ def process_chunk(lm, lines: list[tuple[int, bytes]], stats, batch_size: int, ma
         if on_batch:
             on_batch(len(batch))
     bad.sort()
-    return acc.state(), {"lines": done, "n_tokens": n_tok, "bad": bad, "n_layers": lm.n_layers,
-                         "n_heads": lm.n_heads, "placement": lm.spec.placement}
+    return acc.state(), {
+        "lines": done,
+        "n_tokens": n_tok,
+        "bad": bad,
+        "n_layers": lm.n_layers,
+        "n_heads": lm.n_heads,
+        "placement": lm.spec.placement,
+    }
 
 
 def state_to_bytes(state: dict, meta: dict) -> bytes:
@@ -162,5 +181,3 @@ def state_from_bytes(data: bytes) -> tuple[dict, dict]:
         meta = json.loads(str(z["__meta__"]))
         state = {k: z[k] for k in z.files if k != "__meta__"}
     return state, meta
-
-

@@ -6,6 +6,7 @@ written to ``<out>/checkpoint/chunk_NNNNNN.npz`` as soon as it is done, so an in
 the chunks still missing. The final statistics merge the chunk states in chunk order, so the in-process and
 the Ray engines (same chunks, same batches) give the same numbers.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -54,10 +55,19 @@ class CorpusJob:
 
     def identity(self, lm_source: str, lm_revision: str, digest: str) -> dict:
         """What a checkpoint must agree on to be reused."""
-        return {"version": FORMAT_VERSION, "model": self.model, "source": lm_source, "revision": lm_revision,
-                "input_sha256": digest, "stats": list(self.stats), "batch_size": self.batch_size,
-                "chunk_size": self.chunk_size, "max_tokens": self.max_tokens, "limit": self.limit,
-                "dtype": self.dtype}
+        return {
+            "version": FORMAT_VERSION,
+            "model": self.model,
+            "source": lm_source,
+            "revision": lm_revision,
+            "input_sha256": digest,
+            "stats": list(self.stats),
+            "batch_size": self.batch_size,
+            "chunk_size": self.chunk_size,
+            "max_tokens": self.max_tokens,
+            "limit": self.limit,
+            "dtype": self.dtype,
+        }
 
 
 def validate_job(job: CorpusJob) -> None:
@@ -70,7 +80,9 @@ def validate_job(job: CorpusJob) -> None:
         if getattr(job, name) < 1:
             raise NormvizError(f"--{name.replace('_', '-')} must be at least 1.")
     if job.max_tokens is not None and job.max_tokens < 2:
-        raise NormvizError(f"--max-tokens must be at least 2 (a sequence needs two tokens to mix), got {job.max_tokens}.")
+        raise NormvizError(
+            f"--max-tokens must be at least 2 (a sequence needs two tokens to mix), got {job.max_tokens}."
+        )
     if job.limit is not None and job.limit < 1:
         raise NormvizError(f"--limit must be at least 1, got {job.limit}.")
     out = Path(job.out)
@@ -119,9 +131,14 @@ class OutputLock:
                     break
                 time.sleep(0.05)
             os.close(fd)
-            who = ", ".join(f"{k} {other[k]}" for k in ("pid", "host", "started", "input") if k in other) or "details unknown"
-            raise NormvizError(f"{self.path.parent} is in use by another normviz corpus run ({who}). Wait for it to "
-                               "finish, or use another --out.") from None
+            who = (
+                ", ".join(f"{k} {other[k]}" for k in ("pid", "host", "started", "input") if k in other)
+                or "details unknown"
+            )
+            raise NormvizError(
+                f"{self.path.parent} is in use by another normviz corpus run ({who}). Wait for it to "
+                "finish, or use another --out."
+            ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(self.about).encode(), 0)
         self.fd = fd
@@ -216,12 +233,22 @@ class CorpusResult:
 def load_model(job: CorpusJob, progress_msg: Callable[[str], None] | None = None):
     from ..models import load
 
-    return load(job.model, device=None if job.device_map else job.device, dtype=job.dtype,
-                device_map=job.device_map, progress=progress_msg)
+    return load(
+        job.model,
+        device=None if job.device_map else job.device,
+        dtype=job.dtype,
+        device_map=job.device_map,
+        progress=progress_msg,
+    )
 
 
-def run_corpus(job: CorpusJob, lm=None, progress: Callable[[int, int], None] | None = None,
-               show_bar: bool = True, stop_after: int | None = None) -> CorpusResult | None:
+def run_corpus(
+    job: CorpusJob,
+    lm=None,
+    progress: Callable[[int, int], None] | None = None,
+    show_bar: bool = True,
+    stop_after: int | None = None,
+) -> CorpusResult | None:
     """Run ``job``; returns the tables and summary (also written under ``job.out``).
 
     ``progress(done_lines, total_lines)`` is called after each batch (for UIs); ``show_bar`` draws a tqdm bar
@@ -238,8 +265,12 @@ def run_corpus(job: CorpusJob, lm=None, progress: Callable[[int, int], None] | N
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise NormvizError(f"--out {job.out!r} cannot be created: {exc.strerror or exc}.") from None
-    about = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-             "input": str(job.input)}
+    about = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "input": str(job.input),
+    }
     with OutputLock(out, about):  # before the model loads: a second run on this --out is refused at once
         return _run_locked(job, lines, out, lm, progress, show_bar, stop_after)
 
@@ -256,7 +287,7 @@ def _run_locked(job: CorpusJob, lines, out: Path, lm, progress, show_bar: bool, 
 
         source, revision = resolve(job.model)
     ck = Checkpoints(out, job.identity(source, revision, file_digest(job.input)), fresh=job.fresh)
-    chunks = [lines[i:i + job.chunk_size] for i in range(0, len(lines), job.chunk_size)]
+    chunks = [lines[i : i + job.chunk_size] for i in range(0, len(lines), job.chunk_size)]
     done = ck.done() & set(range(len(chunks)))
     for k in sorted(done):
         why = ck.check(k)
@@ -269,8 +300,9 @@ def _run_locked(job: CorpusJob, lines, out: Path, lm, progress, show_bar: bool, 
         todo = todo[:stop_after]
     total = len(lines)
     already = sum(len(chunks[k]) for k in done)
-    bar = tqdm(total=total, initial=already, unit="line", desc=f"corpus {job.model}", disable=not show_bar,
-               file=sys.stderr)
+    bar = tqdm(
+        total=total, initial=already, unit="line", desc=f"corpus {job.model}", disable=not show_bar, file=sys.stderr
+    )
     counter = {"n": already}
     t0 = time.perf_counter()
 
@@ -323,23 +355,33 @@ def finalize(job: CorpusJob, ck: Checkpoints, n_chunks: int, lm, elapsed: float)
         path = Path(job.out) / "bad_lines.csv"
         pd.DataFrame({"line": [b[0] for b in bad], "reason": [b[1] for b in bad]}).to_csv(path, index=False)
         first = f"; e.g. line {bad[0][0]}: {bad[0][1]}" if bad else ""
-        raise NormvizError(f"No line of {job.input} could be analysed ({len(bad)} skipped{first}). The reasons are "
-                           f"in {path}.")
+        raise NormvizError(
+            f"No line of {job.input} could be analysed ({len(bad)} skipped{first}). The reasons are in {path}."
+        )
     merged = merge(states)
     L, H = metas[0]["n_layers"], metas[0]["n_heads"]
     tabs = tables(merged, L, H)
     seq_lines = [ln for m in metas for ln in m["lines"]]
     seq_tokens = [n for m in metas for n in m["n_tokens"]]
     order = np.argsort(seq_lines, kind="stable")
-    tabs["sequences"] = pd.DataFrame({"line": np.array(seq_lines, dtype=np.int64)[order],
-                                      "n_tokens": np.array(seq_tokens, dtype=np.int64)[order]})
+    tabs["sequences"] = pd.DataFrame(
+        {"line": np.array(seq_lines, dtype=np.int64)[order], "n_tokens": np.array(seq_tokens, dtype=np.int64)[order]}
+    )
     bad = sorted(b for m in metas for b in m["bad"])
-    tabs["bad_lines"] = pd.DataFrame({"line": [b[0] for b in bad], "reason": [b[1] for b in bad]},
-                                     columns=["line", "reason"]).astype({"line": "int64"})
+    tabs["bad_lines"] = pd.DataFrame(
+        {"line": [b[0] for b in bad], "reason": [b[1] for b in bad]}, columns=["line", "reason"]
+    ).astype({"line": "int64"})
     summ = summary(merged, tabs)
-    summ = {"model": job.model, "input": str(job.input), "engine": job.engine, "statistics_chosen": list(job.stats),
-            "lines_read": sum(len(m["lines"]) + len(m["bad"]) for m in metas), "bad_lines": len(bad),
-            "seconds_this_run": round(elapsed, 3), **summ}
+    summ = {
+        "model": job.model,
+        "input": str(job.input),
+        "engine": job.engine,
+        "statistics_chosen": list(job.stats),
+        "lines_read": sum(len(m["lines"]) + len(m["bad"]) for m in metas),
+        "bad_lines": len(bad),
+        "seconds_this_run": round(elapsed, 3),
+        **summ,
+    }
     out = Path(job.out)
     files = {}
     for name, df in tabs.items():

@@ -7,13 +7,15 @@ to float rounding: usually bit for bit with the default ``ray_threads`` (each CP
 threads as the driver) once numba's cache holds the compiled kernels (``scripts/setup.sh`` puts them there),
 but not guaranteed: torch's MKL GEMM is reproducible across processes only in MKL's CNR mode (``MKL_CBWR``),
 and under load the tables differed by 1 ulp; with fewer threads per worker (faster when several workers
-share the cores) within float rounding of the BLAS reduction order. The test compares at 1e-12 relative. GPU workers (``num_gpus=1`` each) are used when the driver sees CUDA.
+share the cores) within float rounding of the BLAS reduction order. The test compares at 1e-12 relative. GPU workers
+(``num_gpus=1`` each) are used when the driver sees CUDA.
 
 When to use which: ``local`` for one machine and one model copy (simplest; uses the GPU when present);
 ``ray`` to run several model replicas at once — several GPUs, or a Ray cluster (``--ray-address``); on a
 small CPU machine Ray's start-up (~10 s) and extra processes rarely pay off. ``--device-map auto``
 (local engine) is for one model too large for one GPU.
 """
+
 from __future__ import annotations
 
 import os
@@ -56,7 +58,9 @@ def _import_ray():
         import ray
         import ray.data  # noqa: F401
     except ImportError:
-        raise MissingPackageError("--engine ray needs Ray Data: pip install 'ray==2.60.0' (see requirements.txt).") from None
+        raise MissingPackageError(
+            "--engine ray needs Ray Data: pip install 'ray==2.60.0' (see requirements.txt)."
+        ) from None
     return ray
 
 
@@ -93,10 +97,18 @@ def run_ray(job, chunks: dict[int, list], finished: Callable[[int, bytes], None]
     ds = ray.data.from_items(rows, override_num_blocks=len(rows))
     ds = ds.map_batches(
         ChunkWorker,
-        fn_constructor_kwargs=dict(model=job.model, device=job.device, dtype=job.dtype, stats=tuple(job.stats),
-                                   batch_size=job.batch_size, max_tokens=job.max_tokens,
-                                   threads=threads if not gpus else 0),
-        batch_size=1, compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=per_worker,
+        fn_constructor_kwargs=dict(
+            model=job.model,
+            device=job.device,
+            dtype=job.dtype,
+            stats=tuple(job.stats),
+            batch_size=job.batch_size,
+            max_tokens=job.max_tokens,
+            threads=threads if not gpus else 0,
+        ),
+        batch_size=1,
+        compute=ray.data.ActorPoolStrategy(size=workers),
+        num_cpus=per_worker,
         num_gpus=1 if gpus else 0,
     )
     for row in ds.iter_rows():

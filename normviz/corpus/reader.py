@@ -3,6 +3,7 @@
 Lines are kept as raw bytes with their 1-based line numbers and decoded later, per chunk, so a line that
 is not valid UTF-8 is reported with its number instead of failing the whole file.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -29,11 +30,15 @@ def read_lines(path, limit: int | None = None) -> list[tuple[int, bytes]]:
     """``[(line_number, raw_bytes)]`` of the file, at most ``limit`` lines."""
     p = Path(path)
     if p.is_dir():
-        raise NormvizError(f"--input {str(path)!r} is a directory, not a file. Pass a text file with one sentence "
-                           "per line (sentence pairs separated by a tab).")
+        raise NormvizError(
+            f"--input {str(path)!r} is a directory, not a file. Pass a text file with one sentence "
+            "per line (sentence pairs separated by a tab)."
+        )
     if not p.is_file():
-        raise NormvizError(f"Corpus file {str(path)!r} not found. Pass a text file with one sentence per line "
-                           "(sentence pairs separated by a tab).")
+        raise NormvizError(
+            f"Corpus file {str(path)!r} not found. Pass a text file with one sentence per line "
+            "(sentence pairs separated by a tab)."
+        )
     check_encoding(p)
     out = []
     with p.open("rb") as fh:

@@ -10,6 +10,7 @@ the share statistics apart, under ``other_definitions``; ``definitions`` says wh
   category_shares  layer, head, category, weight_share, norm_share, token_share
   tokens           token_id, token, count, freq_rank, fx_norm_mean (mean over layers and heads)
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -68,7 +69,7 @@ def tables(state: dict, n_layers: int, n_heads: int) -> dict[str, pd.DataFrame]:
     if "fx_cv_sum" in state:
         cv = _div(state["fx_cv_sum"], state["fx_cv_count"])
         mean = _div(state["fx_sum"], state["fx_count"])
-        var = np.maximum(_div(state["fx_sumsq"], state["fx_count"]) - mean ** 2, 0)
+        var = np.maximum(_div(state["fx_sumsq"], state["fx_count"]) - mean**2, 0)
         hs["fx_cv"] = cv.ravel()
         hs["fx_cv_pooled"] = (np.sqrt(var) / mean).ravel()
         hs["fx_norm_mean"] = mean.ravel()
@@ -84,13 +85,15 @@ def tables(state: dict, n_layers: int, n_heads: int) -> dict[str, pd.DataFrame]:
         ls["rho_fx_freq"] = np.nanmean(rho, 1)
         counts = state["type_count"]
         order = np.lexsort((state["type_ids"], -counts))
-        out["tokens"] = pd.DataFrame({
-            "token_id": state["type_ids"][order],
-            "token": state["type_tokens"][order],
-            "count": counts[order].astype(np.int64),
-            "freq_rank": rankdata_desc(counts)[order],
-            "fx_norm_mean": (state["type_fx_sum"].mean((0, 1)) / np.maximum(counts, 1))[order],
-        })
+        out["tokens"] = pd.DataFrame(
+            {
+                "token_id": state["type_ids"][order],
+                "token": state["type_tokens"][order],
+                "count": counts[order].astype(np.int64),
+                "freq_rank": rankdata_desc(counts)[order],
+                "fx_norm_mean": (state["type_fx_sum"].mean((0, 1)) / np.maximum(counts, 1))[order],
+            }
+        )
     if "mixing_head_rows" in state:
         hs["mixing_attention"] = _div(state["mixing_head_attention_sum"], state["mixing_head_rows"]).ravel()
         hs["mixing_norm"] = _div(state["mixing_head_norm_sum"], state["mixing_head_norm_rows"]).ravel()
@@ -108,12 +111,16 @@ def tables(state: dict, n_layers: int, n_heads: int) -> dict[str, pd.DataFrame]:
         w = _div(state["share_weight"], state["share_rows"])
         nm = _div(state["share_norm"], state["share_rows"])
         tok = _div(state["category_tokens"], state["category_tokens"].sum())
-        out["category_shares"] = pd.DataFrame({
-            "layer": np.repeat(layer.ravel(), C), "head": np.repeat(head.ravel(), C),
-            "category": np.tile(np.array(CATEGORIES), L * H),
-            "weight_share": w.reshape(-1), "norm_share": nm.reshape(-1),
-            "token_share": np.tile(tok, L * H),
-        })
+        out["category_shares"] = pd.DataFrame(
+            {
+                "layer": np.repeat(layer.ravel(), C),
+                "head": np.repeat(head.ravel(), C),
+                "category": np.tile(np.array(CATEGORIES), L * H),
+                "weight_share": w.reshape(-1),
+                "norm_share": nm.reshape(-1),
+                "token_share": np.tile(tok, L * H),
+            }
+        )
     out["head_stats"] = pd.DataFrame(hs)
     out["layer_stats"] = pd.DataFrame(ls)
     return out
@@ -128,17 +135,26 @@ def summary(state: dict, tabs: dict[str, pd.DataFrame]) -> dict:
     for col in ls.columns:
         if col == "layer":
             continue
-        (other if col.startswith("mixing_share_") else stats)[col] = _float(np.nanmean(ls[col].to_numpy(dtype=np.float64)))
+        (other if col.startswith("mixing_share_") else stats)[col] = _float(
+            np.nanmean(ls[col].to_numpy(dtype=np.float64))
+        )
     if "head_stats" in tabs and "fx_cv_pooled" in tabs["head_stats"]:
         stats["fx_cv_pooled"] = _float(np.nanmean(tabs["head_stats"]["fx_cv_pooled"]))
     if "category_shares" in tabs:
-        cs = tabs["category_shares"].groupby("category", sort=False)[["weight_share", "norm_share", "token_share"]].mean()
+        cs = (
+            tabs["category_shares"]
+            .groupby("category", sort=False)[["weight_share", "norm_share", "token_share"]]
+            .mean()
+        )
         stats["category_shares"] = {c: {k: _float(v) for k, v in cs.loc[c].items()} for c in cs.index}
     out["paper_reference_bert_base"] = {k: v for k, v in PAPER_REFERENCE.items()}
     if other:
         out["other_definitions"] = other  # not comparable with the paper's numbers
-    defs = {k: MIX_DEFINITION + "; pooled over tokens per layer, mean over layers (2021 Table 2)"
-            for k in stats if k.startswith("mixing_")}
+    defs = {
+        k: MIX_DEFINITION + "; pooled over tokens per layer, mean over layers (2021 Table 2)"
+        for k in stats
+        if k.startswith("mixing_")
+    }
     defs.update({k: SHARE_DEFINITION for k in other})
     if defs:
         out["definitions"] = defs

@@ -1,4 +1,5 @@
 """Bundled corpus samples (public domain; see assets/corpus/SOURCE.md)."""
+
 from __future__ import annotations
 
 from pathlib import Path

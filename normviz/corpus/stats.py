@@ -46,6 +46,7 @@ Statistics (all in float64):
                     ``ff_res_ln``) over the visible pairs of one sequence, averaged over sequences with
                     n ≥ 2 (Kobayashi et al. 2024).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -140,11 +141,11 @@ class Accumulator:
         z = np.zeros
         self.s: dict[str, np.ndarray] = {"n_sequences": z(()), "n_tokens": z(())}
         if "cv" in self.stats:
-            self.s.update(fx_cv_sum=z((L, H)), fx_cv_count=z((L, H)), fx_sum=z((L, H)), fx_sumsq=z((L, H)),
-                          fx_count=z(()))
+            self.s.update(
+                fx_cv_sum=z((L, H)), fx_cv_count=z((L, H)), fx_sum=z((L, H)), fx_sumsq=z((L, H)), fx_count=z(())
+            )
         if "shares" in self.stats:
-            self.s.update(share_weight=z((L, H, C)), share_norm=z((L, H, C)), share_rows=z(()),
-                          category_tokens=z(C))
+            self.s.update(share_weight=z((L, H, C)), share_norm=z((L, H, C)), share_rows=z(()), category_tokens=z(C))
         if "spearman" in self.stats:
             self.s.update(rho_alpha_fx_sum=z((L, H)), rho_alpha_fx_count=z((L, H)))
         if "mixing" in self.stats:
@@ -175,8 +176,14 @@ class Accumulator:
         return keys
 
     # ------------------------------------------------------------------ one sequence
-    def add(self, maps: dict[str, np.ndarray], token_ids: list[int], tokens: list[str], labels: list[str],
-            special: list[bool]) -> None:
+    def add(
+        self,
+        maps: dict[str, np.ndarray],
+        token_ids: list[int],
+        tokens: list[str],
+        labels: list[str],
+        special: list[bool],
+    ) -> None:
         """Add one sequence. ``maps``: arrays of that sequence as from :func:`normviz.analyze` (any float dtype)."""
         s = self.s
         n = len(token_ids)

@@ -18,6 +18,7 @@
 A family's name is its module's name. Which stacks a key applies to, its picker group, unit, short label and
 budget option are on its :class:`KeyInfo` (filled from the family by :func:`register_family`).
 """
+
 from . import (
     cross,
     decompx,
@@ -59,13 +60,52 @@ from .registry import (
     unregister_family,
 )
 
-for _family in (weights, norms, feedforward, rollouts, effective, interactions, globenc, maxflow, zeroing, decompx,
-                cross, knockout, head_ablation):
+for _family in (
+    weights,
+    norms,
+    feedforward,
+    rollouts,
+    effective,
+    interactions,
+    globenc,
+    maxflow,
+    zeroing,
+    decompx,
+    cross,
+    knockout,
+    head_ablation,
+):
     register_family(_family)
 
 from .keyspace import key_info  # noqa: E402 — the one key_info: any spelling (``encoder_norm`` titled by its stack)
 
-__all__ = ["FAMILY_ALIASES", "GROUPS", "Budget", "Family", "Inputs", "KeyInfo", "Output", "Request", "all_budget_options",
-           "all_keys", "base_info", "budget_option", "budget_options", "check", "computation", "families", "family", "family_of",
-           "is_key", "is_opt_in", "key_info", "layer_view", "lookup", "references", "register_computation",
-           "register_family", "requires", "unregister_family"]
+__all__ = [
+    "FAMILY_ALIASES",
+    "GROUPS",
+    "Budget",
+    "Family",
+    "Inputs",
+    "KeyInfo",
+    "Output",
+    "Request",
+    "all_budget_options",
+    "all_keys",
+    "base_info",
+    "budget_option",
+    "budget_options",
+    "check",
+    "computation",
+    "families",
+    "family",
+    "family_of",
+    "is_key",
+    "is_opt_in",
+    "key_info",
+    "layer_view",
+    "lookup",
+    "references",
+    "register_computation",
+    "register_family",
+    "requires",
+    "unregister_family",
+]

@@ -37,9 +37,11 @@ A family is one module under ``normviz/methods/`` with
     compute(inputs, keys, options)   -> Output(arrays {key: numpy [L, …]}, notes {key: text})
 
 ``compute`` never mutates its inputs. The recorded layers (``inputs.layers``) are recorded on first access:
-a family that reads only other maps (a rollout) never causes a forward pass. :func:`normviz.methods.registry.register_family` adds a module
+a family that reads only other maps (a rollout) never causes a forward pass.
+:func:`normviz.methods.registry.register_family` adds a module
 (also a user's own).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -125,8 +127,9 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
     return t.detach().to("cpu").numpy()
 
 
-def per_layer(inputs: Inputs, family: str, keys: Sequence[str],
-              fn: Callable[[object], Mapping[str, torch.Tensor]]) -> dict[str, np.ndarray]:
+def per_layer(
+    inputs: Inputs, family: str, keys: Sequence[str], fn: Callable[[object], Mapping[str, torch.Tensor]]
+) -> dict[str, np.ndarray]:
     """Stack ``fn(layer) -> {key: tensor}`` over the layers into numpy arrays [L, …] (allocated once); each
     layer's cached tensors are dropped when it is done."""
     out: dict[str, np.ndarray] = {}

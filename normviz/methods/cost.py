@@ -10,6 +10,7 @@ A refusal says how long it would take, the budget and its option, and the longes
 (:func:`token_limit`, when the cost is given as a function of the request). No budget, or a device without a
 rate: no estimate, nothing refused.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,8 +38,12 @@ RATES: dict[str, dict[str, float]] = {
     "routes": {"cpu": 4e7},
 }
 # the option that overrides a cost model's rate (FLOP/s)
-RATE_OPTIONS = {"default": "cost_flops_per_second", "decompx": "cost_flops_per_second",
-                "feedforward": "ff_flops_per_second", "routes": "routes_numbers_per_second"}
+RATE_OPTIONS = {
+    "default": "cost_flops_per_second",
+    "decompx": "cost_flops_per_second",
+    "feedforward": "ff_flops_per_second",
+    "routes": "routes_numbers_per_second",
+}
 
 
 @dataclass(frozen=True)
@@ -89,8 +94,9 @@ def token_limit(request, max_flops: float, cost: Callable) -> int:
     return longest(lambda n: cost(type(request)(**{**request.__dict__, "n_tokens": n})) <= max_flops)
 
 
-def estimate_s(request, options: dict, budget: Budget, flops: float | Callable,
-               extra_s: Callable | None = None) -> float | None:
+def estimate_s(
+    request, options: dict, budget: Budget, flops: float | Callable, extra_s: Callable | None = None
+) -> float | None:
     """Estimated seconds of ``flops`` (work in the cost model's units: a number or a function of the request) at
     the device's rate, plus ``extra_s(request)`` seconds (work not measured in the rate's units); None: no rate."""
     r = rate(budget.rates, request.device, options)
@@ -100,8 +106,15 @@ def estimate_s(request, options: dict, budget: Budget, flops: float | Callable,
     return total / r + (float(extra_s(request)) if extra_s is not None else 0.0)
 
 
-def refuse_over_budget(request, key: str, options: dict, budget: Budget, flops: float | Callable,
-                       note: str = "", extra_s: Callable | None = None) -> None:
+def refuse_over_budget(
+    request,
+    key: str,
+    options: dict,
+    budget: Budget,
+    flops: float | Callable,
+    note: str = "",
+    extra_s: Callable | None = None,
+) -> None:
     """Raise TooCostlyError when ``flops`` (a number, or a function of the request: then the message says how
     many tokens fit) at the device's rate (plus ``extra_s(request)`` seconds) would take longer than ``budget``
     (no limit by default; the app sets the budgets from its settings). ``note``: a last sentence (what to use
@@ -114,8 +127,13 @@ def refuse_over_budget(request, key: str, options: dict, budget: Budget, flops: 
     if est <= seconds:
         return
     work = flops if extra_s is None or not callable(flops) else (lambda q: flops(q) + float(extra_s(q)) * r)
-    fits = (f" It fits the budget up to about {token_limit(request, seconds * r, work)} tokens here."
-            if callable(flops) else "")
-    raise TooCostlyError(f"{key} would take about {est:.0f} s for {request.n_tokens} tokens on this machine "
-                         f"(budget {seconds:.0f} s, option {budget.named()}; in the app {budget.setting}). "
-                         f"Shorten the text.{fits}" + (f" {note}" if note else ""))
+    fits = (
+        f" It fits the budget up to about {token_limit(request, seconds * r, work)} tokens here."
+        if callable(flops)
+        else ""
+    )
+    raise TooCostlyError(
+        f"{key} would take about {est:.0f} s for {request.n_tokens} tokens on this machine "
+        f"(budget {seconds:.0f} s, option {budget.named()}; in the app {budget.setting}). "
+        f"Shorten the text.{fits}" + (f" {note}" if note else "")
+    )

@@ -16,6 +16,7 @@ e_j the encoder's final output (what the block's keys and values read), head h:
                                    the self-attention block's normed output; pre-LN: its residual sum). 0 when
                                    the block adds nothing, near 1 when it swamps the residual; 0/0 gives 0.
 """
+
 from __future__ import annotations
 
 import torch
@@ -30,20 +31,40 @@ NAME = "cross"
 STACKS = ("cross",)  # its keys carry their stack's name: cross_attention, not a prefix added to attention
 GROUP = "per layer"
 KEYS = (
-    KeyInfo("cross_attention", "Cross-attention weights α", True,
-            "α^h_ij of target position i over source token j (the model's cross_attentions).", short="cross α",
-            unit="weight α"),
-    KeyInfo("cross_norm", "Cross-attention norm ‖α f(e)‖", True,
-            "‖α^h_ij f^h(e_j)‖, e_j the encoder's final output (Kobayashi et al. 2020 §5).", short="cross ‖αf‖"),
-    KeyInfo("cross_norm_layer", "Cross-attention norm, heads summed", False,
-            "‖Σ_h α^h_ij f^h(e_j)‖: head vectors summed, then the norm.", short="cross ‖Σαf‖"),
-    KeyInfo("cross_source_share", "Source share of the cross block", False,
-            "‖c_i‖/(‖c_i‖+‖r_i‖): the cross block's source vector c_i against the residual stream r_i it joins "
-            "([L, m], one value per target position).", short="source share", unit="share (0…1)"),
+    KeyInfo(
+        "cross_attention",
+        "Cross-attention weights α",
+        True,
+        "α^h_ij of target position i over source token j (the model's cross_attentions).",
+        short="cross α",
+        unit="weight α",
+    ),
+    KeyInfo(
+        "cross_norm",
+        "Cross-attention norm ‖α f(e)‖",
+        True,
+        "‖α^h_ij f^h(e_j)‖, e_j the encoder's final output (Kobayashi et al. 2020 §5).",
+        short="cross ‖αf‖",
+    ),
+    KeyInfo(
+        "cross_norm_layer",
+        "Cross-attention norm, heads summed",
+        False,
+        "‖Σ_h α^h_ij f^h(e_j)‖: head vectors summed, then the norm.",
+        short="cross ‖Σαf‖",
+    ),
+    KeyInfo(
+        "cross_source_share",
+        "Source share of the cross block",
+        False,
+        "‖c_i‖/(‖c_i‖+‖r_i‖): the cross block's source vector c_i against the residual stream r_i it joins "
+        "([L, m], one value per target position).",
+        short="source share",
+        unit="share (0…1)",
+    ),
 )
 NAMES = tuple(i.key for i in KEYS)
 REFERENCES = (papers.KOBAYASHI_2020,)
-
 
 
 class CrossDecomposition:
@@ -61,8 +82,11 @@ class CrossDecomposition:
     @property
     def b_o(self) -> torch.Tensor:
         d = self.head_vectors.shape[-1]
-        return (self.p.b_o.to(self.dtype) if self.p.b_o is not None
-                else torch.zeros(d, dtype=self.dtype, device=self.device))
+        return (
+            self.p.b_o.to(self.dtype)
+            if self.p.b_o is not None
+            else torch.zeros(d, dtype=self.dtype, device=self.device)
+        )
 
     def parts(self, rows: slice) -> torch.Tensor:
         """Σ_h α^h_ij f^h(e_j) for i in rows: [c, n, d]."""

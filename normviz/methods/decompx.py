@@ -40,6 +40,7 @@ Cost: the parts are [n, n, d] per layer by nature. Per layer the projections thr
 ``decompx_budget_s`` seconds. Memory: X and its value projection (2·n²·d numbers) plus row chunks of
 [c, n, d_ff] bounded by the layer view's ``chunk_bytes``; X is overwritten row chunk by row chunk.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -53,10 +54,17 @@ from .base import Budget, Inputs, KeyInfo, Output, Request, refuse_over_budget, 
 
 NAME = "decompx"  # the module's name (map key: decompx); "decomposition" is an alias
 BUDGET = Budget(NAME, rates="decompx")  # option decompx_budget_s, at DecompX's measured rate (methods.cost)
-KEYS = (KeyInfo("decompx", "DecompX (propagated decomposition)", False,
-                "‖x^l_{i⇐k}‖: token k's part of token i's output of layer l, the decomposition carried from the "
-                "embeddings through attention, residuals, both norms and the FF block (biases split by |dot|, "
-                "activation by its zero-origin slope; Modarressi et al. 2023). Opt-in: [n, n, d] per layer.", short="DecompX"),)
+KEYS = (
+    KeyInfo(
+        "decompx",
+        "DecompX (propagated decomposition)",
+        False,
+        "‖x^l_{i⇐k}‖: token k's part of token i's output of layer l, the decomposition carried from the "
+        "embeddings through attention, residuals, both norms and the FF block (biases split by |dot|, "
+        "activation by its zero-origin slope; Modarressi et al. 2023). Opt-in: [n, n, d] per layer.",
+        short="DecompX",
+    ),
+)
 OPT_IN = ("decompx",)
 HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers.process)
 REFERENCES = (papers.MODARRESSI_2023,)
@@ -66,7 +74,7 @@ def flops(request: Request) -> float:
     """Multiply-adds ×2 per layer: the n² parts through W^V, W^O (d×d each), W_1 and W_2 (d×d_ff each), and
     the attention mixing Σ_j α_ij over n³·d. (Norms, bias splits and the activation are O(n²·d).)"""
     n, d, d_ff = request.n_tokens, request.d_model, request.d_ff
-    return request.n_layers * (2.0 * n * n * d * (2 * d + 2 * d_ff) + 2.0 * n ** 3 * d)
+    return request.n_layers * (2.0 * n * n * d * (2 * d + 2 * d_ff) + 2.0 * n**3 * d)
 
 
 def check(request: Request, key: str, options: dict) -> None:
@@ -74,7 +82,8 @@ def check(request: Request, key: str, options: dict) -> None:
         raise NotApplicableError(
             f"{key!r} (DecompX) linearises an element-wise FF activation by its zero-origin slope g(h)/h; this "
             "model's gated FF (SwiGLU) multiplies two sums of token parts and has no such split. Use ff / ff_res "
-            "(integrated gradients through the gate) or rollout_ff_res instead.")
+            "(integrated gradients through the gate) or rollout_ff_res instead."
+        )
     refuse_over_budget(request, key, options, BUDGET, flops)
 
 
@@ -134,7 +143,8 @@ def norm_parts(parts: torch.Tensor, norm, z: torch.Tensor, rows: slice, rules: R
 
 def ff_factors(ctx, ff_in: torch.Tensor | None = None) -> list[torch.Tensor]:
     """The per-unit factors [n, d_ff] of the FF activation at the block's real input ``ff_in`` (default: the
-    attention residual's norm output by its formula, :attr:`~normviz.record.decompose.LayerDecomposition.ln_attn_out`): an element-wise g: [θ = g(h)/h], DecompX's zero-origin
+    attention residual's norm output by its formula, :attr:`~normviz.record.decompose.LayerDecomposition.ln_attn_out`):
+    an element-wise g: [θ = g(h)/h], DecompX's zero-origin
     slope, which is also the integrated-gradients share of a part; SwiGLU: the integrated-gradients factors of
     the gate and up parts (:func:`normviz.methods.feedforward.unit_factors`, the same split as the FF maps)."""
     from .feedforward import out_rows, unit_factors
@@ -142,8 +152,10 @@ def ff_factors(ctx, ff_in: torch.Tensor | None = None) -> list[torch.Tensor]:
     p = ctx.p
     if ff_in is None:
         ff_in = ctx.ln_attn_out  # by the parts' own formula: the end point the parts sum to
-    pre = [ff_in @ w + b if b is not None else ff_in @ w
-           for w, b in [(p.w_in, p.b_in)] + ([(p.w_up, p.b_up)] if p.ff_kind != "mlp" else [])]
+    pre = [
+        ff_in @ w + b if b is not None else ff_in @ w
+        for w, b in [(p.w_in, p.b_in)] + ([(p.w_up, p.b_up)] if p.ff_kind != "mlp" else [])
+    ]
     return out_rows(ctx, unit_factors(ctx, *pre))
 
 
@@ -165,8 +177,9 @@ def rows_matmul(flat: torch.Tensor, w: torch.Tensor, live: torch.Tensor | None) 
     return out
 
 
-def ff_parts(ctx, parts: torch.Tensor, rows: slice, factors: Sequence[torch.Tensor],
-             rules: Rules = DECOMPX) -> torch.Tensor:
+def ff_parts(
+    ctx, parts: torch.Tensor, rows: slice, factors: Sequence[torch.Tensor], rules: Rules = DECOMPX
+) -> torch.Tensor:
     """F[i, k] = (θ_i ⊙ (W_1 v_ik + w_ik b_1)) W_2 + w'_ik b_2 for the FF input parts v [c, n, d]; SwiGLU:
     (c^gate_i ⊙ (W_g v_ik + ·) + c^up_i ⊙ (W_u v_ik + ·)) W_2 + ·, the factors of :func:`ff_factors`."""
     p = ctx.p
@@ -237,8 +250,9 @@ def attention_parts(ctx, values: torch.Tensor, rows: slice, m: int) -> torch.Ten
     return mix_values(ctx.mix_alpha, values, p.w_o, p.n_heads, p.n_kv_heads, p.head_dim, rows, m)
 
 
-def mix_values(alpha: torch.Tensor, values: torch.Tensor, w_o: torch.Tensor, H: int, KV: int, dh: int, rows: slice,
-               m: int) -> torch.Tensor:
+def mix_values(
+    alpha: torch.Tensor, values: torch.Tensor, w_o: torch.Tensor, H: int, KV: int, dh: int, rows: slice, m: int
+) -> torch.Tensor:
     """Σ_h Σ_j α^h_ij values^{kv(h)}[j, k] W^O_h: α [H, ·, n_j], values [KV, n_j, m·dh] → [c, m, d]."""
     c = rows.stop - rows.start
     a = alpha[:, rows].reshape(KV, (H // KV) * c, -1)  # heads h = kv·G + g share kv head kv
@@ -325,6 +339,8 @@ def compute(inputs: Inputs, keys, options) -> Output:
         if out is None:
             out = m[None].repeat(len(layers), axis=0)
         out[index] = m
-    note = ("DecompX as the authors' demo: biases split by |dot| (absdot), activation by g(h)/h (GeLU_ZO), "
-            "vector aggregation, value bias inside f(x_j) in the first layer")
+    note = (
+        "DecompX as the authors' demo: biases split by |dot| (absdot), activation by g(h)/h (GeLU_ZO), "
+        "vector aggregation, value bias inside f(x_j) in the first layer"
+    )
     return Output({"decompx": out}, {"decompx": note})

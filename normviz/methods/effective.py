@@ -28,6 +28,7 @@ al.'s derivation (which writes the value map without a bias): since Σ_j α_ij =
 column space of the token-dependent part only. The two differ only when the bias direction is outside that
 column space (n > head size). Which was used is stated in ``Analysis.notes["effective_attention"]``.
 """
+
 from __future__ import annotations
 
 import torch
@@ -39,9 +40,16 @@ from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer, refuse_ov
 NAME = "effective"
 BUDGET = Budget(NAME)  # option effective_budget_s
 UNIT = "weight α"
-KEYS = (KeyInfo("effective_attention", "Effective attention", True,
-                "α^h minus its projection on the left null space of T^h = x̂W^V_h(+b^V)W^O_h "
-                "(Brunner et al. 2020); equals α when n ≤ head size. Option effective_value_bias=false: T without b^V.", short="effective α"),)
+KEYS = (
+    KeyInfo(
+        "effective_attention",
+        "Effective attention",
+        True,
+        "α^h minus its projection on the left null space of T^h = x̂W^V_h(+b^V)W^O_h "
+        "(Brunner et al. 2020); equals α when n ≤ head size. Option effective_value_bias=false: T without b^V.",
+        short="effective α",
+    ),
+)
 HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers.process)
 REFERENCES = (papers.BRUNNER_2020,)
 
@@ -70,8 +78,12 @@ def _project(alpha_rows: torch.Tensor, b: torch.Tensor, rtol: torch.Tensor, m: t
     return torch.where((r == m)[..., None], alpha_rows, proj)
 
 
-def effective_attention(alpha: torch.Tensor, t: torch.Tensor | None, rtol: float | None = None,
-                        reduced: tuple[torch.Tensor, int] | None = None) -> torch.Tensor:
+def effective_attention(
+    alpha: torch.Tensor,
+    t: torch.Tensor | None,
+    rtol: float | None = None,
+    reduced: tuple[torch.Tensor, int] | None = None,
+) -> torch.Tensor:
     """α̃ = α·U_rU_rᵀ per head. ``alpha`` [H, n, n], ``t`` [H, n, d] (T^h as rows); float64 inside.
     ``reduced=(B, d)`` passes a factor B with T = B·(orthonormal rows) instead of T."""
     if reduced is None:
@@ -94,9 +106,13 @@ def effective_attention(alpha: torch.Tensor, t: torch.Tensor | None, rtol: float
     return out.to(alpha.dtype)
 
 
-def effective_attention_causal(alpha: torch.Tensor, t: torch.Tensor | None, rtol: float | None = None,
-                               chunk_bytes: int = 64 * 2**20,
-                               reduced: tuple[torch.Tensor, int] | None = None) -> torch.Tensor:
+def effective_attention_causal(
+    alpha: torch.Tensor,
+    t: torch.Tensor | None,
+    rtol: float | None = None,
+    chunk_bytes: int = 64 * 2**20,
+    reduced: tuple[torch.Tensor, int] | None = None,
+) -> torch.Tensor:
     """Causal version: row i projected onto the column space of its prefix T^h_{≤i}; [H, n, n]."""
     if reduced is None:
         h, n, d = t.shape
@@ -118,13 +134,16 @@ def effective_attention_causal(alpha: torch.Tensor, t: torch.Tensor | None, rtol
     rows = torch.arange(n, device=b.device)
     step = max(1, chunk_bytes // max(1, 8 * h * n * k * 3))
     for start in range(first, n, step):
-        idx = rows[start:start + step]  # receiving tokens i; prefix length m = i + 1
+        idx = rows[start : start + step]  # receiving tokens i; prefix length m = i + 1
         m = idx + 1
         mask = (rows[None, :] < m[:, None]).to(b.dtype)  # [c, n]: rows of the prefix
         bp = b[None] * mask[:, None, :, None]  # [c, H, n, k], rows ≥ m zeroed
         ap = a64[:, idx, :].transpose(0, 1) * mask[:, None, :]  # [c, H, n]
-        tol = (torch.clamp(m, min=d).to(b.dtype) * eps if rtol is None
-               else torch.full((len(idx),), rtol, dtype=b.dtype, device=b.device))
+        tol = (
+            torch.clamp(m, min=d).to(b.dtype) * eps
+            if rtol is None
+            else torch.full((len(idx),), rtol, dtype=b.dtype, device=b.device)
+        )
         proj = _project(ap, bp, tol[:, None].expand(-1, h), m[:, None].expand(-1, h))
         out[:, idx, :] = (proj * mask[:, None, :]).transpose(0, 1)  # nothing after i, exactly
     return out.to(alpha.dtype)
@@ -186,21 +205,32 @@ def _options(options: dict) -> tuple[float | None, str, bool]:
     return (float(rtol) if rtol is not None else None), mode, bias
 
 
-
-
 def compute(inputs: Inputs, keys, options) -> Output:
     rtol, mode, bias = _options(options)
     fn = effective_attention_causal if inputs.request.causal and mode == "prefix" else effective_attention
-    arrays = per_layer(inputs, NAME, keys, lambda ctx: {
-        "effective_attention": fn(ctx.alpha, None, rtol, reduced=reduced_factor(ctx, bias)).to(ctx.dtype)})
-    note = ("T^h = (x̂W^V_h + b^V_h)W^O_h, value bias inside (option effective_value_bias=true, the default)" if bias
-            else "T^h = x̂W^V_h W^O_h, value bias left out (option effective_value_bias=false)")
+    arrays = per_layer(
+        inputs,
+        NAME,
+        keys,
+        lambda ctx: {"effective_attention": fn(ctx.alpha, None, rtol, reduced=reduced_factor(ctx, bias)).to(ctx.dtype)},
+    )
+    note = (
+        "T^h = (x̂W^V_h + b^V_h)W^O_h, value bias inside (option effective_value_bias=true, the default)"
+        if bias
+        else "T^h = x̂W^V_h W^O_h, value bias left out (option effective_value_bias=false)"
+    )
     return Output(arrays, {"effective_attention": note})
 
 
 def check(request: Request, key: str, options: dict) -> None:
-    """Refuse before anything runs when one SVD of an n × d matrix per layer and head (4·L·H·n·d·min(n, d) FLOPs) would take longer than option ``effective_budget_s``
+    """Refuse before anything runs when one SVD of an n × d matrix per layer and head (4·L·H·n·d·min(n, d) FLOPs) would
+    take longer than option ``effective_budget_s``
     seconds (:func:`~normviz.methods.base.refuse_over_budget`)."""
     _options(options)
-    refuse_over_budget(request, key, options, BUDGET, lambda r: r.n_layers * 4.0 * r.n_heads * r.n_tokens
-                       * r.d_model * min(r.n_tokens, r.d_model))
+    refuse_over_budget(
+        request,
+        key,
+        options,
+        BUDGET,
+        lambda r: r.n_layers * 4.0 * r.n_heads * r.n_tokens * r.d_model * min(r.n_tokens, r.d_model),
+    )

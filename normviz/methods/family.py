@@ -9,6 +9,7 @@ write out a default (``tests/unit/test_family_record.py``). The record does not 
 ``check`` and ``compute`` are read from the module at call time (so a patch of the module's function is seen), and
 nothing is written into the module.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -22,9 +23,26 @@ from .cost import Budget
 RECORDS = ("full", "attention")  # what compute() reads of the recording pass
 
 # the upper-case attributes a family module declares (with NAME, KEYS, check, compute), each one field's source
-DECLARED = ("NAME", "KEYS", "REQUIRES", "OPT_IN", "NEEDS_MODEL", "HOOKS_OWN_THREAD", "HEAVY", "PER_LAYER", "RECORD",
-            "COMPUTED_TOGETHER", "STACKS", "GROUP", "UNIT", "BUDGET", "LAYER_VIEWS", "ALPHA_KEYS", "RELEASES_ALPHA",
-            "REFERENCES")
+DECLARED = (
+    "NAME",
+    "KEYS",
+    "REQUIRES",
+    "OPT_IN",
+    "NEEDS_MODEL",
+    "HOOKS_OWN_THREAD",
+    "HEAVY",
+    "PER_LAYER",
+    "RECORD",
+    "COMPUTED_TOGETHER",
+    "STACKS",
+    "GROUP",
+    "UNIT",
+    "BUDGET",
+    "LAYER_VIEWS",
+    "ALPHA_KEYS",
+    "RELEASES_ALPHA",
+    "REFERENCES",
+)
 
 
 def misspelt(module: ModuleType) -> dict[str, str]:
@@ -72,8 +90,10 @@ class Family:
         """The record of a family module; the defaults of every optional attribute are this class's."""
         wrong = misspelt(module)
         if wrong:
-            raise TypeError(f"{module.__name__}: unknown family attribute(s) "
-                            + ", ".join(f"{k} (did you mean {v}?)" for k, v in wrong.items()))
+            raise TypeError(
+                f"{module.__name__}: unknown family attribute(s) "
+                + ", ".join(f"{k} (did you mean {v}?)" for k, v in wrong.items())
+            )
         keys = tuple(module.KEYS)
         names = {i.key for i in keys}
         record = getattr(module, "RECORD", cls.record)
@@ -88,17 +108,28 @@ class Family:
         views = getattr(module, "LAYER_VIEWS", None)
         if views is None:
             views = {i.key: i.key + "_layer" for i in keys if i.per_head and i.key + "_layer" in names}
-        return cls(name=module.NAME, keys=keys, module=module, requires=dict(getattr(module, "REQUIRES", {})),
-                   opt_in=tuple(getattr(module, "OPT_IN", ())),
-                   needs_model=bool(getattr(module, "NEEDS_MODEL", False)),
-                   hooks_own_thread=bool(getattr(module, "HOOKS_OWN_THREAD", False)),
-                   heavy=bool(getattr(module, "HEAVY", False)), per_layer=bool(getattr(module, "PER_LAYER", False)),
-                   record=record, computed_together=bool(getattr(module, "COMPUTED_TOGETHER", False)),
-                   stacks=tuple(getattr(module, "STACKS", DEFAULT_STACKS)), group=group,
-                   unit=getattr(module, "UNIT", DEFAULT_UNIT), budget=getattr(module, "BUDGET", None),
-                   layer_views=dict(views), alpha_keys=tuple(getattr(module, "ALPHA_KEYS", ())),
-                   releases_alpha=bool(getattr(module, "RELEASES_ALPHA", False)),
-                   chained=callable(getattr(module, "chain_source", None)), references=tuple(getattr(module, "REFERENCES", ())))
+        return cls(
+            name=module.NAME,
+            keys=keys,
+            module=module,
+            requires=dict(getattr(module, "REQUIRES", {})),
+            opt_in=tuple(getattr(module, "OPT_IN", ())),
+            needs_model=bool(getattr(module, "NEEDS_MODEL", False)),
+            hooks_own_thread=bool(getattr(module, "HOOKS_OWN_THREAD", False)),
+            heavy=bool(getattr(module, "HEAVY", False)),
+            per_layer=bool(getattr(module, "PER_LAYER", False)),
+            record=record,
+            computed_together=bool(getattr(module, "COMPUTED_TOGETHER", False)),
+            stacks=tuple(getattr(module, "STACKS", DEFAULT_STACKS)),
+            group=group,
+            unit=getattr(module, "UNIT", DEFAULT_UNIT),
+            budget=getattr(module, "BUDGET", None),
+            layer_views=dict(views),
+            alpha_keys=tuple(getattr(module, "ALPHA_KEYS", ())),
+            releases_alpha=bool(getattr(module, "RELEASES_ALPHA", False)),
+            chained=callable(getattr(module, "chain_source", None)),
+            references=tuple(getattr(module, "REFERENCES", ())),
+        )
 
     @property
     def check(self) -> Callable:

@@ -12,10 +12,12 @@ a = Σ a_c, b = Σ b_c gives part c  a_c·b·∫₀¹t·silu′(ta)dt + b_c·∫
 
 O(n²·d·d_ff) per layer by nature (causal models: the n(n+1)/2 pairs i ≥ j): :func:`ff_maps` computes the
 norms in chunks of bounded memory, each one GEMM through W_out; :func:`ff_vectors` gives the per-pair
-vectors themselves. ``check`` refuses an input whose estimated time exceeds the option ``feedforward_budget_s`` (or ``ff_budget_s``)
+vectors themselves. ``check`` refuses an input whose estimated time exceeds the option ``feedforward_budget_s`` (or
+``ff_budget_s``)
 (seconds; no limit by default), estimated from :func:`flops` at the FF rate of :data:`normviz.methods.cost.RATES`
 (option ``ff_flops_per_second``).
 """
+
 from __future__ import annotations
 
 import torch
@@ -26,20 +28,42 @@ from . import papers
 from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
 
 NAME = "feedforward"
-BUDGET = Budget(NAME, aliases=("ff_budget_s",), rates="feedforward",  # option feedforward_budget_s
-                setting="NORMVIZ_FF_BUDGET")
+BUDGET = Budget(
+    NAME,
+    aliases=("ff_budget_s",),
+    rates="feedforward",  # option feedforward_budget_s
+    setting="NORMVIZ_FF_BUDGET",
+)
 GROUP = "per layer"
 KEYS = (
-    KeyInfo("ff", "Feed-forward", False,
-            "The FF output split into token parts: linear before the activation, integrated gradients through it (2024).", short="FF"),
-    KeyInfo("ff_res", "Feed-forward + residual", False, "FF parts plus the residual around the FF (pre-LN: the whole layer).", short="FF + residual"),
-    KeyInfo("ff_res_ln", "Feed-forward + residual + norm (whole layer)", False,
-            "Post-LN only: the norm after FF + residual decomposed: the whole layer.", placements=("post",), short="whole layer"),
+    KeyInfo(
+        "ff",
+        "Feed-forward",
+        False,
+        "The FF output split into token parts: linear before the activation, integrated gradients through it (2024).",
+        short="FF",
+    ),
+    KeyInfo(
+        "ff_res",
+        "Feed-forward + residual",
+        False,
+        "FF parts plus the residual around the FF (pre-LN: the whole layer).",
+        short="FF + residual",
+    ),
+    KeyInfo(
+        "ff_res_ln",
+        "Feed-forward + residual + norm (whole layer)",
+        False,
+        "Post-LN only: the norm after FF + residual decomposed: the whole layer.",
+        placements=("post",),
+        short="whole layer",
+    ),
 )
 HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers.process)
 COMPUTED_TOGETHER = True  # the stages share the per-pair vectors: asking for one key computes them all
 REFERENCES = (papers.KOBAYASHI_2024,)
 PER_LAYER = True  # compute() serves any subset of layers: Session.map computes one
+
 
 def flops(request: Request) -> float:
     """Multiply-adds ×2 of the FF maps over the n² pairs (n(n+1)/2 causal), per layer and pair: the W_out
@@ -54,14 +78,21 @@ def flops(request: Request) -> float:
 def check(request: Request, key: str, options: dict) -> None:
     if request.ff_refusal:  # e.g. a gated ReLU (gated SiLU, GELU, GELU-tanh are split; self-attention models: at load)
         raise NotApplicableError(f"{key!r} needs the feed-forward split, which is not available: {request.ff_refusal}.")
-    refuse_over_budget(request, f"The feed-forward maps ({key})", options, BUDGET, flops,
-                       note="Or pick maps without the feed-forward block, or raise the budget.")
+    refuse_over_budget(
+        request,
+        f"The feed-forward maps ({key})",
+        options,
+        BUDGET,
+        flops,
+        note="Or pick maps without the feed-forward block, or raise the budget.",
+    )
 
 
 # ---------------------------------------------------------------- per-pair vectors of one layer
 class FFInputs:
     """What every row chunk of one layer reuses: the FF input (the norm's output by the parts' own formula,
-    ``ctx.ln_attn_out``) and the head vectors pushed through the FF input projection(s), so that the pre-activation parts
+    ``ctx.ln_attn_out``) and the head vectors pushed through the FF input projection(s), so that the pre-activation
+    parts
     are Σ_h α·q / s."""
 
     def __init__(self, ctx):
@@ -71,8 +102,9 @@ class FFInputs:
         self.projected = {k: (ctx.head_vectors_ln @ w, ctx.x_ln @ w) for k, w in mats.items()}
 
 
-def _pre_activation_parts(ctx, key: str, w: torch.Tensor, b: torch.Tensor | None, rows: slice,
-                          ln_bias: torch.Tensor, fin: FFInputs):
+def _pre_activation_parts(
+    ctx, key: str, w: torch.Tensor, b: torch.Tensor | None, rows: slice, ln_bias: torch.Tensor, fin: FFInputs
+):
     q, xq = fin.projected[key]
     ff_input = fin.total
     s = ctx.ln_scale[rows]
@@ -222,8 +254,9 @@ def ff_maps(ctx, keys) -> dict[str, torch.Tensor]:
     norm2 = p.norm_on_ff_residual
     norms = torch.zeros(stages, n, n, dtype=dt, device=ctx.device)  # [stage, j, i]
     chunk = rows_per_chunk(ctx, keys) * n
-    mixed = [ctx.workspace.buffer(f"ff_m{k}", (chunk * d_ff,), dt, ctx.device, pooled=False)
-             for k in range(len(inputs))]
+    mixed = [
+        ctx.workspace.buffer(f"ff_m{k}", (chunk * d_ff,), dt, ctx.device, pooled=False) for k in range(len(inputs))
+    ]
     vectors = ctx.workspace.buffer("ff_vectors", (stages * chunk * d,), dt, ctx.device, pooled=False)
     for cols in ctx.row_chunks(_bytes_per_cell(ctx, stages)):  # the same slices, of sending tokens j
         first = min(first_row[cols])

@@ -23,6 +23,7 @@ chunks of bounded memory (O(n²·d) per layer, like ALTI).
 Pre-LN models (GPT-2, Llama …) have no LayerNorm after the FF residual, so the second step has no
 counterpart; GlobEnc is refused for them rather than given a formula its authors did not define.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -36,13 +37,27 @@ from .rollouts import rollout
 NAME = "globenc"  # the module's name (map keys: globenc_layer, globenc); "global_encoder" is an alias
 BUDGET = Budget(NAME)  # option globenc_budget_s
 KEYS = (
-    KeyInfo("globenc_layer", "GlobEnc, per layer (N-Enc)", False,
-            "‖γ₂⊙(ℓ_ij − mean ℓ_ij)‖/√(Var(z'_i)+ε₂): the attention + residual + LN1 parts ℓ_ij through LN2's "
-            "linear part, z'_i = h_i + FF(h_i) the real LN2 input (Modarressi et al. 2022). Post-LN only.",
-            placements=("post",), short="GlobEnc layer", unit="‖vector‖ (hidden-state units)"),
-    KeyInfo("globenc", "GlobEnc (rollout)", False,
-            "G_l = globenc_layer_l · G_{l−1}: raw products, no identity, no row normalisation, cumulative up to "
-            "layer l, as the GlobEnc code (Modarressi et al. 2022). Post-LN only.", placements=("post",), short="GlobEnc", group="across layers", unit="product of the layers' maps"),
+    KeyInfo(
+        "globenc_layer",
+        "GlobEnc, per layer (N-Enc)",
+        False,
+        "‖γ₂⊙(ℓ_ij − mean ℓ_ij)‖/√(Var(z'_i)+ε₂): the attention + residual + LN1 parts ℓ_ij through LN2's "
+        "linear part, z'_i = h_i + FF(h_i) the real LN2 input (Modarressi et al. 2022). Post-LN only.",
+        placements=("post",),
+        short="GlobEnc layer",
+        unit="‖vector‖ (hidden-state units)",
+    ),
+    KeyInfo(
+        "globenc",
+        "GlobEnc (rollout)",
+        False,
+        "G_l = globenc_layer_l · G_{l−1}: raw products, no identity, no row normalisation, cumulative up to "
+        "layer l, as the GlobEnc code (Modarressi et al. 2022). Post-LN only.",
+        placements=("post",),
+        short="GlobEnc",
+        group="across layers",
+        unit="product of the layers' maps",
+    ),
 )
 REQUIRES = {"globenc": ("globenc_layer",)}
 HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers.process)
@@ -66,7 +81,8 @@ def check(request: Request, key: str, options: dict) -> None:
         raise NotApplicableError(
             f"{key!r} (GlobEnc) is defined for post-LN encoders (BERT family), whose second LayerNorm follows the "
             "FF residual; this model is pre-LN and has no such norm. Use rollout_attn_res_ln (the norm rollout of "
-            "attention + residual + norm), rollout_ff_res (the whole pre-LN layer) or rollout_alti instead.")
+            "attention + residual + norm), rollout_ff_res (the whole pre-LN layer) or rollout_alti instead."
+        )
 
 
 def globenc_layer(ctx) -> torch.Tensor:

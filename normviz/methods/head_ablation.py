@@ -2,6 +2,7 @@
 output before W^O set to zero (or its corpus mean) at every position, L·H + 1 forward passes' worth of work
 (batched). Registered as a family so that its budget (option ``head_ablation_budget_s``), cost check and papers
 are listed with every other family's; it computes no map key (``Session.ablate_heads``)."""
+
 from __future__ import annotations
 
 from ..core.errors import NotApplicableError
@@ -12,8 +13,10 @@ NAME = "head_ablation"
 KEYS = ()
 BUDGET = Budget(NAME)
 NEEDS_MODEL = True
-REFERENCES = ("Michel, Levy & Neubig 2019, Are Sixteen Heads Really Better than One? (zero ablation of heads)",
-              "Wang, Variengien, Conmy, Shlegeris & Steinhardt 2023, Interpretability in the Wild (mean ablation)")
+REFERENCES = (
+    "Michel, Levy & Neubig 2019, Are Sixteen Heads Really Better than One? (zero ablation of heads)",
+    "Wang, Variengien, Conmy, Shlegeris & Steinhardt 2023, Interpretability in the Wild (mean ablation)",
+)
 
 
 def check(request: Request, key: str, options: dict) -> None:

@@ -20,6 +20,7 @@ The authors' code measures ‖y_i − T_i(x_j)‖₁ with ``F.pairwise_distance`
 coordinate of the difference; the maps here are the paper's formula without it (README: the size of that
 difference).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,18 +34,41 @@ NAME = "interactions"
 BUDGET = Budget(NAME, aliases=("alti_budget_s",))  # option interactions_budget_s
 UNIT = "score (rows sum to ~1)"
 KEYS = (
-    KeyInfo("alti", "ALTI (per layer)", False,
-            "c_ij = max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁), row-normalised, as the authors' code: post-LN from the "
-            "attn_res_ln parts (LN1), pre-LN from the raw attn_res parts, y_i the residual stream "
-            "(Ferrando et al. 2022).", short="ALTI"),
-    KeyInfo("rollout_alti", "ALTI rollout", False,
-            "R_l = alti_l · R_{l−1}, cumulative up to layer l (Ferrando et al. 2022).", short="ALTI", group="across layers"),
-    KeyInfo("alti_ln", "ALTI through the FF norm (pre-LN variant)", False,
-            "Pre-LN only, our variant of alti: the attn_res_ln parts, through the norm before the FF, "
-            "y_i that norm's output.", placements=("pre",), short="ALTI, FF norm"),
-    KeyInfo("rollout_alti_ln", "Rollout of ALTI through the FF norm", False,
-            "Pre-LN only: R_l = alti_ln_l · R_{l−1}.", placements=("pre",), short="ALTI, FF norm",
-            group="across layers"),
+    KeyInfo(
+        "alti",
+        "ALTI (per layer)",
+        False,
+        "c_ij = max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁), row-normalised, as the authors' code: post-LN from the "
+        "attn_res_ln parts (LN1), pre-LN from the raw attn_res parts, y_i the residual stream "
+        "(Ferrando et al. 2022).",
+        short="ALTI",
+    ),
+    KeyInfo(
+        "rollout_alti",
+        "ALTI rollout",
+        False,
+        "R_l = alti_l · R_{l−1}, cumulative up to layer l (Ferrando et al. 2022).",
+        short="ALTI",
+        group="across layers",
+    ),
+    KeyInfo(
+        "alti_ln",
+        "ALTI through the FF norm (pre-LN variant)",
+        False,
+        "Pre-LN only, our variant of alti: the attn_res_ln parts, through the norm before the FF, "
+        "y_i that norm's output.",
+        placements=("pre",),
+        short="ALTI, FF norm",
+    ),
+    KeyInfo(
+        "rollout_alti_ln",
+        "Rollout of ALTI through the FF norm",
+        False,
+        "Pre-LN only: R_l = alti_ln_l · R_{l−1}.",
+        placements=("pre",),
+        short="ALTI, FF norm",
+        group="across layers",
+    ),
 )
 ROLLOUTS = {"rollout_alti": "alti", "rollout_alti_ln": "alti_ln"}
 REQUIRES = {k: (v,) for k, v in ROLLOUTS.items()}
@@ -75,8 +99,9 @@ def compute(inputs: Inputs, keys, options) -> Output:
     per_layer_keys = [k for k in ("alti", "alti_ln") if k in keys]
     if per_layer_keys:
         normed = {"alti": not pre, "alti_ln": True}
-        arrays.update(per_layer(inputs, NAME, per_layer_keys,
-                                lambda ctx: {k: alti_layer(ctx, normed[k]) for k in per_layer_keys}))
+        arrays.update(
+            per_layer(inputs, NAME, per_layer_keys, lambda ctx: {k: alti_layer(ctx, normed[k]) for k in per_layer_keys})
+        )
     for key, src in ROLLOUTS.items():
         if key in keys:
             a = arrays.get(src, inputs.arrays.get(src))
@@ -84,14 +109,19 @@ def compute(inputs: Inputs, keys, options) -> Output:
             r, notes[key] = finish(rollout(maps), False, inputs.request.causal, options, maps=maps)
             arrays[key] = r.astype(a.dtype)
     if "alti" in arrays:
-        notes["alti"] = ("pre-LN: the raw attention + residual parts, y_i the residual stream (the ALTI code's "
-                         "pre_layer_norm branch); alti_ln takes them through the FF norm" if pre else
-                         "post-LN: the attention + residual parts through LN1 (the ALTI code)")
+        notes["alti"] = (
+            "pre-LN: the raw attention + residual parts, y_i the residual stream (the ALTI code's "
+            "pre_layer_norm branch); alti_ln takes them through the FF norm"
+            if pre
+            else "post-LN: the attention + residual parts through LN1 (the ALTI code)"
+        )
     return Output(arrays, notes)
 
 
 def check(request: Request, key: str, options: dict) -> None:
-    """Refuse before anything runs when the n² per-pair vectors of every layer and head (4·L·H·n²·d FLOPs) would take longer than option ``interactions_budget_s`` (or ``alti_budget_s``)
+    """Refuse before anything runs when the n² per-pair vectors of every layer and head (4·L·H·n²·d FLOPs) would take
+    longer than option ``interactions_budget_s`` (or ``alti_budget_s``)
     seconds (:func:`~normviz.methods.base.refuse_over_budget`)."""
-    refuse_over_budget(request, key, options, BUDGET,
-                       lambda r: r.n_layers * 4.0 * r.n_heads * r.n_tokens * r.n_tokens * r.d_model)
+    refuse_over_budget(
+        request, key, options, BUDGET, lambda r: r.n_layers * 4.0 * r.n_heads * r.n_tokens * r.n_tokens * r.d_model
+    )

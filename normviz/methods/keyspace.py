@@ -12,6 +12,7 @@ encoder): a family registered at run time (:func:`normviz.register_family`) is o
 applies to, here and wherever keys are listed. Resolution (names → keys, requirements first), applicability
 and the placement message exist only here; every family's own ``check`` runs on the stack's :class:`Request`.
 """
+
 from __future__ import annotations
 
 from typing import Iterable
@@ -76,8 +77,8 @@ def parse(name: str) -> tuple[str, str]:
 def _parse(name: str) -> tuple[str, str]:
     for stack in ("encoder", "decoder"):
         prefix = PREFIX[stack]
-        if name.startswith(prefix) and registry.is_key(name[len(prefix):]):
-            return stack, name[len(prefix):]
+        if name.startswith(prefix) and registry.is_key(name[len(prefix) :]):
+            return stack, name[len(prefix) :]
     if registry.is_key(name):
         stacks = registry.base_info(name).stacks or ()
         return ("model" if "model" in stacks or "cross" not in stacks else "cross"), name
@@ -88,8 +89,8 @@ def _family_name(name: str) -> tuple[str | None, Family | None]:
     """(stack or None, family) for a family name, prefixed or not (``encoder_norms``, ``norms``)."""
     for stack in ("encoder", "decoder"):
         prefix = PREFIX[stack]
-        if name.startswith(prefix) and registry.family(name[len(prefix):]) is not None:
-            return stack, registry.family(name[len(prefix):])
+        if name.startswith(prefix) and registry.family(name[len(prefix) :]) is not None:
+            return stack, registry.family(name[len(prefix) :])
     return None, registry.family(name)
 
 
@@ -125,7 +126,7 @@ class Stack:
 
     def own(self, spelled: str) -> str:
         """A spelled key of this stack → the stack's own name (``encoder_norm`` → ``norm``)."""
-        return spelled[len(self.prefix):]
+        return spelled[len(self.prefix) :]
 
     def holds(self, spelled: str) -> bool:
         """Whether a spelled key is one of this stack's."""
@@ -147,12 +148,16 @@ class Stack:
             return [CrossDecomposition(rec, cross_params(self.lm, i)) for i, rec in enumerate(records)]
         if floor.is_floor(self.lm.spec):  # no architecture row: α (and x, out) only
             from ..record.floor import layer_views
+
             return layer_views(self.lm, records, chunk_bytes)
         view, workspace, views = self.model, Workspace(), []
         for i, rec in enumerate(records):
             params = view.layer_params(i)
-            views.append(LayerDecomposition(rec.to(params.w_out.device), params, index=i, chunk_bytes=chunk_bytes,
-                                            workspace=workspace))
+            views.append(
+                LayerDecomposition(
+                    rec.to(params.w_out.device), params, index=i, chunk_bytes=chunk_bytes, workspace=workspace
+                )
+            )
         return views
 
     @property
@@ -181,10 +186,19 @@ def request_for(lm, n_tokens: int, stack: str | None = None) -> Request:
     stack = stack or primary(lm)
     view = stack_model(lm, stack)
     d, d_ff = view.sizes
-    return Request(n_tokens=n_tokens, n_layers=view.n_layers, n_heads=view.n_heads, d_model=d, d_ff=d_ff,
-                   placement=view.spec.placement, causal=view.spec.causal and stack != "cross",
-                   gated=view.spec.ff_kind == "gated", device=lm.device.type, stack=stack,
-                   ff_refusal=ff_refusal(lm, stack))
+    return Request(
+        n_tokens=n_tokens,
+        n_layers=view.n_layers,
+        n_heads=view.n_heads,
+        d_model=d,
+        d_ff=d_ff,
+        placement=view.spec.placement,
+        causal=view.spec.causal and stack != "cross",
+        gated=view.spec.ff_kind == "gated",
+        device=lm.device.type,
+        stack=stack,
+        ff_refusal=ff_refusal(lm, stack),
+    )
 
 
 def _foreign(lm, stack: str, key: str) -> str:
@@ -192,15 +206,17 @@ def _foreign(lm, stack: str, key: str) -> str:
     name = spell(stack, key)
     if getattr(lm, "is_encoder_decoder", False):
         if stack == "model":
-            return (f"{name!r}: this is an encoder–decoder model; ask for encoder_{key} or decoder_{key} "
-                    "(or a cross_… key)")
+            return (
+                f"{name!r}: this is an encoder–decoder model; ask for encoder_{key} or decoder_{key} (or a cross_… key)"
+            )
     return f"{name!r} is a key of encoder–decoder models ({stack} stack); {lm.name!r} has one self-attention stack"
 
 
 def _not_on_stack(lm, stack: str, key: str, info: KeyInfo) -> str:
     offered = [spell(stack, k) for k in registry.all_keys(stack=stack)]
-    return (f"{spell(stack, key)!r}: the {stack}'s maps are {', '.join(offered)}"
-            + (" and the cross_… keys" if stack == "decoder" else ""))
+    return f"{spell(stack, key)!r}: the {stack}'s maps are {', '.join(offered)}" + (
+        " and the cross_… keys" if stack == "decoder" else ""
+    )
 
 
 def check(lm, stack: str, key: str, request: Request, options: dict) -> None:
@@ -248,12 +264,16 @@ def refusal(lm, name: str, request: Request | None = None, options: dict | None 
 def offered(lm, stack: str, include_opt_in: bool) -> list[str]:
     """The keys of ``stack`` that apply to this model (its placement, the families' applicability), spelled."""
     view = stack_model(lm, stack)
-    return [spell(stack, k) for k in registry.all_keys(view.spec.placement, include_opt_in, stack=stack)
-            if refusal(lm, spell(stack, k)) is None]
+    return [
+        spell(stack, k)
+        for k in registry.all_keys(view.spec.placement, include_opt_in, stack=stack)
+        if refusal(lm, spell(stack, k)) is None
+    ]
 
 
-def all_keys(lm=None, *, include_opt_in: bool = True, placement: str | None = None, stack: str | None = "model"
-             ) -> list[str]:
+def all_keys(
+    lm=None, *, include_opt_in: bool = True, placement: str | None = None, stack: str | None = "model"
+) -> list[str]:
     """With a loaded model: every key it offers (an encoder–decoder's ``encoder_*``, ``decoder_*`` and
     ``cross_*``); without one, the registered keys of a self-attention model (``placement``: of one placement;
     ``stack=None``: of every stack, unprefixed). ``normviz.all_keys("post")`` (a placement) still works."""
@@ -286,18 +306,22 @@ def resolve(lm, names: Iterable[str] | str | None) -> list[str]:
             if name == "all":
                 wanted += default_keys(lm)
                 continue
-            if registry.is_key(name) or any(name.startswith(PREFIX[s]) and registry.is_key(name[len(PREFIX[s]):])
-                                            for s in ("encoder", "decoder")):
+            if registry.is_key(name) or any(
+                name.startswith(PREFIX[s]) and registry.is_key(name[len(PREFIX[s]) :]) for s in ("encoder", "decoder")
+            ):
                 wanted.append(name)  # a key first: ``decompx``, ``globenc`` are a family's name and its key
                 continue
             stack, family = _family_name(name)
             if family is None:
                 parse(name)  # unknown: refused by name
                 continue
-            for s in ([stack] if stack else stacks_of(lm)):
+            for s in [stack] if stack else stacks_of(lm):
                 view = stack_model(lm, s) if s in stacks_of(lm) else lm
-                wanted += [spell(s, i.key) for i in family.keys
-                           if s in (i.stacks or ()) and view.spec.placement in i.placements]
+                wanted += [
+                    spell(s, i.key)
+                    for i in family.keys
+                    if s in (i.stacks or ()) and view.spec.placement in i.placements
+                ]
     out: list[str] = []
     for name in wanted:
         stack, key = parse(name)
@@ -317,8 +341,11 @@ def key_info(name: str) -> KeyInfo:
     import dataclasses
 
     return dataclasses.replace(
-        info, key=name, title=f"{stack.capitalize()}: {info.title}",
-        description=f"The {stack}'s {'self-attention ' if stack == 'decoder' else ''}map: {info.description}")
+        info,
+        key=name,
+        title=f"{stack.capitalize()}: {info.title}",
+        description=f"The {stack}'s {'self-attention ' if stack == 'decoder' else ''}map: {info.description}",
+    )
 
 
 def layer_view(name: str) -> str | None:
@@ -347,6 +374,27 @@ def unit(name: str, values: str = "raw", br: str = "<br>") -> str:
     return text.replace(" (", br + "(", 1) if br else text
 
 
-__all__ = ["Key", "PREFIX", "STACKS", "Stack", "all_keys", "check", "default_keys", "key_info", "known", "layer_view",
-           "offered", "parse", "primary", "refusal", "request_for", "requirements", "resolve", "same_at_all_heads",
-           "spell", "stack_model", "stacks_of", "unit"]
+__all__ = [
+    "Key",
+    "PREFIX",
+    "STACKS",
+    "Stack",
+    "all_keys",
+    "check",
+    "default_keys",
+    "key_info",
+    "known",
+    "layer_view",
+    "offered",
+    "parse",
+    "primary",
+    "refusal",
+    "request_for",
+    "requirements",
+    "resolve",
+    "same_at_all_heads",
+    "spell",
+    "stack_model",
+    "stacks_of",
+    "unit",
+]

@@ -3,6 +3,7 @@ token's attention edges into every other position blocked in every layer and hea
 of work (batched). Registered as a family so that its budget (option ``knockout_budget_s``), cost check and
 paper are listed with every other family's; it computes no map key (it answers a question about one
 prediction: ``Session.knockout``)."""
+
 from __future__ import annotations
 
 from ..core.errors import NotApplicableError
@@ -12,8 +13,10 @@ NAME = "knockout"
 KEYS = ()
 BUDGET = Budget(NAME)
 NEEDS_MODEL = True
-REFERENCES = ("Geva, Bastings, Filippova & Globerson 2023, Dissecting Recall of Factual Associations in "
-              "Auto-Regressive Language Models (attention knockout)",)
+REFERENCES = (
+    "Geva, Bastings, Filippova & Globerson 2023, Dissecting Recall of Factual Associations in "
+    "Auto-Regressive Language Models (attention knockout)",
+)
 
 
 def forward_flops(request: Request) -> float:

@@ -16,6 +16,7 @@ instead of α and its copies (576 MB each at smollm2's n = 4000); the blocks' te
 glibc's heap meanwhile (:func:`normviz.core.memory.scratch_heap`). Only for the compiled CPU kernels, a layer
 whose α is recomputed, and the keys above: :func:`streamable` says when.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -37,8 +38,11 @@ def streamable(view, wanted: list[tuple[str, object]]) -> bool:
     if rec.attn is not None or rec.qk is None or not _kernels_serve(view):
         return False
     for base, take in wanted:
-        ok = ((base == "attention" and take is not None) or (base == "norm" and isinstance(take, int))
-              or (base in PAIR_KEYS and take is None))
+        ok = (
+            (base == "attention" and take is not None)
+            or (base == "norm" and isinstance(take, int))
+            or (base in PAIR_KEYS and take is None)
+        )
         if not ok:
             return False
     return True
@@ -75,9 +79,22 @@ def _stream(view, out: dict, kernel: dict, grams: dict, unused: np.ndarray, bloc
         if kernel:
             a_np = block.numpy() if block.is_contiguous() else block.contiguous().numpy()
             rows = {k: kernel[k][a:b] if k in kernel else unused for k in ("mean",) + PAIR_KEYS}
-            if not kernels.run("pair_norms_rows", a_np, a, grams["gram"], grams["gx"], grams["inv_s"], rows["mean"],
-                               rows["norm_layer"], rows["attn_res"], rows["attn_res_ln"], "mean" in kernel,
-                               "norm_layer" in kernel, "attn_res" in kernel, "attn_res_ln" in kernel):
+            if not kernels.run(
+                "pair_norms_rows",
+                a_np,
+                a,
+                grams["gram"],
+                grams["gx"],
+                grams["inv_s"],
+                rows["mean"],
+                rows["norm_layer"],
+                rows["attn_res"],
+                rows["attn_res_ln"],
+                "mean" in kernel,
+                "norm_layer" in kernel,
+                "attn_res" in kernel,
+                "attn_res_ln" in kernel,
+            ):
                 raise RuntimeError("the compiled pair kernel could not run")
         if cols < n:
             for arr in out.values():
@@ -99,8 +116,12 @@ def head_mean(alpha: torch.Tensor, out: torch.Tensor | None = None) -> torch.Ten
 
 def _kernels_serve(view) -> bool:
     """The compiled path's conditions (``runs.backend``'s, read without touching α): CPU, float32/64, numba."""
-    return (kernels.available() and view.device.type == "cpu" and view.dtype in (torch.float32, torch.float64)
-            and view.use_kernel is not False)
+    return (
+        kernels.available()
+        and view.device.type == "cpu"
+        and view.dtype in (torch.float32, torch.float64)
+        and view.use_kernel is not False
+    )
 
 
 def _no_grams(view) -> dict[str, np.ndarray]:

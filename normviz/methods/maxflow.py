@@ -20,6 +20,7 @@ configurable size are refused before the forward pass with :class:`~normviz.core
 options ``flow_max_tokens`` (default 96) and ``flow_max_work`` (default 2e8, the estimate
 Σ_l n²·(l+1)·n² of edge visits; 6 layers × 32 tokens ≈ 2.2e7, 1–4 s here on 2 busy cores).
 """
+
 from __future__ import annotations
 
 import functools
@@ -39,7 +40,7 @@ from .rollouts import (
     uniform_with_residual,
 )
 
-SCALE = 2 ** 29
+SCALE = 2**29
 MAX_TOKENS = 96
 MAX_WORK = 2e8
 
@@ -83,8 +84,9 @@ def _layer_graph(a_hat: np.ndarray, top: int) -> csr_array:
         cols.append(layer * n + j)
         caps.append(cap[i, j])
     size = (top + 2) * n
-    g = csr_array((np.concatenate(caps).astype(np.int32), (np.concatenate(rows), np.concatenate(cols))),
-                  shape=(size, size))
+    g = csr_array(
+        (np.concatenate(caps).astype(np.int32), (np.concatenate(rows), np.concatenate(cols))), shape=(size, size)
+    )
     g.sum_duplicates()
     return g
 
@@ -153,11 +155,17 @@ def baseline_flow(n: int, n_layers: int, solver: str) -> np.ndarray:
 NAME = "maxflow"
 GROUP = "across layers"
 UNIT = "score (rows sum to ~1)"
-KEYS = (KeyInfo("flow", "Attention flow", False,
-                "Max flow from token i at layer l to input token j on the layered graph with capacities "
-                "Â = rownorm(0.5·A + 0.5·I), rows normalised (Abnar & Zuidema 2020). Decoders: "
-                "--option rollout_normalization=receptive_field divides by the flow of uniform causal attention.",
-                short="attention flow"),)
+KEYS = (
+    KeyInfo(
+        "flow",
+        "Attention flow",
+        False,
+        "Max flow from token i at layer l to input token j on the layered graph with capacities "
+        "Â = rownorm(0.5·A + 0.5·I), rows normalised (Abnar & Zuidema 2020). Decoders: "
+        "--option rollout_normalization=receptive_field divides by the flow of uniform causal attention.",
+        short="attention flow",
+    ),
+)
 REQUIRES = {"flow": ("attention",)}
 OPT_IN = ("flow",)
 HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers.process)
@@ -176,8 +184,11 @@ def compute(inputs: Inputs, keys, options) -> Output:
     mode = normalization_option(options)
     if mode == "receptive_field" and inputs.request.causal:
         base = baseline_flow(a_hat.shape[-1], a_hat.shape[0], solver)
-        flow, rf_note = receptive_field(flow, base, "the flow of uniform causal attention with the residual half "
-                                                    "(capacities rownorm(0.5·U + 0.5·I))")
+        flow, rf_note = receptive_field(
+            flow,
+            base,
+            "the flow of uniform causal attention with the residual half (capacities rownorm(0.5·U + 0.5·I))",
+        )
         note += "; " + rf_note
     elif mode == "receptive_field":
         note += "; receptive_field normalisation ignored: an encoder's tokens all see every token"

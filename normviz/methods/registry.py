@@ -6,6 +6,7 @@ a stack's own names (``norm``, ``cross_norm``); :mod:`normviz.methods.keyspace` 
 and resolves, checks and lists them for a loaded model. Computations with a cost budget that are not map
 families (``explain``'s sources, ``routes``: :mod:`normviz.attribution`) are registered as records too
 (:func:`register_computation`), so that every budget is listed in one place (:func:`all_budget_options`)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -34,8 +35,12 @@ def _completed(family: Family, info: KeyInfo) -> KeyInfo:
     if group not in GROUPS:
         raise ValueError(f"{info.key}: group {group!r} is not one of {', '.join(GROUPS)}")
     return dataclasses.replace(
-        info, group=group, unit=info.unit or family.unit, stacks=tuple(info.stacks or family.stacks),
-        budget_option=info.budget_option or (family.budget.option if family.budget is not None else None))
+        info,
+        group=group,
+        unit=info.unit or family.unit,
+        stacks=tuple(info.stacks or family.stacks),
+        budget_option=info.budget_option or (family.budget.option if family.budget is not None else None),
+    )
 
 
 def register_family(module: ModuleType) -> ModuleType:
@@ -47,7 +52,9 @@ def register_family(module: ModuleType) -> ModuleType:
     if missing:
         raise TypeError(f"{module.__name__} is not a map family: it lacks {', '.join(missing)}")
     own = {i.key for i in module.KEYS}
-    clash = [i.key for i in module.KEYS if i.key in _FAMILIES or (i.key in _KEYS and _KEYS[i.key][0].module is not module)]
+    clash = [
+        i.key for i in module.KEYS if i.key in _FAMILIES or (i.key in _KEYS and _KEYS[i.key][0].module is not module)
+    ]
     if clash or (module.NAME in _KEYS and module.NAME not in own) or module.NAME in FAMILY_ALIASES:
         raise ValueError(f"family name {module.NAME!r} and key names must differ ({', '.join(clash) or module.NAME})")
     record = Family.of(module)
@@ -156,7 +163,8 @@ def check(request: Request, key: str, options: dict) -> None:
         except TooCostlyError:
             pass
         raise NotApplicableError(
-            f"{key!r} applies to {'/'.join(info.placements)}-LN models only; this model is {request.placement}-LN.")
+            f"{key!r} applies to {'/'.join(info.placements)}-LN models only; this model is {request.placement}-LN."
+        )
     family.check(request, key, options)
 
 

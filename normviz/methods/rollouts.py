@@ -35,6 +35,7 @@ self share the diagonal ratio is exactly 1. Baseline entries that underflow (< 1
 and the note says how many. The default, ``"standard"``, is the paper's rollout. Which one was used is stated
 in ``Analysis.notes[key]``. For encoders the option changes nothing (every token sees all tokens).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -62,7 +63,8 @@ def row_normalize(m: np.ndarray) -> np.ndarray:
 
 
 def attention_with_residual(attention: np.ndarray) -> np.ndarray:
-    """Â_l = rownorm(0.5·mean_h α_l + 0.5·I) for every layer: [L, H, n, n] (or [L, n, n] already averaged) → [L, n, n]."""
+    """Â_l = rownorm(0.5·mean_h α_l + 0.5·I) for every layer: [L, H, n, n] (or [L, n, n] already averaged) → [L, n,
+    n]."""
     a = attention.mean(1) if attention.ndim == 4 else attention
     n = a.shape[-1]
     return row_normalize(0.5 * a + 0.5 * np.eye(n, dtype=a.dtype))
@@ -125,15 +127,18 @@ def receptive_field(r: np.ndarray, baseline: np.ndarray, what: str) -> tuple[np.
     """The corrected maps [L, n, n] of ``r`` against the baseline rollout, and the note that says so."""
     causal = np.tril(np.ones(r.shape[-2:], dtype=bool))
     lost = int(((baseline <= UNDERFLOW) & causal & (r != 0)).sum())
-    note = (f"receptive-field normalised: each entry divided by the rollout of {what}, rows renormalised "
-            "(option rollout_normalization=receptive_field)")
+    note = (
+        f"receptive-field normalised: each entry divided by the rollout of {what}, rows renormalised "
+        "(option rollout_normalization=receptive_field)"
+    )
     if lost:
         note += f"; warning: {lost} baseline entries underflow (< {UNDERFLOW:g}), their cells are left at 0"
     return np.stack([receptive_field_correct(r[l], baseline[l]) for l in range(r.shape[0])]), note
 
 
-def finish(r: np.ndarray, with_identity: bool, causal: bool, options: dict,
-           maps: np.ndarray | None = None) -> tuple[np.ndarray, str]:
+def finish(
+    r: np.ndarray, with_identity: bool, causal: bool, options: dict, maps: np.ndarray | None = None
+) -> tuple[np.ndarray, str]:
     """Apply the chosen normalisation to a rollout; returns it with a note saying which one. ``maps``: the
     row-normalised per-layer maps rolled out (needed for the residual-inside baseline, ``with_identity=False``)."""
     mode = normalization_option(options)
@@ -144,8 +149,10 @@ def finish(r: np.ndarray, with_identity: bool, causal: bool, options: dict,
             what = "uniform causal attention with the residual half (rownorm(0.5·U + 0.5·I))"
         else:
             layers = matched_baseline(maps)
-            what = ("uniform causal attention that keeps each token's own self share of these maps "
-                    "(the residual), layer by layer")
+            what = (
+                "uniform causal attention that keeps each token's own self share of these maps "
+                "(the residual), layer by layer"
+            )
         return receptive_field(r, rollout(layers), what)
     note = "standard rollout (rows sum to 1)"
     if mode == "receptive_field":
@@ -195,25 +202,61 @@ NAME = "rollouts"
 GROUP = "across layers"
 UNIT = "score (rows sum to ~1)"
 KEYS = (
-    KeyInfo("rollout_attention", "Attention rollout", False,
-            "R_l = Â_l·R_{l−1}, Â = rownorm(0.5·mean_h α + 0.5·I), cumulative up to layer l. " + _OPTION_NOTE, short="α rollout"),
-    KeyInfo("rollout_attn_res", "Rollout of attention + residual", False,
-            "R_l = rownorm(attn_res_l)·R_{l−1} (residual already inside; no identity added). " + _OPTION_NOTE, short="+ residual"),
-    KeyInfo("rollout_attn_res_ln", "Rollout of attention + residual + norm", False,
-            "R_l = rownorm(attn_res_ln_l)·R_{l−1}: the norm rollout of the attention block with residual and "
-            "norm (the \"norm rollout\" baseline of Ferrando et al. 2022; not GlobEnc, see globenc). " + _OPTION_NOTE, short="+ residual + LN"),
-    KeyInfo("rollout_ff_res", "Rollout of feed-forward + residual", False,
-            "R_l = rownorm(ff_res_l)·R_{l−1}; for pre-LN models ff_res is the whole layer. " + _OPTION_NOTE, short="FF + residual"),
-    KeyInfo("rollout_ff_res_ln", "Rollout of the whole layer (FF + residual + norm)", False,
-            "Post-LN only: R_l = rownorm(ff_res_ln_l)·R_{l−1}.", placements=("post",), short="whole layer"),
-    KeyInfo("rollout_value_zeroing", "Value-zeroing rollout", False,
-            "R_l = value_zeroing_l·R_{l−1} (rows normalised, no identity), as Mohebbi et al. 2023 compute it. "
-            "Opt-in: needs value_zeroing (n+1 reruns of every layer).", short="value zeroing"),
+    KeyInfo(
+        "rollout_attention",
+        "Attention rollout",
+        False,
+        "R_l = Â_l·R_{l−1}, Â = rownorm(0.5·mean_h α + 0.5·I), cumulative up to layer l. " + _OPTION_NOTE,
+        short="α rollout",
+    ),
+    KeyInfo(
+        "rollout_attn_res",
+        "Rollout of attention + residual",
+        False,
+        "R_l = rownorm(attn_res_l)·R_{l−1} (residual already inside; no identity added). " + _OPTION_NOTE,
+        short="+ residual",
+    ),
+    KeyInfo(
+        "rollout_attn_res_ln",
+        "Rollout of attention + residual + norm",
+        False,
+        "R_l = rownorm(attn_res_ln_l)·R_{l−1}: the norm rollout of the attention block with residual and "
+        'norm (the "norm rollout" baseline of Ferrando et al. 2022; not GlobEnc, see globenc). ' + _OPTION_NOTE,
+        short="+ residual + LN",
+    ),
+    KeyInfo(
+        "rollout_ff_res",
+        "Rollout of feed-forward + residual",
+        False,
+        "R_l = rownorm(ff_res_l)·R_{l−1}; for pre-LN models ff_res is the whole layer. " + _OPTION_NOTE,
+        short="FF + residual",
+    ),
+    KeyInfo(
+        "rollout_ff_res_ln",
+        "Rollout of the whole layer (FF + residual + norm)",
+        False,
+        "Post-LN only: R_l = rownorm(ff_res_ln_l)·R_{l−1}.",
+        placements=("post",),
+        short="whole layer",
+    ),
+    KeyInfo(
+        "rollout_value_zeroing",
+        "Value-zeroing rollout",
+        False,
+        "R_l = value_zeroing_l·R_{l−1} (rows normalised, no identity), as Mohebbi et al. 2023 compute it. "
+        "Opt-in: needs value_zeroing (n+1 reruns of every layer).",
+        short="value zeroing",
+    ),
 )
 REQUIRES = {"rollout_attention": ("attention",), **{k: (v,) for k, v in NORM_SOURCES.items()}}
 OPT_IN = ("rollout_value_zeroing",)
-REFERENCES = (papers.ABNAR_2020, papers.FERRANDO_2022, papers.KOBAYASHI_2021, papers.KOBAYASHI_2024,
-              papers.MOHEBBI_2023)
+REFERENCES = (
+    papers.ABNAR_2020,
+    papers.FERRANDO_2022,
+    papers.KOBAYASHI_2021,
+    papers.KOBAYASHI_2024,
+    papers.MOHEBBI_2023,
+)
 
 
 def check(request: Request, key: str, options: dict) -> None:

@@ -12,6 +12,7 @@ a row whose sum is 0 counting as 0. Computed one layer at a time from the sessio
 layer's working dtype; the shares are summed in float64. Never an [L, H, n, n] array: the peak is one block
 of α (a long input) or the recorded α itself, plus O(H·n).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -46,8 +47,9 @@ def check(request: Request, options: dict) -> None:
     refuse_over_budget(request, "The attention sinks", options, BUDGET, flops)
 
 
-def first_token_shares(session, stack: str | None = None,
-                       block_bytes: int = BLOCK_BYTES) -> tuple[np.ndarray, np.ndarray]:
+def first_token_shares(
+    session, stack: str | None = None, block_bytes: int = BLOCK_BYTES
+) -> tuple[np.ndarray, np.ndarray]:
     """(share_α [L, H], share_‖αf‖ [L, H]) of ``session``'s self-attention ``stack`` (default its first), see
     the module's docstring. Raises :class:`~normviz.core.errors.NormvizError` for a layer whose record holds
     neither α nor what recomputes it."""
@@ -76,8 +78,10 @@ def _layer_shares(view, block_bytes: int) -> tuple[np.ndarray, np.ndarray]:
     elif rec.qk is not None:
         blocks = rec.attention_inputs().blocks(block_bytes)
     else:
-        raise NormvizError(f"Layer {view.index}'s record holds no attention weights (nor q, k to recompute "
-                           "them): record the session again with option record_attention='weights' or 'qk'.")
+        raise NormvizError(
+            f"Layer {view.index}'s record holds no attention weights (nor q, k to recompute "
+            "them): record the session again with option record_attention='weights' or 'qk'."
+        )
     for _, _, cols, block in blocks:
         block = block.to(view.dtype)
         sa += _row_shares(block[..., 0], block.sum(-1))

@@ -1,4 +1,5 @@
 """Attention weights α^h_ij, as the model computed them in the recorded pass (Vaswani et al. 2017)."""
+
 from __future__ import annotations
 
 import torch
@@ -32,7 +33,9 @@ def compute(inputs: Inputs, keys, options) -> Output:
         for ctx in layers:
             ctx.clear()
         return Output({"attention": block.numpy()})
-    out = pool.empty((len(layers), c0.rec.n_heads, n, n), to_numpy(torch.empty(0, dtype=c0.dtype)).dtype)  # reused blocks
+    out = pool.empty(
+        (len(layers), c0.rec.n_heads, n, n), to_numpy(torch.empty(0, dtype=c0.dtype)).dtype
+    )  # reused blocks
     for index, ctx in enumerate(layers):
         out[index] = to_numpy(ctx.alpha)
         ctx.clear()  # a long input's α is recomputed per layer: one layer's at a time

@@ -17,6 +17,7 @@ recorded layer output, and is the o_i above. Costs about n+1 layer passes per la
 The family reruns layers of the live model (``NEEDS_MODEL``); its hook acts only in its own thread, so other
 threads' passes through the shared model run meanwhile, unchanged.
 """
+
 from __future__ import annotations
 
 import torch
@@ -29,9 +30,16 @@ from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer, refuse_ov
 NAME = "zeroing"
 BUDGET = Budget(NAME, aliases=("value_zeroing_budget_s",))  # option zeroing_budget_s
 UNIT = "score (rows sum to ~1)"
-KEYS = (KeyInfo("value_zeroing", "Value zeroing", False,
-                "Cosine distance of token i's layer output when token j's values are zeroed in every head, "
-                "rows normalised (Mohebbi et al. 2023). Opt-in: n+1 reruns of every layer.", short="value zeroing"),)
+KEYS = (
+    KeyInfo(
+        "value_zeroing",
+        "Value zeroing",
+        False,
+        "Cosine distance of token i's layer output when token j's values are zeroed in every head, "
+        "rows normalised (Mohebbi et al. 2023). Opt-in: n+1 reruns of every layer.",
+        short="value zeroing",
+    ),
+)
 NEEDS_MODEL = True
 HOOKS_OWN_THREAD = True  # its hook acts only in the thread that added it: the session need not lock the model
 OPT_IN = ("value_zeroing",)
@@ -87,7 +95,7 @@ def value_zeroing_layer(lm, ctx, options: dict | None = None) -> torch.Tensor:
     budget = int(options.get("value_zeroing_chunk_bytes", CHUNK_BYTES))
     chunk = max(1, min(n + 1, budget // max(per_copy, 1)))
     targets = torch.cat([torch.tensor([-1]), torch.arange(n)]).to(x.device)  # baseline first
-    outs = [rerun_zeroed(lm, index, x, targets[s:s + chunk], call) for s in range(0, n + 1, chunk)]
+    outs = [rerun_zeroed(lm, index, x, targets[s : s + chunk], call) for s in range(0, n + 1, chunk)]
     out = torch.cat(outs).to(ctx.acc)
     base, zeroed = out[0], out[1:]  # [n, d], [n(j), n(i), d]
     ref = ctx.rec.out.to(ctx.acc)
@@ -97,8 +105,10 @@ def value_zeroing_layer(lm, ctx, options: dict | None = None) -> torch.Tensor:
     # in float32 (Llama's softmax), so a padded batch's record and an unpadded rerun differ by ~1e-7.
     tol = (1e-6 if x.dtype == torch.float64 else 1e-3) * max(ref.abs().max().item(), 1.0)
     if err > tol:
-        raise RuntimeError(f"value zeroing: rerunning layer {index} unmodified gives an output {err:.2e} away from "
-                           f"the recorded one (tolerance {tol:.1e}); the layer call could not be reproduced")
+        raise RuntimeError(
+            f"value zeroing: rerunning layer {index} unmodified gives an output {err:.2e} away from "
+            f"the recorded one (tolerance {tol:.1e}); the layer call could not be reproduced"
+        )
     return scores(zeroed, base, causal=lm.spec.causal).to(ctx.dtype)
 
 
@@ -124,7 +134,8 @@ def compute(inputs: Inputs, keys, options) -> Output:
 
 
 def check(request: Request, key: str, options: dict) -> None:
-    """Refuse before anything runs when L·(n+1) reruns of a layer on n tokens would take longer than option ``zeroing_budget_s`` (or ``value_zeroing_budget_s``)
+    """Refuse before anything runs when L·(n+1) reruns of a layer on n tokens would take longer than option
+    ``zeroing_budget_s`` (or ``value_zeroing_budget_s``)
     seconds (:func:`~normviz.methods.base.refuse_over_budget`)."""
     refuse_over_budget(request, key, options, BUDGET, flops)
 

@@ -28,6 +28,7 @@ relative to ``model.get_encoder()``), with ``decoder`` the spec of the decoder's
 self-attention residual: post-LN ``self_attn_layer_norm``, pre-LN the cross block's input norm) and ``cross``
 the cross-attention block's paths (:class:`CrossSpec`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -229,8 +230,12 @@ class ArchSpec:
             import torch
 
             r = n_heads // n_kv_heads
-            return torch.cat([torch.arange((g * (r + 2) + r + 1) * head_dim, (g * (r + 2) + r + 2) * head_dim)
-                              for g in range(n_kv_heads)])
+            return torch.cat(
+                [
+                    torch.arange((g * (r + 2) + r + 1) * head_dim, (g * (r + 2) + r + 2) * head_dim)
+                    for g in range(n_kv_heads)
+                ]
+            )
         if self.qkv_layout == "per_head_qkv":  # per head q_h | k_h | v_h (GPT-NeoX)
             import torch
 
@@ -239,125 +244,332 @@ class ArchSpec:
 
 
 _BERT = ArchSpec(
-    family="bert", placement="post", causal=False, layers="encoder.layer",
-    value="attention.self.value", out="attention.output.dense",
-    norm_after_attn="attention.output.LayerNorm", norm_after_ff="output.LayerNorm", norm_kind="layernorm",
-    ff_kind="mlp", ff_in="intermediate.dense", ff_out="output.dense", act="intermediate.intermediate_act_fn",
-    lm_head="cls", head_transform=("cls.predictions.transform.dense", "cls.predictions.transform.transform_act_fn",
-                                   "cls.predictions.transform.LayerNorm"),
+    family="bert",
+    placement="post",
+    causal=False,
+    layers="encoder.layer",
+    value="attention.self.value",
+    out="attention.output.dense",
+    norm_after_attn="attention.output.LayerNorm",
+    norm_after_ff="output.LayerNorm",
+    norm_kind="layernorm",
+    ff_kind="mlp",
+    ff_in="intermediate.dense",
+    ff_out="output.dense",
+    act="intermediate.intermediate_act_fn",
+    lm_head="cls",
+    head_transform=(
+        "cls.predictions.transform.dense",
+        "cls.predictions.transform.transform_act_fn",
+        "cls.predictions.transform.LayerNorm",
+    ),
 )
 _ROBERTA = ArchSpec(**{**_BERT.__dict__, "window_offset": "pad_plus_one", "lm_head": None, "head_transform": None})
 _DISTILBERT = ArchSpec(
-    family="bert", placement="post", causal=False, layers="transformer.layer",
-    value="attention.v_lin", out="attention.out_lin",
-    norm_after_attn="sa_layer_norm", norm_after_ff="output_layer_norm", norm_kind="layernorm",
-    ff_kind="mlp", ff_in="ffn.lin1", ff_out="ffn.lin2", act="ffn.activation",
+    family="bert",
+    placement="post",
+    causal=False,
+    layers="transformer.layer",
+    value="attention.v_lin",
+    out="attention.out_lin",
+    norm_after_attn="sa_layer_norm",
+    norm_after_ff="output_layer_norm",
+    norm_kind="layernorm",
+    ff_kind="mlp",
+    ff_in="ffn.lin1",
+    ff_out="ffn.lin2",
+    act="ffn.activation",
 )
 _GPT2 = ArchSpec(
-    family="gpt2", placement="pre", causal=True, layers="h",
-    value="attn.c_attn", out="attn.c_proj", norm_before_attn="ln_1", norm_before_ff="ln_2", norm_kind="layernorm",
-    ff_kind="mlp", ff_in="mlp.c_fc", ff_out="mlp.c_proj", act="mlp.act", conv1d=True, qkv_layout="fused_qkv",
-    final_norm="ln_f", lm_head="lm_head",
+    family="gpt2",
+    placement="pre",
+    causal=True,
+    layers="h",
+    value="attn.c_attn",
+    out="attn.c_proj",
+    norm_before_attn="ln_1",
+    norm_before_ff="ln_2",
+    norm_kind="layernorm",
+    ff_kind="mlp",
+    ff_in="mlp.c_fc",
+    ff_out="mlp.c_proj",
+    act="mlp.act",
+    conv1d=True,
+    qkv_layout="fused_qkv",
+    final_norm="ln_f",
+    lm_head="lm_head",
 )
 _LLAMA = ArchSpec(
-    family="llama", placement="pre", causal=True, layers="layers",
-    value="self_attn.v_proj", out="self_attn.o_proj",
-    norm_before_attn="input_layernorm", norm_before_ff="post_attention_layernorm", norm_kind="rmsnorm",
-    ff_kind="gated", ff_in="mlp.gate_proj", ff_up="mlp.up_proj", ff_out="mlp.down_proj", act="mlp.act_fn",
-    final_norm="norm", lm_head="lm_head",
+    family="llama",
+    placement="pre",
+    causal=True,
+    layers="layers",
+    value="self_attn.v_proj",
+    out="self_attn.o_proj",
+    norm_before_attn="input_layernorm",
+    norm_before_ff="post_attention_layernorm",
+    norm_kind="rmsnorm",
+    ff_kind="gated",
+    ff_in="mlp.gate_proj",
+    ff_up="mlp.up_proj",
+    ff_out="mlp.down_proj",
+    act="mlp.act_fn",
+    final_norm="norm",
+    lm_head="lm_head",
 )
 
 
 # ---------------------------------------------------------------- round 5: later decoders, rows of parts
-_NO_OUT_BIAS = (("attention_bias", "a bias on the attention output before its norm (per-token scale) is not "
-                                   "decomposed yet"),
-                ("mlp_bias", "a bias on the FF output before its norm is not decomposed yet"))
+_NO_OUT_BIAS = (
+    ("attention_bias", "a bias on the attention output before its norm (per-token scale) is not decomposed yet"),
+    ("mlp_bias", "a bias on the FF output before its norm is not decomposed yet"),
+)
 _GEMMA = ArchSpec(**{**_LLAMA.__dict__, "family": "gemma", "norm": NormSpec(offset=1.0)})
-_GEMMA2 = ArchSpec(**{**_GEMMA.__dict__, "norm_before_ff": "pre_feedforward_layernorm",
-                      "norm_after_attn_out": "post_attention_layernorm",
-                      "norm_after_ff_out": "post_feedforward_layernorm",
-                      "readout": ReadoutSpec(softcap="final_logit_softcapping"), "refuse_when": _NO_OUT_BIAS})
+_GEMMA2 = ArchSpec(
+    **{
+        **_GEMMA.__dict__,
+        "norm_before_ff": "pre_feedforward_layernorm",
+        "norm_after_attn_out": "post_attention_layernorm",
+        "norm_after_ff_out": "post_feedforward_layernorm",
+        "readout": ReadoutSpec(softcap="final_logit_softcapping"),
+        "refuse_when": _NO_OUT_BIAS,
+    }
+)
 _GEMMA3 = ArchSpec(**{**_GEMMA2.__dict__, "qk_norms": ("self_attn.q_norm", "self_attn.k_norm")})
-_OLMO = ArchSpec(**{**_LLAMA.__dict__, "family": "olmo", "norm_kind": "layernorm",
-                    "refuse_when": (("clip_qkv", "clip_qkv clamps q, k, v after their projections"),)})
-_OLMO2 = ArchSpec(**{**_LLAMA.__dict__, "family": "olmo2", "norm_before_attn": None, "norm_before_ff": None,
-                     "norm_after_attn_out": "post_attention_layernorm",
-                     "norm_after_ff_out": "post_feedforward_layernorm",
-                     "qk_norms": ("self_attn.q_norm", "self_attn.k_norm"), "refuse_when": _NO_OUT_BIAS})
-_PHI3 = ArchSpec(**{**_LLAMA.__dict__, "family": "phi3", "value": "self_attn.qkv_proj", "qkv_layout": "fused_qkv",
-                    "ff_in": "mlp.gate_up_proj", "ff_up": None, "ff_gate_up_fused": True, "act": "mlp.activation_fn"})
-_STARCODER2 = ArchSpec(**{**_LLAMA.__dict__, "family": "starcoder2", "norm_kind": "layernorm", "ff_kind": "mlp",
-                          "ff_in": "mlp.c_fc", "ff_up": None, "ff_out": "mlp.c_proj", "act": "mlp.act"})
-_GRANITE = ArchSpec(**{**_LLAMA.__dict__, "family": "granite", "attn_out_scale": "residual_multiplier",
-                       "ff_out_scale": "residual_multiplier", "readout": ReadoutSpec(divide_by="logits_scaling")})
+_OLMO = ArchSpec(
+    **{
+        **_LLAMA.__dict__,
+        "family": "olmo",
+        "norm_kind": "layernorm",
+        "refuse_when": (("clip_qkv", "clip_qkv clamps q, k, v after their projections"),),
+    }
+)
+_OLMO2 = ArchSpec(
+    **{
+        **_LLAMA.__dict__,
+        "family": "olmo2",
+        "norm_before_attn": None,
+        "norm_before_ff": None,
+        "norm_after_attn_out": "post_attention_layernorm",
+        "norm_after_ff_out": "post_feedforward_layernorm",
+        "qk_norms": ("self_attn.q_norm", "self_attn.k_norm"),
+        "refuse_when": _NO_OUT_BIAS,
+    }
+)
+_PHI3 = ArchSpec(
+    **{
+        **_LLAMA.__dict__,
+        "family": "phi3",
+        "value": "self_attn.qkv_proj",
+        "qkv_layout": "fused_qkv",
+        "ff_in": "mlp.gate_up_proj",
+        "ff_up": None,
+        "ff_gate_up_fused": True,
+        "act": "mlp.activation_fn",
+    }
+)
+_STARCODER2 = ArchSpec(
+    **{
+        **_LLAMA.__dict__,
+        "family": "starcoder2",
+        "norm_kind": "layernorm",
+        "ff_kind": "mlp",
+        "ff_in": "mlp.c_fc",
+        "ff_up": None,
+        "ff_out": "mlp.c_proj",
+        "act": "mlp.act",
+    }
+)
+_GRANITE = ArchSpec(
+    **{
+        **_LLAMA.__dict__,
+        "family": "granite",
+        "attn_out_scale": "residual_multiplier",
+        "ff_out_scale": "residual_multiplier",
+        "readout": ReadoutSpec(divide_by="logits_scaling"),
+    }
+)
 _OPT = ArchSpec(
-    family="opt", placement="pre", causal=True, layers="decoder.layers",
-    value="self_attn.v_proj", out="self_attn.out_proj", norm_before_attn="self_attn_layer_norm",
-    norm_before_ff="final_layer_norm", norm_kind="layernorm", ff_kind="mlp", ff_in="fc1", ff_out="fc2",
-    act="activation_fn", final_norm="decoder.final_layer_norm", lm_head="lm_head",
-    refuse_when=(("!do_layer_norm_before", "OPT-350m's post-LN layers with projections around the stack"),))
+    family="opt",
+    placement="pre",
+    causal=True,
+    layers="decoder.layers",
+    value="self_attn.v_proj",
+    out="self_attn.out_proj",
+    norm_before_attn="self_attn_layer_norm",
+    norm_before_ff="final_layer_norm",
+    norm_kind="layernorm",
+    ff_kind="mlp",
+    ff_in="fc1",
+    ff_out="fc2",
+    act="activation_fn",
+    final_norm="decoder.final_layer_norm",
+    lm_head="lm_head",
+    refuse_when=(("!do_layer_norm_before", "OPT-350m's post-LN layers with projections around the stack"),),
+)
 
 _MOE = ArchSpec(**{**_LLAMA.__dict__, "family": "moe", "moe": MoESpec()})
-_QWEN2_MOE = ArchSpec(**{**_MOE.__dict__, "moe": MoESpec(shared="mlp.shared_expert",
-                                                         shared_gate="mlp.shared_expert_gate")})
-_GPT_OSS = ArchSpec(**{**_MOE.__dict__, "family": "gpt_oss", "moe": MoESpec(
-    interleaved=True, glu_alpha="swiglu_alpha", glu_limit="swiglu_limit", up_offset=1.0)})
+_QWEN2_MOE = ArchSpec(
+    **{**_MOE.__dict__, "moe": MoESpec(shared="mlp.shared_expert", shared_gate="mlp.shared_expert_gate")}
+)
+_GPT_OSS = ArchSpec(
+    **{
+        **_MOE.__dict__,
+        "family": "gpt_oss",
+        "moe": MoESpec(interleaved=True, glu_alpha="swiglu_alpha", glu_limit="swiglu_limit", up_offset=1.0),
+    }
+)
 _GPT_NEOX = ArchSpec(
-    family="gpt_neox", placement="pre", causal=True, layers="layers", parallel=True, attn="attention",
-    value="attention.query_key_value", qkv_layout="per_head_qkv", out="attention.dense",
-    norm_before_attn="input_layernorm", norm_before_ff="post_attention_layernorm", norm_kind="layernorm",
-    ff_kind="mlp", ff_in="mlp.dense_h_to_4h", ff_out="mlp.dense_4h_to_h", act="mlp.act",
-    final_norm="final_layer_norm", lm_head="lm_head",
-    refuse_when=(("!use_parallel_residual", "sequential GPT-NeoX blocks (use_parallel_residual=False) have no row "
-                                             "yet"),))
+    family="gpt_neox",
+    placement="pre",
+    causal=True,
+    layers="layers",
+    parallel=True,
+    attn="attention",
+    value="attention.query_key_value",
+    qkv_layout="per_head_qkv",
+    out="attention.dense",
+    norm_before_attn="input_layernorm",
+    norm_before_ff="post_attention_layernorm",
+    norm_kind="layernorm",
+    ff_kind="mlp",
+    ff_in="mlp.dense_h_to_4h",
+    ff_out="mlp.dense_4h_to_h",
+    act="mlp.act",
+    final_norm="final_layer_norm",
+    lm_head="lm_head",
+    refuse_when=(
+        ("!use_parallel_residual", "sequential GPT-NeoX blocks (use_parallel_residual=False) have no row yet"),
+    ),
+)
 _GPTJ = ArchSpec(
-    family="gptj", placement="pre", causal=True, layers="h", parallel=True, attn="attn", value="attn.v_proj",
-    out="attn.out_proj", norm_before_attn="ln_1", norm_before_ff="ln_1", norm_kind="layernorm", ff_kind="mlp",
-    ff_in="mlp.fc_in", ff_out="mlp.fc_out", act="mlp.act", final_norm="ln_f", lm_head="lm_head")
+    family="gptj",
+    placement="pre",
+    causal=True,
+    layers="h",
+    parallel=True,
+    attn="attn",
+    value="attn.v_proj",
+    out="attn.out_proj",
+    norm_before_attn="ln_1",
+    norm_before_ff="ln_1",
+    norm_kind="layernorm",
+    ff_kind="mlp",
+    ff_in="mlp.fc_in",
+    ff_out="mlp.fc_out",
+    act="mlp.act",
+    final_norm="ln_f",
+    lm_head="lm_head",
+)
 _PHI = ArchSpec(
-    family="phi", placement="pre", causal=True, layers="layers", parallel=True, attn="self_attn",
-    value="self_attn.v_proj", out="self_attn.dense", norm_before_attn="input_layernorm",
-    norm_before_ff="input_layernorm", norm_kind="layernorm", ff_kind="mlp", ff_in="mlp.fc1", ff_out="mlp.fc2",
-    act="mlp.activation_fn", final_norm="final_layernorm", lm_head="lm_head",
-    refuse_when=(("qk_layernorm", "Phi's q/k LayerNorms have no row yet"),))
-_COHERE = ArchSpec(**{**_LLAMA.__dict__, "family": "cohere", "parallel": True, "attn": "self_attn",
-                      "norm_before_ff": "input_layernorm", "norm_kind": "layernorm",
-                      "readout": ReadoutSpec(multiply_by="logit_scale"),
-                      "refuse_when": (("use_qk_norm", "Cohere's q/k norms have no row yet"),)})
+    family="phi",
+    placement="pre",
+    causal=True,
+    layers="layers",
+    parallel=True,
+    attn="self_attn",
+    value="self_attn.v_proj",
+    out="self_attn.dense",
+    norm_before_attn="input_layernorm",
+    norm_before_ff="input_layernorm",
+    norm_kind="layernorm",
+    ff_kind="mlp",
+    ff_in="mlp.fc1",
+    ff_out="mlp.fc2",
+    act="mlp.activation_fn",
+    final_norm="final_layernorm",
+    lm_head="lm_head",
+    refuse_when=(("qk_layernorm", "Phi's q/k LayerNorms have no row yet"),),
+)
+_COHERE = ArchSpec(
+    **{
+        **_LLAMA.__dict__,
+        "family": "cohere",
+        "parallel": True,
+        "attn": "self_attn",
+        "norm_before_ff": "input_layernorm",
+        "norm_kind": "layernorm",
+        "readout": ReadoutSpec(multiply_by="logit_scale"),
+        "refuse_when": (("use_qk_norm", "Cohere's q/k norms have no row yet"),),
+    }
+)
 
 
 # Falcon: the attention computed inline (no attention interface); parallel attention + FF reading one LayerNorm
 # (Falcon-7B: multi-query, fused q | k | v with one KV head), two (Falcon-40B/180B's new_decoder_architecture: per KV
 # group its query heads, k, v), or sequential blocks (parallel_attn=False, Falcon-RW); ALiBi is inside α (recorded)
 _FALCON = ArchSpec(
-    family="falcon", placement="pre", causal=True, layers="h", parallel=True, attn="self_attention",
-    value="self_attention.query_key_value", qkv_layout="per_head_qkv", out="self_attention.dense",
-    norm_before_attn="input_layernorm", norm_before_ff="input_layernorm", norm_kind="layernorm", ff_kind="mlp",
-    ff_in="mlp.dense_h_to_4h", ff_out="mlp.dense_4h_to_h", act="mlp.act", final_norm="ln_f", lm_head="lm_head",
-    fields=ConfigFields(d_ff=("ffn_hidden_size",), kv_heads=()), attention_call="inline")
+    family="falcon",
+    placement="pre",
+    causal=True,
+    layers="h",
+    parallel=True,
+    attn="self_attention",
+    value="self_attention.query_key_value",
+    qkv_layout="per_head_qkv",
+    out="self_attention.dense",
+    norm_before_attn="input_layernorm",
+    norm_before_ff="input_layernorm",
+    norm_kind="layernorm",
+    ff_kind="mlp",
+    ff_in="mlp.dense_h_to_4h",
+    ff_out="mlp.dense_4h_to_h",
+    act="mlp.act",
+    final_norm="ln_f",
+    lm_head="lm_head",
+    fields=ConfigFields(d_ff=("ffn_hidden_size",), kv_heads=()),
+    attention_call="inline",
+)
 _FALCON_MQ = ArchSpec(**{**_FALCON.__dict__, "qkv_layout": "fused_qkv", "n_kv_heads": 1})
-_FALCON_NEW = ArchSpec(**{**_FALCON.__dict__, "qkv_layout": "grouped_qkv",
-                          "fields": ConfigFields(d_ff=("ffn_hidden_size",), kv_heads=("num_kv_heads",))})
+_FALCON_NEW = ArchSpec(
+    **{
+        **_FALCON.__dict__,
+        "qkv_layout": "grouped_qkv",
+        "fields": ConfigFields(d_ff=("ffn_hidden_size",), kv_heads=("num_kv_heads",)),
+    }
+)
 _FALCON_SEQ = {"parallel": False, "attn": None, "norm_before_ff": "post_attention_layernorm"}
-_FALCON = ArchSpec(**{**_FALCON.__dict__, "variants": (
-    ("new_decoder_architecture&num_ln_in_parallel_attn=1", _FALCON_NEW),
-    ("new_decoder_architecture", ArchSpec(**{**_FALCON_NEW.__dict__, "norm_before_attn": "ln_attn",
-                                             "norm_before_ff": "ln_mlp"})),
-    ("!parallel_attn&multi_query", ArchSpec(**{**_FALCON_MQ.__dict__, **_FALCON_SEQ})),
-    ("!parallel_attn", ArchSpec(**{**_FALCON.__dict__, **_FALCON_SEQ})),
-    ("multi_query", _FALCON_MQ))})
+_FALCON = ArchSpec(
+    **{
+        **_FALCON.__dict__,
+        "variants": (
+            ("new_decoder_architecture&num_ln_in_parallel_attn=1", _FALCON_NEW),
+            (
+                "new_decoder_architecture",
+                ArchSpec(**{**_FALCON_NEW.__dict__, "norm_before_attn": "ln_attn", "norm_before_ff": "ln_mlp"}),
+            ),
+            ("!parallel_attn&multi_query", ArchSpec(**{**_FALCON_MQ.__dict__, **_FALCON_SEQ})),
+            ("!parallel_attn", ArchSpec(**{**_FALCON.__dict__, **_FALCON_SEQ})),
+            ("multi_query", _FALCON_MQ),
+        ),
+    }
+)
 
 
 # ---------------------------------------------------------------- encoder–decoders
 def _seq2seq_fields(stack: str) -> ConfigFields:
-    return ConfigFields(d_model=("d_model",), d_ff=(f"{stack}_ffn_dim",), heads=(f"{stack}_attention_heads",),
-                        kv_heads=(), head_dim=(), window=("max_position_embeddings",))
+    return ConfigFields(
+        d_model=("d_model",),
+        d_ff=(f"{stack}_ffn_dim",),
+        heads=(f"{stack}_attention_heads",),
+        kv_heads=(),
+        head_dim=(),
+        window=("max_position_embeddings",),
+    )
 
 
 def _bart_like(placement: str) -> ArchSpec:
     """Marian and BART (post-LN) or mBART and M2M100/NLLB (pre-LN): the same module names."""
-    common = dict(value="self_attn.v_proj", out="self_attn.out_proj", norm_kind="layernorm", ff_kind="mlp",
-                  ff_in="fc1", ff_out="fc2", act="activation_fn", layers="layers")
+    common = dict(
+        value="self_attn.v_proj",
+        out="self_attn.out_proj",
+        norm_kind="layernorm",
+        ff_kind="mlp",
+        ff_in="fc1",
+        ff_out="fc2",
+        act="activation_fn",
+        layers="layers",
+    )
     if placement == "post":
         enc_norms = dec_norms = dict(norm_after_attn="self_attn_layer_norm", norm_after_ff="final_layer_norm")
         cross_norm = "encoder_attn_layer_norm"
@@ -365,39 +577,87 @@ def _bart_like(placement: str) -> ArchSpec:
         enc_norms = dict(norm_before_attn="self_attn_layer_norm", norm_before_ff="final_layer_norm")
         dec_norms = dict(norm_before_attn="self_attn_layer_norm", norm_before_ff="encoder_attn_layer_norm")
         cross_norm = "final_layer_norm"
-    decoder = ArchSpec(family="bart", placement=placement, causal=True, fields=_seq2seq_fields("decoder"),
-                       final_norm="layer_norm" if placement == "pre" else None, lm_head="lm_head",
-                       **common, **dec_norms)
-    cross = CrossSpec(attn="encoder_attn", value="encoder_attn.v_proj", out="encoder_attn.out_proj",
-                      norm_on_residual=cross_norm)
-    return ArchSpec(family="bart", placement=placement, causal=False, fields=_seq2seq_fields("encoder"),
-                    decoder=decoder, cross=cross, final_norm="layer_norm" if placement == "pre" else None,
-                    **common, **enc_norms)
+    decoder = ArchSpec(
+        family="bart",
+        placement=placement,
+        causal=True,
+        fields=_seq2seq_fields("decoder"),
+        final_norm="layer_norm" if placement == "pre" else None,
+        lm_head="lm_head",
+        **common,
+        **dec_norms,
+    )
+    cross = CrossSpec(
+        attn="encoder_attn", value="encoder_attn.v_proj", out="encoder_attn.out_proj", norm_on_residual=cross_norm
+    )
+    return ArchSpec(
+        family="bart",
+        placement=placement,
+        causal=False,
+        fields=_seq2seq_fields("encoder"),
+        decoder=decoder,
+        cross=cross,
+        final_norm="layer_norm" if placement == "pre" else None,
+        **common,
+        **enc_norms,
+    )
 
 
 def _t5(gated: bool) -> ArchSpec:
     """T5: pre-RMSNorm, no biases, relative position bias (inside α, which is recorded), d_kv per head; FF
     ReLU (t5) or gated (v1.1, ``is_gated_act``). Encoder block: layer.0 self-attention, layer.1 FF; decoder
     block: layer.0 self-attention, layer.1 cross-attention, layer.2 FF."""
-    fields = ConfigFields(d_model=("d_model",), d_ff=("d_ff",), heads=("num_heads",), kv_heads=(),
-                          head_dim=("d_kv",), window=("n_positions",))
+    fields = ConfigFields(
+        d_model=("d_model",),
+        d_ff=("d_ff",),
+        heads=("num_heads",),
+        kv_heads=(),
+        head_dim=("d_kv",),
+        window=("n_positions",),
+    )
 
     def ff(i):
         base = f"layer.{i}.DenseReluDense"
         if gated:
-            return dict(ff_kind="gated", ff_in=f"{base}.wi_0", ff_up=f"{base}.wi_1", ff_out=f"{base}.wo",
-                        act=f"{base}.act")
+            return dict(
+                ff_kind="gated", ff_in=f"{base}.wi_0", ff_up=f"{base}.wi_1", ff_out=f"{base}.wo", act=f"{base}.act"
+            )
         return dict(ff_kind="mlp", ff_in=f"{base}.wi", ff_out=f"{base}.wo", act=f"{base}.act")
 
-    common = dict(family="t5", placement="pre", layers="block", value="layer.0.SelfAttention.v",
-                  out="layer.0.SelfAttention.o", norm_before_attn="layer.0.layer_norm", norm_kind="rmsnorm",
-                  fields=fields)
-    decoder = ArchSpec(causal=True, norm_before_ff="layer.1.layer_norm", final_norm="final_layer_norm",
-                       lm_head="lm_head", head_scale_flag="scale_decoder_outputs", **common, **ff(2))
-    cross = CrossSpec(attn="layer.1.EncDecAttention", value="layer.1.EncDecAttention.v",
-                      out="layer.1.EncDecAttention.o", norm_on_residual="layer.2.layer_norm")
-    return ArchSpec(causal=False, norm_before_ff="layer.1.layer_norm", decoder=decoder, cross=cross,
-                    final_norm="final_layer_norm", **common, **ff(1))
+    common = dict(
+        family="t5",
+        placement="pre",
+        layers="block",
+        value="layer.0.SelfAttention.v",
+        out="layer.0.SelfAttention.o",
+        norm_before_attn="layer.0.layer_norm",
+        norm_kind="rmsnorm",
+        fields=fields,
+    )
+    decoder = ArchSpec(
+        causal=True,
+        norm_before_ff="layer.1.layer_norm",
+        final_norm="final_layer_norm",
+        lm_head="lm_head",
+        head_scale_flag="scale_decoder_outputs",
+        **common,
+        **ff(2),
+    )
+    cross = CrossSpec(
+        attn="layer.1.EncDecAttention",
+        value="layer.1.EncDecAttention.v",
+        out="layer.1.EncDecAttention.o",
+        norm_on_residual="layer.2.layer_norm",
+    )
+    return ArchSpec(
+        causal=False,
+        norm_before_ff="layer.1.layer_norm",
+        decoder=decoder,
+        cross=cross,
+        final_norm="final_layer_norm",
+        **common,
+        **ff(1),
+    )
 
 
 _T5 = ArchSpec(**{**_t5(False).__dict__, "variant_flag": "is_gated_act", "variant": _t5(True)})
@@ -420,16 +680,20 @@ def register_architecture(model_type: str, spec: ArchSpec, family_label: str | N
 
 
 register_architecture("bert", _BERT, "BERT family (post-LN)")
-register_architecture("electra", ArchSpec(**{**_BERT.__dict__, "lm_head": None, "head_transform": None}),
-                      "BERT family (post-LN)")
+register_architecture(
+    "electra", ArchSpec(**{**_BERT.__dict__, "lm_head": None, "head_transform": None}), "BERT family (post-LN)"
+)
 for _mt in ("roberta", "xlm-roberta", "camembert"):
     register_architecture(_mt, _ROBERTA, "BERT family (post-LN)")
 register_architecture("distilbert", _DISTILBERT, "BERT family (post-LN)")
 register_architecture("gpt2", _GPT2, "GPT-2 (pre-LN)")
 for _mt in ("llama", "mistral", "qwen2"):
     register_architecture(_mt, _LLAMA, "Llama family (pre-RMSNorm, GQA, SwiGLU)")
-register_architecture("qwen3", ArchSpec(**{**_LLAMA.__dict__, "qk_norms": ("self_attn.q_norm", "self_attn.k_norm")}),
-                      "Llama family (pre-RMSNorm, GQA, SwiGLU)")
+register_architecture(
+    "qwen3",
+    ArchSpec(**{**_LLAMA.__dict__, "qk_norms": ("self_attn.q_norm", "self_attn.k_norm")}),
+    "Llama family (pre-RMSNorm, GQA, SwiGLU)",
+)
 register_architecture("gemma", _GEMMA, "Gemma ((1 + w) RMSNorm, GeGLU, embeddings × √d)")
 register_architecture("gemma2", _GEMMA2, "Gemma 2/3 (norms before and after each sublayer, soft-caps)")
 register_architecture("gemma3_text", _GEMMA3, "Gemma 2/3 (norms before and after each sublayer, soft-caps)")
@@ -441,8 +705,11 @@ register_architecture("granite", _GRANITE, "Granite (Llama with multipliers)")
 register_architecture("opt", _OPT, "OPT (pre-LN)")
 register_architecture("mixtral", _MOE, "mixtures of experts (router gates frozen at their real values)")
 for _mt in ("qwen3_moe", "olmoe"):  # with QK-norm
-    register_architecture(_mt, ArchSpec(**{**_MOE.__dict__, "qk_norms": ("self_attn.q_norm", "self_attn.k_norm")}),
-                          "mixtures of experts (router gates frozen at their real values)")
+    register_architecture(
+        _mt,
+        ArchSpec(**{**_MOE.__dict__, "qk_norms": ("self_attn.q_norm", "self_attn.k_norm")}),
+        "mixtures of experts (router gates frozen at their real values)",
+    )
 register_architecture("gpt_oss", _GPT_OSS, "mixtures of experts (router gates frozen at their real values)")
 register_architecture("qwen2_moe", _QWEN2_MOE, "mixtures of experts (router gates frozen at their real values)")
 register_architecture("gpt_neox", _GPT_NEOX, "parallel attention + FF (GPT-NeoX/Pythia, GPT-J, Phi, Cohere)")

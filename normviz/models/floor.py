@@ -18,6 +18,7 @@ What the floor reads from the model is found, not named: the layers are the mode
 the lens reads the layer outputs through the head alone); the LM head is ``get_output_embeddings()``. The
 recording pass (:mod:`normviz.record.floor`) hooks only each block's input and output.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -75,7 +76,8 @@ def require_row(lm, what: str) -> None:
 # ---------------------------------------------------------------- finding the parts
 def _is_norm(mod: torch.nn.Module) -> bool:
     return "norm" in type(mod).__name__.lower() and (
-        getattr(mod, "eps", None) is not None or getattr(mod, "variance_epsilon", None) is not None)
+        getattr(mod, "eps", None) is not None or getattr(mod, "variance_epsilon", None) is not None
+    )
 
 
 def _n_layers(config) -> int | None:
@@ -151,16 +153,22 @@ def causal_of(model: torch.nn.Module, config) -> bool:
 
 def make_note(name: str, model_type: str | None, reason: str | None, has_head: bool) -> str:
     lens = ", and the logit lens and predictions" if has_head else " (no LM head: no logit lens)"
-    why = (f"{reason}, so {name!r} has no exact architecture row" if reason
-           else f"{name!r} is a {model_type!r} model, which has no architecture row in normviz")
-    return (f"{why}: it gets the raw attention weights (attention), their rollout (rollout_attention){lens} "
-            "only. Exact maps, explain and its sources, attend, the graph and the interventions need a "
-            f"register_architecture({model_type!r}, ArchSpec(…)) row naming where its layers' parts live "
-            "(docs/models.md).")
+    why = (
+        f"{reason}, so {name!r} has no exact architecture row"
+        if reason
+        else f"{name!r} is a {model_type!r} model, which has no architecture row in normviz"
+    )
+    return (
+        f"{why}: it gets the raw attention weights (attention), their rollout (rollout_attention){lens} "
+        "only. Exact maps, explain and its sources, attend, the graph and the interventions need a "
+        f"register_architecture({model_type!r}, ArchSpec(…)) row naming where its layers' parts live "
+        "(docs/models.md)."
+    )
 
 
-def floor_spec(base: torch.nn.Module, head_model: torch.nn.Module | None, config, name: str,
-               reason: str | None = None) -> FloorSpec:
+def floor_spec(
+    base: torch.nn.Module, head_model: torch.nn.Module | None, config, name: str, reason: str | None = None
+) -> FloorSpec:
     """The floor's row of a loaded model (``base``: the base model its blocks live in; ``head_model``: the same
     model with its LM head, or None). Raises UnsupportedModelError when no block list is found."""
     from ..core.errors import UnsupportedModelError
@@ -169,16 +177,43 @@ def floor_spec(base: torch.nn.Module, head_model: torch.nn.Module | None, config
     if layers is None:
         raise UnsupportedModelError(
             f"{name!r} ({getattr(config, 'model_type', None)!r}): no list of transformer blocks was found in the "
-            "model, so not even its attention weights can be read per layer.")
+            "model, so not even its attention weights can be read per layer."
+        )
     final, kind = find_final_norm(base, layers)
     head = find_head(head_model)
     causal = causal_of(head_model if head_model is not None else base, config)
     mt = getattr(config, "model_type", None)
     return FloorSpec(
-        family=FAMILY, placement="pre" if causal else "post", causal=causal, layers=layers, value="", out="",
-        norm_kind=kind, ff_kind="mlp", ff_in="", ff_out="", act="", final_norm=final, lm_head=head, fields=WINDOW,
-        note=make_note(name, mt, reason, head is not None), reason=reason)
+        family=FAMILY,
+        placement="pre" if causal else "post",
+        causal=causal,
+        layers=layers,
+        value="",
+        out="",
+        norm_kind=kind,
+        ff_kind="mlp",
+        ff_in="",
+        ff_out="",
+        act="",
+        final_norm=final,
+        lm_head=head,
+        fields=WINDOW,
+        note=make_note(name, mt, reason, head is not None),
+        reason=reason,
+    )
 
 
-__all__ = ["FLOOR_KEYS", "FloorSpec", "causal_of", "find_final_norm", "find_head", "find_layers", "floor_spec",
-           "is_floor", "make_note", "note_of", "refusal", "require_row"]
+__all__ = [
+    "FLOOR_KEYS",
+    "FloorSpec",
+    "causal_of",
+    "find_final_norm",
+    "find_head",
+    "find_layers",
+    "floor_spec",
+    "is_floor",
+    "make_note",
+    "note_of",
+    "refusal",
+    "require_row",
+]

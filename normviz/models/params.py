@@ -2,6 +2,7 @@
 
 Row-vector convention everywhere: ``y = x @ W + b`` with ``W`` of shape [in, out].
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -72,7 +73,9 @@ def _norm_params(mod: nn.Module, kind: str, spec: NormSpec | None = None) -> Nor
     if w is None:
         shape = getattr(mod, "normalized_shape", None)
         ref = next(iter(mod.parameters()), None)
-        w = torch.ones(int(shape[-1]) if shape else 1, dtype=ref.dtype if ref is not None else torch.get_default_dtype())
+        w = torch.ones(
+            int(shape[-1]) if shape else 1, dtype=ref.dtype if ref is not None else torch.get_default_dtype()
+        )
     elif spec.offset:
         w = w + spec.offset
     return NormParams(module=mod, kind=kind, weight=w, bias=getattr(mod, "bias", None), eps=float(eps))
@@ -80,8 +83,13 @@ def _norm_params(mod: nn.Module, kind: str, spec: NormSpec | None = None) -> Nor
 
 def identity_norm(d: int, like: torch.Tensor) -> NormParams:
     """No norm at this place (the maps' formulas then read the vector itself)."""
-    return NormParams(module=nn.Identity(), kind="identity", weight=torch.ones(d, dtype=like.dtype, device=like.device),
-                      bias=None, eps=0.0)
+    return NormParams(
+        module=nn.Identity(),
+        kind="identity",
+        weight=torch.ones(d, dtype=like.dtype, device=like.device),
+        bias=None,
+        eps=0.0,
+    )
 
 
 def _norm(layer: nn.Module, path: str | None, kind: str, spec: NormSpec | None = None) -> NormParams | None:
@@ -143,13 +151,25 @@ def upcast_params(p: LayerParams, dtype: torch.dtype) -> LayerParams:
 
     def t(x):
         return None if x is None else x.to(dtype)
+
     return dataclasses.replace(
-        p, w_v=t(p.w_v), b_v=t(p.b_v), w_o=t(p.w_o), b_o=t(p.b_o), w_in=t(p.w_in), b_in=t(p.b_in),
-        w_up=t(p.w_up), b_up=t(p.b_up), w_out=t(p.w_out), b_out=t(p.b_out),
+        p,
+        w_v=t(p.w_v),
+        b_v=t(p.b_v),
+        w_o=t(p.w_o),
+        b_o=t(p.b_o),
+        w_in=t(p.w_in),
+        b_in=t(p.b_in),
+        w_up=t(p.w_up),
+        b_up=t(p.b_up),
+        w_out=t(p.w_out),
+        b_out=t(p.b_out),
         norm_on_input=_upcast_norm(p.norm_on_input, dtype),
         norm_on_attn_residual=_upcast_norm(p.norm_on_attn_residual, dtype),
         norm_on_ff_residual=_upcast_norm(p.norm_on_ff_residual, dtype),
-        attn_out_norm=_upcast_norm(p.attn_out_norm, dtype), ff_out_norm=_upcast_norm(p.ff_out_norm, dtype))
+        attn_out_norm=_upcast_norm(p.attn_out_norm, dtype),
+        ff_out_norm=_upcast_norm(p.ff_out_norm, dtype),
+    )
 
 
 def head_counts(config, spec: ArchSpec) -> tuple[int, int, int]:
@@ -205,10 +225,15 @@ def layer_params(layer: nn.Module, spec: ArchSpec, config) -> LayerParams:
         w_in, b_in = w_in[:, :half], (b_in[:half] if b_in is not None else None)
     attn_out_norm = _norm(layer, spec.norm_after_attn_out, spec.norm_kind, spec.norm)
     ff_out_norm = _norm(layer, spec.norm_after_ff_out, spec.norm_kind, spec.norm)
-    w_o, b_o = _out_map(_weight(omod, spec.conv1d), omod.bias,
-                        float(getattr(config, spec.attn_out_scale)) if spec.attn_out_scale else 1.0, attn_out_norm)
-    w_out, b_out = _out_map(w_out, b_out,
-                            float(getattr(config, spec.ff_out_scale)) if spec.ff_out_scale else 1.0, ff_out_norm)
+    w_o, b_o = _out_map(
+        _weight(omod, spec.conv1d),
+        omod.bias,
+        float(getattr(config, spec.attn_out_scale)) if spec.attn_out_scale else 1.0,
+        attn_out_norm,
+    )
+    w_out, b_out = _out_map(
+        w_out, b_out, float(getattr(config, spec.ff_out_scale)) if spec.ff_out_scale else 1.0, ff_out_norm
+    )
     d = w_o.shape[1]
     n_in = _norm(layer, spec.norm_on_input, spec.norm_kind, spec.norm)
     n_attn = _norm(layer, spec.norm_on_attn_residual, spec.norm_kind, spec.norm)
@@ -216,13 +241,29 @@ def layer_params(layer: nn.Module, spec: ArchSpec, config) -> LayerParams:
         n_in = n_in or identity_norm(d, w_o)
         n_attn = n_attn or identity_norm(d, w_o)
     return LayerParams(
-        n_heads=n_heads, n_kv_heads=n_kv, head_dim=head_dim,
-        w_v=w_v, b_v=b_v, value_columns=cols, w_o=w_o, b_o=b_o,
-        norm_on_input=n_in, norm_on_attn_residual=n_attn,
+        n_heads=n_heads,
+        n_kv_heads=n_kv,
+        head_dim=head_dim,
+        w_v=w_v,
+        b_v=b_v,
+        value_columns=cols,
+        w_o=w_o,
+        b_o=b_o,
+        norm_on_input=n_in,
+        norm_on_attn_residual=n_attn,
         norm_on_ff_residual=_norm(layer, spec.norm_on_ff_residual, spec.norm_kind, spec.norm),
-        ff_kind=spec.ff_kind, w_in=w_in, b_in=b_in, w_up=w_up, b_up=b_up, w_out=w_out, b_out=b_out,
-        act=act, attn_out_norm=attn_out_norm, ff_out_norm=ff_out_norm,
-        parallel=spec.parallel, expert_units=expert_units,
+        ff_kind=spec.ff_kind,
+        w_in=w_in,
+        b_in=b_in,
+        w_up=w_up,
+        b_up=b_up,
+        w_out=w_out,
+        b_out=b_out,
+        act=act,
+        attn_out_norm=attn_out_norm,
+        ff_out_norm=ff_out_norm,
+        parallel=spec.parallel,
+        expert_units=expert_units,
     )
 
 

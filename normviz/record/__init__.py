@@ -3,6 +3,7 @@ every stack of a model (``recording``), α written into pooled blocks (``alpha_i
 inputs (``attention_capture``, ``attention_interface``), and one layer's record seen through its parameters
 (``decompose``); the teacher-forced pass of encoder–decoders (``encdec``).
 """
+
 from .recorder import Hooks, LayerRecord, owner_only, record, records_qk, stack_records
 
 __all__ = ["Hooks", "LayerRecord", "owner_only", "record", "records_qk", "stack_records"]

@@ -14,6 +14,7 @@ float32 softmax of a float64 model; another shape; a second softmax in the layer
 call ``nn.functional.softmax``) runs the model's softmax unchanged, and :func:`block_of` then finds no block:
 the caller copies as before. Other threads always get the model's functions unchanged.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -36,9 +37,15 @@ MIN_BYTES = 1 << 20  # below this (minilm n < 48) the copy costs less than the p
 def _softmax(input, dim=None, _stacklevel=3, dtype=None):
     """``torch.nn.functional.softmax``, into the armed slot when it is this call's α."""
     slot = getattr(_STATE, "slot", None)
-    if (slot is not None and dim is not None and dim in (-1, input.dim() - 1)
-            and (dtype is None or dtype == input.dtype) and input.dtype == slot.dtype
-            and tuple(input.shape) == tuple(slot.shape) and input.device == slot.device):
+    if (
+        slot is not None
+        and dim is not None
+        and dim in (-1, input.dim() - 1)
+        and (dtype is None or dtype == input.dtype)
+        and input.dtype == slot.dtype
+        and tuple(input.shape) == tuple(slot.shape)
+        and input.device == slot.device
+    ):
         _STATE.slot = None  # once per layer
         return torch.ops.aten._softmax.out(input, -1, False, out=slot)
     return torch.nn.functional.softmax(input, dim=dim, _stacklevel=_stacklevel, dtype=dtype)
@@ -71,10 +78,16 @@ def _clone(fn: Callable) -> Callable | None:
         return _CLONES[fn]
     clone = None
     code = getattr(fn, "__code__", None)
-    if (isinstance(fn, types.FunctionType) and code is not None and "nn" in code.co_names
-            and fn.__globals__.get("nn") is torch.nn and not hasattr(fn, "__wrapped__")):
-        clone = types.FunctionType(code, {**fn.__globals__, "nn": _NN_PROXY}, fn.__name__, fn.__defaults__,
-                                   fn.__closure__)
+    if (
+        isinstance(fn, types.FunctionType)
+        and code is not None
+        and "nn" in code.co_names
+        and fn.__globals__.get("nn") is torch.nn
+        and not hasattr(fn, "__wrapped__")
+    ):
+        clone = types.FunctionType(
+            code, {**fn.__globals__, "nn": _NN_PROXY}, fn.__name__, fn.__defaults__, fn.__closure__
+        )
         clone.__kwdefaults__ = fn.__kwdefaults__
         clone.__module__ = fn.__module__
     _CLONES[fn] = clone
@@ -145,8 +158,13 @@ def into(modules: list[list[torch.nn.Module]], n_heads: int, length: int, dtype:
     if not install():  # pragma: no cover
         yield None
         return
-    arr = (torch.from_numpy(pool.empty((len(modules), 1, n_heads, length, length),
-                                       np.dtype(str(dtype).removeprefix("torch.")))) if block else None)
+    arr = (
+        torch.from_numpy(
+            pool.empty((len(modules), 1, n_heads, length, length), np.dtype(str(dtype).removeprefix("torch.")))
+        )
+        if block
+        else None
+    )
     layer_of = {id(m): layer for layer, ms in enumerate(modules) for m in ms}
     with attention_interface.thread_state(_STATE, "slots", _Slots(arr, layer_of)) as slots:
         yield slots
@@ -162,9 +180,13 @@ def block_of(alphas: list[torch.Tensor]) -> torch.Tensor | None:
         return None
     step = a0.numel() * a0.element_size()
     for k, a in enumerate(alphas):
-        if (a.shape != a0.shape or a.dtype != a0.dtype or not a.is_contiguous()
-                or a.untyped_storage().data_ptr() != a0.untyped_storage().data_ptr()
-                or a.data_ptr() != a0.data_ptr() + k * step):
+        if (
+            a.shape != a0.shape
+            or a.dtype != a0.dtype
+            or not a.is_contiguous()
+            or a.untyped_storage().data_ptr() != a0.untyped_storage().data_ptr()
+            or a.data_ptr() != a0.data_ptr() + k * step
+        ):
             return None
     end = a0.data_ptr() + len(alphas) * step
     storage = a0.untyped_storage()

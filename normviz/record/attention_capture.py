@@ -20,6 +20,7 @@ How: transformers (≥ 5) picks a layer's attention function with ``ALL_ATTENTIO
 model's function is wrapped by the recorder. Every other thread gets the model's own function unchanged:
 concurrent passes of other visitors are not affected.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -35,9 +36,22 @@ from . import attention_interface
 _STATE = threading.local()
 
 # modeling modules whose eager attention is softmax(q kᵀ·scaling + mask) @ v (repeat_kv for GQA), nothing else
-SDPA_SAFE = {f"transformers.models.{m}.modeling_{m}" for m in
-             ("llama", "mistral", "qwen2", "qwen3", "bert", "roberta", "electra", "distilbert", "gpt2",
-              "xlm_roberta", "camembert")}
+SDPA_SAFE = {
+    f"transformers.models.{m}.modeling_{m}"
+    for m in (
+        "llama",
+        "mistral",
+        "qwen2",
+        "qwen3",
+        "bert",
+        "roberta",
+        "electra",
+        "distilbert",
+        "gpt2",
+        "xlm_roberta",
+        "camembert",
+    )
+}
 _DROPPED = ("output_attentions",)
 WEIGHTS_BLOCK_BYTES = 64 << 20  # receiving rows per block of a recomputed α
 # a causal block's keys are cut at a multiple of this: softmax's vectorised sums then meet the same values in
@@ -145,7 +159,7 @@ class AttentionInputs:
             value = value[..., :1]  # α does not depend on v: the function's α @ v is then one column wide
         with torch.no_grad():
             alpha = self.fn(self.module, q, key, value, mask, **self.kwargs)[1][0]
-        return alpha if self.keys is None or alpha.shape[-1] <= self.keys else alpha[..., :self.keys]
+        return alpha if self.keys is None or alpha.shape[-1] <= self.keys else alpha[..., : self.keys]
 
     def cut(self, b: int, n: int, masks: dict | None = None) -> "AttentionInputs":
         """Sequence b of a right-padded batch, its first n positions (queries). ``masks``: {id(mask): its cut},
@@ -165,7 +179,7 @@ class AttentionInputs:
             whole = mask
             got = masks.get(id(whole)) if masks is not None else None
             if got is None:
-                mask = whole[b:b + 1] if whole.shape[0] > 1 else whole
+                mask = whole[b : b + 1] if whole.shape[0] > 1 else whole
                 mask = mask[..., :n, :]
                 if not (n < m == mask.shape[-1] and _hides(mask[..., n:])):
                     mask = mask[..., :n]  # nothing to keep, or the padding is not hidden: the sequence's keys
@@ -176,14 +190,21 @@ class AttentionInputs:
             if mask.shape[-1] > n:
                 keys = n
         k = m if keys is not None else n
-        return replace(self, query=self.query[b:b + 1, :, :n], key=self.key[b:b + 1, :, :k],
-                       value=self.value[b:b + 1, :, :k], mask=mask, n_heads=int(self.query.shape[1]), keys=keys)
+        return replace(
+            self,
+            query=self.query[b : b + 1, :, :n],
+            key=self.key[b : b + 1, :, :k],
+            value=self.value[b : b + 1, :, :k],
+            mask=mask,
+            n_heads=int(self.query.shape[1]),
+            keys=keys,
+        )
 
     def to(self, device: torch.device | None = None, dtype: torch.dtype | None = None) -> "AttentionInputs":
         def move(t):
             return None if t is None else t.to(device=device or t.device, dtype=dtype or t.dtype)
-        return replace(self, query=move(self.query), key=move(self.key), value=move(self.value),
-                       mask=move(self.mask))
+
+        return replace(self, query=move(self.query), key=move(self.key), value=move(self.value), mask=move(self.mask))
 
     @property
     def nbytes(self) -> int:
@@ -208,8 +229,9 @@ def _sdpa(module, query, key, value, mask, kwargs) -> torch.Tensor | None:
     if mask is not None and mask.dtype != query.dtype:
         mask = mask.to(query.dtype)
     gqa = key.shape[1] != query.shape[1]
-    out = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=float(scaling),
-                                                           enable_gqa=gqa)
+    out = torch.nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=mask, scale=float(scaling), enable_gqa=gqa
+    )
     return out.transpose(1, 2).contiguous()
 
 
@@ -229,8 +251,11 @@ def _capturing(sink: dict, fn: Callable, module, query, key, value, attention_ma
     if isinstance(sink, _StopSink):
         raise _Stop
     out = None
-    if (query.dtype != torch.float64 and getattr(fn, "__module__", None) in SDPA_SAFE
-            and getattr(fn, "__name__", "") == "eager_attention_forward"):
+    if (
+        query.dtype != torch.float64
+        and getattr(fn, "__module__", None) in SDPA_SAFE
+        and getattr(fn, "__name__", "") == "eager_attention_forward"
+    ):
         out = _sdpa(module, query, key, value, attention_mask, kw)
     if out is None:
         out = fn(module, query, key, value, attention_mask, **kw)[0]
@@ -251,7 +276,8 @@ def install() -> bool:
 
 @contextlib.contextmanager
 def capturing():
-    """Within this block, this thread's attention calls are recorded into the yielded dict {id(module): AttentionInputs}."""
+    """Within this block, this thread's attention calls are recorded into the yielded dict {id(module):
+    AttentionInputs}."""
     if not install():  # pragma: no cover
         raise RuntimeError("this transformers version has no attention interface to record q and k through")
     with attention_interface.thread_state(_STATE, "sink", {}) as sink:
@@ -264,7 +290,8 @@ def rerun(layer: torch.nn.Module, x: torch.Tensor, call: tuple[tuple, dict]) -> 
     (:attr:`normviz.record.recorder.LayerRecord.call`), by running the layer only up to that call (its norm and the
     q, k, v projections with position encoding: a few n·d² products, not the attention itself); None if the
     layer made no call through the attention interface. The same operations on the same tensors as in the
-    recording pass: the same q and k bit for bit (checked before any are dropped, :func:`normviz.record.recorder.stack_records`)."""
+    recording pass: the same q and k bit for bit (checked before any are dropped,
+    :func:`normviz.record.recorder.stack_records`)."""
     args, kwargs = call
     if not install():  # pragma: no cover
         return None

@@ -3,9 +3,11 @@
 transformers (≥ 5) picks a layer's attention function with ``ALL_ATTENTION_FUNCTIONS.get_interface`` at each
 call. :func:`add` wraps that lookup once (process-wide) and registers a *chooser*: a function of the model's
 attention function that returns it unchanged or a replacement. Choosers decide per call from their own
-thread-local state (:mod:`normviz.record.attention_capture` for long inputs, :mod:`normviz.record.alpha_into` for α written
+thread-local state (:mod:`normviz.record.attention_capture` for long inputs, :mod:`normviz.record.alpha_into` for α
+written
 into one block), so a thread that records nothing gets the model's own functions.
 """
+
 from __future__ import annotations
 
 import contextlib

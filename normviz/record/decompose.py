@@ -12,6 +12,7 @@ The families compute the maps from these: :mod:`normviz.methods.norms` (norms of
 Gram matrices, never building [n, n, d]), :mod:`normviz.methods.feedforward` (the FF block, in row chunks of
 the per-pair vectors below), :mod:`normviz.methods.interactions` (ALTI) and others.
 """
+
 from __future__ import annotations
 
 from functools import cached_property
@@ -26,14 +27,17 @@ from ..models.params import LayerParams, upcast_params
 if TYPE_CHECKING:
     from .recorder import LayerRecord
 
-CHUNK_BYTES = 32 * 2**20  # per row chunk of per-pair vectors: large enough for few chunks, small enough to reuse heap memory
+CHUNK_BYTES = (
+    32 * 2**20
+)  # per row chunk of per-pair vectors: large enough for few chunks, small enough to reuse heap memory
 
 
 HALF = (torch.float16, torch.bfloat16)
 
 
 def working_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The dtype maps are computed in: float32 for half-precision models (records upcast per layer), else the model's."""
+    """The dtype maps are computed in: float32 for half-precision models (records upcast per layer), else the
+    model's."""
     return torch.float32 if dtype in HALF else dtype
 
 
@@ -64,16 +68,20 @@ class Workspace:
     def __init__(self):
         self._buffers: dict[str, torch.Tensor] = {}
 
-    def buffer(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device,
-               pooled: bool = True) -> torch.Tensor:
+    def buffer(
+        self, name: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, pooled: bool = True
+    ) -> torch.Tensor:
         """Buffer ``name`` of this shape (the same one again while the shape stays); ``pooled=False``: a plain
         ``torch.empty`` (scratch whose size changes with every text, e.g. the FF maps' row chunks, which a
         pool could not reuse and would only hold on to)."""
         t = self._buffers.get(name)
         if t is None or tuple(t.shape) != tuple(shape) or t.dtype != dtype or t.device != device:
             self._buffers.pop(name, None)
-            t = (empty_cpu(tuple(shape), dtype) if pooled and torch.device(device).type == "cpu"
-                 else torch.empty(shape, dtype=dtype, device=device))
+            t = (
+                empty_cpu(tuple(shape), dtype)
+                if pooled and torch.device(device).type == "cpu"
+                else torch.empty(shape, dtype=dtype, device=device)
+            )
             self._buffers[name] = t
         return t
 
@@ -87,9 +95,16 @@ class LayerDecomposition:
     """One layer's record seen through its parameters; derived quantities are computed lazily and cached
     until :meth:`clear`."""
 
-    def __init__(self, rec: "LayerRecord", params: LayerParams, index: int = 0, chunk_bytes: int = CHUNK_BYTES,
-                 workspace: "Workspace | None" = None, use_kernel: bool | None = None,
-                 residual_from_norm: bool | None = None):
+    def __init__(
+        self,
+        rec: "LayerRecord",
+        params: LayerParams,
+        index: int = 0,
+        chunk_bytes: int = CHUNK_BYTES,
+        workspace: "Workspace | None" = None,
+        use_kernel: bool | None = None,
+        residual_from_norm: bool | None = None,
+    ):
         self._rec = rec
         self._params = params
         self.index = index
@@ -101,8 +116,9 @@ class LayerDecomposition:
         self.workspace = workspace if workspace is not None else Workspace()
         self.use_kernel = use_kernel  # None: compiled kernels on CPU when available; False: torch only
         # the FF residual starts from the normed vector (post-LN: h = norm(z)) or from z itself (pre-LN)
-        self.residual_from_norm = (params.norm_on_ff_residual is not None if residual_from_norm is None
-                                   else residual_from_norm)
+        self.residual_from_norm = (
+            params.norm_on_ff_residual is not None if residual_from_norm is None else residual_from_norm
+        )
 
     @cached_property
     def rec(self) -> "LayerRecord":
@@ -129,7 +145,8 @@ class LayerDecomposition:
 
     @cached_property
     def alpha(self) -> torch.Tensor:
-        """α [H, n, n]: recorded, or recomputed from the recorded q, k (long inputs, :mod:`normviz.record.attention_capture`)."""
+        """α [H, n, n]: recorded, or recomputed from the recorded q, k (long inputs,
+        :mod:`normviz.record.attention_capture`)."""
         return self.rec.attention().to(self.dtype)
 
     @cached_property
@@ -160,8 +177,11 @@ class LayerDecomposition:
         cols = [g]
         if len(units) > n_routed:  # the shared expert
             sg = self.rec.shared_gate
-            cols.append(torch.sigmoid(sg.to(self.dtype)) if sg is not None else torch.ones(self.n, 1, dtype=self.dtype,
-                                                                                            device=self.device))
+            cols.append(
+                torch.sigmoid(sg.to(self.dtype))
+                if sg is not None
+                else torch.ones(self.n, 1, dtype=self.dtype, device=self.device)
+            )
         g = torch.cat(cols, 1)
         return g.repeat_interleave(torch.tensor(units, device=g.device), dim=1)
 
@@ -267,8 +287,11 @@ class LayerDecomposition:
         """(ℓ_ij, bias_i): Σ_j ℓ_ij + bias_i = the norm's output."""
         s = self.ln_scale[rows]
         parts = self.ff_mix(self.head_vectors_ln, self.x_ln, rows) / s[:, None, None]
-        bias = (self.ln_attn.linear_part(self.out_bias(rows)) / s[:, None] if not self.p.parallel
-                else torch.zeros_like(self.out_bias(rows)))
+        bias = (
+            self.ln_attn.linear_part(self.out_bias(rows)) / s[:, None]
+            if not self.p.parallel
+            else torch.zeros_like(self.out_bias(rows))
+        )
         if self.ln_attn.bias is not None:
             bias = bias + self.ln_attn.bias
         return parts, bias

@@ -6,6 +6,7 @@ Each record has x, attn (α as the model returned it), out, and on the last laye
 the call are None. The per-layer views (:class:`FloorLayer`) give α to the weights family and refuse, with the
 floor's note, anything that needs the layer's parameters.
 """
+
 from __future__ import annotations
 
 from functools import cached_property
@@ -19,8 +20,9 @@ from .recorder import Hooks, LayerRecord
 
 
 @torch.no_grad()
-def record(lm, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-           token_type_ids: torch.Tensor | None = None) -> list[list[LayerRecord]]:
+def record(
+    lm, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None = None
+) -> list[list[LayerRecord]]:
     """records[b][layer] of one right-padded batch, cut to each sequence's length."""
     store: dict = {}
     hooks = Hooks(store)
@@ -35,33 +37,52 @@ def record(lm, input_ids: torch.Tensor, attention_mask: torch.Tensor,
     if getattr(lm.config, "use_cache", False):
         kwargs["use_cache"] = False
     try:
-        out = lm.model(input_ids=input_ids.to(lm.device), attention_mask=attention_mask.to(lm.device),
-                       output_attentions=True, **kwargs)
+        out = lm.model(
+            input_ids=input_ids.to(lm.device),
+            attention_mask=attention_mask.to(lm.device),
+            output_attentions=True,
+            **kwargs,
+        )
     finally:
         hooks.remove()
     attentions = getattr(out, "attentions", None)
     if attentions is None or len(attentions) != len(layers) or any(a is None for a in attentions):
         raise UnsupportedModelError(
             f"{lm.name!r} returned no attention weights for each of its {len(layers)} blocks with "
-            "attn_implementation='eager', so not even its raw attention can be shown.")
+            "attn_implementation='eager', so not even its raw attention can be shown."
+        )
     final = getattr(out, "last_hidden_state", None)
     records = []
     for b, n in enumerate(attention_mask.sum(-1).tolist()):
         n = int(n)
-        records.append([LayerRecord(
-            x=store[(i, "x")][b, :n], attn=attentions[i][b, :, :n, :n], z_attn=None, z_ff=None,
-            out=store[(i, "out")][b, :n], final=final[b, :n] if final is not None and i == len(layers) - 1 else None,
-        ) for i in range(len(layers))])
+        records.append(
+            [
+                LayerRecord(
+                    x=store[(i, "x")][b, :n],
+                    attn=attentions[i][b, :, :n, :n],
+                    z_attn=None,
+                    z_ff=None,
+                    out=store[(i, "out")][b, :n],
+                    final=final[b, :n] if final is not None and i == len(layers) - 1 else None,
+                )
+                for i in range(len(layers))
+            ]
+        )
     return records
 
 
 class FloorLayer(LayerDecomposition):
     """One layer's record on the floor: α (and x, out) only; its parameters are refused with the floor's note."""
 
-    def __init__(self, rec: LayerRecord, note: str, index: int = 0, chunk_bytes: int = CHUNK_BYTES,
-                 workspace: Workspace | None = None):
-        super().__init__(rec, None, index=index, chunk_bytes=chunk_bytes, workspace=workspace,
-                         residual_from_norm=False)
+    def __init__(
+        self,
+        rec: LayerRecord,
+        note: str,
+        index: int = 0,
+        chunk_bytes: int = CHUNK_BYTES,
+        workspace: Workspace | None = None,
+    ):
+        super().__init__(rec, None, index=index, chunk_bytes=chunk_bytes, workspace=workspace, residual_from_norm=False)
         self.note = note
 
     @property
@@ -76,8 +97,9 @@ class FloorLayer(LayerDecomposition):
 
 def layer_views(lm, records: list, chunk_bytes: int = CHUNK_BYTES) -> list[FloorLayer]:
     note, workspace = note_of(lm), Workspace()
-    return [FloorLayer(rec, note, index=i, chunk_bytes=chunk_bytes, workspace=workspace)
-            for i, rec in enumerate(records)]
+    return [
+        FloorLayer(rec, note, index=i, chunk_bytes=chunk_bytes, workspace=workspace) for i, rec in enumerate(records)
+    ]
 
 
 __all__ = ["FloorLayer", "layer_views", "record"]

@@ -18,6 +18,7 @@ For layer l the record holds
 Sequences of a batch are right-padded; records are cut back to each sequence's own length, so padded
 positions never reach a map.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -84,8 +85,10 @@ class LayerRecord:
 
         def move(t):
             return t.to(device=device, dtype=dtype if dtype is not None and t.is_floating_point() else t.dtype)
-        moved = {f.name: move(getattr(self, f.name)) for f in fields(self)
-                 if isinstance(getattr(self, f.name), torch.Tensor)}
+
+        moved = {
+            f.name: move(getattr(self, f.name)) for f in fields(self) if isinstance(getattr(self, f.name), torch.Tensor)
+        }
         if self.qk is not None:
             moved["qk"] = self.qk.to(device, dtype)
         if self.call is not None and self.x.device != device:
@@ -136,11 +139,11 @@ def _cut(value, b: int, n: int, batch: int, length: int, name: str = ""):
         return value[:n] if value.ndim == 1 and value.shape[0] == length else value
     if name == "alibi" and value.shape[-1] == length:  # ALiBi's biases (Falcon): [batch, H, 1, length] or
         if value.ndim == 4 and value.shape[0] == batch:  # [batch·H, 1, length], batch-major
-            return value[b:b + 1, ..., :n]
+            return value[b : b + 1, ..., :n]
         if value.ndim == 3 and value.shape[0] % batch == 0:
             return value.view(batch, -1, *value.shape[1:])[b, ..., :n]
     if value.ndim >= 1 and value.shape[0] == batch:
-        value = value[b:b + 1]
+        value = value[b : b + 1]
     if name in ("attention_mask", "encoder_attention_mask", "causal_mask") and value.ndim == 4:
         q = slice(0, n) if value.shape[-2] == length else slice(None)
         k = slice(0, n) if value.shape[-1] == length else slice(None)
@@ -156,8 +159,11 @@ def _positional_names(forward, skip: int) -> tuple[str, ...]:
     ``self`` for a class's function): ``inspect.signature`` once per forward function, not per layer and pass."""
     import inspect
 
-    return tuple(p.name for p in inspect.signature(forward).parameters.values()
-                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))[skip:]
+    return tuple(
+        p.name
+        for p in inspect.signature(forward).parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    )[skip:]
 
 
 def _named(layer: torch.nn.Module, args: tuple, kwargs: dict) -> dict:
@@ -171,12 +177,16 @@ def _named(layer: torch.nn.Module, args: tuple, kwargs: dict) -> dict:
     return {**dict(zip(names, args)), **kwargs}
 
 
-def layer_call(layer: torch.nn.Module, args: tuple, kwargs: dict, b: int, n: int, batch: int, length: int
-               ) -> tuple[tuple, dict]:
+def layer_call(
+    layer: torch.nn.Module, args: tuple, kwargs: dict, b: int, n: int, batch: int, length: int
+) -> tuple[tuple, dict]:
     """The call of one layer for sequence b, as keyword arguments, without the hidden states and any KV cache."""
     named = _named(layer, args, kwargs)
-    named = {k: _cut(v, b, n, batch, length, k) for k, v in named.items()
-             if k not in _DROPPED_KWARGS and k != "hidden_states"}
+    named = {
+        k: _cut(v, b, n, batch, length, k)
+        for k, v in named.items()
+        if k not in _DROPPED_KWARGS and k != "hidden_states"
+    }
     named["output_attentions"] = False
     return (), named
 
@@ -203,9 +213,14 @@ def segment_ids(lm: "LoadedModel", token_type_ids: torch.Tensor | None) -> torch
 
 # ---------------------------------------------------------------- the recording pass
 @torch.no_grad()
-def record(lm: "LoadedModel", input_ids: torch.Tensor, attention_mask: torch.Tensor,
-           token_type_ids: torch.Tensor | None = None, attention: str = "auto", upto: str | None = None
-           ) -> list[list[LayerRecord]]:
+def record(
+    lm: "LoadedModel",
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    token_type_ids: torch.Tensor | None = None,
+    attention: str = "auto",
+    upto: str | None = None,
+) -> list[list[LayerRecord]]:
     """Run the model once on a right-padded batch; return records[b][layer] trimmed to each length.
 
     ``token_type_ids``: segment ids of sentence pairs (see :func:`segment_ids`), passed to the model.
@@ -228,6 +243,7 @@ def owner_only(fn):
         if threading.get_ident() == owner:
             return fn(*args)
         return None
+
     return hook
 
 
@@ -263,6 +279,7 @@ class Hooks:
 
     def layer_input(self, module: torch.nn.Module, key) -> None:
         """(key, "x"): the hidden states a layer is called with; (key, "call"): its other arguments."""
+
         def fn(mod, args, kwargs=None):
             kwargs = kwargs or {}
             if "hidden_states" in kwargs and kwargs["hidden_states"] is not None:
@@ -271,22 +288,27 @@ class Hooks:
             else:
                 self.store[(key, "x")] = args[0]
                 self.store[(key, "call")] = (args[1:], kwargs)
+
         self._adders.append(lambda: module.register_forward_pre_hook(owner_only(fn), with_kwargs=True))
 
     def first_input(self, module: torch.nn.Module, key) -> None:
         def fn(mod, args):
             self.store[key] = args[0]
+
         self._adders.append(lambda: module.register_forward_pre_hook(owner_only(fn)))
 
     def output(self, module: torch.nn.Module, key) -> None:
         """The module's output (its first element when it returns a tuple)."""
+
         def fn(mod, args, out):
             self.store[key] = out[0] if isinstance(out, (tuple, list)) else out
+
         self._adders.append(lambda: module.register_forward_hook(owner_only(fn)))
 
     def expert_gates(self, module: torch.nn.Module, key) -> None:
         """A mixture of experts' gates: the experts module is called with (states, top-k indices, top-k weights);
         stored dense, [tokens, E], zero for the experts not chosen."""
+
         def fn(mod, args, kwargs=None):
             kwargs = kwargs or {}
             names = ("hidden_states", "top_k_index", "top_k_weights")
@@ -295,12 +317,15 @@ class Hooks:
             w = got.get("top_k_weights", got.get("routing_weights"))
             dense = torch.zeros(idx.shape[0], mod.num_experts, dtype=w.dtype, device=w.device)
             self.store[key] = dense.scatter_(1, idx.long(), w)
+
         self._adders.append(lambda: module.register_forward_pre_hook(owner_only(fn), with_kwargs=True))
 
     def stop_before(self, module: torch.nn.Module) -> None:
         """End the pass (:class:`StopRecording`) when ``module`` is called, after the hooks added before this one."""
+
         def fn(mod, args):
             raise StopRecording
+
         self._adders.append(lambda: module.register_forward_pre_hook(owner_only(fn)))
 
     def install(self, model: torch.nn.Module) -> None:
@@ -347,8 +372,16 @@ def hook_stack(hooks: Hooks, layers, spec, tag: str = "", with_ff: bool = True) 
             hooks.first_input(get_path(layer, spec.norm_on_ff_residual), ((tag, i), "z_ff"))
 
 
-def stack_records(store: dict, layers, attentions, lengths: list[int], length: int, tag: str = "",
-                  final: torch.Tensor | None = None, captured: dict | None = None) -> list[list[LayerRecord]]:
+def stack_records(
+    store: dict,
+    layers,
+    attentions,
+    lengths: list[int],
+    length: int,
+    tag: str = "",
+    final: torch.Tensor | None = None,
+    captured: dict | None = None,
+) -> list[list[LayerRecord]]:
     """records[b][layer] of one hooked stack, each cut to its sequence's length (right padding); ``final``
     [batch, length, d]: the stack's final hidden state, kept on each sequence's last layer record.
     ``captured`` (long inputs): {id(attention module): AttentionInputs} instead of ``attentions``."""
@@ -377,20 +410,23 @@ def stack_records(store: dict, layers, attentions, lengths: list[int], length: i
             if z_attn is None:  # a parallel block: the residual plus the attention output
                 z_attn = store[(key, "x")] + o
             args, kw = store[(key, "call")]
-            seq.append(LayerRecord(
-                x=store[(key, "x")][b, :n],
-                attn=attentions[i][b, :, :n, :n] if qks is None else None,
-                z_attn=z_attn[b, :n],
-                z_ff=z_ff[b, :n] if z_ff is not None else None,
-                out=store[(key, "out")][b, :n] if (key, "out") in store else None,  # a pass stopped early
-                v=store[(key, "v")][b, :n],
-                call=layer_call(layers[i], args, kw, b, n, batch, length),
-                final=final[b, :n] if final is not None and i == len(layers) - 1 else None,
-                qk=qks[i].cut(b, n, masks) if qks is not None else None,
-                o=o[b, :n] if o is not None else None, m=m[b, :n] if m is not None else None,
-                gates=gates[b, :n] if gates is not None else None,
-                shared_gate=shared[b, :n] if shared is not None else None,
-            ))
+            seq.append(
+                LayerRecord(
+                    x=store[(key, "x")][b, :n],
+                    attn=attentions[i][b, :, :n, :n] if qks is None else None,
+                    z_attn=z_attn[b, :n],
+                    z_ff=z_ff[b, :n] if z_ff is not None else None,
+                    out=store[(key, "out")][b, :n] if (key, "out") in store else None,  # a pass stopped early
+                    v=store[(key, "v")][b, :n],
+                    call=layer_call(layers[i], args, kw, b, n, batch, length),
+                    final=final[b, :n] if final is not None and i == len(layers) - 1 else None,
+                    qk=qks[i].cut(b, n, masks) if qks is not None else None,
+                    o=o[b, :n] if o is not None else None,
+                    m=m[b, :n] if m is not None else None,
+                    gates=gates[b, :n] if gates is not None else None,
+                    shared_gate=shared[b, :n] if shared is not None else None,
+                )
+            )
         records.append(seq)
     if qks is not None and batch == 1:
         records[0] = drop_qk(records[0], layers)
@@ -432,8 +468,9 @@ def records_qk(lm: "LoadedModel", length: int, batch: int = 1, mode: str = "auto
     return lm.n_layers * lm.n_heads * length * length * size * batch > QK_FROM_BYTES
 
 
-def _record(lm, input_ids, attention_mask, token_type_ids, mode: str = "auto", upto: str | None = None
-            ) -> list[list[LayerRecord]]:
+def _record(
+    lm, input_ids, attention_mask, token_type_ids, mode: str = "auto", upto: str | None = None
+) -> list[list[LayerRecord]]:
     store: dict = {}
     hooks = Hooks(store)
     qk = records_qk(lm, int(input_ids.shape[1]), int(input_ids.shape[0]), mode)
@@ -453,12 +490,23 @@ def _record(lm, input_ids, attention_mask, token_type_ids, mode: str = "auto", u
         block = not qk and alpha_into.wanted(lm.n_layers, lm.n_heads, length, batch, lm.dtype, lm.device)
         # α straight into one pooled block (no copy for `attention`); a pass stopped early takes α from there
         seen = block or (stop and not qk)
-        with (capturing() if qk else contextlib.nullcontext()) as captured, \
-                (alpha_into.into([list(layer.modules()) for layer in lm.layers], lm.n_heads, length, lm.dtype,
-                                 block=block) if seen else contextlib.nullcontext()) as slots:
+        with (
+            capturing() if qk else contextlib.nullcontext() as captured,
+            (
+                alpha_into.into(
+                    [list(layer.modules()) for layer in lm.layers], lm.n_heads, length, lm.dtype, block=block
+                )
+                if seen
+                else contextlib.nullcontext()
+            ) as slots,
+        ):
             try:
-                out = lm.model(input_ids=input_ids.to(lm.device), attention_mask=attention_mask.to(lm.device),
-                               output_attentions=not qk, **kwargs)
+                out = lm.model(
+                    input_ids=input_ids.to(lm.device),
+                    attention_mask=attention_mask.to(lm.device),
+                    output_attentions=not qk,
+                    **kwargs,
+                )
             except StopRecording:
                 stopped = True
     finally:
@@ -468,6 +516,12 @@ def _record(lm, input_ids, attention_mask, token_type_ids, mode: str = "auto", u
         attentions = out.attentions if not stopped else [slots.captured.get(i) for i in range(len(lm.layers))]
         if stopped and any(a is None for a in attentions):  # α not seen through the interface: the full pass
             return _record(lm, input_ids, attention_mask, token_type_ids, mode)
-    return stack_records(store, lm.layers, attentions, attention_mask.sum(-1).tolist(),
-                         input_ids.shape[1], final=getattr(out, "last_hidden_state", None),
-                         captured=captured if qk else None)
+    return stack_records(
+        store,
+        lm.layers,
+        attentions,
+        attention_mask.sum(-1).tolist(),
+        input_ids.shape[1],
+        final=getattr(out, "last_hidden_state", None),
+        captured=captured if qk else None,
+    )

@@ -8,6 +8,7 @@
 A :class:`Part` is what one session reads: each stack's token axis (``axes``), its records, notes about how
 its input was encoded.
 """
+
 from __future__ import annotations
 
 import threading
@@ -62,6 +63,7 @@ class Recording:
     def text_batch(cls, lm, encoded: list[Encoded], attention: str = "auto") -> list["Part"]:
         """Parts of several tokenised texts of a self-attention model, recorded in one right-padded pass.
         ``attention``: record α or q, k (:func:`normviz.record.recorder.records_qk`; option ``record_attention``)."""
+
         def run(full: bool):
             ids, mask, types = pad_batch(encoded, pad_id=0, with_token_types=True)
             if getattr(lm, "note", None):  # the raw-attention floor (no architecture row): α, blocks' in and out
@@ -77,12 +79,12 @@ class Recording:
     @classmethod
     def seq2seq(cls, lm, inputs: Seq2SeqInputs) -> "Part":
         """The part of one source and target of an encoder–decoder."""
+
         def run(full: bool):
             rec = record_seq2seq(lm, inputs.source.ids, inputs.target.ids)
             return [{"encoder": rec.encoder, "decoder": rec.decoder, "cross": rec.cross}], [rec]
 
-        return Part(cls(run), 0, {"encoder": inputs.source, "decoder": inputs.target}, {"target": inputs.note},
-                    inputs)
+        return Part(cls(run), 0, {"encoder": inputs.source, "decoder": inputs.target}, {"target": inputs.note}, inputs)
 
 
 def _pair_notes(lm, enc: Encoded) -> dict[str, str]:

@@ -14,6 +14,7 @@ array, (key, layer, take) for a derived [rows, cols] view (a head mean, one head
 What the path may do with a family is read from its record (:class:`normviz.methods.family.Family`), never from
 its name.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -95,15 +96,17 @@ def _maps(session, keys: list[str], layer: int, head: int | None) -> dict[str, n
         else:
             groups.setdefault((stack, li), []).append(base)
     for g in list(groups):  # a long input's layer: α streamed in row blocks through every map it feeds
-        got = _streamed(session, g[0], g[1], {k: t for k, t in todo.items() if (t[0], t[2]) == g
-                                              and derived.get(k) is None})
+        got = _streamed(
+            session, g[0], g[1], {k: t for k, t in todo.items() if (t[0], t[2]) == g and derived.get(k) is None}
+        )
         if got is not None:
             out.update(got)
             del groups[g]
             direct.pop(g, None)
             todo = {k: t for k, t in todo.items() if k not in got}
-    layers = {g: _layers(session, g[0], list(dict.fromkeys(bases)), g[1], direct.get(g, {}))
-              for g, bases in groups.items()}
+    layers = {
+        g: _layers(session, g[0], list(dict.fromkeys(bases)), g[1], direct.get(g, {})) for g, bases in groups.items()
+    }
     for k, (stack, base, li, take) in todo.items():
         if derived.get(k) is not None:
             out[k] = derived[k]
@@ -197,8 +200,10 @@ def _streamed(session, stack: str, layer: int, todo: dict[str, tuple]) -> dict[s
             keyspace.check(session.lm, stack, b, one, session.options)  # applicability, and cost for one layer
         # room first (never the cache full and the new layer at once), within the long-input bound; the layer's
         # own cached maps (a head change keeps its layer-level maps) are put back after it
-        cache.reserve(len(wanted) * view.n * view.n * map_budget.itemsize(session.lm),
-                      float(session.options.get("long_map_cache_mb", memory.LONG_MAP_CACHE_MB)) * 2**20)
+        cache.reserve(
+            len(wanted) * view.n * view.n * map_budget.itemsize(session.lm),
+            float(session.options.get("long_map_cache_mb", memory.LONG_MAP_CACHE_MB)) * 2**20,
+        )
         try:
             arrays = long_layer.layer_maps(view, wanted)
         finally:
@@ -211,8 +216,9 @@ def _streamed(session, stack: str, layer: int, todo: dict[str, tuple]) -> dict[s
     return got
 
 
-def _layers(session, stack: str, bases: list[str], layer: int,
-            alpha_views: dict[str, object] | None = None) -> dict[str, tuple[np.ndarray, bool]]:
+def _layers(
+    session, stack: str, bases: list[str], layer: int, alpha_views: dict[str, object] | None = None
+) -> dict[str, tuple[np.ndarray, bool]]:
     """{base: (layer ``layer`` of it on ``stack`` ([H, n, n] or [n, n]), whether the cache kept it)}, from the
     cache or computed: every missing one checked first (applicability, cost for one layer), then all computed on
     the same layer view (one family call per family) before its derived tensors are dropped. ``alpha_views``

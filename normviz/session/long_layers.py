@@ -5,6 +5,7 @@ Where the session has a worker that takes long texts' layers (the public app's
 (the records live there) and the last layers are kept here in a bounded cache; otherwise by
 :meth:`Session.maps` in this process. The worker is reached through its own methods (``takes_layers``,
 ``layer_maps``), so this module imports nothing above the session layer."""
+
 from __future__ import annotations
 
 import weakref
@@ -47,6 +48,7 @@ def layer_maps(session, keys: list[str], layer: int, head: int | None, progress=
     check for one layer, a cross-layer map over its budget) does not stop the others. Where the session's worker
     takes long texts (:func:`in_worker`: the public app's) the layer is computed there (:func:`remote_maps`),
     never in the server's threads."""
+
     def maps(ks):
         return remote_maps(session, ks, layer, head, progress) if in_worker(session) else session.maps(ks, layer, head)
 

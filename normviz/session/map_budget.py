@@ -1,9 +1,10 @@
 """A session's whole arrays against the memory budget, known before anything runs (:mod:`normviz.core.memory`).
 
-    shape(key)   [L, H, rows, cols] per head, else [L, rows, cols] (the cross stack's columns: the encoder's)
-    bytes        L·(H·)rows·cols × the working dtype's size (float32 for half-precision models)
-    refused      the keys whose arrays, with what the session holds, would pass option ``memory_budget_mb``
+shape(key)   [L, H, rows, cols] per head, else [L, rows, cols] (the cross stack's columns: the encoder's)
+bytes        L·(H·)rows·cols × the working dtype's size (float32 for half-precision models)
+refused      the keys whose arrays, with what the session holds, would pass option ``memory_budget_mb``
 """
+
 from __future__ import annotations
 
 import functools
@@ -32,8 +33,7 @@ def array_shape(session, key: str) -> tuple[int, ...]:
     stack, base = keyspace.parse(key)
     request = session.request_of(stack)
     cols = session.n_tokens if stack == "cross" else request.n_tokens
-    return memory.shape_of(registry.base_info(base).per_head, request.n_layers, request.n_heads,
-                           request.n_tokens, cols)
+    return memory.shape_of(registry.base_info(base).per_head, request.n_layers, request.n_heads, request.n_tokens, cols)
 
 
 def held_bytes(session) -> int:

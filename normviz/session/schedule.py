@@ -1,4 +1,5 @@
-"""Which family computes which of a ``get()``'s keys, in what order, and where (:class:`normviz.session.session.Session`).
+"""Which family computes which of a ``get()``'s keys, in what order, and where
+(:class:`normviz.session.session.Session`).
 
     todo keys ─► ready (their requirements computed) ─► grouped by (stack, family), in stack and registry order
               ─► + the family's free siblings (COMPUTED_TOGETHER) ─► one compute() per group: here, or in the
@@ -8,6 +9,7 @@
 A pass may stop after the last attention block when every family asked for reads only the attention blocks
 (``Family.record == "attention"``): the last layer's FF block and the final norm are then not run.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -25,8 +27,9 @@ Progress = Callable[[float, str], None]
 def refuse_dependent(key: str, refused: dict) -> bool:
     """Refuse ``key`` (in place) when a key it requires was refused; True if so."""
     stack, base = keyspace.parse(key)
-    blocked = next((keyspace.spell(stack, r) for r in registry.requires(base)
-                    if keyspace.spell(stack, r) in refused), None)
+    blocked = next(
+        (keyspace.spell(stack, r) for r in registry.requires(base) if keyspace.spell(stack, r) in refused), None
+    )
     if blocked is None:
         return False
     refused[key] = type(refused[blocked])(f"needs {blocked!r}: {refused[blocked]}")
@@ -43,8 +46,11 @@ def plan(session, wanted: list[str], strict: bool) -> tuple[list[str], dict[str,
     _refuse_unfit(session, wanted, refused)
     if strict and refused:
         raise next(iter(refused.values()))
-    views = [v for v in dict.fromkeys(filter(None, map(keyspace.layer_view, wanted)))
-             if v not in wanted and v not in session.store.arrays]
+    views = [
+        v
+        for v in dict.fromkeys(filter(None, map(keyspace.layer_view, wanted)))
+        if v not in wanted and v not in session.store.arrays
+    ]
     unfit = map_budget.over_budget(session, [k for k in wanted if k not in refused] + views, False)
     unfit = {v: unfit[v] for v in views if v in unfit}
     _refuse_unfit(session, views, unfit)
@@ -73,8 +79,14 @@ def free_siblings(session, stack: str, family, ks: list[str]) -> list[str]:
     out = []
     for info in family.keys:
         k = keyspace.spell(stack, info.key)
-        if (k in ks or k in session.store.arrays or stack not in info.stacks or registry.is_opt_in(info.key)
-                or session.refusal(k) is not None or map_budget.over_budget(session, ks + out + [k], False)):
+        if (
+            k in ks
+            or k in session.store.arrays
+            or stack not in info.stacks
+            or registry.is_opt_in(info.key)
+            or session.refusal(k) is not None
+            or map_budget.over_budget(session, ks + out + [k], False)
+        ):
             continue
         out.append(k)
     return out
@@ -99,22 +111,29 @@ def compute(session, todo: list[str], refused: dict, strict: bool, progress: Pro
         def report(fraction: float, message: str) -> None:
             if progress:
                 progress(min(1.0, (done_steps + fraction) / max(steps, 1)), prefix + message)
+
         return report
 
-    full = not (session.options.get("stop_early", True)
-                and all(registry.families()[group(k)[1]].record == "attention" for k in todo))
+    full = not (
+        session.options.get("stop_early", True)
+        and all(registry.families()[group(k)[1]].record == "attention" for k in todo)
+    )
 
     def views_of(stack: str):
         def layer_views():
             if stack not in session.store.views and progress:
                 progress(done_steps / max(steps, 1), "forward pass")
             return session.layers(stack, full)
+
         return layer_views
 
     pending = list(todo)
     while pending:
-        ready = [k for k in pending
-                 if all(keyspace.spell(parsed[k][0], r) in session.store.arrays for r in registry.requires(parsed[k][1]))]
+        ready = [
+            k
+            for k in pending
+            if all(keyspace.spell(parsed[k][0], r) in session.store.arrays for r in registry.requires(parsed[k][1]))
+        ]
         if not ready:
             raise RuntimeError(f"map keys {pending} wait on keys that were not computed")
         groups: dict[tuple[str, str], list[str]] = {}
@@ -127,8 +146,13 @@ def compute(session, todo: list[str], refused: dict, strict: bool, progress: Pro
             base = [stack.own(k) for k in ks]
             arrays = {stack.own(k): v for k, v in session.store.arrays.items() if stack.holds(k)}
             report = reporter(name)
-            inputs = Inputs(request=stack.request, layer_views=views_of(name), arrays=arrays,
-                            model=stack.model if family.needs_model else None, progress=report)
+            inputs = Inputs(
+                request=stack.request,
+                layer_views=views_of(name),
+                arrays=arrays,
+                model=stack.model if family.needs_model else None,
+                progress=report,
+            )
             try:
                 out = run_family(session, stack, family, inputs, ks, report)
             except NormvizError as exc:

@@ -13,9 +13,11 @@ The records are the cache (like TransformerLens' ``ActivationCache``): asking fo
 never reruns the model, and keys computed once are memoised. Several texts recorded in one padded
 forward pass are a batch of sessions (:meth:`Session.batch`), which the corpus engine uses too.
 
-Delegated: the families' runs (:mod:`normviz.session.schedule`), the memory budget (:mod:`normviz.session.map_budget`), one layer
+Delegated: the families' runs (:mod:`normviz.session.schedule`), the memory budget (:mod:`normviz.session.map_budget`),
+one layer
 at a time (:mod:`normviz.session.layer_maps`), predictions (:mod:`normviz.attribution`).
 """
+
 from __future__ import annotations
 
 import threading
@@ -69,9 +71,19 @@ class Session:
     ``recorded``: a :class:`normviz.record.recording.Part` already tokenised (and maybe recorded with others:
     :meth:`batch`, :meth:`from_encoded`, :meth:`from_ids` give it)."""
 
-    def __init__(self, lm: LoadedModel, text: str = "", text_pair: str | None = None, *,
-                 target: str | None = None, max_tokens: int | None = None, max_new_tokens: int | None = None,
-                 options: dict | None = None, worker=None, recorded: Part | None = None):
+    def __init__(
+        self,
+        lm: LoadedModel,
+        text: str = "",
+        text_pair: str | None = None,
+        *,
+        target: str | None = None,
+        max_tokens: int | None = None,
+        max_new_tokens: int | None = None,
+        options: dict | None = None,
+        worker=None,
+        recorded: Part | None = None,
+    ):
         self.lm, self.options = lm, settings.check_options(options)  # unknown or ill-typed: refused here
         if recorded is None:
             recorded = _tokenised(lm, text, text_pair, target, max_tokens, max_new_tokens, self.options)
@@ -79,8 +91,10 @@ class Session:
         self.text = text
         self.text_pair = text_pair if text_pair and str(text_pair).strip() and not lm.is_encoder_decoder else None
         self.stacks = keyspace.stacks_of(lm)
-        self._stack = {s: keyspace.Stack(lm, s, len(self.axis(s).ids), len(self.encoded.ids) if s == "cross" else None)
-                       for s in self.stacks}
+        self._stack = {
+            s: keyspace.Stack(lm, s, len(self.axis(s).ids), len(self.encoded.ids) if s == "cross" else None)
+            for s in self.stacks
+        }
         # the maps, notes, views, layer-map cache and lock: one object, handed to the session's jobs
         self.store = MapStore(memory.LayerCache(float(self.options.get("map_cache_mb", memory.MAP_CACHE_MB))))
         self._waits = threading.local()  # seconds the current get() of each thread waited for other requests
@@ -90,19 +104,34 @@ class Session:
 
     # ---- constructors for inputs tokenised elsewhere
     @classmethod
-    def from_encoded(cls, lm: LoadedModel, encoded: list[Encoded], texts: list[tuple[str, str | None]] | None = None,
-                     options: dict | None = None) -> list["Session"]:
+    def from_encoded(
+        cls,
+        lm: LoadedModel,
+        encoded: list[Encoded],
+        texts: list[tuple[str, str | None]] | None = None,
+        options: dict | None = None,
+    ) -> list["Session"]:
         """Sessions of already tokenised sequences that share one recording pass (self-attention models)."""
         if lm.is_encoder_decoder:
-            raise UnsupportedModelError(f"{lm.name!r} is an encoder–decoder: analyse one source and target at a "
-                                        "time with Session(lm, source, target=…).")
+            raise UnsupportedModelError(
+                f"{lm.name!r} is an encoder–decoder: analyse one source and target at a "
+                "time with Session(lm, source, target=…)."
+            )
         parts = Recording.text_batch(lm, list(encoded), (options or {}).get("record_attention", "auto"))
-        return [cls(lm, *(texts[b] if texts else ("", None)), options=options, recorded=part)
-                for b, part in enumerate(parts)]
+        return [
+            cls(lm, *(texts[b] if texts else ("", None)), options=options, recorded=part)
+            for b, part in enumerate(parts)
+        ]
 
     @classmethod
-    def batch(cls, lm: LoadedModel, texts: list[str | tuple[str, str | None]], *, max_tokens: int | None = None,
-              options: dict | None = None) -> list["Session"]:
+    def batch(
+        cls,
+        lm: LoadedModel,
+        texts: list[str | tuple[str, str | None]],
+        *,
+        max_tokens: int | None = None,
+        options: dict | None = None,
+    ) -> list["Session"]:
         """Sessions of several texts (or pairs) recorded in one right-padded forward pass."""
         if lm.is_encoder_decoder:
             return cls.from_encoded(lm, [], options=options)  # refused there, with the message
@@ -112,19 +141,25 @@ class Session:
         return cls.from_encoded(lm, encoded, pairs, options)
 
     @classmethod
-    def from_inputs(cls, lm: LoadedModel, inputs, text: str = "", text_pair: str | None = None,
-                    options: dict | None = None) -> "Session":
+    def from_inputs(
+        cls, lm: LoadedModel, inputs, text: str = "", text_pair: str | None = None, options: dict | None = None
+    ) -> "Session":
         """A session of what :attr:`inputs` gave (another process's session: :mod:`normviz.workers.process`)."""
         if isinstance(inputs, Encoded):
             return cls.from_encoded(lm, [inputs], [(text, text_pair)], options)[0]
         return cls(lm, text, options=options, recorded=Recording.seq2seq(lm, inputs))
 
     @classmethod
-    def from_ids(cls, lm: LoadedModel, src_ids: list[int], tgt_ids: list[int], out_ids: list[int] | None = None,
-                 options: dict | None = None) -> "Session":
+    def from_ids(
+        cls,
+        lm: LoadedModel,
+        src_ids: list[int],
+        tgt_ids: list[int],
+        out_ids: list[int] | None = None,
+        options: dict | None = None,
+    ) -> "Session":
         """An encoder–decoder session of given ids (:func:`normviz.record.encdec.target.from_ids`)."""
-        return cls(lm, options=options, recorded=Recording.seq2seq(lm, seq2seq.from_ids(lm, src_ids, tgt_ids,
-                                                                                        out_ids)))
+        return cls(lm, options=options, recorded=Recording.seq2seq(lm, seq2seq.from_ids(lm, src_ids, tgt_ids, out_ids)))
 
     # ---- what is known without computing
     @property
@@ -176,7 +211,8 @@ class Session:
         return self.part.passes
 
     def stack(self, name: str) -> keyspace.Stack:
-        """The :class:`~normviz.methods.keyspace.Stack` ``name`` of this input (its spelling, model view, rows, request)."""
+        """The :class:`~normviz.methods.keyspace.Stack` ``name`` of this input (its spelling, model view, rows,
+        request)."""
         return self._stack[name]
 
     def request_of(self, stack: str) -> Request:
@@ -215,7 +251,8 @@ class Session:
             if stack not in self.store.views or records is not self.store.views_of.get(stack):
                 self.store.views_of[stack] = records
                 self.store.views[stack] = self.stack(stack).layer_views(
-                    records, int(self.options.get("chunk_bytes", CHUNK_BYTES)))
+                    records, int(self.options.get("chunk_bytes", CHUNK_BYTES))
+                )
             return self.store.views[stack]
 
     def add_wait(self, seconds: float) -> None:
@@ -226,6 +263,7 @@ class Session:
     def predict(self, top: int = 10, position: int = -1):
         """The ``top`` most probable next tokens at ``position``: list of .token, .id, .prob, .logit."""
         from ..attribution import predict
+
         return predict(self, top, position)
 
     def explain(self, token=None, foil=None, position: int = -1):
@@ -234,21 +272,26 @@ class Session:
         require_row(self.lm, "explain")  # the raw-attention floor: needs an architecture row
         if self.is_encoder_decoder:
             from ..attribution.seq2seq import explain as explain_seq2seq
+
             with self.store.lock:
                 return explain_seq2seq(self, token, foil, position)
         from ..attribution import explain
+
         return explain(self, token, foil, position)
 
-    def explain_continuation(self, max_new_tokens: int | None = None, continuation=None, foil=None,
-                             by_layer: bool = False):
+    def explain_continuation(
+        self, max_new_tokens: int | None = None, continuation=None, foil=None, by_layer: bool = False
+    ):
         """Every step of a continuation explained (greedy, or ``continuation`` teacher-forced): a
         :class:`normviz.attribution.continuation.Continuation` (rows = steps, columns = earlier tokens)."""
         from ..attribution.continuation import explain_continuation
+
         return explain_continuation(self, max_new_tokens, continuation, foil, by_layer)
 
     def logit_lens(self, position: int = -1):
         """[L+1, V] log-probabilities of each layer's residual state at ``position`` through the readout."""
         from ..attribution import logit_lens
+
         return logit_lens(self, position)
 
     # ---- ground truth by intervention (normviz.attribution.knockout: the model's own pass, batched)
@@ -257,6 +300,7 @@ class Session:
         token j into other positions is blocked in every layer and head."""
         require_row(self.lm, "knockout")  # the raw-attention floor: needs an architecture row
         from ..attribution.knockout import knockout
+
         return knockout(self, token, foil, position)
 
     def ablate_heads(self, token=None, foil=None, position: int = -1, means=None):
@@ -264,20 +308,22 @@ class Session:
         zeroed at every position (``means`` [L, H, d_head]: replaced by its corpus mean instead)."""
         require_row(self.lm, "ablate_heads")  # the raw-attention floor: needs an architecture row
         from ..attribution.knockout import ablate_heads
+
         return ablate_heads(self, token, foil, position, means)
 
-    def atp(self, token=None, foil=None, position: int = -1, ablation: str = "zero", means=None,
-            qk_fix: bool = False):
+    def atp(self, token=None, foil=None, position: int = -1, ablation: str = "zero", means=None, qk_fix: bool = False):
         """Attribution patching: ``.delta`` [L, H], the first-order estimate of :meth:`ablate_heads` from one
         forward and one backward pass; ``qk_fix``: AtP*'s exact softmax for later heads' patterns
         (:mod:`normviz.attribution.atp`)."""
         from ..attribution.atp import atp
+
         return atp(self, token, foil, position, ablation, means, qk_fix)
 
     def eap_ig(self, token=None, foil=None, position: int = -1, ablation: str = "zero", means=None, steps: int = 16):
         """EAP-IG's head scores: ``.delta`` [L, H], integrated gradients from every head ablated to none, and
         ``.gap``, (total − all ablated) − Σ delta (:func:`normviz.attribution.atp.eap_ig`)."""
         from ..attribution.atp import eap_ig
+
         return eap_ig(self, token, foil, position, ablation, means, steps)
 
     def attend(self, layer: int, head: int, query: int = -1, key: int = 0, by_token: bool = False):
@@ -285,11 +331,13 @@ class Session:
         residual states (:func:`normviz.attribution.qk.attend`)."""
         require_row(self.lm, "attend")  # the raw-attention floor: needs an architecture row
         from ..attribution.qk import attend
+
         return attend(self, layer, head, query, key, by_token)
 
     # ---- maps
-    def get(self, keys: Iterable[str] | str | None = None, *, strict: bool = True,
-            progress: Progress | None = None) -> Analysis:
+    def get(
+        self, keys: Iterable[str] | str | None = None, *, strict: bool = True, progress: Progress | None = None
+    ) -> Analysis:
         """The maps ``keys`` (map keys, family names, ``"all"``; None: every default key) as an Analysis.
 
         Computes only keys not computed before. Each key is checked before anything runs; ``strict``:
@@ -323,20 +371,35 @@ class Session:
         target = None
         if part.seq2seq is not None:
             rec = part.raw(record=False)
-            target = Target(fed=_axis(part.seq2seq.target), predicts=_axis(part.seq2seq.labels),
-                            text=part.seq2seq.text, predicted_ids=rec.predicted if rec is not None else None)
+            target = Target(
+                fed=_axis(part.seq2seq.target),
+                predicts=_axis(part.seq2seq.labels),
+                text=part.seq2seq.text,
+                predicted_ids=rec.predicted if rec is not None else None,
+            )
         return Analysis(
-            model_name=lm.name, model_type=lm.model_type, placement=lm.spec.placement,
+            model_name=lm.name,
+            model_type=lm.model_type,
+            placement=lm.spec.placement,
             causal=lm.spec.causal and target is None,
-            tokens=enc.tokens, labels=enc.labels, token_ids=enc.ids, special=np.array(enc.special, dtype=bool),
-            arrays={k: self.store.arrays[k] for k in keep}, n_layers=lm.n_layers, n_heads=lm.n_heads,
-            dtype=str(lm.dtype).replace("torch.", ""), device=str(lm.device), text=self.text,
-            text_pair=self.text_pair, dropped=enc.dropped,
+            tokens=enc.tokens,
+            labels=enc.labels,
+            token_ids=enc.ids,
+            special=np.array(enc.special, dtype=bool),
+            arrays={k: self.store.arrays[k] for k in keep},
+            n_layers=lm.n_layers,
+            n_heads=lm.n_heads,
+            dtype=str(lm.dtype).replace("torch.", ""),
+            device=str(lm.device),
+            text=self.text,
+            text_pair=self.text_pair,
+            dropped=enc.dropped,
             notes={**part.notes, **{k: self.store.notes[k] for k in keep if k in self.store.notes}},
             refused={k: str(refused[k]) for k in wanted if k in refused},
             all_heads=views,
             views={v: self.store.arrays[v] for v in views.values() if v in self.store.arrays and v not in keep},
-            waited_s=self._waits.s, target=target,
+            waited_s=self._waits.s,
+            target=target,
         )
 
     # ---- memory (normviz.session.map_budget)
@@ -391,8 +454,7 @@ def _tokenised(lm, text, text_pair, target, max_tokens, max_new_tokens, options)
     """The input's part (not recorded yet): the text (pair) of a self-attention model, or an encoder–decoder's
     source and target."""
     if lm.is_encoder_decoder:
-        return Recording.seq2seq(lm, seq2seq.prepare(lm, text, text_pair, target, max_tokens, max_new_tokens,
-                                                     options))
+        return Recording.seq2seq(lm, seq2seq.prepare(lm, text, text_pair, target, max_tokens, max_new_tokens, options))
     if target is not None:
         raise NormvizError(f"target= is for encoder–decoder models; {lm.name!r} is not one.")
     limit = min(max_tokens, lm.max_length) if max_tokens else lm.max_length
@@ -400,21 +462,36 @@ def _tokenised(lm, text, text_pair, target, max_tokens, max_new_tokens, options)
     return Recording.text_batch(lm, [enc], options.get("record_attention", "auto"))[0]
 
 
-
-def analyze(lm: LoadedModel, text: str, text_pair: str | None = None, keys: Iterable[str] | None = None,
-            max_tokens: int | None = None, options: dict | None = None, progress: Progress | None = None,
-            *, methods: Iterable[str] | None = None, target: str | None = None) -> Analysis:
+def analyze(
+    lm: LoadedModel,
+    text: str,
+    text_pair: str | None = None,
+    keys: Iterable[str] | None = None,
+    max_tokens: int | None = None,
+    options: dict | None = None,
+    progress: Progress | None = None,
+    *,
+    methods: Iterable[str] | None = None,
+    target: str | None = None,
+) -> Analysis:
     """``Session(lm, text, text_pair, max_tokens=…, options=…).get(keys)``: one text's maps.
 
     ``keys``: map keys (``"norm"``, ``"attn_res_ln"`` …) or None for every default map of this model
     (``methods=`` is the older name of the same argument). ``target``: encoder–decoders only (None: generated)."""
     return Session(lm, text, text_pair, max_tokens=max_tokens, options=options, target=target).get(
-        keys if keys is not None else methods, progress=progress)
+        keys if keys is not None else methods, progress=progress
+    )
 
 
-def analyze_batch(lm: LoadedModel, texts: list[str | tuple[str, str | None]], keys: Iterable[str] | None = None,
-                  max_tokens: int | None = None, options: dict | None = None, *,
-                  methods: Iterable[str] | None = None) -> list[Analysis]:
+def analyze_batch(
+    lm: LoadedModel,
+    texts: list[str | tuple[str, str | None]],
+    keys: Iterable[str] | None = None,
+    max_tokens: int | None = None,
+    options: dict | None = None,
+    *,
+    methods: Iterable[str] | None = None,
+) -> list[Analysis]:
     """Several texts with one forward pass (right-padded; padding never enters a map)."""
     keys = keys if keys is not None else methods
     return [s.get(keys) for s in Session.batch(lm, texts, max_tokens=max_tokens, options=options)]

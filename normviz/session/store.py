@@ -9,6 +9,7 @@ session's private attributes (``tests/unit/test_session_state.py``).
     frozen        the attribution's frozen coefficients (the FF factors), shared by every target of the text
     lock          one re-entrant lock: the views' cached tensors are shared by the threads of one session
 """
+
 from __future__ import annotations
 
 import threading

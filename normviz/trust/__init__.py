@@ -10,9 +10,18 @@ Modules: :mod:`.attributions` (per-token vectors from a session), :mod:`.erasure
 (rank correlations, bootstrap), :mod:`.report` (the corpus run and its table), :mod:`.cli`
 (``normviz faithfulness``). The interventions themselves: :mod:`normviz.attribution.knockout`.
 """
+
 from .attributions import Text, explain_text, target_position
 from .report import Faithfulness, faithfulness
 from .scores import bootstrap_ci, kendall, spearman
 
-__all__ = ["Faithfulness", "Text", "bootstrap_ci", "explain_text", "faithfulness", "kendall", "spearman",
-           "target_position"]
+__all__ = [
+    "Faithfulness",
+    "Text",
+    "bootstrap_ci",
+    "explain_text",
+    "faithfulness",
+    "kendall",
+    "spearman",
+    "target_position",
+]

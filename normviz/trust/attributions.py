@@ -16,6 +16,7 @@ The question matters: knockout measures whether a token's route is *necessary* f
 decomposition (sources) measures what the token's vector *carries* into it. A token can carry much and be
 replaceable (another route carries the same), or carry little yet gate others.
 """
+
 from __future__ import annotations
 
 import time
@@ -88,12 +89,21 @@ class Text:
         out = []
         for key in self.attributions:
             aopc = self.aopc.get(key, {})
-            out.append({"attribution": key, "spearman": self.spearman.get(key), "kendall": self.kendall.get(key),
-                        "comprehensiveness": aopc.get("comprehensiveness"), "sufficiency": aopc.get("sufficiency"),
-                        "spearman_heads": self.spearman_heads.get(key),
-                        "spearman_layers": self.spearman_layers.get(key), "gap": self.gaps.get(key)})
-        return sorted(out, key=lambda r: (r["attribution"] == RANDOM,
-                                          -(r["spearman"] if r["spearman"] == r["spearman"] else -9)))
+            out.append(
+                {
+                    "attribution": key,
+                    "spearman": self.spearman.get(key),
+                    "kendall": self.kendall.get(key),
+                    "comprehensiveness": aopc.get("comprehensiveness"),
+                    "sufficiency": aopc.get("sufficiency"),
+                    "spearman_heads": self.spearman_heads.get(key),
+                    "spearman_layers": self.spearman_layers.get(key),
+                    "gap": self.gaps.get(key),
+                }
+            )
+        return sorted(
+            out, key=lambda r: (r["attribution"] == RANDOM, -(r["spearman"] if r["spearman"] == r["spearman"] else -9))
+        )
 
 
 def _row(array: np.ndarray, per_head: bool, i: int) -> np.ndarray:
@@ -106,8 +116,11 @@ ACCUMULATED = ("globenc", "decompx", "flow")  # whole-network maps (layer l: the
 
 def per_layer_keys(keys, analysis) -> list[str]:
     """The keys whose maps are one layer's mixing ([L, n, n] or [L, H, n, n], not a rollout's product)."""
-    return [k for k in keys if k in analysis and "rollout" not in k and k not in ACCUMULATED
-            and np.asarray(analysis[k]).ndim in (3, 4)]
+    return [
+        k
+        for k in keys
+        if k in analysis and "rollout" not in k and k not in ACCUMULATED and np.asarray(analysis[k]).ndim in (3, 4)
+    ]
 
 
 def layer_scores(session, analysis, keys, lk: np.ndarray, i: int, scored: np.ndarray) -> dict[str, float]:
@@ -122,9 +135,22 @@ def layer_scores(session, analysis, keys, lk: np.ndarray, i: int, scored: np.nda
     return out
 
 
-def explain_text(session, keys=None, token=None, foil=None, position: int | None = None, *, heads: bool = True,
-                 gradients: bool = True, ig_steps: int = 32, erase: bool = True, seed: int = 0,
-                 baseline_id: int | None = None, foil_rule: str | None = None, layers: bool = False) -> Text:
+def explain_text(
+    session,
+    keys=None,
+    token=None,
+    foil=None,
+    position: int | None = None,
+    *,
+    heads: bool = True,
+    gradients: bool = True,
+    ig_steps: int = 32,
+    erase: bool = True,
+    seed: int = 0,
+    baseline_id: int | None = None,
+    foil_rule: str | None = None,
+    layers: bool = False,
+) -> Text:
     """The ground truth and every attribution of one prediction of ``session`` (module docstring); position
     None: :func:`target_position`. ``baseline_id``: the token of the integrated-gradients and erasure baselines
     (None: :func:`normviz.attribution.gradients.baseline_token`'s pad / unk / eos). ``foil_rule`` "runner-up" (with
@@ -136,8 +162,9 @@ def explain_text(session, keys=None, token=None, foil=None, position: int | None
     i = target_position(session) if position is None else position
     clock = time.perf_counter()
     if foil_rule is not None and (foil_rule not in FOIL_RULES or foil is not None):
-        raise NormvizError(f"foil_rule must be one of {', '.join(FOIL_RULES)} with no foil given, got "
-                           f"{foil_rule!r} (foil {foil!r}).")
+        raise NormvizError(
+            f"foil_rule must be one of {', '.join(FOIL_RULES)} with no foil given, got {foil_rule!r} (foil {foil!r})."
+        )
     t = InterventionTarget(session, token, foil, i)
     if foil_rule == "runner-up" and t.readout is not None:
         t = InterventionTarget(session, t.token, t.runner_up, t.i)
@@ -177,16 +204,31 @@ def explain_text(session, keys=None, token=None, foil=None, position: int | None
     if gradients:
         clock = time.perf_counter()
         fn = grad.ScoreFunction(lm, t.readout, t.encoded, i, t.token, t.foil)
-        for g in (grad.input_x_gradient(fn, t.batch_tokens),
-                  grad.integrated_gradients(fn, *grad.baseline_token(lm.tokenizer, baseline_id), ig_steps, t.batch_tokens)):
+        for g in (
+            grad.input_x_gradient(fn, t.batch_tokens),
+            grad.integrated_gradients(fn, *grad.baseline_token(lm.tokenizer, baseline_id), ig_steps, t.batch_tokens),
+        ):
             attributions[g.name], gaps[g.name], baselines[g.name] = g.values, g.gap, g.baseline
         seconds["gradients"] = time.perf_counter() - clock
     rng = np.random.default_rng(seed)
     attributions[RANDOM] = rng.random(len(session.encoded.ids))
-    out = Text(tokens=list(session.tokens), position=i, token_text=ko.token_text, foil_text=ko.foil_text,
-               measure=ko.measure, total=ko.total, knockout=ko, head_ablation=ha, attributions=attributions,
-               head_attributions=head_attributions, gaps=gaps, baselines=baselines,
-               scored=scored_positions(session, i), refused=refused, seconds=seconds)
+    out = Text(
+        tokens=list(session.tokens),
+        position=i,
+        token_text=ko.token_text,
+        foil_text=ko.foil_text,
+        measure=ko.measure,
+        total=ko.total,
+        knockout=ko,
+        head_ablation=ha,
+        attributions=attributions,
+        head_attributions=head_attributions,
+        gaps=gaps,
+        baselines=baselines,
+        scored=scored_positions(session, i),
+        refused=refused,
+        seconds=seconds,
+    )
     for key, values in attributions.items():
         out.spearman[key] = spearman(values[out.scored], ko.delta[out.scored])
         out.kendall[key] = kendall(values[out.scored], ko.delta[out.scored])
@@ -198,13 +240,19 @@ def explain_text(session, keys=None, token=None, foil=None, position: int | None
         out.kendall_heads[RANDOM] = kendall(rng.random(ha.delta.shape), ha.delta)
     if layers:
         from .layer_knockout import layer_knockout
+
         clock = time.perf_counter()
         try:
             out.layer_knockout = layer_knockout(session, target=t, rows=[i])
             out.spearman_layers = layer_scores(session, analysis, keys, out.layer_knockout, i, out.scored)
-            out.spearman_layers[RANDOM] = float(np.nanmean([
-                spearman(rng.random(out.scored.size), out.layer_knockout[l, i, out.scored])
-                for l in range(lm.n_layers)]))
+            out.spearman_layers[RANDOM] = float(
+                np.nanmean(
+                    [
+                        spearman(rng.random(out.scored.size), out.layer_knockout[l, i, out.scored])
+                        for l in range(lm.n_layers)
+                    ]
+                )
+            )
         except NormvizError as exc:
             refused["layer_knockout"] = str(exc)
         seconds["layer_knockout"] = time.perf_counter() - clock

@@ -37,6 +37,7 @@ The recovered share at k is (F_k − F_0) / (F_all − F_0) with F the mean logi
 every head mean-ablated, F_all unchanged (MIB's CPR, Mueller et al. 2025, on heads); the area is its mean over
 k / (L·H) by the trapezoid rule. A ranking is fixed from all examples; the bootstrap resamples examples.
 """
+
 from __future__ import annotations
 
 import time
@@ -58,6 +59,7 @@ RESAMPLES = 1000
 
 def _session(lm, ids):
     from ..session.session import Session
+
     return Session.from_encoded(lm, [encoded(lm, ids)])[0]
 
 
@@ -77,6 +79,7 @@ def _one(method: str, s, lm, ids, token, foil, gaps: list) -> np.ndarray:
         return np.asarray(s.explain(token, foil).heads).sum(-1)
     if method == "graph":
         from ..attribution.graph import graph
+
         g = graph(s, token, foil)
         out = np.zeros((lm.n_layers, lm.n_heads))
         for k, kind in enumerate(g.kinds):
@@ -89,6 +92,7 @@ def _one(method: str, s, lm, ids, token, foil, gaps: list) -> np.ndarray:
         return s.ablate_heads(token, foil).delta
     if method == "cp-lrp":
         from ..attribution.lrp import cp_lrp
+
         return cp_lrp(s, token, foil).heads
     if method == "attention":
         return _attention(lm, ids)
@@ -98,6 +102,7 @@ def _one(method: str, s, lm, ids, token, foil, gaps: list) -> np.ndarray:
 def edge_scores(bench: Benchmark, methods=EDGE_METHODS) -> tuple[dict[str, np.ndarray], dict[str, float]]:
     """({method: [E, L, H, L, H]} head-to-head edge scores (nan where no edge), {method: seconds per example})."""
     from ..attribution.eap import edges
+
     lm = bench.lm
     scores: dict[str, list] = {m: [] for m in methods}
     seconds = {m: 0.0 for m in methods}
@@ -126,8 +131,9 @@ def edge_auroc(scores: np.ndarray, truth: np.ndarray) -> float:
     return auroc(np.abs(scores[ok]), truth[ok])
 
 
-def head_scores(bench: Benchmark, methods=METHODS, gaps: list | None = None
-                ) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+def head_scores(
+    bench: Benchmark, methods=METHODS, gaps: list | None = None
+) -> tuple[dict[str, np.ndarray], dict[str, float]]:
     """({method: [E, L, H]}, {method: seconds per example}); the recording pass (shared) is added to each
     method that reads it (direct, graph) — every method's time includes what it needs. ``gaps``: a list that
     receives EAP-IG's (completeness gap, total − all ablated) per example."""
@@ -151,6 +157,7 @@ def head_scores(bench: Benchmark, methods=METHODS, gaps: list | None = None
 def auroc(scores, truth) -> float:
     """P(a circuit head scores above a head outside it), ties counted half (the Mann–Whitney form)."""
     from scipy.stats import rankdata
+
     s, t = np.asarray(scores, dtype=np.float64).ravel(), np.asarray(truth, dtype=bool).ravel()
     pos, neg = int(t.sum()), int((~t).sum())
     if not pos or not neg:
@@ -258,8 +265,9 @@ class CircuitScores:
         return next(r for r in self.rows if r.method == method)
 
 
-def evaluate(bench: Benchmark, methods=METHODS, resamples: int = RESAMPLES, seed: int = 0,
-             edge_methods=EDGE_METHODS) -> CircuitScores:
+def evaluate(
+    bench: Benchmark, methods=METHODS, resamples: int = RESAMPLES, seed: int = 0, edge_methods=EDGE_METHODS
+) -> CircuitScores:
     gaps: list = []
     scores, seconds = head_scores(bench, methods, gaps)
     ks = curve_ks(bench.lm.n_layers * bench.lm.n_heads)
@@ -279,11 +287,20 @@ def evaluate(bench: Benchmark, methods=METHODS, resamples: int = RESAMPLES, seed
         share = recovered(f)
         boot_auc = [auroc(np.abs(sc[d]).mean(0), truth) for d in draws]
         boot_area = [area(recovered(f[d]), x) for d in draws]
-        rows.append(MethodRow(
-            benchmark=bench.name, method=m, auroc=auroc(np.abs(sc).mean(0), truth), **dict(zip(
-                ("auroc_lo", "auroc_hi"), _interval(boot_auc))), area=area(share, x),
-            **dict(zip(("area_lo", "area_hi"), _interval(boot_area))), seconds=seconds[m],
-            cost_vs_ablation=seconds[m] / base if base else float("nan"), share=share.tolist(), top=order))
+        rows.append(
+            MethodRow(
+                benchmark=bench.name,
+                method=m,
+                auroc=auroc(np.abs(sc).mean(0), truth),
+                **dict(zip(("auroc_lo", "auroc_hi"), _interval(boot_auc))),
+                area=area(share, x),
+                **dict(zip(("area_lo", "area_hi"), _interval(boot_area))),
+                seconds=seconds[m],
+                cost_vs_ablation=seconds[m] / base if base else float("nan"),
+                share=share.tolist(),
+                top=order,
+            )
+        )
     edge_rows = []
     if bench.edges and edge_methods:
         e_scores, e_seconds = edge_scores(bench, edge_methods)
@@ -292,34 +309,58 @@ def evaluate(bench: Benchmark, methods=METHODS, resamples: int = RESAMPLES, seed
             sc = e_scores[m]
             mean = np.abs(sc).mean(0)
             boot = [edge_auroc(np.abs(sc[d]).mean(0), e_truth) for d in draws]
-            best = sorted(((float(mean[i]), i) for i in np.ndindex(*mean.shape) if np.isfinite(mean[i])),
-                          reverse=True)[:10]
-            edge_rows.append(EdgeRow(
-                benchmark=bench.name, method=m, auroc=edge_auroc(mean, e_truth),
-                **dict(zip(("auroc_lo", "auroc_hi"), _interval(boot))), seconds=e_seconds[m],
-                cost_vs_ablation=e_seconds[m] / base if base else float("nan"),
-                top=[[[int(i[0]), int(i[1])], [int(i[2]), int(i[3])], v] for v, i in best]))
+            best = sorted(((float(mean[i]), i) for i in np.ndindex(*mean.shape) if np.isfinite(mean[i])), reverse=True)[
+                :10
+            ]
+            edge_rows.append(
+                EdgeRow(
+                    benchmark=bench.name,
+                    method=m,
+                    auroc=edge_auroc(mean, e_truth),
+                    **dict(zip(("auroc_lo", "auroc_hi"), _interval(boot))),
+                    seconds=e_seconds[m],
+                    cost_vs_ablation=e_seconds[m] / base if base else float("nan"),
+                    top=[[[int(i[0]), int(i[1])], [int(i[2]), int(i[3])], v] for v, i in best],
+                )
+            )
     total = float(f_any[:, -1].mean()) if f_any is not None else float("nan")
-    return CircuitScores(benchmark=bench.name, description=bench.description, circuit=sorted(bench.circuit),
-                         rows=rows, total=total, ablated_all=float(f_any[:, 0].mean()) if f_any is not None else
-                         float("nan"), examples=E, scores=scores, eap_gap=np.array(gaps) if gaps else None,
-                         edge_rows=edge_rows, proxy=bool(bench.info.get("proxy")), ks=ks)
+    return CircuitScores(
+        benchmark=bench.name,
+        description=bench.description,
+        circuit=sorted(bench.circuit),
+        rows=rows,
+        total=total,
+        ablated_all=float(f_any[:, 0].mean()) if f_any is not None else float("nan"),
+        examples=E,
+        scores=scores,
+        eap_gap=np.array(gaps) if gaps else None,
+        edge_rows=edge_rows,
+        proxy=bool(bench.info.get("proxy")),
+        ks=ks,
+    )
 
 
 # ---------------------------------------------------------------- models without a known circuit
-PROMPTS = (("The capital of France is", " Paris", " London"), ("The capital of Germany is", " Berlin", " Paris"),
-           ("The capital of Italy is", " Rome", " Paris"), ("The capital of Spain is", " Madrid", " Rome"),
-           ("The capital of Japan is", " Tokyo", " Beijing"), ("The capital of Russia is", " Moscow", " Berlin"))
+PROMPTS = (
+    ("The capital of France is", " Paris", " London"),
+    ("The capital of Germany is", " Berlin", " Paris"),
+    ("The capital of Italy is", " Rome", " Paris"),
+    ("The capital of Spain is", " Madrid", " Rome"),
+    ("The capital of Japan is", " Tokyo", " Beijing"),
+    ("The capital of Russia is", " Moscow", " Berlin"),
+)
 PROXY_SHARE = 0.05  # the proxy "circuit": this share of the heads, by mean |zero-ablation effect|
 
 
-def proxy_benchmark(lm, prompts=PROMPTS, share: float = PROXY_SHARE, name: str | None = None,
-                    examples: list | None = None) -> Benchmark:
+def proxy_benchmark(
+    lm, prompts=PROMPTS, share: float = PROXY_SHARE, name: str | None = None, examples: list | None = None
+) -> Benchmark:
     """A :class:`Benchmark` on a model with **no known circuit**: the examples are ``prompts`` (text, token, foil;
     token and foil must be single tokens, others are left out) and the "circuit" is the top ``share`` of the
     heads by mean |zero-ablation effect| over them — an intervention proxy, said in ``.description``.
     ``examples`` [(ids, token, foil)]: given directly instead of ``prompts``."""
     from ..session.session import Session
+
     tok = lm.tokenizer
     given = examples is not None
     examples = list(examples) if given else []
@@ -336,18 +377,36 @@ def proxy_benchmark(lm, prompts=PROMPTS, share: float = PROXY_SHARE, name: str |
     k = max(1, int(round(share * mean.size)))
     top = ranking(ablation)[:k]
     return Benchmark(
-        name=name or lm.name, lm=lm, examples=examples, circuit=frozenset(top), edges=None,
-        description=(f"{lm.name}: no known circuit. The truth scored against is a proxy: the {k} heads "
-                     f"({100 * share:.0f} %) whose zero ablation moves the logit difference most (mean |effect| over "
-                     f"{len(examples)} {'examples' if given else 'capital-city prompts, token − a foil city'}). Its AUROC asks whether a method "
-                     "ranks the heads ablation ranks first, not whether it finds a circuit; head ablation scores "
-                     "1.0 against it by construction."),
-        info={"proxy": True, "ablation": ablation.tolist()})
+        name=name or lm.name,
+        lm=lm,
+        examples=examples,
+        circuit=frozenset(top),
+        edges=None,
+        description=(
+            f"{lm.name}: no known circuit. The truth scored against is a proxy: the {k} heads "
+            f"({100 * share:.0f} %) whose zero ablation moves the logit difference most (mean |effect| over "
+            f"{len(examples)} {'examples' if given else 'capital-city prompts, token − a foil city'}). Its AUROC "
+            f"asks whether a method "
+            "ranks the heads ablation ranks first, not whether it finds a circuit; head ablation scores "
+            "1.0 against it by construction."
+        ),
+        info={"proxy": True, "ablation": ablation.tolist()},
+    )
 
 
 # ---------------------------------------------------------------- the table
-COLUMNS = ("benchmark", "method", "auroc", "auroc_lo", "auroc_hi", "area", "area_lo", "area_hi", "seconds",
-           "cost_vs_ablation")
+COLUMNS = (
+    "benchmark",
+    "method",
+    "auroc",
+    "auroc_lo",
+    "auroc_hi",
+    "area",
+    "area_lo",
+    "area_hi",
+    "seconds",
+    "cost_vs_ablation",
+)
 
 
 def table_rows(results: list[CircuitScores]) -> list[dict]:
@@ -356,6 +415,7 @@ def table_rows(results: list[CircuitScores]) -> list[dict]:
 
 def to_csv(results: list[CircuitScores], path) -> None:
     import csv
+
     with open(path, "w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=COLUMNS)
         w.writeheader()
@@ -368,61 +428,115 @@ def _ci(v, lo, hi) -> str:
 
 
 def markdown(results: list[CircuitScores]) -> str:
-    lines = ["| benchmark | method | AUROC [95 % CI] | curve area [95 % CI] | s / example | × head ablation |",
-             "|---|---|---|---|---:|---:|"]
+    lines = [
+        "| benchmark | method | AUROC [95 % CI] | curve area [95 % CI] | s / example | × head ablation |",
+        "|---|---|---|---|---:|---:|",
+    ]
     for res in results:
         for r in res.rows:
-            lines.append(f"| {r.benchmark} | {r.method} | {_ci(r.auroc, r.auroc_lo, r.auroc_hi)} | "
-                         f"{_ci(r.area, r.area_lo, r.area_hi)} | {r.seconds:.4f} | {r.cost_vs_ablation:.2f} |")
+            lines.append(
+                f"| {r.benchmark} | {r.method} | {_ci(r.auroc, r.auroc_lo, r.auroc_hi)} | "
+                f"{_ci(r.area, r.area_lo, r.area_hi)} | {r.seconds:.4f} | {r.cost_vs_ablation:.2f} |"
+            )
     edges = [r for res in results for r in res.edge_rows]
     if edges:
-        lines += ["", "| benchmark | edge method | edge AUROC [95 % CI] | s / example | × head ablation |",
-                  "|---|---|---|---:|---:|"]
-        lines += [f"| {r.benchmark} | {r.method} edges | {_ci(r.auroc, r.auroc_lo, r.auroc_hi)} | {r.seconds:.4f} | "
-                  f"{r.cost_vs_ablation:.2f} |" for r in edges]
-    notes = [f"- **{res.benchmark}**: " + (f"NO KNOWN CIRCUIT — {res.description} Proxy heads: " if res.proxy
-                                           else "circuit ") +
-             f"{', '.join(f'L{l}.H{h}' for l, h in res.circuit)}; {res.examples} "
-             f"examples; mean logit difference {res.total:.3f}, {res.ablated_all:.3f} with every head mean-ablated."
-             + ("" if res.eap_gap is None else
-                f" EAP-IG ({EAP_STEPS} steps) completeness gap: mean |gap| {np.abs(res.eap_gap[:, 0]).mean():.4f}, "
-                f"{100 * np.abs(res.eap_gap[:, 0]).mean() / np.abs(res.eap_gap[:, 1]).mean():.2f} % of the mean "
-                "|total − all heads zero-ablated|.")
-             for res in results]
+        lines += [
+            "",
+            "| benchmark | edge method | edge AUROC [95 % CI] | s / example | × head ablation |",
+            "|---|---|---|---:|---:|",
+        ]
+        lines += [
+            f"| {r.benchmark} | {r.method} edges | {_ci(r.auroc, r.auroc_lo, r.auroc_hi)} | {r.seconds:.4f} | "
+            f"{r.cost_vs_ablation:.2f} |"
+            for r in edges
+        ]
+    notes = [
+        f"- **{res.benchmark}**: "
+        + (f"NO KNOWN CIRCUIT — {res.description} Proxy heads: " if res.proxy else "circuit ")
+        + f"{', '.join(f'L{l}.H{h}' for l, h in res.circuit)}; {res.examples} "
+        f"examples; mean logit difference {res.total:.3f}, {res.ablated_all:.3f} with every head mean-ablated."
+        + (
+            ""
+            if res.eap_gap is None
+            else f" EAP-IG ({EAP_STEPS} steps) completeness gap: mean |gap| {np.abs(res.eap_gap[:, 0]).mean():.4f}, "
+            f"{100 * np.abs(res.eap_gap[:, 0]).mean() / np.abs(res.eap_gap[:, 1]).mean():.2f} % of the mean "
+            "|total − all heads zero-ablated|."
+        )
+        for res in results
+    ]
     return "\n".join(lines + [""] + notes) + "\n"
 
 
 def html(results: list[CircuitScores]) -> str:
     from html import escape
-    head = "".join(f"<th>{escape(c)}</th>" for c in ("benchmark", "method", "AUROC [95 % CI]",
-                                                        "curve area [95 % CI]", "s / example", "× head ablation"))
+
+    head = "".join(
+        f"<th>{escape(c)}</th>"
+        for c in ("benchmark", "method", "AUROC [95 % CI]", "curve area [95 % CI]", "s / example", "× head ablation")
+    )
     body = "".join(
-        "<tr>" + "".join(f"<td>{escape(str(x))}</td>" for x in (
-            r.benchmark, r.method, _ci(r.auroc, r.auroc_lo, r.auroc_hi), _ci(r.area, r.area_lo, r.area_hi),
-            f"{r.seconds:.4f}", f"{r.cost_vs_ablation:.2f}")) + "</tr>"
-        for res in results for r in res.rows)
-    return ("<!doctype html><meta charset='utf-8'><title>normviz: known circuits</title>"
-            "<style>body{font-family:sans-serif}td,th{padding:4px 10px;border-bottom:1px solid #ccc}</style>"
-            f"<h1>Which method finds the known circuit</h1><table><tr>{head}</tr>{body}</table>")
+        "<tr>"
+        + "".join(
+            f"<td>{escape(str(x))}</td>"
+            for x in (
+                r.benchmark,
+                r.method,
+                _ci(r.auroc, r.auroc_lo, r.auroc_hi),
+                _ci(r.area, r.area_lo, r.area_hi),
+                f"{r.seconds:.4f}",
+                f"{r.cost_vs_ablation:.2f}",
+            )
+        )
+        + "</tr>"
+        for res in results
+        for r in res.rows
+    )
+    return (
+        "<!doctype html><meta charset='utf-8'><title>normviz: known circuits</title>"
+        "<style>body{font-family:sans-serif}td,th{padding:4px 10px;border-bottom:1px solid #ccc}</style>"
+        f"<h1>Which method finds the known circuit</h1><table><tr>{head}</tr>{body}</table>"
+    )
 
 
 def to_json(results: list[CircuitScores]) -> str:
     """The results without the per-example arrays (what the app's Known circuits view reads): per benchmark its
     circuit, totals and per method the row, its ranking and its recovered shares; plus the mean |score| grid."""
     import json
+
     out = []
     for res in results:
-        out.append({"benchmark": res.benchmark, "description": res.description,
-                    "circuit": [list(x) for x in res.circuit], "total": res.total, "ablated_all": res.ablated_all,
-                    "examples": res.examples,
-                    "eap_gap": None if res.eap_gap is None else res.eap_gap.tolist(),
-                    "proxy": res.proxy, "ks": res.ks,
-                    "edge_methods": [{**{c: getattr(r, c) for c in ("method", "auroc", "auroc_lo", "auroc_hi",
-                                                                      "seconds", "cost_vs_ablation")},
-                                      "top": r.top} for r in res.edge_rows],
-                    "methods": [{**{c: getattr(r, c) for c in COLUMNS}, "share": r.share,
-                                 "top": [list(x) for x in r.top],
-                                 "grid": np.abs(res.scores[r.method]).mean(0).tolist()} for r in res.rows]})
+        out.append(
+            {
+                "benchmark": res.benchmark,
+                "description": res.description,
+                "circuit": [list(x) for x in res.circuit],
+                "total": res.total,
+                "ablated_all": res.ablated_all,
+                "examples": res.examples,
+                "eap_gap": None if res.eap_gap is None else res.eap_gap.tolist(),
+                "proxy": res.proxy,
+                "ks": res.ks,
+                "edge_methods": [
+                    {
+                        **{
+                            c: getattr(r, c)
+                            for c in ("method", "auroc", "auroc_lo", "auroc_hi", "seconds", "cost_vs_ablation")
+                        },
+                        "top": r.top,
+                    }
+                    for r in res.edge_rows
+                ],
+                "methods": [
+                    {
+                        **{c: getattr(r, c) for c in COLUMNS},
+                        "share": r.share,
+                        "top": [list(x) for x in r.top],
+                        "grid": np.abs(res.scores[r.method]).mean(0).tolist(),
+                    }
+                    for r in res.rows
+                ],
+            }
+        )
     return json.dumps(out, indent=1)
 
 
@@ -432,4 +546,5 @@ SHIPPED = Path(__file__).resolve().parents[2] / "assets" / "circuits" / "scores.
 def shipped() -> list[dict]:
     """The shipped scores (``assets/circuits/scores.json``, written by ``normviz faithfulness --circuits``)."""
     import json
+
     return json.loads(SHIPPED.read_text(encoding="utf-8")) if SHIPPED.is_file() else []

@@ -9,6 +9,7 @@ The tokens that may be replaced are every position except the predicted position
 of them is ceil(k·m) of the m candidates by the attribution's value (largest first). F is the score of the
 interventions (logit or logit difference; without an LM head the change is ‖h_i − h̃_i‖ for both scores).
 """
+
 from __future__ import annotations
 
 import math
@@ -30,7 +31,7 @@ def erased_ids(encoded, i: int, order: np.ndarray, baseline_id: int, bins=BINS) 
     cand = candidates(encoded, i)
     rows = []
     for k in bins:
-        top = set(order[:max(1, math.ceil(k * len(cand)))].tolist())
+        top = set(order[: max(1, math.ceil(k * len(cand)))].tolist())
         comp = [baseline_id if j in top else t for j, t in enumerate(encoded.ids)]
         suff = [baseline_id if (j in set(cand.tolist()) and j not in top) else t for j, t in enumerate(encoded.ids)]
         rows += [("comprehensiveness", k, comp), ("sufficiency", k, suff)]

@@ -17,6 +17,7 @@ cuts only the edges into the prediction's row (L·i copies).
 i against ``layer_knockout(rows=[i])[l, i]``, Spearman over the source tokens, averaged over the layers
 (``spearman_layers``).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -38,8 +39,16 @@ def edges(n: int, causal: bool) -> list[tuple[int, int]]:
     return out
 
 
-def layer_knockout(session, token=None, foil=None, position: int = -1, layers=None, head: int | None = None,
-                   target: InterventionTarget | None = None, rows=None) -> np.ndarray:
+def layer_knockout(
+    session,
+    token=None,
+    foil=None,
+    position: int = -1,
+    layers=None,
+    head: int | None = None,
+    target: InterventionTarget | None = None,
+    rows=None,
+) -> np.ndarray:
     """``rows``: cut only the edges into these rows i (None: every row); the others stay nan."""
     t = target or InterventionTarget(session, token, foil, position)
     lm = t.lm
@@ -55,9 +64,15 @@ def layer_knockout(session, token=None, foil=None, position: int = -1, layers=No
         pairs = [(i, j) for i, j in pairs if i in keep_rows]
     from ..methods import knockout as family
     from ..methods.base import refuse_over_budget
+
     request = session.request
-    refuse_over_budget(request, "knockout", dict(session.options), family.BUDGET,
-                       (len(pairs) * len(layers) + 1) * family.forward_flops(request))
+    refuse_over_budget(
+        request,
+        "knockout",
+        dict(session.options),
+        family.BUDGET,
+        (len(pairs) * len(layers) + 1) * family.forward_flops(request),
+    )
     delta = np.full((L, n, n), np.nan)
     jobs = [(l, i, j) for l in layers for (i, j) in pairs]
     for start, stop in intervene.chunks(len(jobs), n, t.batch_tokens):
@@ -65,8 +80,9 @@ def layer_knockout(session, token=None, foil=None, position: int = -1, layers=No
         edits = intervene.Edits()
         for b, (l, i, j) in enumerate(jobs[start:stop]):
             if l not in edits.masks:
-                edits.masks[l] = torch.zeros((B, lm.n_heads if head is not None else 1, n, n), dtype=lm.dtype,
-                                             device=lm.device)
+                edits.masks[l] = torch.zeros(
+                    (B, lm.n_heads if head is not None else 1, n, n), dtype=lm.dtype, device=lm.device
+                )
             if head is None:
                 edits.masks[l][b, 0, i, j] = float("-inf")
             else:

@@ -10,6 +10,7 @@ over texts with a 95 % bootstrap interval (:func:`normviz.trust.scores.bootstrap
         .gaps[key]                                    [texts]: completeness gaps (sources, gradients)
         .summary()  rows (key, score, mean, lo, hi, n);  .table()  Markdown;  .to_csv(path)
 """
+
 from __future__ import annotations
 
 import csv
@@ -23,15 +24,23 @@ from ..core.errors import NormvizError
 from .attributions import Text, explain_text
 from .scores import bootstrap_ci
 
-SCORES = ("spearman", "kendall", "spearman_heads", "kendall_heads", "spearman_layers", "comprehensiveness",
-          "sufficiency", "gap")
+SCORES = (
+    "spearman",
+    "kendall",
+    "spearman_heads",
+    "kendall_heads",
+    "spearman_layers",
+    "comprehensiveness",
+    "sufficiency",
+    "gap",
+)
 MEANING = {
     "spearman": "Spearman ρ with knockout deltas over the tokens (higher: ranks tokens as cutting their routes does)",
     "kendall": "Kendall τ-b with knockout deltas over the tokens",
     "spearman_heads": "Spearman ρ with head-ablation deltas over the L·H heads",
     "kendall_heads": "Kendall τ-b with head-ablation deltas over the L·H heads",
     "spearman_layers": "per-layer maps: Spearman ρ of layer l's row with knocking out each edge in layer l only, "
-                       "mean over layers (the ground truth for one layer's mixing)",
+    "mean over layers (the ground truth for one layer's mixing)",
     "comprehensiveness": "AOPC comprehensiveness: score lost when its top tokens are replaced (higher: better)",
     "sufficiency": "AOPC sufficiency: score lost when all but its top tokens are replaced (lower: better)",
     "gap": "completeness gap: the score minus the attribution's sum (0: exact)",
@@ -76,12 +85,16 @@ class Faithfulness:
                 rows.append({"key": key, "score": name, "mean": mean, "lo": lo, "hi": hi, "n": n})
         return rows
 
-    def table(self, scores=("spearman", "kendall", "comprehensiveness", "sufficiency", "spearman_heads",
-                            "spearman_layers", "gap")) -> str:
+    def table(
+        self,
+        scores=("spearman", "kendall", "comprehensiveness", "sufficiency", "spearman_heads", "spearman_layers", "gap"),
+    ) -> str:
         """Markdown: keys × scores, "mean [lo, hi]", keys by Spearman (best first)."""
         cells = {(r["key"], r["score"]): r for r in self.summary()}
-        order = sorted({r["key"] for r in cells.values()},
-                       key=lambda k: -np.nan_to_num(cells.get((k, "spearman"), {}).get("mean", np.nan), nan=-9))
+        order = sorted(
+            {r["key"] for r in cells.values()},
+            key=lambda k: -np.nan_to_num(cells.get((k, "spearman"), {}).get("mean", np.nan), nan=-9),
+        )
         shown = [s for s in scores if any((k, s) in cells for k in order)]
 
         def cell(k, s):
@@ -91,6 +104,7 @@ class Faithfulness:
             if not np.isfinite(r["lo"]):
                 return f"{r['mean']:.3f}"
             return f"{r['mean']:.3f} [{r['lo']:.3f}, {r['hi']:.3f}]"
+
         lines = ["| attribution | " + " | ".join(shown) + " |", "|---|" + "---|" * len(shown)]
         lines += ["| " + k + " | " + " | ".join(cell(k, s) for s in shown) + " |" for k in order]
         return "\n".join(lines)
@@ -122,8 +136,10 @@ def shipped(model: str) -> list[dict] | None:
     if not path.is_file():
         return None
     with open(path, newline="", encoding="utf-8") as fh:
-        return [{**r, "mean": float(r["mean"]), "lo": float(r["lo"]), "hi": float(r["hi"]), "n": int(r["n"])}
-                for r in csv.DictReader(fh)]
+        return [
+            {**r, "mean": float(r["mean"]), "lo": float(r["lo"]), "hi": float(r["hi"]), "n": int(r["n"])}
+            for r in csv.DictReader(fh)
+        ]
 
 
 def shipped_about(model: str) -> str | None:
@@ -133,11 +149,28 @@ def shipped_about(model: str) -> str | None:
     return path.read_text(encoding="utf-8").strip() if path.is_file() else None
 
 
-def faithfulness(lm, texts, keys=None, token=None, foil=None, *, max_tokens: int | None = None,
-                 heads: bool | int = True, gradients: bool = True, ig_steps: int = 32, erase: bool = True,
-                 options: dict | None = None, progress=None, checkpoint=None, every: int = 20,
-                 foil_rule: str | None = None, first_index: int = 0, skip=(), on_text=None,
-                 layers: bool = False) -> Faithfulness:
+def faithfulness(
+    lm,
+    texts,
+    keys=None,
+    token=None,
+    foil=None,
+    *,
+    max_tokens: int | None = None,
+    heads: bool | int = True,
+    gradients: bool = True,
+    ig_steps: int = 32,
+    erase: bool = True,
+    options: dict | None = None,
+    progress=None,
+    checkpoint=None,
+    every: int = 20,
+    foil_rule: str | None = None,
+    first_index: int = 0,
+    skip=(),
+    on_text=None,
+    layers: bool = False,
+) -> Faithfulness:
     """Score every attribution of each text's prediction against the interventions (module docstring).
     ``max_tokens`` truncates each text (its prediction is then at the cut); ``heads``: head ablation for every
     text (True), none (False) or the first N texts (an int: it costs L·H passes a text); a text refused (too costly, too
@@ -152,6 +185,7 @@ def faithfulness(lm, texts, keys=None, token=None, foil=None, *, max_tokens: int
 
     from ..core.errors import TruncationWarning
     from ..session.session import Session
+
     start, out, skipped = time.perf_counter(), [], []
     texts = list(texts)
     skip = set(skip)
@@ -166,8 +200,19 @@ def faithfulness(lm, texts, keys=None, token=None, foil=None, *, max_tokens: int
             if len(s.encoded.ids) < 3:
                 raise NormvizError("fewer than 3 tokens: nothing to rank")
             with_heads = heads if isinstance(heads, bool) else index < int(heads)
-            done = explain_text(s, keys, token, foil, heads=with_heads, gradients=gradients, ig_steps=ig_steps,
-                                erase=erase, seed=first_index + index, foil_rule=foil_rule, layers=layers)
+            done = explain_text(
+                s,
+                keys,
+                token,
+                foil,
+                heads=with_heads,
+                gradients=gradients,
+                ig_steps=ig_steps,
+                erase=erase,
+                seed=first_index + index,
+                foil_rule=foil_rule,
+                layers=layers,
+            )
             out.append(done)
         except NormvizError as exc:
             why = str(exc)
@@ -182,6 +227,13 @@ def faithfulness(lm, texts, keys=None, token=None, foil=None, *, max_tokens: int
 
 
 def _result(lm, out, skipped, start, args) -> Faithfulness:
-    return Faithfulness(model=lm.name, texts=list(out), skipped=list(skipped), seconds=time.perf_counter() - start,
-                        settings={k: args[k] for k in ("max_tokens", "heads", "gradients", "ig_steps", "erase",
-                                                       "token", "foil", "foil_rule", "layers")})
+    return Faithfulness(
+        model=lm.name,
+        texts=list(out),
+        skipped=list(skipped),
+        seconds=time.perf_counter() - start,
+        settings={
+            k: args[k]
+            for k in ("max_tokens", "heads", "gradients", "ig_steps", "erase", "token", "foil", "foil_rule", "layers")
+        },
+    )

@@ -1,10 +1,11 @@
 """Rank agreement and its uncertainty.
 
-    spearman(a, b)       Spearman's ρ (Pearson correlation of the ranks, ties averaged); nan when either is constant
-    kendall(a, b)        Kendall's τ-b (ties corrected); nan when either is constant
-    bootstrap_ci(v)      (mean, lo, hi): the mean over texts and its 95 % percentile bootstrap interval
-                         (resampling texts, 2000 resamples, seeded), nan values left out and counted
+spearman(a, b)       Spearman's ρ (Pearson correlation of the ranks, ties averaged); nan when either is constant
+kendall(a, b)        Kendall's τ-b (ties corrected); nan when either is constant
+bootstrap_ci(v)      (mean, lo, hi): the mean over texts and its 95 % percentile bootstrap interval
+                     (resampling texts, 2000 resamples, seeded), nan values left out and counted
 """
+
 from __future__ import annotations
 
 import numpy as np

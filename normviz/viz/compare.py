@@ -1,4 +1,5 @@
 """Panels that compare or annotate maps: the difference A − B and the ‖f(x_j)‖ strip."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -17,10 +18,22 @@ def row_normalise(matrix: np.ndarray) -> np.ndarray:
     return np.divide(m, denom, out=np.zeros_like(m), where=denom > 0)
 
 
-def difference(a: np.ndarray, b: np.ndarray, labels: list[str], *, name_a: str = "A", name_b: str = "B",
-               normalise: str = "rows", positions: list[int] | None = None, causal: bool = False,
-               boundary: int | None = None, font_size: int = 12, present: bool = False, width: int | None = None,
-               title: str | None = None) -> go.Figure:
+def difference(
+    a: np.ndarray,
+    b: np.ndarray,
+    labels: list[str],
+    *,
+    name_a: str = "A",
+    name_b: str = "B",
+    normalise: str = "rows",
+    positions: list[int] | None = None,
+    causal: bool = False,
+    boundary: int | None = None,
+    font_size: int = 12,
+    present: bool = False,
+    width: int | None = None,
+    title: str | None = None,
+) -> go.Figure:
     """Heatmap of A − B on a diverging scale centred at 0 (symmetric limits ±max|A − B|).
 
     ``normalise="rows"``: both maps row-normalised (each row / Σ_j |row|) before subtracting, so maps of
@@ -35,9 +48,20 @@ def difference(a: np.ndarray, b: np.ndarray, labels: list[str], *, name_a: str =
     lim = float(np.abs(d).max()) if d.size else 0.0
     lim = lim if lim > 0 else 1.0
     unit = "share of row" if normalise == "rows" else "raw units"
-    return heatmap(d, labels, title=title or f"{name_a} − {name_b} ({NORMALISE[normalise]})", zmin=-lim, zmax=lim,
-                   positions=positions, causal=causal, boundary=boundary, font_size=font_size, present=present,
-                   width=width, colorbar_title=plotly_text(f"{name_a} − {name_b}") + "<br>" + plotly_text(f"({unit})"))
+    return heatmap(
+        d,
+        labels,
+        title=title or f"{name_a} − {name_b} ({NORMALISE[normalise]})",
+        zmin=-lim,
+        zmax=lim,
+        positions=positions,
+        causal=causal,
+        boundary=boundary,
+        font_size=font_size,
+        present=present,
+        width=width,
+        colorbar_title=plotly_text(f"{name_a} − {name_b}") + "<br>" + plotly_text(f"({unit})"),
+    )
 
 
 STRIP_PLOT = 140  # px of the strip's bars
@@ -51,10 +75,18 @@ def strip_bottom(chars: int, tick_font: int, vertical: bool) -> int:
     return int((along if vertical else along * 0.71 + tick_font) + tick_font + 16)
 
 
-def fx_strip(values: np.ndarray, labels: list[str], *, positions: list[int] | None = None,
-             title: str = "‖f(x_j)‖: length of each token's transformed vector", font_size: int = 12,
-             present: bool = False, width: int | None = None, height: int | None = None,
-             focus: int | None = None) -> go.Figure:
+def fx_strip(
+    values: np.ndarray,
+    labels: list[str],
+    *,
+    positions: list[int] | None = None,
+    title: str = "‖f(x_j)‖: length of each token's transformed vector",
+    font_size: int = 12,
+    present: bool = False,
+    width: int | None = None,
+    height: int | None = None,
+    focus: int | None = None,
+) -> go.Figure:
     """One bar per token j: ‖f(x_j)‖ (input [n]). Placed under a norm-based map it shows why a column can
     matter little despite large weights: ‖α_ij f(x_j)‖ = α_ij · ‖f(x_j)‖. ``focus``: an original position
     whose bar is drawn in the focus colour."""
@@ -66,21 +98,36 @@ def fx_strip(values: np.ndarray, labels: list[str], *, positions: list[int] | No
     names = with_positions(positions, labels)
     notes = ["<br>" + plotly_text(f"{lab} = {note}") if (note := occurrence_note(lab)) else "" for lab in labels]
     colours = [FOCUS_LINE if p == focus else "#6a51a3" for p in positions]
-    fig = go.Figure(go.Bar(x=list(range(n)), y=v, marker_color=colours, showlegend=False,
-                           customdata=np.stack([names, notes], axis=1) if n else None,
-                           hovertemplate="%{customdata[0]}: ‖f(x)‖ = %{y:.4g}%{customdata[1]}<extra></extra>"))
-    fig.update_xaxes(tickmode="array", tickvals=list(range(n))[::fit.step],
-                     ticktext=[plotly_text(abbreviate(s, fit.max_chars)) for s in labels][::fit.step],
-                     tickangle=-90 if n > 12 else -45, tickfont=dict(size=fit.tick_font), range=[-0.5, n - 0.5],
-                     showgrid=False)
+    fig = go.Figure(
+        go.Bar(
+            x=list(range(n)),
+            y=v,
+            marker_color=colours,
+            showlegend=False,
+            customdata=np.stack([names, notes], axis=1) if n else None,
+            hovertemplate="%{customdata[0]}: ‖f(x)‖ = %{y:.4g}%{customdata[1]}<extra></extra>",
+        )
+    )
+    fig.update_xaxes(
+        tickmode="array",
+        tickvals=list(range(n))[:: fit.step],
+        ticktext=[plotly_text(abbreviate(s, fit.max_chars)) for s in labels][:: fit.step],
+        tickangle=-90 if n > 12 else -45,
+        tickfont=dict(size=fit.tick_font),
+        range=[-0.5, n - 0.5],
+        showgrid=False,
+    )
     fig.update_yaxes(title=dict(text="‖f(x_j)‖", font=dict(size=base_font)), rangemode="tozero")
-    shown = [abbreviate(s, fit.max_chars) for s in labels][::fit.step]
+    shown = [abbreviate(s, fit.max_chars) for s in labels][:: fit.step]
     bottom = strip_bottom(max((len(s) for s in shown), default=1), fit.tick_font, n > 12)
     top = 40 + 2 * base_font
-    fig.update_layout(title=title_dict(title, base_font), font=dict(size=base_font),
-                      height=int(height or STRIP_PLOT + top + bottom),
-                      margin=dict(l=10, r=10, t=top, b=bottom),  # b: room for the labels (plotly caps its automargin)
-                      meta=dict(normviz="fx_strip", label_step=fit.step))
+    fig.update_layout(
+        title=title_dict(title, base_font),
+        font=dict(size=base_font),
+        height=int(height or STRIP_PLOT + top + bottom),
+        margin=dict(l=10, r=10, t=top, b=bottom),  # b: room for the labels (plotly caps its automargin)
+        meta=dict(normviz="fx_strip", label_step=fit.step),
+    )
     if width is not None or fit.grown:
         fig.update_layout(width=int(max(width or 0, fit.length + 140)))
     return fig

@@ -13,13 +13,18 @@ says what it did in words for the figure's title:
 - ``quantile``: each cell's rank among the finite cells, ``(rank) / (count − 1)`` in [0, 1]: equal areas of every
   colour whatever the distribution.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 SCALES = ("linear", "rest", "log", "quantile")
-NAMES = {"linear": "linear scale", "rest": "row share without the first column", "log": "log scale",
-         "quantile": "quantile scale"}
+NAMES = {
+    "linear": "linear scale",
+    "rest": "row share without the first column",
+    "log": "log scale",
+    "quantile": "quantile scale",
+}
 DECADES = 4
 TOP_PERCENTILE = 99
 
@@ -51,7 +56,7 @@ def rescale(values: np.ndarray, scale: str, zmin: float, zmax: float) -> tuple[n
         top = float(np.nanmax(v))
         if top <= 0:
             return v, zmin, zmax, NAMES["linear"], ""
-        floor = top * 10.0 ** -DECADES
+        floor = top * 10.0**-DECADES
         with np.errstate(invalid="ignore", divide="ignore"):
             out = np.where(finite, np.log10(np.maximum(v, floor)), np.nan)
         return out, float(np.log10(floor)), float(np.log10(top)), NAMES["log"], " (log10)"

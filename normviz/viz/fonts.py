@@ -3,9 +3,11 @@
 Streamlit's chart theme (``st.plotly_chart``'s default) gives every axis's tick labels 0.75 rem and its title
 0.875 rem (12 / 14 px; 15 / 17.5 px at the stage's 20-px root font), and a colour bar's and a legend's text the
 same, unless the figure names a size there: ``layout.font.size`` alone does not reach them. A stage figure built at
-18 px therefore drew 15-px ticks (the depth map's layers, the bars' values, the lens's axes). :func:`own_fonts` writes ``layout.font.size`` into each of those places that names no
+18 px therefore drew 15-px ticks (the depth map's layers, the bars' values, the lens's axes). :func:`own_fonts` writes
+``layout.font.size`` into each of those places that names no
 size of its own; sizes a figure chose (labels shrunk to fit many tokens) stay.
 """
+
 from __future__ import annotations
 
 import plotly.graph_objects as go
@@ -25,8 +27,11 @@ def own_fonts(fig: go.Figure) -> go.Figure:
     for trace in fig.data:
         for holder in (trace, getattr(trace, "marker", None)):
             bar = getattr(holder, "colorbar", None) if holder is not None else None
-            if bar is None or (holder is not trace and getattr(holder, "showscale", None) is not True
-                               and getattr(holder, "colorscale", None) is None):
+            if bar is None or (
+                holder is not trace
+                and getattr(holder, "showscale", None) is not True
+                and getattr(holder, "colorscale", None) is None
+            ):
                 continue
             if bar.tickfont.size is None:
                 bar.tickfont.size = size

@@ -6,6 +6,7 @@ hover), an optional divider between the two segments of a sentence pair, and rep
 ('the·2') explained in the hover. The axes are categories named 'token [position]', so the hover needs no
 per-cell strings (a 128-token panel stays small and quick to send).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,8 +25,16 @@ HOVER = "%{y} ← %{x}: %{z:.4g}<extra></extra>"
 def title_dict(text: str, font_size: int) -> dict:
     """A title just above the plot area, below plotly's toolbar (which takes the top-right); ``text`` is
     shown as typed (:func:`~normviz.viz.labels.plotly_text`)."""
-    return dict(text=plotly_text(text), font=dict(size=font_size + 2), x=0.0, xanchor="left", yref="paper", y=1.0,
-                yanchor="bottom", pad=dict(b=8))
+    return dict(
+        text=plotly_text(text),
+        font=dict(size=font_size + 2),
+        x=0.0,
+        xanchor="left",
+        yref="paper",
+        y=1.0,
+        yanchor="bottom",
+        pad=dict(b=8),
+    )
 
 
 def colorscale_for(zmin: float) -> tuple[str, float | None]:
@@ -35,8 +44,15 @@ def colorscale_for(zmin: float) -> tuple[str, float | None]:
 
 def colorbar_dict(title: str, side: int, font_size: int) -> dict:
     """A colour bar of fixed, modest height (≤ 260 px), its title (the units) on top."""
-    return dict(title=dict(text=title, side="top", font=dict(size=font_size)), thickness=14, lenmode="pixels",
-                len=int(min(260, max(120, 0.6 * side))), y=1.0, yanchor="top", tickfont=dict(size=font_size))
+    return dict(
+        title=dict(text=title, side="top", font=dict(size=font_size)),
+        thickness=14,
+        lenmode="pixels",
+        len=int(min(260, max(120, 0.6 * side))),
+        y=1.0,
+        yanchor="top",
+        tickfont=dict(size=font_size),
+    )
 
 
 def causal_mask(row_positions, col_positions) -> np.ndarray:
@@ -56,17 +72,34 @@ def hover_names(positions, labels) -> list[str]:
     """Category names of the axes, read by the hover: 'cat [2]', 'the·2 [5] (the 2nd occurrence of 'the')'.
     Unique (positions are), so a repeated token keeps its own row and column. Escaped for plotly
     (:func:`~normviz.viz.labels.plotly_text`): a token ``<b>`` shows as typed."""
-    return [plotly_text(f"{lab} [{pos}]" + (f" ({note})" if (note := occurrence_note(lab)) else ""))
-            for pos, lab in zip(positions, labels)]
+    return [
+        plotly_text(f"{lab} [{pos}]" + (f" ({note})" if (note := occurrence_note(lab)) else ""))
+        for pos, lab in zip(positions, labels)
+    ]
 
 
-def heatmap(matrix: np.ndarray, row_labels: list[str], col_labels: list[str] | None = None, *, title: str = "",
-            zmin: float | None = None, zmax: float | None = None, positions: list[int] | None = None,
-            font_size: int = 12, colorbar: bool = True, colorbar_title: str = "",
-            height: int | None = None, causal: bool = False, masked: np.ndarray | None = None,
-            boundary: int | None = None, present: bool = False, width: int | None = None,
-            col_positions: list[int] | None = None, threshold: float = 0.0,
-            focus: int | None = None) -> go.Figure:
+def heatmap(
+    matrix: np.ndarray,
+    row_labels: list[str],
+    col_labels: list[str] | None = None,
+    *,
+    title: str = "",
+    zmin: float | None = None,
+    zmax: float | None = None,
+    positions: list[int] | None = None,
+    font_size: int = 12,
+    colorbar: bool = True,
+    colorbar_title: str = "",
+    height: int | None = None,
+    causal: bool = False,
+    masked: np.ndarray | None = None,
+    boundary: int | None = None,
+    present: bool = False,
+    width: int | None = None,
+    col_positions: list[int] | None = None,
+    threshold: float = 0.0,
+    focus: int | None = None,
+) -> go.Figure:
     """One [n_rows, n_cols] map as a heatmap with numeric axes (a repeated token keeps its own row/column).
 
     ``positions`` / ``col_positions``: original token positions of the shown rows / columns (hover names
@@ -110,32 +143,66 @@ def heatmap(matrix: np.ndarray, row_labels: list[str], col_labels: list[str] | N
         small = (np.abs(np.nan_to_num(m)) < threshold * np.nanmax(np.abs(m))) & ~mask
         custom = m.copy()  # the true values, for the hover (numbers travel compactly, strings would not)
         m[small] = 0.0
-        hover = ("%{y} ← %{x}: %{customdata:.4g}" + f"<br>(cells below {threshold:g} × the largest are drawn as 0)"
-                 "<extra></extra>")
+        hover = (
+            "%{y} ← %{x}: %{customdata:.4g}" + f"<br>(cells below {threshold:g} × the largest are drawn as 0)"
+            "<extra></extra>"
+        )
 
     finite = m[np.isfinite(m)]
     zmin = (float(finite.min()) if finite.size else 0.0) if zmin is None else zmin
     zmax = (float(finite.max()) if finite.size else 1.0) if zmax is None else zmax
     scale, zmid = colorscale_for(zmin)
-    traces = [go.Heatmap(
-        z=m, x=cols, y=rows, zmin=zmin, zmax=zmax, zmid=zmid, colorscale=scale, customdata=custom,
-        hovertemplate=hover, hoverongaps=False, showscale=colorbar,
-        colorbar=colorbar_dict(colorbar_title, size.side, base_font),
-    )]
+    traces = [
+        go.Heatmap(
+            z=m,
+            x=cols,
+            y=rows,
+            zmin=zmin,
+            zmax=zmax,
+            zmid=zmid,
+            colorscale=scale,
+            customdata=custom,
+            hovertemplate=hover,
+            hoverongaps=False,
+            showscale=colorbar,
+            colorbar=colorbar_dict(colorbar_title, size.side, base_font),
+        )
+    ]
     if mask.any():  # masked cells: a flat grey layer of their own, which says so in the hover
-        traces.append(go.Heatmap(z=np.where(mask, 1.0, np.nan), x=cols, y=rows, showscale=False, hoverongaps=False,
-                                 colorscale=[[0, MASKED_BG], [1, MASKED_BG]], meta=dict(role="masked"),
-                                 hovertemplate="%{y} ← %{x}: " + MASKED_TEXT + "<extra></extra>"))
+        traces.append(
+            go.Heatmap(
+                z=np.where(mask, 1.0, np.nan),
+                x=cols,
+                y=rows,
+                showscale=False,
+                hoverongaps=False,
+                colorscale=[[0, MASKED_BG], [1, MASKED_BG]],
+                meta=dict(role="masked"),
+                hovertemplate="%{y} ← %{x}: " + MASKED_TEXT + "<extra></extra>",
+            )
+        )
     tick = size.tick_font
     angle = -90 if max(n_rows, n_cols) > 12 else -45
-    axis = dict(tickmode="array", type="category", tickfont=dict(size=tick), showgrid=False, zeroline=False,
-                constrain="domain")
-    xaxis = dict(axis, tickvals=cols[::step], ticktext=[plotly_text(abbreviate(x, size.max_chars)) for x in col_labels][::step],
-                 tickangle=angle,
-                 title=dict(text="contributing token (j)", font=dict(size=base_font)), side="bottom")
-    yaxis = dict(axis, tickvals=rows[::step], ticktext=[plotly_text(abbreviate(x, size.max_chars)) for x in row_labels][::step],
-                 autorange="reversed", title=dict(text="receiving token (i)", font=dict(size=base_font)),
-                 scaleanchor="x", scaleratio=1)
+    axis = dict(
+        tickmode="array", type="category", tickfont=dict(size=tick), showgrid=False, zeroline=False, constrain="domain"
+    )
+    xaxis = dict(
+        axis,
+        tickvals=cols[::step],
+        ticktext=[plotly_text(abbreviate(x, size.max_chars)) for x in col_labels][::step],
+        tickangle=angle,
+        title=dict(text="contributing token (j)", font=dict(size=base_font)),
+        side="bottom",
+    )
+    yaxis = dict(
+        axis,
+        tickvals=rows[::step],
+        ticktext=[plotly_text(abbreviate(x, size.max_chars)) for x in row_labels][::step],
+        autorange="reversed",
+        title=dict(text="receiving token (i)", font=dict(size=base_font)),
+        scaleanchor="x",
+        scaleratio=1,
+    )
     top = 50 + 2 * base_font
     left = bottom = label_px(tick, size.max_chars)
     shapes = []
@@ -152,8 +219,12 @@ def heatmap(matrix: np.ndarray, row_labels: list[str], col_labels: list[str] | N
     if c is not None:
         shapes.append(dict(type="rect", x0=c - 0.5, x1=c + 0.5, y0=-0.5, y1=n_rows - 0.5, line=outline))
     layout = dict(
-        title=title_dict(title, base_font), font=dict(size=base_font), plot_bgcolor=MASKED_BG,
-        xaxis=xaxis, yaxis=yaxis, shapes=shapes,
+        title=title_dict(title, base_font),
+        font=dict(size=base_font),
+        plot_bgcolor=MASKED_BG,
+        xaxis=xaxis,
+        yaxis=yaxis,
+        shapes=shapes,
         height=int(height or (size.side + top + bottom)),
         margin=dict(l=left, r=right, t=top, b=bottom),  # plotly widens them if the labels need more
         meta=dict(normviz="heatmap", divider=k, masked=int(mask.sum()), focus=r, label_step=step),

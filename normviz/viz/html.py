@@ -8,6 +8,7 @@ check them without plotly. That JSON writes ``<``, ``>``, ``&`` as ``\u003c``, `
 data block swallows the rest of the page. Labels and titles inside the figures are escaped for plotly by the
 builders (:func:`normviz.viz.labels.plotly_text`).
 """
+
 from __future__ import annotations
 
 import html as _html
@@ -26,8 +27,12 @@ def plotly_config(filename: str = "normviz", fmt: str = "png", scale: int = 2) -
     button downloads ``filename.<fmt>`` (``"svg"`` for papers and slides; ``scale`` multiplies PNG pixels)."""
     if fmt not in IMAGE_FORMATS:
         raise ValueError(f"fmt must be one of {IMAGE_FORMATS}, got {fmt!r}")
-    return {"displaylogo": False, "responsive": True, "modeBarButtonsToRemove": ["lasso2d", "select2d"],
-            "toImageButtonOptions": {"format": fmt, "filename": filename, "scale": scale}}
+    return {
+        "displaylogo": False,
+        "responsive": True,
+        "modeBarButtonsToRemove": ["lasso2d", "select2d"],
+        "toImageButtonOptions": {"format": fmt, "filename": filename, "scale": scale},
+    }
 
 
 def _plain(x):
@@ -113,7 +118,8 @@ _CSS = """
 body { font-family: system-ui, sans-serif; margin: 16px; color: #222; }
 h1 { font-size: 22px; margin: 0 0 4px 0; } p.nv-desc { margin: 0 0 12px 0; color: #555; }
 .nv-grid { display: flex; flex-wrap: wrap; gap: 16px; align-items: flex-start; }
-.nv-panel { flex: 1 1 520px; max-width: 100%; overflow-x: auto; } .nv-panel.nv-fixed { flex: 0 0 auto; } .nv-caption { font-size: 14px; color: #444; margin: 4px 0 0 0; }
+.nv-panel { flex: 1 1 520px; max-width: 100%; overflow-x: auto; } .nv-panel.nv-fixed { flex: 0 0 auto;
+  } .nv-caption { font-size: 14px; color: #444; margin: 4px 0 0 0; }
 """
 
 
@@ -127,8 +133,14 @@ def _labels_inside(fig: go.Figure) -> go.Figure:
     return out
 
 
-def standalone_html(figures: list[go.Figure], title: str = "normviz", *, description: str = "",
-                    captions: list[str] | None = None, config: dict | None = None) -> str:
+def standalone_html(
+    figures: list[go.Figure],
+    title: str = "normviz",
+    *,
+    description: str = "",
+    captions: list[str] | None = None,
+    config: dict | None = None,
+) -> str:
     """One self-contained HTML page of ``figures`` (plotly.js embedded, so it opens offline; every panel keeps
     its hover). ``title``/``description``/``captions`` are written as text (escaped, never as HTML)."""
     config = config or plotly_config()
@@ -136,8 +148,9 @@ def standalone_html(figures: list[go.Figure], title: str = "normviz", *, descrip
     panels, numbers = [], []
     for k, fig in enumerate(figures):
         fig = _labels_inside(fig)
-        div = fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"nv-panel-{k}", config=config,
-                          auto_play=False)
+        div = fig.to_html(
+            full_html=False, include_plotlyjs=False, div_id=f"nv-panel-{k}", config=config, auto_play=False
+        )
         cap = f'<p class="nv-caption">{_html.escape(captions[k])}</p>' if k < len(captions) and captions[k] else ""
         fixed = f' nv-fixed" style="width:{int(fig.layout.width)}px' if fig.layout.width else ""  # keeps its width
         panels.append(f'<div class="nv-panel{fixed}">{div}{cap}</div>')
@@ -145,10 +158,10 @@ def standalone_html(figures: list[go.Figure], title: str = "normviz", *, descrip
     data = script_json({"title": title, "panels": numbers})
     desc = f'<p class="nv-desc">{_html.escape(description)}</p>' if description else ""
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{_html.escape(title)}</title><style>{_CSS}</style>"
-        f"<script type=\"text/javascript\">{get_plotlyjs()}</script></head><body>"
-        f"<h1>{_html.escape(title)}</h1>{desc}<div class=\"nv-grid\">{''.join(panels)}</div>"
-        f"<script type=\"application/json\" id=\"normviz-data\">{data}</script>"
-        f"<script type=\"text/javascript\">{_LINES_JS}</script></body></html>\n"
+        f'<script type="text/javascript">{get_plotlyjs()}</script></head><body>'
+        f'<h1>{_html.escape(title)}</h1>{desc}<div class="nv-grid">{"".join(panels)}</div>'
+        f'<script type="application/json" id="normviz-data">{data}</script>'
+        f'<script type="text/javascript">{_LINES_JS}</script></body></html>\n'
     )

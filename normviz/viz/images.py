@@ -2,6 +2,7 @@
 
 Optional: kaleido (``pip install kaleido==1.5.1``) drives a local Chrome/Chromium. In the app the chart
 toolbar's camera button does the same in the visitor's browser (:func:`normviz.viz.plotly_config`)."""
+
 from __future__ import annotations
 
 import plotly.graph_objects as go
@@ -16,13 +17,17 @@ def to_image(fig: go.Figure, fmt: str = "png", scale: float = 2) -> bytes:
     try:
         import kaleido  # noqa: F401
     except ModuleNotFoundError:
-        raise MissingPackageError("PNG/SVG export needs kaleido: pip install kaleido==1.5.1 (it uses a local "
-                                  "Chrome or Chromium); or use the camera button of the chart's toolbar.") from None
+        raise MissingPackageError(
+            "PNG/SVG export needs kaleido: pip install kaleido==1.5.1 (it uses a local "
+            "Chrome or Chromium); or use the camera button of the chart's toolbar."
+        ) from None
     try:
         return fig.to_image(format=fmt, scale=scale if fmt == "png" else 1)
     except (RuntimeError, OSError, ValueError) as exc:
-        raise NormvizError(f"kaleido could not render the figure ({' '.join(str(exc).split())[:200]}); it needs "
-                           "Chrome or Chromium installed.") from None
+        raise NormvizError(
+            f"kaleido could not render the figure ({' '.join(str(exc).split())[:200]}); it needs "
+            "Chrome or Chromium installed."
+        ) from None
 
 
 def to_png(fig: go.Figure, scale: float = 2) -> bytes:

@@ -4,23 +4,24 @@ Sizing rule (one place, used by every token figure): a label needs a cell of abo
 The tick font is the largest that fits the panel's width hint (between a floor and the base font); when even
 the floor does not fit, the figure grows (``side`` exceeds the hint) so that every label stays readable.
 """
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
 PRESENT_FONT = 18  # stage mode: labels at least this large (px)
-MIN_FONT = 9       # below this a label is not readable
+MIN_FONT = 9  # below this a label is not readable
 CELL_PER_FONT = 1.25
 _SUFFIX = re.compile(r"^(.*)·(\d+)$")
 
 
 @dataclass(frozen=True)
 class Sizing:
-    side: int        # plot area side in px (square)
-    tick_font: int   # px
-    max_chars: int   # labels longer than this are abbreviated (full text in the hover)
-    grown: bool      # True when the plot is larger than the width hint asked for
+    side: int  # plot area side in px (square)
+    tick_font: int  # px
+    max_chars: int  # labels longer than this are abbreviated (full text in the hover)
+    grown: bool  # True when the plot is larger than the width hint asked for
 
 
 def sizing(n: int, *, width: int | None = None, font_size: int = 12, present: bool = False) -> Sizing:
@@ -38,11 +39,11 @@ def sizing(n: int, *, width: int | None = None, font_size: int = 12, present: bo
 
 @dataclass(frozen=True)
 class Fit:
-    tick_font: int   # px
-    max_chars: int   # labels longer than this are abbreviated
-    step: int        # every step-th token is labelled (1: all)
-    length: int      # px the n tokens span
-    grown: bool      # True when the axis is longer than the length asked for (every token labelled)
+    tick_font: int  # px
+    max_chars: int  # labels longer than this are abbreviated
+    step: int  # every step-th token is labelled (1: all)
+    length: int  # px the n tokens span
+    grown: bool  # True when the axis is longer than the length asked for (every token labelled)
 
 
 def fit_labels(n: int, length: int | None = None, *, font_size: int = 12, present: bool = False) -> Fit:

@@ -7,6 +7,7 @@ a 128-token map stays light. ``threshold`` hides links below that fraction of th
 isolate a token. In the standalone HTML (:mod:`normviz.viz.html`) hovering a token does the same live,
 from the link list kept in ``layout.meta["links"]``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -57,10 +58,21 @@ def _top_text(m: np.ndarray, names: list[str], axis: int, k: int = 3) -> list[st
     return out
 
 
-def lines(matrix: np.ndarray, labels: list[str], *, positions: list[int] | None = None, threshold: float = 0.0,
-          focus: int | None = None, title: str = "", font_size: int = 12, present: bool = False,
-          height: int | None = None, width: int | None = None, boundary: int | None = None,
-          bins: int = 6) -> go.Figure:
+def lines(
+    matrix: np.ndarray,
+    labels: list[str],
+    *,
+    positions: list[int] | None = None,
+    threshold: float = 0.0,
+    focus: int | None = None,
+    title: str = "",
+    font_size: int = 12,
+    present: bool = False,
+    height: int | None = None,
+    width: int | None = None,
+    boundary: int | None = None,
+    bins: int = 6,
+) -> go.Figure:
     """A square map [n, n] as links between two token columns (left: contributing j, right: receiving i).
 
     ``positions``: original positions of the shown tokens; ``focus``: an original position whose links alone
@@ -83,14 +95,30 @@ def lines(matrix: np.ndarray, labels: list[str], *, positions: list[int] | None 
         for level in range(1, bins + 1):
             xs, ys = _segments(links, level, sign)
             w, op = _style(level, bins)
-            traces.append(go.Scatter(x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
-                                     opacity=1.0 if fidx is not None else op,
-                                     line=dict(width=w, color=FOCUS if fidx is not None else colour),
-                                     meta=dict(role="links", level=level, sign=sign)))
+            traces.append(
+                go.Scatter(
+                    x=xs,
+                    y=ys,
+                    mode="lines",
+                    hoverinfo="skip",
+                    showlegend=False,
+                    opacity=1.0 if fidx is not None else op,
+                    line=dict(width=w, color=FOCUS if fidx is not None else colour),
+                    meta=dict(role="links", level=level, sign=sign),
+                )
+            )
     for level in range(1, bins + 1):  # empty until a token is hovered in the standalone HTML
-        traces.append(go.Scatter(x=[], y=[], mode="lines", hoverinfo="skip", showlegend=False,
-                                 line=dict(width=_style(level, bins)[0] + 1, color=FOCUS),
-                                 meta=dict(role="highlight", level=level)))
+        traces.append(
+            go.Scatter(
+                x=[],
+                y=[],
+                mode="lines",
+                hoverinfo="skip",
+                showlegend=False,
+                line=dict(width=_style(level, bins)[0] + 1, color=FOCUS),
+                meta=dict(role="highlight", level=level),
+            )
+        )
     base_font = max(font_size, 18) if present else font_size
     row_px = tick * 1.45
     top = 50 + 2 * base_font
@@ -102,32 +130,72 @@ def lines(matrix: np.ndarray, labels: list[str], *, positions: list[int] | None 
     step = fit.step if fit is not None else 1
     if fit is not None and fit.step > 1:
         tick = fit.tick_font
-    short = [plotly_text(abbreviate(x, size.max_chars)) if t % step == 0 or t == fidx else ""
-             for t, x in enumerate(labels)]
+    short = [
+        plotly_text(abbreviate(x, size.max_chars)) if t % step == 0 or t == fidx else "" for t, x in enumerate(labels)
+    ]
     bold = [f"<b>{x}</b>" if t == fidx else x for t, x in enumerate(short)]
-    common = dict(mode="markers+text", showlegend=False, y=list(range(n)), text=bold,
-                  textfont=dict(size=tick), marker=dict(size=max(6, tick // 2), color="#888"))
-    traces.append(go.Scatter(x=[LEFT_X] * n, textposition="middle left", customdata=np.stack(
-        [names, _top_text(m, names, axis=0)], axis=1) if n else None, meta=dict(role="tokens", side="left"),
-        hovertemplate="%{customdata[0]} contributes most to: %{customdata[1]}<extra></extra>", **common))
-    traces.append(go.Scatter(x=[RIGHT_X] * n, textposition="middle right", customdata=np.stack(
-        [names, _top_text(m, names, axis=1)], axis=1) if n else None, meta=dict(role="tokens", side="right"),
-        hovertemplate="%{customdata[0]} receives most from: %{customdata[1]}<extra></extra>", **common))
+    common = dict(
+        mode="markers+text",
+        showlegend=False,
+        y=list(range(n)),
+        text=bold,
+        textfont=dict(size=tick),
+        marker=dict(size=max(6, tick // 2), color="#888"),
+    )
+    traces.append(
+        go.Scatter(
+            x=[LEFT_X] * n,
+            textposition="middle left",
+            customdata=np.stack([names, _top_text(m, names, axis=0)], axis=1) if n else None,
+            meta=dict(role="tokens", side="left"),
+            hovertemplate="%{customdata[0]} contributes most to: %{customdata[1]}<extra></extra>",
+            **common,
+        )
+    )
+    traces.append(
+        go.Scatter(
+            x=[RIGHT_X] * n,
+            textposition="middle right",
+            customdata=np.stack([names, _top_text(m, names, axis=1)], axis=1) if n else None,
+            meta=dict(role="tokens", side="right"),
+            hovertemplate="%{customdata[0]} receives most from: %{customdata[1]}<extra></extra>",
+            **common,
+        )
+    )
     k = divider_index(positions, boundary)
-    shapes = [] if k is None else [
-        dict(type="line", x0=x0, x1=x1, y0=k - 0.5, y1=k - 0.5, line=dict(color="gray", dash="dash"))
-        for x0, x1 in ((LEFT_X - 0.45, LEFT_X + 0.05), (RIGHT_X - 0.05, RIGHT_X + 0.45))]
-    headers = [dict(x=x, y=-1.2, text=text, showarrow=False, font=dict(size=base_font), yanchor="bottom")
-               for x, text in ((LEFT_X, "contributing (j)"), (RIGHT_X, "receiving (i)"))]
+    shapes = (
+        []
+        if k is None
+        else [
+            dict(type="line", x0=x0, x1=x1, y0=k - 0.5, y1=k - 0.5, line=dict(color="gray", dash="dash"))
+            for x0, x1 in ((LEFT_X - 0.45, LEFT_X + 0.05), (RIGHT_X - 0.05, RIGHT_X + 0.45))
+        ]
+    )
+    headers = [
+        dict(x=x, y=-1.2, text=text, showarrow=False, font=dict(size=base_font), yanchor="bottom")
+        for x, text in ((LEFT_X, "contributing (j)"), (RIGHT_X, "receiving (i)"))
+    ]
     layout = dict(
-        title=title_dict(title, base_font), font=dict(size=base_font), hovermode="closest",
+        title=title_dict(title, base_font),
+        font=dict(size=base_font),
+        hovermode="closest",
         xaxis=dict(visible=False, range=[-0.7, 1.7], fixedrange=True),
         yaxis=dict(visible=False, range=[n - 0.5, -2.4], fixedrange=False),  # room for the column headers
-        shapes=shapes, annotations=headers,
-        height=fig_h, width=int(width or (900 if present else 600)),
-        margin=dict(l=10, r=10, t=top, b=10), plot_bgcolor="rgba(0,0,0,0)",
-        meta=dict(normviz="lines", bins=bins, n=n, links=links.tolist(), focus=fidx, label_step=step,
-                  matrix=np.where(np.isfinite(m), m, 0.0).tolist()),
+        shapes=shapes,
+        annotations=headers,
+        height=fig_h,
+        width=int(width or (900 if present else 600)),
+        margin=dict(l=10, r=10, t=top, b=10),
+        plot_bgcolor="rgba(0,0,0,0)",
+        meta=dict(
+            normviz="lines",
+            bins=bins,
+            n=n,
+            links=links.tolist(),
+            focus=fidx,
+            label_step=step,
+            matrix=np.where(np.isfinite(m), m, 0.0).tolist(),
+        ),
     )
     fig = go.Figure(data=traces, layout=layout)  # built once: plotly's per-call updates are slow
     return fig

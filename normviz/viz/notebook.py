@@ -4,6 +4,7 @@
 >>> figs = normviz.show(a, maps=["attention", "norm"], layer=2, view="lines")
 >>> figs[0].show()                                   # or normviz.viz.standalone_html(figs) for one offline page
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -17,6 +18,8 @@ from .labels import unique_labels
 
 VIEWS = ("heatmap", "lines", "player")
 VALUES = ("raw", "share")
+
+
 def fx_for(analysis, layer: int, head: int | None) -> np.ndarray | None:
     """‖f^h(x_j)‖ of one head ([n]); head None: the mean over heads; None without attention and norm."""
     if "attention" not in analysis or "norm" not in analysis:
@@ -46,10 +49,22 @@ def _title(key: str, layer: int, head: int | None, values: str) -> str:
     return f"{info.title} · {where}" + (" · row shares" if values == "share" else "")
 
 
-def show(analysis, maps: list[str] | str | None = None, layer: int = 0, head: int | None = None,
-         view: str = "heatmap", *, threshold: float = 0.0, focus: int | None = None, values: str = "raw",
-         shared_scale: bool = False, strip: bool = False, present: bool = False, font_size: int = 12,
-         width: int | None = None) -> list:
+def show(
+    analysis,
+    maps: list[str] | str | None = None,
+    layer: int = 0,
+    head: int | None = None,
+    view: str = "heatmap",
+    *,
+    threshold: float = 0.0,
+    focus: int | None = None,
+    values: str = "raw",
+    shared_scale: bool = False,
+    strip: bool = False,
+    present: bool = False,
+    font_size: int = 12,
+    width: int | None = None,
+) -> list:
     """Plotly figures of ``maps`` (default: every computed [n, n] map) at ``layer``/``head`` of an Analysis.
 
     Returns a **list**, one figure per map in the order given; with ``strip=True`` the ‖f(x_j)‖ strip
@@ -81,27 +96,54 @@ def show(analysis, maps: list[str] | str | None = None, layer: int = 0, head: in
     for k, m in mats.items():
         title = _title(k, layer, head, values)
         if view == "lines":
-            figs.append(viz.lines(m, labels, threshold=threshold, focus=focus, title=title, boundary=boundary,
-                                  width=width, **common))
+            figs.append(
+                viz.lines(
+                    m, labels, threshold=threshold, focus=focus, title=title, boundary=boundary, width=width, **common
+                )
+            )
         elif view == "player":
             arr = analysis[k]
             stack = arr if arr.ndim == 3 else np.stack([analysis.map(k, li, head) for li in range(arr.shape[0])])
             stack = viz.row_normalise(stack) if values == "share" else stack
-            figs.append(viz.layer_player(stack, labels, title=_title(k, layer, head, values).split(" · ")[0],
-                                         causal=analysis.causal, boundary=boundary, colorbar_title=unit(k, values),
-                                         start=layer % stack.shape[0], width=width, **common))
+            figs.append(
+                viz.layer_player(
+                    stack,
+                    labels,
+                    title=_title(k, layer, head, values).split(" · ")[0],
+                    causal=analysis.causal,
+                    boundary=boundary,
+                    colorbar_title=unit(k, values),
+                    start=layer % stack.shape[0],
+                    width=width,
+                    **common,
+                )
+            )
         else:
-            figs.append(viz.heatmap(m, labels, title=title, zmin=lo, zmax=hi, causal=analysis.causal,
-                                    boundary=boundary, colorbar_title=unit(k, values), width=width,
-                                    threshold=threshold, focus=focus, **common))
+            figs.append(
+                viz.heatmap(
+                    m,
+                    labels,
+                    title=title,
+                    zmin=lo,
+                    zmax=hi,
+                    causal=analysis.causal,
+                    boundary=boundary,
+                    colorbar_title=unit(k, values),
+                    width=width,
+                    threshold=threshold,
+                    focus=focus,
+                    **common,
+                )
+            )
         if strip and k == _strip_key(keys, head) and (f := fx_for(analysis, layer, head)) is not None:
             what = "mean over heads of ‖f^h(x_j)‖" if head is None else f"‖f(x_j)‖, head {head}"
             figs.append(viz.fx_strip(f, labels, title=f"{what} · layer {layer}", width=width, focus=focus, **common))
     return figs
 
 
-def default_view(analysis, layer: int = 0, head: int | None = None, view: str = "heatmap",
-                 width: int = 600) -> tuple[list, list[str]]:
+def default_view(
+    analysis, layer: int = 0, head: int | None = None, view: str = "heatmap", width: int = 600
+) -> tuple[list, list[str]]:
     """The page ``python -m normviz export … --html`` writes: every computed [n, n] map at ``layer``/``head``
     (with the ‖f(x_j)‖ strip after ``norm``), then attention − norm (rows normalised) when both are there.
     Returns (figures, captions); captions are each key's one-line definition."""
@@ -116,10 +158,21 @@ def default_view(analysis, layer: int = 0, head: int | None = None, view: str = 
             captions.append("‖f(x_j)‖: how long token j's transformed vector is; ‖α_ij f(x_j)‖ = α_ij · ‖f(x_j)‖.")
     if "attention" in analysis and "norm" in analysis and view != "player":
         labels = unique_labels(list(analysis.labels))
-        figs.append(viz.difference(analysis.map("attention", layer, head), analysis.map("norm", layer, head), labels,
-                                   name_a="attention", name_b="norm", causal=analysis.causal,
-                                   boundary=pair_boundary(analysis), width=width,
-                                   title=f"attention − norm (rows normalised to sum 1) · layer {layer}"))
-        captions.append("Red: the weight gives the pair a larger share than the vectors do; blue: smaller "
-                        "(Kobayashi et al. 2020: weight ≠ contribution).")
+        figs.append(
+            viz.difference(
+                analysis.map("attention", layer, head),
+                analysis.map("norm", layer, head),
+                labels,
+                name_a="attention",
+                name_b="norm",
+                causal=analysis.causal,
+                boundary=pair_boundary(analysis),
+                width=width,
+                title=f"attention − norm (rows normalised to sum 1) · layer {layer}",
+            )
+        )
+        captions.append(
+            "Red: the weight gives the pair a larger share than the vectors do; blue: smaller "
+            "(Kobayashi et al. 2020: weight ≠ contribution)."
+        )
     return figs, captions

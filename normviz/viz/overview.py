@@ -10,6 +10,7 @@ column j > row i is masked) the cells above the diagonal are left out of both, s
 diagonal averages only its visible cells, and a block wholly above it is NaN (drawn as masked). A figure
 says which aggregate it shows.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -49,8 +50,7 @@ def visible_counts(re: np.ndarray, ce: np.ndarray) -> np.ndarray:
     return np.add.reduceat(per_row, re[:-1], axis=0)
 
 
-def overview(m: np.ndarray, cells: int = 512, causal: bool = False,
-             row_factor: np.ndarray | None = None) -> Overview:
+def overview(m: np.ndarray, cells: int = 512, causal: bool = False, row_factor: np.ndarray | None = None) -> Overview:
     """Block max (largest magnitude, signed) and block mean of ``m`` (NaN-free [rows, cols]) in at most
     ``cells`` blocks per axis; ``causal``: cells above the diagonal are left out. ``row_factor`` [rows] (≥ 0):
     the blocks of ``row_factor[:, None] * m`` (in m's dtype), without making that matrix. A map that already

@@ -8,6 +8,7 @@ ones), the cells are drawn on the uniform grid of n / blocks tokens that ``overv
 block's drawn edges within half a token of its real ones): plotly.js then paints the heatmap as one image
 (~40 ms for 256² cells in Chromium) instead of one rectangle per cell (~190 ms), four times per layer change.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,8 +17,10 @@ import plotly.graph_objects as go
 from .heatmap import FOCUS_LINE, MASKED_BG, colorbar_dict, colorscale_for, title_dict
 
 WINDOW_LINE = "#ff3b30"
-AGGREGATE_TEXT = {"max": "max of each block (the strongest cell under it)",
-                  "mean": "mean of each block (its average cell)"}
+AGGREGATE_TEXT = {
+    "max": "max of each block (the strongest cell under it)",
+    "mean": "mean of each block (its average cell)",
+}
 
 
 def block_centres(edges: np.ndarray, keep: np.ndarray) -> np.ndarray:
@@ -36,11 +39,23 @@ def uniform_grid(edges: np.ndarray, keep: np.ndarray) -> tuple[float, float] | N
     return float(keep[0]) + float(edges[0]) - 0.5 + step / 2, step
 
 
-def overview_heatmap(values: np.ndarray, row_edges: np.ndarray, col_edges: np.ndarray, keep: np.ndarray, *,
-                     aggregate: str, title: str = "", zmin: float | None = None, zmax: float | None = None,
-                     window: tuple[tuple[int, int], tuple[int, int]] | None = None, focus: int | None = None,
-                     colorbar_title: str = "", font_size: int = 12, width: int | None = None,
-                     scale: str = "linear") -> go.Figure:
+def overview_heatmap(
+    values: np.ndarray,
+    row_edges: np.ndarray,
+    col_edges: np.ndarray,
+    keep: np.ndarray,
+    *,
+    aggregate: str,
+    title: str = "",
+    zmin: float | None = None,
+    zmax: float | None = None,
+    window: tuple[tuple[int, int], tuple[int, int]] | None = None,
+    focus: int | None = None,
+    colorbar_title: str = "",
+    font_size: int = 12,
+    width: int | None = None,
+    scale: str = "linear",
+) -> go.Figure:
     """``values`` [blocks_r, blocks_c] (an Overview's ``max`` or ``mean``; NaN: masked) with
     ``window`` = ((row start, stop), (col start, stop)) in shown indices outlined, ``focus`` (a token
     position) marked by lines along its row and column. ``scale``: how the values map to colours
@@ -55,19 +70,37 @@ def overview_heatmap(values: np.ndarray, row_edges: np.ndarray, col_edges: np.nd
     colours, zmid = colorscale_for(0.0 if scale == "log" else lo)  # log10 of a non-negative map: sequential
     z = np.asarray(values, np.float32)
     tokens_per_cell = float(np.diff(row_edges).mean())
-    hover = (f"tokens ≈%{{y:.0f}} ← ≈%{{x:.0f}} (cells of ~{tokens_per_cell:.3g} tokens): {aggregate}{unit} "
-             "%{z:.4g}<extra></extra>")
+    hover = (
+        f"tokens ≈%{{y:.0f}} ← ≈%{{x:.0f}} (cells of ~{tokens_per_cell:.3g} tokens): {aggregate}{unit} "
+        "%{z:.4g}<extra></extra>"
+    )
     side = int(max(200, (width or 600) - 150))
     gx, gy = uniform_grid(col_edges, keep), uniform_grid(row_edges, keep)
-    place = (dict(x0=gx[0], dx=gx[1], y0=gy[0], dy=gy[1]) if gx is not None and gy is not None
-             else dict(x=xs, y=ys))
-    trace = go.Heatmap(z=z, **place, zmin=zmin, zmax=zmax, zmid=zmid, colorscale=colours, hoverongaps=False,
-                       hovertemplate=hover, colorbar=colorbar_dict(colorbar_title, side, font_size))
+    place = dict(x0=gx[0], dx=gx[1], y0=gy[0], dy=gy[1]) if gx is not None and gy is not None else dict(x=xs, y=ys)
+    trace = go.Heatmap(
+        z=z,
+        **place,
+        zmin=zmin,
+        zmax=zmax,
+        zmid=zmid,
+        colorscale=colours,
+        hoverongaps=False,
+        hovertemplate=hover,
+        colorbar=colorbar_dict(colorbar_title, side, font_size),
+    )
     shapes = []
     if window is not None:
         (r0, r1), (c0, c1) = window
-        shapes.append(dict(type="rect", x0=keep[c0] - 0.5, x1=keep[c1 - 1] + 0.5, y0=keep[r0] - 0.5,
-                           y1=keep[r1 - 1] + 0.5, line=dict(color=WINDOW_LINE, width=2)))
+        shapes.append(
+            dict(
+                type="rect",
+                x0=keep[c0] - 0.5,
+                x1=keep[c1 - 1] + 0.5,
+                y0=keep[r0] - 0.5,
+                y1=keep[r1 - 1] + 0.5,
+                line=dict(color=WINDOW_LINE, width=2),
+            )
+        )
     if focus is not None:
         line = dict(color=FOCUS_LINE, width=1.5)
         end = float(keep[-1]) + 0.5
@@ -75,14 +108,28 @@ def overview_heatmap(values: np.ndarray, row_edges: np.ndarray, col_edges: np.nd
         shapes.append(dict(type="line", x0=focus, x1=focus, y0=-0.5, y1=end, line=line))
     axis = dict(showgrid=False, zeroline=False, constrain="domain", tickfont=dict(size=font_size))
     layout = dict(
-        title=title_dict(f"{title} · overview: {aggregate}, {scale_text}", font_size), font=dict(size=font_size),
-        plot_bgcolor=MASKED_BG, shapes=shapes, dragmode="select",
+        title=title_dict(f"{title} · overview: {aggregate}, {scale_text}", font_size),
+        font=dict(size=font_size),
+        plot_bgcolor=MASKED_BG,
+        shapes=shapes,
+        dragmode="select",
         xaxis=dict(axis, title=dict(text="contributing token j (position)", font=dict(size=font_size))),
-        yaxis=dict(axis, autorange="reversed", scaleanchor="x", scaleratio=1,
-                   title=dict(text="receiving token i (position)", font=dict(size=font_size))),
-        height=int(side + 60 + 2 * font_size + 60), margin=dict(l=70, r=110, t=50 + 2 * font_size, b=60),
-        meta=dict(normviz="overview", aggregate=aggregate, scale=scale, blocks=[int(len(ys)), int(len(xs))],
-                  tokens_per_cell=tokens_per_cell),
+        yaxis=dict(
+            axis,
+            autorange="reversed",
+            scaleanchor="x",
+            scaleratio=1,
+            title=dict(text="receiving token i (position)", font=dict(size=font_size)),
+        ),
+        height=int(side + 60 + 2 * font_size + 60),
+        margin=dict(l=70, r=110, t=50 + 2 * font_size, b=60),
+        meta=dict(
+            normviz="overview",
+            aggregate=aggregate,
+            scale=scale,
+            blocks=[int(len(ys)), int(len(xs))],
+            tokens_per_cell=tokens_per_cell,
+        ),
     )
     if width is not None:
         layout["width"] = int(width)

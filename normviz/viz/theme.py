@@ -14,6 +14,7 @@ head grid, a difference map or a depth map is near 0, so most of it glares, and 
 Twins go both ways (``for_theme(fig, "light")`` undoes ``"dark"``), so a cached figure can be shown in either
 theme. Anything else (sequential scales such as Viridis, a user's colours) is left as it is.
 """
+
 from __future__ import annotations
 
 import plotly.graph_objects as go
@@ -23,11 +24,29 @@ DARK_MID = "#2b2f3a"  # the dark scales' centre: a value 0 just above the page, 
 DARK_MASKED = "#3b404c"  # masked cells and frames on a dark page: a flat grey, darker than any coloured cell
 
 # blue (below 0) … dark centre … red (above 0), as RdBu_r; brightness grows with |value|
-DIVERGING_DARK = [[0.0, "#a6d1f0"], [0.15, "#5aa4dc"], [0.32, "#2f6fb0"], [0.45, "#253a57"], [0.5, DARK_MID],
-                  [0.55, "#553030"], [0.68, "#b5483d"], [0.85, "#e8795f"], [1.0, "#fbc8b0"]]
+DIVERGING_DARK = [
+    [0.0, "#a6d1f0"],
+    [0.15, "#5aa4dc"],
+    [0.32, "#2f6fb0"],
+    [0.45, "#253a57"],
+    [0.5, DARK_MID],
+    [0.55, "#553030"],
+    [0.68, "#b5483d"],
+    [0.85, "#e8795f"],
+    [1.0, "#fbc8b0"],
+]
 # the depth map's signed scale (red lowers … blue raises, as the source bars)
-SIGNED_DARK = [[0.0, "#fbc8b0"], [0.15, "#e8795f"], [0.32, "#b5483d"], [0.45, "#553030"], [0.5, DARK_MID],
-               [0.55, "#253a57"], [0.68, "#2f6fb0"], [0.85, "#5aa4dc"], [1.0, "#a6d1f0"]]
+SIGNED_DARK = [
+    [0.0, "#fbc8b0"],
+    [0.15, "#e8795f"],
+    [0.32, "#b5483d"],
+    [0.45, "#553030"],
+    [0.5, DARK_MID],
+    [0.55, "#253a57"],
+    [0.68, "#2f6fb0"],
+    [0.85, "#5aa4dc"],
+    [1.0, "#a6d1f0"],
+]
 POS_DARK = "#4f9be0"  # the light page's #1f63b4 (a "raises" bar, a head edge) lifted for a dark page
 THEMES = ("light", "dark")
 
@@ -44,8 +63,10 @@ def _twins() -> dict:
 
     scales = [(_resolved(DIVERGING), _resolved(DIVERGING_DARK)), (_resolved(SIGNED), _resolved(SIGNED_DARK))]
     colours = [(MASKED_BG, DARK_MASKED), (POS, POS_DARK)]
-    return {"light": {"scales": {d: l for l, d in scales}, "colours": {d: l for l, d in colours}},
-            "dark": {"scales": {l: d for l, d in scales}, "colours": {l: d for l, d in colours}}}
+    return {
+        "light": {"scales": {d: l for l, d in scales}, "colours": {d: l for l, d in colours}},
+        "dark": {"scales": {l: d for l, d in scales}, "colours": {l: d for l, d in colours}},
+    }
 
 
 _TWINS: dict | None = None

@@ -1,4 +1,5 @@
 """Figures of the faithfulness scores (arrays and labels in, plotly figures out; no model, no torch)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -10,8 +11,17 @@ BESIDE = ("#8a8f98", "#4c78a8", "#f58518", "#54a24b", "#e45756", "#b279a2", "#72
 WHISKER = "#8a8f98"  # contrast 3.3 on white, 5.9 on Streamlit's dark page
 
 
-def score_bars(keys: list[str], mean, lo, hi, *, title: str = "", reference: str | None = None,
-               font_size: int = 12, chance: str = "random") -> go.Figure:
+def score_bars(
+    keys: list[str],
+    mean,
+    lo,
+    hi,
+    *,
+    title: str = "",
+    reference: str | None = None,
+    font_size: int = 12,
+    chance: str = "random",
+) -> go.Figure:
     """Horizontal bars of one score per attribution with its interval (lo, hi: nan draws no whisker);
     ``reference``'s bar (e.g. "attention") is drawn in another colour. The whiskers are a mid grey that reads on a
     light and a dark page (plotly's default #444 vanished on the dark one)."""
@@ -19,18 +29,34 @@ def score_bars(keys: list[str], mean, lo, hi, *, title: str = "", reference: str
     plus = np.where(np.isfinite(hi), hi - mean, 0.0)
     minus = np.where(np.isfinite(lo), mean - lo, 0.0)
     colours = ["#d62728" if k == reference else ("#7f7f7f" if k == chance else "#1f77b4") for k in keys]
-    fig = go.Figure(go.Bar(y=list(keys), x=mean, orientation="h", marker_color=colours,
-                           error_x=dict(type="data", array=plus, arrayminus=minus, visible=True, color=WHISKER,
-                                        thickness=2),
-                           hovertemplate="%{y}: %{x:.3f}<extra></extra>"))
-    fig.update_layout(title=dict(text=title, font=dict(size=font_size + 2)), height=max(260, 22 * len(keys) + 90),
-                      margin=dict(l=10, r=10, t=40, b=30), font=dict(size=font_size),
-                      yaxis=dict(autorange="reversed"))
+    fig = go.Figure(
+        go.Bar(
+            y=list(keys),
+            x=mean,
+            orientation="h",
+            marker_color=colours,
+            error_x=dict(type="data", array=plus, arrayminus=minus, visible=True, color=WHISKER, thickness=2),
+            hovertemplate="%{y}: %{x:.3f}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title=dict(text=title, font=dict(size=font_size + 2)),
+        height=max(260, 22 * len(keys) + 90),
+        margin=dict(l=10, r=10, t=40, b=30),
+        font=dict(size=font_size),
+        yaxis=dict(autorange="reversed"),
+    )
     return fig
 
 
-def truth_beside(tokens: list[str], truth: np.ndarray, rows: dict[str, np.ndarray], *, truth_name: str = "knockout",
-                 font_size: int = 12) -> go.Figure:
+def truth_beside(
+    tokens: list[str],
+    truth: np.ndarray,
+    rows: dict[str, np.ndarray],
+    *,
+    truth_name: str = "knockout",
+    font_size: int = 12,
+) -> go.Figure:
     """One text: the ground truth and each attribution over its tokens, each scaled by its largest |value| (so
     their shapes compare; the numbers are in the table beside)."""
     fig = go.Figure()
@@ -38,12 +64,25 @@ def truth_beside(tokens: list[str], truth: np.ndarray, rows: dict[str, np.ndarra
     for i, (name, values) in enumerate({truth_name: truth, **rows}.items()):
         v = np.asarray(values, dtype=np.float64)
         scale = np.nanmax(np.abs(v)) if v.size and np.nanmax(np.abs(v)) > 0 else 1.0
-        fig.add_trace(go.Bar(x=x, y=v / scale, name=name, customdata=v, marker_color=BESIDE[i % len(BESIDE)],
-                             hovertemplate=name + " %{x}: %{customdata:.4g}<extra></extra>"))
+        fig.add_trace(
+            go.Bar(
+                x=x,
+                y=v / scale,
+                name=name,
+                customdata=v,
+                marker_color=BESIDE[i % len(BESIDE)],
+                hovertemplate=name + " %{x}: %{customdata:.4g}<extra></extra>",
+            )
+        )
     # the legend at the figure's foot, below the token names (at a stage font it sat on them and cut them)
     bottom = 30 + 5 * font_size
-    fig.update_layout(barmode="group", height=330 + bottom, margin=dict(l=10, r=10, t=30, b=bottom),
-                      font=dict(size=font_size), yaxis_title="value / its largest |value|",
-                      legend=dict(orientation="h", yref="container", y=0, yanchor="bottom"),
-                      meta=dict(normviz="truth_beside"))
+    fig.update_layout(
+        barmode="group",
+        height=330 + bottom,
+        margin=dict(l=10, r=10, t=30, b=bottom),
+        font=dict(size=font_size),
+        yaxis_title="value / its largest |value|",
+        legend=dict(orientation="h", yref="container", y=0, yanchor="bottom"),
+        meta=dict(normviz="truth_beside"),
+    )
     return fig

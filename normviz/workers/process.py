@@ -41,6 +41,7 @@ replaced and the visitor gets a :class:`~normviz.core.errors.DeadlineError` (a m
 other visitors' jobs queue behind it no longer than that. A process found dead when a job is handed out (it
 died while idle) is replaced silently and the job goes to the new one.
 """
+
 from __future__ import annotations
 
 import collections
@@ -117,13 +118,23 @@ class _Process:
     thread unpickles what the process sends into :attr:`inbox`, so that waiting for it can have a deadline."""
 
     def __init__(self, nice: int, threads: int, max_models: int):
-        env = {**os.environ, "NORMVIZ_WORKER_NICE": str(nice), "NORMVIZ_WORKER_MODELS": str(max_models),
-               **{v: str(threads) for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                                              "NUMBA_NUM_THREADS")}}
+        env = {
+            **os.environ,
+            "NORMVIZ_WORKER_NICE": str(nice),
+            "NORMVIZ_WORKER_MODELS": str(max_models),
+            **{
+                v: str(threads)
+                for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS")
+            },
+        }
         path = os.pathsep.join(p for p in sys.path if p)  # the same normviz as the server
         env["PYTHONPATH"] = path
-        self.proc = subprocess.Popen([sys.executable, "-m", "normviz.workers", "--parent", str(os.getpid())],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "normviz.workers", "--parent", str(os.getpid())],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+        )
         self.pid = self.proc.pid
         self.used = time.monotonic()  # when its last job ended (or it started): idle processes are ended
         self.inbox: queue.Queue = queue.Queue()
@@ -181,11 +192,22 @@ class HeavyWorker:
     send there instead of the families flagged ``HEAVY``. ``deadline_factor``, ``deadline_grace_s``,
     ``default_deadline_s``: each job's deadline (:meth:`deadline_s`)."""
 
-    def __init__(self, processes: int = 1, *, nice: int = 10, threads: int = 1, min_tokens: int = 24,
-                 max_models: int = 2, families: tuple[str, ...] | None = None,
-                 deadline_factor: float = DEADLINE_FACTOR, deadline_grace_s: float = DEADLINE_GRACE_S,
-                 default_deadline_s: float = DEFAULT_DEADLINE_S, long_layers: bool = False,
-                 layer_deadline_s: float = LAYER_DEADLINE_S, idle_s: float | None = None):
+    def __init__(
+        self,
+        processes: int = 1,
+        *,
+        nice: int = 10,
+        threads: int = 1,
+        min_tokens: int = 24,
+        max_models: int = 2,
+        families: tuple[str, ...] | None = None,
+        deadline_factor: float = DEADLINE_FACTOR,
+        deadline_grace_s: float = DEADLINE_GRACE_S,
+        default_deadline_s: float = DEFAULT_DEADLINE_S,
+        long_layers: bool = False,
+        layer_deadline_s: float = LAYER_DEADLINE_S,
+        idle_s: float | None = None,
+    ):
         self.processes, self.nice, self.threads = processes, nice, threads
         self.min_tokens, self.max_models = min_tokens, max_models
         self.families = None if families is None else tuple(families)
@@ -208,8 +230,12 @@ class HeavyWorker:
     # ---- which work goes there
     def _eligible(self, session) -> bool:
         lm = session.lm
-        return (session.n_tokens >= self.min_tokens and lm.device.type == "cpu"
-                and not str(lm.revision).startswith("memory:") and "|map:" not in str(lm.revision))
+        return (
+            session.n_tokens >= self.min_tokens
+            and lm.device.type == "cpu"
+            and not str(lm.revision).startswith("memory:")
+            and "|map:" not in str(lm.revision)
+        )
 
     def takes(self, session, family, keys) -> bool:
         heavy = is_heavy(family) if self.families is None else family.name in self.families
@@ -321,8 +347,11 @@ class HeavyWorker:
                 if len(self._all) < self.processes:  # none yet, or ended while idle (:meth:`retire_idle`)
                     self.start()
                 if progress:
-                    progress(0.0, f"waiting for another visitor's costly maps to finish "
-                                  f"({time.perf_counter() - t0:.0f} s so far); then {names}")
+                    progress(
+                        0.0,
+                        f"waiting for another visitor's costly maps to finish "
+                        f"({time.perf_counter() - t0:.0f} s so far); then {names}",
+                    )
                 self._check_wanted(progress, names)
                 continue
             if proc.alive():
@@ -350,6 +379,7 @@ class HeavyWorker:
     def _drain(self, proc: _Process, model: str, left_s: float) -> None:
         """In a thread: read ``proc``'s messages until its job's result (dropped) or the job's deadline, then free
         it (or replace it past the deadline or when it died). The job stays counted in :attr:`busy` meanwhile."""
+
         def drain():
             end = time.perf_counter() + max(left_s, 0.0)
             finished = False
@@ -405,7 +435,8 @@ class HeavyWorker:
                     raise errors.DeadlineError(
                         f"The costly maps {names} did not finish within {deadline:.0f} s (their cost budget with a "
                         "margin) and were stopped. The server may be busy: try again in a while, or with a "
-                        "shorter text.")
+                        "shorter text."
+                    )
                 try:
                     kind, *payload = proc.receive(min(left, 1.0))
                 except queue.Empty:
@@ -419,8 +450,10 @@ class HeavyWorker:
         except (EOFError, OSError, pickle.UnpicklingError) as exc:
             self._replace(proc, job.model)
             proc = None
-            raise errors.NormvizError(f"The costly-maps worker stopped while computing {names} "
-                                      f"({type(exc).__name__}); try again, or with a shorter text.") from None
+            raise errors.NormvizError(
+                f"The costly-maps worker stopped while computing {names} "
+                f"({type(exc).__name__}); try again, or with a shorter text."
+            ) from None
         finally:
             if proc is not None and result is None:
                 # left mid-job by something else, e.g. the progress callback raised (a Streamlit rerun raises
@@ -441,9 +474,17 @@ class HeavyWorker:
         from ..methods import base
 
         lm = session.lm
-        job = Job(model=lm.name, device=str(lm.device), dtype=str(lm.dtype).replace("torch.", ""),
-                  cache_key=tuple(lm.cache_key), encoded=session.inputs, text=session.text,
-                  text_pair=session.text_pair, options=dict(session.options), keys=tuple(keys))
+        job = Job(
+            model=lm.name,
+            device=str(lm.device),
+            dtype=str(lm.dtype).replace("torch.", ""),
+            cache_key=tuple(lm.cache_key),
+            encoded=session.inputs,
+            text=session.text,
+            text_pair=session.text_pair,
+            options=dict(session.options),
+            keys=tuple(keys),
+        )
         result = self._submit(session, job, ", ".join(keys), self.deadline_s(family, job.options), progress)
         self.ran.append(Ran(family.name, tuple(keys), result.pid, result.seconds))
         _raise(result)
@@ -460,10 +501,19 @@ class HeavyWorker:
         α blocks live there, not in the server, and a visitor's next layer is one more job on the same
         records. {key: [n, n] array}; raises as :meth:`compute` does."""
         lm = session.lm
-        job = Job(model=lm.name, device=str(lm.device), dtype=str(lm.dtype).replace("torch.", ""),
-                  cache_key=tuple(lm.cache_key), encoded=session.inputs, text=session.text,
-                  text_pair=session.text_pair, options=dict(session.options), keys=tuple(keys), layer=int(layer),
-                  head=None if head is None else int(head))
+        job = Job(
+            model=lm.name,
+            device=str(lm.device),
+            dtype=str(lm.dtype).replace("torch.", ""),
+            cache_key=tuple(lm.cache_key),
+            encoded=session.inputs,
+            text=session.text,
+            text_pair=session.text_pair,
+            options=dict(session.options),
+            keys=tuple(keys),
+            layer=int(layer),
+            head=None if head is None else int(head),
+        )
         names = f"layer {layer} of this {session.n_tokens:,}-token text"
         result = self._submit(session, job, names, self.layer_deadline_s, progress)
         self.ran.append(Ran("long_layer", tuple(keys), result.pid, result.seconds))
@@ -521,8 +571,12 @@ def _session(lm, job: Job):
 
     if job.layer is None:
         return Session.from_inputs(lm, job.encoded, job.text, job.text_pair, job.options), None
-    key = (tuple(job.cache_key), hashlib.sha1(pickle.dumps(
-        (job.encoded, job.text, job.text_pair, sorted(job.options.items(), key=str)))).hexdigest())
+    key = (
+        tuple(job.cache_key),
+        hashlib.sha1(
+            pickle.dumps((job.encoded, job.text, job.text_pair, sorted(job.options.items(), key=str)))
+        ).hexdigest(),
+    )
     with _SESSIONS_LOCK:
         session = _SESSIONS.pop(key, (None,))[0]
         if session is None:
@@ -589,8 +643,9 @@ def _run(job: Job, progress) -> Result:
         session, key = _session(lm, job)
         if job.layer is not None:
             if progress:
-                progress(0.0, f"computing layer {job.layer}" + ("" if session.part.passes else
-                                                               " (recording the text first)"))
+                progress(
+                    0.0, f"computing layer {job.layer}" + ("" if session.part.passes else " (recording the text first)")
+                )
             maps = session.maps(list(job.keys), job.layer, job.head)
             return Result(dict(maps), {}, None, time.perf_counter() - t0, os.getpid())
         a = session.get(list(job.keys), strict=True, progress=progress)
@@ -625,8 +680,7 @@ def serve(parent: int | None = None) -> None:
     these messages (prints go to stderr)."""
     parent = os.getppid() if parent is None else int(parent)
     if parent > 1:  # a server that died while this process started up is seen at the first check
-        threading.Thread(target=_exit_with_parent, args=(parent,), name="normviz-worker-parent",
-                         daemon=True).start()
+        threading.Thread(target=_exit_with_parent, args=(parent,), name="normviz-worker-parent", daemon=True).start()
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     inp = sys.stdin.buffer

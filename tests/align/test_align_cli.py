@@ -1,4 +1,5 @@
 """``python -m normviz align`` on a few lines of the toy-mt test set with their gold alignment."""
+
 from __future__ import annotations
 
 import csv
@@ -70,8 +71,22 @@ def test_align_writes_aer_tables_and_alignments(tmp_path, toy, capsys):
     gold_in = gold + ["0-0", "0-0", "0-0 9-9"]
     s, t, g = _write(tmp_path, src_in, tgt_in, gold_in)
     out = tmp_path / "out"
-    argv = ["align", "--model", "toy-mt", "--src", s, "--tgt", t, "--gold", g, "--out", str(out), "--quiet",
-            "--threads", "1"]
+    argv = [
+        "align",
+        "--model",
+        "toy-mt",
+        "--src",
+        s,
+        "--tgt",
+        t,
+        "--gold",
+        g,
+        "--out",
+        str(out),
+        "--quiet",
+        "--threads",
+        "1",
+    ]
     assert main(argv) == 0
     err = capsys.readouterr()
     for k in (N + 1, N + 2, N + 3):
@@ -91,8 +106,9 @@ def test_align_writes_aer_tables_and_alignments(tmp_path, toy, capsys):
     assert len(pred) == len(src_in) and pred[N:] == ["", "", ""]
     # the AER of each layer view equals an independent computation from the model's own maps
     golds = [parse_line(x) for x in gold]
-    analyses = [normviz.Session(toy, a_, target=b_).get(["cross_attention", "cross_norm_layer"])
-                for a_, b_ in zip(src, tgt)]
+    analyses = [
+        normviz.Session(toy, a_, target=b_).get(["cross_attention", "cross_norm_layer"]) for a_, b_ in zip(src, tgt)
+    ]
     for method in ("weight", "norm"):
         for setting in ("AWI", "AWO"):
             for layer in range(L):
@@ -104,8 +120,11 @@ def test_align_writes_aer_tables_and_alignments(tmp_path, toy, capsys):
                 a_s = sum(len(x & gs) for x, (gs, _) in zip(A, golds))
                 a_p = sum(len(x & gp) for x, (_, gp) in zip(A, golds))
                 want = 1 - (a_s + a_p) / (a_all + s_all)
-                got = [float(r["aer"]) for r in rows if (r["method"], r["setting"], r["layer"], r["head"])
-                       == (method, setting, str(layer), "all")]
+                got = [
+                    float(r["aer"])
+                    for r in rows
+                    if (r["method"], r["setting"], r["layer"], r["head"]) == (method, setting, str(layer), "all")
+                ]
                 assert got == [pytest.approx(want, abs=1e-6)]
 
 
@@ -115,8 +134,27 @@ def test_toy_mt_aligns_its_words_at_the_predicting_row(tmp_path, capsys):
     the merging of words would break it."""
     s, t, g = _write(tmp_path, _lines("src", 40), _lines("tgt", 40), _lines("align", 40))
     out = tmp_path / "o"
-    assert main(["align", "--model", "toy-mt", "--src", s, "--tgt", t, "--gold", g, "--out", str(out), "--quiet",
-                 "--threads", "1"]) == 0
+    assert (
+        main(
+            [
+                "align",
+                "--model",
+                "toy-mt",
+                "--src",
+                s,
+                "--tgt",
+                t,
+                "--gold",
+                g,
+                "--out",
+                str(out),
+                "--quiet",
+                "--threads",
+                "1",
+            ]
+        )
+        == 0
+    )
     with open(out / "aer.csv", newline="", encoding="utf-8") as f:
         rows = [r for r in csv.DictReader(f) if r["head"] == "all"]
     for method in ("weight", "norm"):
@@ -127,27 +165,48 @@ def test_toy_mt_aligns_its_words_at_the_predicting_row(tmp_path, capsys):
 def test_align_without_gold_writes_alignments_only(tmp_path, capsys):
     s, t, g = _write(tmp_path, _lines("src", 2), _lines("tgt", 2), [])
     out = tmp_path / "o"
-    assert main(["align", "--model", "toy-mt", "--src", s, "--tgt", t, "--out", str(out), "--quiet",
-                 "--threads", "1"]) == 0
+    assert (
+        main(["align", "--model", "toy-mt", "--src", s, "--tgt", t, "--out", str(out), "--quiet", "--threads", "1"])
+        == 0
+    )
     assert not (out / "aer.csv").exists()
     assert len((out / "alignments" / "weight.AWO.layer0.head0.txt").read_text().splitlines()) == 2
     assert "no --gold" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("case, message", [
-    ("lines", "must pair line by line"),
-    ("gold_lines", "must pair line by line"),
-    ("missing", "cannot read"),
-    ("encoder", "not an encoder–decoder"),
-])
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("lines", "must pair line by line"),
+        ("gold_lines", "must pair line by line"),
+        ("missing", "cannot read"),
+        ("encoder", "not an encoder–decoder"),
+    ],
+)
 def test_align_user_mistakes_exit_2_with_one_line(tmp_path, capsys, case, message):
-    s, t, g = _write(tmp_path, _lines("src", 3), _lines("tgt", 3 if case != "lines" else 2),
-                     _lines("align", 3 if case != "gold_lines" else 1))
+    s, t, g = _write(
+        tmp_path,
+        _lines("src", 3),
+        _lines("tgt", 3 if case != "lines" else 2),
+        _lines("align", 3 if case != "gold_lines" else 1),
+    )
     model = "minilm" if case == "encoder" else "toy-mt"
     if case == "missing":
         s = str(tmp_path / "nope.src")
-    argv = ["align", "--model", model, "--src", s, "--tgt", t, "--out", str(tmp_path / "o"), "--quiet",
-            "--threads", "1"]
+    argv = [
+        "align",
+        "--model",
+        model,
+        "--src",
+        s,
+        "--tgt",
+        t,
+        "--out",
+        str(tmp_path / "o"),
+        "--quiet",
+        "--threads",
+        "1",
+    ]
     if case != "encoder":
         argv += ["--gold", g]
     assert main(argv) == 2
@@ -173,9 +232,16 @@ def test_a_huge_gold_index_is_a_skipped_line_with_its_reason(tmp_path, capsys):
     assert (tmp_path / "o" / "bad_lines.tsv").read_text().splitlines()[1].startswith("1\t")
 
 
-@pytest.mark.parametrize("encoding, named", [("utf-16", "UTF-16 (little-endian)"), ("utf-16-le", "UTF-16 (little-endian)"),
-                                             ("utf-16-be", "UTF-16 (big-endian)"), ("utf-32", "UTF-32"),
-                                             ("utf-32-le", "UTF-32")])
+@pytest.mark.parametrize(
+    "encoding, named",
+    [
+        ("utf-16", "UTF-16 (little-endian)"),
+        ("utf-16-le", "UTF-16 (little-endian)"),
+        ("utf-16-be", "UTF-16 (big-endian)"),
+        ("utf-32", "UTF-32"),
+        ("utf-32-le", "UTF-32"),
+    ],
+)
 def test_utf16_and_utf32_files_are_named_and_refused(tmp_path, capsys, encoding, named):
     s, t, g = _write(tmp_path, _lines("src", 2), _lines("tgt", 2), _lines("align", 2))
     for p in (s, t):  # equal line counts: read as UTF-8 they would pair up and align nonsense
@@ -199,7 +265,9 @@ def test_a_rerun_into_the_same_out_leaves_no_stale_files(tmp_path, capsys):
     src, tgt, gold = _lines("src", 3), _lines("tgt", 3), _lines("align", 3)
     s, t, g = _write(tmp_path, [src[0], "", src[2]], tgt, gold)  # line 2 skipped: bad_lines.tsv
     assert _run((s, t), out, g) == 0
-    assert {"aer.csv", "aer_layers.txt", "aer_heads.txt", "bad_lines.tsv", "alignments"} <= {p.name for p in out.iterdir()}
+    assert {"aer.csv", "aer_layers.txt", "aer_heads.txt", "bad_lines.tsv", "alignments"} <= {
+        p.name for p in out.iterdir()
+    }
     (out / "alignments" / "old.txt").write_text("stale")
     (out / "notes.txt").write_text("mine")  # not an output: left alone
     s, t, _ = _write(tmp_path, src[:2], tgt[:2], [])

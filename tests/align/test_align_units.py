@@ -1,4 +1,5 @@
 """AER, alignment-file readers, subword grouping and word scores on hand-worked examples."""
+
 import numpy as np
 import pytest
 
@@ -39,8 +40,8 @@ def test_aer_hand_worked_sure_possible():
 
 
 def test_aer_empty_alignments():
-    assert aer(set(), set()) == 0.0            # nothing to find, nothing predicted
-    assert aer(set(), {(0, 0)}) == 1.0         # nothing predicted
+    assert aer(set(), set()) == 0.0  # nothing to find, nothing predicted
+    assert aer(set(), {(0, 0)}) == 1.0  # nothing predicted
     assert aer({(0, 0)}, set(), {(0, 0)}) == 0.0  # only possible gold: 1 - |A∩P| / (|A| + |S|) = 1 - 1/1
     assert aer({(0, 0), (1, 1)}, set(), {(0, 0)}) == 0.5
     assert aer({(0, 0)}, set()) == 1.0
@@ -48,7 +49,7 @@ def test_aer_empty_alignments():
 
 def test_corpus_counts_sum_before_the_ratio():
     c = AerCounts()
-    c.add({(0, 0)}, {(0, 0)})                        # 0 % alone
+    c.add({(0, 0)}, {(0, 0)})  # 0 % alone
     c.add({(0, 1), (1, 0), (2, 2)}, {(0, 0), (1, 1), (2, 2)})  # 1 - 2/6
     # by hand: |A| = 4, |S| = 4, |A∩S| = 2, |A∩P| = 2 -> 1 - 4/8
     assert (c.a, c.s, c.a_s, c.a_p) == (4, 4, 2, 2)

@@ -1,4 +1,5 @@
 """The shipped toy-mt model: small, float32, word-level, and it translates its held-out sentences."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """Every app test runs offline, without a deployment's allowlist or token cap from the environment."""
+
 import pytest
 
 from ..helpers import why

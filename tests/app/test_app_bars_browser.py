@@ -2,6 +2,7 @@
 does not overlap itself: the upper row's tick labels end above the lower row's title, at the page's font and at
 stage mode's, for short and long labels. Measured on the figure drawn by plotly.js (the one bundled with plotly),
 no server needed. On 4c42c33 the gap was a share of the figure's height and the lower title sat on the labels."""
+
 from __future__ import annotations
 
 import time
@@ -33,8 +34,14 @@ def test_lower_title_sits_below_the_upper_labels(tmp_path, font_size, labels):
     require_browser()
     n = len(labels)
     rng = np.random.default_rng(0)
-    fig = viz.bars({"share of the weight α": rng.random(n), "share of the norm ‖α f(x)‖": rng.random(n)}, labels,
-                   [list(range(n)), list(range(n))], focus_label="cat [2]", font_size=font_size, width=600)
+    fig = viz.bars(
+        {"share of the weight α": rng.random(n), "share of the norm ‖α f(x)‖": rng.random(n)},
+        labels,
+        [list(range(n)), list(range(n))],
+        focus_label="cat [2]",
+        font_size=font_size,
+        width=600,
+    )
     page = tmp_path / "bars.html"
     page.write_text(fig.to_html(include_plotlyjs=True, full_html=True), encoding="utf-8")
     with chromium(1280, 1400) as driver:

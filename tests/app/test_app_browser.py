@@ -5,6 +5,7 @@ changes of an analysed text, a new short sentence), clicks through every page in
 the text stays, and saves screenshots at 1280×800 and 1920×1080 in light, dark and presentation modes (into
 ``$NORMVIZ_SCREENSHOTS`` when set, else the test's tmp dir). Figures go to ``latency.json`` there and to stdout.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,7 +34,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(1500)]
 TEXT = EXPLORE_TEXT
 
 
-
 def test_explore_and_overview_render_in_chromium(tmp_path):
     with app_in_chromium(tmp_path / "streamlit.log") as (url, driver):
         driver.get(url + "/?layer=2")
@@ -45,7 +45,8 @@ def test_explore_and_overview_render_in_chromium(tmp_path):
         assert not [a for a in state.get("alerts", []) if a.strip()], state
         ticks = driver.execute_script(
             "return Array.from(document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .ytick text'))"
-            ".map(t => t.textContent);")
+            ".map(t => t.textContent);"
+        )
         assert "cat" in ticks and "[CLS]" in ticks
         assert "layer=2" in driver.current_url  # the view lives in the URL
 
@@ -60,8 +61,10 @@ def test_redraw_latency_page_switching_and_screenshots(tmp_path):
     require_browser()
     out = shots_dir(tmp_path)
     log = str(out / "streamlit.log")
-    with streamlit_server(script="benchmarks/apps/bare_slider.py", log_path=str(out / "bare.log")) as bare, \
-            app_in_chromium(log, env={"NORMVIZ_TIMING": "1"}) as (url, driver):
+    with (
+        streamlit_server(script="benchmarks/apps/bare_slider.py", log_path=str(out / "bare.log")) as bare,
+        app_in_chromium(log, env={"NORMVIZ_TIMING": "1"}) as (url, driver),
+    ):
         rounds = int(os.environ.get("NORMVIZ_LATENCY_ROUNDS", "4"))
         floor = streamlit_floor(driver, bare, rounds)  # Streamlit itself on this machine now
         figures = {"streamlit_floor_s": round(floor, 3), **measure_explore(driver, url, log, rounds)}
@@ -73,13 +76,16 @@ def test_redraw_latency_page_switching_and_screenshots(tmp_path):
         wait_for_app(driver, min_charts=4)
         for page, want_chart in (("Overview", 2), ("Learn", 1), ("Corpus", 0), ("Explore", 4), ("Overview", 2)):
             click_nav(driver, page)
-            wait_until(driver, f"return window.location.pathname.endsWith({json.dumps('' if page == 'Explore' else page)})")
+            wait_until(
+                driver, f"return window.location.pathname.endsWith({json.dumps('' if page == 'Explore' else page)})"
+            )
             wait_for_app(driver, min_charts=want_chart)
-            keeps = ("return window.location.search.includes('text=Dogs') && "
-                     "window.location.search.includes('layer=2')")
+            keeps = "return window.location.search.includes('text=Dogs') && window.location.search.includes('layer=2')"
             if page != "Corpus":
-                keeps += (" && Array.from(document.querySelectorAll('[data-testid=\"stMain\"] "
-                          "[data-testid=\"stTextInput\"] input')).some(i => i.value === " + json.dumps(TEXT) + ")")
+                keeps += (
+                    ' && Array.from(document.querySelectorAll(\'[data-testid="stMain"] '
+                    '[data-testid="stTextInput"] input\')).some(i => i.value === ' + json.dumps(TEXT) + ")"
+                )
             try:
                 wait_until(driver, keeps + ";", timeout=90)
             except TimeoutError:
@@ -103,8 +109,10 @@ def test_a_deep_link_to_a_fresh_server_names_the_pages():
         driver.get(url + "/Overview")
         wait_for_app(driver, min_charts=0)
         wait_until(driver, "return document.querySelectorAll('[data-testid=\"stSidebarNav\"] a').length >= 5;")
-        items = driver.execute_script("return Array.from(document.querySelectorAll("
-                                      "'[data-testid=\"stSidebarNav\"] a span[data-testid=\"stSidebarNavLink\"], "
-                                      "[data-testid=\"stSidebarNav\"] a')).map(a => a.innerText.trim())")
+        items = driver.execute_script(
+            "return Array.from(document.querySelectorAll("
+            '\'[data-testid="stSidebarNav"] a span[data-testid="stSidebarNavLink"], '
+            '[data-testid="stSidebarNav"] a\')).map(a => a.innerText.trim())'
+        )
     names = [t.split("\n")[-1] for t in items]
     assert "app" not in names and {"Explore", "Overview", "Learn", "Corpus", "Translate"} <= set(names), items

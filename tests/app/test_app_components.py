@@ -1,6 +1,7 @@
 """The two browser scripts are files of their own (normviz/ui/kit/components/*.js, package data), and the controls
 the instant-switch script watches are named once (normviz.ui.kit.controls): these fail if a widget key or a head
 label is renamed on one side only, or if a script would not ship with an installed package."""
+
 from __future__ import annotations
 
 import fnmatch
@@ -53,18 +54,27 @@ def test_the_explore_controls_are_the_watched_ones(at):
 def test_the_script_parses_every_head_label_the_page_shows_into_the_frame_the_page_sends():
     cases = [[str(layer), controls.head_option(h)] for layer in (0, 3) for h in [controls.ALL_HEADS] + list(range(12))]
     bad = [["1", "head x"], ["1", "heads 2"], ["x", controls.head_option(2)], ["2", ""]]
-    js = ("const src = require('fs').readFileSync(process.argv[1], 'utf8');"
-          "import('data:text/javascript,' + encodeURIComponent(src)).then(m => {"
-          " const [cases, c] = JSON.parse(process.argv[2]);"
-          " console.log(JSON.stringify(cases.map(([l, h]) => m.frameName(l, h, c)))); });")
+    js = (
+        "const src = require('fs').readFileSync(process.argv[1], 'utf8');"
+        "import('data:text/javascript,' + encodeURIComponent(src)).then(m => {"
+        " const [cases, c] = JSON.parse(process.argv[2]);"
+        " console.log(JSON.stringify(cases.map(([l, h]) => m.frameName(l, h, c)))); });"
+    )
     arg = json.dumps([cases + bad, controls.watched()])
-    out = subprocess.run(["node", "-e", js, str(components.HERE / "instant_switch.js"), arg],
-                         capture_output=True, text=True, timeout=60, check=True).stdout
+    out = subprocess.run(
+        ["node", "-e", js, str(components.HERE / "instant_switch.js"), arg],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     got = json.loads(out)
-    want = [frame_name(int(l), None if h == controls.head_option(controls.ALL_HEADS) else int(h.split()[-1]))
-            for l, h in cases]
-    assert got[:len(cases)] == want
-    assert got[len(cases):] == [None] * len(bad)
+    want = [
+        frame_name(int(l), None if h == controls.head_option(controls.ALL_HEADS) else int(h.split()[-1]))
+        for l, h in cases
+    ]
+    assert got[: len(cases)] == want
+    assert got[len(cases) :] == [None] * len(bad)
 
 
 def test_explore_hands_the_script_the_watched_controls(monkeypatch):
@@ -73,6 +83,7 @@ def test_explore_hands_the_script_the_watched_controls(monkeypatch):
     def fake(name):
         def draw(**kwargs):
             sent.append((name, kwargs))
+
         return draw
 
     monkeypatch.setattr(components, "component", fake)
@@ -86,11 +97,18 @@ def test_explore_hands_the_script_the_watched_controls(monkeypatch):
 
 def _run_stage_keys(expr: str, arg) -> object:
     """``expr`` evaluated with the stage-keys script imported as ``m`` and ``arg`` as ``a`` (node)."""
-    js = ("const src = require('fs').readFileSync(process.argv[1], 'utf8');"
-          "import('data:text/javascript,' + encodeURIComponent(src)).then(m => {"
-          " const a = JSON.parse(process.argv[2]); console.log(JSON.stringify(" + expr + ")); });")
-    out = subprocess.run(["node", "-e", js, str(components.HERE / "stage_keys.js"), json.dumps(arg)],
-                         capture_output=True, text=True, timeout=60, check=True).stdout
+    js = (
+        "const src = require('fs').readFileSync(process.argv[1], 'utf8');"
+        "import('data:text/javascript,' + encodeURIComponent(src)).then(m => {"
+        " const a = JSON.parse(process.argv[2]); console.log(JSON.stringify(" + expr + ")); });"
+    )
+    out = subprocess.run(
+        ["node", "-e", js, str(components.HERE / "stage_keys.js"), json.dumps(arg)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     return json.loads(out)
 
 
@@ -107,7 +125,13 @@ def test_stage_keys_space_plays_and_f_focuses_the_token_the_hover_names():
     assert _run_stage_keys("a.map(p => m.hoveredPosition(p))", points) == [13, 12, None]
     keys = [[" ", None], ["f", 13], ["f", None], ["ArrowRight", 3], ["PageDown", None], ["q", 2]]
     assert _run_stage_keys("a.map(([k, h]) => m.keyAction(k, h))", keys) == [
-        "play", "focus:13", "focus:none", "layer+", "next", None]
+        "play",
+        "focus:13",
+        "focus:none",
+        "layer+",
+        "next",
+        None,
+    ]
 
 
 def test_stage_key_presses_move_the_pages_controls():
@@ -119,8 +143,15 @@ def test_stage_key_presses_move_the_pages_controls():
 
     ss.clear()
     ss["w_layer"], ss["w_head"], ss["w_focus"] = 5, -1, None
-    press = lambda what: stage.on_key(what, "w_layer", list(range(6)), "w_head", [-1, 0, 1], lambda: None,  # noqa: E731
-                                      focus_key="w_focus")
+    press = lambda what: stage.on_key(
+        what,
+        "w_layer",
+        list(range(6)),
+        "w_head",
+        [-1, 0, 1],
+        lambda: None,  # noqa: E731
+        focus_key="w_focus",
+    )
     press("focus:3")
     assert ss["w_focus"] == 3
     press("focus:3")
@@ -143,9 +174,16 @@ def test_row_click_reads_the_step_from_the_row_label_the_heatmap_writes():
     names = hover_names(list(range(6)), ["␣the", "[3]", "cat", "the·2", "<b>x</b>", "."])
     points = [{"y": n, "x": "a [0]", "pointNumber": [0, 0]} for n in names]
     points += [{"y": "no label", "pointNumber": [7, 2]}, {"y": "no label"}, None]
-    js = ("const src = require('fs').readFileSync(process.argv[1], 'utf8');"
-          "import('data:text/javascript,' + encodeURIComponent(src)).then(m => {"
-          " console.log(JSON.stringify(JSON.parse(process.argv[2]).map(p => m.rowOf(p)))); });")
-    out = subprocess.run(["node", "-e", js, str(components.HERE / "row_click.js"), json.dumps(points)],
-                         capture_output=True, text=True, timeout=60, check=True).stdout
+    js = (
+        "const src = require('fs').readFileSync(process.argv[1], 'utf8');"
+        "import('data:text/javascript,' + encodeURIComponent(src)).then(m => {"
+        " console.log(JSON.stringify(JSON.parse(process.argv[2]).map(p => m.rowOf(p)))); });"
+    )
+    out = subprocess.run(
+        ["node", "-e", js, str(components.HERE / "row_click.js"), json.dumps(points)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     assert json.loads(out) == [0, 1, 2, 3, 4, 5, 7, None, None]

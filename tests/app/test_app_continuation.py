@@ -1,6 +1,7 @@
 """Issue 39: the Why page's Continuation view on smollm2 — the steps × tokens heatmap is the library's
 ``explain_continuation`` (every cell), a step picked opens that step's Why panels (the text + continuation at the
 step's position, its own token explained), the URL keeps the continuation; minilm says it is not a decoder."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,8 +22,9 @@ def test_continuation_view_draws_the_librarys_numbers_and_walks_steps():
     got = z(heat)
     assert got.shape == c.sources.shape
     assert np.array_equal(np.isnan(got), np.isnan(c.sources))
-    np.testing.assert_allclose(got[~np.isnan(got)], c.sources[~np.isnan(c.sources)], rtol=1e-5,
-                               atol=1e-6 * np.nanmax(np.abs(c.sources)))
+    np.testing.assert_allclose(
+        got[~np.isnan(got)], c.sources[~np.isnan(c.sources)], rtol=1e-5, atol=1e-6 * np.nanmax(np.abs(c.sources))
+    )
     picker = at.get("button_group")[0] if at.get("button_group") else None
     assert picker is not None
     # step 0's panels: the page explains position n − 1 of text + continuation, the step's own token
@@ -89,8 +91,9 @@ def test_the_encoder_decoder_branch_explains_the_whole_translation(monkeypatch):
     assert c.n_source == len(s.src_tokens) and len(c) >= 3
     got = z(by_kind(at)["continuation"])
     assert got.shape == c.sources.shape and np.array_equal(np.isnan(got), np.isnan(c.sources))
-    np.testing.assert_allclose(got[~np.isnan(got)], c.sources[~np.isnan(c.sources)], rtol=1e-6,
-                               atol=1e-7 * np.nanmax(np.abs(c.sources)))
+    np.testing.assert_allclose(
+        got[~np.isnan(got)], c.sources[~np.isnan(c.sources)], rtol=1e-6, atol=1e-7 * np.nanmax(np.abs(c.sources))
+    )
     assert at.selectbox(key="w_why_pos").value == 0
     monkeypatch.setattr(st_parts, "row_clicks", lambda chart, key="": 2)
     at.run()

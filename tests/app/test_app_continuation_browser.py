@@ -8,6 +8,7 @@
 - The view in the dark theme (``theme=dark``): the heatmap's scale and masked cells are the dark twins
   (:mod:`normviz.viz.theme`); a screenshot goes to ``$NORMVIZ_SCREENSHOTS/continuation`` (else the test's tmp dir).
 """
+
 from __future__ import annotations
 
 import json
@@ -28,15 +29,23 @@ NEW = "Yesterday the old fisherman walked slowly down to the harbour at"  # 12 s
 STEPS = 20
 CHARTS = 6  # the Why page's own panels (candidates, sources, heads …)
 HEAT = ".st-key-continuation"
-DRAWN = (f"return document.querySelectorAll('{HEAT} .hm image, {HEAT} .heatmaplayer image').length > 0;")
-ROWS = f"const gd = document.querySelector('{HEAT} .js-plotly-plot'); return gd && gd._fullData ? gd._fullData[0].z.length : 0;"
+DRAWN = f"return document.querySelectorAll('{HEAT} .hm image, {HEAT} .heatmaplayer image').length > 0;"
+ROWS = (
+    f"const gd = document.querySelector('{HEAT} .js-plotly-plot'); "
+    "return gd && gd._fullData ? gd._fullData[0].z.length : 0;"
+)
 # the centre of cell (row, col) of the heatmap in the page's pixels, by plotly's own axis mapping (category axes:
 # the k-th category sits at k), and the centre of its drag layer (where Selenium's offsets start)
-_CELL = """const gd = document.querySelector('""" + HEAT + """ .js-plotly-plot');
+_CELL = (
+    """const gd = document.querySelector('"""
+    + HEAT
+    + """ .js-plotly-plot');
            if (!gd || !gd._fullLayout) return null;
-           const L = gd._fullLayout, r = gd.getBoundingClientRect(), d = gd.querySelector('.nsewdrag').getBoundingClientRect();
+           const L = gd._fullLayout, r = gd.getBoundingClientRect(),
+             d = gd.querySelector('.nsewdrag').getBoundingClientRect();
            return {x: r.left + L._size.l + L.xaxis.l2p(arguments[1]), y: r.top + L._size.t + L.yaxis.l2p(arguments[0]),
                    cx: d.left + d.width / 2, cy: d.top + d.height / 2};"""
+)
 _TOGGLE = """return Array.from(document.querySelectorAll('[data-testid="stMain"] [data-testid="stCheckbox"] label'))
                   .find(l => l.innerText.includes(arguments[0])) || null;"""
 _CAND = "((document.querySelector('.st-key-candidates .gtitle') || {}).textContent || '')"
@@ -52,7 +61,9 @@ def _click_cell(driver, row: int, col: int) -> None:
     p = driver.execute_script(_CELL, row, col)
     assert p is not None
     drag = driver.find_element(By.CSS_SELECTOR, f"{HEAT} .nsewdrag")
-    ActionChains(driver).move_to_element_with_offset(drag, int(p["x"] - p["cx"]), int(p["y"] - p["cy"])).click().perform()
+    ActionChains(driver).move_to_element_with_offset(
+        drag, int(p["x"] - p["cx"]), int(p["y"] - p["cy"])
+    ).click().perform()
 
 
 def test_a_20_token_continuation_draws_opens_a_clicked_step_and_goes_dark(tmp_path):
@@ -100,7 +111,8 @@ def test_a_20_token_continuation_draws_opens_a_clicked_step_and_goes_dark(tmp_pa
         wait_for_app(driver, min_charts=CHARTS + 1)
         wait_until(driver, DRAWN, timeout=300)
         look = driver.execute_script(f"""const gd = document.querySelector('{HEAT} .js-plotly-plot');
-            return {{scale: JSON.stringify(gd._fullData[0].colorscale), masked: JSON.stringify(gd._fullData[1].colorscale),
+            return {{scale: JSON.stringify(gd._fullData[0].colorscale),
+              masked: JSON.stringify(gd._fullData[1].colorscale),
                      bg: gd.layout.plot_bgcolor, page: getComputedStyle(document.body).backgroundColor}};""")
         assert DARK_MID in look["scale"] and DARK_MASKED in look["masked"] and look["bg"] == DARK_MASKED, look
         driver.execute_script(f"document.querySelector('{HEAT}').scrollIntoView({{block: 'start'}});")

@@ -1,4 +1,5 @@
 """AppTest runs of issue 13's controls on Explore, Overview and Learn (embedded minilm; smollm2 once)."""
+
 from __future__ import annotations
 
 import json
@@ -175,8 +176,10 @@ def test_comparing_models_starts_on_a_model_other_than_the_main_one():
 def test_html_download_is_offline_and_holds_every_panel(at):
     labels = [b.proto.label for b in at.get("download_button")]
     assert "Download HTML" in labels
-    figs = [normviz.viz.heatmap(np.eye(3), ["a", "b", "c"], title="one"),
-            normviz.viz.heatmap(np.ones((3, 3)), ["a", "b", "c"], title="two")]
+    figs = [
+        normviz.viz.heatmap(np.eye(3), ["a", "b", "c"], title="one"),
+        normviz.viz.heatmap(np.ones((3, 3)), ["a", "b", "c"], title="two"),
+    ]
     html = st_parts.view_html(figs, ["x", "y"], "minilm", st_parts.ViewState(text="<b>hi</b>"))().decode()
     assert "<script src=" not in html and "plotly" in html.lower()
     assert "one" in html and "two" in html and "<b>hi</b>" not in html
@@ -185,8 +188,16 @@ def test_html_download_is_offline_and_holds_every_panel(at):
 def test_new_view_fields_round_trip_and_bad_values_are_noted():
     from normviz.ui.kit.state import ViewState
 
-    v = ViewState(draw="lines", threshold=0.25, diff=("attention", "norm"), fx=False, compare="text",
-                  text_b="Other.", player="norm", lesson="flow")
+    v = ViewState(
+        draw="lines",
+        threshold=0.25,
+        diff=("attention", "norm"),
+        fx=False,
+        compare="text",
+        text_b="Other.",
+        player="norm",
+        lesson="flow",
+    )
     assert ViewState.from_query(v.to_query()) == v
     bad = ViewState.from_query({"draw": "x", "threshold": "2", "diff": "norm,norm", "compare": "z"})
     assert len(bad.problems) == 4 and bad.threshold == 0.0 and bad.diff == () and bad.draw == "heatmap"
@@ -228,6 +239,7 @@ def test_learn_has_a_tab_per_key_symbols_and_the_walk_through():
     assert len(at.tabs) == len(keys) + 2  # one per map key, the Why page's "Why this token", "Which map to trust"
     assert at.tabs[-2].label == learn.WHY_TAB
     from normviz.ui.views import trust
+
     assert at.tabs[-1].label == trust.TAB
     assert any("necessary" in m.value for m in at.tabs[-1].markdown)
     assert {"flow", "value_zeroing", "rollout_value_zeroing", "globenc", "effective_attention"} <= set(keys)

@@ -2,6 +2,7 @@
 map's and the score split's centre (a value 0) near the page, not white; masked cells and frames dark grey; the
 routes graph's head edges a blue that stands out from the page. The figures the app sends are read back (AppTest:
 the browser does not say its theme there, so the link's is the figures')."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,5 +1,6 @@
 """Issue 30 on the Why page: ``sources_by_layer`` as a layers × tokens heatmap, its numbers normviz's own; a new
 candidate redraws it (one backward pass on the page's session)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,8 +34,12 @@ def test_the_depth_heatmap_shows_sources_by_layer(why_page):
     why_page.selectbox(key="w_why_foil").set_value(cands[1].id).run()
     no_exception(why_page)
     e2 = s.explain(foil=cands[1].id)
-    np.testing.assert_allclose(arr(depth_figure(why_page)["data"][0]["z"]), e2.sources_by_layer, rtol=1e-4,
-                               atol=1e-6 * np.abs(e2.sources_by_layer).max())
+    np.testing.assert_allclose(
+        arr(depth_figure(why_page)["data"][0]["z"]),
+        e2.sources_by_layer,
+        rtol=1e-4,
+        atol=1e-6 * np.abs(e2.sources_by_layer).max(),
+    )
 
 
 def test_depth_heatmap_escapes_tokens_and_checks_shapes():

@@ -1,5 +1,6 @@
 """What the pages drop or change is said (issue 22 item 6): the pair when the first box fills the limit, an
 encoder–decoder named on Explore (pointed to Translate), a long token in a refusal (cut)."""
+
 from __future__ import annotations
 
 from ..helpers.app import app, no_exception, texts
@@ -37,8 +38,9 @@ def test_an_encoder_decoder_on_explore_points_to_translate(monkeypatch):
 
 
 def test_a_long_token_in_a_refusal_is_cut():
-    at = app("app_pages/4_Translate.py", {"src": "the cat sees a dog", "tgt": "mao vidas un inu",
-                                          "gold": "0-" + "9" * 3990})
+    at = app(
+        "app_pages/4_Translate.py", {"src": "the cat sees a dog", "tgt": "mao vidas un inu", "gold": "0-" + "9" * 3990}
+    )
     at.run()
     no_exception(at)
     said = [m for m in _messages(at) if "Gold alignment" in m]

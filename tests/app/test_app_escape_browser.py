@@ -3,6 +3,7 @@ every embedded self-attention model. On 4c42c33 Esc did nothing on Overview, Lea
 keyboard there) and on the Why page replaced everything from the graph down with
 StreamlitValueAssignmentNotAllowedError (its graph download's key set again). Screenshots after each Esc go to
 ``$NORMVIZ_SCREENSHOTS/escape`` (else the test's tmp dir)."""
+
 from __future__ import annotations
 
 from urllib.parse import quote_plus
@@ -30,8 +31,9 @@ def test_escape_leaves_stage_on_every_page(served, path, model):
     driver.get(f"{url}{path}?present=1&model={model}&text={quote_plus(TEXT)}")
     state = wait_for_app(driver, min_charts=PAGES[path], timeout=900)
     assert not state.get("timed_out"), (path, model, state)
-    wait_until(driver, "return document.querySelectorAll('iframe, [class*=\"st-key-nv_stage_keys\"]').length > 0",
-               timeout=60)
+    wait_until(
+        driver, "return document.querySelectorAll('iframe, [class*=\"st-key-nv_stage_keys\"]').length > 0", timeout=60
+    )
     assert driver.execute_script(ERRORS) == {"exceptions": 0, "wrong": []}, (path, model, "on stage")
     press_key(driver, "\ue00c")  # Esc
     wait_until(driver, "return !window.location.search.includes('present=1');", timeout=60)

@@ -1,5 +1,6 @@
 """Tokens typed as markup show as typed on Explore and Translate: every label and title of every chart went
 through the one escaping function (normviz.viz.labels.plotly_text) exactly once."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,10 +15,13 @@ def _shown(obj):
     return (text for key, text in keyed_strings(obj) if key not in TEMPLATES)
 
 
-@pytest.mark.parametrize("page,query", [
-    ("app.py", {"text": "<b>x</b> and <!--<script> & more"}),
-    ("app_pages/4_Translate.py", {"src": "the <b> cat & dog", "tgt": "mao <b> & inu"}),
-])
+@pytest.mark.parametrize(
+    "page,query",
+    [
+        ("app.py", {"text": "<b>x</b> and <!--<script> & more"}),
+        ("app_pages/4_Translate.py", {"src": "the <b> cat & dog", "tgt": "mao <b> & inu"}),
+    ],
+)
 def test_markup_in_tokens_is_escaped_once_in_every_chart(page, query):
     at = app(page, query=query)
     at.run()

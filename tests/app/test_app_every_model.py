@@ -4,6 +4,7 @@ same leave), then on again -- no exception and no "Something went wrong" at any 
 the stage keyboard (its Esc). On 4c42c33: Trust broke on smollm2 (UnboundLocalError), Why broke after leaving
 stage (its graph's download key set again), and Overview, Learn, Trust and Corpus had no keyboard (Esc did
 nothing)."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,8 +13,14 @@ from ..helpers.app import app, no_exception
 from .models import MODELS
 
 pytestmark = pytest.mark.timeout(1800)
-PAGES = {"Explore": "app.py", "Why": "app_pages/0_Why.py", "Overview": "app_pages/1_Overview.py",
-         "Learn": "app_pages/2_Learn.py", "Corpus": "app_pages/3_Corpus.py", "Trust": "app_pages/5_Trust.py"}
+PAGES = {
+    "Explore": "app.py",
+    "Why": "app_pages/0_Why.py",
+    "Overview": "app_pages/1_Overview.py",
+    "Learn": "app_pages/2_Learn.py",
+    "Corpus": "app_pages/3_Corpus.py",
+    "Trust": "app_pages/5_Trust.py",
+}
 TEXT = "The capital of France is Paris, and the capital of Italy is"
 
 

@@ -1,4 +1,5 @@
 """AppTest runs of the Explore page (app.py runs it as the default page) on the embedded minilm."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,9 +27,11 @@ def computes(monkeypatch):
     """Calls of every registered family's compute, as (family, keys)."""
     calls = []
     for name, family in registry.families().items():
+
         def compute(inputs, keys, options, _real=family.compute, _name=name):
             calls.append((_name, tuple(keys)))
             return _real(inputs, keys, options)
+
         monkeypatch.setattr(family.module, "compute", compute)
     return calls
 
@@ -37,7 +40,11 @@ def test_default_view_renders_four_heatmaps(at):
     hms = heatmaps(at)
     assert len(hms) == 4
     assert [title(f).split(" · ")[0] for f in hms] == [  # the fast default set (issue 13): no FF maps
-        "Attention weights α", "Norm ‖α f(x)‖", "Attention + residual", "Attention + residual + norm"]
+        "Attention weights α",
+        "Norm ‖α f(x)‖",
+        "Attention + residual",
+        "Attention + residual + norm",
+    ]
     for f in hms:
         assert z(f).shape == (N, N)
         assert f["layout"]["yaxis"]["ticktext"][:3] == ["[CLS]", "the", "cat"]
@@ -110,8 +117,16 @@ def test_downloads_offer_csv_and_npz(at):
 
 
 def test_url_query_restores_a_view():
-    at = app(query={"text": "Dogs bark loudly.", "layer": "4", "head": "7", "maps": "norm,attn_res",
-                    "hide_special": "1", "shared_scale": "0"})
+    at = app(
+        query={
+            "text": "Dogs bark loudly.",
+            "layer": "4",
+            "head": "7",
+            "maps": "norm,attn_res",
+            "hide_special": "1",
+            "shared_scale": "0",
+        }
+    )
     at.run()
     no_exception(at)
     assert at.text_input(key="w_text").value == "Dogs bark loudly."
@@ -140,10 +155,13 @@ def test_empty_text_says_so(at):
     assert len(heatmaps(at)) == 4 and not at.error
 
 
-@pytest.mark.parametrize("model,expected", [
-    ("no such model!", "Unknown model"),
-    ("some-org/surely-missing-model", "Could not fetch"),
-])
+@pytest.mark.parametrize(
+    "model,expected",
+    [
+        ("no such model!", "Unknown model"),
+        ("some-org/surely-missing-model", "Could not fetch"),
+    ],
+)
 def test_bad_models_say_what_to_do(model, expected):
     at = app(query={"model": model})
     at.run()
@@ -186,9 +204,16 @@ def test_a_model_without_an_architecture_row_gets_raw_attention_and_one_note(tmp
     assert not why.error and len([t for t in texts(why.info) if "has no architecture row" in t]) == 1
     assert [title(f) for f in figures(why)][1] == "Logit lens: the probability after every layer"
     with pytest.raises(UnsupportedModelError, match="'pegasus' encoder–decoder"):  # no floor for these
-        transformers.PegasusConfig(vocab_size=50, d_model=16, encoder_layers=1, decoder_layers=1,
-                                   encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=16,
-                                   decoder_ffn_dim=16).save_pretrained(tmp_path / "p")
+        transformers.PegasusConfig(
+            vocab_size=50,
+            d_model=16,
+            encoder_layers=1,
+            decoder_layers=1,
+            encoder_attention_heads=2,
+            decoder_attention_heads=2,
+            encoder_ffn_dim=16,
+            decoder_ffn_dim=16,
+        ).save_pretrained(tmp_path / "p")
         normviz.load(str(tmp_path / "p"))
 
 
@@ -230,8 +255,9 @@ def costly_method():
     family.REFERENCES = ()
 
     def check(request, key, options):
-        raise TooCostlyError(f"Attention flow is too costly for {request.n_tokens} tokens here; "
-                             "try a text under 10 tokens.")
+        raise TooCostlyError(
+            f"Attention flow is too costly for {request.n_tokens} tokens here; try a text under 10 tokens."
+        )
 
     def compute(inputs, keys, options):
         raise AssertionError("a refused key is never computed")
@@ -299,8 +325,9 @@ def test_the_default_view_runs_the_forward_pass_once_and_a_layer_change_none():
         at.selectbox(key="w_head").set_value(2).run()
         no_exception(at)
         assert "layer 4" in title(heatmaps(at)[0])
-        at.pills(key="w_maps").set_value(["attention", "norm", "attn_res_ln", "ff_res_ln", "norm_layer",
-                                          "rollout_attention"]).run()
+        at.pills(key="w_maps").set_value(
+            ["attention", "norm", "attn_res_ln", "ff_res_ln", "norm_layer", "rollout_attention"]
+        ).run()
         assert len(heatmaps(at)) == 6
     assert calls[0] == 1
 
@@ -312,7 +339,11 @@ def test_switching_to_the_llama_model_keeps_the_view_working(at):
     assert not at.error and not at.warning
     hms = heatmaps(at)
     assert [title(f).split(" · ")[0] for f in hms] == [
-        "Attention weights α", "Norm ‖α f(x)‖", "Attention + residual", "Attention + residual + norm"]
+        "Attention weights α",
+        "Norm ‖α f(x)‖",
+        "Attention + residual",
+        "Attention + residual + norm",
+    ]
     assert hms[0]["layout"]["yaxis"]["ticktext"][:2] == ["The", " cat"] and z(hms[0]).shape == (11, 11)
     assert "layer 5" in title(hms[0])
     at.slider(key="w_layer").set_value(29).run()  # 30 layers now

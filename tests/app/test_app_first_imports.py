@@ -2,6 +2,7 @@
 ("cannot import name 'AutoTokenizer' from 'transformers'" for one visitor of the load benchmark). The pages'
 names are imported once, under a lock, by app.py before any page: eight first visits at once in a fresh process
 all find them. (The race itself is timing-dependent; this checks the guard, not that the race reproduces.)"""
+
 from __future__ import annotations
 
 import os
@@ -33,8 +34,14 @@ print("ERRORS", errors, "NAMES", all(hasattr(transformers, n) for n in PAGE_IMPO
 
 
 def test_eight_first_visits_at_once_find_the_transformers_names():
-    out = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=600,
-                         env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)})
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)},
+    )
     assert "ERRORS [] NAMES True" in out.stdout, out.stdout[-2000:] + out.stderr[-3000:]
 
 

@@ -2,6 +2,7 @@
 st_parts.instant_switch); AppTest runs no JS, so these check what the page sends: the frame of the view
 shown equals the figure drawn, the frames cover the next layer and head change, and views whose other
 charts depend on the layer get none."""
+
 from __future__ import annotations
 
 import json
@@ -52,7 +53,9 @@ def test_frames_cover_every_layer_and_every_head_and_recentre_after_a_change(at)
     names = set(sent(at)["panel_attention"])
     assert {frame_name(layer, 5) for layer in range(6)} | {frame_name(3, h) for h in [None] + list(range(12))} <= names
     assert all(f["layout"]["meta"]["frame"] == "3:5" for f in panels(at))
-    assert title(panels(at)[0]) == sent(at)["panel_attention"]["3:5"]["title"] == "Attention weights α · layer 3, head 5"
+    assert (
+        title(panels(at)[0]) == sent(at)["panel_attention"]["3:5"]["title"] == "Attention weights α · layer 3, head 5"
+    )
 
 
 def test_views_with_other_layer_charts_wait_for_the_server(at):

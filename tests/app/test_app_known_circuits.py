@@ -1,6 +1,7 @@
 """Issue 41: the Trust page's "Known circuits" view draws the shipped scores — one ROC per method whose area is
 the AUROC the library computes from the same grid, and the head grid with the circuit marked and the method's top
 heads outlined — and the Trust page hooks it in."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,6 +20,7 @@ def _view():
 
     from normviz.ui.kit import st_parts as ui
     from normviz.ui.views import known_circuits as KC
+
     KC.render(ui, st)
 
 
@@ -42,7 +44,7 @@ def test_the_view_draws_the_shipped_scores():
     at.selectbox(key="w_circuits_method").set_value("attention").run()
     no_exception(at)
     grid = figures(at)[1]
-    top = next(m for m in row["methods"] if m["method"] == "attention")["top"][:int(truth.sum())]
+    top = next(m for m in row["methods"] if m["method"] == "attention")["top"][: int(truth.sum())]
     outlined = sorted((int(round(s["y0"] + 0.5)), int(round(s["x0"] + 0.5))) for s in grid["layout"]["shapes"])
     assert outlined == sorted(tuple(t) for t in top)
     attention = next(m for m in row["methods"] if m["method"] == "attention")

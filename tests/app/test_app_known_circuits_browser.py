@@ -1,6 +1,7 @@
 """Issue 41: the Trust page's "Known circuits" view in headless Chromium — opened by a visitor (its expander
 clicked), it draws the ROC chart (one curve per shipped method, and chance) and the head grid (a heatmap with the
 circuit marked and the method's top heads outlined), with no exception box."""
+
 from __future__ import annotations
 
 import pytest
@@ -42,11 +43,17 @@ def test_known_circuits_view_draws_in_chromium(tmp_path):
         state = wait_for_app(driver, min_charts=1, timeout=300)
         assert state.get("exceptions") == 0 and not state.get("timed_out"), (state, log.read_text()[-3000:])
         wait_until(driver, _OPEN, 60)
-        wait_until(driver, "const v = (() => {" + _VIEW + "})(); return v !== null && v.charts >= 2 && "
-                   "v.heatmap > 0 && v.legend.length > 0;", 180)
+        wait_until(
+            driver,
+            "const v = (() => {" + _VIEW + "})(); return v !== null && v.charts >= 2 && "
+            "v.heatmap > 0 && v.legend.length > 0;",
+            180,
+        )
         view = driver.execute_script(_VIEW)
-        driver.execute_script("Array.from(document.querySelectorAll('[data-testid=\"stExpander\"] summary'))"
-                              ".find(e => e.innerText.includes('Known circuits')).scrollIntoView();")
+        driver.execute_script(
+            "Array.from(document.querySelectorAll('[data-testid=\"stExpander\"] summary'))"
+            ".find(e => e.innerText.includes('Known circuits')).scrollIntoView();"
+        )
         driver.save_screenshot(str(tmp_path / "known_circuits.png"))
     assert view["exceptions"] == 0, view
     assert any("ROC" in t for t in view["titles"]) and any("the circuit" in t for t in view["titles"]), view

@@ -2,6 +2,7 @@
 score of the last token → the token after its earlier occurrence, split exactly by Session.attend, is written on
 the key side mostly by the previous-token heads, from the earlier occurrence (K-composition); the view draws the
 library's numbers and the Learn page hooks it in."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,6 +22,7 @@ def _view():
 
     from normviz.ui.kit import st_parts as ui
     from normviz.ui.views import learn_circuit as LC
+
     LC.render(ui, st)
 
 
@@ -95,6 +97,7 @@ def test_lesson_induction_link_opens_the_lesson_first_and_running():
     assert not [w for w in at.warning if "not a lesson" in w.value]
     assert [h.value for h in at.subheader].count(LC.TITLE) == 1
     from normviz.ui.views import learn
+
     assert "induction" in learn.unknown_lesson("x", ["norm"], "Norm")
     view = (Path(ROOT) / "normviz" / "ui" / "views" / "known_circuits.py").read_text(encoding="utf-8")
     assert '{"lesson": "induction"}' in view and LC.opens("induction") and not LC.opens("norm")

@@ -4,6 +4,7 @@ Streamlit sends a value set through session state with the widget once (``set_va
 registers the widget; a browser that mounts the box from a later run's message only falls back to the widget's
 default. That default was "", and the link's text became "" on the next rerun (the stage test's paragraph, CI of
 stop 36); now it is the view's text."""
+
 from __future__ import annotations
 
 LINK_TEXT = "The committee met on a cold Tuesday morning."
@@ -14,8 +15,12 @@ def test_a_links_text_is_also_the_text_boxs_default_on_every_page():
     back to the widget's default: the link's text, not an empty box (``default`` of the widget proto)."""
     from ..helpers.app import app, no_exception
 
-    for page, key in (("app.py", "w_text"), ("app_pages/0_Why.py", "w_text"), ("app_pages/1_Overview.py", "w_text"),
-                      ("app_pages/5_Trust.py", "w_trust_text")):
+    for page, key in (
+        ("app.py", "w_text"),
+        ("app_pages/0_Why.py", "w_text"),
+        ("app_pages/1_Overview.py", "w_text"),
+        ("app_pages/5_Trust.py", "w_trust_text"),
+    ):
         at = app(page, {"text": LINK_TEXT, "present": "1"})
         at.run()
         no_exception(at)

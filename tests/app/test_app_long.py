@@ -1,5 +1,6 @@
 """Explore on a long text (issue 20): overviews of block max/mean, a zoom window at full resolution, token
 search and focus, one layer computed at a time (AppTest on the embedded minilm, NORMVIZ_MAX_TOKENS=400)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,9 +24,11 @@ def long_at(monkeypatch):
     monkeypatch.setenv("NORMVIZ_MAX_TOKENS", "400")
     calls = []
     for name, family in registry.families().items():
+
         def compute(inputs, keys, options, _real=family.compute, _name=name):
             calls.append((_name, tuple(keys), inputs.request.n_layers))
             return _real(inputs, keys, options)
+
         monkeypatch.setattr(family.module, "compute", compute)
     at = app(query={"text": TEXT, "layer": "1"})
     at.session_state["_normviz_width"] = WIDTH
@@ -145,6 +148,7 @@ def test_the_overview_contrast_control_redraws_the_overviews_and_says_the_scale(
         z = arr(fig["data"][0]["z"])
         lo, hi = fig["data"][0]["zmin"], fig["data"][0]["zmax"]
         return float(np.nanstd((z - lo) / (hi - lo)))
+
     default = spread(norm())
     at.selectbox(key="w_ov_scale").set_value("linear").run()
     assert norm()["layout"]["title"]["text"].endswith("overview: max, linear scale")

@@ -1,5 +1,6 @@
 """The long view in a real browser (issue 20): a box drawn on an overview moves the zoom window there (plotly's
 box selection, read by the page on the rerun it triggers). minilm, ~320 tokens, NORMVIZ_MAX_TOKENS=400."""
+
 from __future__ import annotations
 
 import time
@@ -34,8 +35,11 @@ def test_a_box_on_an_overview_moves_the_zoom_window(tmp_path):
         chain.move_to_element_with_offset(plot, int(0.1 * w), int(0.1 * h)).click_and_hold()
         chain.move_by_offset(int(0.1 * w), int(0.1 * h)).move_by_offset(int(0.1 * w), int(0.1 * h)).release()
         chain.perform()
-        wait_until(driver, "const w = " + WINDOWS.replace("return ", "") + " return w.length === 1 && w[0] && w[0][0] > 150;",
-                   timeout=120)
-        (r0, r1, c0, c1), = driver.execute_script(WINDOWS)
+        wait_until(
+            driver,
+            "const w = " + WINDOWS.replace("return ", "") + " return w.length === 1 && w[0] && w[0][0] > 150;",
+            timeout=120,
+        )
+        ((r0, r1, c0, c1),) = driver.execute_script(WINDOWS)
         assert 150 < r0 < r1 <= 330 and 150 < c0 < c1 <= 330, (r0, r1, c0, c1)
-        assert not driver.execute_script('return document.querySelectorAll(\'[data-testid="stException"]\').length')
+        assert not driver.execute_script("return document.querySelectorAll('[data-testid=\"stException\"]').length")

@@ -4,6 +4,7 @@ within the memory budget above what it held before the paste; a layer change is 
 in-page clock of :func:`tools.browser.timed`). Figures go to stdout and to
 ``benchmarks/results/long_browser.json`` (``$NORMVIZ_LONG_RESULTS`` overrides): the time is reported, not
 asserted (the target, ≤ 3 s, is measured on a quiet machine)."""
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,10 @@ from ..helpers.browser import (
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(3600)]
-SENTENCE = ("The river rose in the night and the town woke to water in the streets; the mayor, who had promised "
-            "a wall for years, stood on the bridge and counted the boats. ")
+SENTENCE = (
+    "The river rose in the night and the town woke to water in the streets; the mayor, who had promised "
+    "a wall for years, stood on the bridge and counted the boats. "
+)
 TOKENS = 4000
 BUDGET_MB = 2048  # NORMVIZ_MEMORY_BUDGET_MB's default
 PASTE = """const el = arguments[0], setter = Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, 'value').set;
@@ -120,8 +123,12 @@ def test_a_4000_token_paste_on_smollm2_stays_in_the_budget_and_a_layer_change_is
         t0 = time.perf_counter()
         driver.execute_script(PASTE, box, text)
         box.send_keys(Keys.ENTER)
-        wait_until(driver, "return Array.from(document.querySelectorAll('.gtitle')).filter(t => "
-                           "t.textContent.includes('overview: max')).length >= 4;", timeout=1800)
+        wait_until(
+            driver,
+            "return Array.from(document.querySelectorAll('.gtitle')).filter(t => "
+            "t.textContent.includes('overview: max')).length >= 4;",
+            timeout=1800,
+        )
         state = wait_for_app(driver, min_charts=8, timeout=600)
         out["first_view_s"] = round(time.perf_counter() - t0, 1)
         assert state.get("exceptions") == 0, (state, open(log).read()[-3000:])
@@ -129,18 +136,25 @@ def test_a_4000_token_paste_on_smollm2_stays_in_the_budget_and_a_layer_change_is
         assert sum("overview: max" in t for t in ticks) == 4 and sum("tokens 0–63" in t for t in ticks) == 4, ticks
         layer_runs = []
         for layer in (1, 2, 3):
-            shown, settled, server_s = timed(driver, log, lambda: press_key(driver, "\ue014"),  # → on the layer
-                                             all_titles_say(f"layer {layer}"), prepare=lambda: focus_slider(driver, 0),
-                                             timeout=900)
+            shown, settled, server_s = timed(
+                driver,
+                log,
+                lambda: press_key(driver, "\ue014"),  # → on the layer
+                all_titles_say(f"layer {layer}"),
+                prepare=lambda: focus_slider(driver, 0),
+                timeout=900,
+            )
             layer_runs.append((shown, settled, server_s))
         out["rss_peak_mb"] = round(sampler.stop() / 2**20)
         out["rss_after_mb"] = round(sampler.rss() / 2**20)
         out["rss_peak_server_children_mb"] = [round(sampler.peak_server / 2**20), round(sampler.peak_children / 2**20)]
     out["rss_growth_mb"] = out["rss_peak_mb"] - out["rss_before_mb"]
-    out["layer_change"] = {"shown_median_s": round(statistics.median(r[0] for r in layer_runs), 2),
-                           "settled_median_s": round(statistics.median(r[1] for r in layer_runs), 2),
-                           "server_median_s": round(statistics.median(r[2] for r in layer_runs), 2),
-                           "shown_runs": [round(r[0], 2) for r in layer_runs]}
+    out["layer_change"] = {
+        "shown_median_s": round(statistics.median(r[0] for r in layer_runs), 2),
+        "settled_median_s": round(statistics.median(r[1] for r in layer_runs), 2),
+        "server_median_s": round(statistics.median(r[2] for r in layer_runs), 2),
+        "shown_runs": [round(r[0], 2) for r in layer_runs],
+    }
     out["loadavg"] = open("/proc/loadavg").read().split()[:3]
     out["cpus"] = os.cpu_count()
     dest = Path(os.environ.get("NORMVIZ_LONG_RESULTS") or ROOT / "benchmarks" / "results" / "long_browser.json")

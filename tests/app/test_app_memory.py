@@ -1,6 +1,7 @@
 """The server-wide memory budget in the app (issue 29): a request that would pass it is refused with a
 message (no traceback), the texts of visitors who left are released, room is made by dropping the least
 recently used text of another visitor (AppTest on the embedded minilm)."""
+
 from __future__ import annotations
 
 import pytest

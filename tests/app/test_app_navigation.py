@@ -1,4 +1,5 @@
 """The app as one multi-page app (app.py's st.navigation): pages named in the sidebar, state shared by all."""
+
 from __future__ import annotations
 
 import normviz
@@ -24,8 +25,13 @@ def test_switching_pages_keeps_text_model_layer_and_head():
     no_exception(at)
     want = {"text": "Dogs bark at night.", "layer": "3", "head": "5"}
     assert {k: at.query_params[k] for k in want} == want
-    for page in ("app_pages/1_Overview.py", "app_pages/2_Learn.py", "app_pages/0_Explore.py", "app_pages/1_Overview.py",
-                 "app_pages/0_Explore.py"):
+    for page in (
+        "app_pages/1_Overview.py",
+        "app_pages/2_Learn.py",
+        "app_pages/0_Explore.py",
+        "app_pages/1_Overview.py",
+        "app_pages/0_Explore.py",
+    ):
         at.switch_page(page)
         at.run()
         no_exception(at)

@@ -3,6 +3,7 @@ lost): the visitor types a new text while the server does not answer, the server
 again on its port, and the reconnected page (a new session, which reruns from the URL) draws the typed text. The
 server writes the URL only after a run, and the typed text reached none: the page reran from the URL's older text,
 with no note. Now the browser writes what is typed into the URL at each keystroke (components/url_text.js)."""
+
 from __future__ import annotations
 
 import os
@@ -23,10 +24,29 @@ NEW = "Zebras typed this during the outage."
 
 def _server(port: int, log) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    return subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-                             "--server.address", "127.0.0.1", "--server.headless", "true",
-                             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
+            "--server.fileWatcherType",
+            "none",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
 
 
 def _listening(port: int, timeout: float = 120) -> None:
@@ -49,7 +69,9 @@ def _labels(driver) -> str:
 
 
 def _boxes(driver) -> list[str]:
-    return driver.execute_script("return Array.from(document.querySelectorAll('.st-key-w_text input')).map(i => i.value);")
+    return driver.execute_script(
+        "return Array.from(document.querySelectorAll('.st-key-w_text input')).map(i => i.value);"
+    )
 
 
 def test_a_text_typed_while_the_server_is_away_survives_its_restart(tmp_path):

@@ -2,6 +2,7 @@
 n × n cells and Streamlit refused the 416.7 MB message outside the page's catch). AppTest on the embedded minilm
 at its 512-token window, past ``long_maps.LONG_TOKENS``: the zoom is an overview of at most OVERVIEW_CELLS² blocks,
 and every figure the page sends stays under a size that does not grow with n²."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -54,7 +55,7 @@ def test_a_long_texts_overview_sends_bounded_figures(fresh, monkeypatch, public)
         zooms = [f for f in heatmaps(at) if (f["layout"].get("meta") or {}).get("normviz") == "overview"]
         assert len(zooms) == 1, [f["layout"]["title"]["text"] for f in heatmaps(at)]
         zm = z(zooms[0])
-        assert zm.size <= long_maps.OVERVIEW_CELLS ** 2 < n * n, zm.shape
+        assert zm.size <= long_maps.OVERVIEW_CELLS**2 < n * n, zm.shape
         # the block max of the head's own map: its largest cell is the map's largest (the blocks cover every cell)
         key = at.session_state["w_ov_map"]
         full = np.asarray(session.map(key, 2, 3), np.float64)

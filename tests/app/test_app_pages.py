@@ -1,4 +1,5 @@
 """AppTest runs of the Overview and Learn pages."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,11 +29,15 @@ def test_overview_default_shows_two_grids_and_the_head_summary():
     assert len(scatter) == 1 and len(scatter[0]["data"][1]["text"]) == 72
     table = at.dataframe[0].value
     assert list(table.columns) == ["layer", "head", "weight → special", "norm → special", "gap", "open"]
-    assert all(u.startswith("./?") and f"head={r.head}" in u and (r.layer == 0 or f"layer={r.layer}" in u)
-               for u, r in zip(table["open"], table.itertuples()))  # each head opens on Explore
+    assert all(
+        u.startswith("./?") and f"head={r.head}" in u and (r.layer == 0 or f"layer={r.layer}" in u)
+        for u, r in zip(table["open"], table.itertuples())
+    )  # each head opens on Explore
     assert (np.diff(table["gap"].to_numpy()) <= 1e-9).all()  # sorted, largest gap first
     assert [b.proto.label for b in at.get("download_button")] == [
-        "Download the grids' numbers (NPZ)", "Per-head summary (CSV)"]
+        "Download the grids' numbers (NPZ)",
+        "Per-head summary (CSV)",
+    ]
 
 
 def test_overview_map_choice_changes_the_grid():
@@ -51,8 +56,10 @@ def test_overview_map_choice_changes_the_grid():
 
 
 def test_overview_restores_from_the_url():
-    at = app("app_pages/1_Overview.py", query={"text": "Hello there.", "overview_map": "norm_layer",
-                                            "overview_compare": "ff"})
+    at = app(
+        "app_pages/1_Overview.py",
+        query={"text": "Hello there.", "overview_map": "norm_layer", "overview_compare": "ff"},
+    )
     at.run()
     no_exception(at)
     assert [title(f).split("<br>")[0] for f in grids(at)] == ["Norm, heads summed ‖Σ_h α f(x)‖", "Feed-forward"]

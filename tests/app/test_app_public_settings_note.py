@@ -1,5 +1,6 @@
 """Issue 42, operator faults: in public mode the note of an ignored setting showed the operator's path to every
 visitor ("NORMVIZ_CACHE=/srv/… is a file"); now visitors read that settings were ignored, the log says which."""
+
 from __future__ import annotations
 
 from normviz.ui.kit import settings as kit_settings

@@ -3,6 +3,7 @@ on the first screen for a sentence and a ~100-token paragraph, the arrow keys mo
 leaves stage mode, Overview's colour bar is at least half its grid and a click on a grid cell opens that head
 on Explore. Screenshots of every page in stage mode go to ``$NORMVIZ_SCREENSHOTS/stage`` (else the test's tmp
 dir): ``<page>_<w>x<h>_<text>.png``."""
+
 from __future__ import annotations
 
 import json
@@ -26,11 +27,13 @@ from ..helpers.browser import (
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(1500)]
 SENTENCE = "The cat sat on the mat because it was tired."
-PARAGRAPH = ("The committee met on a cold Tuesday morning to discuss the budget for next year. After a long debate "
-             "about roads, schools and the new library, the members agreed that the town could not afford every "
-             "project at once. They decided to repair the old bridge first, because it was unsafe for cars, and to "
-             "build the library later when more money would be available. Everyone left the meeting tired but "
-             "satisfied with the plan, and the mayor thanked them all for their patience.")  # 95 minilm tokens
+PARAGRAPH = (
+    "The committee met on a cold Tuesday morning to discuss the budget for next year. After a long debate "
+    "about roads, schools and the new library, the members agreed that the town could not afford every "
+    "project at once. They decided to repair the old bridge first, because it was unsafe for cars, and to "
+    "build the library later when more money would be available. Everyone left the meeting tired but "
+    "satisfied with the plan, and the mayor thanked them all for their patience."
+)  # 95 minilm tokens
 TEXTS = {"sentence": SENTENCE, "paragraph": PARAGRAPH}
 RECT = """const el = document.querySelector(arguments[0]);
           if (!el) return null;
@@ -67,18 +70,28 @@ def test_explore_stage_fits_the_first_two_panels_on_the_first_screen(stage, size
             wait_until(driver, "return document.querySelectorAll('.st-key-panel_norm .js-plotly-plot').length > 0")
         except TimeoutError:  # keep what the page showed
             driver.save_screenshot(str(out / f"explore_{w}x{h}_{name}_no_norm_panel.png"))
-            raise AssertionError(f"no norm panel at {w}x{h} ({name}); titles {titles(driver)}; panels "
-                                 + str(driver.execute_script("return Array.from(document.querySelectorAll("
-                                                             "'[class*=\"st-key-panel_\"]')).map(e => e.className);"))) from None
+            raise AssertionError(
+                f"no norm panel at {w}x{h} ({name}); titles {titles(driver)}; panels "
+                + str(
+                    driver.execute_script(
+                        "return Array.from(document.querySelectorAll("
+                        "'[class*=\"st-key-panel_\"]')).map(e => e.className);"
+                    )
+                )
+            ) from None
         driver.save_screenshot(str(out / f"explore_{w}x{h}_{name}.png"))
         left = _on_first_screen(driver, ".st-key-panel_attention")
         right = _on_first_screen(driver, ".st-key-panel_norm")
         assert right["left"] > left["right"] - 1  # side by side
         assert left["bottom"] - left["top"] > 0.5 * h  # and large: at least half the screen's height
         titles_now = titles(driver)
-        assert any("minilm" in t for t in driver.execute_script(
-            "return Array.from(document.querySelectorAll('.st-key-panel_attention .annotation-text'))"
-            ".map(a => a.textContent);")), titles_now
+        assert any(
+            "minilm" in t
+            for t in driver.execute_script(
+                "return Array.from(document.querySelectorAll('.st-key-panel_attention .annotation-text'))"
+                ".map(a => a.textContent);"
+            )
+        ), titles_now
 
 
 def test_stage_keys_move_the_layer_and_head_and_escape_leaves(stage):
@@ -105,8 +118,10 @@ def test_every_page_in_stage_mode(stage, size):
     w, h = size
     emulate(driver, w, h, "light")
     q = "present=1&text=" + quote_plus(SENTENCE)
-    first_two = {"overview": (".st-key-grid_attention", ".st-key-grid_norm"),
-                 "translate": (".st-key-tr_panel_weight", ".st-key-tr_panel_norm")}
+    first_two = {
+        "overview": (".st-key-grid_attention", ".st-key-grid_norm"),
+        "translate": (".st-key-tr_panel_weight", ".st-key-tr_panel_norm"),
+    }
     for page, path, charts in (("overview", "/Overview", 2), ("learn", "/Learn", 1), ("translate", "/Translate", 2)):
         _open(driver, url, path, q if page != "translate" else "present=1", charts)
         driver.save_screenshot(str(out / f"{page}_{w}x{h}_sentence.png"))
@@ -117,7 +132,8 @@ def test_every_page_in_stage_mode(stage, size):
 
 GRID = """const gd = document.querySelector('.st-key-grid_attention .js-plotly-plot');
           if (!gd) return null;
-          const box = e => { const r = e.getBoundingClientRect(); return {x: r.left, y: r.top, w: r.width, h: r.height}; };
+          const box = e => { const r = e.getBoundingClientRect(); return {x: r.left, y: r.top, w: r.width,
+            h: r.height}; };
           const img = gd.querySelector('.hm image'), bar = gd.querySelector('.colorbar .cbfills'),
                 drag = gd.querySelector('.nsewdrag');
           return img && bar && drag ? {grid: box(img), bar: box(bar), drag: box(drag)} : null;"""
@@ -141,11 +157,17 @@ def test_overview_colour_bar_and_a_click_on_a_square_opens_that_head_on_explore(
     drag = driver.find_element(By.CSS_SELECTOR, ".st-key-grid_attention .nsewdrag")
     centre = g["drag"]["x"] + g["drag"]["w"] / 2, g["drag"]["y"] + g["drag"]["h"] / 2
     ActionChains(driver).move_to_element_with_offset(drag, int(x - centre[0]), int(y - centre[1])).click().perform()
-    wait_until(driver, "return window.location.pathname.replace(/\\/$/, '').split('/').pop() === '' || "
-                       "!window.location.pathname.includes('Overview');", timeout=120)
+    wait_until(
+        driver,
+        "return window.location.pathname.replace(/\\/$/, '').split('/').pop() === '' || "
+        "!window.location.pathname.includes('Overview');",
+        timeout=120,
+    )
     wait_for_app(driver, min_charts=4)
-    wait_until(driver, "return Array.from(document.querySelectorAll('.gtitle')).some(t => "
-                       "t.textContent.includes('layer 2, head 3'));")
+    wait_until(
+        driver,
+        "return Array.from(document.querySelectorAll('.gtitle')).some(t => t.textContent.includes('layer 2, head 3'));",
+    )
     assert "layer=2" in driver.current_url and "head=3" in driver.current_url
     driver.save_screenshot(str(out / "explore_1280x800_from_overview_click.png"))
 
@@ -210,8 +232,15 @@ def test_stage_arrow_keys_change_the_layer_as_fast_as_the_slider(stage):
         keys.append(timed(driver, log, lambda: press_key(driver, arrow), all_titles_say(f"layer {layer}"))[0])
         assert driver.execute_script(SLIDER_VALUE) == str(layer)  # the slider itself moved with the key
         layer += step
-        slider.append(timed(driver, log, lambda: press_key(driver, arrow), all_titles_say(f"layer {layer}"),
-                            prepare=lambda: focus_slider(driver, 0))[0])
+        slider.append(
+            timed(
+                driver,
+                log,
+                lambda: press_key(driver, arrow),
+                all_titles_say(f"layer {layer}"),
+                prepare=lambda: focus_slider(driver, 0),
+            )[0]
+        )
     print(json.dumps({"stage_key_shown_s": keys, "slider_shown_s": slider, "load": os.getloadavg()}))
     assert layer == 0 and "layer=" not in driver.current_url  # back at the first layer, in the URL too
     med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
@@ -280,6 +309,9 @@ def test_translate_arrow_keys_move_its_layer_slider(stage):
     last = int(driver.execute_script(value))
     driver.execute_script("document.activeElement && document.activeElement.blur();")
     press_key(driver, "\ue012")  # ←
-    wait_until(driver, "return Array.from(document.querySelectorAll('.gtitle')).some(t => "
-                       f"t.textContent.includes('layer {last - 1}, all heads'));")
+    wait_until(
+        driver,
+        "return Array.from(document.querySelectorAll('.gtitle')).some(t => "
+        f"t.textContent.includes('layer {last - 1}, all heads'));",
+    )
     assert int(driver.execute_script(value)) == last - 1 and f"layer={last - 1}" in driver.current_url

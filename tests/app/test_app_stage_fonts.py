@@ -3,6 +3,7 @@ tick labels at 0.75 rem and its title at 0.875 rem wherever the figure names no 
 the stage root), so the figures' 18-px stage font never reached the depth map's layers, the bars' values or the
 lens's axes (seen in the 1280×800 stage screenshots; 98 of the Why page's 220 labels were 15 px). Every axis,
 colour bar and legend of every chart the page sends must name a size ≥ 14 px (AppTest: the figures as sent)."""
+
 from __future__ import annotations
 
 import pytest
@@ -34,18 +35,23 @@ def unsized(fig: dict) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("page, query", [
-    ("app_pages/0_Why.py", {"model": "smollm2", "text": "The capital of France is"}),
-    ("app.py", {"model": "smollm2", "text": "The capital of France is"}),
-    ("app_pages/1_Overview.py", {"model": "minilm", "text": "The cat sat on the mat."}),
-])
+@pytest.mark.parametrize(
+    "page, query",
+    [
+        ("app_pages/0_Why.py", {"model": "smollm2", "text": "The capital of France is"}),
+        ("app.py", {"model": "smollm2", "text": "The capital of France is"}),
+        ("app_pages/1_Overview.py", {"model": "minilm", "text": "The cat sat on the mat."}),
+    ],
+)
 def test_every_chart_label_on_stage_is_stage_sized(page, query):
     at = app(page, {**query, "present": "1"})
     at.run()
     no_exception(at)
     figs = figures(at)
     assert figs
-    bad = {(f["layout"].get("meta") or {}).get("normviz", f["layout"].get("title", {}).get("text", "?")): unsized(f)
-           for f in figs}
+    bad = {
+        (f["layout"].get("meta") or {}).get("normviz", f["layout"].get("title", {}).get("text", "?")): unsized(f)
+        for f in figs
+    }
     bad = {k: v for k, v in bad.items() if v}
     assert not bad, bad

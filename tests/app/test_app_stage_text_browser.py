@@ -2,6 +2,7 @@
 Chromium at 1280×800 on Why, Overview and Trust. A guard for the screenshots' check (it passes on the old main too:
 there the charts' unsized labels were 15 px, below their 18-px font but above 14; test_app_stage_fonts checks that
 every label names the figure's size)."""
+
 from __future__ import annotations
 
 import pytest
@@ -22,7 +23,8 @@ while ((n = walk.nextNode())) {
   const r = el.getBoundingClientRect();
   if (r.width === 0 || r.height === 0) continue;
   const px = parseFloat(getComputedStyle(el).fontSize);
-  if (px < arguments[0]) out.push([px, (el.closest('[data-testid]') || {dataset: {}}).dataset.testid, text.slice(0, 40)]);
+  if (px < arguments[0]) out.push([px, (el.closest('[data-testid]') || {dataset: {}}).dataset.testid, text.slice(0,
+    40)]);
 }
 return out;"""
 

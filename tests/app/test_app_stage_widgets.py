@@ -2,6 +2,7 @@
 with the moved widgets), but never a widget whose value Streamlit refuses to take through session state: a button,
 a download button, an upload, a chart's or a data editor's selection. On 4c42c33 the Why page's graph download
 (``w_why_graph_dl``) raised StreamlitValueAssignmentNotAllowedError after Esc."""
+
 from __future__ import annotations
 
 from streamlit.testing.v1 import AppTest

@@ -4,6 +4,7 @@ streamlit run …/warm.py", ~20 "missing ScriptRunContext" lines, "An update to 
 was detected" and transformers' weight-loading bar, because each Streamlit logger carries its own level and
 handler (a level set on "streamlit" reached none of its children). The server is started for real, until it
 listens; its console must hold our own line ("normviz: warmed up minilm") and none of those."""
+
 from __future__ import annotations
 
 import logging
@@ -17,8 +18,14 @@ from normviz.ui.kit import warm
 
 from ..helpers.app import ROOT
 
-NOISY = ("missing ScriptRunContext", "to view this Streamlit app on a browser", "streamlit run ",
-         "config option section was detected", "Loading weights", "Token indices sequence length")
+NOISY = (
+    "missing ScriptRunContext",
+    "to view this Streamlit app on a browser",
+    "streamlit run ",
+    "config option section was detected",
+    "Loading weights",
+    "Token indices sequence length",
+)
 
 
 def _free_port() -> int:
@@ -31,9 +38,23 @@ def test_a_warmed_servers_start_prints_our_lines_and_no_library_noise(tmp_path):
     log = tmp_path / "server.log"
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_WAIT_POLICY="PASSIVE", NORMVIZ_WARM="minilm")
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "normviz.ui.kit.warm", "app.py", "--server.port",
-                                 str(_free_port()), "--server.headless", "true"], cwd=ROOT, env=env, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "normviz.ui.kit.warm",
+                "app.py",
+                "--server.port",
+                str(_free_port()),
+                "--server.headless",
+                "true",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and proc.poll() is None:

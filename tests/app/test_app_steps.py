@@ -1,5 +1,6 @@
 """A talk's steps on Explore: save the view as a named step, the list travels in the URL, going to a step sets
 the layer, head and maps again."""
+
 from __future__ import annotations
 
 from ..helpers.app import app, no_exception

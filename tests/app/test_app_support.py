@@ -1,4 +1,5 @@
 """Pure UI helpers: URL state, special-token hiding, colour ranges, exports, bounded caches."""
+
 import csv
 import io
 import threading
@@ -16,8 +17,19 @@ from ..helpers.maps import in_threads
 
 
 def test_view_round_trips_through_the_query_string():
-    v = ViewState(text="A b.", pair="C d.", model="smollm2", layer=4, head=2, maps=("norm", "ff"),
-                  hide_special=True, shared_scale=False, values="raw", focus=3, present=True)
+    v = ViewState(
+        text="A b.",
+        pair="C d.",
+        model="smollm2",
+        layer=4,
+        head=2,
+        maps=("norm", "ff"),
+        hide_special=True,
+        shared_scale=False,
+        values="raw",
+        focus=3,
+        present=True,
+    )
     q = v.to_query()
     assert all(isinstance(x, str) for x in q.values())
     back = ViewState.from_query(q)
@@ -77,15 +89,17 @@ def test_shared_scales_keep_per_head_maps_apart_from_whole_layer_maps():
 def test_largest_difference_names_the_cell_where_row_shares_differ_most():
     """Issue 23's callout: row 'it' gives [CLS] 0.6 of its weight but 0.2 of its norm; the other cells differ less."""
     labels = ["[CLS]", "it", "was"]
-    att = data.Panel("attention", "A", np.array([[1.0, 0, 0], [0.6, 0.3, 0.1], [0.2, 0.3, 0.5]]), labels, labels,
-                     [0, 1, 2])
+    att = data.Panel(
+        "attention", "A", np.array([[1.0, 0, 0], [0.6, 0.3, 0.1], [0.2, 0.3, 0.5]]), labels, labels, [0, 1, 2]
+    )
     nrm = data.Panel("norm", "N", np.array([[2.0, 0, 0], [0.4, 1.2, 0.4], [0.4, 0.6, 1.0]]), labels, labels, [0, 1, 2])
     d = data.largest_difference(att, nrm)
     assert (d.row, d.col) == ("it", "[CLS]") and np.isclose(d.share_a, 0.6) and np.isclose(d.share_b, 0.2)
     assert data.callout_text(d) == "Largest difference: α gives 60 % of row “it” to “[CLS]”; ‖αf‖ 20 %."
     assert data.largest_difference(att, att) is None  # they agree: nothing to call out
-    masked = data.Panel("norm", "N", np.where(np.triu(np.ones((3, 3)), 1) > 0, np.nan, att.matrix), labels, labels,
-                        [0, 1, 2])
+    masked = data.Panel(
+        "norm", "N", np.where(np.triu(np.ones((3, 3)), 1) > 0, np.nan, att.matrix), labels, labels, [0, 1, 2]
+    )
     assert data.largest_difference(att, masked).share_b == 0.0  # a NaN (masked) cell counts as 0
     assert data.weights_norm_pair([nrm, att])[0] is att and data.weights_norm_pair([att]) is None
 
@@ -101,8 +115,16 @@ def _panels():
 
 def test_csv_export_has_every_shown_cell():
     rows = list(csv.reader(io.StringIO(data.panels_csv(_panels()).decode())))
-    assert rows[0] == ["map", "panel", "row_position", "row_token", "column_position", "column_token", "value",
-                       "masked"]
+    assert rows[0] == [
+        "map",
+        "panel",
+        "row_position",
+        "row_token",
+        "column_position",
+        "column_token",
+        "value",
+        "masked",
+    ]
     assert len(rows) == 1 + 4
     assert rows[2] == ["norm", "Norm · layer 0", "1", "a", "2", "b", "0.5", "0"]
 
@@ -185,9 +207,26 @@ def test_every_registered_map_of_the_design_has_a_lesson():
     """Keys the design names get a written lesson; any other registered key falls back to its description."""
     import normviz
 
-    design = {"attention", "norm", "norm_layer", "attn_res", "attn_res_ln", "ff", "ff_res", "ff_res_ln",
-              "rollout_attention", "rollout_attn_res", "rollout_attn_res_ln", "rollout_ff_res", "rollout_ff_res_ln",
-              "flow", "effective_attention", "alti", "rollout_alti", "value_zeroing"}
+    design = {
+        "attention",
+        "norm",
+        "norm_layer",
+        "attn_res",
+        "attn_res_ln",
+        "ff",
+        "ff_res",
+        "ff_res_ln",
+        "rollout_attention",
+        "rollout_attn_res",
+        "rollout_attn_res_ln",
+        "rollout_ff_res",
+        "rollout_ff_res_ln",
+        "flow",
+        "effective_attention",
+        "alti",
+        "rollout_alti",
+        "value_zeroing",
+    }
     assert design <= set(learn.LESSONS)
     for key in normviz.all_keys():
         if key in design:
@@ -218,8 +257,17 @@ def test_concurrent_analyses_of_one_shared_model_do_not_mix(minilm):
 def _ff_request(n, n_layers, d, d_ff, gated):
     from normviz.methods.base import Request
 
-    return Request(n_tokens=n, n_layers=n_layers, n_heads=1, d_model=d, d_ff=d_ff,
-                   placement="pre" if gated else "post", causal=gated, gated=gated, device="cpu")
+    return Request(
+        n_tokens=n,
+        n_layers=n_layers,
+        n_heads=1,
+        d_model=d,
+        d_ff=d_ff,
+        placement="pre" if gated else "post",
+        causal=gated,
+        gated=gated,
+        device="cpu",
+    )
 
 
 def test_ff_budget_lets_minilm_through_and_stops_long_smollm2_texts():
@@ -265,13 +313,23 @@ def test_session_options_carry_the_budgets(monkeypatch):
     routes = "routes_budget_s"  # the Why page's routes (issue 29: refused over it, stopped at 4× it)
     # keyless families (issue 31's interventions) are cost-checked through the same budget
     costly |= {"knockout_budget_s", "head_ablation_budget_s"}
-    assert st_parts.session_options(None) == {ff: 60.0, **{k: 60.0 for k in costly}, routes: 60.0, mem: 2048.0,
-                                              "stop_early": False}
+    assert st_parts.session_options(None) == {
+        ff: 60.0,
+        **{k: 60.0 for k in costly},
+        routes: 60.0,
+        mem: 2048.0,
+        "stop_early": False,
+    }
     monkeypatch.setenv("NORMVIZ_FF_BUDGET", "5")
     monkeypatch.setenv("NORMVIZ_COST_BUDGET", "7")
     monkeypatch.setenv("NORMVIZ_MEMORY_BUDGET_MB", "512")
-    assert st_parts.session_options(None) == {ff: 5.0, **{k: 7.0 for k in costly}, routes: 7.0, mem: 512.0,
-                                              "stop_early": False}
+    assert st_parts.session_options(None) == {
+        ff: 5.0,
+        **{k: 7.0 for k in costly},
+        routes: 7.0,
+        mem: 512.0,
+        "stop_early": False,
+    }
     monkeypatch.setenv("NORMVIZ_FF_BUDGET", "lots")  # an invalid value falls back to the default
     assert st_parts.session_options(None)[ff] == 60.0
 

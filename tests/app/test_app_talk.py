@@ -1,5 +1,6 @@
 """A talk on stage: a link's steps (a + read as a space still joins maps; an unreadable step is named), the
 step on screen named and numbered, the talk link that round-trips, and the theme carried in the URL."""
+
 from __future__ import annotations
 
 from urllib.parse import parse_qs, urlsplit

@@ -7,6 +7,7 @@ declared widget is moved off its value, the text is changed to B, and every decl
 visit to B shows. On 4c42c33 the Why page's "Key token it attends to" (``w_why_key``) was missing from its list: it
 kept "␣France [3]" after the IOI sentence. Text boxes holding a search or a range (the long view's ``w_find``,
 ``w_range``: positions typed, not offered) are declared by reading, not found by this comparison."""
+
 from __future__ import annotations
 
 import pytest
@@ -18,10 +19,13 @@ A = "The capital of France is"
 B = "When John and Mary went to the store, John gave a drink to"
 KINDS = ("selectbox", "multiselect", "slider", "number_input", "select_slider", "radio", "button_group")
 # page file, model, its text box
-PAGES = {"Explore": ("app.py", "minilm", "w_text"), "Why": ("app_pages/0_Why.py", "smollm2", "w_text"),
-         "Overview": ("app_pages/1_Overview.py", "minilm", "w_text"),
-         "Learn": ("app_pages/2_Learn.py", "minilm", "w_text"),
-         "Trust": ("app_pages/5_Trust.py", "minilm", "w_trust_text")}
+PAGES = {
+    "Explore": ("app.py", "minilm", "w_text"),
+    "Why": ("app_pages/0_Why.py", "smollm2", "w_text"),
+    "Overview": ("app_pages/1_Overview.py", "minilm", "w_text"),
+    "Learn": ("app_pages/2_Learn.py", "minilm", "w_text"),
+    "Trust": ("app_pages/5_Trust.py", "minilm", "w_trust_text"),
+}
 
 
 def widgets(at) -> dict:

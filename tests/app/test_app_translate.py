@@ -1,4 +1,5 @@
 """AppTest runs of the Translate page with the embedded toy-mt model."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -34,8 +35,11 @@ def test_translate_example_with_gold_shows_aer():
     at.run()
     at.selectbox(key="tr_example").set_value(0).run()
     no_exception(at)
-    src, tgt, gold = (DATA / "test.src").read_text().splitlines()[0], (DATA / "test.tgt").read_text().splitlines()[0], \
-        (DATA / "test.align").read_text().splitlines()[0]
+    src, tgt, gold = (
+        (DATA / "test.src").read_text().splitlines()[0],
+        (DATA / "test.tgt").read_text().splitlines()[0],
+        (DATA / "test.align").read_text().splitlines()[0],
+    )
     assert at.text_input(key="tr_src").value == src and at.text_input(key="tr_tgt").value == tgt
     assert at.text_area(key="tr_gold").value == gold
     labels = [m.label for m in at.metric]
@@ -49,16 +53,23 @@ def test_translate_example_with_gold_shows_aer():
 
 
 def test_translate_restores_from_the_url_and_keeps_it():
-    q = {"src": "the cat sees a dog", "tgt": "mao vidas un inu", "layer": "1", "head": "2", "method": "weight",
-         "setting": "AWI"}
+    q = {
+        "src": "the cat sees a dog",
+        "tgt": "mao vidas un inu",
+        "layer": "1",
+        "head": "2",
+        "method": "weight",
+        "setting": "AWI",
+    }
     at = app(PAGE, query=q)
     at.run()
     no_exception(at)
     assert at.slider(key="tr_layer").value == 1 and at.selectbox(key="tr_head").value == 2
     assert at.radio(key="tr_method").value == "weight" and at.radio(key="tr_setting").value == "AWI"
     assert "layer 1, head 2" in title(heatmaps(at)[0])
-    assert {k: at.query_params[k] for k in q} == {k: [v] if isinstance(at.query_params[k], list) else v
-                                                  for k, v in q.items()}
+    assert {k: at.query_params[k] for k in q} == {
+        k: [v] if isinstance(at.query_params[k], list) else v for k, v in q.items()
+    }
 
 
 def test_translate_refuses_an_encoder_with_a_message():
@@ -147,8 +158,7 @@ def test_translate_stage_mode_names_model_and_text_and_keeps_its_widgets():
     at.run()
     no_exception(at)
     hms = heatmaps(at)
-    assert len(hms) == 2 and all(f["layout"]["annotations"][0]["text"].startswith("toy-mt · “the big dog")
-                                 for f in hms)
+    assert len(hms) == 2 and all(f["layout"]["annotations"][0]["text"].startswith("toy-mt · “the big dog") for f in hms)
     assert at.sidebar.toggle(key="tr_present").value is True
     assert at.slider(key="tr_layer").value == 2 and at.selectbox(key="tr_head").value == -1
 

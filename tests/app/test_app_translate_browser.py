@@ -1,4 +1,5 @@
 """The Translate page in headless Chromium: charts drawn, special tokens shown literally (not eaten as markup)."""
+
 from __future__ import annotations
 
 import pytest
@@ -18,10 +19,12 @@ def test_translate_renders_in_chromium(tmp_path):
         assert state.get("charts", 0) >= 3 and state.get("drawn", 0) >= 2, (state, log[-3000:])  # 2 heatmaps + links
         ticks = driver.execute_script(
             "return Array.from(document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .xtick text'))"
-            ".map(t => t.textContent);")
+            ".map(t => t.textContent);"
+        )
         assert "cat" in ticks and "</s>" in ticks, ticks  # the source eos, escaped for plotly, drawn as is
         words = driver.execute_script(
             "return Array.from(document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .textpoint text'))"
-            ".map(t => t.textContent);")
+            ".map(t => t.textContent);"
+        )
         assert {"the", "cat", "mao", "inu"} <= set(words), words
         assert "layer=1" in driver.current_url

@@ -3,6 +3,7 @@
 module-global, so concurrent first visits lost their note or got another visitor's ("154 tokens" shown for a
 157-token text), cached with the session for every later visitor. Eight first visits at once, each a different
 length over the cap: every note names its own text's length, the same as one visit alone."""
+
 from __future__ import annotations
 
 import threading

@@ -1,5 +1,6 @@
 """Issue 31: the Trust page on minilm — the Spearman (and Kendall) it shows for a text equal
 normviz.trust.explain_text's for the same session settings; the knockout bars are the library's deltas."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -55,7 +56,7 @@ def test_the_shipped_run_says_what_it_scored(page):
     from normviz.trust.report import SHIPPED, shipped, shipped_about
 
     captions = [c.value for c in page.caption]
-    assert any(c.startswith("The run: ") and c[len("The run: "):] == shipped_about("minilm") for c in captions)
+    assert any(c.startswith("The run: ") and c[len("The run: ") :] == shipped_about("minilm") for c in captions)
     for csv_path in sorted(SHIPPED.glob("*.csv")):
         about = shipped_about(csv_path.stem)
         assert about and "texts" in about, csv_path
@@ -80,8 +81,12 @@ def test_the_page_draws_on_every_decoder(model):
 
 
 def test_verdict_names_the_best_family_and_attention_near_chance():
-    rows = [{"attribution": "attn_res_ln", "spearman": 0.81}, {"attribution": "attention", "spearman": 0.12},
-            {"attribution": "integrated_gradients", "spearman": 0.5}, {"attribution": "random", "spearman": 0.05}]
+    rows = [
+        {"attribution": "attn_res_ln", "spearman": 0.81},
+        {"attribution": "attention", "spearman": 0.12},
+        {"attribution": "integrated_gradients", "spearman": 0.5},
+        {"attribution": "random", "spearman": 0.05},
+    ]
     line = T.verdict(rows)
     assert line.startswith(f"Here {T.method_name('attn_res_ln')} (a norm-based map) tracks knockout best")
     assert "ρ = 0.81" in line and "attention weights are near chance (ρ = 0.12, random order 0.05)" in line
@@ -94,8 +99,12 @@ def test_gap_cells_say_why_and_legend_colours_hold_across_themes():
     from normviz.viz import trust as vt
     from normviz.viz.theme import for_theme
 
-    df = T.table([{"attribution": "attention", "spearman": 0.1, "gap": None},
-                  {"attribution": "sources", "spearman": 0.9, "gap": 1e-9}])
+    df = T.table(
+        [
+            {"attribution": "attention", "spearman": 0.1, "gap": None},
+            {"attribution": "sources", "spearman": 0.9, "gap": 1e-9},
+        ]
+    )
     gaps = list(df[T.SCORE_NAMES["gap"]])
     assert gaps[0] == T.NO_GAP and float(gaps[1]) == pytest.approx(1e-9)
     fig = vt.truth_beside(["a", "b"], np.array([1.0, 2.0]), {"x": np.array([1.0, 0.0]), "y": np.array([0.0, 1.0])})

@@ -4,6 +4,7 @@ ablation, gradients, 16 IG steps), read from the page as a visitor sees it (4 de
 
 Stage mode draws the scores as an HTML table (``st.table``), whose cells are read here; the ordinary page draws a
 ``st.dataframe`` on a canvas, so there the test checks the page drew its chart and table without an error."""
+
 from __future__ import annotations
 
 import json
@@ -50,10 +51,17 @@ def test_trust_page_in_chromium_shows_the_librarys_spearman(tmp_path):
         assert state.get("exceptions") == 0 and not others, (state, log.read_text()[-3000:])
         assert any("tracks knockout best" in a for a in alerts), alerts
         # the per-text table; the known-circuits table lives in its own (closed) expander
-        assert driver.execute_script("return Array.from(document.querySelectorAll('[data-testid=\"stDataFrame\"]'))"
-                                     ".filter(e => !e.closest('[data-testid=\"stExpander\"]')).length") == 1
-        titles = driver.execute_script("return Array.from(document.querySelectorAll('[data-testid=\"stPlotlyChart\"]"
-                                       " .legendtext')).map(e => e.textContent);")
+        assert (
+            driver.execute_script(
+                "return Array.from(document.querySelectorAll('[data-testid=\"stDataFrame\"]'))"
+                ".filter(e => !e.closest('[data-testid=\"stExpander\"]')).length"
+            )
+            == 1
+        )
+        titles = driver.execute_script(
+            'return Array.from(document.querySelectorAll(\'[data-testid="stPlotlyChart"]'
+            " .legendtext')).map(e => e.textContent);"
+        )
         assert "knockout" in titles, titles  # the ground truth beside the attributions
 
         driver.get(url + query + "&present=1")

@@ -1,5 +1,6 @@
 """Explore's file upload for long texts: the file's text goes into the text box (within the upload and token
 limits), and a file that can't be used is refused with a message saying what to do."""
+
 from __future__ import annotations
 
 from normviz.ui.kit import data

@@ -1,5 +1,6 @@
 """``scripts/app.sh --warm``: the default model and the default view are in the server's caches before the
 first visitor, so the first Explore load records nothing."""
+
 from __future__ import annotations
 
 import subprocess

@@ -1,5 +1,6 @@
 """Issue 21: the Why page on smollm2 — each chart's numbers against normviz's own (Session.predict / explain /
 logit_lens, normviz.routes), up to one positive scale; a head cell's click lands on Explore at that head."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -95,8 +96,9 @@ def test_clicking_a_head_cell_shows_why_it_attends(monkeypatch):
     key = int(np.argmax(np.abs(e.heads[3, 2])))
     assert at.selectbox(key="w_why_key").value == key
     want = s.attend(3, 2, query=n - 1, key=key).grouped(by="layer")[1]
-    np.testing.assert_allclose(arr(figs["score_split"]["data"][0]["z"]).astype(float), want, rtol=0,
-                               atol=1e-5 * np.abs(want).max())
+    np.testing.assert_allclose(
+        arr(figs["score_split"]["data"][0]["z"]).astype(float), want, rtol=0, atol=1e-5 * np.abs(want).max()
+    )
     assert "layer 3 head 2" in title(figs["score_split"])
 
 
@@ -134,8 +136,12 @@ def test_toy_mt_explains_a_target_word_from_its_source():
 
 
 # ---- issue 29: a new prompt is explained at its own last position
-PROMPTS = ["The capital of France is", "Water boils at one hundred degrees when the pressure is", "My dog",
-           "Yesterday the old fisherman walked slowly down to the harbour at"]  # longer, shorter, longer
+PROMPTS = [
+    "The capital of France is",
+    "Water boils at one hundred degrees when the pressure is",
+    "My dog",
+    "Yesterday the old fisherman walked slowly down to the harbour at",
+]  # longer, shorter, longer
 
 
 def _explained(at) -> str:

@@ -1,6 +1,7 @@
 """A family registered at run time (a plain module, no other edit) reaches everything that lists or computes
 keys: Session.get, ``normviz export --maps``, the Explore picker and panels, the Learn page, and the stacks
 of an encoder–decoder it applies to (toy-mt's ``encoder_<key>``)."""
+
 from __future__ import annotations
 
 import types
@@ -27,7 +28,8 @@ def plugin():
     family.REQUIRES, family.NEEDS_MODEL, family.OPT_IN, family.REFERENCES = {}, False, (), ()
     family.check = lambda request, key, options: None
     family.compute = lambda inputs, keys, options: Output(
-        per_layer(inputs, NAME, [KEY], lambda ctx: {KEY: ctx.rec.attn.mean(0)}))
+        per_layer(inputs, NAME, [KEY], lambda ctx: {KEY: ctx.rec.attn.mean(0)})
+    )
     registry.register_family(family)
     yield KEY
     registry.unregister_family(NAME)
@@ -56,8 +58,25 @@ def test_export_maps(plugin, tiny_bert_dir, tmp_path):
     from normviz.cli import main
 
     out = tmp_path / "m.npz"
-    assert main(["export", "--model", str(tiny_bert_dir), "--text", "a cat", "--out", str(out), "--maps", plugin,
-                 "attention", "--dtype", "float64"]) == 0
+    assert (
+        main(
+            [
+                "export",
+                "--model",
+                str(tiny_bert_dir),
+                "--text",
+                "a cat",
+                "--out",
+                str(out),
+                "--maps",
+                plugin,
+                "attention",
+                "--dtype",
+                "float64",
+            ]
+        )
+        == 0
+    )
     data = np.load(out)
     np.testing.assert_allclose(data[plugin], data["attention"].mean(1), rtol=1e-12)
 

@@ -1,6 +1,7 @@
 """Independent computations for the prediction-attribution tests: a plain forward pass of the model with its
 LM head, hooks on its own modules, and the formulas of issue 19 written out per family from the raw weights
 (no normviz code)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -45,20 +46,31 @@ def run(model, ids: list[int]) -> Pass:
     rec: dict = {"x_in": [], "x_hat": [], "ff": [], "out": []}
     hooks = []
     for layer in layers:
-        hooks.append(layer.register_forward_pre_hook(
-            lambda m, a, k: rec["x_in"].append((k.get("hidden_states") if a == () else a[0])[0]), with_kwargs=True))
+        hooks.append(
+            layer.register_forward_pre_hook(
+                lambda m, a, k: rec["x_in"].append((k.get("hidden_states") if a == () else a[0])[0]), with_kwargs=True
+            )
+        )
         hooks.append(getattr(layer, norm1).register_forward_hook(lambda m, a, o: rec["x_hat"].append(o[0])))
         hooks.append(getattr(layer, ffp).register_forward_hook(lambda m, a, o: rec["ff"].append(o[0])))
-        hooks.append(layer.register_forward_hook(
-            lambda m, a, o: rec["out"].append((o[0] if isinstance(o, tuple) else o)[0])))
+        hooks.append(
+            layer.register_forward_hook(lambda m, a, o: rec["out"].append((o[0] if isinstance(o, tuple) else o)[0]))
+        )
     hooks.append(_get(model, final).register_forward_pre_hook(lambda m, a: rec.__setitem__("final", a[0][0])))
     try:
         out = model(input_ids=torch.tensor([ids]), output_attentions=True, use_cache=False)
     finally:
         for h in hooks:
             h.remove()
-    return Pass(logits=out.logits[0], attn=[a[0] for a in out.attentions], x_in=rec["x_in"], x_hat=rec["x_hat"],
-                ff_out=rec["ff"], out=rec["out"], final_in=rec["final"])
+    return Pass(
+        logits=out.logits[0],
+        attn=[a[0] for a in out.attentions],
+        x_in=rec["x_in"],
+        x_hat=rec["x_hat"],
+        ff_out=rec["ff"],
+        out=rec["out"],
+        final_in=rec["final"],
+    )
 
 
 def value_out(model, layer_index: int):
@@ -68,7 +80,7 @@ def value_out(model, layer_index: int):
     if fam == "gpt2":
         d = model.config.n_embd
         w, b = layer.attn.c_attn.weight, layer.attn.c_attn.bias  # Conv1D [in, out]: q | k | v
-        return w[:, 2 * d:], b[2 * d:], layer.attn.c_proj.weight, layer.attn.c_proj.bias
+        return w[:, 2 * d :], b[2 * d :], layer.attn.c_proj.weight, layer.attn.c_proj.bias
     a = layer.self_attn
     return a.v_proj.weight.T, a.v_proj.bias, a.o_proj.weight.T, a.o_proj.bias
 
@@ -80,7 +92,7 @@ def final_norm(model, x_last: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
     if fam == "gpt2":
         sigma = torch.sqrt(((x_last - x_last.mean()) ** 2).mean() + norm.eps)
         return norm.weight * (c - c.mean(-1, keepdim=True)) / sigma
-    rms = torch.sqrt((x_last ** 2).mean() + norm.variance_epsilon)
+    rms = torch.sqrt((x_last**2).mean() + norm.variance_epsilon)
     return norm.weight * c / rms
 
 
@@ -102,7 +114,7 @@ def head_terms(model, p: Pass, i: int, u: torch.Tensor) -> np.ndarray:
         rows = []
         for h in range(H):
             kv = h // (H // KV)
-            f = v[:, kv * dh:(kv + 1) * dh] @ w_o[h * dh:(h + 1) * dh]  # [n, d]
+            f = v[:, kv * dh : (kv + 1) * dh] @ w_o[h * dh : (h + 1) * dh]  # [n, d]
             rows.append(p.attn[l][h, i] * (final_norm(model, p.final_in[i], f) @ u))
         out.append(torch.stack(rows))
         assert f.shape[1] == d
@@ -131,7 +143,7 @@ def _ln(parts, weight, bias, eps, z, centre):
         parts = parts - parts.mean(-1, keepdim=True)
         s = torch.sqrt(((z - z.mean()) ** 2).mean() + eps)
     else:
-        s = torch.sqrt((z ** 2).mean() + eps)
+        s = torch.sqrt((z**2).mean() + eps)
     out = parts * weight / s
     if bias is not None:
         out[-1] = out[-1] + bias
@@ -153,13 +165,17 @@ def naive_sources(model, ids: list[int], i: int, u: torch.Tensor, b_u: float) ->
     Llama/Qwen2/GPT-2 (pre-LN) and BERT with its MLM head (post-LN)."""
     mt = model.config.model_type
     ids_t = torch.tensor([ids])
-    outs = model(input_ids=ids_t, output_attentions=True, use_cache=False) if mt != "bert" else \
-        model(input_ids=ids_t, output_attentions=True)
+    outs = (
+        model(input_ids=ids_t, output_attentions=True, use_cache=False)
+        if mt != "bert"
+        else model(input_ids=ids_t, output_attentions=True)
+    )
     attn = [a[0] for a in outs.attentions]
     x0 = []
     layers = model.bert.encoder.layer if mt == "bert" else (model.transformer.h if mt == "gpt2" else model.model.layers)
     h = layers[0].register_forward_pre_hook(
-        lambda m, a, k: x0.append((k.get("hidden_states") if a == () else a[0])[0]), with_kwargs=True)
+        lambda m, a, k: x0.append((k.get("hidden_states") if a == () else a[0])[0]), with_kwargs=True
+    )
     model(input_ids=ids_t)
     h.remove()
     n, d = x0[0].shape
@@ -174,7 +190,7 @@ def naive_sources(model, ids: list[int], i: int, u: torch.Tensor, b_u: float) ->
     for l, layer in enumerate(layers):
         if mt == "gpt2":
             w_qkv, b_qkv = layer.attn.c_attn.weight, layer.attn.c_attn.bias
-            w_v, b_v = w_qkv[:, 2 * d:], b_qkv[2 * d:]
+            w_v, b_v = w_qkv[:, 2 * d :], b_qkv[2 * d :]
             w_o, b_o = _lin(layer.attn.c_proj, True)
             n1, n2 = layer.ln_1, layer.ln_2
         elif mt == "bert":
@@ -191,11 +207,11 @@ def naive_sources(model, ids: list[int], i: int, u: torch.Tensor, b_u: float) ->
         U = P.clone()
         for h_ in range(H):
             kv = h_ // (H // KV)
-            V = Ph @ w_v[:, kv * dh:(kv + 1) * dh]  # [n, m, dh]
-            A = torch.einsum("ij,jkd->ikd", attn[l][h_], V) @ w_o[h_ * dh:(h_ + 1) * dh]
+            V = Ph @ w_v[:, kv * dh : (kv + 1) * dh]  # [n, m, dh]
+            A = torch.einsum("ij,jkd->ikd", attn[l][h_], V) @ w_o[h_ * dh : (h_ + 1) * dh]
             U = U + A
             if b_v is not None:
-                U[:, -1] += b_v[kv * dh:(kv + 1) * dh] @ w_o[h_ * dh:(h_ + 1) * dh]
+                U[:, -1] += b_v[kv * dh : (kv + 1) * dh] @ w_o[h_ * dh : (h_ + 1) * dh]
         if b_o is not None:
             U[:, -1] += b_o
         G = torch.stack([_ln(U[r], *_norm_args(n2), U[r].sum(0), centre) for r in range(n)])

@@ -2,6 +2,7 @@
 against today's forward propagation of every token's part (normviz.attribution.propagate, kept as the reference),
 on tiny float64 models of every architecture the attribution supports; ``sources_by_layer``'s row identities;
 the bias part computed directly; a long input's α streamed; the per-text cache."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -64,7 +65,7 @@ def test_sources_by_layer_rows(head_model, arch):
     assert np.array_equal(by[0], e.sources)
     assert np.count_nonzero(by[-1]) == 1 and by[-1, i] != 0  # the output: only the explained position
     if lm.spec.causal:
-        assert np.abs(by[:, i + 1:]).max() == 0
+        assert np.abs(by[:, i + 1 :]).max() == 0
     tol = 2e-6 if arch in ("llama", "llama_bias", "qwen2") else 1e-9  # RMSNorm rounds through float32
     _rows_add_up(e, tol)
     # row L + the readout's constant is the model's own logit difference, read from its final state

@@ -1,6 +1,7 @@
 """Issue 29: the prediction API refuses what it used to coerce silently — ``predict(top=0)`` / ``top=-1`` gave
 one candidate, ``position=1.5`` was read as 1, ``Routes.above(nan)`` gave an empty graph — each now a
 :class:`normviz.core.errors.InputError` saying what to give (property tests over the values)."""
+
 from __future__ import annotations
 
 import math
@@ -49,8 +50,12 @@ def test_predict_lists_top_candidates_or_the_whole_vocabulary(session, top):
 @FAST
 @given(position=st.floats(allow_nan=True, allow_infinity=True).filter(lambda x: not float(x).is_integer()))
 def test_positions_that_are_not_whole_numbers_are_refused(session, position):
-    for call in (lambda: session.predict(top=2, position=position), lambda: session.logit_lens(position=position),
-                 lambda: session.explain(position=position), lambda: normviz.routes(session, position=position)):
+    for call in (
+        lambda: session.predict(top=2, position=position),
+        lambda: session.logit_lens(position=position),
+        lambda: session.explain(position=position),
+        lambda: normviz.routes(session, position=position),
+    ):
         with pytest.raises(InputError, match="position must be a whole number"):
             call()
 
@@ -70,8 +75,9 @@ def test_whole_number_refuses_what_is_not_one(bad):
 
 
 @FAST
-@given(tau=st.one_of(st.just(math.nan), st.floats(max_value=-1e-12), st.floats(min_value=1.0),
-                     st.just("0.1x"), st.none()))
+@given(
+    tau=st.one_of(st.just(math.nan), st.floats(max_value=-1e-12), st.floats(min_value=1.0), st.just("0.1x"), st.none())
+)
 def test_routes_above_refuses_thresholds_outside_zero_one(graph, tau):
     with pytest.raises(InputError, match="threshold"):
         graph.above(tau)
@@ -88,4 +94,5 @@ def test_routes_above_keeps_the_reached_edges_over_the_threshold(graph, tau):
     sub = graph.above(tau)
     assert sub.threshold == tau and all(e["weight"] > tau for e in sub.edges)
     assert {(e["source"], e["target"], e["head"]) for e in sub.edges} <= {
-        (e["source"], e["target"], e["head"]) for e in graph.edges}
+        (e["source"], e["target"], e["head"]) for e in graph.edges
+    }

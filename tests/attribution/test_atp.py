@@ -2,6 +2,7 @@
 independently — a factor k on each head's slice of W^O's input set by a forward pre-hook on the output projection,
 ∂F/∂k by autograd — and AtP*'s QK fix equals recomputing the last layer's softmax from its scores moved by their
 first-order change (forward-mode through the same hook), on tiny float64 models."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -34,12 +35,14 @@ def _hooked(lm, arch, factors, means=None):
     _, dh = _dims(hm)
     handles = []
     for l, layer in enumerate(_get(hm, LAYERS[arch])):
+
         def pre(module, args, l=l):
             k = factors[l].repeat_interleave(dh).to(args[0].dtype)  # a float32 model stays float32
             x = args[0] * k
             if means is not None:
                 x = x + (1 - k) * torch.as_tensor(means[l]).reshape(-1).to(args[0].dtype)
             return (x,) + tuple(args[1:])
+
         handles.append(_get(layer, W_O[arch]).register_forward_pre_hook(pre))
     return handles
 

@@ -1,5 +1,6 @@
 """Issue 41 on smollm2 (float32): AtP equals autograd through hooks on W^O (tests/attribution/test_atp.py's
 reference) to ≤ 1e-3 of its range, on the issue's example."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -2,6 +2,7 @@
 ``by_token="no"`` computed by_token, ``top_pairs(k=-3)`` gave all but 3, ``top_pairs(by="bogus")`` read as
 "token", ``graph(node_threshold=True)`` was taken as 1.0; both ran at any length with no memory budget (+2.2 GB
 at 1,024 tokens, ~2.6 GB per 1,000 tokens); ``attend`` on bf16/fp16 raised a raw dtype RuntimeError."""
+
 from __future__ import annotations
 
 import copy
@@ -55,8 +56,15 @@ def test_top_pairs_refuses_an_unknown_by_and_keeps_k(llama):
         assert len(got) == 3 and abs(got[0][2]) >= abs(got[-1][2])
 
 
-@pytest.mark.parametrize("kw", [{"node_threshold": True}, {"edge_threshold": False},
-                                {"node_threshold": np.bool_(True)}, {"node_threshold": "0.5"}])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"node_threshold": True},
+        {"edge_threshold": False},
+        {"node_threshold": np.bool_(True)},
+        {"node_threshold": "0.5"},
+    ],
+)
 def test_graph_refuses_thresholds_that_are_not_numbers_before_building(llama, kw, monkeypatch):
     monkeypatch.setattr(graph_mod, "_build", lambda *a, **k: pytest.fail("built"))
     with pytest.raises(NormvizError, match="must be a number in"):
@@ -73,8 +81,10 @@ def test_attend_on_half_precision_models_computes_in_float32(dtype):
     s, t = (normviz.Session.from_encoded(m, [enc])[0] for m in (lm, twin))
     tol = 3e-2 if dtype == torch.bfloat16 else 1.5e-2
     for layer, head, key in ((0, 0, 3), (1, 1, 2)):
-        a, b = s.attend(layer, head, query=-1, key=key, by_token=True), t.attend(layer, head, query=-1, key=key,
-                                                                                 by_token=True)
+        a, b = (
+            s.attend(layer, head, query=-1, key=key, by_token=True),
+            t.attend(layer, head, query=-1, key=key, by_token=True),
+        )
         scale = max(1.0, abs(b.total))
         assert abs(a.total - b.total) <= tol * scale
         assert abs(a.by_component.sum() - a.total) <= 1e-5 * scale

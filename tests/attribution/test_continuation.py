@@ -3,6 +3,7 @@ batched adjoint pass. On tiny float64 models of every decoder the attribution su
 greedy ids equal transformers' own ``generate(do_sample=False)``; each row equals a one-position ``explain`` of
 that step on exactly those ids; each row + its bias is the model's own logit (difference) from its own forward
 pass; teacher-forced continuations likewise; smollm2 in float32."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -116,10 +117,8 @@ def test_rows_equal_explain_of_each_prefix(head_model, arch):
     full_logits = _own_logits(lm, ids)
     for t in range(len(c)):
         k = 5 + t
-        e = normviz.Session.from_encoded(lm, [tiny.from_ids(ids[:k])])[0].explain(token=int(c.generated_ids[t]),
-                                                                                   foil=7)
-        own = float((_own_logits(lm, ids[:k])[-1] - full_logits[k - 1]).abs().max()
-                     / full_logits[k - 1].abs().max())
+        e = normviz.Session.from_encoded(lm, [tiny.from_ids(ids[:k])])[0].explain(token=int(c.generated_ids[t]), foil=7)
+        own = float((_own_logits(lm, ids[:k])[-1] - full_logits[k - 1]).abs().max() / full_logits[k - 1].abs().max())
         tol = EXACT if arch == "gpt2" else max(EXACT, 100 * own)
         if arch == "gpt2":
             assert own <= 1e-14
@@ -153,8 +152,11 @@ def test_one_recording_one_backward_pass_factors_shared(head_model, monkeypatch)
     monkeypatch.setattr(continuation, "stack_backward", lambda *a, **k: passes.append(a[1].shape) or real_b(*a, **k))
     sessions = []
     real_from = normviz.Session.from_encoded.__func__
-    monkeypatch.setattr(normviz.Session, "from_encoded",
-                        classmethod(lambda cls, *a, **k: sessions.extend(real_from(cls, *a, **k)) or sessions[-1:]))
+    monkeypatch.setattr(
+        normviz.Session,
+        "from_encoded",
+        classmethod(lambda cls, *a, **k: sessions.extend(real_from(cls, *a, **k)) or sessions[-1:]),
+    )
     c = s.explain_continuation(6)
     assert len(passes) == 1 and passes[0][0] == len(c)  # one pass, all T targets in its batch
     assert len(factors) == len(s.layers())  # each layer's FF factors computed once, for every step
@@ -234,8 +236,9 @@ def test_json_and_npz_fields(head_model, tmp_path):
 def test_seq2seq_rows_equal_one_position_explain(seq2seq_model, arch, mode):
     lm = seq2seq_model(arch)
     s = normviz.Session(lm, "the cat sat on the mat", target="le chat")
-    kw = {"greedy": dict(max_new_tokens=6), "given": dict(continuation="le chat assis sur le tapis"),
-          "session": {}}[mode]
+    kw = {"greedy": dict(max_new_tokens=6), "given": dict(continuation="le chat assis sur le tapis"), "session": {}}[
+        mode
+    ]
     c = s.explain_continuation(**kw, foil="runner-up" if mode == "given" else 5, by_layer=True)
     n_src = len(s.src_tokens)
     assert c.n_source == n_src and c.mode == mode
@@ -243,8 +246,15 @@ def test_seq2seq_rows_equal_one_position_explain(seq2seq_model, arch, mode):
     tgt_ids = c.column_ids[n_src:].tolist()
     if mode == "greedy":  # transformers' own greedy generate
         use_cache = arch != "t5" or lm.model.config.num_decoder_layers == lm.model.config.num_layers
-        seq = lm.model.generate(input_ids=src, attention_mask=torch.ones_like(src), max_new_tokens=6, do_sample=False,
-                                num_beams=1, use_cache=use_cache, forced_eos_token_id=None)[0].tolist()
+        seq = lm.model.generate(
+            input_ids=src,
+            attention_mask=torch.ones_like(src),
+            max_new_tokens=6,
+            do_sample=False,
+            num_beams=1,
+            use_cache=use_cache,
+            forced_eos_token_id=None,
+        )[0].tolist()
         assert c.generated_ids.tolist() == seq[1:] and tgt_ids == seq[:-1]
     elif mode == "session":
         assert c.generated_ids.tolist() == s.part.seq2seq.labels.ids
@@ -269,8 +279,9 @@ def test_smollm2_rows_equal_the_one_position_path(smollm2):
     c = s.explain_continuation(max_new_tokens=6, foil="runner-up")
     x = torch.tensor([s.encoded.ids])
     with torch.no_grad():
-        want = smollm2.head_model.generate(input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=6,
-                                           do_sample=False)[0, x.shape[1]:].tolist()
+        want = smollm2.head_model.generate(
+            input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=6, do_sample=False
+        )[0, x.shape[1] :].tolist()
     assert c.generated_ids.tolist() == want and c.text.startswith(" Paris")
     full = normviz.Session.from_encoded(smollm2, [continuation._encoded(smollm2, c.column_ids.tolist())])[0]
     for t in range(len(c)):
@@ -303,8 +314,18 @@ def test_round_five_architectures_equal_explain(arch):
     assert np.abs(np.nansum(c.sources, 1) + c.bias - c.totals).max() <= 1e-5 * scale
     ids = list(enc.ids)
     for t, w in enumerate([5, 7, 9]):
-        one = normviz.Session.from_encoded(lm, [type(enc)(ids=ids + [5, 7][:t], tokens=[""] * (8 + t),
-                                                          labels=[""] * (8 + t), special=[False] * (8 + t), dropped=0)])[0]
+        one = normviz.Session.from_encoded(
+            lm,
+            [
+                type(enc)(
+                    ids=ids + [5, 7][:t],
+                    tokens=[""] * (8 + t),
+                    labels=[""] * (8 + t),
+                    special=[False] * (8 + t),
+                    dropped=0,
+                )
+            ],
+        )[0]
         e = one.explain(token=w, position=-1)
         assert abs(c.totals[t] - e.total) <= 1e-10 * scale
         np.testing.assert_allclose(c.sources[t, : 8 + t], e.sources, rtol=0, atol=1e-10 * scale)

@@ -1,6 +1,7 @@
 """Issue 19: predict, logit_lens and the direct parts of explain on tiny float64 models with their LM head,
 each formula against an independent computation from the raw modules (tests/attribution/reference.py) and
 the completeness identity against the model's own logits."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -81,7 +82,7 @@ def test_direct_parts_are_the_formulas_and_complete(head_model, arch, foil):
     # the formulas, from the raw modules
     heads = ref.head_terms(lm.head_model, p, i, u)
     assert np.abs(e.heads - heads).max() <= 1e-9 * np.abs(heads).max()
-    assert np.abs(e.heads[:, :, i + 1:]).max() == 0  # causal: no later source token
+    assert np.abs(e.heads[:, :, i + 1 :]).max() == 0  # causal: no later source token
     N = lambda c: float(ref.final_norm(lm.head_model, p.final_in[i], c[None])[0] @ u)  # noqa: E731
     for l in range(L):
         _, _, _, b_o = ref.value_out(lm.head_model, l)

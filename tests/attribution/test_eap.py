@@ -7,6 +7,7 @@
 - Every head's edges sum to its node score: AtP's delta (EAP) and eap_ig's delta (EAP-IG, the same m).
 - EAP-IG converges as m grows: its completeness gap shrinks like the midpoint rule's (≈ 1/m²).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -37,8 +38,10 @@ class _Gpt2Patch:
         self.d = self.hm.config.n_embd
         self.dh = self.d // self.H
         self.o = {}
-        handles = [b.attn.c_proj.register_forward_pre_hook(
-            lambda m, a, l=l: self.o.__setitem__(l, a[0][0].detach().clone())) for l, b in enumerate(self.blocks)]
+        handles = [
+            b.attn.c_proj.register_forward_pre_hook(lambda m, a, l=l: self.o.__setitem__(l, a[0][0].detach().clone()))
+            for l, b in enumerate(self.blocks)
+        ]
         try:
             with torch.no_grad():
                 self.hm(input_ids=self.ids)
@@ -50,7 +53,7 @@ class _Gpt2Patch:
         """W^O_h (0 − o_h): the sender's write moved to zero ablation, [n, d]."""
         proj = self.blocks[l].attn.c_proj
         z = torch.zeros_like(self.o[l])
-        z[:, h * self.dh:(h + 1) * self.dh] = self.o[l][:, h * self.dh:(h + 1) * self.dh]
+        z[:, h * self.dh : (h + 1) * self.dh] = self.o[l][:, h * self.dh : (h + 1) * self.dh]
         return -(proj(z) - proj.bias)
 
     def score(self, receiver, delta, g):
@@ -80,6 +83,7 @@ class _Gpt2Patch:
                     cols = slice(part * self.d + h2 * self.dh, part * self.d + (h2 + 1) * self.dh)
                     out[..., cols] = moved[..., cols]
                 return out
+
             handles.append(block.register_forward_pre_hook(keep_x, with_kwargs=True))
             handles.append(block.attn.c_attn.register_forward_hook(patch))
         try:
@@ -109,11 +113,15 @@ def test_eap_of_an_edge_is_the_first_order_effect_of_patching_it(gpt2):
     ref = _Gpt2Patch(lm, enc.ids)
     assert e.heads.shape == (2, lm.n_heads, 2, lm.n_heads) and e.ff.shape == (2, lm.n_heads, 2)
     checked = []
-    for sender, receiver, got in [((0, 1), ("head", 1, 2), e.heads[0, 1, 1, 2]),
-                                  ((0, 3), ("head", 1, 0), e.heads[0, 3, 1, 0]),
-                                  ((0, 2), ("ff", 0), e.ff[0, 2, 0]), ((0, 0), ("ff", 1), e.ff[0, 0, 1]),
-                                  ((1, 1), ("ff", 1), e.ff[1, 1, 1]),
-                                  ((0, 2), ("logits",), e.logits[0, 2]), ((1, 3), ("logits",), e.logits[1, 3])]:
+    for sender, receiver, got in [
+        ((0, 1), ("head", 1, 2), e.heads[0, 1, 1, 2]),
+        ((0, 3), ("head", 1, 0), e.heads[0, 3, 1, 0]),
+        ((0, 2), ("ff", 0), e.ff[0, 2, 0]),
+        ((0, 0), ("ff", 1), e.ff[0, 0, 1]),
+        ((1, 1), ("ff", 1), e.ff[1, 1, 1]),
+        ((0, 2), ("logits",), e.logits[0, 2]),
+        ((1, 3), ("logits",), e.logits[1, 3]),
+    ]:
         want = ref.first_order_loss(sender, receiver)
         checked.append(abs(want))
         assert got == pytest.approx(want, rel=1e-6, abs=1e-8), (sender, receiver)
@@ -161,6 +169,7 @@ def test_eap_ig_converges_as_steps_grow(gpt2):
 def test_mean_ablation_and_refusals(gpt2):
     lm, enc = gpt2
     from normviz.attribution.knockout import head_means_of
+
     means = head_means_of(lm, [tiny.encoded(n=5, seed=7), tiny.encoded(n=8, seed=8)])
     s = _session(lm, enc)
     e = eap.edges(s, token=TOKEN, foil=FOIL, ablation="mean", means=means)

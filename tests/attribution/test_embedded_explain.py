@@ -1,5 +1,6 @@
 """Issue 19 on the embedded models (float32): smollm2's prediction of "The capital of France is", both
 identities to 1e-4 relative, the lens's last row = the model's own log-probabilities; minilm has no LM head."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,7 +26,11 @@ def test_smollm2_paris(smollm2):
     # the README's worked example (issue 29: it skipped layer 29 head 0): the head × source cells by size
     biggest = [np.unravel_index(k, e.heads.shape) for k in np.argsort(-np.abs(e.heads).ravel())[:4]]
     assert [(int(l), int(h), s.tokens[j]) for l, h, j in biggest] == [
-        (23, 4, "ĠFrance"), (29, 0, "Ġis"), (29, 1, "Ġis"), (23, 3, "ĠFrance")]
+        (23, 4, "ĠFrance"),
+        (29, 0, "Ġis"),
+        (29, 1, "Ġis"),
+        (23, 3, "ĠFrance"),
+    ]
     np.testing.assert_allclose([e.heads[b] for b in biggest], [2.67, -0.99, 0.94, -0.86], atol=0.01)
     # … and the page and the README say the same, in that order, with the numbers of this run
     from pathlib import Path

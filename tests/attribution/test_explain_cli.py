@@ -1,5 +1,6 @@
 """``normviz explain``: user mistakes on one line with exit code 2 before the model loads; the .npz and .json
 outputs on a tiny saved Llama with its LM head; a checkpoint without head weights loads without a head."""
+
 from __future__ import annotations
 
 import json
@@ -14,26 +15,29 @@ from normviz.core.errors import NormvizError
 from ..helpers.cli import run as run_cli
 
 
-@pytest.mark.parametrize("override, extra, says", [
-    ({"--out": "x.txt"}, [], "name a .npz or .json"),
-    ({"--out": "/no/such/folder/x.npz"}, [], "does not exist"),
-    ({}, ["--token", " a", "--token-id", "3"], "give one of them"),
-    ({}, ["--token", " a", "--actual-next"], "give one of them"),
-    ({}, ["--foil", " a", "--foil-id", "3"], "give one of them"),
-    ({}, ["--token", " a", "--foil", " a"], "the same"),
-    ({}, ["--token", ""], "is empty"),
-    ({}, ["--token-id", "-4"], "0 or more"),
-    ({}, ["--top", "0"], "--top"),
-    ({"--text": "   "}, [], "--text"),
-    ({"--text": ""}, [], "--text is empty"),
-    ({"--model": "/no/such/model"}, [], "Unknown model"),
-    ({}, ["--position", "x"], "invalid int"),
-    ({}, ["--graph", "g.txt"], "--graph"),
-    ({}, ["--graph", "g.json", "--node-threshold", "2"], "--node-threshold"),
-    # issue 29: exit 1 with "unexpected ValueError", and nan meaning no budget
-    ({}, ["--option", "explain_budget_s=abc"], "explain_budget_s='abc' is not a number"),
-    ({}, ["--option", "explain_budget_s=nan"], "explain_budget_s='nan' is not a finite number"),
-])
+@pytest.mark.parametrize(
+    "override, extra, says",
+    [
+        ({"--out": "x.txt"}, [], "name a .npz or .json"),
+        ({"--out": "/no/such/folder/x.npz"}, [], "does not exist"),
+        ({}, ["--token", " a", "--token-id", "3"], "give one of them"),
+        ({}, ["--token", " a", "--actual-next"], "give one of them"),
+        ({}, ["--foil", " a", "--foil-id", "3"], "give one of them"),
+        ({}, ["--token", " a", "--foil", " a"], "the same"),
+        ({}, ["--token", ""], "is empty"),
+        ({}, ["--token-id", "-4"], "0 or more"),
+        ({}, ["--top", "0"], "--top"),
+        ({"--text": "   "}, [], "--text"),
+        ({"--text": ""}, [], "--text is empty"),
+        ({"--model": "/no/such/model"}, [], "Unknown model"),
+        ({}, ["--position", "x"], "invalid int"),
+        ({}, ["--graph", "g.txt"], "--graph"),
+        ({}, ["--graph", "g.json", "--node-threshold", "2"], "--node-threshold"),
+        # issue 29: exit 1 with "unexpected ValueError", and nan meaning no budget
+        ({}, ["--option", "explain_budget_s=abc"], "explain_budget_s='abc' is not a number"),
+        ({}, ["--option", "explain_budget_s=nan"], "explain_budget_s='nan' is not a finite number"),
+    ],
+)
 def test_user_mistakes_are_one_line_before_the_model_loads(no_load, tmp_path, capsys, override, extra, says):
     args = {"--model": "smollm2", "--text": "The capital of France is", "--out": str(tmp_path / "e.npz"), **override}
     argv = ["explain"] + [a for kv in args.items() for a in kv] + extra
@@ -45,8 +49,26 @@ def test_user_mistakes_are_one_line_before_the_model_loads(no_load, tmp_path, ca
 def test_writes_npz_and_json(llama_lm_dir, tmp_path, capsys):
     npz, js = tmp_path / "e.npz", tmp_path / "e.json"
     text = "the cat sat on the mat"
-    assert cli.main(["explain", "--model", str(llama_lm_dir), "--text", text, "--out", str(npz), "--dtype", "float64",
-                     "--foil-id", "1005", "--position", "3"]) == 0
+    assert (
+        cli.main(
+            [
+                "explain",
+                "--model",
+                str(llama_lm_dir),
+                "--text",
+                text,
+                "--out",
+                str(npz),
+                "--dtype",
+                "float64",
+                "--foil-id",
+                "1005",
+                "--position",
+                "3",
+            ]
+        )
+        == 0
+    )
     d = np.load(npz)
     lm = normviz.load(str(llama_lm_dir), dtype="float64", device="cpu")
     s = normviz.Session(lm, text)
@@ -58,11 +80,28 @@ def test_writes_npz_and_json(llama_lm_dir, tmp_path, capsys):
     assert abs(d["sources"].sum() + float(d["bias"]) - total) <= 2e-6 * abs(total)
     assert d["sources_by_layer"].shape == (3, s.n_tokens) and np.array_equal(d["sources_by_layer"][0], d["sources"])
     assert abs(d["sources_by_layer"][1].sum() + d["bias_by_layer"][1:].sum() - total) <= 2e-6 * abs(total)
-    assert abs(float(d["embedding"]) + d["heads"].sum() + d["attn_bias"].sum() + d["ff"].sum()
-               + float(d["final_bias"]) - total) <= 2e-6 * abs(total)
+    assert abs(
+        float(d["embedding"]) + d["heads"].sum() + d["attn_bias"].sum() + d["ff"].sum() + float(d["final_bias"]) - total
+    ) <= 2e-6 * abs(total)
     assert int(d["top_ids"][0]) == s.predict(1, position=3)[0].id and len(d["top_ids"]) == 10
-    assert cli.main(["explain", "--model", str(llama_lm_dir), "--text", text, "--out", str(js), "--actual-next",
-                     "--position", "1", "--no-sources"]) == 0
+    assert (
+        cli.main(
+            [
+                "explain",
+                "--model",
+                str(llama_lm_dir),
+                "--text",
+                text,
+                "--out",
+                str(js),
+                "--actual-next",
+                "--position",
+                "1",
+                "--no-sources",
+            ]
+        )
+        == 0
+    )
     j = json.loads(js.read_text())
     assert j["token"] == s.encoded.ids[2] and "sources" not in j and len(j["heads"]) == 2
     assert "wrote" in capsys.readouterr().err
@@ -81,8 +120,22 @@ def test_sources_run_under_a_default_time_budget(llama_lm_dir, tmp_path, capsys,
     assert "sources" not in j and "explain_budget_s" in j["sources_refused"] and "heads" in j
     err = capsys.readouterr().err
     assert "sources refused" in err and "--option explain_budget_s=SECONDS" in err
-    assert cli.main(["explain", "--model", str(llama_lm_dir), "--text", text, "--out", str(out),
-                     "--option", "explain_budget_s=1e9"]) == 0
+    assert (
+        cli.main(
+            [
+                "explain",
+                "--model",
+                str(llama_lm_dir),
+                "--text",
+                text,
+                "--out",
+                str(out),
+                "--option",
+                "explain_budget_s=1e9",
+            ]
+        )
+        == 0
+    )
     j = json.loads(out.read_text())
     assert "sources_refused" not in j and len(j["sources"]) == len(j["tokens"])
 
@@ -92,8 +145,26 @@ def test_writes_the_graph(llama_lm_dir, tmp_path, capsys):
     g_json, g_npz = tmp_path / "g.json", tmp_path / "g.npz"
     text = "the cat sat on the mat"
     for path in (g_json, g_npz):
-        assert cli.main(["explain", "--model", str(llama_lm_dir), "--text", text, "--out", str(tmp_path / "e.npz"),
-                         "--dtype", "float64", "--graph", str(path), "--node-threshold", "0.9"]) == 0
+        assert (
+            cli.main(
+                [
+                    "explain",
+                    "--model",
+                    str(llama_lm_dir),
+                    "--text",
+                    text,
+                    "--out",
+                    str(tmp_path / "e.npz"),
+                    "--dtype",
+                    "float64",
+                    "--graph",
+                    str(path),
+                    "--node-threshold",
+                    "0.9",
+                ]
+            )
+            == 0
+        )
     doc = json.loads(g_json.read_text())
     assert doc["metadata"]["slug"] == "g" and doc["metadata"]["pruning_settings"]["node_threshold"] == 0.9
     e = np.load(tmp_path / "e.npz")

@@ -3,6 +3,7 @@
 two-token ``--token`` failed only after the model loaded (30.7 s); a graph over the memory budget was built
 anyway (~2.6 GB per 1,000 tokens); the JSON held the vocabulary's spellings ('Ġcapital'); ``export --out x.csv``
 silently wrote x.csv.npz."""
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,9 @@ def _one_line(capsys) -> str:
 
 
 @pytest.mark.parametrize("graph_name", ["e.npz", "./e.npz", "sub/../e.npz"])
-def test_graph_naming_the_out_file_is_refused_before_the_model_loads(no_load, llama_lm_dir, tmp_path, capsys,
-                                                                     monkeypatch, graph_name):
+def test_graph_naming_the_out_file_is_refused_before_the_model_loads(
+    no_load, llama_lm_dir, tmp_path, capsys, monkeypatch, graph_name
+):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "sub").mkdir()
     (tmp_path / "e.npz").write_bytes(b"earlier")
@@ -38,8 +40,24 @@ def test_graph_naming_the_out_file_is_refused_before_the_model_loads(no_load, ll
 @pytest.mark.parametrize("name", ["G.JSON", "G.NPZ", "G.Plain.Json"])
 def test_graph_endings_in_any_case_are_written_under_the_name_given(llama_lm_dir, tmp_path, name):
     path = tmp_path / name
-    assert run_cli(["explain", "--model", str(llama_lm_dir), "--text", TEXT, "--out", str(tmp_path / "E.NPZ"),
-                 "--dtype", "float64", "--graph", str(path)]) == 0
+    assert (
+        run_cli(
+            [
+                "explain",
+                "--model",
+                str(llama_lm_dir),
+                "--text",
+                TEXT,
+                "--out",
+                str(tmp_path / "E.NPZ"),
+                "--dtype",
+                "float64",
+                "--graph",
+                str(path),
+            ]
+        )
+        == 0
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["E.NPZ", name])
     e = np.load(tmp_path / "E.NPZ")
     if name.lower().endswith(".npz"):
@@ -51,40 +69,90 @@ def test_graph_endings_in_any_case_are_written_under_the_name_given(llama_lm_dir
 
 def test_a_two_token_token_is_refused_before_the_model_loads(no_load, llama_lm_dir, tmp_path, capsys):
     for flag in ("--token", "--foil"):
-        code = run_cli(["explain", "--model", str(llama_lm_dir), "--text", TEXT, "--out", str(tmp_path / "e.npz"),
-                     flag, " unbelievable catapult"])
+        code = run_cli(
+            [
+                "explain",
+                "--model",
+                str(llama_lm_dir),
+                "--text",
+                TEXT,
+                "--out",
+                str(tmp_path / "e.npz"),
+                flag,
+                " unbelievable catapult",
+            ]
+        )
         assert code == 2 and "tokens here" in _one_line(capsys)
 
 
 @pytest.mark.skipif(not loading.smollm2_converted(), reason="smollm2 is not converted in NORMVIZ_CACHE yet")
 def test_a_two_token_token_on_smollm2_is_refused_before_the_model_loads(no_load, tmp_path, capsys):
-    code = run_cli(["explain", "--model", "smollm2", "--text", "The capital of France is", "--out",
-                 str(tmp_path / "e.npz"), "--token", " New York"])
+    code = run_cli(
+        [
+            "explain",
+            "--model",
+            "smollm2",
+            "--text",
+            "The capital of France is",
+            "--out",
+            str(tmp_path / "e.npz"),
+            "--token",
+            " New York",
+        ]
+    )
     err = _one_line(capsys)
     assert code == 2 and "is 2 tokens here" in err and "' New'" in err
 
 
 def test_a_graph_over_the_memory_budget_is_refused_before_the_model_loads(no_load, llama_lm_dir, tmp_path, capsys):
     text = " ".join(["the cat sat on the mat"] * 20)
-    code = run_cli(["explain", "--model", str(llama_lm_dir), "--text", text, "--out", str(tmp_path / "e.npz"),
-                 "--graph", str(tmp_path / "g.json"), "--option", "memory_budget_mb=0.05"])
+    code = run_cli(
+        [
+            "explain",
+            "--model",
+            str(llama_lm_dir),
+            "--text",
+            text,
+            "--out",
+            str(tmp_path / "e.npz"),
+            "--graph",
+            str(tmp_path / "g.json"),
+            "--option",
+            "memory_budget_mb=0.05",
+        ]
+    )
     err = _one_line(capsys)
     assert code == 2 and "memory budget" in err and "before the model loads" in err
     assert not any(tmp_path.iterdir())
 
 
-def test_a_graph_over_the_budget_after_tokenising_is_refused_before_the_explanation(llama_lm_dir, tmp_path, capsys,
-                                                                                    monkeypatch):
+def test_a_graph_over_the_budget_after_tokenising_is_refused_before_the_explanation(
+    llama_lm_dir, tmp_path, capsys, monkeypatch
+):
     """The words are fewer than the tokens (wordpieces): the check with the real count, before explain runs."""
     from normviz.session.session import Session
+
     monkeypatch.setattr(Session, "explain", lambda *a, **k: pytest.fail("explained"))
     from normviz.attribution.graph import graph_bytes
+
     lm = normviz.load(str(llama_lm_dir), device="cpu")
     d, d_ff = lm.sizes
     budget = graph_bytes(4, lm.n_layers, lm.n_heads, d, d_ff, 4) * 1.01 / 2**20  # 2 words fit, 40 pieces do not
-    code = run_cli(["explain", "--model", str(llama_lm_dir), "--text", "catapultingly unbelievabilities",
-                 "--out", str(tmp_path / "e.npz"), "--graph", str(tmp_path / "g.json"),
-                 "--option", f"memory_budget_mb={budget}"])
+    code = run_cli(
+        [
+            "explain",
+            "--model",
+            str(llama_lm_dir),
+            "--text",
+            "catapultingly unbelievabilities",
+            "--out",
+            str(tmp_path / "e.npz"),
+            "--graph",
+            str(tmp_path / "g.json"),
+            "--option",
+            f"memory_budget_mb={budget}",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()[-1]  # after the load's progress lines
     assert code == 2 and "memory budget" in err and "Nothing was written" in err
     assert not any(tmp_path.iterdir())

@@ -2,6 +2,7 @@
 incoming and outgoing edges sum to its value, the tokens' values are ``explain().sources`` (the forward
 propagation, independent code), the logit's incoming edges are explain's direct parts; circuit-tracer's pruning;
 Neuronpedia's graph JSON fields."""
+
 from __future__ import annotations
 
 import json
@@ -51,7 +52,7 @@ def test_logit_edges_are_the_direct_parts_without_biases(head_model):
     g = graph(s)
     e = s.explain()
     n, L, H = len(s.tokens), lm.n_layers, lm.n_heads
-    direct = g.adjacency[-1, n:n + L * (H + 1)].reshape(L, H + 1)
+    direct = g.adjacency[-1, n : n + L * (H + 1)].reshape(L, H + 1)
     np.testing.assert_allclose(direct[:, :H], e.heads.sum(-1), rtol=0, atol=2e-6)
     np.testing.assert_allclose(direct[:, H], e.ff, rtol=0, atol=2e-6)
     assert g.adjacency[-1, g.position] == pytest.approx(e.embedding, abs=1e-12)

@@ -8,6 +8,7 @@ float16 ≤ 0.1 %): logits, totals and every part within 3 % (bfloat16) / 0.5 % 
 total within 1 % / 0.2 % (the half-precision pass rounds each write, the float32 parts do not); the logit lens's
 log-probabilities within 0.25 / 0.05 nats.
 """
+
 from __future__ import annotations
 
 import copy
@@ -33,6 +34,7 @@ def pair():
             twin = normviz.from_model(copy.deepcopy(lm.head_model).float(), None, name=f"{lm.name}-float32")
             cache[arch, dtype] = lm, twin
         return cache[arch, dtype]
+
     return make
 
 
@@ -96,8 +98,10 @@ SEQ2SEQ = ["marian", "bart", "t5", "mbart"]  # post-LN (Marian, BART) and pre-LN
 # Two stacks round twice as often. Measured maxima (relative to the largest |logit|): bfloat16 logits 1.8 %,
 # sources (incl. sources_by_layer, T5) 4.3 %, Σ sources + bias − total 0.7 %, lens 0.10 nats; float16 0.52 %,
 # 0.39 %, 0.08 %, 0.04 nats. Bounds ≈ 1.5–2× those.
-SEQ2SEQ_TOL = {torch.bfloat16: dict(value=6e-2, total=1.5e-2, lens=0.2),
-               torch.float16: dict(value=1e-2, total=2e-3, lens=0.08)}
+SEQ2SEQ_TOL = {
+    torch.bfloat16: dict(value=6e-2, total=1.5e-2, lens=0.2),
+    torch.float16: dict(value=1e-2, total=2e-3, lens=0.08),
+}
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])

@@ -2,6 +2,7 @@
 interface) equal brute-force interventions written here independently — one intervention per pass, knockout by
 a 4D additive attention mask given to the model's forward, head ablation by a forward pre-hook on the output
 projection W^O — to 1e-10 on tiny float64 models; and their cost checks refuse before anything runs."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -17,8 +18,12 @@ ARCHS = ["llama", "qwen2", "gpt2", "bert"]
 TOL = 1e-10
 # where each architecture keeps its layers and its output projection W^O (written here, not read from normviz)
 LAYERS = {"llama": "model.layers", "qwen2": "model.layers", "gpt2": "transformer.h", "bert": "bert.encoder.layer"}
-W_O = {"llama": "self_attn.o_proj", "qwen2": "self_attn.o_proj", "gpt2": "attn.c_proj",
-       "bert": "attention.output.dense"}
+W_O = {
+    "llama": "self_attn.o_proj",
+    "qwen2": "self_attn.o_proj",
+    "gpt2": "attn.c_proj",
+    "bert": "attention.output.dense",
+}
 
 
 def _get(module, path):
@@ -69,10 +74,12 @@ def _reference_heads(lm, arch, ids, i, token, foil, means=None):
     out = np.empty((len(layers), H))
     for layer_index, layer in enumerate(layers):
         for h in range(H):
+
             def pre(module, args, h=h, layer_index=layer_index):
                 x = args[0].clone()
-                x[..., h * dh:(h + 1) * dh] = 0.0 if means is None else torch.as_tensor(means[layer_index, h])
+                x[..., h * dh : (h + 1) * dh] = 0.0 if means is None else torch.as_tensor(means[layer_index, h])
                 return (x,) + tuple(args[1:])
+
             handle = _get(layer, W_O[arch]).register_forward_pre_hook(pre)
             try:
                 out[layer_index, h] = total - _score(_logits(hm, ids, i), token, foil)
@@ -91,7 +98,9 @@ def _reference_means(lm, arch, encs):
     def recorder(index):
         def pre(module, args):
             sums[index] = sums[index] + args[0][0].to(torch.float64).sum(0)
+
         return pre
+
     handles = [_get(layer, W_O[arch]).register_forward_pre_hook(recorder(k)) for k, layer in enumerate(layers)]
     try:
         for enc in encs:

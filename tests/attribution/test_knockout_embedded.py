@@ -1,5 +1,6 @@
 """Issue 31 on smollm2 (float32): knockout and head ablation equal the brute-force interventions of
 tests/attribution/test_knockout.py (one 4D-masked or hooked pass each) to ≤ 1e-3 of their range."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -34,10 +35,12 @@ def test_smollm2_knockout_and_head_ablation_equal_brute_force(smollm2):
     picked = [(l, h) for l in (0, len(layers) // 2, len(layers) - 1) for h in range(H)]
     ref_heads = []
     for l, h in picked:
+
         def pre(module, args, h=h):
             x = args[0].clone()
-            x[..., h * dh:(h + 1) * dh] = 0.0
+            x[..., h * dh : (h + 1) * dh] = 0.0
             return (x,)
+
         handle = _get(layers[l], "self_attn.o_proj").register_forward_pre_hook(pre)
         try:
             ref_heads.append(total - _score(_logits(hm, ids, n - 1), a.token, a.foil))

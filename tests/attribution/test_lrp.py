@@ -6,6 +6,7 @@ relevance equals explain()'s sources and its gap equals explain()'s bias (Llama;
 the head relevance equals the attribution graph's head node values (Llama, no biases). With the FF in place the
 gradient × input of the FF is not its output: the gap is then non-zero and the relevance differs from the
 sources (the test says so, so a silent fallback to the exact parts would fail)."""
+
 from __future__ import annotations
 
 import numpy as np

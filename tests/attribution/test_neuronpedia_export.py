@@ -2,6 +2,7 @@
 ``scan`` held '/', which their save route refuses, and a file name with spaces made a refused slug; heads and FF
 blocks were typed 'attention head' / 'mlp', which their graph-score code does not know; a predicted '"' closed
 the logit label's quotes early; emoji split into bytes showed as '�'."""
+
 from __future__ import annotations
 
 import json
@@ -25,9 +26,16 @@ def g(head_model):
     return graph(normviz.Session.from_encoded(head_model("llama"), [tiny.encoded(n=9, seed=1)])[0], foil=11)
 
 
-@pytest.mark.parametrize("scan, want", [("HuggingFaceTB/SmolLM2-135M-Instruct", "HuggingFaceTB-SmolLM2-135M-Instruct"),
-                                        ("/home/me/models/tiny llama/", "tiny-llama"), ("./runs/m", "m"),
-                                        ("smollm2", "smollm2"), ("C:\\models\\gpt2", "gpt2")])
+@pytest.mark.parametrize(
+    "scan, want",
+    [
+        ("HuggingFaceTB/SmolLM2-135M-Instruct", "HuggingFaceTB-SmolLM2-135M-Instruct"),
+        ("/home/me/models/tiny llama/", "tiny-llama"),
+        ("./runs/m", "m"),
+        ("smollm2", "smollm2"),
+        ("C:\\models\\gpt2", "gpt2"),
+    ],
+)
 def test_scan_names_their_save_route_takes(g, scan, want):
     meta = g.to_neuronpedia(scan=scan)["metadata"]
     assert meta["scan"] == want and SAFE.match(meta["scan"])
@@ -67,7 +75,8 @@ def test_emoji_split_into_bytes_read_as_their_bytes():
     shown = [token_text(tok, i) for i in ids]
     assert not any("\ufffd" in t for t in shown)
     assert shown[-3:] == [" \\xf0\\x9f", "\\xa6", "\\x9c"]
-    joined = b"".join(t.encode("latin-1", "backslashreplace").decode("unicode_escape").encode("latin-1")
-                      for t in shown[-3:])
+    joined = b"".join(
+        t.encode("latin-1", "backslashreplace").decode("unicode_escape").encode("latin-1") for t in shown[-3:]
+    )
     assert joined.decode("utf-8") == " 🦜"
     assert token_text(tok, tok.encode(" Paris")[0]) == " Paris"  # whole characters as the tokenizer decodes them

@@ -1,6 +1,7 @@
 """Issue 33: ``Session.attend`` — one head's pre-softmax score split exactly over what wrote the query's and the
 key's residual states (components, source tokens): complete, equal to an independent computation from the raw
 weights (GPT-2), and equal to the model's own scores up to each row's softmax constant."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -85,7 +86,7 @@ def test_gpt2_split_equals_a_computation_from_the_raw_weights(head_model):
     cols_k = slice(d + head * dh, d + (head + 1) * dh)
     q = torch.stack([lin(p[i], i) @ W[:, cols_q] for p in parts] + [ln.bias @ W[:, cols_q] + b[cols_q]])
     k = torch.stack([lin(p[j], j) @ W[:, cols_k] for p in parts] + [ln.bias @ W[:, cols_k] + b[cols_k]])
-    want = (q @ k.T / dh ** 0.5).numpy()
+    want = (q @ k.T / dh**0.5).numpy()
     got = attend(s, layer, head, query=i, key=j)
     assert got.components == names + ["constant"]
     np.testing.assert_allclose(got.by_component, want, rtol=0, atol=1e-12 * np.abs(want).max())
@@ -97,8 +98,8 @@ def test_component_names_follow_the_layers(head_model):
     a = attend(s, 1, 0, query=5, key=2)
     H = lm.n_heads
     assert a.components[0] == "embedding" and a.components[-1] == "constant"
-    assert a.components[1:H + 1] == [f"L0.H{h}" for h in range(H)]
-    assert a.components[H + 1:H + 3] == ["L0.attn bias", "L0.FF"]
+    assert a.components[1 : H + 1] == [f"L0.H{h}" for h in range(H)]
+    assert a.components[H + 1 : H + 3] == ["L0.attn bias", "L0.FF"]
     top = a.top_pairs(3)
     assert len(top) == 3 and abs(top[0][2]) >= abs(top[1][2]) >= abs(top[2][2])
 

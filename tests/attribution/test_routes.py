@@ -2,6 +2,7 @@
 edge importance, written here from the raw modules and hooks (tests/attribution/reference.py's plain pass):
 prox(z, y) = max(‖y‖₁ − ‖z − y‖₁, 0), importance = prox / Σ prox, per head and source token, residual and FF,
 extracted backwards from the prediction's node."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -34,6 +35,7 @@ def _shares(parts: list[torch.Tensor], whole: torch.Tensor, measure: str) -> lis
 def reference_routes(model, ids, i: int, tau: float, measure="proximity", combine=False, renorm=False) -> dict:
     """{(source, target, kind, head): weight} of the routes, from hooks and the raw weights (``renorm``: each
     node's shares ≤ τ dropped and the rest divided by their sum before anything else)."""
+
     def shares(parts, whole):
         w = _shares(parts, whole, measure)
         if not renorm:
@@ -53,7 +55,7 @@ def reference_routes(model, ids, i: int, tau: float, measure="proximity", combin
         w_v, b_v, w_o, b_o = ref.value_out(model, l)
         dh = w_o.shape[0] // H
         v = p.x_hat[l] @ w_v + (b_v if b_v is not None else 0)
-        f = [v[:, (h // (H // KV)) * dh:(h // (H // KV) + 1) * dh] @ w_o[h * dh:(h + 1) * dh] for h in range(H)]
+        f = [v[:, (h // (H // KV)) * dh : (h // (H // KV) + 1) * dh] @ w_o[h * dh : (h + 1) * dh] for h in range(H)]
         bias = b_o if b_o is not None else torch.zeros(w_o.shape[1], dtype=torch.float64)
         a_rows = set()
         for t in reached:
@@ -83,8 +85,12 @@ def _as_dict(r) -> dict:
     return {(e["source"], e["target"], e["kind"], e["head"]): e["weight"] for e in r.edges}
 
 
-CASES = [("gpt2", "proximity", False), ("llama", "proximity", False), ("llama_bias", "proximity", True),
-         ("gpt2", "norm_share", False)]
+CASES = [
+    ("gpt2", "proximity", False),
+    ("llama", "proximity", False),
+    ("llama_bias", "proximity", True),
+    ("gpt2", "norm_share", False),
+]
 
 
 @pytest.mark.parametrize("arch,measure,combine", CASES)
@@ -132,8 +138,9 @@ def test_routes_refuse_bad_arguments_and_post_ln_and_cost(head_model):
             normviz.routes(s, **bad)
     with pytest.raises(NotApplicableError, match="post-LN"):
         normviz.routes(_session(head_model("bert"), tiny.encoded(n=6, seed=1)))
-    costly = normviz.Session.from_encoded(head_model("gpt2"), [tiny.encoded(n=6, seed=1)],
-                                          options={"routes_budget_s": 1e-9})[0]
+    costly = normviz.Session.from_encoded(
+        head_model("gpt2"), [tiny.encoded(n=6, seed=1)], options={"routes_budget_s": 1e-9}
+    )[0]
     with pytest.raises(TooCostlyError, match="routes"):
         normviz.routes(costly)
     assert costly.forward_passes == 0  # refused before any work
@@ -177,8 +184,12 @@ def test_the_cost_check_counts_the_extraction_that_flops_missed(wide_session):
         normviz.routes(costly, threshold=tau)
     assert costly.forward_passes == 0  # refused before the recording pass
     # a higher τ reaches fewer rows: estimated cheaper; every τ's estimate is below the worst case τ = 0
-    assert flow.cost(s.request, {}, 0.2) < flow.cost(s.request, {}, 0.04) < flow.cost(s.request, {}, tau) \
+    assert (
+        flow.cost(s.request, {}, 0.2)
+        < flow.cost(s.request, {}, 0.04)
+        < flow.cost(s.request, {}, tau)
         < flow.cost(s.request, {}, 0.0)
+    )
 
 
 def test_routes_stop_at_their_deadline(head_model, monkeypatch):
@@ -188,8 +199,9 @@ def test_routes_stop_at_their_deadline(head_model, monkeypatch):
     assert flow.deadline_s({}) == flow.DEFAULT_DEADLINE_S  # never unbounded
     assert flow.deadline_s({"routes_budget_s": 10}) == flow.DEADLINE_FACTOR * 10
     assert flow.deadline_s({"routes_budget_s": 10, "routes_deadline_s": 3}) == 3
-    s = normviz.Session.from_encoded(head_model("gpt2"), [tiny.encoded(n=6, seed=1)],
-                                     options={"routes_deadline_s": 1.5})[0]
+    s = normviz.Session.from_encoded(
+        head_model("gpt2"), [tiny.encoded(n=6, seed=1)], options={"routes_deadline_s": 1.5}
+    )[0]
     ticks = iter(range(1000))
     monkeypatch.setattr(flow.Deadline, "clock", staticmethod(lambda: float(next(ticks))))  # 1 s per look
     with pytest.raises(DeadlineError, match="routes_deadline_s.*Raise τ"):

@@ -1,6 +1,7 @@
 """Issue 19 on encoder–decoder decoders: predict / logit_lens / explain on tiny float64 Marian, BART (post-LN),
 mBART, M2M100 and T5 (pre-LN): both identities against the model's own logits, cross_heads against the raw
 cross-attention modules, sources over source + target tokens; toy-mt in float32."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -35,14 +36,21 @@ def test_decoder_rows_are_explained_exactly(seq2seq_model, arch):
     n_src, m = len(s.src_tokens), len(s.tgt_tokens)
     assert e.sources.shape == (n_src + m,) and e.n_source == n_src
     assert abs(e.sources.sum() + e.bias - total) <= tol * abs(total), (arch, e.sources.sum() + e.bias, total)
-    assert np.abs(e.sources[n_src + r + 1:]).max() == 0  # later target tokens take no part
+    assert np.abs(e.sources[n_src + r + 1 :]).max() == 0  # later target tokens take no part
     assert np.abs(e.sources[:n_src]).max() > 0  # the source does
     if lm.spec.decoder.placement == "post":
         with pytest.raises(NotApplicableError, match="post-LN"):
             e.cross_heads
         return
-    parts = (e.embedding + e.heads.sum() + e.attn_bias.sum() + e.cross_heads.sum() + e.cross_bias.sum()
-             + e.ff.sum() + e.final_bias)
+    parts = (
+        e.embedding
+        + e.heads.sum()
+        + e.attn_bias.sum()
+        + e.cross_heads.sum()
+        + e.cross_bias.sum()
+        + e.ff.sum()
+        + e.final_bias
+    )
     assert abs(parts - total) <= tol * abs(total), (arch, parts, total)
     L, H = e.cross_heads.shape[:2]
     assert e.cross_heads.shape == (L, H, n_src)
@@ -66,7 +74,7 @@ def test_decoder_rows_are_explained_exactly(seq2seq_model, arch):
         v = a.v_proj(mem)  # [n_src, H·dh]
         dh = v.shape[1] // H
         for h in range(H):
-            g = v[:, h * dh:(h + 1) * dh] @ a.out_proj.weight[:, h * dh:(h + 1) * dh].T
+            g = v[:, h * dh : (h + 1) * dh] @ a.out_proj.weight[:, h * dh : (h + 1) * dh].T
             Ng = ln.weight * (g - g.mean(-1, keepdim=True)) / sigma
             want = out.cross_attentions[l][0, h, r] * (Ng @ u)
             assert np.abs(e.cross_heads[l, h] - want.numpy()).max() <= 1e-9 * np.abs(e.cross_heads).max()

@@ -2,6 +2,7 @@
 token-by-token propagation from the raw modules (tests/attribution/reference.py, SwiGLU's integrals by
 quadrature, not the closed form), complete against the model's own logits, with the cost check before anything
 runs."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -48,7 +49,7 @@ def test_sources_follow_the_rules_and_are_complete(head_model, arch, foil):
     assert abs(e.bias - want_bias) <= TOL[arch] * max(scale, 1.0)
     assert abs(e.sources.sum() + e.bias - total) <= TOL[arch] * abs(total), (arch, e.sources.sum() + e.bias, total)
     if lm.spec.causal:
-        assert np.abs(e.sources[i + 1:]).max() == 0  # later tokens take no part
+        assert np.abs(e.sources[i + 1 :]).max() == 0  # later tokens take no part
     assert s.forward_passes == 1
 
 

@@ -1,6 +1,7 @@
 """Issue 21, round 4: what the Why page keeps per session and position — the logit lens as shown (top-5 table and
 the offered tokens' columns, not the [L+1, V] array) and the routes computed once at the lowest τ asked and
 re-extracted for a higher one — equal to the full computations (tiny float64 GPT-2)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -35,8 +36,7 @@ def test_lens_view_keeps_the_table_and_the_offered_columns_only(head_model):
     assert len(view.table) == lens.shape[0]
     for l, row in enumerate(view.table):
         best = np.argsort(-lens[l], kind="stable")[:5]
-        assert [row[f"#{k + 1}"] for k in range(5)] == [f"{int(t)} {float(np.exp(lens[l, t])):.3f}"
-                                                        for t in best]
+        assert [row[f"#{k + 1}"] for k in range(5)] == [f"{int(t)} {float(np.exp(lens[l, t])):.3f}" for t in best]
     # what the memo holds: the table's strings and three columns, far below the array
     assert size_of(view) < lens.nbytes / 4
     assert size_of(view) >= 3 * lens[:, 0].nbytes

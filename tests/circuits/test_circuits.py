@@ -2,6 +2,7 @@
 are real — zero-ablating all of a circuit's heads removes ≥ 50 % of the mean logit difference over its examples,
 while as many other heads drawn at random remove ≤ 25 % — and the multi-head ablation they use equals the
 single-head ablation of normviz.attribution.knockout where the two overlap."""
+
 from __future__ import annotations
 
 import numpy as np

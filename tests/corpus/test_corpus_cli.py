@@ -1,4 +1,5 @@
 """`python -m normviz corpus`: outputs, bad lines with line numbers, checkpoints and resume, device_map."""
+
 from __future__ import annotations
 
 import json
@@ -18,18 +19,23 @@ from ..helpers.corpus import assert_tables_equal, sample_lines
 def corpus_file(tmp_path):
     good = [s for s in sample_lines(60) if len(s.split()) <= 20][:7]
     assert len(good) == 7
-    raw = b"\n".join([
-        good[0].encode(),
-        b"",  # line 2: empty
-        good[1].encode(),
-        b"caf\xe9 au lait",  # line 4: Latin-1, not UTF-8
-        (good[2] + "\t" + good[3]).encode(),  # line 5: a pair
-        b"one\ttwo\tthree",  # line 6: two tabs
-        " ".join(["word"] * 80).encode(),  # line 7: too long for --max-tokens 60
-        good[4].encode(),
-        good[5].encode(),
-        good[6].encode(),
-    ]) + b"\n"
+    raw = (
+        b"\n".join(
+            [
+                good[0].encode(),
+                b"",  # line 2: empty
+                good[1].encode(),
+                b"caf\xe9 au lait",  # line 4: Latin-1, not UTF-8
+                (good[2] + "\t" + good[3]).encode(),  # line 5: a pair
+                b"one\ttwo\tthree",  # line 6: two tabs
+                " ".join(["word"] * 80).encode(),  # line 7: too long for --max-tokens 60
+                good[4].encode(),
+                good[5].encode(),
+                good[6].encode(),
+            ]
+        )
+        + b"\n"
+    )
     path = tmp_path / "corpus.txt"
     path.write_bytes(raw)
     return path
@@ -37,8 +43,24 @@ def corpus_file(tmp_path):
 
 def test_cli_writes_tables_summary_and_logs_bad_lines(tiny_bert_dir, corpus_file, tmp_path, capsys):
     out = tmp_path / "out"
-    rc = main(["corpus", "--model", str(tiny_bert_dir), "--input", str(corpus_file), "--out", str(out),
-               "--max-tokens", "60", "--chunk-size", "4", "--batch-size", "3", "--quiet"])
+    rc = main(
+        [
+            "corpus",
+            "--model",
+            str(tiny_bert_dir),
+            "--input",
+            str(corpus_file),
+            "--out",
+            str(out),
+            "--max-tokens",
+            "60",
+            "--chunk-size",
+            "4",
+            "--batch-size",
+            "3",
+            "--quiet",
+        ]
+    )
     assert rc == 0
     err = capsys.readouterr().err
     for line in (2, 4, 6, 7):
@@ -64,8 +86,14 @@ def test_cli_writes_tables_summary_and_logs_bad_lines(tiny_bert_dir, corpus_file
 
 
 def test_resume_after_interruption_gives_the_same_results(tiny_llama_dir, corpus_file, tmp_path):
-    job = dict(model=str(tiny_llama_dir), input=str(corpus_file), chunk_size=3, batch_size=2, max_tokens=60,
-               stats=("cv", "shares", "mixing", "ff_change"))
+    job = dict(
+        model=str(tiny_llama_dir),
+        input=str(corpus_file),
+        chunk_size=3,
+        batch_size=2,
+        max_tokens=60,
+        stats=("cv", "shares", "mixing", "ff_change"),
+    )
     full = run_corpus(CorpusJob(out=str(tmp_path / "full"), **job), show_bar=False)
     out = tmp_path / "resumed"
     assert run_corpus(CorpusJob(out=str(out), **job), show_bar=False, stop_after=2) is None  # "interrupted"
@@ -88,10 +116,21 @@ def test_checkpoints_of_another_run_are_refused(tiny_bert_dir, corpus_file, tmp_
     out = tmp_path / "o"
     run_corpus(CorpusJob(model=str(tiny_bert_dir), input=str(corpus_file), out=str(out), stats=("cv",)), show_bar=False)
     with pytest.raises(NormvizError, match="different run"):
-        run_corpus(CorpusJob(model=str(tiny_bert_dir), input=str(corpus_file), out=str(out), stats=("cv", "mixing")),
-                   show_bar=False)
-    res = run_corpus(CorpusJob(model=str(tiny_bert_dir), input=str(corpus_file), out=str(out), stats=("cv", "mixing"),
-                               fresh=True, fmt="csv"), show_bar=False)
+        run_corpus(
+            CorpusJob(model=str(tiny_bert_dir), input=str(corpus_file), out=str(out), stats=("cv", "mixing")),
+            show_bar=False,
+        )
+    res = run_corpus(
+        CorpusJob(
+            model=str(tiny_bert_dir),
+            input=str(corpus_file),
+            out=str(out),
+            stats=("cv", "mixing"),
+            fresh=True,
+            fmt="csv",
+        ),
+        show_bar=False,
+    )
     assert (out / "layer_stats.csv").exists() and "mixing_attn_res" in res.tables["layer_stats"]
 
 

@@ -1,4 +1,6 @@
-"""app_pages/3_Corpus.py driven headlessly with Streamlit's AppTest: sample run, upload path errors, plots, downloads."""
+"""app_pages/3_Corpus.py driven headlessly with Streamlit's AppTest: sample run, upload path errors, plots,
+downloads."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -4,6 +4,7 @@ Asserted: the directions our models share with BERT-base in the papers. Reported
 ``PaperDifference`` warning in pytest's summary): where a small model differs. Figures for the whole
 sample are in the corpus report (README / benchmarks); these tests use a slice to stay fast.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,10 @@ class PaperDifference(UserWarning):
 def _run(tmp_path_factory, model, n, stats):
     src = tmp_path_factory.mktemp(model) / "slice.txt"
     src.write_text("\n".join(SAMPLE.read_text(encoding="utf-8").splitlines()[:n]) + "\n", encoding="utf-8")
-    res = run_corpus(CorpusJob(model=model, input=str(src), out=str(src.parent / "out"), stats=stats,
-                               batch_size=8, chunk_size=64), show_bar=False)
+    res = run_corpus(
+        CorpusJob(model=model, input=str(src), out=str(src.parent / "out"), stats=stats, batch_size=8, chunk_size=64),
+        show_bar=False,
+    )
     print(f"\n{model} on {n} sample sentences:\n" + json.dumps(res.summary["statistics"], indent=1, ensure_ascii=False))
     return res.summary["statistics"]
 
@@ -55,18 +58,22 @@ def test_minilm_specials_receive_much_weight_but_little_norm(minilm):
     cs = minilm["category_shares"]
     assert cs["other"]["norm_share"] > cs["other"]["weight_share"]
     for cat in ("sep", "period", "comma"):
-        _report(cs[cat]["norm_share"] < cs[cat]["weight_share"],
-                f"minilm: '{cat}' gets a larger share under norms ({cs[cat]['norm_share']:.3f}) than under weights "
-                f"({cs[cat]['weight_share']:.3f}); BERT-base shows the opposite (2020 Fig. 3)")
+        _report(
+            cs[cat]["norm_share"] < cs[cat]["weight_share"],
+            f"minilm: '{cat}' gets a larger share under norms ({cs[cat]['norm_share']:.3f}) than under weights "
+            f"({cs[cat]['weight_share']:.3f}); BERT-base shows the opposite (2020 Fig. 3)",
+        )
 
 
 def test_minilm_fx_norm_varies_and_is_anticorrelated_with_alpha(minilm):
     """2020 §4.1-4.2: ‖f(x)‖ is far from constant (CV ≈ 0.22 in BERT-base) and α and ‖f(x)‖ are anti-correlated."""
     assert minilm["fx_cv"] > 0.1
     assert minilm["rho_alpha_fx"] < 0
-    _report(minilm["rho_fx_freq"] > 0.2,
-            f"minilm: ρ(‖f(x)‖, frequency rank) = {minilm['rho_fx_freq']:.3f}; the 2020 paper finds frequent words "
-            "clearly get smaller ‖f(x)‖ (a 24-sentence corpus gives a noisy frequency rank)")
+    _report(
+        minilm["rho_fx_freq"] > 0.2,
+        f"minilm: ρ(‖f(x)‖, frequency rank) = {minilm['rho_fx_freq']:.3f}; the 2020 paper finds frequent words "
+        "clearly get smaller ‖f(x)‖ (a 24-sentence corpus gives a noisy frequency rank)",
+    )
 
 
 def test_minilm_residual_dominates_mixing(minilm):
@@ -74,10 +81,14 @@ def test_minilm_residual_dominates_mixing(minilm):
     assert minilm["mixing_attention"] > 0.9 and minilm["mixing_norm_layer"] > 0.8
     assert minilm["mixing_attn_res"] < minilm["mixing_norm_layer"] - 0.25
     assert minilm["mixing_attn_res_ln"] < minilm["mixing_attn_res"]
-    _report(minilm["mixing_norm_layer"] < minilm["mixing_attention"],
-            f"minilm: norms mix as much as weights ({minilm['mixing_norm_layer']:.3f} vs {minilm['mixing_attention']:.3f})")
-    _report(minilm["mixing_attn_res"] < 0.3,
-            f"minilm: mixing with the residual is {minilm['mixing_attn_res']:.3f}, above BERT-base's 0.223")
+    _report(
+        minilm["mixing_norm_layer"] < minilm["mixing_attention"],
+        f"minilm: norms mix as much as weights ({minilm['mixing_norm_layer']:.3f} vs {minilm['mixing_attention']:.3f})",
+    )
+    _report(
+        minilm["mixing_attn_res"] < 0.3,
+        f"minilm: mixing with the residual is {minilm['mixing_attn_res']:.3f}, above BERT-base's 0.223",
+    )
 
 
 def test_minilm_residual_and_norm_cancel_part_of_the_ff_change(minilm_ff):
@@ -93,8 +104,10 @@ def test_smollm2_attention_sink_and_residual(tmp_path_factory):
     cs = s["category_shares"]
     assert cs["start"]["norm_share"] < cs["start"]["weight_share"]
     assert s["mixing_attn_res"] < s["mixing_norm_layer"]
-    _report(s["mixing_attn_res_ln"] < s["mixing_attn_res"],
-            f"smollm2: the pre-FF RMSNorm raises mixing ({s['mixing_attn_res']:.3f} → {s['mixing_attn_res_ln']:.3f}); "
-            "BERT-base's post-LN lowers it (22.3 → 18.8 %)")
+    _report(
+        s["mixing_attn_res_ln"] < s["mixing_attn_res"],
+        f"smollm2: the pre-FF RMSNorm raises mixing ({s['mixing_attn_res']:.3f} → {s['mixing_attn_res_ln']:.3f}); "
+        "BERT-base's post-LN lowers it (22.3 → 18.8 %)",
+    )
     _report(s["rho_alpha_fx"] < 0, f"smollm2: ρ(α, ‖f(x)‖) = {s['rho_alpha_fx']:.3f} is not negative")
     _report(s["fx_cv"] > 0.1, f"smollm2: CV of ‖f(x)‖ = {s['fx_cv']:.3f}")

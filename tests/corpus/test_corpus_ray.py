@@ -1,6 +1,7 @@
 """`--engine ray` on a local Ray instance gives the same numbers as the in-process engine.
 
 Skipped only when Ray cannot be imported (it is pinned in requirements.txt)."""
+
 from __future__ import annotations
 
 import pytest

@@ -4,6 +4,7 @@ The reference recomputes every statistic per sentence with plain loops and scipy
 maps of one unpadded sentence at a time and ‖f(x)‖ from the model's own value projection (tests/vectors.py),
 while the corpus engine runs padded batches, vectorised sums and chunk merges.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -78,23 +79,34 @@ def reference(lm, lines):
                 row = a[k][:, :, i, : (i + 1 if causal else n)]
                 mix_head[k].append(1 - a[k][:, :, i, i] / row.sum(-1))
         for k in after:
-            ffc[k].append([1 - spearmanr([a["attn_res_ln"][l, i, j] for i, j in vis],
-                                         [a[k][l, i, j] for i, j in vis])[0] for l in range(L)])
+            ffc[k].append(
+                [
+                    1 - spearmanr([a["attn_res_ln"][l, i, j] for i, j in vis], [a[k][l, i, j] for i, j in vis])[0]
+                    for l in range(L)
+                ]
+            )
         occurrences += [(tid, f[:, :, j]) for j, tid in enumerate(ids) if not a.special[j]]
     counts = Counter(t for t, _ in occurrences)
     types = sorted(counts)
     sums = {t: sum(v for tt, v in occurrences if tt == t) for t in types}
-    ranks = {t: 1 + sum(counts[u] > counts[t] for u in types) + (sum(counts[u] == counts[t] for u in types) - 1) / 2
-             for t in types}
+    ranks = {
+        t: 1 + sum(counts[u] > counts[t] for u in types) + (sum(counts[u] == counts[t] for u in types) - 1) / 2
+        for t in types
+    }
     rho_freq = np.empty((L, H))
     for l in range(L):
         for h in range(H):
             rho_freq[l, h] = spearmanr([ranks[t] for t in types], [sums[t][l, h] / counts[t] for t in types])[0]
     flat = np.concatenate([x.reshape(L, H, -1) for x in fx_all], -1)
     return {
-        "fx_cv": np.mean(cv, 0), "fx_cv_pooled": flat.std(-1) / flat.mean(-1), "rho_alpha_fx": np.mean(rho_af, 0),
-        "rho_fx_freq": rho_freq, "share_weight": np.mean(share_w, 0), "share_norm": np.mean(share_n, 0),
-        "mixing": {k: np.mean(v, 0) for k, v in mix.items()}, "mixing_head": {k: np.mean(v, 0) for k, v in mix_head.items()},
+        "fx_cv": np.mean(cv, 0),
+        "fx_cv_pooled": flat.std(-1) / flat.mean(-1),
+        "rho_alpha_fx": np.mean(rho_af, 0),
+        "rho_fx_freq": rho_freq,
+        "share_weight": np.mean(share_w, 0),
+        "share_norm": np.mean(share_n, 0),
+        "mixing": {k: np.mean(v, 0) for k, v in mix.items()},
+        "mixing_head": {k: np.mean(v, 0) for k, v in mix_head.items()},
         "ff_change": {k: np.mean(v, 0) for k, v in ffc.items()},
     }
 
@@ -153,11 +165,16 @@ def test_chunks_merge_to_the_single_pass(setup):
     lm, state, meta, tabs, ref = setup
     raw = [(i + 1, ln.encode()) for i, ln in enumerate(LINES)]
     batch = 1 if lm.spec.family == "llama" else 2  # one sentence per pass for Llama, as in setup
-    parts = [process_chunk(lm, raw[s:s + 2], STATISTICS, batch, None)[0] for s in range(0, len(raw), 2)]
+    parts = [process_chunk(lm, raw[s : s + 2], STATISTICS, batch, None)[0] for s in range(0, len(raw), 2)]
     merged = tables(merge(parts), lm.n_layers, lm.n_heads)
     for name, df in tabs.items():
-        np.testing.assert_allclose(merged[name].select_dtypes("number").to_numpy(float),
-                                   df.select_dtypes("number").to_numpy(float), rtol=1e-9, atol=1e-12, err_msg=name)
+        np.testing.assert_allclose(
+            merged[name].select_dtypes("number").to_numpy(float),
+            df.select_dtypes("number").to_numpy(float),
+            rtol=1e-9,
+            atol=1e-12,
+            err_msg=name,
+        )
 
 
 def test_categorize():
@@ -184,6 +201,7 @@ def test_unknown_statistic_is_a_clear_error(tmp_path):
 
     (tmp_path / "in.txt").write_text("A sentence.\n")
     with pytest.raises(NormvizError, match="Unknown statistic"):
-        run_corpus(CorpusJob(model="minilm", input=str(tmp_path / "in.txt"), out=str(tmp_path / "o"),
-                             stats=("mixng",)), show_bar=False)
-
+        run_corpus(
+            CorpusJob(model="minilm", input=str(tmp_path / "in.txt"), out=str(tmp_path / "o"), stats=("mixng",)),
+            show_bar=False,
+        )

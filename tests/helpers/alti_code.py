@@ -9,6 +9,7 @@ mt-upc/transformer-contributions, ``ModelWrapper.get_contributions`` + ``normali
     importance_ij = −‖T_i(x_j) − y_i + eps‖₁   (``F.pairwise_distance(T, y, p=1)``; eps = 1e-6 in their code)
     alti_ij = max(0, importance_ij + ‖y_i‖₁), rows divided by their sums.
 """
+
 from __future__ import annotations
 
 import torch

@@ -1,4 +1,5 @@
 """Shared bits of the AppTest tests."""
+
 from __future__ import annotations
 
 import json

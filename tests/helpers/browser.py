@@ -1,5 +1,6 @@
 """The browser helpers (a Streamlit server, headless Chromium, timings): :mod:`tools.browser`; and the set-up every
 browser test of the app shares: :func:`app_in_chromium` (one test) and :func:`served_app` (one file's tests)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -18,8 +19,10 @@ def app_in_chromium(log_path=None, env: dict | None = None, width: int = 1280, h
     run app.py`` on a free port (``env`` added to its environment, its output to ``log_path``) and headless
     Chromium with a ``width`` × ``height`` viewport; yields (the app's URL, the driver), both stopped after."""
     require_browser()
-    with streamlit_server(env=env, log_path=None if log_path is None else str(log_path)) as url, \
-            chromium(width, height) as driver:
+    with (
+        streamlit_server(env=env, log_path=None if log_path is None else str(log_path)) as url,
+        chromium(width, height) as driver,
+    ):
         yield url, driver
 
 
@@ -36,6 +39,7 @@ def served_app(name: str, fixture: str | None = None, width: int = 1280, height:
     driver, out), ``out`` the screenshots' folder :func:`shots_dir` ``(…, name)``, where the server's log is
     ``streamlit.log``. Its name is ``fixture`` (default ``name``); assign it at module level under that name:
     ``stage = served_app("stage")``."""
+
     @pytest.fixture(scope="module", name=fixture or name)
     def served(tmp_path_factory):
         require_browser()

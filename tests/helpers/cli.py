@@ -1,4 +1,5 @@
 """Running the command line in-process, as a shell would see it."""
+
 from __future__ import annotations
 
 from normviz import cli

@@ -1,5 +1,6 @@
 """Colours as a reader sees them: parsing plotly's colour strings, blending over a page, WCAG contrast, the
 colour a scale gives at a point (the dark-theme tests)."""
+
 from __future__ import annotations
 
 import re
@@ -11,7 +12,7 @@ def rgb(colour: str) -> tuple[float, float, float, float]:
     """(r, g, b, alpha) in 0…1 of '#rrggbb', 'rgb(…)' or 'rgba(…)'."""
     colour = colour.strip()
     if colour.startswith("#"):
-        return tuple(int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)) + (1.0,)
+        return tuple(int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)) + (1.0,)
     parts = [float(v) for v in re.findall(r"[\d.]+", colour)]
     return (parts[0] / 255, parts[1] / 255, parts[2] / 255, parts[3] if len(parts) > 3 else 1.0)
 

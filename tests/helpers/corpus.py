@@ -1,4 +1,5 @@
 """Tiny random models saved as model directories with a real tokenizer, for end-to-end corpus tests."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,9 +29,17 @@ def make_tiny_dir(arch: str, path: Path, seed: int = 0) -> Path:
     if arch == "bert":
         cfg = tf.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, **common)
     else:
-        cfg = tf.LlamaConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                             intermediate_size=48, bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id,
-                             pad_token_id=0, **common)
+        cfg = tf.LlamaConfig(
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            intermediate_size=48,
+            bos_token_id=tok.cls_token_id,
+            eos_token_id=tok.sep_token_id,
+            pad_token_id=0,
+            **common,
+        )
     torch.manual_seed(seed)
     model = tf.AutoModel.from_config(cfg, attn_implementation="eager").eval()
     randomize_weights(model)
@@ -40,7 +49,7 @@ def make_tiny_dir(arch: str, path: Path, seed: int = 0) -> Path:
 
 
 def sample_lines(n: int, start: int = 0) -> list[str]:
-    return SAMPLE.read_text(encoding="utf-8").splitlines()[start:start + n]
+    return SAMPLE.read_text(encoding="utf-8").splitlines()[start : start + n]
 
 
 def assert_tables_equal(a: dict, b: dict, exact: bool = True, rtol: float = 1e-9, scaled_atol: float | None = None):

@@ -2,6 +2,7 @@
 rows and heads, written from the Hugging Face modules of a BERT-style encoder (BERT, RoBERTa, ELECTRA:
 ``encoder.layer``) or GPT-2 (``h``), not from normviz's parameter views. The real pre-norm vectors and FF
 pre-activations come from forward hooks on the model's own modules."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -38,17 +39,34 @@ def _layer_pieces(model, index: int):
         blk = model.h[index]
         d = blk.ln_1.weight.shape[0]
         w_qkv, b_qkv = _linear(blk.attn.c_attn, True)
-        return dict(pre=True, heads=blk.attn.num_heads, wv=w_qkv[:, 2 * d:], bv=b_qkv[2 * d:],
-                    wo_b=_linear(blk.attn.c_proj, True), ln1=blk.ln_1, ln2=blk.ln_2,
-                    w1_b=_linear(blk.mlp.c_fc, True), w2_b=_linear(blk.mlp.c_proj, True), act=blk.mlp.act,
-                    first_in=blk.mlp.c_fc), blk
+        return dict(
+            pre=True,
+            heads=blk.attn.num_heads,
+            wv=w_qkv[:, 2 * d :],
+            bv=b_qkv[2 * d :],
+            wo_b=_linear(blk.attn.c_proj, True),
+            ln1=blk.ln_1,
+            ln2=blk.ln_2,
+            w1_b=_linear(blk.mlp.c_fc, True),
+            w2_b=_linear(blk.mlp.c_proj, True),
+            act=blk.mlp.act,
+            first_in=blk.mlp.c_fc,
+        ), blk
     blk = model.encoder.layer[index]
     wv, bv = _linear(blk.attention.self.value, False)
-    return dict(pre=False, heads=blk.attention.self.num_attention_heads, wv=wv, bv=bv,
-                wo_b=_linear(blk.attention.output.dense, False), ln1=blk.attention.output.LayerNorm,
-                ln2=blk.output.LayerNorm, w1_b=_linear(blk.intermediate.dense, False),
-                w2_b=_linear(blk.output.dense, False), act=blk.intermediate.intermediate_act_fn,
-                first_in=blk.intermediate.dense), blk
+    return dict(
+        pre=False,
+        heads=blk.attention.self.num_attention_heads,
+        wv=wv,
+        bv=bv,
+        wo_b=_linear(blk.attention.output.dense, False),
+        ln1=blk.attention.output.LayerNorm,
+        ln2=blk.output.LayerNorm,
+        w1_b=_linear(blk.intermediate.dense, False),
+        w2_b=_linear(blk.output.dense, False),
+        act=blk.intermediate.intermediate_act_fn,
+        first_in=blk.intermediate.dense,
+    ), blk
 
 
 @torch.no_grad()
@@ -62,8 +80,11 @@ def naive_decompx(model, ids) -> tuple[list[np.ndarray], list[np.ndarray]]:
         hooks.append(pc["ln1"].register_forward_pre_hook(lambda m, a, l=l: seen.__setitem__((l, "z1"), _np(a[0][0]))))
         hooks.append(pc["ln2"].register_forward_pre_hook(lambda m, a, l=l: seen.__setitem__((l, "z2"), _np(a[0][0]))))
         hooks.append(pc["first_in"].register_forward_hook(lambda m, a, o, l=l: seen.__setitem__((l, "h"), _np(o[0]))))
-        hooks.append(blk.register_forward_hook(
-            lambda m, a, o, l=l: seen.__setitem__((l, "out"), _np((o[0] if isinstance(o, tuple) else o)[0]))))
+        hooks.append(
+            blk.register_forward_hook(
+                lambda m, a, o, l=l: seen.__setitem__((l, "out"), _np((o[0] if isinstance(o, tuple) else o)[0]))
+            )
+        )
     try:
         out = model(input_ids=torch.tensor([ids]), output_attentions=True, output_hidden_states=True)
     finally:

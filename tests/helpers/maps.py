@@ -1,5 +1,6 @@
 """Shared helpers of the model tests: per-layer views of a tiny model's records, analyses through the public
 Session entry points, exactness comparisons and a forward-pass counter."""
+
 from __future__ import annotations
 
 import contextlib
@@ -43,8 +44,10 @@ def same_up_to_rounding(got, want, tol: float | None = None, what: str = "") -> 
 
 def decompositions(lm, recs, chunk_bytes: int = 4096, use_kernel=None) -> list[LayerDecomposition]:
     """One LayerDecomposition per layer of one sequence's records (small row chunks by default)."""
-    return [LayerDecomposition(r, lm.layer_params(i), index=i, chunk_bytes=chunk_bytes, use_kernel=use_kernel)
-            for i, r in enumerate(recs)]
+    return [
+        LayerDecomposition(r, lm.layer_params(i), index=i, chunk_bytes=chunk_bytes, use_kernel=use_kernel)
+        for i, r in enumerate(recs)
+    ]
 
 
 def all_rows(ctx, fn):

@@ -1,9 +1,10 @@
 """Tiny random encoder–decoder models (float64) and a word-level tokenizer for them.
 
-    build(arch)            normviz.from_model of a random ``…ForConditionalGeneration`` / ``MarianMTModel``
-    tokenizer()            a PreTrainedTokenizerFast over WORDS (pad 0, eos 1, unk 2, bos 3), eos appended
-    save_dir(arch, path)   model + tokenizer saved with save_pretrained (what normviz.load reads)
+build(arch)            normviz.from_model of a random ``…ForConditionalGeneration`` / ``MarianMTModel``
+tokenizer()            a PreTrainedTokenizerFast over WORDS (pad 0, eos 1, unk 2, bos 3), eos appended
+save_dir(arch, path)   model + tokenizer saved with save_pretrained (what normviz.load reads)
 """
+
 from __future__ import annotations
 
 import torch
@@ -38,14 +39,21 @@ def model_vectors(lm, src_ids: list[int], tgt_ids: list[int]):
 
     dec = decoder_view(lm)
     store: dict = {}
-    handles = hook_stack(lm.layers, lm.spec, store, "enc") + hook_stack(dec.layers, dec.spec, store, "dec", with_ff=False)
+    handles = hook_stack(lm.layers, lm.spec, store, "enc") + hook_stack(
+        dec.layers, dec.spec, store, "dec", with_ff=False
+    )
     ys: dict = {}
     for i, layer in enumerate(dec.layers):
-        handles.append(cross_module(layer).register_forward_hook(
-            lambda m, a, o, i=i: ys.__setitem__(i, o[0][0].clone())))
+        handles.append(
+            cross_module(layer).register_forward_hook(lambda m, a, o, i=i: ys.__setitem__(i, o[0][0].clone()))
+        )
     try:
-        out = lm.model(input_ids=torch.tensor([src_ids]), decoder_input_ids=torch.tensor([tgt_ids]),
-                       output_attentions=True, use_cache=False)
+        out = lm.model(
+            input_ids=torch.tensor([src_ids]),
+            decoder_input_ids=torch.tensor([tgt_ids]),
+            output_attentions=True,
+            use_cache=False,
+        )
     finally:
         for h in handles:
             h.remove()
@@ -72,7 +80,7 @@ def independent_cross_maps(lm, out, ys, decs) -> dict[str, torch.Tensor]:
         H = alpha.shape[0]
         v = v_proj(e)  # [n, H*dh]
         dh = v.shape[1] // H
-        f = torch.stack([v[:, h * dh:(h + 1) * dh] @ o_proj.weight[:, h * dh:(h + 1) * dh].T for h in range(H)])
+        f = torch.stack([v[:, h * dh : (h + 1) * dh] @ o_proj.weight[:, h * dh : (h + 1) * dh].T for h in range(H)])
         res["cross_norm"].append(alpha * f.norm(dim=-1)[:, None, :])
         res["cross_norm_layer"].append(torch.einsum("hij,hjd->ijd", alpha, f).norm(dim=-1))
         b_o = o_proj.bias if o_proj.bias is not None else torch.zeros_like(ys[i][0])

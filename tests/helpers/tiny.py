@@ -1,5 +1,6 @@
 """Tiny randomly initialised models of every supported architecture, in float64 (the conftest fixture
 ``tiny_model(arch)`` caches them per session; :func:`build` makes a fresh one): :mod:`tools.tiny`."""
+
 import torch  # noqa: E402
 import transformers as tf  # noqa: E402
 
@@ -18,8 +19,15 @@ from tools.tiny import (  # noqa: F401 — re-exported: the tests import them fr
 )
 
 # ---------------------------------------------------------------- models with their LM head (prediction attribution)
-HEAD_ARCHS = {"llama": "causal", "llama_bias": "causal", "qwen2": "causal", "gpt2": "causal", "bert": "masked",
-              "qwen3": "causal", **{a: "causal" for a in LATER_ARCHS}}
+HEAD_ARCHS = {
+    "llama": "causal",
+    "llama_bias": "causal",
+    "qwen2": "causal",
+    "gpt2": "causal",
+    "bert": "masked",
+    "qwen3": "causal",
+    **{a: "causal" for a in LATER_ARCHS},
+}
 
 
 def build_with_head(arch: str, seed: int = 0, dtype=torch.float64):

@@ -1,4 +1,5 @@
 """The model's own vectors at each stage, captured with hooks, independent of normviz's decomposition."""
+
 from __future__ import annotations
 
 import torch
@@ -10,11 +11,13 @@ def _hooks(store: dict):
     def out_hook(key):
         def fn(module, args, output):
             store[key] = (output[0] if isinstance(output, tuple) else output)[0].clone()
+
         return fn
 
     def in_hook(key):
         def fn(module, args, kwargs):
             store[key] = (kwargs.get("hidden_states") if "hidden_states" in kwargs else args[0])[0].clone()
+
         return fn
 
     return out_hook, in_hook
@@ -36,8 +39,11 @@ def hook_stack(layers, spec, store: dict, tag: str = "", with_ff: bool = True) -
         if with_ff:
             handles.append(get_path(layer, spec.ff_out).register_forward_hook(out_hook((k, "ff_out"))))
             if spec.placement == "post":
-                handles.append(get_path(layer, spec.norm_after_ff).register_forward_pre_hook(in_hook((k, "z_ff")),
-                                                                                             with_kwargs=True))
+                handles.append(
+                    get_path(layer, spec.norm_after_ff).register_forward_pre_hook(
+                        in_hook((k, "z_ff")), with_kwargs=True
+                    )
+                )
     return handles
 
 
@@ -72,8 +78,8 @@ def independent_head_vectors(lm, layer_index: int, value_out: torch.Tensor) -> t
     w_o = omod.weight if lm.spec.conv1d else omod.weight.T  # [H*dh, d]
     head_dim = w_o.shape[0] // n_heads
     if lm.spec.qkv_layout == "fused_qkv":  # q | k | v
-        value_out = value_out[:, 2 * n_heads * head_dim:]
+        value_out = value_out[:, 2 * n_heads * head_dim :]
     n_kv = value_out.shape[1] // head_dim
     v = value_out.reshape(n, n_kv, head_dim).transpose(0, 1)
     v = v.repeat_interleave(n_heads // n_kv, dim=0)
-    return torch.stack([v[h] @ w_o[h * head_dim:(h + 1) * head_dim] for h in range(n_heads)])
+    return torch.stack([v[h] @ w_o[h * head_dim : (h + 1) * head_dim] for h in range(n_heads)])

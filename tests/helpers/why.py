@@ -1,5 +1,6 @@
 """The Why page's AppTest set-up (test_app_why, test_app_depth, test_app_continuation; the page run once on
 smollm2 is tests/app/conftest.py's ``why_page``)."""
+
 from __future__ import annotations
 
 import normviz

@@ -1,6 +1,7 @@
 """``map(key, layer)`` with all heads is one quantity per call (issue 32): the key its family declares as its
 "all heads" view (``norm`` → ``norm_layer``: the heads' vectors summed, then the norm), else the head mean
 (``attention``), whatever else the session or the Analysis computed before."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -42,8 +43,7 @@ def test_the_same_call_gives_the_same_array_whatever_was_computed(tiny_model, ar
         np.testing.assert_allclose(got, truth, rtol=0, atol=1e-12, err_msg=name)
     # a per-head key without a declared view: the head mean, on every path
     alpha = fresh(lm, options).get(["attention"])["attention"][layer].mean(0)
-    np.testing.assert_allclose(fresh(lm, options).get(["attention", "norm"]).map("attention", layer), alpha,
-                               atol=1e-12)
+    np.testing.assert_allclose(fresh(lm, options).get(["attention", "norm"]).map("attention", layer), alpha, atol=1e-12)
     np.testing.assert_allclose(fresh(lm, options).map("attention", layer), alpha, atol=1e-12)
 
 

@@ -2,6 +2,7 @@
 model's own eager α and outputs, on every tiny float64 architecture and on the embedded float32 models; the
 ``attention`` map is then the block itself (no copy), and where a model's softmax cannot be redirected the
 copy path gives the same arrays."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,6 +1,7 @@
 """Issue 38: the later decoders' parts as data (tools/tiny.py LATER_ARCHS: Gemma 1–3, OLMo, OLMo-2, Phi-3,
 StarCoder2, Granite, OPT; the parallel blocks of GPT-NeoX, GPT-J, Phi, Cohere; the mixtures of experts Mixtral,
-Qwen3-MoE, OLMoE, Qwen2-MoE in float32), each checked against the model's own forward pass on a tiny random float64 model
+Qwen3-MoE, OLMoE, Qwen2-MoE in float32), each checked against the model's own forward pass on a tiny random float64
+model
 with its LM head:
 
 - every stage's parts sum to the model's own vector there (attn_res: z = x + P_a(Attn); attn_res_ln: the FF
@@ -15,6 +16,7 @@ with its LM head:
 Tolerances: ``TOL`` relative; 1e-5 where the model's norms compute in float32 inside a float64 model (Gemma's
 (1 + w) RMSNorm, OLMo's LayerNorm, the Llama-family RMSNorm), else 1e-10.
 """
+
 from __future__ import annotations
 
 import functools
@@ -33,7 +35,16 @@ from ..helpers import tiny
 from ..helpers.maps import all_rows, ff_stage
 
 ARCHS = tiny.LATER_ARCHS
-EXACT = ("starcoder2", "opt", "gpt_neox", "gptj", "phi", "falcon", "falcon_mq", "falcon_seq")  # LayerNorm modules in the model's dtype: float64 through
+EXACT = (
+    "starcoder2",
+    "opt",
+    "gpt_neox",
+    "gptj",
+    "phi",
+    "falcon",
+    "falcon_mq",
+    "falcon_seq",
+)  # LayerNorm modules in the model's dtype: float64 through
 # mixtures of experts run in float32 (transformers' grouped expert matmul has no float64 kernel)
 MOE = ("mixtral", "qwen3_moe", "olmoe", "qwen2_moe", "gpt_oss")
 TOL = {a: (1e-10 if a in EXACT else 1e-5) for a in ARCHS}
@@ -63,29 +74,37 @@ def _own(lm, ids):
     attention output projection's input and output, the value projection's output, and α."""
     spec, store, handles = lm.spec, {}, []
     for i, layer in enumerate(lm.layers):
+
         def one(t):  # [1, n, d], or [n, d] where the model flattens its tokens (OPT's FF block)
             return (t[0] if t.ndim == 3 else t).clone()
 
         def pre(key):
             def fn(m, args, kwargs):
                 store[key] = one(kwargs["hidden_states"] if "hidden_states" in kwargs else args[0])
+
             return fn
 
         def post(key):
             def fn(m, args, out):
                 store[key] = one(out[0] if isinstance(out, tuple) else out)
+
             return fn
-        handles += [layer.register_forward_pre_hook(pre((i, "x")), with_kwargs=True),
-                    layer.register_forward_hook(post((i, "out"))),
-                    get_path(layer, spec.ff_block if spec.moe else spec.ff_in)  # experts: the whole block
-                    .register_forward_pre_hook(pre((i, "ff_in")), with_kwargs=True),
-                    get_path(layer, spec.out).register_forward_hook(post((i, "o"))),
-                    get_path(layer, spec.value).register_forward_hook(post((i, "v")))]
+
+        handles += [
+            layer.register_forward_pre_hook(pre((i, "x")), with_kwargs=True),
+            layer.register_forward_hook(post((i, "out"))),
+            get_path(layer, spec.ff_block if spec.moe else spec.ff_in).register_forward_pre_hook(
+                pre((i, "ff_in")), with_kwargs=True
+            ),  # experts: the whole block
+            get_path(layer, spec.out).register_forward_hook(post((i, "o"))),
+            get_path(layer, spec.value).register_forward_hook(post((i, "v"))),
+        ]
         if spec.norm_after_ff_out:
             handles.append(get_path(layer, spec.norm_after_ff_out).register_forward_hook(post((i, "ff_write"))))
         else:
-            handles.append(get_path(layer, spec.ff_block if spec.moe else spec.ff_out)
-                           .register_forward_hook(post((i, "ff_raw"))))
+            handles.append(
+                get_path(layer, spec.ff_block if spec.moe else spec.ff_out).register_forward_hook(post((i, "ff_raw")))
+            )
     try:
         out = lm.model(input_ids=torch.tensor([ids]), output_attentions=True)
     finally:
@@ -140,13 +159,13 @@ def test_norm_is_alpha_times_the_normed_head_vector(setup):
             vals = vals.view(vals.shape[0], H, 3, dh)[:, :, 2].reshape(vals.shape[0], H * dh)
         if spec.qkv_layout == "fused_qkv":
             kv = (vals.shape[1] - H * dh) // (2 * dh)
-            vals = vals[:, (H + kv) * dh:]
+            vals = vals[:, (H + kv) * dh :]
         if spec.qkv_layout == "grouped_qkv":  # per KV group: its query heads, k, v (Falcon's new layout)
             kv = vals.shape[1] // dh - H - (vals.shape[1] // dh - H) // 2
             vals = vals.view(vals.shape[0], kv, -1, dh)[:, :, -1].reshape(vals.shape[0], kv * dh)
         kv = vals.shape[1] // dh
         vals = vals.reshape(-1, kv, dh).transpose(0, 1).repeat_interleave(H // kv, 0)
-        f = torch.stack([vals[h] @ w_o[h * dh:(h + 1) * dh] for h in range(H)])  # [H, n, d]
+        f = torch.stack([vals[h] @ w_o[h * dh : (h + 1) * dh] for h in range(H)])  # [H, n, d]
         scale = torch.ones(vals.shape[1], dtype=w_o.dtype)
         if spec.attn_out_scale:
             f = f * getattr(lm.config, spec.attn_out_scale)
@@ -175,7 +194,7 @@ def test_explain_parts_and_sources_sum_to_the_models_logit(setup):
         direct = e.heads.sum() + e.attn_bias.sum() + e.ff.sum() + e.embedding + e.final_bias
         assert abs(direct - total) <= TOL[arch] * max(1.0, abs(total)), (arch, direct, total)
         assert abs(e.sources.sum() + e.bias - total) <= TOL[arch] * max(1.0, abs(total)), (arch, foil)
-        assert np.abs(e.sources[i + 1:]).max() == 0
+        assert np.abs(e.sources[i + 1 :]).max() == 0
 
 
 def test_adjoint_sources_equal_the_forward_propagation(setup):
@@ -184,6 +203,7 @@ def test_adjoint_sources_equal_the_forward_propagation(setup):
     s = _session(lm, enc)
     e = s.explain(foil=7, position=i)
     from normviz.attribution import readout_of, target
+
     readout = readout_of(lm)
     views = s.layers()
     t = target(lm, readout, views, e.token, 7, i)
@@ -246,10 +266,12 @@ def test_knockout_and_head_ablation_equal_brute_force(setup):
     def logits(**kw):
         with torch.no_grad():
             return hm(input_ids=torch.tensor([ids]), **kw).logits[0, i].to(torch.float64)
+
     total = _score(logits(), 5, 11)
     ref = []
     attn_path = lm.spec.out.rsplit(".", 1)[0]  # the attention module holding W^O
     for j in range(n):
+
         def cut(module, args, kwargs, j=j):  # each layer's own mask (sliding windows kept), edges (r ≠ j, j) cut
             mask = kwargs.get("attention_mask")
             if mask is None:
@@ -257,6 +279,7 @@ def test_knockout_and_head_ablation_equal_brute_force(setup):
             mask = mask.clone()
             mask[..., torch.arange(n) != j, j] = float("-inf")
             return args, {**kwargs, "attention_mask": mask}
+
         handles = [get_path(layer, attn_path).register_forward_pre_hook(cut, with_kwargs=True) for layer in lm.layers]
         try:
             ref.append(total - _score(logits(), 5, 11))
@@ -272,10 +295,12 @@ def test_knockout_and_head_ablation_equal_brute_force(setup):
         wo = get_path(layer, lm.spec.out)
         dh = (wo.weight.shape[1]) // H
         for h in range(H):
+
             def pre(module, args, h=h):
                 x = args[0].clone()
-                x[..., h * dh:(h + 1) * dh] = 0.0
+                x[..., h * dh : (h + 1) * dh] = 0.0
                 return (x,) + tuple(args[1:])
+
             handle = wo.register_forward_pre_hook(pre)
             try:
                 out[li, h] = total - _score(logits(), 5, 11)
@@ -377,6 +402,7 @@ def test_the_ff_split_by_expert(setup):
     def grab(module, args, kwargs):
         names = ("hidden_states", "top_k_index", "top_k_weights")
         got.update({**dict(zip(names, args)), **kwargs})
+
     for layer, ctx in enumerate(s.layers()):
         experts = get_path(lm.layers[layer], lm.spec.moe.experts)
         handle = experts.register_forward_pre_hook(grab, with_kwargs=True)

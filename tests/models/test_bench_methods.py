@@ -1,4 +1,5 @@
 """The methods benchmark runs and reports every asked map key (in its family's row) relative to the forward pass."""
+
 from __future__ import annotations
 
 import importlib.util

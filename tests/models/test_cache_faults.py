@@ -2,6 +2,7 @@
 ``tokenizer.json`` in NORMVIZ_CACHE was never converted again (and the load said "Re-save it with
 save_pretrained"); NORMVIZ_CACHE naming a file ended in "unexpected FileExistsError"; ``--model smollm`` gave no
 "did you mean smollm2"."""
+
 from __future__ import annotations
 
 import json
@@ -39,6 +40,7 @@ def cache(tmp_path, monkeypatch):
             shutil.rmtree(target)
         _fake_conversion(target)
         return target
+
     monkeypatch.setattr(loading, "_convert_smollm2", convert)
     monkeypatch.setattr(loading, "_smollm2_gguf_dir", lambda: tmp_path)
     return tmp_path / "cache" / loading.SMOLLM2_CONVERTED, calls
@@ -49,8 +51,7 @@ def test_a_whole_safetensors_file_reads_as_whole(tmp_path):
     assert loading.safetensors_whole(tmp_path / "m.safetensors")
 
 
-@pytest.mark.parametrize("damage", ["truncated", "zero-filled", "empty", "no tokenizer.json", "no weights",
-                                    "longer"])
+@pytest.mark.parametrize("damage", ["truncated", "zero-filled", "empty", "no tokenizer.json", "no weights", "longer"])
 def test_a_damaged_conversion_is_made_again(cache, damage):
     target, calls = cache
     _fake_conversion(target)
@@ -111,13 +112,16 @@ def test_cli_with_normviz_cache_a_file_exits_2_with_one_line(tmp_path, monkeypat
     f.write_text("x")
     monkeypatch.setenv("NORMVIZ_CACHE", str(f))
     from normviz.cli import main
+
     assert main(["export", "--model", "smollm2", "--text", "a b c", "--out", str(tmp_path / "m.npz")]) == 2
     err = capsys.readouterr().err
     assert "NORMVIZ_CACHE" in err and "unexpected" not in err
 
 
-@pytest.mark.parametrize("slip, meant", [("smollm", "smollm2"), ("SmolLM", "smollm2"), ("smolm2", "smollm2"),
-                                         ("minilm6", "minilm"), ("mini-lm", "minilm")])
+@pytest.mark.parametrize(
+    "slip, meant",
+    [("smollm", "smollm2"), ("SmolLM", "smollm2"), ("smolm2", "smollm2"), ("minilm6", "minilm"), ("mini-lm", "minilm")],
+)
 def test_a_slip_of_an_embedded_name_says_did_you_mean(slip, meant):
     with pytest.raises(UnknownModelError, match=f"did you mean '{meant}'"):
         loading.resolve(slip)

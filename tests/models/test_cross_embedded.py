@@ -1,4 +1,5 @@
 """The cross-layer and alternative maps on the embedded models (float32), through the API and the CLI."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -11,8 +12,16 @@ from normviz.methods.effective import head_vectors64
 from normviz.record.decompose import LayerDecomposition
 from normviz.record.recorder import record
 
-NEW = ["rollout_attention", "rollout_attn_res", "rollout_attn_res_ln", "rollout_ff_res", "effective_attention",
-       "alti", "rollout_alti", "value_zeroing"]
+NEW = [
+    "rollout_attention",
+    "rollout_attn_res",
+    "rollout_attn_res_ln",
+    "rollout_ff_res",
+    "effective_attention",
+    "alti",
+    "rollout_alti",
+    "value_zeroing",
+]
 
 
 def check_invariants(a, causal: bool):
@@ -29,8 +38,9 @@ def check_invariants(a, causal: bool):
 
 
 def test_minilm_all_new_keys(minilm):
-    a = normviz.analyze(minilm, "The cat sat on the mat because it was warm.",
-                        methods=NEW + ["rollout_ff_res_ln", "flow", "attention"])
+    a = normviz.analyze(
+        minilm, "The cat sat on the mat because it was warm.", methods=NEW + ["rollout_ff_res_ln", "flow", "attention"]
+    )
     n = a.n_tokens
     for key in NEW + ["rollout_ff_res_ln", "flow"]:
         assert a[key].shape == ((6, 12, n, n) if key == "effective_attention" else (6, n, n)), key
@@ -41,8 +51,10 @@ def test_minilm_all_new_keys(minilm):
 
 def test_minilm_effective_attention_beyond_head_size(minilm):
     """37 tokens > head size 32: rank(T^h) = 32, rows change, α̃·T = α·T (T in float64 from the weights)."""
-    text = ("A long sentence with many different words keeps going so that the number of tokens grows well beyond "
-            "the head size of thirty two tokens in this small encoder model today")
+    text = (
+        "A long sentence with many different words keeps going so that the number of tokens grows well beyond "
+        "the head size of thirty two tokens in this small encoder model today"
+    )
     enc = encode(minilm.tokenizer, text, None, max_length=512)
     assert len(enc.ids) > 36
     ids, mask = pad_batch([enc])
@@ -59,8 +71,21 @@ def test_minilm_effective_attention_beyond_head_size(minilm):
 
 def test_cli_export_writes_new_keys_and_notes(tmp_path, capsys):
     out = tmp_path / "x.npz"
-    rc = main(["export", "--model", "minilm", "--text", "Hello world, again.", "--out", str(out),
-               "--methods", "rollout_attention,alti,rollout_alti,flow", "--option", "rollout_normalization=receptive_field"])
+    rc = main(
+        [
+            "export",
+            "--model",
+            "minilm",
+            "--text",
+            "Hello world, again.",
+            "--out",
+            str(out),
+            "--methods",
+            "rollout_attention,alti,rollout_alti,flow",
+            "--option",
+            "rollout_normalization=receptive_field",
+        ]
+    )
     assert rc == 0
     z = np.load(out)
     assert {"tokens", "attention", "rollout_attention", "alti", "rollout_alti", "flow"} <= set(z.files)
@@ -69,8 +94,19 @@ def test_cli_export_writes_new_keys_and_notes(tmp_path, capsys):
 
 
 def test_cli_refuses_long_flow_with_a_message(tmp_path, capsys):
-    rc = main(["export", "--model", "minilm", "--text", " ".join(["word"] * 298), "--out", str(tmp_path / "y.npz"),
-               "--methods", "flow"])
+    rc = main(
+        [
+            "export",
+            "--model",
+            "minilm",
+            "--text",
+            " ".join(["word"] * 298),
+            "--out",
+            str(tmp_path / "y.npz"),
+            "--methods",
+            "flow",
+        ]
+    )
     assert rc == 2
     assert "flow_max_tokens" in capsys.readouterr().err
     assert not (tmp_path / "y.npz").exists()
@@ -80,8 +116,12 @@ def test_cli_refuses_long_flow_with_a_message(tmp_path, capsys):
 def test_smollm2_all_new_keys(smollm2):
     lm = smollm2
     keys = [k for k in NEW if k != "rollout_ff_res"]  # the FF maps of a 30-layer SwiGLU model take the most time
-    a = normviz.analyze(lm, "The cat sat on the mat and the dog sat too.", methods=keys + ["attention"],
-                        options={"rollout_normalization": "receptive_field"})
+    a = normviz.analyze(
+        lm,
+        "The cat sat on the mat and the dog sat too.",
+        methods=keys + ["attention"],
+        options={"rollout_normalization": "receptive_field"},
+    )
     assert a["value_zeroing"].shape == (30, a.n_tokens, a.n_tokens)
     check_invariants(a, causal=True)
     assert "receptive-field" in a.notes["rollout_attn_res_ln"]

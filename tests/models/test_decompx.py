@@ -1,6 +1,7 @@
 """DecompX (issue 10, item 4): completeness against the model's own forward pass on tiny float64 models of
 every family it supports, an independent plain implementation (tests/helpers/decompx_naive.py) at 1e-9,
 refusals (gated FF, cost) before anything runs, and the absdot bias split."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,8 +26,10 @@ def _session(lm, enc, options=None):
 def _layer_outputs(lm, ids) -> list[torch.Tensor]:
     """Each layer's output in a plain forward pass of the model (hooks on the layer modules)."""
     outs = []
-    hooks = [layer.register_forward_hook(lambda m, a, o: outs.append((o[0] if isinstance(o, tuple) else o)[0]))
-             for layer in lm.layers]
+    hooks = [
+        layer.register_forward_hook(lambda m, a, o: outs.append((o[0] if isinstance(o, tuple) else o)[0]))
+        for layer in lm.layers
+    ]
     try:
         with torch.no_grad():
             lm.model(input_ids=torch.tensor([ids]))
@@ -117,6 +120,7 @@ def test_opt_in_and_cost_budget(tiny_model):
         s.get(["decompx"])
     from normviz.methods.cost import RATES, token_limit
     from normviz.methods.decompx import flops
+
     FLOPS_PER_SECOND = RATES["decompx"]
     request = s.request
     fits = token_limit(request, 1.0 * FLOPS_PER_SECOND["cpu"], flops)  # a 1 s budget

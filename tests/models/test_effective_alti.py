@@ -1,4 +1,5 @@
 """Effective attention and ALTI on the tiny models, against the model's own vectors."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -120,4 +121,3 @@ def test_causal_mode_full_is_the_literal_formula(tiny_model):
     np.testing.assert_allclose(full["effective_attention"][0], expected.numpy(), atol=1e-9)
     assert np.abs(np.triu(full["effective_attention"], 1)).max() > 1e-6
     assert np.all(np.triu(prefix["effective_attention"], 1) == 0)
-

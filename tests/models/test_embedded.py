@@ -1,4 +1,5 @@
 """The exactness checks on the two embedded models, in float32, on a short sentence."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -79,12 +80,19 @@ def test_embedded_float32_norm_family_matches_float64(embedded):
     keys = list(KEYS)
     for layer, ctx in enumerate(ctxs):
         rec = ctx.rec
-        r64 = dataclasses.replace(rec, **{f.name: getattr(rec, f.name).double() for f in dataclasses.fields(rec)
-                                          if isinstance(getattr(rec, f.name), torch.Tensor)})
+        r64 = dataclasses.replace(
+            rec,
+            **{
+                f.name: getattr(rec, f.name).double()
+                for f in dataclasses.fields(rec)
+                if isinstance(getattr(rec, f.name), torch.Tensor)
+            },
+        )
         view = LayerDecomposition(rec, lm.layer_params(layer), index=layer)
         got = norm_family_run([view], keys, backend([view]))
-        ref = norm_family_run([LayerDecomposition(r64, lm.layer_params(layer), index=layer, use_kernel=False)], keys,
-                              "torch")
+        ref = norm_family_run(
+            [LayerDecomposition(r64, lm.layer_params(layer), index=layer, use_kernel=False)], keys, "torch"
+        )
         for k in keys:
             y = ref[k][0]
             big = y > 1e-6 * y.max()

@@ -1,4 +1,5 @@
 """Every stage's token parts plus its bias term rebuild the model's own vector (float64, ≤1e-6 relative)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -53,8 +54,9 @@ def test_attn_res_ln_stage(setup):
 def test_ff_stages(setup):
     lm, enc, ctxs, mv = setup
     for ctx, v in zip(ctxs, mv):
-        stages = {k: ff_stage(ctx, k)
-                  for k in (["ff", "ff_res"] + (["ff_res_ln"] if lm.spec.placement == "post" else []))}
+        stages = {
+            k: ff_stage(ctx, k) for k in (["ff", "ff_res"] + (["ff_res_ln"] if lm.spec.placement == "post" else []))
+        }
         parts, bias = stages["ff"]
         close(parts.sum(1) + bias, v["ff_out"])
         parts, bias = stages["ff_res"]

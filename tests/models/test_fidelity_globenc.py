@@ -1,6 +1,8 @@
 """GlobEnc (issue 10, item 3), the value-zeroing rollout and effective attention's value-bias option (items
 5, 6), against independent implementations written here from the model's weights and forward pass, in the
-way the authors' code computes them. Tiny random float64 models built in this file (weights from tests/helpers/tiny.py)."""
+way the authors' code computes them. Tiny random float64 models built in this file (weights from
+tests/helpers/tiny.py)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,13 +26,22 @@ def _tiny(config):
 
 
 def _bert(layers=3):
-    return _tiny(tf.BertConfig(vocab_size=97, hidden_size=32, num_hidden_layers=layers, num_attention_heads=4,
-                               intermediate_size=64, max_position_embeddings=64))
+    return _tiny(
+        tf.BertConfig(
+            vocab_size=97,
+            hidden_size=32,
+            num_hidden_layers=layers,
+            num_attention_heads=4,
+            intermediate_size=64,
+            max_position_embeddings=64,
+        )
+    )
 
 
 def _session(lm, ids, options=None):
-    enc = Encoded(ids=list(ids), tokens=[str(i) for i in ids], labels=[str(i) for i in ids],
-                  special=[False] * len(ids), dropped=0)
+    enc = Encoded(
+        ids=list(ids), tokens=[str(i) for i in ids], labels=[str(i) for i in ids], special=[False] * len(ids), dropped=0
+    )
     return normviz.Session.from_encoded(lm, [enc], options=options)[0]
 
 
@@ -44,8 +55,9 @@ def globenc_reference(model, ids) -> tuple[np.ndarray, np.ndarray]:
     z1, z2 = {}, {}
     hooks = []
     for i, layer in enumerate(layers):
-        hooks.append(layer.attention.output.LayerNorm.register_forward_pre_hook(
-            lambda m, a, i=i: z1.__setitem__(i, a[0][0])))
+        hooks.append(
+            layer.attention.output.LayerNorm.register_forward_pre_hook(lambda m, a, i=i: z1.__setitem__(i, a[0][0]))
+        )
         hooks.append(layer.output.LayerNorm.register_forward_pre_hook(lambda m, a, i=i: z2.__setitem__(i, a[0][0])))
     out = model(input_ids=torch.tensor([ids]), output_attentions=True, output_hidden_states=True)
     for h in hooks:
@@ -100,8 +112,9 @@ def test_globenc_on_minilm_against_reference():
 
 
 def test_globenc_refused_for_pre_ln():
-    lm = _tiny(tf.GPT2Config(vocab_size=97, n_embd=32, n_layer=2, n_head=4, n_positions=64, bos_token_id=0,
-                             eos_token_id=0))
+    lm = _tiny(
+        tf.GPT2Config(vocab_size=97, n_embd=32, n_layer=2, n_head=4, n_positions=64, bos_token_id=0, eos_token_id=0)
+    )
     assert "globenc" not in normviz.all_keys("pre", include_opt_in=False)
     s = _session(lm, IDS)
     with pytest.raises(NotApplicableError, match="post-LN encoders"):
@@ -120,10 +133,12 @@ def value_zeroing_reference(model, ids) -> np.ndarray:
     scores = np.zeros((len(model.encoder.layer), n, n))
     for l, layer in enumerate(model.encoder.layer):
         for t in range(n):
+
             def zero(m, a, o, t=t):
                 o = o.clone()
                 o[:, t] = 0
                 return o
+
             h = layer.attention.self.value.register_forward_hook(zero)
             new = layer(hs[l])[0][0] if isinstance(layer(hs[l]), tuple) else layer(hs[l])[0]
             h.remove()

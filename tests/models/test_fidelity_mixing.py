@@ -1,6 +1,7 @@
 """The corpus mixing ratio is the 2021 paper's (issue 10, item 2): r_i = ‖Σ_{j≠i} v_ij‖ / (‖Σ_{j≠i} v_ij‖ + ‖v_ii‖),
 checked against an independent implementation that builds the per-pair vectors [n, n, d] from the model's
 weights and its own forward pass, as the authors' code (BertNormOutput) does. Self-contained."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,10 +19,12 @@ from ..helpers.tiny import randomize_weights
 
 
 def _tiny(arch: str):
-    common = dict(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                  max_position_embeddings=64)
-    cfg = (tf.BertConfig(intermediate_size=64, **common) if arch == "bert" else
-           tf.LlamaConfig(num_key_value_heads=2, intermediate_size=48, bos_token_id=1, eos_token_id=2, **common))
+    common = dict(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=64)
+    cfg = (
+        tf.BertConfig(intermediate_size=64, **common)
+        if arch == "bert"
+        else tf.LlamaConfig(num_key_value_heads=2, intermediate_size=48, bos_token_id=1, eos_token_id=2, **common)
+    )
     cfg._attn_implementation = "eager"
     torch.manual_seed(0)
     model = tf.AutoModel.from_config(cfg, attn_implementation="eager").to(torch.float64).eval()
@@ -30,8 +33,9 @@ def _tiny(arch: str):
 
 
 def _enc(ids):
-    return Encoded(ids=list(ids), tokens=[str(i) for i in ids], labels=[str(i) for i in ids],
-                   special=[False] * len(ids), dropped=0)
+    return Encoded(
+        ids=list(ids), tokens=[str(i) for i in ids], labels=[str(i) for i in ids], special=[False] * len(ids), dropped=0
+    )
 
 
 def _ratio(off, own):
@@ -46,8 +50,12 @@ def independent(lm, ids) -> dict[str, np.ndarray]:
     bert = lm.spec.family == "bert"
     layers = model.encoder.layer if bert else model.layers
     pre_norm = {}
-    hooks = [(l.attention.output.LayerNorm if bert else l.post_attention_layernorm).register_forward_pre_hook(
-        lambda m, a, i=i: pre_norm.__setitem__(i, a[0][0])) for i, l in enumerate(layers)]
+    hooks = [
+        (l.attention.output.LayerNorm if bert else l.post_attention_layernorm).register_forward_pre_hook(
+            lambda m, a, i=i: pre_norm.__setitem__(i, a[0][0])
+        )
+        for i, l in enumerate(layers)
+    ]
     out = model(input_ids=torch.tensor([ids]), output_attentions=True, output_hidden_states=True)
     for h in hooks:
         h.remove()
@@ -72,7 +80,9 @@ def independent(lm, ids) -> dict[str, np.ndarray]:
         eye = torch.eye(n, dtype=torch.bool)
 
         def split(t):  # (Σ_{j≠i}, self) over axis -2
-            return t.sum(-2) - t[..., eye, :].reshape(t.shape[:-3] + (n, d)), t[..., eye, :].reshape(t.shape[:-3] + (n, d))
+            return t.sum(-2) - t[..., eye, :].reshape(t.shape[:-3] + (n, d)), t[..., eye, :].reshape(
+                t.shape[:-3] + (n, d)
+            )
 
         res["norm"].append(_ratio(*split(per_head)))
         summed = per_head.sum(0)
@@ -135,8 +145,7 @@ def test_mixing_ratios_match_independent_per_pair_tensors(arch):
 
 def test_minilm_three_sentences_against_per_pair_tensors():
     lm = normviz.load("minilm", dtype="float64")
-    texts = ["The cat sat on the mat.", "We hold these truths to be self-evident.",
-             "Attention is not only a weight."]
+    texts = ["The cat sat on the mat.", "We hold these truths to be self-evident.", "Attention is not only a weight."]
     encs = [normviz.core.tokens.encode(lm.tokenizer, t) for t in texts]
     maps = batch_maps(lm, encs, needed_keys(["mixing"], "post"))
     acc = Accumulator(lm.n_layers, lm.n_heads, "post", ["mixing"], causal=False)

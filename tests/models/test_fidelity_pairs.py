@@ -1,6 +1,7 @@
 """Sentence pairs are the model's real pair forward pass: encoders get the tokenizer's segment ids, decoders
 a documented separator (issue 10, item 1). Self-contained: tiny random float64 models built here, with the
 embedded models' tokenizers."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -32,8 +33,15 @@ def bert_tok():
 
 @pytest.fixture(scope="module")
 def tiny_bert(bert_tok):
-    cfg = tf.BertConfig(vocab_size=bert_tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=64, max_position_embeddings=64, type_vocab_size=2)
+    cfg = tf.BertConfig(
+        vocab_size=bert_tok.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        type_vocab_size=2,
+    )
     lm = _tiny(cfg, bert_tok)
     with torch.no_grad():  # segment embeddings that matter
         lm.model.embeddings.token_type_embeddings.weight.normal_(0.0, 1.0)
@@ -83,8 +91,9 @@ def test_single_sentence_unchanged_and_batch_pads_segment_ids(tiny_bert):
     got = batch[1].get(["attention", "attn_res_ln"])
     for k in ("attention", "attn_res_ln"):
         np.testing.assert_allclose(got[k], pair[k], rtol=0, atol=1e-12)
-    np.testing.assert_allclose(batch[0].get(["attention"])["attention"], single.get(["attention"])["attention"],
-                               rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        batch[0].get(["attention"])["attention"], single.get(["attention"])["attention"], rtol=0, atol=1e-12
+    )
 
 
 def test_corpus_batches_pass_segment_ids(tiny_bert):
@@ -97,8 +106,9 @@ def test_corpus_batches_pass_segment_ids(tiny_bert):
 
 
 def test_model_without_segment_embeddings_says_so(bert_tok):
-    cfg = tf.DistilBertConfig(vocab_size=bert_tok.vocab_size, dim=32, n_layers=1, n_heads=4, hidden_dim=64,
-                              max_position_embeddings=64)
+    cfg = tf.DistilBertConfig(
+        vocab_size=bert_tok.vocab_size, dim=32, n_layers=1, n_heads=4, hidden_dim=64, max_position_embeddings=64
+    )
     lm = _tiny(cfg, bert_tok)
     a = normviz.Session(lm, A, B).get(["attention"])
     assert "not passed" in a.notes["pair"] or "no segment ids" in a.notes["pair"]
@@ -110,8 +120,15 @@ def decoder_tok():
 
 
 def test_decoder_pair_joined_with_separator(decoder_tok):
-    cfg = tf.LlamaConfig(vocab_size=len(decoder_tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                         num_key_value_heads=2, intermediate_size=48, max_position_embeddings=128)
+    cfg = tf.LlamaConfig(
+        vocab_size=len(decoder_tok),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=48,
+        max_position_embeddings=128,
+    )
     lm = _tiny(cfg, decoder_tok)
     s = normviz.Session(lm, A, B)
     sep = decoder_tok.sep_token_id if decoder_tok.sep_token_id is not None else decoder_tok.eos_token_id

@@ -1,5 +1,6 @@
 """The raw-attention floor (normviz.models.floor): a model type with no architecture row loads, gets α, its
 rollout and the logit lens from its own pass, and every other key is refused per key with one note."""
+
 from __future__ import annotations
 
 import warnings
@@ -69,8 +70,9 @@ def test_floor_maps_and_lens_are_the_models_own(arch):
     want = torch.stack(out.attentions)[:, 0].numpy()
     assert a.arrays["attention"].shape == (3, 4, len(IDS), len(IDS))
     np.testing.assert_array_equal(a.arrays["attention"], want)
-    np.testing.assert_allclose(a.arrays["rollout_attention"], rollout(attention_with_residual(want)), rtol=1e-12,
-                               atol=1e-15)
+    np.testing.assert_allclose(
+        a.arrays["rollout_attention"], rollout(attention_with_residual(want)), rtol=1e-12, atol=1e-15
+    )
     np.testing.assert_array_equal(s.map("attention", 1, 2), want[1, 2])
     # the lens: each block's output through the model's own final norm and head (found, not named); the last
     # row is the model's own log-probabilities
@@ -97,9 +99,14 @@ def test_everything_else_is_refused_per_key_with_the_note(arch):
     with pytest.raises(NotApplicableError, match="is not available: .*no architecture row"):
         s.get(["norm"])
     assert s.refusal("norm_layer").endswith(lm.note) and s.refusal("rollout_attention") is None
-    calls = {"explain": lambda: s.explain(), "attend": lambda: s.attend(0, 0), "knockout": lambda: s.knockout(),
-             "ablate_heads": lambda: s.ablate_heads(), "graph": lambda: normviz.graph(s),
-             "routes": lambda: normviz.routes(s)}
+    calls = {
+        "explain": lambda: s.explain(),
+        "attend": lambda: s.attend(0, 0),
+        "knockout": lambda: s.knockout(),
+        "ablate_heads": lambda: s.ablate_heads(),
+        "graph": lambda: normviz.graph(s),
+        "routes": lambda: normviz.routes(s),
+    }
     for what, call in calls.items():
         with pytest.raises(NotApplicableError) as exc:
             call()
@@ -107,8 +114,14 @@ def test_everything_else_is_refused_per_key_with_the_note(arch):
 
 
 def test_a_row_that_refuses_the_config_gives_the_floor_with_its_reason():
-    cfg = tf.LlamaConfig(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
-                         vocab_size=50, hidden_act="tanh")
+    cfg = tf.LlamaConfig(
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        vocab_size=50,
+        hidden_act="tanh",
+    )
     model = tf.LlamaForCausalLM(cfg).double().eval()
     with pytest.warns(FloorWarning):
         lm = normviz.from_model(model, None, name="tanh-llama")
@@ -120,8 +133,16 @@ def test_a_row_that_refuses_the_config_gives_the_floor_with_its_reason():
 
 
 def test_an_encoder_decoder_without_a_row_is_refused_at_load():
-    cfg = tf.PegasusConfig(vocab_size=50, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-                           decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16)
+    cfg = tf.PegasusConfig(
+        vocab_size=50,
+        d_model=16,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=16,
+        decoder_ffn_dim=16,
+    )
     if "pegasus" in ARCHITECTURES:
         pytest.skip("pegasus has an architecture row now")
     with pytest.raises(UnsupportedModelError, match="'pegasus' encoder–decoder, which has no architecture row"):
@@ -144,14 +165,26 @@ def test_load_and_cli_export_on_the_floor(bloom_dir, tmp_path, capsys):
     out = tmp_path / "x.npz"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FloorWarning)
-        assert cli_main(["export", "--model", str(bloom_dir), "--text", "the cat sat on the mat",
-                         "--out", str(out)]) == 0
+        assert (
+            cli_main(["export", "--model", str(bloom_dir), "--text", "the cat sat on the mat", "--out", str(out)]) == 0
+        )
     err = capsys.readouterr().err
     assert "note: architecture: " in err and "has no architecture row" in err
     got = np.load(out)
     assert {"attention", "rollout_attention", "tokens"} <= set(got.files) and "norm" not in got.files
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FloorWarning)
-        code = cli_main(["export", "--model", str(bloom_dir), "--text", "the cat", "--maps", "norm",
-                         "--out", str(tmp_path / "y.npz")])
+        code = cli_main(
+            [
+                "export",
+                "--model",
+                str(bloom_dir),
+                "--text",
+                "the cat",
+                "--maps",
+                "norm",
+                "--out",
+                str(tmp_path / "y.npz"),
+            ]
+        )
     assert code != 0 and "'norm' is not available" in capsys.readouterr().err

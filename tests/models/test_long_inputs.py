@@ -1,5 +1,6 @@
 """Long inputs (issue 20): q, k records instead of α, Session.map one layer at a time, the memory budget,
 half-precision models. Tiny random models; the smollm2 document check is slow."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -81,8 +82,9 @@ def test_float32_sdpa_recording_is_close_and_complete(tiny_model):
 def test_map_equals_the_whole_arrays(tiny_model, mode):
     lm = tiny_model("llama")
     enc = tiny.encoded(10)
-    whole = Session.from_encoded(lm, [enc])[0].get(["attention", "norm", "norm_layer", "attn_res", "attn_res_ln",
-                                                   "ff", "ff_res", "rollout_attn_res_ln"])
+    whole = Session.from_encoded(lm, [enc])[0].get(
+        ["attention", "norm", "norm_layer", "attn_res", "attn_res_ln", "ff", "ff_res", "rollout_attn_res_ln"]
+    )
     s = Session.from_encoded(lm, [enc], options={"record_attention": mode})[0]
     for layer in (0, 1, -1):
         for key in ("attention", "norm"):
@@ -194,8 +196,9 @@ def test_smollm2_long_document_per_layer_maps(smollm2):
     import resource
     import time
 
-    text = " ".join(f"Sentence {i} tells how the river {['rose', 'fell', 'turned'][i % 3]} near town {i % 17}."
-                    for i in range(400))
+    text = " ".join(
+        f"Sentence {i} tells how the river {['rose', 'fell', 'turned'][i % 3]} near town {i % 17}." for i in range(400)
+    )
     s = Session(smollm2, text, max_tokens=4000, options={"memory_budget_mb": 4096})
     assert s.n_tokens >= 3900
     t0 = time.process_time()  # CPU seconds: under load wall time measures the other processes too
@@ -205,8 +208,14 @@ def test_smollm2_long_document_per_layer_maps(smollm2):
     import dataclasses
 
     enc = s.encoded
-    cut = dataclasses.replace(enc, ids=enc.ids[:256], tokens=enc.tokens[:256], labels=enc.labels[:256],
-                              special=enc.special[:256], token_type_ids=None)
+    cut = dataclasses.replace(
+        enc,
+        ids=enc.ids[:256],
+        tokens=enc.tokens[:256],
+        labels=enc.labels[:256],
+        special=enc.special[:256],
+        token_type_ids=None,
+    )
     short = Session.from_encoded(smollm2, [cut])[0]
     for key, layer, head in (("norm", 15, None), ("attn_res_ln", 29, None), ("attention", 3, 4)):
         m = s.map(key, layer, head)
@@ -249,8 +258,11 @@ def test_alpha_recomputed_in_row_blocks_equals_the_recorded_alpha(monkeypatch, n
     monkeypatch.setattr(attention_capture, "WEIGHTS_BLOCK_BYTES", 4 * n * 8 * 7)
     cut = []
     seen = attention_capture.AttentionInputs._seen_columns
-    monkeypatch.setattr(attention_capture.AttentionInputs, "_seen_columns",
-                        lambda self, a, b, m: cut.append(seen(self, a, b, m) < m) or seen(self, a, b, m))
+    monkeypatch.setattr(
+        attention_capture.AttentionInputs,
+        "_seen_columns",
+        lambda self, a, b, m: cut.append(seen(self, a, b, m) < m) or seen(self, a, b, m),
+    )
     s = Session.from_encoded(lm, [enc], options={"record_attention": "qk"})[0]
     assert s.records()[0].attn is None  # recomputed from q, k
     np.testing.assert_array_equal(s.get(["attention"])["attention"], want["attention"])
@@ -275,7 +287,9 @@ def test_maps_of_one_layer_in_one_pass_equal_the_whole_arrays(arch):
             for k, v in got.items():
                 np.testing.assert_allclose(v, whole.map(k, layer, head), rtol=0, atol=1e-12, err_msg=(k, layer, head))
             again = s.maps(keys, layer, head)
-            assert all(again[k] is got[k] for k in ("attn_res", "attn_res_ln")) and again["attention"] is got["attention"]
+            assert (
+                all(again[k] is got[k] for k in ("attn_res", "attn_res_ln")) and again["attention"] is got["attention"]
+            )
     assert s.computed() == []
 
 
@@ -328,6 +342,7 @@ def test_a_single_long_sequence_drops_q_and_k_and_reruns_the_layer_for_them(arch
     def off_by_rounding(layer, x, call):
         got = real(layer, x, call)
         return got.with_qk(got.query * (1 + 1e-15), got.key)
+
     monkeypatch.setattr(record_mod, "rerun", off_by_rounding)
     kept = Session.from_encoded(lm, [enc], options={"record_attention": "qk"})[0].records()
     assert all(r.qk.query is not None for r in kept)
@@ -341,8 +356,9 @@ def test_a_long_layer_is_cached_within_the_long_input_bound(monkeypatch):
 
     lm, n = build("llama"), 150
     one_map = n * n * 8
-    s = Session.from_encoded(lm, [encoded(n)], options={"record_attention": "qk",
-                                                      "long_map_cache_mb": 4.5 * one_map / 2**20})[0]
+    s = Session.from_encoded(
+        lm, [encoded(n)], options={"record_attention": "qk", "long_map_cache_mb": 4.5 * one_map / 2**20}
+    )[0]
     keys = ["attention", "norm", "attn_res", "attn_res_ln"]
     s.maps(keys, 0)
     layer = s.maps(keys, 1)

@@ -1,5 +1,6 @@
 """The norm family on tiny models: the compiled-kernel and torch backends agree, a run of layers gives what
 single layers give (and fills the targets it is given), and the analysis is the same on either path."""
+
 from __future__ import annotations
 
 import numpy as np

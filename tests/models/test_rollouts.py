@@ -1,4 +1,5 @@
 """Rollouts on the tiny models through the session: naive loop-by-loop products, invariants, refusals."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -9,16 +10,23 @@ from normviz.core.errors import NormvizError, NotApplicableError
 from ..helpers.maps import analysis
 from ..helpers.tiny import ARCHS, encoded
 
-ROLLOUTS = {"rollout_attn_res": "attn_res", "rollout_attn_res_ln": "attn_res_ln", "rollout_ff_res": "ff_res",
-            "rollout_ff_res_ln": "ff_res_ln"}
+ROLLOUTS = {
+    "rollout_attn_res": "attn_res",
+    "rollout_attn_res_ln": "attn_res_ln",
+    "rollout_ff_res": "ff_res",
+    "rollout_ff_res_ln": "ff_res_ln",
+}
 
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_rollouts_equal_naive_products(tiny_model, arch):
     lm = tiny_model(arch)
-    keys = ["attention", "rollout_attention"] + [k for k in ROLLOUTS if lm.spec.placement == "post" or k != "rollout_ff_res_ln"]
-    a = analysis(lm, encoded(n=7), keys + list(ROLLOUTS.values())[:3]
-                 + (["ff_res_ln"] if lm.spec.placement == "post" else []))
+    keys = ["attention", "rollout_attention"] + [
+        k for k in ROLLOUTS if lm.spec.placement == "post" or k != "rollout_ff_res_ln"
+    ]
+    a = analysis(
+        lm, encoded(n=7), keys + list(ROLLOUTS.values())[:3] + (["ff_res_ln"] if lm.spec.placement == "post" else [])
+    )
     n = a.n_tokens
     # attention rollout, written out loop by loop
     acc = np.eye(n)

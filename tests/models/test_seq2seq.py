@@ -1,6 +1,7 @@
 """Encoder–decoder models (Marian, BART, T5, and mBART, M2M100, gated T5): every stage of the encoder, the
 decoder's self-attention and the cross block rebuilds the model's own vectors (float64, ≤1e-6 relative),
 the cross maps equal an independent implementation, and the session's tokens reproduce the maps."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -57,8 +58,11 @@ def test_shapes(setup):
 
 def test_attention_weights_are_the_models(setup):
     lm, s, a, enc, dec, ys, out = setup
-    for key, theirs in (("encoder_attention", out.encoder_attentions), ("decoder_attention", out.decoder_attentions),
-                        ("cross_attention", out.cross_attentions)):
+    for key, theirs in (
+        ("encoder_attention", out.encoder_attentions),
+        ("decoder_attention", out.decoder_attentions),
+        ("cross_attention", out.cross_attentions),
+    ):
         np.testing.assert_allclose(a[key], torch.stack([t[0] for t in theirs]).numpy(), rtol=1e-12, atol=1e-14)
 
 
@@ -101,8 +105,9 @@ def test_self_attention_stages_rebuild_the_models_vectors(setup, stack):
         parts, bias = all_rows(ctx, ctx.attn_res_ln_vectors)
         close(parts.sum(1) + bias, v["ln_out"])
         np.testing.assert_allclose(a[f"{stack}_attn_res"][ctx.index], u.norm(dim=-1).numpy(), rtol=1e-9, atol=1e-12)
-        np.testing.assert_allclose(a[f"{stack}_attn_res_ln"][ctx.index], parts.norm(dim=-1).numpy(), rtol=1e-9,
-                                   atol=1e-12)
+        np.testing.assert_allclose(
+            a[f"{stack}_attn_res_ln"][ctx.index], parts.norm(dim=-1).numpy(), rtol=1e-9, atol=1e-12
+        )
 
 
 def test_encoder_ff_stages(setup):
@@ -200,10 +205,18 @@ def test_key_space(seq2seq_model):
 
     lm = seq2seq_model("t5")
     assert isinstance(normviz.Session(lm, SRC, target=TGT), normviz.Session)
-    assert resolve(lm, ["encoder_norms"]) == ["encoder_norm", "encoder_norm_layer", "encoder_attn_res",
-                                              "encoder_attn_res_ln"]
-    assert resolve(lm, "decoder_norms") == ["decoder_norm", "decoder_norm_layer", "decoder_attn_res",
-                                            "decoder_attn_res_ln"]
+    assert resolve(lm, ["encoder_norms"]) == [
+        "encoder_norm",
+        "encoder_norm_layer",
+        "encoder_attn_res",
+        "encoder_attn_res_ln",
+    ]
+    assert resolve(lm, "decoder_norms") == [
+        "decoder_norm",
+        "decoder_norm_layer",
+        "decoder_attn_res",
+        "decoder_attn_res_ln",
+    ]
     assert resolve(lm, "norms") == resolve(lm, "encoder_norms") + resolve(lm, "decoder_norms")  # every stack
     assert resolve(lm, "cross") == ["cross_attention", "cross_norm", "cross_norm_layer", "cross_source_share"]
     keys = default_keys(lm)
@@ -296,8 +309,9 @@ def test_cli_export(tmp_path, with_target):
     else:
         assert len(tgt_ids) >= 2 and tgt_ids[0] == lm.config.decoder_start_token_id
     enc, dec, ys, model_out = seq2seq.model_vectors(lm, src_ids, tgt_ids)
-    np.testing.assert_allclose(data["cross_attention"], torch.stack([c[0] for c in model_out.cross_attentions]),
-                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        data["cross_attention"], torch.stack([c[0] for c in model_out.cross_attentions]), rtol=1e-9, atol=1e-12
+    )
     for key, expected in seq2seq.independent_cross_maps(lm, model_out, ys, dec).items():
         assert data[key].dtype == np.float64
         np.testing.assert_allclose(data[key], expected.numpy(), rtol=1e-9, atol=1e-12, err_msg=key)
@@ -311,6 +325,20 @@ def test_cli_refuses_html_for_seq2seq_and_target_for_encoders(tmp_path, tiny_ber
     argv = ["export", "--model", str(path), "--text", SRC, "--out", str(tmp_path / "x.npz")]
     assert main(argv + ["--html", str(tmp_path / "x.html")]) == 2
     assert "--html" in capsys.readouterr().err and not (tmp_path / "x.html").exists()
-    assert main(["export", "--model", str(tiny_bert_dir), "--text", "a cat", "--target", "b",
-                 "--out", str(tmp_path / "y.npz")]) == 2
+    assert (
+        main(
+            [
+                "export",
+                "--model",
+                str(tiny_bert_dir),
+                "--text",
+                "a cat",
+                "--target",
+                "b",
+                "--out",
+                str(tmp_path / "y.npz"),
+            ]
+        )
+        == 2
+    )
     assert "--target is for encoder–decoder" in capsys.readouterr().err

@@ -1,5 +1,6 @@
 """Session behaviour: one forward pass per text, memoised keys, refusals per key, user-registered
 architectures, and layer reruns (value zeroing) from the recorded call arguments in padded batches."""
+
 from __future__ import annotations
 
 import copy
@@ -39,8 +40,10 @@ def counting(monkeypatch, module):
 
 
 # ---------------------------------------------------------------- (a) one forward pass per text
-@pytest.mark.parametrize("arch,keys,more", [("bert", FOUR_POST, ["norm_layer", "rollout_attention"]),
-                                             ("llama", FOUR_PRE, ["norm_layer", "rollout_ff_res"])])
+@pytest.mark.parametrize(
+    "arch,keys,more",
+    [("bert", FOUR_POST, ["norm_layer", "rollout_attention"]), ("llama", FOUR_PRE, ["norm_layer", "rollout_ff_res"])],
+)
 def test_a_view_of_four_maps_runs_the_forward_pass_once(tiny_model, arch, keys, more):
     lm = tiny_model(arch)
     session = session_of(lm)
@@ -84,9 +87,12 @@ def test_a_batch_of_sessions_shares_one_forward_pass(minilm):
         got = [s.get(["attention", "norm", "attn_res_ln"]) for s in sessions]
     assert calls[0] == 1 and all(s.forward_passes == 1 for s in sessions)
     assert got[1].text_pair == "In the garden, asleep." and got[1].tokens.count("[SEP]") == 2
-    singles = [normviz.analyze(minilm, "The cat sat on the mat.", keys=["attention", "norm", "attn_res_ln"]),
-               normviz.analyze(minilm, "Where is the dog?", "In the garden, asleep.",
-                               keys=["attention", "norm", "attn_res_ln"])]
+    singles = [
+        normviz.analyze(minilm, "The cat sat on the mat.", keys=["attention", "norm", "attn_res_ln"]),
+        normviz.analyze(
+            minilm, "Where is the dog?", "In the garden, asleep.", keys=["attention", "norm", "attn_res_ln"]
+        ),
+    ]
     for b, s in zip(got, singles):
         assert b.tokens == s.tokens
         for k in s.keys():
@@ -129,8 +135,9 @@ def test_a_shared_session_computes_once_under_concurrent_gets(tiny_model, monkey
     session = session_of(lm)
     results = []
     with count_forward(lm.model) as calls:
-        threads = [threading.Thread(target=lambda: results.append(session.get(["attention", "ff_res"])))
-                   for _ in range(4)]
+        threads = [
+            threading.Thread(target=lambda: results.append(session.get(["attention", "ff_res"]))) for _ in range(4)
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -173,8 +180,9 @@ def test_refusals_per_key_while_the_rest_is_computed(tiny_model):
     np.testing.assert_allclose(a["rollout_attention"].sum(-1), 1, atol=1e-12)
 
 
-@pytest.mark.parametrize("keys,error", [(["attention", "flow"], TooCostlyError),
-                                        (["attention", "ff_res_ln"], NotApplicableError)])
+@pytest.mark.parametrize(
+    "keys,error", [(["attention", "flow"], TooCostlyError), (["attention", "ff_res_ln"], NotApplicableError)]
+)
 def test_strict_raises_before_any_forward_pass(tiny_model, keys, error):
     lm = tiny_model("llama")
     session = session_of(lm, options={"flow_max_tokens": 4})
@@ -213,8 +221,14 @@ def restore_architectures():
 def _bert_pair():
     import torch
 
-    kw = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-              max_position_embeddings=64, vocab_size=97)
+    kw = dict(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        vocab_size=97,
+    )
     torch.manual_seed(0)
     ref = tf.BertModel(tf.BertConfig(**kw), add_pooling_layer=False).double().eval()
     randomize_weights(ref)

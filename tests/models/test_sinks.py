@@ -1,6 +1,7 @@
 """Issue 29: normviz.methods.sinks.first_token_shares, one layer at a time, equals the Why page's former formula on
 the whole [L, H, n, n] attention and norm maps (float64 tiny models, α recorded and recomputed from q, k in
 blocks of rows), and never builds an [L, H, n, n] array."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,10 +15,12 @@ from ..helpers import tiny
 
 def _old_formula(attention, norm):
     """The Why page's sinks before issue 29 (ui.why.first_token_shares on whole float64 copies)."""
+
     def share(m):
         m = np.abs(np.asarray(m, dtype=np.float64))
         tot = m.sum(-1)
         return np.where(tot > 0, m[..., 0] / np.where(tot > 0, tot, 1), 0).mean(-1)
+
     return share(attention), share(norm)
 
 

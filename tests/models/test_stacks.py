@@ -1,5 +1,6 @@
 """Stacks as objects (:class:`normviz.methods.keyspace.Stack`): one stack of one input, its spelling, rows and columns,
 model view and Request (built once), as the session, the scheduler and the one-layer path read them."""
+
 from __future__ import annotations
 
 import pytest

@@ -2,6 +2,7 @@
 attention blocks (``RECORD = "attention"``: the attention weights and the norm family): the last layer's FF
 block does not run, the maps are the full pass's bit for bit, and anything that needs the rest records again,
 fully, with the same numbers."""
+
 from __future__ import annotations
 
 import numpy as np

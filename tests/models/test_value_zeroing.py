@@ -1,4 +1,5 @@
 """Value zeroing (Mohebbi et al. 2023) against an independent route: whole-model reruns, one token at a time."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -34,8 +35,9 @@ def naive_value_zeroing(lm, ids: list[int], layer: int) -> np.ndarray:
             if zero is None:
                 return None
             output = output.clone()
-            output[0, zero, start:start + width] = 0
+            output[0, zero, start : start + width] = 0
             return output
+
         h1 = vmod.register_forward_hook(zero_hook)
         h2 = layer_mod.register_forward_hook(grab)
         try:
@@ -82,8 +84,14 @@ def test_value_zeroing_is_opt_in_and_flow_too(tiny_model):
     lm = tiny_model("bert")
     defaults = resolve_keys(lm, None)
     assert "value_zeroing" not in defaults and "flow" not in defaults
-    for key in ("rollout_attention", "rollout_attn_res_ln", "alti", "rollout_alti", "effective_attention",
-                "rollout_ff_res_ln"):
+    for key in (
+        "rollout_attention",
+        "rollout_attn_res_ln",
+        "alti",
+        "rollout_alti",
+        "effective_attention",
+        "rollout_ff_res_ln",
+    ):
         assert key in defaults
     assert registry.is_opt_in("value_zeroing") and registry.is_opt_in("flow")
     assert registry.family_of("value_zeroing").needs_model
@@ -100,8 +108,15 @@ def test_value_zeroing_is_opt_in_and_flow_too(tiny_model):
 @pytest.mark.parametrize("arch, padded_tol", [("bert", 0.0), ("llama", 2e-6)])
 def test_new_maps_in_a_padded_batch_equal_single_runs(tiny_model, arch, padded_tol):
     """Right-padded batches: every new key of each sequence equals its own single run."""
-    keys = ["rollout_attention", "rollout_attn_res_ln", "effective_attention", "alti", "rollout_alti",
-            "value_zeroing", "flow"]
+    keys = [
+        "rollout_attention",
+        "rollout_attn_res_ln",
+        "effective_attention",
+        "alti",
+        "rollout_alti",
+        "value_zeroing",
+        "flow",
+    ]
     lm = tiny_model(arch)
     encs = [encoded(n=5, seed=3), encoded(n=10, seed=4)]
     batch = analyses(lm, encs, keys)

@@ -1,4 +1,5 @@
 """Small helpers of the reliability suite (copied here on purpose: this directory depends on no other test module)."""
+
 from __future__ import annotations
 
 import re
@@ -38,7 +39,7 @@ def elements(node, in_expander: bool = False, with_flag: bool = False):
     children = getattr(node, "children", None)
     if children:
         here = in_expander or (getattr(node, "type", None) == "expander" and not node.proto.expanded)
-        for child in (children.values() if isinstance(children, dict) else children):
+        for child in children.values() if isinstance(children, dict) else children:
             yield from elements(child, here, with_flag)
     if getattr(node, "proto", None) is not None and not children:
         yield (node, in_expander) if with_flag else node

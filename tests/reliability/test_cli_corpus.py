@@ -1,4 +1,5 @@
 """Items 4–6: CLI mistakes are one line and exit 2 before the model loads; corpus runs never mix; bounded memory."""
+
 from __future__ import annotations
 
 import json
@@ -82,8 +83,10 @@ def minilm():
 
 def test_export_prints_the_file_written(tmp_path, capsys, minilm, monkeypatch):
     monkeypatch.setattr(normviz, "load", lambda *a, **k: minilm)
-    rc, err = run_cli(["export", "--model", "minilm", "--text", "Hello there.", "--out", str(tmp_path / "maps"),
-                       "--maps", "norm"], capsys)
+    rc, err = run_cli(
+        ["export", "--model", "minilm", "--text", "Hello there.", "--out", str(tmp_path / "maps"), "--maps", "norm"],
+        capsys,
+    )
     assert rc == 0 and f"wrote {tmp_path / 'maps.npz'}:" in err and (tmp_path / "maps.npz").is_file()
 
 
@@ -99,11 +102,11 @@ def test_unreadable_weights_are_a_message(tmp_path, capsys):
 
 # --- corpus integrity ----------------------------------------------------------------------------------------
 
+
 def _job(tmp: Path, name: str, lines: list[str], out: Path, **kw) -> CorpusJob:
     path = tmp / name
     path.write_text("\n".join(lines) + "\n")
-    return CorpusJob(model="minilm", input=str(path), out=str(out), stats=("mixing",), batch_size=4, chunk_size=4,
-                     **kw)
+    return CorpusJob(model="minilm", input=str(path), out=str(out), stats=("mixing",), batch_size=4, chunk_size=4, **kw)
 
 
 LINES_A = [f"The cat number {i} sat on the mat." for i in range(10)]
@@ -132,8 +135,9 @@ def test_two_runs_on_one_out_never_mix(tmp_path, minilm):
     for i, msg in errors.items():
         assert "in use by another normviz corpus run" in msg and "pid" in msg and "input" in msg
     for i, res in results.items():  # whichever finished: its own input alone
-        alone = run_corpus(_job(tmp_path, f"alone{i}.txt", [LINES_A, LINES_B][i], tmp_path / f"alone{i}"),
-                           lm=minilm, show_bar=False)
+        alone = run_corpus(
+            _job(tmp_path, f"alone{i}.txt", [LINES_A, LINES_B][i], tmp_path / f"alone{i}"), lm=minilm, show_bar=False
+        )
         assert res.summary["tokens"] == alone.summary["tokens"]
         assert res.summary["statistics"] == alone.summary["statistics"]
 
@@ -170,11 +174,15 @@ def test_a_run_that_analyses_nothing_fails(tmp_path, minilm, capsys, monkeypatch
     path = tmp_path / "bad.txt"
     path.write_bytes(b"\x01\x02\n\n\xff\xfe broken\n")
     with pytest.raises(NormvizError, match="No line"):
-        run_corpus(CorpusJob(model="minilm", input=str(path), out=str(tmp_path / "o"), stats=("mixing",)),
-                   lm=minilm, show_bar=False)
+        run_corpus(
+            CorpusJob(model="minilm", input=str(path), out=str(tmp_path / "o"), stats=("mixing",)),
+            lm=minilm,
+            show_bar=False,
+        )
     monkeypatch.setattr("normviz.corpus.engine.load_model", lambda *a, **k: minilm)
-    rc, err = run_cli(["corpus", "--model", "minilm", "--input", str(path), "--out", str(tmp_path / "o2"),
-                       "--quiet"], capsys)
+    rc, err = run_cli(
+        ["corpus", "--model", "minilm", "--input", str(path), "--out", str(tmp_path / "o2"), "--quiet"], capsys
+    )
     assert rc == 2 and "No line" in err
 
 
@@ -210,8 +218,13 @@ print(json.dumps({"seconds": t1, "session_seconds": t2, "n_tokens": s.n_tokens, 
 
 def test_a_50_mb_line_is_refused_quickly_with_little_memory(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
-    proc = subprocess.run([sys.executable, "-c", MEMORY_PROBE, str(tmp_path / "big.txt"), str(tmp_path / "o")],
-                          capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", MEMORY_PROBE, str(tmp_path / "big.txt"), str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     r = json.loads(proc.stdout.strip().splitlines()[-1])
     print(r)

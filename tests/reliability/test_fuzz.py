@@ -1,5 +1,6 @@
 """Item 7: property-based fuzzing (hypothesis) — CLI arguments and every page's query parameters give a message,
 never a traceback; 8 concurrent sessions give the results of independent analyses; RSS stays bounded."""
+
 from __future__ import annotations
 
 import json
@@ -20,12 +21,34 @@ from normviz.ui.kit.state import ViewState
 from ..helpers.cli import run as run_cli
 from .helpers import MARKER, PAGES, PAYLOADS, ROOT, app, markup_hits, tracebacks
 
-NASTY = st.sampled_from(PAYLOADS + ["", " ", "-1", "999", "1e9", "nan", "all", "norm,norm", "\x00", "🙂" * 50,
-                                    "a" * 5000, "../../etc/passwd", "/", "minilm", "ff_res_ln,ff_res_ln"])
+NASTY = st.sampled_from(
+    PAYLOADS
+    + [
+        "",
+        " ",
+        "-1",
+        "999",
+        "1e9",
+        "nan",
+        "all",
+        "norm,norm",
+        "\x00",
+        "🙂" * 50,
+        "a" * 5000,
+        "../../etc/passwd",
+        "/",
+        "minilm",
+        "ff_res_ln,ff_res_ln",
+    ]
+)
 VALUE = st.one_of(NASTY, st.text(max_size=40))
 FIELDS = [f for f in ViewState.__dataclass_fields__ if f != "problems"] + ["zzz"]
-FAST = settings(max_examples=int(os.environ.get("NORMVIZ_FUZZ_EXAMPLES", "12")), deadline=None,
-                suppress_health_check=list(HealthCheck), derandomize=True)
+FAST = settings(
+    max_examples=int(os.environ.get("NORMVIZ_FUZZ_EXAMPLES", "12")),
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    derandomize=True,
+)
 
 
 @FAST
@@ -56,8 +79,12 @@ def _env(monkeypatch):
 
 @pytest.mark.parametrize("page", PAGES)
 def test_pages_with_fuzzed_query_show_messages_not_tracebacks(page):
-    @settings(max_examples=int(os.environ.get("NORMVIZ_FUZZ_PAGE_EXAMPLES", "5")), deadline=None,
-              suppress_health_check=list(HealthCheck), derandomize=True)
+    @settings(
+        max_examples=int(os.environ.get("NORMVIZ_FUZZ_PAGE_EXAMPLES", "5")),
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        derandomize=True,
+    )
     @given(st.dictionaries(st.sampled_from(FIELDS), VALUE, max_size=4))
     def one(query):
         at = app(page, query)
@@ -69,13 +96,32 @@ def test_pages_with_fuzzed_query_show_messages_not_tracebacks(page):
 
 
 ARG = st.one_of(NASTY, st.text(max_size=20), st.integers(-10, 10).map(str))
-FLAGS = ["--model", "--text", "--text-pair", "--out", "--maps", "--dtype", "--device", "--max-tokens", "--option",
-         "--input", "--stats", "--batch-size", "--chunk-size", "--limit", "--format", "--engine", "--workers"]
+FLAGS = [
+    "--model",
+    "--text",
+    "--text-pair",
+    "--out",
+    "--maps",
+    "--dtype",
+    "--device",
+    "--max-tokens",
+    "--option",
+    "--input",
+    "--stats",
+    "--batch-size",
+    "--chunk-size",
+    "--limit",
+    "--format",
+    "--engine",
+    "--workers",
+]
 
 
 @FAST
-@given(st.sampled_from(["export", "corpus", "nope", "--help-me"]),
-       st.lists(st.tuples(st.sampled_from(FLAGS), ARG), max_size=6))
+@given(
+    st.sampled_from(["export", "corpus", "nope", "--help-me"]),
+    st.lists(st.tuples(st.sampled_from(FLAGS), ARG), max_size=6),
+)
 def test_cli_with_fuzzed_arguments_gives_a_message(tmp_path_factory, command, pairs):
     tmp = tmp_path_factory.mktemp("cli")
     argv = [command] + [x.replace("{tmp}", str(tmp)) for f, v in pairs for x in (f, v)]
@@ -148,8 +194,9 @@ print(json.dumps({"first10_mb": max(rss[:10]), "last10_mb": max(rss[-10:]), "max
 
 def _rss(n: int) -> dict:
     env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
-    proc = subprocess.run([sys.executable, "-c", RSS_PROBE, str(n)], capture_output=True, text=True, env=env,
-                          timeout=1200)
+    proc = subprocess.run(
+        [sys.executable, "-c", RSS_PROBE, str(n)], capture_output=True, text=True, env=env, timeout=1200
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

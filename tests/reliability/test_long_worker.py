@@ -2,6 +2,7 @@
 minilm reruns to 2.6–9.5 s, their layers computed in the server's threads): with a worker that takes long
 layers, Explore's layer maps come from it with the numbers the server would compute, the server records
 nothing, the worker keeps the text's records for the next layer, and a layer seen again is no job."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -6,6 +6,7 @@ import that may load torch: in app.py above every non-standard import, and expor
 benchmarks/bench_load.py (README); here: that it is in place, and that a process started as the app is has it
 before torch is imported.
 """
+
 from __future__ import annotations
 
 import ast
@@ -21,8 +22,14 @@ STDLIB = {"os", "sys", "time", "pathlib"}
 def _setdefault_line(tree: ast.Module) -> int | None:
     for node in tree.body:
         for sub in ast.walk(node):
-            if (isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr == "setdefault"
-                    and sub.args and isinstance(sub.args[0], ast.Constant) and sub.args[0].value == "OMP_WAIT_POLICY"):
+            if (
+                isinstance(sub, ast.Call)
+                and isinstance(sub.func, ast.Attribute)
+                and sub.func.attr == "setdefault"
+                and sub.args
+                and isinstance(sub.args[0], ast.Constant)
+                and sub.args[0].value == "OMP_WAIT_POLICY"
+            ):
                 return node.lineno
     return None
 
@@ -49,10 +56,11 @@ def _preamble_run(env: dict, after: str, before: str = "") -> list[str]:
     """app.py's preamble (everything above its first non-standard import) run in a fresh interpreter, between
     ``before`` and ``after``, with none of SETTINGS in its environment but those in ``env``; the printed words."""
     source = (ROOT / "app.py").read_text()
-    probe = before + source[:source.index("import pandas")] + "\n" + after + "\n"
+    probe = before + source[: source.index("import pandas")] + "\n" + after + "\n"
     base = {k: v for k, v in os.environ.items() if k not in SETTINGS}
-    out = subprocess.run([sys.executable, "-c", probe], env={**base, **env}, capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", probe], env={**base, **env}, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     return out.stdout.split()
 
@@ -66,8 +74,11 @@ def test_a_process_started_like_the_app_sees_it_when_torch_loads():
 
 
 def _threads_probe(env: dict) -> list[str]:
-    return _preamble_run(env, "import torch, numba\nprint(torch.get_num_threads(), numba.get_num_threads(), "
-                              "os.environ.get('OMP_NUM_THREADS'))")
+    return _preamble_run(
+        env,
+        "import torch, numba\nprint(torch.get_num_threads(), numba.get_num_threads(), "
+        "os.environ.get('OMP_NUM_THREADS'))",
+    )
 
 
 def test_a_public_server_runs_one_thread_per_pass_and_a_private_one_all_cores():
@@ -81,14 +92,18 @@ def test_a_public_server_runs_one_thread_per_pass_and_a_private_one_all_cores():
 def test_a_process_that_already_loaded_torch_keeps_its_settings():
     """AppTest runs app.py in the test's own process: there the preamble must leave the environment alone
     (numba refuses a NUMBA_NUM_THREADS different from its running pool; OpenMP would not read it anyway)."""
-    words = _preamble_run({"NORMVIZ_PUBLIC": "1"},
-                          "print(os.environ.get('OMP_WAIT_POLICY'), os.environ.get('NUMBA_NUM_THREADS'))",
-                          before="import os, sys, torch, numba\n")
+    words = _preamble_run(
+        {"NORMVIZ_PUBLIC": "1"},
+        "print(os.environ.get('OMP_WAIT_POLICY'), os.environ.get('NUMBA_NUM_THREADS'))",
+        before="import os, sys, torch, numba\n",
+    )
     assert words == ["None", "None"]
 
 
 def test_the_preamble_reads_the_settings_without_loading_torch():
     """app.py reads NORMVIZ_PUBLIC through normviz.core.settings loaded on its own (the package's facade would load
     torch before the thread settings are in place)."""
-    assert _preamble_run({"NORMVIZ_PUBLIC": "yes"}, "print('torch' in sys.modules, 'numba' in sys.modules, "
-                                                    "os.environ.get('OMP_NUM_THREADS'))") == ["False", "False", "1"]
+    assert _preamble_run(
+        {"NORMVIZ_PUBLIC": "yes"},
+        "print('torch' in sys.modules, 'numba' in sys.modules, os.environ.get('OMP_NUM_THREADS'))",
+    ) == ["False", "False", "1"]

@@ -3,6 +3,7 @@
 Every page is driven with Markdown/HTML payloads in every query parameter; the texts Streamlit would render as
 Markdown must hold no link, image, raw HTML or autolink built from them, and nothing may show a traceback.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -18,8 +19,15 @@ PARAMS = [f for f in ViewState.__dataclass_fields__ if f != "problems"] + ["unkn
 @pytest.fixture(autouse=True)
 def _env(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    for name in ("NORMVIZ_ALLOWED_MODELS", "NORMVIZ_MAX_TOKENS", "NORMVIZ_PUBLIC", "NORMVIZ_CORPUS_MAX_LINES",
-                 "NORMVIZ_FF_BUDGET", "NORMVIZ_COST_BUDGET", "NORMVIZ_MAX_UPLOAD_MB"):
+    for name in (
+        "NORMVIZ_ALLOWED_MODELS",
+        "NORMVIZ_MAX_TOKENS",
+        "NORMVIZ_PUBLIC",
+        "NORMVIZ_CORPUS_MAX_LINES",
+        "NORMVIZ_FF_BUDGET",
+        "NORMVIZ_COST_BUDGET",
+        "NORMVIZ_MAX_UPLOAD_MB",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -78,6 +86,7 @@ def test_escaped_text_still_reads_as_typed():
 
 # --- no traceback ------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("page", PAGES)
 def test_duplicate_map_names_are_dropped_with_a_note(page):
     at = app(page, {"maps": "norm,norm,attention,norm"})
@@ -108,8 +117,11 @@ BAD_SETTINGS = [
     ("NORMVIZ_MAX_UPLOAD_MB", "lots", "NORMVIZ_MAX_UPLOAD_MB"),
     ("NORMVIZ_PUBLIC", "maybe", "NORMVIZ_PUBLIC"),
 ]
-CASES = [(p, *b) for p in PAGES for b in BAD_SETTINGS[:2]] + [("app_pages/3_Corpus.py", *b) for b in BAD_SETTINGS[2:4]] + [
-    ("app.py", *b) for b in BAD_SETTINGS[4:]]
+CASES = (
+    [(p, *b) for p in PAGES for b in BAD_SETTINGS[:2]]
+    + [("app_pages/3_Corpus.py", *b) for b in BAD_SETTINGS[2:4]]
+    + [("app.py", *b) for b in BAD_SETTINGS[4:]]
+)
 
 
 @pytest.mark.parametrize("page,env,value,name", CASES)
@@ -189,9 +201,21 @@ def test_why_page_payloads_render_no_markup():
     at = app(WHY, {"model": "smollm2", "text": payload, **{p: payload for p in WHY_PARAMS}})
     _check(at)
     import re
+
     shown = re.sub(r"\\([^A-Za-z0-9\s])", r"\1", " ".join(messages(at)))
     for p in WHY_PARAMS:
         assert f"link's {p}" in shown, (p, shown[:400])
     # out-of-range and odd-but-valid values: named or clamped, still no traceback
-    _check(app(WHY, {"model": "smollm2", "text": "The capital of France is", "position": "99", "tau": "0.9",
-                     "token": " Paris Paris", "foil": "12345678901"}))
+    _check(
+        app(
+            WHY,
+            {
+                "model": "smollm2",
+                "text": "The capital of France is",
+                "position": "99",
+                "tau": "0.9",
+                "token": " Paris Paris",
+                "foil": "12345678901",
+            },
+        )
+    )

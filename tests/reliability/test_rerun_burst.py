@@ -3,6 +3,7 @@ changes fired without waiting, while the visitor's new sentence is being compute
 process), cost one computation of that sentence's maps, a few script runs (not 21), and end on the view last
 asked for, equal to that view opened alone. The server counts its script runs and computations on stderr
 (``NORMVIZ_TIMING=1``, :mod:`normviz.ui.kit.timing`)."""
+
 from __future__ import annotations
 
 import sys
@@ -17,10 +18,14 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 MAPS = "attention,norm,value_zeroing"  # value_zeroing: a costly family, in the worker from 24 tokens on
-FIRST = ("The committee met on a cold morning in the old town hall to discuss the budget for the coming year, "
-         "and the members agreed to wait.")
-SECOND = ("A small boat crossed the wide grey river at dawn while the fishermen on the bank mended their nets and "
-          "talked about the storm.")
+FIRST = (
+    "The committee met on a cold morning in the old town hall to discuss the budget for the coming year, "
+    "and the members agreed to wait."
+)
+SECOND = (
+    "A small boat crossed the wide grey river at dawn while the fishermen on the bank mended their nets and "
+    "talked about the storm."
+)
 LAYERS = [(k * 5) % 6 for k in range(1, 21)]  # 5, 4, 3, 2, 1, 0, 5, … : the last asked for is 0
 
 
@@ -52,12 +57,20 @@ def test_a_burst_of_layer_changes_during_a_computation_costs_one_computation(tmp
         runs = v.runs_until_finished()
         v.close()
         assert runs[-1].status == "FINISHED_SUCCESSFULLY" and runs[-1].exceptions == 0, runs[-1].alerts
-        script_runs = _server_lines(log, "timing", session)[before["timing"]:]
-        computes = _server_lines(log, "compute", session)[before["compute"]:]
-        bodies = _server_lines(log, "run", session)[before["run"]:]
+        script_runs = _server_lines(log, "timing", session)[before["timing"] :]
+        computes = _server_lines(log, "compute", session)[before["compute"] :]
+        bodies = _server_lines(log, "run", session)[before["run"] :]
         entered = [b for b in bodies if b[2] == "entered"]
-        print("burst:", len(LAYERS), "layer changes;", len(script_runs), "script runs,", len(entered),
-              "entered the page's body; computations:", computes)
+        print(
+            "burst:",
+            len(LAYERS),
+            "layer changes;",
+            len(script_runs),
+            "script runs,",
+            len(entered),
+            "entered the page's body; computations:",
+            computes,
+        )
         assert len(computes) == 1 and "value_zeroing" in computes[0][2].split(","), computes  # once, not restarted
         assert computes[0][3] in ("done", "deferred"), computes
         # the run in flight, then the latest (+ one of slack: a request may land between two runs); the others
@@ -65,8 +78,9 @@ def test_a_burst_of_layer_changes_during_a_computation_costs_one_computation(tmp
         assert 2 <= len(entered) <= 3, bodies
         assert all(float(b[3]) < 60 for b in bodies if b[2] == "left-waiting")
         alone = Visitor(url)
-        want = alone.open(urllib.parse.urlencode({"model": "minilm", "text": SECOND, "maps": MAPS,
-                                                  "layer": LAYERS[-1]}))
+        want = alone.open(
+            urllib.parse.urlencode({"model": "minilm", "text": SECOND, "maps": MAPS, "layer": LAYERS[-1]})
+        )
         alone.close()
     got_zs, want_zs = heatmap_zs(runs[-1]), heatmap_zs(want)
     assert len(got_zs) == len(want_zs) >= 3

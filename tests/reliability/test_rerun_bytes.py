@@ -1,6 +1,7 @@
 """What one rerun sends to the browser, through a real server and raw websocket visitor (``-m slow``): an Explore
 layer change at 12 tokens ≤ 0.3 MB on both embedded models; an Overview zoom click reruns only its fragment
 (≤ 0.5 MB, the grids beside it are not sent again: they were 18.6 MB a click on smollm2)."""
+
 from __future__ import annotations
 
 import sys

@@ -1,6 +1,7 @@
 """Two app processes behind Debian's nginx (``scripts/serve_many.sh``), driven through the proxy by raw websocket
 visitors on both pages (``-m slow``): every visit draws its charts without an error, both processes serve, the
 proxy sets its sticky cookie, and the memory of each process is printed."""
+
 from __future__ import annotations
 
 import os
@@ -27,8 +28,12 @@ def test_two_processes_behind_nginx_serve_both_pages(tmp_path):
     with many_servers(2, str(tmp_path), {"NORMVIZ_TIMING": "1", "NORMVIZ_PUBLIC": "1"}) as url:
         with urllib.request.urlopen(url + "/", timeout=5) as r:
             assert r.status == 200 and "nvsid=" in (r.headers.get("Set-Cookie") or "")
-        visits = [("", "The cat sat on the mat."), ("Overview", "A dog barked at the postman."),
-                  ("", "Rain fell on the harbour."), ("Overview", "The old teacher smiled.")] * 2
+        visits = [
+            ("", "The cat sat on the mat."),
+            ("Overview", "A dog barked at the postman."),
+            ("", "Rain fell on the harbour."),
+            ("Overview", "The old teacher smiled."),
+        ] * 2
         for page, text in visits:
             v = Visitor(url)
             run = v.open(urllib.parse.urlencode({"model": "minilm", "text": text}), page=page)

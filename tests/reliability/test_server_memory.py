@@ -1,6 +1,7 @@
 """The server's memory with Streamlit's full garbage collection after every rerun turned off
 (``runner.postScriptGC = false`` in .streamlit/config.toml): RSS stays bounded over many reruns of new texts
 and layer moves, and its peak within 100 MB of the same run with the collection on (``-m slow``; prints both)."""
+
 from __future__ import annotations
 
 import sys
@@ -40,8 +41,10 @@ def _rss_over_reruns(gc: str, n: int = 30) -> tuple[float, float]:
 def test_server_rss_without_post_script_gc_stays_bounded():
     off = _rss_over_reruns("false")
     on = _rss_over_reruns("true")
-    print(f"server RSS after 10 reruns / peak over {30 * 2} more: postScriptGC off {off[0]:.0f} / {off[1]:.0f} MB, "
-          f"on {on[0]:.0f} / {on[1]:.0f} MB")
+    print(
+        f"server RSS after 10 reruns / peak over {30 * 2} more: postScriptGC off {off[0]:.0f} / {off[1]:.0f} MB, "
+        f"on {on[0]:.0f} / {on[1]:.0f} MB"
+    )
     # Growth is the session cache filling with new texts' records (12 kept), in both settings; without the
     # collection after every rerun the peak was not higher (measured at load ~17: off 777 → 946 MB, on 782 → 1049).
     assert off[1] - off[0] < 400, off

@@ -1,6 +1,7 @@
 """Fair sharing of one server: passes of several threads through the shared model overlap (no lock around
 them) without mixing; the costly families run in a worker process with the same results; a request that
 waits is told so; every costly family refuses past its budget before anything runs."""
+
 from __future__ import annotations
 
 import threading
@@ -14,8 +15,10 @@ from normviz.workers.process import HeavyWorker
 
 SHORT = "The cat sat on the mat, and the dog watched it."
 OTHER = "Rain fell all night on the quiet little harbour town."
-LONG = ("The committee met on a cold morning in the old town hall to discuss the budget for the coming year, and "
-        "after a long debate the members agreed to postpone the vote.")
+LONG = (
+    "The committee met on a cold morning in the old town hall to discuss the budget for the coming year, and "
+    "after a long debate the members agreed to postpone the vote."
+)
 HEAVY = ["ff_res", "value_zeroing", "alti", "effective_attention", "globenc_layer"]
 
 
@@ -46,6 +49,7 @@ def _run_inside(lm, module, action, timeout=120.0):
             t.start()
             t.join(timeout)
             finished.append(not t.is_alive())
+
     return module.register_forward_pre_hook(hook), finished
 
 
@@ -154,9 +158,14 @@ def test_a_worker_that_dies_is_a_message_and_is_replaced(lm):
         worker.shutdown()
 
 
-BUDGETS = [("ff_res", "ff_budget_s"), ("value_zeroing", "value_zeroing_budget_s"), ("alti", "alti_budget_s"),
-           ("effective_attention", "effective_budget_s"), ("globenc_layer", "globenc_budget_s"),
-           ("flow", "flow_max_work")]
+BUDGETS = [
+    ("ff_res", "ff_budget_s"),
+    ("value_zeroing", "value_zeroing_budget_s"),
+    ("alti", "alti_budget_s"),
+    ("effective_attention", "effective_budget_s"),
+    ("globenc_layer", "globenc_budget_s"),
+    ("flow", "flow_max_work"),
+]
 
 
 @pytest.mark.parametrize("key,option", BUDGETS)
@@ -196,7 +205,8 @@ def test_the_page_says_how_long_a_request_waited():
     at = AppTest.from_function(page).run(timeout=60)
     assert [i.value for i in at.info] == [
         "This analysis waited 3.2 s for other visitors' analyses before it could run "
-        "(the server computes costly maps one visitor at a time)."]
+        "(the server computes costly maps one visitor at a time)."
+    ]
 
 
 @pytest.mark.parametrize("raw,expect", [("abc", 1), ("-1", 0), ("9", 4), ("2", 2), ("0", 0)])
@@ -217,8 +227,9 @@ def test_an_encoder_decoders_costly_maps_go_to_the_worker_too():
     worker = HeavyWorker(1, min_tokens=1).start(warm_model="toy-mt")
     jobs = []
     real = worker.compute
-    worker.compute = lambda session, family, keys, progress=None: jobs.append(tuple(keys)) or real(
-        session, family, keys, progress)
+    worker.compute = lambda session, family, keys, progress=None: (
+        jobs.append(tuple(keys)) or real(session, family, keys, progress)
+    )
     try:
         keys = ["encoder_ff_res", "encoder_alti", "decoder_norm", "cross_norm"]
         got = normviz.Session(toy, src, target="mao vidas un inu", worker=worker).get(keys)

@@ -2,6 +2,7 @@
 under 2 s with under 200 MB extra server RSS, both from a browser (Streamlit's own check of
 ``server.maxUploadSize`` in .streamlit/config.toml) and from a client that ignores it (a chunked PUT straight
 to the upload route of a live session: the server stops reading past the cap)."""
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,11 @@ import pytest
 
 from tests.helpers.browser import chromium, find_browser, streamlit_server
 
-pytestmark = [pytest.mark.slow, pytest.mark.browser,
-              pytest.mark.skipif(find_browser() is None, reason="no chromium/chromedriver")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.browser,
+    pytest.mark.skipif(find_browser() is None, reason="no chromium/chromedriver"),
+]
 
 SIZE = 50 * 2**20
 RECORD_UPLOADS = """
@@ -51,6 +55,7 @@ class _Peak:
             while not self._stop.is_set():
                 self.peak = max(self.peak, _server_rss(self.port))
                 time.sleep(0.02)
+
         self._t = threading.Thread(target=sample, daemon=True)
         self._t.start()
         return self
@@ -115,21 +120,29 @@ def test_a_50_mb_one_line_upload_is_refused_fast_with_little_memory(tmp_path):
         # 2. a client that ignores the browser's check: the URL of a real upload of this session, then 50 MB
         #    chunked (no Content-Length) straight to it
         driver.execute_script(RECORD_UPLOADS)
-        uploader = _open_uploader(driver, base) if not driver.find_elements("css selector", "input[type=file]") \
+        uploader = (
+            _open_uploader(driver, base)
+            if not driver.find_elements("css selector", "input[type=file]")
             else driver.find_elements("css selector", "input[type=file]")[0]
+        )
         driver.execute_script(RECORD_UPLOADS)
         uploader.send_keys(str(small))
         deadline = time.time() + 30
         urls = []
         while time.time() < deadline and not urls:
-            urls = [u for m, u in (driver.execute_script("return window.__uploads || []") or [])
-                    if "upload_file" in u and m.upper() in ("PUT", "POST")]
+            urls = [
+                u
+                for m, u in (driver.execute_script("return window.__uploads || []") or [])
+                if "upload_file" in u and m.upper() in ("PUT", "POST")
+            ]
             time.sleep(0.1)
         assert urls, "the browser's upload request was not seen"
         target = urls[0] if urls[0].startswith("http") else base + urls[0]
         boundary = "normvizboundary"
-        head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"big.txt\"\r\n"
-                "Content-Type: text/plain\r\n\r\n").encode()
+        head = (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.txt"\r\n'
+            "Content-Type: text/plain\r\n\r\n"
+        ).encode()
 
         def body():
             yield head
@@ -144,8 +157,13 @@ def test_a_50_mb_one_line_upload_is_refused_fast_with_little_memory(tmp_path):
         with _Peak(port) as peak:
             t0 = time.perf_counter()
             try:
-                r = requests.put(target, data=body(), timeout=30, headers=headers,
-                                 cookies={"_streamlit_xsrf": xsrf} if xsrf else None)
+                r = requests.put(
+                    target,
+                    data=body(),
+                    timeout=30,
+                    headers=headers,
+                    cookies={"_streamlit_xsrf": xsrf} if xsrf else None,
+                )
                 status = r.status_code
             except requests.ConnectionError:  # the server may close the connection once past the cap
                 status = "closed"

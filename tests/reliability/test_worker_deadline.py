@@ -2,6 +2,7 @@
 worker process with the server's results; a job past its deadline (its cost budget with a margin) is killed,
 replaced and reported as a DeadlineError while the next visitor is served; a worker that died while idle is
 replaced without anyone seeing an error."""
+
 from __future__ import annotations
 
 import os
@@ -17,8 +18,10 @@ from normviz.core.errors import DeadlineError
 from normviz.workers.process import HeavyWorker, heavy_families
 
 SHORT = "The cat sat on the mat, and the dog watched it."
-LONG = ("The committee met on a cold morning in the old town hall to discuss the budget for the coming year, and "
-        "after a long debate the members agreed to postpone the vote.")
+LONG = (
+    "The committee met on a cold morning in the old town hall to discuss the budget for the coming year, and "
+    "after a long debate the members agreed to postpone the vote."
+)
 COSTLY = ["ff_res", "value_zeroing", "alti", "effective_attention", "flow", "globenc_layer", "decompx"]
 
 
@@ -122,8 +125,7 @@ def test_a_job_its_caller_left_mid_way_does_not_answer_the_next_job(minilm, work
             raise Interrupted
 
     with pytest.raises(Interrupted):
-        normviz.Session(minilm, "Left here. " + SHORT, worker=worker).get(["value_zeroing"],
-                                                                         progress=leave_mid_job)
+        normviz.Session(minilm, "Left here. " + SHORT, worker=worker).get(["value_zeroing"], progress=leave_mid_job)
     assert seen
     text = "Next."  # another length: the left job's arrays cannot pass for this one's
     got = normviz.Session(minilm, text, worker=worker).get(["value_zeroing"])["value_zeroing"]

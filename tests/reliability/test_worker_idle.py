@@ -3,6 +3,7 @@ worker process kept 2.4–2.6 GB for 190–240 s, counted against the server's b
 go after NORMVIZ_WORKER_IDLE_S (90 s). A worker process without a job for that long is now ended (texts, model,
 torch and heap back to the system at once) and the next job starts another; a job still waiting for the worker
 when its visitor left (or a newer run of the visitor's page came) is dropped before it runs. Short idle setting."""
+
 from __future__ import annotations
 
 import threading

@@ -4,6 +4,7 @@ stand-in starts a HeavyWorker, a second process keeps the worker's stdin open (a
 worker from reading it: no end-of-input reaches it), the stand-in is killed with SIGKILL (no atexit, no shutdown):
 the worker must be gone within a few seconds (once it is serving: a worker still importing torch -- a C import
 holding the interpreter -- ends when that import is done)."""
+
 from __future__ import annotations
 
 import os
@@ -42,8 +43,9 @@ def _gone(pid: int) -> bool:
 
 def test_a_worker_ends_within_seconds_of_its_servers_death():
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env=env)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
     err: list[str] = []
     threading.Thread(target=lambda: err.extend(iter(parent.stderr.readline, "")), daemon=True).start()
     holder = None

@@ -2,6 +2,7 @@
 ranked right, counted by brute force; the faithfulness curve runs from 0 (every head mean-ablated) to 1 (none)
 and its points equal ablation passes written independently; a small evaluation on the shipped induction
 benchmark gives every method a row with intervals around its estimate."""
+
 from __future__ import annotations
 
 import dataclasses

@@ -1,5 +1,6 @@
 """Issue 41: ``normviz faithfulness --circuits [NAME …]`` writes the known-circuit table (csv, md, html); an unknown
 benchmark and a missing --model/--corpus are refused with one line."""
+
 from __future__ import annotations
 
 import csv

@@ -1,6 +1,7 @@
 """Issue 31: the faithfulness scores (normviz.trust) against computations written here independently — ranks by
 scipy over the positions that knockout can reach, gradients by torch.autograd on the head model's own forward,
 AOPC by replacing token ids and running the head model once per erased input — on tiny float64 models."""
+
 from __future__ import annotations
 
 import math
@@ -50,7 +51,8 @@ def test_rank_scores_are_scipy_over_the_positions_knockout_reaches(llama_text):
     assert abs(t.gaps["sources"]) <= 2e-6 * max(1.0, abs(t.total))  # exact (Llama: float32 softmax, as test_sources)
     # the direct head parts against head ablation, over all L·H heads
     assert t.spearman_heads["direct_heads"] == pytest.approx(
-        stats.spearmanr(t.head_attributions["direct_heads"].ravel(), t.head_ablation.delta.ravel()).statistic)
+        stats.spearmanr(t.head_attributions["direct_heads"].ravel(), t.head_ablation.delta.ravel()).statistic
+    )
 
 
 def test_gradients_equal_autograd_on_the_head_model(llama_text):
@@ -90,7 +92,7 @@ def test_aopc_equals_erasing_and_rerunning_the_head_model(llama_text):
         order = sorted(cand, key=lambda j: -values[j])
         comp, suff = [], []
         for k in (0.1, 0.3, 0.5):
-            top = set(order[:max(1, math.ceil(k * len(cand)))])
+            top = set(order[: max(1, math.ceil(k * len(cand)))])
             c_ids = [bid if j in top else tok for j, tok in enumerate(enc.ids)]
             s_ids = [bid if (j in cand and j not in top) else tok for j, tok in enumerate(enc.ids)]
             with torch.no_grad():
@@ -109,8 +111,10 @@ def test_bootstrap_interval_brackets_the_mean_and_nans_are_counted_out():
 def test_faithfulness_over_texts_per_text_and_summary(head_model, monkeypatch):
     lm = head_model("bert")
     encs = [tiny.encoded(n=6, seed=s) for s in (1, 2, 3)]
-    texts = [explain_text(_session(lm, e), ["attention", "norm"], heads=(k == 0), gradients=False, baseline_id=3)
-             for k, e in enumerate(encs)]
+    texts = [
+        explain_text(_session(lm, e), ["attention", "norm"], heads=(k == 0), gradients=False, baseline_id=3)
+        for k, e in enumerate(encs)
+    ]
     f = Faithfulness(model="tiny", texts=texts)
     assert f.spearman["attention"].shape == (3,)
     assert f.spearman["norm"][1] == texts[1].spearman["norm"]
@@ -125,8 +129,15 @@ def test_faithfulness_over_texts_per_text_and_summary(head_model, monkeypatch):
 def test_faithfulness_lists_texts_it_cannot_score(minilm):
     """An empty line and a 2-token line are skipped with why (never silently dropped); minilm has no LM head, so
     its ground truth is how far [CLS]'s final state moves (measure "state")."""
-    f = faithfulness(minilm, ["", "The cat sat on the mat."], ["attention", "norm"], heads=False, gradients=False,
-                     erase=False, max_tokens=8)
+    f = faithfulness(
+        minilm,
+        ["", "The cat sat on the mat."],
+        ["attention", "norm"],
+        heads=False,
+        gradients=False,
+        erase=False,
+        max_tokens=8,
+    )
     assert [k for k, _ in f.skipped] == [0] and "empty" in f.skipped[0][1]
     assert len(f.texts) == 1 and f.texts[0].measure == "state" and f.texts[0].position == 0
     assert np.all(f.texts[0].knockout.delta >= 0)
@@ -160,7 +171,7 @@ def test_runner_up_foil_rule_scores_the_logit_difference_to_the_second_candidate
     order = sorted([j for j in range(n) if j != i], key=lambda j: -t.attributions["sources"][j])
     comp = []
     for k in (0.1, 0.3, 0.5):
-        top = set(order[:max(1, math.ceil(k * (n - 1)))])
+        top = set(order[: max(1, math.ceil(k * (n - 1)))])
         ids = [3 if j in top else tok for j, tok in enumerate(enc.ids)]
         with torch.no_grad():
             comp.append(t.total - float(_score(hm, ids, i, top2[0], top2[1])))

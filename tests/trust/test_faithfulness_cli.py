@@ -2,6 +2,7 @@
 again into the same --out it silently replaced the earlier run's scored texts (no resume, no lock); every 20
 texts it bootstrapped everything so far (n² in all); --lines -1 dropped the last line, --max-tokens -5 ended in
 "unexpected OverflowError", --maps bogus_key and --ig-steps 0 ran the whole corpus and exited 0."""
+
 from __future__ import annotations
 
 import csv
@@ -15,8 +16,13 @@ from normviz.trust import attributions, report
 
 from ..helpers.cli import run as run_cli
 
-LINES = ["the cat sat on the mat", "a dog ran in the park today", "we read the old book slowly",
-         "the sun rose over the hills", "birds sang in the tall trees"]
+LINES = [
+    "the cat sat on the mat",
+    "a dog ran in the park today",
+    "we read the old book slowly",
+    "the sun rose over the hills",
+    "birds sang in the tall trees",
+]
 CHEAP = ["--head-texts", "0", "--no-gradients", "--no-erasure", "--dtype", "float64"]
 
 
@@ -36,13 +42,19 @@ def _rows(path):
         return list(csv.DictReader(fh))
 
 
-@pytest.mark.parametrize("extra, says", [
-    (["--lines", "-1"], "--lines -1"), (["--lines", "0"], "--lines 0"),
-    (["--max-tokens", "-5"], "--max-tokens must be at least 2"),
-    (["--maps", "bogus_key"], "bogus_key"), (["--maps", "norm,bogus_key"], "bogus_key"),
-    (["--ig-steps", "0"], "--ig-steps 0"), (["--head-texts", "-2"], "--head-texts -2"),
-    (["--shards", "0"], "--shards 0"),
-])
+@pytest.mark.parametrize(
+    "extra, says",
+    [
+        (["--lines", "-1"], "--lines -1"),
+        (["--lines", "0"], "--lines 0"),
+        (["--max-tokens", "-5"], "--max-tokens must be at least 2"),
+        (["--maps", "bogus_key"], "bogus_key"),
+        (["--maps", "norm,bogus_key"], "bogus_key"),
+        (["--ig-steps", "0"], "--ig-steps 0"),
+        (["--head-texts", "-2"], "--head-texts -2"),
+        (["--shards", "0"], "--shards 0"),
+    ],
+)
 def test_argument_mistakes_are_refused_before_any_work(no_load, corpus, tmp_path, capsys, extra, says):
     assert run_cli(_argv("smollm2", corpus, tmp_path / "out", *extra)) == 2
     err = capsys.readouterr().err.strip()
@@ -80,6 +92,7 @@ def test_an_interrupted_run_resumes_into_the_same_out(llama_lm_dir, corpus, tmp_
         if len(calls) == 4:
             raise KeyboardInterrupt
         return real(session, *a, **k)
+
     monkeypatch.setattr(report, "explain_text", interrupted)
     assert run_cli(_argv(llama_lm_dir, corpus, out, *CHEAP)) == 130
     with open(out / fcli.TEXTS_FILE, "rb") as fh:
@@ -130,6 +143,7 @@ def test_the_summary_is_bootstrapped_once_whatever_the_number_of_texts(llama_lm_
     def counted(self):
         counts[len(self.texts)] = counts.get(len(self.texts), 0) + 1
         return real(self)
+
     monkeypatch.setattr(report.Faithfulness, "summary", counted)
     path = tmp_path / "c.txt"
     path.write_text("\n".join(f"{LINES[k % 5]} {k}" for k in range(22)), encoding="utf-8")

@@ -1,6 +1,7 @@
 """Issue 41: the per-layer knockout (normviz.trust.layer_knockout) equals one pass per edge written here
 independently: a forward pre-hook on layer l's attention module adds −∞ at (i, j) to the mask it is given (all
 heads, or a 4D mask with −∞ for one head only), on a tiny float64 Llama; other layers run unchanged."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -32,6 +33,7 @@ def _reference(lm, ids, i, token, foil, layer, edge, head=None):
         extra[0, head if head is not None else 0, edge[0], edge[1]] = float("-inf")
         kwargs["attention_mask"] = (mask if mask is not None else 0) + extra
         return args, kwargs
+
     handle = attn.register_forward_pre_hook(pre, with_kwargs=True)
     try:
         return _score(hm, ids, i, token, foil)
@@ -84,17 +86,32 @@ def test_per_layer_maps_are_scored_against_their_own_layer(head_model):
     not per-layer maps and are not scored."""
     from normviz.trust.attributions import explain_text, layer_scores, per_layer_keys
     from normviz.trust.scores import spearman
+
     lm = head_model("llama")
     enc = tiny.encoded(n=7, seed=3)
     s = normviz.Session.from_encoded(lm, [enc])[0]
-    t = explain_text(s, ["attention", "norm", "rollout_attn_res"], token=7, foil=13, heads=False, gradients=False,
-                     erase=False, layers=True)
+    t = explain_text(
+        s,
+        ["attention", "norm", "rollout_attn_res"],
+        token=7,
+        foil=13,
+        heads=False,
+        gradients=False,
+        erase=False,
+        layers=True,
+    )
     lk, i, sc = t.layer_knockout, t.position, t.scored
     assert lk.shape == (2, 7, 7) and np.isfinite(lk[:, i, sc]).all() and np.isnan(lk[:, :i]).all()
     np.testing.assert_allclose(lk, layer_knockout(s, token=7, foil=13, rows=[i]), atol=1e-12)
     a = s.get(["norm"])["norm"]
-    want = np.mean([spearman(np.asarray(a)[l, :, i, :].mean(0)[sc] if np.ndim(a) == 4 else np.asarray(a)[l, i, sc],
-                             lk[l, i, sc]) for l in range(2)])
+    want = np.mean(
+        [
+            spearman(
+                np.asarray(a)[l, :, i, :].mean(0)[sc] if np.ndim(a) == 4 else np.asarray(a)[l, i, sc], lk[l, i, sc]
+            )
+            for l in range(2)
+        ]
+    )
     assert t.spearman_layers["norm"] == pytest.approx(want, abs=1e-12)
     assert set(t.spearman_layers) == {"attention", "norm", "random"}
     filled = np.nan_to_num(lk)

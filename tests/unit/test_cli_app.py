@@ -1,5 +1,6 @@
 """``normviz app``: the command it replaces itself with (``--dry-run``), its options, and the ``--warm`` list;
 the CLI package: one module per subcommand, found without a list to edit."""
+
 from __future__ import annotations
 
 import subprocess
@@ -20,8 +21,9 @@ def _dry(capsys, *args) -> str:
 
 
 def test_app_help_names_its_options():
-    out = subprocess.run([sys.executable, "-m", "normviz", "app", "--help"], capture_output=True, text=True,
-                         cwd=ROOT, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "normviz", "app", "--help"], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
     assert out.returncode == 0
     for flag in ("--warm", "--public", "--procs", "--port"):
         assert flag in out.stdout
@@ -56,8 +58,14 @@ def test_the_environment_the_server_gets(monkeypatch):
     assert root == ROOT and (root / argv[-1]).is_file()
 
 
-@pytest.mark.parametrize("args, said", [(["--procs", "0"], "--procs 0"), (["--port", "70000"], "--port 70000"),
-                                        (["--procs", "2", "--server.headless", "true"], "is not passed on")])
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["--procs", "0"], "--procs 0"),
+        (["--port", "70000"], "--port 70000"),
+        (["--procs", "2", "--server.headless", "true"], "is not passed on"),
+    ],
+)
 def test_app_mistakes_are_one_line_exit_2(args, said, capsys):
     assert main(["app", "--dry-run", *args]) == 2
     err = capsys.readouterr().err

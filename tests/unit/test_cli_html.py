@@ -1,4 +1,5 @@
 """``python -m normviz export … --html FILE``: the page opens offline and holds the exported numbers."""
+
 import json
 import re
 
@@ -9,9 +10,30 @@ from normviz import cli
 
 def test_export_html_writes_an_offline_page_with_the_npz_numbers(tiny_bert_dir, tmp_path, capsys):
     out, page = tmp_path / "m.npz", tmp_path / "view"
-    rc = cli.main(["export", "--model", str(tiny_bert_dir), "--text", "the cat sat on the mat", "--text-pair",
-                   "it was warm", "--maps", "attention", "norm", "norm_layer", "attn_res", "--out", str(out),
-                   "--html", str(page), "--dtype", "float64", "--html-layer", "1"])
+    rc = cli.main(
+        [
+            "export",
+            "--model",
+            str(tiny_bert_dir),
+            "--text",
+            "the cat sat on the mat",
+            "--text-pair",
+            "it was warm",
+            "--maps",
+            "attention",
+            "norm",
+            "norm_layer",
+            "attn_res",
+            "--out",
+            str(out),
+            "--html",
+            str(page),
+            "--dtype",
+            "float64",
+            "--html-layer",
+            "1",
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     html = (tmp_path / "view.html").read_text(encoding="utf-8")
     assert not re.search(r"<script[^>]+src\s*=", html, re.I)
@@ -31,6 +53,17 @@ def test_export_html_writes_an_offline_page_with_the_npz_numbers(tiny_bert_dir, 
 
 
 def test_an_unwritable_html_path_is_refused_before_the_model_loads(tmp_path, capsys):
-    rc = cli.main(["export", "--model", "minilm", "--text", "x", "--out", str(tmp_path / "m.npz"),
-                   "--html", str(tmp_path / "missing" / "v.html")])
+    rc = cli.main(
+        [
+            "export",
+            "--model",
+            "minilm",
+            "--text",
+            "x",
+            "--out",
+            str(tmp_path / "m.npz"),
+            "--html",
+            str(tmp_path / "missing" / "v.html"),
+        ]
+    )
     assert rc == 2 and "--html" in capsys.readouterr().err

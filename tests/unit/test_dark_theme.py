@@ -2,6 +2,7 @@
 or a difference map) is a grey near the dark page, not white; masked cells and frames are dark grey; the values
 far from 0 are the bright ones; the routes graph's edges and nodes stand out from the dark page. Checked on the
 plotly figure objects (no browser): :func:`normviz.viz.theme.for_theme`, which the app applies to every chart."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -72,8 +73,18 @@ def test_routes_graph_reads_on_the_dark_page():
     from tests.unit.test_why_figures import _routes
 
     routes = _routes(8)
-    routes["edges"].append({"source": "a0_1", "target": "x1_3", "kind": "head", "layer": 0, "head": 2,
-                            "from_token": 1, "to_token": 3, "weight": 0.7})
+    routes["edges"].append(
+        {
+            "source": "a0_1",
+            "target": "x1_3",
+            "kind": "head",
+            "layer": 0,
+            "head": 2,
+            "from_token": 1,
+            "to_token": 3,
+            "weight": 0.7,
+        }
+    )
     fig = for_theme(vw.routes_graph(routes, font_size=20), "dark")
     lines = [d for d in fig.data if d.mode == "lines"]
     assert {d.name for d in lines} == {"residual", "attention head"}
@@ -104,8 +115,16 @@ def test_no_theme_or_an_unknown_one():
 def test_trust_intervals_read_on_both_pages():
     from normviz.viz import trust as vt
 
-    fig = for_theme(vt.score_bars(["sources", "attention", "random"], [0.2, 0.1, 0.0], [0.15, 0.05, -0.05],
-                                  [0.25, 0.15, 0.05], reference="attention"), "dark")
+    fig = for_theme(
+        vt.score_bars(
+            ["sources", "attention", "random"],
+            [0.2, 0.1, 0.0],
+            [0.15, 0.05, -0.05],
+            [0.25, 0.15, 0.05],
+            reference="attention",
+        ),
+        "dark",
+    )
     whisker = fig.data[0].error_x.color
     assert whisker is not None  # plotly's default #444: 1.9:1 on the dark page, the intervals vanished
     assert contrast(whisker, DARK) >= 3 and contrast(whisker, LIGHT) >= 3

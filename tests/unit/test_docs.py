@@ -1,5 +1,6 @@
 """The documentation: a short README, the reference in docs/ (mkdocs), every page in the nav, nothing of the old
 README's reference lost, and ``mkdocs build --strict`` clean."""
+
 from __future__ import annotations
 
 import re
@@ -15,11 +16,24 @@ from normviz.core.compat import MOVED
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 # every heading of the README before the reference moved to docs/ (main at 7926c17, 1,122 lines)
-OLD_HEADINGS = ('The two commands', 'Python', 'Figures (notebooks, papers, offline pages)', 'Command line',
-                'Why this token (prediction attribution)', 'Information-flow routes', 'Models',
-                'Encoder–decoder models', 'App', 'How the maps are computed', 'Performance',
-                'Performance: cross-layer methods', 'Long inputs and big models', 'Corpus statistics',
-                'Word alignment (encoder–decoders) and the toy translation model', 'Reliability')
+OLD_HEADINGS = (
+    "The two commands",
+    "Python",
+    "Figures (notebooks, papers, offline pages)",
+    "Command line",
+    "Why this token (prediction attribution)",
+    "Information-flow routes",
+    "Models",
+    "Encoder–decoder models",
+    "App",
+    "How the maps are computed",
+    "Performance",
+    "Performance: cross-layer methods",
+    "Long inputs and big models",
+    "Corpus statistics",
+    "Word alignment (encoder–decoders) and the toy translation model",
+    "Reliability",
+)
 OLD_README = "7926c17"
 
 
@@ -47,12 +61,19 @@ def test_every_old_readme_heading_lands_in_docs():
 
 def _moved(line: str) -> str:
     """``line`` with the module paths of the same issue's moves written as they are now (normviz/ui split into
-    ui/kit and ui/views, normviz/devtools now tools/; round 5's folders): a line that names a moved module is still the same line."""
+    ui/kit and ui/views, normviz/devtools now tools/; round 5's folders): a line that names a moved module is still the
+    same line."""
     where = {p.stem: sub for sub in ("kit", "views") for p in (ROOT / "normviz" / "ui" / sub).glob("*.py")}
-    line = re.sub(r"normviz\.ui\.(\w+)\b", lambda m: f"normviz.ui.{where[m.group(1)]}.{m.group(1)}"
-                  if m.group(1) in where else m.group(0), line)
-    line = re.sub(r"normviz/ui/(\w+)\.(py|js)", lambda m: f"normviz/ui/{where[m.group(1)]}/{m.group(1)}.{m.group(2)}"
-                  if m.group(1) in where else m.group(0), line)
+    line = re.sub(
+        r"normviz\.ui\.(\w+)\b",
+        lambda m: f"normviz.ui.{where[m.group(1)]}.{m.group(1)}" if m.group(1) in where else m.group(0),
+        line,
+    )
+    line = re.sub(
+        r"normviz/ui/(\w+)\.(py|js)",
+        lambda m: f"normviz/ui/{where[m.group(1)]}/{m.group(1)}.{m.group(2)}" if m.group(1) in where else m.group(0),
+        line,
+    )
     line = line.replace("normviz.devtools.", "tools.").replace("normviz/devtools/", "tools/")
     # round 5: the loose modules moved into the folders of their layers (normviz.core.compat.MOVED)
     line = _FOLDER_NAME.sub(lambda m: f"normviz.{_FOLDERS[m.group(1)]}", line)
@@ -68,10 +89,13 @@ _FOLDER_FILE = re.compile(r"normviz/(" + "|".join(sorted(_FOLDERS, key=len, reve
 
 # old README lines rewritten since because what they describe changed (round 5): Esc leaves stage mode on every
 # page, the families a Hub id may be (issue 38's architecture rows and the floor), a steps link opens on its step
-REWRITTEN = ("`f` focuses the token under the mouse", "Any Hugging Face Hub id or local directory of a supported",
-             "URL (`steps=Weights~0~all~attention+norm;Deep~5~3~norm`)",
-             # issue 38: gated FFs are split for GELU and GELU-tanh too, not "SiLU only"
-             "model, `encoder_ff` of a gated-GELU T5 v1.1, whose gated FF is split for SiLU only)")
+REWRITTEN = (
+    "`f` focuses the token under the mouse",
+    "Any Hugging Face Hub id or local directory of a supported",
+    "URL (`steps=Weights~0~all~attention+norm;Deep~5~3~norm`)",
+    # issue 38: gated FFs are split for GELU and GELU-tanh too, not "SiLU only"
+    "model, `encoder_ff` of a gated-GELU T5 v1.1, whose gated FF is split for SiLU only)",
+)
 
 
 def test_the_old_readme_text_is_in_docs():
@@ -93,8 +117,10 @@ def test_every_docs_page_is_in_the_nav():
     assert pages - nav == set() and nav - pages == set()
 
 
-@pytest.mark.skipif(shutil.which("mkdocs") is None and not (Path(sys.executable).parent / "mkdocs").exists(),
-                    reason="mkdocs is not installed (requirements-dev.txt)")
+@pytest.mark.skipif(
+    shutil.which("mkdocs") is None and not (Path(sys.executable).parent / "mkdocs").exists(),
+    reason="mkdocs is not installed (requirements-dev.txt)",
+)
 def test_mkdocs_build_strict(tmp_path):
     mkdocs = Path(sys.executable).parent / "mkdocs"
     cmd = [str(mkdocs) if mkdocs.exists() else "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")]

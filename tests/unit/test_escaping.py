@@ -1,6 +1,7 @@
 """Escape once, everywhere: every figure shows its labels and titles as typed (plotly reads <b>, <br>, <a> in
 them as markup), and the standalone page's JSON data block writes <, >, & as \\u escapes so that a title
 such as ``<!--<script>`` cannot make the HTML parser swallow the rest of the page."""
+
 from __future__ import annotations
 
 import json
@@ -67,8 +68,9 @@ def _figures(title: str):
     }
 
 
-@pytest.mark.parametrize("name", ["heatmap", "heatmap_threshold", "lines", "fx_strip", "bars", "grid", "player",
-                                  "difference", "alignment"])
+@pytest.mark.parametrize(
+    "name", ["heatmap", "heatmap_threshold", "lines", "fx_strip", "bars", "grid", "player", "difference", "alignment"]
+)
 def test_every_figure_shows_labels_and_titles_as_typed(name):
     fig = _figures("<b>x</b> <!--<script>")[name]
     assert not _raw_markup(fig), _raw_markup(fig)[:5]
@@ -89,8 +91,12 @@ def _data_block(page: str) -> str:
 def test_standalone_page_data_block_survives_a_hostile_title():
     m = np.random.default_rng(1).random((5, 5))
     title = "<!--<script> & </script>"
-    page = viz.standalone_html([viz.heatmap(m, LABELS, title=title), viz.lines(m, LABELS)], title=title,
-                               description="<b>x</b>", captions=["<!--<script>", ""])
+    page = viz.standalone_html(
+        [viz.heatmap(m, LABELS, title=title), viz.lines(m, LABELS)],
+        title=title,
+        description="<b>x</b>",
+        captions=["<!--<script>", ""],
+    )
     block = _data_block(page)
     assert not set("<>&") & set(block)
     data = json.loads(block)

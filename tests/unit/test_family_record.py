@@ -1,5 +1,6 @@
 """Registration builds one typed record per family (defaults declared once, in normviz.methods.family), the
 "all heads" view is the family's, and every cost pre-flight is one helper with one rate table."""
+
 from __future__ import annotations
 
 import re
@@ -29,7 +30,13 @@ def _module(**attrs):
 def test_a_bare_module_gets_every_default_from_the_record():
     f = Family.of(_module())
     assert (f.per_layer, f.record, f.heavy, f.needs_model, f.computed_together, f.budget) == (
-        False, "full", False, False, False, None)
+        False,
+        "full",
+        False,
+        False,
+        False,
+        None,
+    )
     assert f.stacks == DEFAULT_STACKS and f.unit == DEFAULT_UNIT and f.requires == {} and f.opt_in == ()
     assert f.layer_views == {"my_map": "my_map_layer"}  # its own <key>_layer is its "all heads" view
     assert Family.of(_module(LAYER_VIEWS={})).layer_views == {}  # declared: the head mean
@@ -61,8 +68,17 @@ def test_a_users_family_module_registers_as_a_record():
 
 
 def _request(n=64, placement="post"):
-    return Request(n_tokens=n, n_layers=6, n_heads=12, d_model=384, d_ff=1536, placement=placement, causal=False,
-                   gated=False, device="cpu")
+    return Request(
+        n_tokens=n,
+        n_layers=6,
+        n_heads=12,
+        d_model=384,
+        d_ff=1536,
+        placement=placement,
+        causal=False,
+        gated=False,
+        device="cpu",
+    )
 
 
 def test_every_budget_is_one_pre_flight():
@@ -72,10 +88,15 @@ def test_every_budget_is_one_pre_flight():
     import normviz.attribution  # noqa: F401 — registers them (``import normviz`` alone is lazy)
 
     assert {"explain_budget_s", "routes_budget_s"} <= set(methods.all_budget_options())
-    checks = [(f.budget, lambda o, f=f, k=f.keys[0].key: f.check(_request(), k, o))
-              for f in methods.families().values() if f.budget is not None and f.keys]
-    checks += [(methods.computation(n).budget, lambda o, n=n: methods.computation(n).check(_request(placement="pre"), o))
-               for n in ("explain", "routes")]
+    checks = [
+        (f.budget, lambda o, f=f, k=f.keys[0].key: f.check(_request(), k, o))
+        for f in methods.families().values()
+        if f.budget is not None and f.keys
+    ]
+    checks += [
+        (methods.computation(n).budget, lambda o, n=n: methods.computation(n).check(_request(placement="pre"), o))
+        for n in ("explain", "routes")
+    ]
     assert len(checks) >= 8
     for budget, check in checks:
         check({})  # no budget: nothing refused
@@ -87,17 +108,24 @@ def test_every_budget_is_one_pre_flight():
 
 def test_one_rate_table():
     """Rates live in methods.cost.RATES only (round 3 had three tables)."""
-    defined = [str(p.relative_to(ROOT)) for p in (ROOT / "normviz").rglob("*.py")
-               if re.search(r"^\s*\w*FLOPS_PER_SECOND\s*=", p.read_text(), re.M)]
+    defined = [
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "normviz").rglob("*.py")
+        if re.search(r"^\s*\w*FLOPS_PER_SECOND\s*=", p.read_text(), re.M)
+    ]
     assert defined == []
     r = _request(512)
     assert cost.rate("feedforward", "cpu", {}) == cost.RATES["feedforward"]["cpu"]
     assert cost.rate("feedforward", "cpu", {"ff_flops_per_second": 7}) == 7.0
     assert cost.rate("default", "cuda", {}) is None  # no estimate: nothing refused
     from normviz.methods import feedforward
+
     n = cost.token_limit(r, 1e12, feedforward.flops)
-    assert feedforward.flops(Request(**{**r.__dict__, "n_tokens": n})) <= 1e12 < feedforward.flops(
-        Request(**{**r.__dict__, "n_tokens": n + 1}))
+    assert (
+        feedforward.flops(Request(**{**r.__dict__, "n_tokens": n}))
+        <= 1e12
+        < feedforward.flops(Request(**{**r.__dict__, "n_tokens": n + 1}))
+    )
 
 
 def test_the_routes_rate_is_a_row_of_the_one_table(monkeypatch):
@@ -112,7 +140,8 @@ def test_the_routes_rate_is_a_row_of_the_one_table(monkeypatch):
     monkeypatch.setitem(cost.RATES, "routes", {"cpu": 2 * cost.RATES["routes"]["cpu"]})
     assert flow.cost(req, {}, 0.0) == pytest.approx(base - numbers / (2 * flow.ROUTES_NUMBERS_PER_SECOND["cpu"]))
     assert flow.cost(req, {"routes_numbers_per_second": 1e9}, 0.0) == pytest.approx(
-        numbers / 1e9 + edges * flow.EDGE_SECONDS)
+        numbers / 1e9 + edges * flow.EDGE_SECONDS
+    )
     assert cost.RATE_OPTIONS["routes"] == "routes_numbers_per_second" and flow.BUDGET.rates == "routes"
 
 
@@ -130,11 +159,25 @@ def test_a_misspelt_family_attribute_is_an_error_at_registration():
 def test_built_in_families_write_no_default_out():
     """Defaults are declared once (the record's): no built-in family module restates one (``OPT_IN = ()``)."""
     from normviz.methods.family import DECLARED
+
     bare = Family.of(_module())
-    field = {"REQUIRES": "requires", "OPT_IN": "opt_in", "NEEDS_MODEL": "needs_model", "HEAVY": "heavy",
-             "PER_LAYER": "per_layer", "HOOKS_OWN_THREAD": "hooks_own_thread", "COMPUTED_TOGETHER": "computed_together",
-             "RELEASES_ALPHA": "releases_alpha", "ALPHA_KEYS": "alpha_keys", "REFERENCES": "references"}
+    field = {
+        "REQUIRES": "requires",
+        "OPT_IN": "opt_in",
+        "NEEDS_MODEL": "needs_model",
+        "HEAVY": "heavy",
+        "PER_LAYER": "per_layer",
+        "HOOKS_OWN_THREAD": "hooks_own_thread",
+        "COMPUTED_TOGETHER": "computed_together",
+        "RELEASES_ALPHA": "releases_alpha",
+        "ALPHA_KEYS": "alpha_keys",
+        "REFERENCES": "references",
+    }
     assert set(field) <= set(DECLARED)
-    written = [f"{f.name}.{attr}" for f in registry.families().values() for attr, name in field.items()
-               if f.module is not None and attr in vars(f.module) and vars(f.module)[attr] == getattr(bare, name)]
+    written = [
+        f"{f.name}.{attr}"
+        for f in registry.families().values()
+        for attr, name in field.items()
+        if f.module is not None and attr in vars(f.module) and vars(f.module)[attr] == getattr(bare, name)
+    ]
     assert not written, f"defaults written out: {written}"

@@ -1,4 +1,5 @@
 """Attention flow's solver: hand cases, a networkx reference, causal structure, the cost limits."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -11,8 +12,13 @@ from normviz.methods.maxflow import SCALE, attention_flow, check_cost
 from normviz.methods.rollouts import attention_with_residual
 
 DELTA = 0.5 / SCALE  # largest rounding of one capacity (scipy solver)
-SOLVERS = ["scipy", pytest.param("igraph", marks=pytest.mark.skipif(
-    importlib.util.find_spec("igraph") is None, reason="python-igraph not installed"))]
+SOLVERS = [
+    "scipy",
+    pytest.param(
+        "igraph",
+        marks=pytest.mark.skipif(importlib.util.find_spec("igraph") is None, reason="python-igraph not installed"),
+    ),
+]
 
 
 def random_a_hat(layers: int, n: int, seed: int, causal: bool = False) -> np.ndarray:
@@ -40,8 +46,9 @@ def networkx_flow(a_hat: np.ndarray) -> np.ndarray:
         for i in range(n):
             for j in range(n):
                 if g.has_node((0, j)):
-                    out[layer, i, j] = nx.maximum_flow_value(g, (layer + 1, i), (0, j),
-                                                             flow_func=nx.algorithms.flow.edmonds_karp)
+                    out[layer, i, j] = nx.maximum_flow_value(
+                        g, (layer + 1, i), (0, j), flow_func=nx.algorithms.flow.edmonds_karp
+                    )
     return out / out.sum(-1, keepdims=True)
 
 
@@ -51,13 +58,12 @@ def test_three_tokens_by_hand(solver):
     Layer 1 (two-edge paths through distinct middle nodes): flow = Σ_k min(Â_1[i,k], Â_0[k,j]).
     Â_0 = [[1,0,0],[.25,.75,0],[.1,.1,.8]], Â_1 = [[.5,.5,0],[0,.5,.5],[.5,0,.5]]:
     row 0 of layer 1: j=0: min(.5,1)+min(.5,.25)+0 = .75; j=1: 0+min(.5,.75)+0 = .5; j=2: 0 → [.6, .4, 0]."""
-    a_hat = np.array([[[1, 0, 0], [.25, .75, 0], [.1, .1, .8]],
-                      [[.5, .5, 0], [0, .5, .5], [.5, 0, .5]]])
+    a_hat = np.array([[[1, 0, 0], [0.25, 0.75, 0], [0.1, 0.1, 0.8]], [[0.5, 0.5, 0], [0, 0.5, 0.5], [0.5, 0, 0.5]]])
     f = attention_flow(a_hat, solver)
     np.testing.assert_allclose(f[0], a_hat[0], atol=4 * DELTA)
-    np.testing.assert_allclose(f[1, 0], [.6, .4, 0], atol=8 * DELTA)
+    np.testing.assert_allclose(f[1, 0], [0.6, 0.4, 0], atol=8 * DELTA)
     # row 2: j=0: min(.5,1)+0+min(.5,.1) = .6; j=1: 0+0+min(.5,.1) = .1; j=2: min(.5,.8) = .5 → /1.2
-    np.testing.assert_allclose(f[1, 2], np.array([.6, .1, .5]) / 1.2, atol=8 * DELTA)
+    np.testing.assert_allclose(f[1, 2], np.array([0.6, 0.1, 0.5]) / 1.2, atol=8 * DELTA)
     # layer 2 through the solver: three layers of identity except the top → flow = rownorm of Â_2 itself
     eye_below = np.stack([np.eye(3), np.eye(3), a_hat[1]])
     np.testing.assert_allclose(attention_flow(eye_below, solver)[2], a_hat[1], atol=8 * DELTA)
@@ -96,8 +102,17 @@ def _flow(att: np.ndarray, options: dict, causal: bool):
     from normviz.methods.base import Inputs, Request
 
     L, H, n, _ = att.shape
-    request = Request(n_tokens=n, n_layers=L, n_heads=H, d_model=8, d_ff=16, placement="pre" if causal else "post",
-                      causal=causal, gated=False, device="cpu")
+    request = Request(
+        n_tokens=n,
+        n_layers=L,
+        n_heads=H,
+        d_model=8,
+        d_ff=16,
+        placement="pre" if causal else "post",
+        causal=causal,
+        gated=False,
+        device="cpu",
+    )
     maxflow.check(request, "flow", options)
 
     def never():
@@ -134,8 +149,9 @@ def test_receptive_field_flow_counts_the_baseline_in_its_cost():
     from normviz.methods import maxflow
     from normviz.methods.base import Request
 
-    request = Request(n_tokens=40, n_layers=6, n_heads=2, d_model=8, d_ff=16, placement="pre", causal=True,
-                      gated=False, device="cpu")
+    request = Request(
+        n_tokens=40, n_layers=6, n_heads=2, d_model=8, d_ff=16, placement="pre", causal=True, gated=False, device="cpu"
+    )
     limit = {"flow_max_work": 1.5 * maxflow.estimated_work(40, 6)}
     maxflow.check(request, "flow", limit)
     with pytest.raises(TooCostlyError):

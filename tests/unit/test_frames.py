@@ -1,5 +1,6 @@
 """Explore's frames (normviz.ui.kit.frames): what the browser draws at once for a new layer or head must be what
 the server then draws for that layer and head (the heatmap the page builds), at the frames' 4 digits."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,30 +25,45 @@ def _server_heatmap(a, keys, layer, head, *, hide, values, shared, threshold, ca
     """The figures the Explore page draws for (layer, head): its own code path."""
     panels = data.build_panels(a, keys, layer, head, hide, values)
     ranges = data.color_range(panels, shared)
-    return {p.key: viz.heatmap(data.thresholded(p.matrix, threshold), p.row_labels, title=p.title, zmin=lo,
-                               zmax=hi, positions=p.index, causal=causal).to_plotly_json()
-            for p, (lo, hi) in zip(panels, ranges)}
+    return {
+        p.key: viz.heatmap(
+            data.thresholded(p.matrix, threshold),
+            p.row_labels,
+            title=p.title,
+            zmin=lo,
+            zmax=hi,
+            positions=p.index,
+            causal=causal,
+        ).to_plotly_json()
+        for p, (lo, hi) in zip(panels, ranges)
+    }
 
 
-@pytest.mark.parametrize("arch, hide, values, shared, threshold", [
-    ("bert", False, "share", True, 0.0),
-    ("bert", True, "raw", False, 0.2),
-    ("gpt2", False, "share", False, 0.0),
-    ("gpt2", True, "share", True, 0.1),
-])
-def test_every_frame_is_the_heatmap_the_server_draws_for_that_layer_and_head(tiny_model, arch, hide, values, shared,
-                                                                            threshold):
+@pytest.mark.parametrize(
+    "arch, hide, values, shared, threshold",
+    [
+        ("bert", False, "share", True, 0.0),
+        ("bert", True, "raw", False, 0.2),
+        ("gpt2", False, "share", False, 0.0),
+        ("gpt2", True, "share", True, 0.1),
+    ],
+)
+def test_every_frame_is_the_heatmap_the_server_draws_for_that_layer_and_head(
+    tiny_model, arch, hide, values, shared, threshold
+):
     lm = tiny_model(arch)
     session = normviz.Session.from_encoded(lm, [tiny.encoded(n=8, seed=3)])[0]
     a = session.get(KEYS)
     heads = [None] + list(range(lm.n_heads))
-    wanted = frames.plan(a.n_tokens, len(KEYS), lm.n_layers, heads, layer=1, head=0, limit=10 ** 9)
+    wanted = frames.plan(a.n_tokens, len(KEYS), lm.n_layers, heads, layer=1, head=0, limit=10**9)
     assert set(wanted) == {(layer, 0) for layer in range(lm.n_layers)} | {(1, h) for h in heads}
-    got = frames.panel_frames(a, KEYS, wanted, hide_special=hide, values=values, shared_scale=shared,
-                              threshold=threshold, causal=lm.is_causal)
+    got = frames.panel_frames(
+        a, KEYS, wanted, hide_special=hide, values=values, shared_scale=shared, threshold=threshold, causal=lm.is_causal
+    )
     for layer, head in wanted:
-        server = _server_heatmap(a, KEYS, layer, head, hide=hide, values=values, shared=shared, threshold=threshold,
-                                 causal=lm.is_causal)
+        server = _server_heatmap(
+            a, KEYS, layer, head, hide=hide, values=values, shared=shared, threshold=threshold, causal=lm.is_causal
+        )
         for key in KEYS:
             f = got[key][frames.frame_name(layer, head)]
             want = server[key]["data"][0]

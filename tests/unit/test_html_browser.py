@@ -1,5 +1,6 @@
 """The standalone page in a real headless Chromium (file://, no server, no network): every panel draws,
 and hovering a token of the lines view isolates its links."""
+
 import numpy as np
 import pytest
 
@@ -20,8 +21,11 @@ def test_offline_page_draws_every_panel_and_hover_isolates_a_tokens_links(tmp_pa
 
     m = np.random.default_rng(0).random((6, 6))
     labels = ["a", "the", "cat", "the·2", "x", "y"]
-    figs = [viz.heatmap(np.tril(m), labels, causal=True), viz.lines(m, labels, threshold=0.2),
-            viz.layer_player(np.stack([m, 2 * m]), labels)]
+    figs = [
+        viz.heatmap(np.tril(m), labels, causal=True),
+        viz.lines(m, labels, threshold=0.2),
+        viz.layer_player(np.stack([m, 2 * m]), labels),
+    ]
     page = tmp_path / "p.html"
     page.write_text(viz.standalone_html(figs), encoding="utf-8")
     with chromium(1300, 900) as d:
@@ -30,13 +34,21 @@ def test_offline_page_draws_every_panel_and_hover_isolates_a_tokens_links(tmp_pa
         assert d.execute_script("return document.getElementById('nv-panel-2').layout.sliders[0].active") == 0
         d.execute_script("document.getElementById('nv-panel-1').scrollIntoView();")
         t = 3  # hover the receiving token "the·2"
-        xy = d.execute_script("""var gd = document.getElementById('nv-panel-1'), fl = gd._fullLayout,
+        xy = d.execute_script(
+            """var gd = document.getElementById('nv-panel-1'), fl = gd._fullLayout,
             r = gd.getBoundingClientRect();
-            return [fl.xaxis.l2p(1) + fl._size.l, fl.yaxis.l2p(arguments[0]) + fl._size.t, r.width, r.height];""", t)
+            return [fl.xaxis.l2p(1) + fl._size.l, fl.yaxis.l2p(arguments[0]) + fl._size.t, r.width, r.height];""",
+            t,
+        )
         el = d.find_element(By.ID, "nv-panel-1")
         ActionChains(d).move_to_element_with_offset(el, int(xy[0] - xy[2] / 2), int(xy[1] - xy[3] / 2)).perform()
-        wait_until(d, """return document.getElementById('nv-panel-1').data.some(
-            t => t.meta && t.meta.role === 'highlight' && t.y && t.y.length > 0);""", timeout=30, idle=False)
+        wait_until(
+            d,
+            """return document.getElementById('nv-panel-1').data.some(
+            t => t.meta && t.meta.role === 'highlight' && t.y && t.y.length > 0);""",
+            timeout=30,
+            idle=False,
+        )
         lit, faded = d.execute_script("""var gd = document.getElementById('nv-panel-1');
             var hl = gd.data.filter(t => t.meta && t.meta.role === 'highlight');
             var ys = [].concat.apply([], hl.map(t => Array.from(t.y || [])));

@@ -1,5 +1,6 @@
 """ui.interrupts: Streamlit's interruption (a rerun or stop request, raised at the next st call) caught in a
 progress callback waits until the computation returned, then is raised; nothing is swallowed."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,6 +1,7 @@
 """Everything the rest of the code knows about a key is on its KeyInfo (filled from its family), and the
 helpers that read it: the picker group, the short label, the unit, the stacks, the budget option (one rule,
 older names as aliases), the one pair-boundary rule, and family names = module names (older names kept)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,7 +24,12 @@ def test_every_key_is_described_by_its_family():
 
 def test_groups_units_and_labels():
     assert [keyspace.key_info(k).group for k in ("norm", "ff_res_ln", "rollout_alti", "globenc", "alti")] == [
-        "per layer", "per layer", "across layers", "across layers", "alternatives"]
+        "per layer",
+        "per layer",
+        "across layers",
+        "across layers",
+        "alternatives",
+    ]
     assert keyspace.unit("attention") == keyspace.unit("encoder_attention") == "weight α"
     assert keyspace.unit("rollout_attn_res") == "score<br>(rows sum to ~1)"
     assert keyspace.unit("norm", br=" ") == "‖vector‖ (hidden-state units)"
@@ -38,11 +44,27 @@ def test_budget_options_one_rule_and_their_aliases():
 
     assert methods.budget_option("ff_res") == "feedforward_budget_s"
     assert methods.budget_option("rollout_alti") == methods.budget_option("alti") == "interactions_budget_s"
-    assert set(methods.budget_options()) == {"feedforward_budget_s", "zeroing_budget_s", "interactions_budget_s",
-                                             "effective_budget_s", "globenc_budget_s", "decompx_budget_s",
-                                             "knockout_budget_s", "head_ablation_budget_s"}  # + keyless families
-    req = keyspace.Request(n_tokens=200, n_layers=12, n_heads=12, d_model=768, d_ff=3072, placement="post",
-                           causal=False, gated=False, device="cpu")
+    assert set(methods.budget_options()) == {
+        "feedforward_budget_s",
+        "zeroing_budget_s",
+        "interactions_budget_s",
+        "effective_budget_s",
+        "globenc_budget_s",
+        "decompx_budget_s",
+        "knockout_budget_s",
+        "head_ablation_budget_s",
+    }  # + keyless families
+    req = keyspace.Request(
+        n_tokens=200,
+        n_layers=12,
+        n_heads=12,
+        d_model=768,
+        d_ff=3072,
+        placement="post",
+        causal=False,
+        gated=False,
+        device="cpu",
+    )
     for option in ("feedforward_budget_s", "ff_budget_s"):  # the new name and the older one both limit
         with pytest.raises(TooCostlyError, match="feedforward_budget_s"):
             feedforward.check(req, "ff_res", {option: 1e-9})
@@ -75,8 +97,7 @@ def test_pair_boundary_one_rule():
 def test_family_names_and_their_older_aliases(tiny_model):
     lm = tiny_model("bert")
     assert keyspace.resolve(lm, ["decomposition"]) == keyspace.resolve(lm, ["decompx"]) == ["decompx"]
-    assert keyspace.resolve(lm, ["global_encoder"]) == keyspace.resolve(lm, ["globenc"]) == ["globenc_layer",
-                                                                                                "globenc"]
+    assert keyspace.resolve(lm, ["global_encoder"]) == keyspace.resolve(lm, ["globenc"]) == ["globenc_layer", "globenc"]
     assert methods.family("global_encoder") is methods.family("globenc")
     assert UnknownMethodError is UnknownKeyError
     with pytest.raises(UnknownKeyError, match="Unknown map key 'nope'"):
@@ -94,6 +115,7 @@ def test_a_key_that_does_not_apply_is_not_an_unknown_key():
     """NotApplicableError (a real key, refused for this model) and UnknownKeyError (no such key) are siblings:
     ``except UnknownKeyError`` does not swallow a refusal, both are NormvizErrors."""
     from normviz.core.errors import NormvizError, NotApplicableError
+
     assert not issubclass(NotApplicableError, UnknownKeyError) and issubclass(NotApplicableError, NormvizError)
 
 
@@ -104,6 +126,7 @@ def test_a_key_is_parsed_once(tiny_model):
     import pickle
 
     from normviz.methods.keyspace import Key
+
     lm = tiny_model("bert")
     keys = keyspace.resolve(lm, ["norm", "rollout_attention"])
     assert all(type(k) is Key for k in keys) and keys == ["norm", "attention", "rollout_attention"]

@@ -3,6 +3,7 @@
 heatmap panel, the Overview zoom (a heatmap without a column width), the difference and player panels, the
 ‖f(x)‖ strip, the focus / Learn bars, the lines view and Translate's alignment, at a page column's width and in
 presentation mode."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -48,9 +49,11 @@ def _check(spacing: float, font: float, what: str) -> None:
 @pytest.mark.parametrize("present", [False, True])
 @pytest.mark.parametrize("width", [None, 420, 600])
 def test_heatmaps_difference_and_player(width, present):
-    figs = {"heatmap": viz.heatmap(M, LABELS, width=width, present=present, title="t"),
-            "difference": viz.difference(M, M.T, LABELS, name_a="a", name_b="b", width=width, present=present),
-            "player": viz.layer_player(np.stack([M, M]), LABELS, title="p", width=width, present=present)}
+    figs = {
+        "heatmap": viz.heatmap(M, LABELS, width=width, present=present, title="t"),
+        "difference": viz.difference(M, M.T, LABELS, name_a="a", name_b="b", width=width, present=present),
+        "player": viz.layer_player(np.stack([M, M]), LABELS, title="p", width=width, present=present),
+    }
     for name, fig in figs.items():
         lay = fig.layout
         w = lay.width

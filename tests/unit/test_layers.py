@@ -1,6 +1,7 @@
 """The package's import graph, read from its source (lazy imports inside functions and importlib strings
 included, :mod:`tools.module_graph`): no import cycle, and no import from a lower layer to a higher
 one. A new module must be placed in LAYERS (longest prefix wins), so its place is a decision, not an accident."""
+
 from __future__ import annotations
 
 from tools import module_graph
@@ -46,11 +47,12 @@ def test_no_import_cycle():
 
 
 def test_no_import_goes_up_the_layers():
-    up = [f"{a} (layer {layer_of(a)}) imports {b} (layer {layer_of(b)}) at line {line}"
-          for a, b, line in GRAPH.edge_list() if layer_of(b) > layer_of(a)]
+    up = [
+        f"{a} (layer {layer_of(a)}) imports {b} (layer {layer_of(b)}) at line {line}"
+        for a, b, line in GRAPH.edge_list()
+        if layer_of(b) > layer_of(a)
+    ]
     assert up == []
-
-
 
 
 def same_layer(parent: str, sub: str) -> bool:
@@ -74,8 +76,11 @@ def test_no_folder_cycle():
 
 
 def test_no_folder_imports_up_the_layers():
-    up = [f"{a} (layer {layer_of(a)}) imports {b} (layer {layer_of(b)}), first at line {line}"
-          for a, b, line in FOLDERS.edge_list() if layer_of(b) > layer_of(a)]
+    up = [
+        f"{a} (layer {layer_of(a)}) imports {b} (layer {layer_of(b)}), first at line {line}"
+        for a, b, line in FOLDERS.edge_list()
+        if layer_of(b) > layer_of(a)
+    ]
     assert up == []
 
 

@@ -2,6 +2,7 @@
 (:mod:`normviz.session.long_layers`); the UI's ``long_maps`` only asks for a layer. Stand-ins for the session and
 the worker check the routing, the per-key refusals and the kept layers (the real worker:
 tests/reliability/test_long_worker.py)."""
+
 from __future__ import annotations
 
 import types
@@ -63,4 +64,3 @@ def test_a_worker_that_takes_layers_computes_them_and_a_layer_seen_again_is_no_j
     assert float(got["norm"][0, 0]) == 34.0 and not got["norm"].flags.writeable
     again, _ = long_layers.layer_maps(s, ["norm"], 3, 0)
     assert w.jobs == [(("norm",), 3, 0)] and again["norm"] is got["norm"]
-

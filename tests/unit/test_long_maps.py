@@ -1,5 +1,6 @@
 """normviz.ui.views.long_maps: the long view's numbers and controls without Streamlit (the panels equal the short
 view's shown matrices; typed ranges, token search, the window's bounds; a box on the overview as tokens)."""
+
 import numpy as np
 import pytest
 
@@ -27,8 +28,12 @@ def test_typed_ranges():
     assert long_maps.parse_range("100-163", 4000) == ((100, 164), (100, 164))
     assert long_maps.parse_range(" 1200 – 1264 / 0..63 ", 4000) == ((1200, 1265), (0, 64))
     assert long_maps.parse_range("3990-4100", 4000) == ((3990, 4000), (3990, 4000))
-    for bad, says in (("abc", "not a token range"), ("5000-5010", "past the end"), ("0-999", "at most 256"),
-                      ("1-2/3-4/5-6", "not a token range")):
+    for bad, says in (
+        ("abc", "not a token range"),
+        ("5000-5010", "past the end"),
+        ("0-999", "at most 256"),
+        ("1-2/3-4/5-6", "not a token range"),
+    ):
         with pytest.raises(InputError, match=says):
             long_maps.parse_range(bad, 4000)
 

@@ -1,4 +1,5 @@
 """The closed forms behind the FF split, checked against independent numerics."""
+
 from __future__ import annotations
 
 import numpy as np

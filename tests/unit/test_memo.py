@@ -1,5 +1,6 @@
 """Per-rerun work kept beside what it derives from (normviz.ui.kit.memo): computed once per owner and key,
 read-only, gone with the owner; the memoised panels and frames equal the ones computed afresh."""
+
 from __future__ import annotations
 
 import gc
@@ -49,8 +50,11 @@ class _Analysis:
     def __init__(self, rng):
         self.labels = ["[CLS]", "the", "cat", "sat", "[SEP]"]
         self.special = np.array([1, 0, 0, 0, 1], bool)
-        self.arrays = {"norm": rng.random((3, 2, 5, 5)), "attn_res": rng.random((3, 5, 5)),
-                       "attention": rng.random((3, 2, 5, 5))}
+        self.arrays = {
+            "norm": rng.random((3, 2, 5, 5)),
+            "attn_res": rng.random((3, 5, 5)),
+            "attention": rng.random((3, 2, 5, 5)),
+        }
 
     def __contains__(self, key):
         return key in self.arrays
@@ -70,16 +74,20 @@ def test_memoised_panels_and_frames_equal_fresh_ones():
             np.testing.assert_array_equal(p.matrix, want)
             assert p.index == keep
     wanted = [(0, None), (1, None), (2, 0), (2, 1)]
-    f1 = frames.panel_frames(a, keys, wanted, hide_special=True, values="share", shared_scale=True, threshold=0.1,
-                             causal=False)
-    f2 = frames.panel_frames(a, keys, wanted[::-1], hide_special=True, values="share", shared_scale=True,
-                             threshold=0.1, causal=False)
+    f1 = frames.panel_frames(
+        a, keys, wanted, hide_special=True, values="share", shared_scale=True, threshold=0.1, causal=False
+    )
+    f2 = frames.panel_frames(
+        a, keys, wanted[::-1], hide_special=True, values="share", shared_scale=True, threshold=0.1, causal=False
+    )
     assert f1 == f2 and set(f1["norm"]) == {"0:-1", "1:-1", "2:0", "2:1"}
     # A drawing option is part of the key. The shared scale spans the per-head maps (and, apart, the whole-layer
     # ones), so it takes two per-head maps to change a frame.
     per_head = ["attention", "norm", "attn_res"]
-    shared = frames.panel_frames(a, per_head, wanted, hide_special=True, values="share", shared_scale=True,
-                                 threshold=0.1, causal=False)
-    other = frames.panel_frames(a, per_head, wanted, hide_special=True, values="share", shared_scale=False,
-                                threshold=0.1, causal=False)
+    shared = frames.panel_frames(
+        a, per_head, wanted, hide_special=True, values="share", shared_scale=True, threshold=0.1, causal=False
+    )
+    other = frames.panel_frames(
+        a, per_head, wanted, hide_special=True, values="share", shared_scale=False, threshold=0.1, causal=False
+    )
     assert other != shared

@@ -1,5 +1,6 @@
 """docs/models.md's capability table is the one scripts/models_table.py generates from the registry (each row's
 capabilities asked of the library on a tiny model), so that a new row, or a capability gained or lost, shows."""
+
 from __future__ import annotations
 
 import subprocess
@@ -10,8 +11,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_models_table_in_the_docs_is_current():
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "models_table.py"), "--check"], check=False,
-                         capture_output=True, text=True, cwd=ROOT, timeout=900)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "models_table.py"), "--check"],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=900,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
 
 

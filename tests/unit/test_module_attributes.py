@@ -3,6 +3,7 @@
 A lint pass once dropped a re-export (``follow_theme`` from ``ui.kit.st_parts``) that only a page used; the page
 then failed on every visit while ruff and mypy (which does not check app_pages/) passed. This test reads the pages,
 app.py and the package and imports each module they alias, so such a name fails here, before any browser test."""
+
 from __future__ import annotations
 
 import ast
@@ -46,8 +47,12 @@ def _module_aliases(tree: ast.Module, path: Path) -> dict[str, str]:
 
 def _reads(tree: ast.Module, aliases: dict[str, str]):
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
-                and isinstance(node.ctx, ast.Load)):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in aliases
+            and isinstance(node.ctx, ast.Load)
+        ):
             yield node.value.id, node.attr, node.lineno
 
 
@@ -55,7 +60,9 @@ def _reads(tree: ast.Module, aliases: dict[str, str]):
 def test_every_name_read_on_an_imported_module_exists(path):
     tree = ast.parse(path.read_text(encoding="utf-8"))
     aliases = _module_aliases(tree, path)
-    missing = [f"{path.relative_to(ROOT)}:{line}: {alias}.{attr} ({aliases[alias]} has no {attr!r})"
-               for alias, attr, line in _reads(tree, aliases)
-               if not hasattr(importlib.import_module(aliases[alias]), attr)]
+    missing = [
+        f"{path.relative_to(ROOT)}:{line}: {alias}.{attr} ({aliases[alias]} has no {attr!r})"
+        for alias, attr, line in _reads(tree, aliases)
+        if not hasattr(importlib.import_module(aliases[alias]), attr)
+    ]
     assert not missing, "\n".join(missing)

@@ -1,4 +1,5 @@
 """normviz.viz.overview: a long map's blocks (max and mean of the tokens under each cell) and the zoom window."""
+
 import numpy as np
 import pytest
 
@@ -13,7 +14,7 @@ def test_blocks_are_the_max_and_mean_of_their_tokens():
     r, c = ov.row_edges, ov.col_edges
     assert r[0] == 0 and r[-1] == 1000 and np.diff(r).max() - np.diff(r).min() <= 1
     for bi, bj in ((0, 0), (10, 63), (63, 5)):
-        block = m[r[bi]:r[bi + 1], c[bj]:c[bj + 1]]
+        block = m[r[bi] : r[bi + 1], c[bj] : c[bj + 1]]
         assert ov.max[bi, bj] == block.max()
         assert abs(ov.mean[bi, bj] - block.mean()) < 1e-6
     assert ov.block_of(999) == 63 and ov.block_of(0) == 0
@@ -45,7 +46,7 @@ def test_causal_blocks_leave_out_the_masked_cells():
     vis = np.tri(n, dtype=bool)
     for bi in range(37):
         for bj in range(37):
-            block, ok = m[r[bi]:r[bi + 1], c[bj]:c[bj + 1]], vis[r[bi]:r[bi + 1], c[bj]:c[bj + 1]]
+            block, ok = m[r[bi] : r[bi + 1], c[bj] : c[bj + 1]], vis[r[bi] : r[bi + 1], c[bj] : c[bj + 1]]
             if not ok.any():
                 assert np.isnan(ov.max[bi, bj]) and np.isnan(ov.mean[bi, bj])
                 continue

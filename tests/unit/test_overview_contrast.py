@@ -1,5 +1,6 @@
 """The long overviews' colour scales (normviz.viz.contrast): a first column that takes most of every row no
 longer leaves the rest of the overview one colour, and the title says which scale is drawn."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -52,12 +53,32 @@ def test_quantiles_are_ranks_and_log_keeps_four_decades():
 def test_the_overview_title_and_colour_bar_say_the_scale():
     v = _sink(12)
     edges = np.arange(13)
-    fig = overview_heatmap(v, edges, edges, np.arange(12), aggregate="max", title="Norm", zmin=0, zmax=1,
-                           colorbar_title="share", scale="rest")
+    fig = overview_heatmap(
+        v,
+        edges,
+        edges,
+        np.arange(12),
+        aggregate="max",
+        title="Norm",
+        zmin=0,
+        zmax=1,
+        colorbar_title="share",
+        scale="rest",
+    )
     assert fig.layout.title.text.endswith("overview: max, row share without the first column")
     assert "row's rest" in fig.data[0].colorbar.title.text and fig.layout.meta["scale"] == "rest"
-    logged = overview_heatmap(v, edges, edges, np.arange(12), aggregate="max", title="Norm", zmin=0, zmax=1,
-                              colorbar_title="share", scale="log")
+    logged = overview_heatmap(
+        v,
+        edges,
+        edges,
+        np.arange(12),
+        aggregate="max",
+        title="Norm",
+        zmin=0,
+        zmax=1,
+        colorbar_title="share",
+        scale="log",
+    )
     assert logged.data[0].zmid is None and logged.layout.title.text.endswith("log scale")  # sequential colours
     plain = overview_heatmap(v, edges, edges, np.arange(12), aggregate="max", title="Norm", zmin=0, zmax=1)
     assert plain.layout.title.text.endswith("overview: max, linear scale")

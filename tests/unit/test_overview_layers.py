@@ -1,6 +1,7 @@
 """The Overview page's numbers one layer at a time (issue 29: it made whole [L, H, n, n] arrays whatever the
 length, 6.8 GB at 900 tokens to draw 27): ui.overview_maps gives exactly the crop of the whole arrays and the
 per-head shares of the whole arrays, and computes no whole array of a per-layer family."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,5 +1,6 @@
 """The norm family's kernels on random arrays: the compiled kernels, the torch version and per-pair vectors
 built explicitly agree (the model-level checks are in tests/models/test_norm_family.py)."""
+
 import pytest
 import torch
 
@@ -55,28 +56,68 @@ def test_fused_kernels_against_per_pair_vectors(dtype, centre, H):
     v = torch.einsum("lhij,lhjd->lijd", alpha, f) + torch.eye(n, dtype=torch.float64)[None, :, :, None] * x[:, None]
     lin = (v - v.mean(-1, keepdim=True) if centre else v) * gamma[:, None, None]
     u = torch.einsum("lhij,lhjd->lijd", alpha, f)
-    want = {"norm": alpha * f.norm(dim=-1)[:, :, None, :], "norm_layer": u.norm(dim=-1), "attn_res": v.norm(dim=-1),
-            "attn_res_ln": lin.norm(dim=-1) / s[:, :, None]}
+    want = {
+        "norm": alpha * f.norm(dim=-1)[:, :, None, :],
+        "norm_layer": u.norm(dim=-1),
+        "attn_res": v.norm(dim=-1),
+        "attn_res_ln": lin.norm(dim=-1) / s[:, :, None],
+    }
     alpha, f, x, z, gamma = (t.to(dtype) for t in (alpha, f, x, z, gamma))
     Hp = -(-H // 4) * 4
     gram, gx = torch.empty(L, 2, Hp, Hp, n, dtype=dtype), torch.empty(L, 2, H + 1, n, dtype=dtype)
     fnorm, inv_s = torch.empty(L, H, n, dtype=dtype), torch.empty(L, n, dtype=dtype)
-    assert kernels.run("span_grams_packed", f.numpy(), x.numpy(), z.numpy(), (gamma * gamma).numpy(), centre, eps,
-                       gram.numpy(), gx.numpy(), fnorm.numpy(), inv_s.numpy())
+    assert kernels.run(
+        "span_grams_packed",
+        f.numpy(),
+        x.numpy(),
+        z.numpy(),
+        (gamma * gamma).numpy(),
+        centre,
+        eps,
+        gram.numpy(),
+        gx.numpy(),
+        fnorm.numpy(),
+        inv_s.numpy(),
+    )
     _close(fnorm, f.norm(dim=-1), dtype)
     _close(inv_s, (1 / s).to(dtype), dtype)
-    got = {"norm": torch.full((L, H, n, n), -1.0, dtype=dtype), **{k: torch.empty(L, n, n, dtype=dtype)
-                                                                  for k in ("norm_layer", "attn_res", "attn_res_ln")}}
-    assert kernels.run("pair_norms_fused", alpha.contiguous().numpy(), gram.numpy(), gx.numpy(), fnorm.numpy(),
-                       inv_s.numpy(), *(got[k].numpy() for k in ("norm", "norm_layer", "attn_res", "attn_res_ln")),
-                       True, True, True, True)
+    got = {
+        "norm": torch.full((L, H, n, n), -1.0, dtype=dtype),
+        **{k: torch.empty(L, n, n, dtype=dtype) for k in ("norm_layer", "attn_res", "attn_res_ln")},
+    }
+    assert kernels.run(
+        "pair_norms_fused",
+        alpha.contiguous().numpy(),
+        gram.numpy(),
+        gx.numpy(),
+        fnorm.numpy(),
+        inv_s.numpy(),
+        *(got[k].numpy() for k in ("norm", "norm_layer", "attn_res", "attn_res_ln")),
+        True,
+        True,
+        True,
+        True,
+    )
     for k, w in want.items():
         _close(got[k], w.to(dtype), dtype)
     # a key not asked for is left untouched
     untouched = torch.full((L, H, n, n), -1.0, dtype=dtype)
-    assert kernels.run("pair_norms_fused", alpha.contiguous().numpy(), gram.numpy(), gx.numpy(), fnorm.numpy(),
-                       inv_s.numpy(), untouched.numpy(), got["norm_layer"].numpy(), got["attn_res"].numpy(),
-                       got["attn_res_ln"].numpy(), False, True, True, True)
+    assert kernels.run(
+        "pair_norms_fused",
+        alpha.contiguous().numpy(),
+        gram.numpy(),
+        gx.numpy(),
+        fnorm.numpy(),
+        inv_s.numpy(),
+        untouched.numpy(),
+        got["norm_layer"].numpy(),
+        got["attn_res"].numpy(),
+        got["attn_res_ln"].numpy(),
+        False,
+        True,
+        True,
+        True,
+    )
     assert bool((untouched == -1).all())
 
 

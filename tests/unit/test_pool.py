@@ -1,4 +1,5 @@
 """normviz.core.pool: blocks are reused only once nothing made from them is alive, and the pool stays bounded."""
+
 from __future__ import annotations
 
 import gc

@@ -1,4 +1,6 @@
-"""normviz.core.memory: the layer cache's room made before a long layer is computed, and glibc's heap policy while it is."""
+"""normviz.core.memory: the layer cache's room made before a long layer is computed, and glibc's heap policy while it
+is."""
+
 import numpy as np
 
 from normviz.core import memory
@@ -23,6 +25,7 @@ def test_scratch_heap_changes_nothing_without_a_fixed_threshold_and_always_puts_
         def malloc_trim(self, pad):
             calls.append(("trim", pad))
             return 1
+
     monkeypatch.setattr(memory, "libc", lambda: Libc())
     monkeypatch.setattr(memory, "FIXED_MMAP_THRESHOLD", None)
     with memory.scratch_heap(64 << 20):
@@ -36,5 +39,7 @@ def test_scratch_heap_changes_nothing_without_a_fixed_threshold_and_always_puts_
             raise KeyError("a failed layer")
     except KeyError:
         pass
-    assert calls[2:] == [(memory.M_MMAP_THRESHOLD, 1 << 20), (memory.M_TRIM_THRESHOLD, memory.TRIM_THRESHOLD),
-                         ("trim", 0)] and memory._HEAP_USERS == 0
+    assert (
+        calls[2:] == [(memory.M_MMAP_THRESHOLD, 1 << 20), (memory.M_TRIM_THRESHOLD, memory.TRIM_THRESHOLD), ("trim", 0)]
+        and memory._HEAP_USERS == 0
+    )

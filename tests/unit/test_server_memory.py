@@ -1,6 +1,7 @@
 """One memory budget for the whole server (issue 29): least recently used texts dropped to make room,
 requests refused with a message past it, reservations of requests in flight counted, texts of visitors who
 left released (normviz.ui.kit.server_memory over the shared session cache)."""
+
 from __future__ import annotations
 
 import threading
@@ -38,8 +39,11 @@ class Fake:
 def budget(limit_mb=3000, entries=12, short_room=0):
     cache = BoundedCache(entries)
     held = Held(cache)
-    return cache, held, ServerMemory(cache, limit_mb * MB, rss=held.rss, trim=held.trim, workers=lambda: 0,
-                                     short_room=short_room)
+    return (
+        cache,
+        held,
+        ServerMemory(cache, limit_mb * MB, rss=held.rss, trim=held.trim, workers=lambda: 0, short_room=short_room),
+    )
 
 
 def add(cache, mem, key, size_mb, visitor=None):
@@ -127,6 +131,7 @@ def test_runs_of_one_session_count_once_a_lone_visitors_long_text_opens():
     reruns), and each run reserved the same recording and layer again: 1.1 GB + 2 × 1.7 GB, then refused.
     The requests of one session run one after another on its lock and share its records: they count once, as
     the largest; another text's requests still add up."""
+
     class LM:  # smollm2's sizes
         sizes = (576, 1536)
         n_layers = 30
@@ -149,6 +154,8 @@ def test_runs_of_one_session_count_once_a_lone_visitors_long_text_opens():
                             pass
                     assert "4.4 GB of 6.0 GB are in use" in str(exc.value), str(exc.value)
     assert mem.refused == 1 and mem.held() == 1100 * MB
+
+
 def test_concurrent_admissions_never_reserve_past_the_limit():
     cache, held, mem = budget(3000)
     inside, worst, refused = [0], [0], [0]

@@ -1,6 +1,7 @@
 """Session owns its state (issue 40): no module outside the Session class reads or writes a session's private
 attribute — the maps, notes, views, layer-map cache, frozen coefficients and lock are one object,
 ``session.store`` (:class:`normviz.session.store.MapStore`), that the session hands to its jobs."""
+
 from __future__ import annotations
 
 import ast
@@ -16,8 +17,12 @@ def _private_names() -> set[str]:
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Session")
     names = {n.name for n in cls.body if isinstance(n, ast.FunctionDef) and n.name.startswith("_")}
     for node in ast.walk(cls):
-        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
-                and node.attr.startswith("_")):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "self"
+            and node.attr.startswith("_")
+        ):
             names.add(node.attr)
     return {n for n in names if not n.startswith("__")}
 
@@ -26,12 +31,20 @@ def _reads(path: Path, private: set[str], root: Path = ROOT) -> list[str]:
     """``<not self>._x`` and ``getattr(…, "_x")`` for the session's private names ``_x``, with their lines."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if (isinstance(node, ast.Attribute) and node.attr in private
-                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in private
+            and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+        ):
             found.append(f"{path.relative_to(root)}:{node.lineno} .{node.attr}")
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "setattr",
-                                                                                                "hasattr")
-                and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and node.args[1].value in private):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "setattr", "hasattr")
+            and len(node.args) > 1
+            and isinstance(node.args[1], ast.Constant)
+            and node.args[1].value in private
+        ):
             found.append(f"{path.relative_to(root)}:{node.lineno} {node.func.id}(…, {node.args[1].value!r})")
     return found
 

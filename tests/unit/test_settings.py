@@ -1,5 +1,6 @@
 """One settings module (:mod:`normviz.core.settings`): every ``NORMVIZ_*`` variable and every option declared once,
 read there only; unknown or ill-typed options refused on one line (exit 2 in the CLI, before a model loads)."""
+
 from __future__ import annotations
 
 import math
@@ -25,8 +26,13 @@ def _sources(*parts: str):
 
 
 def test_only_the_settings_module_reads_normviz_variables():
-    readers = sorted({str(p.relative_to(ROOT)) for p in _sources("normviz", "app.py", "app_pages")
-                      if READS.search(p.read_text(encoding="utf-8"))})
+    readers = sorted(
+        {
+            str(p.relative_to(ROOT))
+            for p in _sources("normviz", "app.py", "app_pages")
+            if READS.search(p.read_text(encoding="utf-8"))
+        }
+    )
     assert readers == []  # every read goes through settings.env / flag / env_raw
     assert "os.environ" in (ROOT / "normviz" / "core" / "settings.py").read_text(encoding="utf-8")
 
@@ -55,16 +61,19 @@ def test_every_family_budget_is_a_declared_option():
         assert settings.OPTIONS[name].kind == "float"
 
 
-@pytest.mark.parametrize("item, said", [
-    ("map_cache_mb=abc", "map_cache_mb='abc' is not a number"),
-    ("no_such_option=1", "'no_such_option' is not an option"),
-    ("explain_budget_s=abc", "explain_budget_s='abc' is not a number"),
-    ("explain_budget_s=nan", "explain_budget_s='nan' is not a finite number"),
-    ("explain_budget_s=-3", "explain_budget_s='-3' is outside"),
-    ("stop_early=maybe", "stop_early='maybe' is not a yes/no value"),
-    ("rollout_normalization=sideways", "is not known; use one of standard, receptive_field"),
-    ("chunk_bytes=1.5", "chunk_bytes='1.5' is not a whole number"),
-])
+@pytest.mark.parametrize(
+    "item, said",
+    [
+        ("map_cache_mb=abc", "map_cache_mb='abc' is not a number"),
+        ("no_such_option=1", "'no_such_option' is not an option"),
+        ("explain_budget_s=abc", "explain_budget_s='abc' is not a number"),
+        ("explain_budget_s=nan", "explain_budget_s='nan' is not a finite number"),
+        ("explain_budget_s=-3", "explain_budget_s='-3' is outside"),
+        ("stop_early=maybe", "stop_early='maybe' is not a yes/no value"),
+        ("rollout_normalization=sideways", "is not known; use one of standard, receptive_field"),
+        ("chunk_bytes=1.5", "chunk_bytes='1.5' is not a whole number"),
+    ],
+)
 @pytest.mark.parametrize("command", ["export", "explain"])
 def test_a_bad_option_is_one_line_and_exit_2(item, said, command, tmp_path, capsys):
     out = tmp_path / "o.npz"
@@ -75,14 +84,31 @@ def test_a_bad_option_is_one_line_and_exit_2(item, said, command, tmp_path, caps
 
 
 def test_option_values_are_typed():
-    typed = settings.parse_options(["stop_early=false", "compute_together=1", "map_cache_mb=64",
-                                    "flow_max_tokens=12", "explain_budget_s=2.5", "rollout_normalization=Receptive-Field",
-                                    "chunk_bytes=1e6"])
-    assert typed == {"stop_early": False, "compute_together": True, "map_cache_mb": 64.0, "flow_max_tokens": 12,
-                     "explain_budget_s": 2.5, "rollout_normalization": "receptive_field", "chunk_bytes": 1000000}
+    typed = settings.parse_options(
+        [
+            "stop_early=false",
+            "compute_together=1",
+            "map_cache_mb=64",
+            "flow_max_tokens=12",
+            "explain_budget_s=2.5",
+            "rollout_normalization=Receptive-Field",
+            "chunk_bytes=1e6",
+        ]
+    )
+    assert typed == {
+        "stop_early": False,
+        "compute_together": True,
+        "map_cache_mb": 64.0,
+        "flow_max_tokens": 12,
+        "explain_budget_s": 2.5,
+        "rollout_normalization": "receptive_field",
+        "chunk_bytes": 1000000,
+    }
     assert typed["stop_early"] is False and isinstance(typed["flow_max_tokens"], int)
-    assert settings.check_options({"stop_early": "false", "map_cache_mb": 8}) == {"stop_early": False,
-                                                                                   "map_cache_mb": 8.0}
+    assert settings.check_options({"stop_early": "false", "map_cache_mb": 8}) == {
+        "stop_early": False,
+        "map_cache_mb": 8.0,
+    }
     with pytest.raises(NormvizError, match="Did you mean stop_early"):
         settings.check_options({"stop_eraly": True})
     with pytest.raises(NormvizError, match="not a finite number"):
@@ -107,17 +133,24 @@ def test_the_session_refuses_an_unknown_or_ill_typed_option(tiny_model):
 
 def test_environment_values_fall_back_with_a_message():
     problems: list[str] = []
-    env = {"NORMVIZ_MAX_TOKENS": "lots", "NORMVIZ_PUBLIC": "perhaps", "NORMVIZ_HEAVY_WORKERS": "9",
-           "NORMVIZ_POOL_MB": "nan", "NORMVIZ_TIMING": "on"}
+    env = {
+        "NORMVIZ_MAX_TOKENS": "lots",
+        "NORMVIZ_PUBLIC": "perhaps",
+        "NORMVIZ_HEAVY_WORKERS": "9",
+        "NORMVIZ_POOL_MB": "nan",
+        "NORMVIZ_TIMING": "on",
+    }
     assert settings.env("NORMVIZ_MAX_TOKENS", env, problems) == 128
     assert settings.env("NORMVIZ_PUBLIC", env, problems) is False
     assert settings.env("NORMVIZ_HEAVY_WORKERS", env, problems) == 4
     assert settings.env("NORMVIZ_POOL_MB", env, problems) == 512.0
     assert settings.flag("NORMVIZ_TIMING", env) is True and settings.flag("NORMVIZ_ONE_RUN", env) is False
-    assert problems == ["NORMVIZ_MAX_TOKENS='lots' is not a whole number; using 128.",
-                        "NORMVIZ_PUBLIC='perhaps' is not a yes/no value; use 1 or 0 (true/false); using 0.",
-                        "NORMVIZ_HEAVY_WORKERS='9' is outside 0 … 4; using 4.",
-                        "NORMVIZ_POOL_MB='nan' is not a finite number; using 512.0."]
+    assert problems == [
+        "NORMVIZ_MAX_TOKENS='lots' is not a whole number; using 128.",
+        "NORMVIZ_PUBLIC='perhaps' is not a yes/no value; use 1 or 0 (true/false); using 0.",
+        "NORMVIZ_HEAVY_WORKERS='9' is outside 0 … 4; using 4.",
+        "NORMVIZ_POOL_MB='nan' is not a finite number; using 512.0.",
+    ]
     with pytest.raises(KeyError):
         settings.env("NORMVIZ_" + "NOT_DECLARED", env)
 
@@ -138,7 +171,9 @@ def test_defaults_agree_with_the_modules_that_use_them():
     from normviz.ui.kit import frames
 
     o, e = settings.OPTIONS, settings.ENV
-    assert o["map_cache_mb"].default == memory.MAP_CACHE_MB and o["long_map_cache_mb"].default == memory.LONG_MAP_CACHE_MB
+    assert (
+        o["map_cache_mb"].default == memory.MAP_CACHE_MB and o["long_map_cache_mb"].default == memory.LONG_MAP_CACHE_MB
+    )
     assert o["flow_max_tokens"].default == maxflow.MAX_TOKENS and o["flow_max_work"].default == maxflow.MAX_WORK
     assert o["value_zeroing_chunk_bytes"].default == zeroing.CHUNK_BYTES
     assert o["explain_max_bytes"].default == adjoint.MAX_BYTES
@@ -146,8 +181,12 @@ def test_defaults_agree_with_the_modules_that_use_them():
 
 
 def test_the_settings_table_in_the_docs_is_current():
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "settings_table.py"), "--check"],
-                         capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "settings_table.py"), "--check"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
 
 

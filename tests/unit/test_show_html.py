@@ -1,5 +1,6 @@
 """normviz.show (the notebook API), ‖f(x_j)‖ from a Session (exact against the model's own modules) and the
 standalone HTML (offline, every panel's numbers recoverable)."""
+
 import base64
 import json
 import re
@@ -87,6 +88,7 @@ def test_pair_boundary_of_an_encoder_pair():
     class A:  # the two fields pair_boundary reads
         text_pair = "b"
         special = np.array([1, 0, 0, 1, 0, 1], bool)
+
     assert pair_boundary(A) == 4
     A.text_pair = None
     assert pair_boundary(A) is None

@@ -2,6 +2,7 @@
 ~29 px and laid its legend over the layer numbers; the head grid drew the layer grid lines across the empty
 column between the heads and the other parts; every axis label at the figure's own font (Streamlit's chart
 theme otherwise sets 12-px ticks), without overriding the sizes a figure chose."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -66,8 +67,7 @@ def test_overview_grids_start_level_and_fit_the_room_given():
     pitch = (lay.height - lay.margin.t - lay.margin.b) / 30 * (30 / len(lay.yaxis.tickvals))
     assert pitch >= 1.4 * 18 - 1e-9 and lay.yaxis.ticktext[0] == "L0"
     assert viz.grid(stack, [f"t{k}" for k in range(5)], font_size=18, width_hint=900).layout.height == 1400
-    small = viz.grid(np.ones((6, 12, 5, 5)), [f"t{k}" for k in range(5)], font_size=18, width_hint=900,
-                     max_height=2000)
+    small = viz.grid(np.ones((6, 12, 5, 5)), [f"t{k}" for k in range(5)], font_size=18, width_hint=900, max_height=2000)
     assert small.layout.height == int((900 - 140) * 6 / 12 + 150)  # a bound above the grid's own height: unchanged
 
 
@@ -75,8 +75,9 @@ def test_overview_grids_start_level_and_fit_the_room_given():
 def test_trust_legend_sits_below_the_token_names(font_size):
     from normviz.viz import trust as vt
 
-    fig = vt.truth_beside(["The", " capital", " of"], np.array([1.0, -0.5, 0.2]), {"sources": np.ones(3)},
-                          font_size=font_size)
+    fig = vt.truth_beside(
+        ["The", " capital", " of"], np.array([1.0, -0.5, 0.2]), {"sources": np.ones(3)}, font_size=font_size
+    )
     lay = fig.layout
     assert lay.legend.yref == "container" and lay.legend.y == 0 and lay.legend.yanchor == "bottom"
     assert lay.margin.b >= 30 + 5 * font_size and lay.height - lay.margin.t - lay.margin.b >= 280
@@ -86,8 +87,12 @@ def test_trust_legend_sits_below_the_token_names(font_size):
 def test_overview_grid_top_margin_holds_a_two_line_title_and_the_head_axis(font_size):
     from normviz import viz
 
-    fig = viz.grid(np.ones((6, 4, 5, 5)), [f"t{k}" for k in range(5)], font_size=font_size,
-                   title="Attention weights α\nminilm: “The cat sat on the mat.”")
+    fig = viz.grid(
+        np.ones((6, 4, 5, 5)),
+        [f"t{k}" for k in range(5)],
+        font_size=font_size,
+        title="Attention weights α\nminilm: “The cat sat on the mat.”",
+    )
     title_lines = 2 * 1.3 * (font_size + 2)
     axis_on_top = 4 * font_size  # tick labels, the theme's stand-off and the "head" title above the squares
     assert fig.layout.margin.t >= 6 + title_lines + axis_on_top + 10, fig.layout.margin.t  # was 70 + 2·font

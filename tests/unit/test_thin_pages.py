@@ -2,6 +2,7 @@
 function in app_pages/ or normviz/ui/ (any depth, methods and nested functions included) runs past 80 lines: a
 longer one is split into named regions (``draw_controls``, ``draw_panels`` …) in normviz/ui/views/. Read from the
 source with ast; each offender is reported as file:line with its length."""
+
 from __future__ import annotations
 
 import ast
@@ -33,8 +34,11 @@ def test_there_are_pages_and_ui_modules():
 
 
 def test_every_page_file_is_short():
-    long = [f"{p.relative_to(ROOT)}:1 ({n} lines)" for p in PAGES
-            if (n := len(p.read_text(encoding="utf-8").splitlines())) > PAGE_LINES]
+    long = [
+        f"{p.relative_to(ROOT)}:1 ({n} lines)"
+        for p in PAGES
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > PAGE_LINES
+    ]
     assert long == [], f"page files over {PAGE_LINES} lines (move regions into normviz/ui/views/): {long}"
 
 

@@ -2,6 +2,7 @@
 tokenizer's state, set by a call with ``truncation=True`` and cleared by the next call without. Threads encoding
 different texts with different limits at once, on one tokenizer, each get what the same call gives alone (ids,
 segment ids, dropped count), for an encoder (minilm: pairs with segment ids) and a decoder (SmolLM2)."""
+
 from __future__ import annotations
 
 import threading

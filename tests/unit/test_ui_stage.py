@@ -1,5 +1,6 @@
 """Stage mode's pure parts and the talk-ready labels: the arrow keys move the page's own controls, Esc leaves,
 panels name model and text literally, compared panels share one colour scale, map pills are unique."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -79,8 +80,12 @@ def test_steps_round_trip_through_the_url_and_refuse_malformed_ones():
     for bad in ("x", "a~b~all~norm", "a~1~all~", "a~1~all~Norm<b>"):
         got = ViewState.from_query({"steps": bad})
         assert got.steps == () and len(got.problems) == 1, bad
-    assert [following(steps, None, 1), following(steps, 0, 1), following(steps, 1, 1), following(steps, 1, -1)] \
-        == [0, 1, 1, 0]
+    assert [following(steps, None, 1), following(steps, 0, 1), following(steps, 1, 1), following(steps, 1, -1)] == [
+        0,
+        1,
+        1,
+        0,
+    ]
     assert following((), None, 1) is None
 
 
@@ -95,7 +100,12 @@ def test_next_step_sets_the_pages_own_widgets(monkeypatch):
     stage.walk_steps(1, groups)
     assert (state["w_layer"], state["w_head"], state["w_maps"]) == (1, -1, ["attention"])
     stage.walk_steps(1, groups)
-    assert (state["w_layer"], state["w_head"], state["w_maps"], state["w_maps_across"]) == (4, 2, ["norm"], ["rollout_alti"])
+    assert (state["w_layer"], state["w_head"], state["w_maps"], state["w_maps_across"]) == (
+        4,
+        2,
+        ["norm"],
+        ["rollout_alti"],
+    )
     assert view.maps == ("norm", "rollout_alti") and state["_normviz_step"] == 1
 
 
@@ -106,7 +116,9 @@ def test_a_plus_read_as_a_space_still_joins_the_maps_of_a_step():
     got = ViewState.from_query({"steps": "Weights~0~all~attention norm;Deep~5~3~norm"})
     assert got.problems == []
     assert [(s.name, s.layer, s.head, s.maps) for s in got.steps] == [
-        ("Weights", 0, None, ("attention", "norm")), ("Deep", 5, 3, ("norm",))]
+        ("Weights", 0, None, ("attention", "norm")),
+        ("Deep", 5, 3, ("norm",)),
+    ]
 
 
 def test_a_step_that_cannot_be_read_is_named_and_the_others_kept():

@@ -1,4 +1,5 @@
 """Figure builders: data, axes, hover and colour scales (no Streamlit, no model)."""
+
 import numpy as np
 
 from normviz import viz
@@ -36,7 +37,9 @@ def test_bars_one_subplot_per_map():
     fig = viz.bars(rows, ["x", "y"], [[0, 1], [0, 1]], focus_label="x [0]")
     assert len(fig.data) == 2
     assert list(fig.data[1].y) == [2.0, 1.0]
-    assert "x [0] ← y [1]" == np.asarray(fig.data[0].customdata)[1, 0] + " ← " + np.asarray(fig.data[0].customdata)[1, 1]
+    assert (
+        "x [0] ← y [1]" == np.asarray(fig.data[0].customdata)[1, 0] + " ← " + np.asarray(fig.data[0].customdata)[1, 1]
+    )
 
 
 def test_grid_tiles_layers_by_heads_with_gaps():

@@ -1,5 +1,6 @@
 """The figure side of issue 13: readable heatmaps (masks, pair divider, sizes), lines, difference, strip,
 layer player. Figures are built for tiny inputs and read back (no browser)."""
+
 import numpy as np
 import pytest
 
@@ -68,8 +69,10 @@ def test_labels_are_readable_and_the_plot_square_within_its_column_or_grown_with
     assert fig.layout.width == 640 and ay.scaleanchor == "x" and ax.tickfont.size >= MIN_FONT
     side = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
     assert side <= 640 - fig.layout.margin.l - fig.layout.margin.r + 1  # square plot inside the width
-    assert len(ax.ticktext) == len(ax.tickvals) == -(-n // step) and list(ax.ticktext) == [
-        abbreviate(x, 14 if n <= 20 else 10 if n <= 60 else 8) for x in labels][::step]
+    assert (
+        len(ax.ticktext) == len(ax.tickvals) == -(-n // step)
+        and list(ax.ticktext) == [abbreviate(x, 14 if n <= 20 else 10 if n <= 60 else 8) for x in labels][::step]
+    )
     assert side / n * step >= ax.tickfont.size  # labels spaced at least a font size apart
     assert (step == 1) == (n == 5)
     grown = viz.heatmap(_rand(n), labels)
@@ -196,6 +199,7 @@ def test_focus_token_is_outlined_in_the_heatmap_and_coloured_in_the_strip():
 def test_png_and_svg_files_through_kaleido():
     pytest.importorskip("kaleido")
     from tests.helpers.browser import find_browser
+
     if find_browser() is None:
         pytest.skip("no Chromium for kaleido")
     fig = viz.heatmap(np.tril(_rand(4)), list("abcd"), causal=True, title="t")
@@ -208,6 +212,7 @@ def test_image_export_without_kaleido_says_what_to_install(monkeypatch):
     import sys
 
     from normviz.core.errors import MissingPackageError
+
     monkeypatch.setitem(sys.modules, "kaleido", None)
     with pytest.raises(MissingPackageError, match="pip install kaleido"):
         viz.to_svg(viz.heatmap(np.eye(2), ["a", "b"]))
@@ -215,6 +220,7 @@ def test_image_export_without_kaleido_says_what_to_install(monkeypatch):
 
 def test_a_clicked_cell_names_its_token_positions():
     from normviz.viz.labels import position_of
+
     hm = viz.heatmap(_rand(5), LABELS, positions=[0, 1, 2, 7, 9]).data[0]
     assert [position_of(y) for y in hm.y] == [0, 1, 2, 7, 9]
     assert position_of("[CLS]") is None and position_of(None) is None and position_of("a [x]") is None

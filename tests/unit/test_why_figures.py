@@ -1,6 +1,7 @@
 """Issue 29: the Why page's figures readable from a seat — tokens shown as text (never Python reprs), the
 routes graph's rows and nodes legible on a light and a dark background, the logit-lens table at the page's
 font size with the chosen layer first."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,7 +12,7 @@ LIGHT, DARK = "#ffffff", "#0e1117"  # Streamlit's light and dark backgrounds
 
 
 def _luminance(hex_colour: str) -> float:
-    c = [int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    c = [int(hex_colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
     c = [v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4 for v in c]
     return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]
 
@@ -21,8 +22,20 @@ def _contrast(a: str, b: str) -> float:
     return (la + 0.05) / (lb + 0.05)
 
 
-@pytest.mark.parametrize("token, want", [(" Paris", "␣Paris"), ("Paris", "Paris"), ("\xa0", "␣"), ("\n", "↵"),
-                                         (" ", "␣"), ("", "∅"), ("a\tb", "a⇥b"), ("is ", "is␣"), ("\x07x", "·x")])
+@pytest.mark.parametrize(
+    "token, want",
+    [
+        (" Paris", "␣Paris"),
+        ("Paris", "Paris"),
+        ("\xa0", "␣"),
+        ("\n", "↵"),
+        (" ", "␣"),
+        ("", "∅"),
+        ("a\tb", "a⇥b"),
+        ("is ", "is␣"),
+        ("\x07x", "·x"),
+    ],
+)
 def test_tokens_are_shown_as_text_not_reprs(token, want):
     assert vw.shown(token) == want
     assert "\\" not in vw.shown(token) and "'" not in vw.shown(token)
@@ -35,8 +48,18 @@ def _routes(n: int, L: int = 4) -> dict:
         for t in range(n):
             nodes.append({"id": f"x{l}_{t}", "kind": "x", "layer": l, "token": t})
             nodes.append({"id": f"a{l}_{t}", "kind": "a", "layer": l, "token": t})
-            edges.append({"source": f"x{l}_{t}", "target": f"a{l}_{t}", "kind": "residual", "layer": l,
-                          "head": None, "from_token": t, "to_token": t, "weight": 0.5})
+            edges.append(
+                {
+                    "source": f"x{l}_{t}",
+                    "target": f"a{l}_{t}",
+                    "kind": "residual",
+                    "layer": l,
+                    "head": None,
+                    "from_token": t,
+                    "to_token": t,
+                    "weight": 0.5,
+                }
+            )
     return {"tokens": [f"w{k}" for k in range(n)], "n_layers": L, "nodes": nodes, "edges": edges}
 
 

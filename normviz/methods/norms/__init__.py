@@ -9,6 +9,7 @@ with G_j the Gram matrix of token j's span vectors [f^1_j … f^H_j, x_j] (plain
 :mod:`.runs` (runs of layers per call), :mod:`.kernels` (compiled CPU kernels), :mod:`.pair_norms` (the
 torch version of the pair sums). Which of the two runs is decided once, by :func:`.runs.backend`.
 """
+
 from __future__ import annotations
 
 import torch
@@ -24,12 +25,27 @@ STACKS = ("model", "encoder", "decoder")  # also an encoder–decoder's decoder 
 GROUP = "per layer"
 KEYS = (
     KeyInfo("norm", "Norm ‖α f(x)‖", True, "‖α^h_ij f^h(x_j)‖ per head (Kobayashi et al. 2020).", short="‖αf‖ norm"),
-    KeyInfo("norm_layer", "Norm, heads summed ‖Σ_h α f(x)‖", False,
-            "‖Σ_h α^h_ij f^h(x_j)‖: head vectors summed, then the norm (2020).", short="‖Σαf‖ heads summed"),
-    KeyInfo("attn_res", "Attention + residual", False,
-            "‖Σ_h α^h_ij f^h(x_j) + δ_ij x_j‖ (Kobayashi et al. 2021, ATB).", short="+ residual"),
-    KeyInfo("attn_res_ln", "Attention + residual + norm", False,
-            "The norm after the residual decomposed: ‖γ⊙(u_ij − mean u_ij)‖/s_i (2021, ATBN).", short="+ residual + LN"),
+    KeyInfo(
+        "norm_layer",
+        "Norm, heads summed ‖Σ_h α f(x)‖",
+        False,
+        "‖Σ_h α^h_ij f^h(x_j)‖: head vectors summed, then the norm (2020).",
+        short="‖Σαf‖ heads summed",
+    ),
+    KeyInfo(
+        "attn_res",
+        "Attention + residual",
+        False,
+        "‖Σ_h α^h_ij f^h(x_j) + δ_ij x_j‖ (Kobayashi et al. 2021, ATB).",
+        short="+ residual",
+    ),
+    KeyInfo(
+        "attn_res_ln",
+        "Attention + residual + norm",
+        False,
+        "The norm after the residual decomposed: ‖γ⊙(u_ij − mean u_ij)‖/s_i (2021, ATBN).",
+        short="+ residual + LN",
+    ),
 )
 COMPUTED_TOGETHER = True  # the stages share the Grams: asking for one key computes them all
 REFERENCES = (papers.KOBAYASHI_2020, papers.KOBAYASHI_2021)
@@ -54,8 +70,13 @@ def compute(inputs: Inputs, keys, options) -> Output:
         alpha = None
     use = backend(layers)
     for run in runs(layers):
-        res = norm_family_run(layers[run], keys, use, alpha=alpha[run] if alpha is not None else None,
-                              targets={k: torch.from_numpy(out[k][run]) for k in keys})
+        res = norm_family_run(
+            layers[run],
+            keys,
+            use,
+            alpha=alpha[run] if alpha is not None else None,
+            targets={k: torch.from_numpy(out[k][run]) for k in keys},
+        )
         for k in keys:  # already in place on CPU; copied from the device elsewhere
             dest = out[k][run]
             if res[k].device.type != "cpu" or res[k].data_ptr() != dest.ctypes.data:

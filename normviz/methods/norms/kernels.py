@@ -10,6 +10,7 @@ torch versions of the same formulas (:mod:`.runs`, :mod:`.pair_norms`) run on GP
 missing or fails; tests check that both agree. numba is imported and the kernels compiled (or loaded from
 numba's on-disk cache) on first use only.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -30,8 +31,11 @@ def available() -> bool:
 def _build() -> dict[str, object]:
     from . import compiled
 
-    return {"span_grams_packed": compiled.span_grams_packed, "pair_norms_fused": compiled.pair_norms_fused,
-            "pair_norms_rows": compiled.pair_norms_rows}  # one layer's row blocks (normviz.methods.long_layer)
+    return {
+        "span_grams_packed": compiled.span_grams_packed,
+        "pair_norms_fused": compiled.pair_norms_fused,
+        "pair_norms_rows": compiled.pair_norms_rows,
+    }  # one layer's row blocks (normviz.methods.long_layer)
 
 
 def run(name: str, *args) -> bool:
@@ -47,8 +51,9 @@ def run(name: str, *args) -> bool:
         return True
     except Exception as exc:  # pragma: no cover - e.g. a numba cache directory that can't be read or written
         _FAILED = True
-        warnings.warn(f"normviz: compiled kernels unavailable ({exc}); using the torch versions.",
-                      RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"normviz: compiled kernels unavailable ({exc}); using the torch versions.", RuntimeWarning, stacklevel=3
+        )
         return False
 
 
@@ -62,14 +67,53 @@ def warm(dtypes=(np.float32, np.float64)) -> bool:
         # the family's own path (runs.kernel_run): H = 1 head padded to 4, n = 2, d = 4
         gram, gx = np.empty((1, 2, 4, 4, 2), dt), np.empty((1, 2, 2, 2), dt)
         fnorm, inv_s = np.empty((1, 1, 2), dt), np.empty((1, 2), dt)
-        if not run("span_grams_packed", np.zeros((1, 1, 2, 4), dt), np.zeros((1, 2, 4), dt), np.zeros((1, 2, 4), dt),
-                   np.ones((1, 4), dt), True, 1e-5, gram, gx, fnorm, inv_s):
+        if not run(
+            "span_grams_packed",
+            np.zeros((1, 1, 2, 4), dt),
+            np.zeros((1, 2, 4), dt),
+            np.zeros((1, 2, 4), dt),
+            np.ones((1, 4), dt),
+            True,
+            1e-5,
+            gram,
+            gx,
+            fnorm,
+            inv_s,
+        ):
             return False
-        if not run("pair_norms_fused", np.zeros((1, 1, 2, 2), dt), gram, gx, fnorm, inv_s, np.empty((1, 1, 2, 2), dt),
-                   out, np.empty_like(out), np.empty_like(out), True, True, True, True):
+        if not run(
+            "pair_norms_fused",
+            np.zeros((1, 1, 2, 2), dt),
+            gram,
+            gx,
+            fnorm,
+            inv_s,
+            np.empty((1, 1, 2, 2), dt),
+            out,
+            np.empty_like(out),
+            np.empty_like(out),
+            True,
+            True,
+            True,
+            True,
+        ):
             return False
-        if not run("pair_norms_rows", np.zeros((1, 2, 2), dt), 0, gram[0], gx[0], inv_s[0], out[0], np.empty_like(out[0]),
-                   np.empty_like(out[0]), np.empty_like(out[0]), True, True, True, True):
+        if not run(
+            "pair_norms_rows",
+            np.zeros((1, 2, 2), dt),
+            0,
+            gram[0],
+            gx[0],
+            inv_s[0],
+            out[0],
+            np.empty_like(out[0]),
+            np.empty_like(out[0]),
+            np.empty_like(out[0]),
+            True,
+            True,
+            True,
+            True,
+        ):
             return False
     return True
 

@@ -14,6 +14,7 @@ Two implementations of the same formula:
   * :func:`pair_norms_torch` (batched over j) — on GPU/mps, and wherever numba is missing.
 Both are tested against each other and against per-pair vectors built explicitly.
 """
+
 from __future__ import annotations
 
 import torch

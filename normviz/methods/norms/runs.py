@@ -13,6 +13,7 @@ Two large calls instead of dozens of small ones per layer: the CPU's threads are
 the kernels twice per run. The torch backend (GPU/mps, no numba) does the same with batched products
 (:func:`grams_torch`, :func:`.pair_norms.pair_norms_torch`) and the diagonal fixed up in torch.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,13 +27,18 @@ RUN_BYTES = 24 * 2**20  # scratch for the head vectors f of one run (BERT-base: 
 
 
 def backend(ctxs) -> str:
-    """"kernels" where the compiled path can serve these layers (CPU, float32/float64, numba present, one
+    """ "kernels" where the compiled path can serve these layers (CPU, float32/float64, numba present, one
     shape), else "torch". The one place this is decided."""
-    ok = (bool(ctxs) and kernels.available()
-          and all(c.device.type == "cpu" and c.dtype in (torch.float32, torch.float64)
-                  and c.use_kernel is not False for c in ctxs)
-          and len({(c.dtype, c.n, c.alpha.shape[0], c.rec.x.shape[-1], c.ln_attn.kind) for c in ctxs}) == 1
-          and ctxs[0].ln_attn.kind != "identity")  # the kernel computes a LayerNorm's or an RMSNorm's scale
+    ok = (
+        bool(ctxs)
+        and kernels.available()
+        and all(
+            c.device.type == "cpu" and c.dtype in (torch.float32, torch.float64) and c.use_kernel is not False
+            for c in ctxs
+        )
+        and len({(c.dtype, c.n, c.alpha.shape[0], c.rec.x.shape[-1], c.ln_attn.kind) for c in ctxs}) == 1
+        and ctxs[0].ln_attn.kind != "identity"
+    )  # the kernel computes a LayerNorm's or an RMSNorm's scale
     return "kernels" if ok else "torch"
 
 
@@ -73,8 +79,12 @@ def grams_torch(ctxs) -> tuple[torch.Tensor, torch.Tensor]:
         if c.ln_attn.kind == "layernorm":
             s = eg @ g  # Σ_k γ_k² e_k, [n, H+1]
             m = e.mean(-1)  # ē
-            weighted = (weighted - m.unsqueeze(1) * s.unsqueeze(2) - m.unsqueeze(2) * s.unsqueeze(1)
-                        + (g @ g) * m.unsqueeze(2) * m.unsqueeze(1))
+            weighted = (
+                weighted
+                - m.unsqueeze(1) * s.unsqueeze(2)
+                - m.unsqueeze(2) * s.unsqueeze(1)
+                + (g @ g) * m.unsqueeze(2) * m.unsqueeze(1)
+            )
         plains.append(plain)
         weighteds.append(weighted)
     return torch.stack(plains), torch.stack(weighteds)
@@ -110,9 +120,19 @@ def packed_grams(ctxs, f: torch.Tensor) -> tuple[torch.Tensor, ...] | None:
     gx = ws.buffer("norms_gram_x", (L, 2, H + 1, n), dtype, c0.device)
     fnorm = ws.buffer("norms_fnorm", (L, H, n), dtype, c0.device)
     inv_s = ws.buffer("norms_inv_s", (L, n), dtype, c0.device)
-    if not kernels.run("span_grams_packed", f.numpy(), x.numpy(), z.numpy(), gamma2.numpy(),
-                       c0.ln_attn.kind == "layernorm", float(c0.ln_attn.eps), gram.numpy(), gx.numpy(),
-                       fnorm.numpy(), inv_s.numpy()):
+    if not kernels.run(
+        "span_grams_packed",
+        f.numpy(),
+        x.numpy(),
+        z.numpy(),
+        gamma2.numpy(),
+        c0.ln_attn.kind == "layernorm",
+        float(c0.ln_attn.eps),
+        gram.numpy(),
+        gx.numpy(),
+        fnorm.numpy(),
+        inv_s.numpy(),
+    ):
         return None
     return gram, gx, fnorm, inv_s
 
@@ -136,10 +156,22 @@ def kernel_run(ctxs, keys, dest, alpha: torch.Tensor | None) -> dict[str, torch.
     direct = {k: kernels.c_contiguous_out(a) for k, a in arrays.items()}
     unused = np.empty((1, 1, 1), dtype=gram.numpy().dtype)
     a = alpha.numpy() if alpha.is_contiguous() else alpha.contiguous().numpy()
-    if not kernels.run("pair_norms_fused", a, gram.numpy(), gx.numpy(), fnorm.numpy(), inv_s.numpy(),
-                       direct.get("norm", unused[None]), direct.get("norm_layer", unused),
-                       direct.get("attn_res", unused), direct.get("attn_res_ln", unused),
-                       "norm" in keys, "norm_layer" in keys, "attn_res" in keys, "attn_res_ln" in keys):
+    if not kernels.run(
+        "pair_norms_fused",
+        a,
+        gram.numpy(),
+        gx.numpy(),
+        fnorm.numpy(),
+        inv_s.numpy(),
+        direct.get("norm", unused[None]),
+        direct.get("norm_layer", unused),
+        direct.get("attn_res", unused),
+        direct.get("attn_res_ln", unused),
+        "norm" in keys,
+        "norm_layer" in keys,
+        "attn_res" in keys,
+        "attn_res_ln" in keys,
+    ):
         return None
     for k, arr in arrays.items():
         if direct[k] is not arr:
@@ -147,8 +179,9 @@ def kernel_run(ctxs, keys, dest, alpha: torch.Tensor | None) -> dict[str, torch.
     return out
 
 
-def norm_family_run(ctxs, keys, use: str = "torch", targets: dict[str, torch.Tensor] | None = None,
-                    alpha: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+def norm_family_run(
+    ctxs, keys, use: str = "torch", targets: dict[str, torch.Tensor] | None = None, alpha: torch.Tensor | None = None
+) -> dict[str, torch.Tensor]:
     """The keys asked for (among :data:`KEYS`) for the layers of ``ctxs`` (same n, H, d, dtype, device), as
     {key: [L_run, …]} tensors.
 

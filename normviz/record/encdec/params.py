@@ -5,6 +5,7 @@ The loaded object is the encoder's view (``lm.layers``, ``lm.spec``, ``lm.layer_
 so every per-layer map family runs on the encoder unchanged; :func:`decoder_view` is the same model seen
 through the decoder's self-attention spec, for the same families on the decoder's self-attention.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -18,8 +19,10 @@ from ...models.params import _weight, get_path, head_counts
 
 def require_seq2seq(lm) -> None:
     if not getattr(lm, "is_encoder_decoder", False):
-        raise UnsupportedModelError(f"{lm.name!r} is not an encoder–decoder model; a target text (and the "
-                                    "cross-attention maps) need one, e.g. Marian, BART, T5 or 'toy-mt'.")
+        raise UnsupportedModelError(
+            f"{lm.name!r} is not an encoder–decoder model; a target text (and the "
+            "cross-attention maps) need one, e.g. Marian, BART, T5 or 'toy-mt'."
+        )
 
 
 def decoder_view(lm):
@@ -57,6 +60,12 @@ def cross_params(lm, index: int) -> CrossParams:
         spec = lm.spec.cross
         n_heads, _, head_dim = head_counts(lm.config, dec.spec)
         vmod, omod = get_path(layer, spec.value), get_path(layer, spec.out)
-        cache[index] = CrossParams(n_heads=n_heads, head_dim=head_dim, w_v=_weight(vmod, False), b_v=vmod.bias,
-                                   w_o=_weight(omod, False), b_o=omod.bias)
+        cache[index] = CrossParams(
+            n_heads=n_heads,
+            head_dim=head_dim,
+            w_v=_weight(vmod, False),
+            b_v=vmod.bias,
+            w_o=_weight(omod, False),
+            b_o=omod.bias,
+        )
     return cache[index]

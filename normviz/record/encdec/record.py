@@ -10,6 +10,7 @@ without its last token). Recorded, batch of one:
   memory   [n, d]  e, the encoder's final output (what every cross block's keys and values read)
   predicted  [m]   argmax of the LM head per decoder position (None for a base model without one)
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -74,24 +75,47 @@ def _record(lm, src_ids, tgt_ids) -> Seq2SeqRecord:
             hooks.output(get_path(layer, cross.value), (("x", i), "v"))
             hooks.first_input(get_path(layer, cross.norm_on_residual), (("x", i), "z"))
         decoder = lm.model.get_decoder()
-        hooks.output(decoder, "dec_final")  # the decoder's final hidden state (after its final norm): the LM head's input
+        hooks.output(
+            decoder, "dec_final"
+        )  # the decoder's final hidden state (after its final norm): the LM head's input
         hooks.install(lm.model)
-        out = lm.model(input_ids=src, attention_mask=torch.ones_like(src), decoder_input_ids=tgt,
-                       output_attentions=True, use_cache=False)
+        out = lm.model(
+            input_ids=src,
+            attention_mask=torch.ones_like(src),
+            decoder_input_ids=tgt,
+            output_attentions=True,
+            use_cache=False,
+        )
     finally:
         hooks.remove()
     n, m = src.shape[1], tgt.shape[1]
     encoder = stack_records(store, lm.layers, out.encoder_attentions, [n], n, "enc")[0]
     final = store.get("dec_final")
     final = getattr(final, "last_hidden_state", final)
-    decoder = stack_records(store, dec.layers, out.decoder_attentions, [m], m, "dec",
-                            final=final if isinstance(final, torch.Tensor) else None)[0]
+    decoder = stack_records(
+        store,
+        dec.layers,
+        out.decoder_attentions,
+        [m],
+        m,
+        "dec",
+        final=final if isinstance(final, torch.Tensor) else None,
+    )[0]
     if out.cross_attentions is None or len(out.cross_attentions) != len(dec.layers):
-        raise RuntimeError("the model returned no cross-attention weights; it must run with attn_implementation='eager'")
-    crosses = [CrossRecord(attn=out.cross_attentions[i][0], v=store[(("x", i), "v")][0],
-                           y=store[(("x", i), "y")][0], z=store[(("x", i), "z")][0])
-               for i in range(len(dec.layers))]
+        raise RuntimeError(
+            "the model returned no cross-attention weights; it must run with attn_implementation='eager'"
+        )
+    crosses = [
+        CrossRecord(
+            attn=out.cross_attentions[i][0],
+            v=store[(("x", i), "v")][0],
+            y=store[(("x", i), "y")][0],
+            z=store[(("x", i), "z")][0],
+        )
+        for i in range(len(dec.layers))
+    ]
     logits = getattr(out, "logits", None)
     predicted = logits[0].argmax(-1).tolist() if logits is not None else None
-    return Seq2SeqRecord(encoder=encoder, decoder=decoder, cross=crosses, memory=out.encoder_last_hidden_state[0],
-                         predicted=predicted)
+    return Seq2SeqRecord(
+        encoder=encoder, decoder=decoder, cross=crosses, memory=out.encoder_last_hidden_state[0], predicted=predicted
+    )

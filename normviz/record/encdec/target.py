@@ -7,6 +7,7 @@ target (the decoder's input; rows), given or generated greedily.
 
 Row r of every decoder and cross map is fed t_r and predicts y_r (= t_{r+1}; the last row predicts the eos).
 """
+
 from __future__ import annotations
 
 import warnings
@@ -34,9 +35,12 @@ def target_labels(lm, target: str, limit: int) -> tuple[list[int], int]:
     tok = lm.tokenizer
     cap = limit * MAX_CHARS_PER_TOKEN  # bounded time and memory, as for the source (normviz.core.tokens.encode)
     if len(target) > cap:
-        warnings.warn(f"The target is {len(target):,} characters long, more than {MAX_CHARS_PER_TOKEN} per token of "
-                      f"the limit of {limit}; it was cut to {cap:,} characters before tokenising.", TruncationWarning,
-                      stacklevel=4)
+        warnings.warn(
+            f"The target is {len(target):,} characters long, more than {MAX_CHARS_PER_TOKEN} per token of "
+            f"the limit of {limit}; it was cut to {cap:,} characters before tokenising.",
+            TruncationWarning,
+            stacklevel=4,
+        )
         target = target[:cap]
     labels = list(tokenize(tok, text_target=target, add_special_tokens=True)["input_ids"])
     if not labels:
@@ -44,8 +48,12 @@ def target_labels(lm, target: str, limit: int) -> tuple[list[int], int]:
     dropped = max(0, len(labels) - limit)
     if dropped:
         labels = labels[:limit]
-        warnings.warn(f"The target is {len(labels) + dropped} tokens long, more than the limit of {limit}; "
-                      f"{dropped} tokens were dropped from the end.", TruncationWarning, stacklevel=4)
+        warnings.warn(
+            f"The target is {len(labels) + dropped} tokens long, more than the limit of {limit}; "
+            f"{dropped} tokens were dropped from the end.",
+            TruncationWarning,
+            stacklevel=4,
+        )
     return labels, dropped
 
 
@@ -67,16 +75,25 @@ def generate(lm, src_ids: list[int], max_new_tokens: int) -> tuple[list[int], li
     ended), the generated sequence without its last token and without its start token."""
     can = getattr(lm.model, "can_generate", None)
     if can is None or not can():
-        raise UnsupportedModelError(f"{lm.name!r} has no language-model head, so it cannot generate a target; "
-                                    "pass the target text (target=…, --target).")
+        raise UnsupportedModelError(
+            f"{lm.name!r} has no language-model head, so it cannot generate a target; "
+            "pass the target text (target=…, --target)."
+        )
     src = torch.tensor([list(src_ids)], device=lm.device)
     # transformers sizes the KV cache by config.num_hidden_layers, the encoder's depth: a T5 whose decoder is
     # deeper (num_decoder_layers) must generate without one
     use_cache = len(decoder_view(lm).layers) == getattr(lm.config, "num_hidden_layers", None)
     with model_lock(lm.model), warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # generation-config notices (beams overridden …)
-        seq = lm.model.generate(input_ids=src, attention_mask=torch.ones_like(src), max_new_tokens=max_new_tokens,
-                                num_beams=1, do_sample=False, use_cache=use_cache, forced_eos_token_id=None)[0].tolist()
+        seq = lm.model.generate(
+            input_ids=src,
+            attention_mask=torch.ones_like(src),
+            max_new_tokens=max_new_tokens,
+            num_beams=1,
+            do_sample=False,
+            use_cache=use_cache,
+            forced_eos_token_id=None,
+        )[0].tolist()
     eos = lm.model.generation_config.eos_token_id
     eos = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
     return seq[:-1], seq[1:], bool(seq[1:]) and seq[-1] in eos
@@ -94,14 +111,23 @@ class Seq2SeqInputs:
     note: str
 
 
-def prepare(lm, text: str, text_pair: str | None = None, target: str | None = None, max_tokens: int | None = None,
-            max_new_tokens: int | None = None, options: dict | None = None) -> Seq2SeqInputs:
+def prepare(
+    lm,
+    text: str,
+    text_pair: str | None = None,
+    target: str | None = None,
+    max_tokens: int | None = None,
+    max_new_tokens: int | None = None,
+    options: dict | None = None,
+) -> Seq2SeqInputs:
     """Tokenise the source and the target (``target`` None or blank: generated greedily, capped by
     ``max_new_tokens`` or option ``max_new_tokens``, default 2 × source tokens + 10, at most MAX_NEW_TOKENS)."""
     require_seq2seq(lm)
     if text_pair is not None and str(text_pair).strip():
-        raise NormvizError("An encoder–decoder model takes a source text and a target (target=…, --target), "
-                           "not a sentence pair (text_pair, --text-pair).")
+        raise NormvizError(
+            "An encoder–decoder model takes a source text and a target (target=…, --target), "
+            "not a sentence pair (text_pair, --text-pair)."
+        )
     options = options or {}
     limit = min(max_tokens, lm.max_length) if max_tokens else lm.max_length
     source = encode(lm.tokenizer, text, None, max_length=limit)
@@ -117,11 +143,14 @@ def prepare(lm, text: str, text_pair: str | None = None, target: str | None = No
         tgt_ids, labels, ended = generate(lm, source.ids, min(cap, limit))
         dropped = 0
         target_text = lm.tokenizer.decode(labels, skip_special_tokens=True)
-        note = (f"generated greedily ({len(labels)} tokens, "
-                + ("ended with the end-of-sentence token" if ended else f"cut at max_new_tokens={min(cap, limit)}")
-                + "), then teacher-forced on the generated ids")
-    return Seq2SeqInputs(source, encoded_ids(lm.tokenizer, tgt_ids, dropped), encoded_ids(lm.tokenizer, labels),
-                         target_text, note)
+        note = (
+            f"generated greedily ({len(labels)} tokens, "
+            + ("ended with the end-of-sentence token" if ended else f"cut at max_new_tokens={min(cap, limit)}")
+            + "), then teacher-forced on the generated ids"
+        )
+    return Seq2SeqInputs(
+        source, encoded_ids(lm.tokenizer, tgt_ids, dropped), encoded_ids(lm.tokenizer, labels), target_text, note
+    )
 
 
 def from_ids(lm, src_ids: list[int], tgt_ids: list[int], out_ids: list[int] | None = None) -> Seq2SeqInputs:
@@ -135,12 +164,25 @@ def from_ids(lm, src_ids: list[int], tgt_ids: list[int], out_ids: list[int] | No
     def enc(ids):
         if lm.tokenizer is not None:
             return encoded_ids(lm.tokenizer, ids)
-        return Encoded(ids=list(ids), tokens=[str(i) for i in ids], labels=[str(i) for i in ids],
-                       special=[False] * len(ids), dropped=0)
+        return Encoded(
+            ids=list(ids),
+            tokens=[str(i) for i in ids],
+            labels=[str(i) for i in ids],
+            special=[False] * len(ids),
+            dropped=0,
+        )
 
     text = lm.tokenizer.decode(out_ids, skip_special_tokens=True) if lm.tokenizer is not None else ""
     return Seq2SeqInputs(enc(src_ids), enc(tgt_ids), enc(out_ids), text, "given as ids")
 
 
-__all__ = ["MAX_NEW_TOKENS", "Seq2SeqInputs", "default_max_new_tokens", "from_ids", "generate", "prepare",
-           "shift_right", "target_labels"]
+__all__ = [
+    "MAX_NEW_TOKENS",
+    "Seq2SeqInputs",
+    "default_max_new_tokens",
+    "from_ids",
+    "generate",
+    "prepare",
+    "shift_right",
+    "target_labels",
+]

@@ -3,6 +3,7 @@
 The app keeps one instance of each in ``st.cache_resource`` so every session shares them. Values are never
 mutated by the app: callers read arrays and build new ones.
 """
+
 from __future__ import annotations
 
 import threading

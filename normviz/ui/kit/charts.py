@@ -1,4 +1,5 @@
 """Placing a figure on a page: the chart with its download format and file name, the focused token's outline."""
+
 from __future__ import annotations
 
 import streamlit as st
@@ -19,8 +20,9 @@ def chart(fig, key: str, filename: str, width: str = "stretch") -> None:
     the page's theme (:func:`normviz.ui.kit.theme.themed`: no white glare on a dark page)."""
     themed(fig)
     own = getattr(fig.layout, "width", None)
-    st.plotly_chart(fig, key=key, config=viz.plotly_config(filename=filename, fmt=image_format()),
-                    width="content" if own else width)
+    st.plotly_chart(
+        fig, key=key, config=viz.plotly_config(filename=filename, fmt=image_format()), width="content" if own else width
+    )
 
 
 def outline_token(fig, k: int, n: int) -> None:

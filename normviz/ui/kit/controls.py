@@ -5,6 +5,7 @@ the instant-switch script (``components/instant_switch.js``, handed :func:`watch
 so renaming a key or a label here renames it for both; ``tests/app/test_app_components.py`` fails if they drift.
 Pure Python (no Streamlit import).
 """
+
 from __future__ import annotations
 
 from .data import head_label
@@ -22,5 +23,9 @@ def head_option(option: int) -> str:
 
 def watched() -> dict[str, str]:
     """The controls as the instant-switch script finds them: widget keys (``.st-key-<key>``) and head labels."""
-    return {"layer_key": LAYER_KEY, "head_key": HEAD_KEY, "head_prefix": HEAD_PREFIX,
-            "all_heads": head_option(ALL_HEADS)}
+    return {
+        "layer_key": LAYER_KEY,
+        "head_key": HEAD_KEY,
+        "head_prefix": HEAD_PREFIX,
+        "all_heads": head_option(ALL_HEADS),
+    }

@@ -1,4 +1,5 @@
 """Pure functions from an Analysis to what a page shows: panel matrices, hidden specials, shares, exports."""
+
 from __future__ import annotations
 
 import csv
@@ -44,7 +45,9 @@ def row_shares(matrix: np.ndarray) -> np.ndarray:
     return np.divide(matrix, denom, out=np.zeros_like(matrix, dtype=np.float64), where=denom > 0)
 
 
-def shown_matrix(matrix: np.ndarray, special: np.ndarray, hide_special: bool, values: str) -> tuple[np.ndarray, list[int]]:
+def shown_matrix(
+    matrix: np.ndarray, special: np.ndarray, hide_special: bool, values: str
+) -> tuple[np.ndarray, list[int]]:
     """Drop special tokens' rows and columns when asked, then (for ``values='share'``) renormalise rows.
 
     Hiding specials always renormalises rows over the tokens that remain, whatever ``values`` is, because a
@@ -72,12 +75,16 @@ def shown_of(analysis, key: str, layer: int, head: int | None, hide_special: boo
 
     special = np.asarray(analysis.special, bool)
     memo_key = ("shown", layer, head, hide_special, values, special.tobytes())  # map(): one quantity per call
-    return memoised(analysis.arrays[key], memo_key,
-                    lambda: shown_matrix(analysis.map(key, layer, head), special, hide_special, values))
+    return memoised(
+        analysis.arrays[key],
+        memo_key,
+        lambda: shown_matrix(analysis.map(key, layer, head), special, hide_special, values),
+    )
 
 
-def build_panels(analysis, keys: list[str], layer: int, head: int | None, hide_special: bool,
-                 values: str) -> list[Panel]:
+def build_panels(
+    analysis, keys: list[str], layer: int, head: int | None, hide_special: bool, values: str
+) -> list[Panel]:
     labels = unique_labels(list(analysis.labels))
     panels = []
     for key in keys:
@@ -100,16 +107,21 @@ def scale_group(key: str) -> str:
     return "per-head" if per_head else "whole-layer"
 
 
-SCALE_NOTE = ("Colour scales: the per-head maps (α, ‖αf‖ …) share one, the whole-layer maps (residual, LN-aware …) "
-              "another (sidebar: Shared colour scales).")
-SHARED_SCALE_HELP = ("On: the per-head maps (α, ‖αf‖, …) share one colour scale and the whole-layer maps (residual, "
-                     "LN-aware, rollouts, …) another, so a residual map's bright diagonal does not darken α and ‖αf‖ "
-                     "on long texts. Off: each panel has its own scale.")
+SCALE_NOTE = (
+    "Colour scales: the per-head maps (α, ‖αf‖ …) share one, the whole-layer maps (residual, LN-aware …) "
+    "another (sidebar: Shared colour scales)."
+)
+SHARED_SCALE_HELP = (
+    "On: the per-head maps (α, ‖αf‖, …) share one colour scale and the whole-layer maps (residual, "
+    "LN-aware, rollouts, …) another, so a residual map's bright diagonal does not darken α and ‖αf‖ "
+    "on long texts. Off: each panel has its own scale."
+)
 
 
 def color_range(panels: list[Panel], shared: bool) -> list[tuple[float, float]]:
     """(zmin, zmax) per panel: when shared, one range per :func:`scale_group` (per-head maps together, whole-layer
     maps together); symmetric around 0 for signed maps."""
+
     def rng(ms):
         lo = min(float(np.nanmin(m)) for m in ms)
         hi = max(float(np.nanmax(m)) for m in ms)
@@ -117,6 +129,7 @@ def color_range(panels: list[Panel], shared: bool) -> list[tuple[float, float]]:
             r = max(abs(lo), abs(hi))
             return -r, r
         return 0.0, hi if hi > 0 else 1.0
+
     if not panels:
         return []
     if shared:
@@ -133,7 +146,7 @@ def compared_ranges(left: list[Panel], right: list[Panel], shared: bool) -> tupl
     (with ``shared``, every panel of both sides does), so equal colours mean equal values across the sides."""
     if shared:
         ranges = color_range(left + right, True)
-        return ranges[:len(left)], ranges[len(left):]
+        return ranges[: len(left)], ranges[len(left) :]
     by_key: dict[str, list[Panel]] = {}
     for p in left + right:
         by_key.setdefault(p.key, []).append(p)
@@ -170,12 +183,15 @@ def callout_text(d: Disagreement, name_a: str = "α", name_b: str = "‖αf‖")
     """One line naming the largest difference: 'α gives 24 % of row “it” to “[CLS]”; ‖αf‖ 8 %.' (plain text: the
     page prints it escaped, the tokens are the visitor's)."""
     pct = lambda x: f"{100 * x:.0f} %"  # noqa: E731
-    return (f"Largest difference: {name_a} gives {pct(d.share_a)} of row “{d.row}” to “{d.col}”; "
-            f"{name_b} {pct(d.share_b)}.")
+    return (
+        f"Largest difference: {name_a} gives {pct(d.share_a)} of row “{d.row}” to “{d.col}”; {name_b} {pct(d.share_b)}."
+    )
 
 
-CALLOUT_HELP = ("The cell where the two maps' row shares differ most (masked cells count as 0): a weight is not a "
-                "contribution when ‖f(x_j)‖ is small or large.")
+CALLOUT_HELP = (
+    "The cell where the two maps' row shares differ most (masked cells count as 0): a weight is not a "
+    "contribution when ‖f(x_j)‖ is small or large."
+)
 
 
 def weights_norm_pair(panels: list[Panel]) -> tuple[Panel, Panel] | None:
@@ -196,8 +212,10 @@ def focus_rows(panels: list[Panel], token: int) -> dict[str, np.ndarray]:
 
 # --- exports ----------------------------------------------------------------------------------------------
 
-CSV_MASKED_NOTE = ("A decoder's token cannot see a later one: those cells (column_position > row_position) have "
-                   "an empty value and masked = 1 in the CSV, not 0.")
+CSV_MASKED_NOTE = (
+    "A decoder's token cannot see a later one: those cells (column_position > row_position) have "
+    "an empty value and masked = 1 in the CSV, not 0."
+)
 
 
 def panels_csv(panels: list[Panel], causal: bool = False) -> bytes:
@@ -228,6 +246,7 @@ def panels_npz(panels: list[Panel], tokens: list[str]) -> bytes:
 
 
 # --- overview ---------------------------------------------------------------------------------------------
+
 
 def per_head_stack(analysis, key: str) -> np.ndarray:
     """[L, H, n, n] for per-head keys, [L, 1, n, n] for layer-level keys."""
@@ -261,12 +280,15 @@ def stacks_npz(stacks: dict[str, np.ndarray], tokens: list[str]) -> bytes:
 
 # --- corpus uploads ---------------------------------------------------------------------------------------
 
+
 def upload_refusal(name: str, size: int, max_bytes: int) -> str | None:
     """Why an uploaded file is refused before it is read (too large), or None. Streamlit's own
     ``server.maxUploadSize`` stops larger bodies earlier; this check holds whatever that is set to."""
     if size > max_bytes:
-        return (f"The file {name[:100]!r} is {size / 2**20:.1f} MB; this deployment accepts files up to "
-                f"{max_bytes / 2**20:.1f} MB (NORMVIZ_MAX_UPLOAD_MB). Upload fewer lines.")
+        return (
+            f"The file {name[:100]!r} is {size / 2**20:.1f} MB; this deployment accepts files up to "
+            f"{max_bytes / 2**20:.1f} MB (NORMVIZ_MAX_UPLOAD_MB). Upload fewer lines."
+        )
     return None
 
 
@@ -302,32 +324,42 @@ def uploaded_text(name: str, raw: bytes, max_bytes: int, max_chars: int) -> tupl
     if b"\x00" in raw:  # UTF-8 text holds no NUL: UTF-16 without its byte-order mark, or not text at all
         text, how = _utf16_without_bom(raw)
         if text is None:
-            return None, [f"The file {name[:100]!r} holds NUL bytes: it is not a text file. Save it as plain text "
-                          "(.txt, UTF-8) and upload it again."]
-        notes.append(f"The file {name[:100]!r} is UTF-16 ({how}) without a byte-order mark; it was read as such. "
-                     "Check the text box: save the file as UTF-8 to be sure.")
+            return None, [
+                f"The file {name[:100]!r} holds NUL bytes: it is not a text file. Save it as plain text "
+                "(.txt, UTF-8) and upload it again."
+            ]
+        notes.append(
+            f"The file {name[:100]!r} is UTF-16 ({how}) without a byte-order mark; it was read as such. "
+            "Check the text box: save the file as UTF-8 to be sure."
+        )
     else:
         try:
             text = raw.decode("utf-8-sig")
         except UnicodeDecodeError:
-            return None, [f"The file {name[:100]!r} is not UTF-8 text: save it as plain text (.txt, UTF-8) and "
-                          "upload it again."]
+            return None, [
+                f"The file {name[:100]!r} is not UTF-8 text: save it as plain text (.txt, UTF-8) and upload it again."
+            ]
     controls = sorted({f"U+{ord(c):04X}" for c in text if _control(c)})
     if controls:
-        return None, [f"The file {name[:100]!r} holds control characters ({', '.join(controls[:5])}"
-                      f"{' …' if len(controls) > 5 else ''}) that plain text does not: save it as plain text "
-                      "(.txt, UTF-8) and upload it again."]
+        return None, [
+            f"The file {name[:100]!r} holds control characters ({', '.join(controls[:5])}"
+            f"{' …' if len(controls) > 5 else ''}) that plain text does not: save it as plain text "
+            "(.txt, UTF-8) and upload it again."
+        ]
     text = " ".join(text.split())
     if not text:
         return None, [f"The file {name[:100]!r} holds no text."]
     if len(text) > max_chars:
-        notes.append(f"The file holds {len(text):,} characters; the text box takes the first {max_chars:,} "
-                     "(NORMVIZ_MAX_TOKENS × 50), and the analysis is cut at the token limit as for typed text.")
+        notes.append(
+            f"The file holds {len(text):,} characters; the text box takes the first {max_chars:,} "
+            "(NORMVIZ_MAX_TOKENS × 50), and the analysis is cut at the token limit as for typed text."
+        )
         text = text[:max_chars]
     return text, notes
 
 
 # --- the map picker ---------------------------------------------------------------------------------------
+
 
 def group_of(key: str) -> str:
     """The picker group of a key (``KeyInfo.group``: Kobayashi et al.'s per-layer maps | maps chained through
@@ -385,8 +417,11 @@ def all_heads_note(keys: list[str], head: int | None) -> str:
         parts.append("α: the mean of the heads' weights")
     viewed = [k for k in per_head if keyspace.layer_view(k) is not None]
     for k in viewed:
-        parts.append("‖α f(x)‖: the norm of the heads' vectors summed (= ‖Σ_h α f(x)‖)" if k == "norm" else
-                     f"{short_label(k)}: {short_label(keyspace.layer_view(k))}")
+        parts.append(
+            "‖α f(x)‖: the norm of the heads' vectors summed (= ‖Σ_h α f(x)‖)"
+            if k == "norm"
+            else f"{short_label(k)}: {short_label(keyspace.layer_view(k))}"
+        )
     others = [k for k in per_head if k != "attention" and k not in viewed]
     if others:
         parts.append(", ".join(short_label(k) for k in others) + ": the mean over heads")
@@ -394,6 +429,7 @@ def all_heads_note(keys: list[str], head: int | None) -> str:
 
 
 # --- panel transforms ---------------------------------------------------------------------------------------
+
 
 def thresholded(matrix: np.ndarray, threshold: float) -> np.ndarray:
     """Cells whose |value| is below ``threshold`` × the largest |value| become NaN (drawn empty)."""

@@ -1,4 +1,5 @@
 """Downloads of a whole view: one offline HTML page of its figures (built only when the button is clicked)."""
+
 from __future__ import annotations
 
 from normviz import viz
@@ -13,6 +14,8 @@ def view_html(figures: list, captions: list[str], model: str, view: ViewState):
     description = f"{model} · {where} · text: {view.text}" + (f" ‖ {view.pair}" if view.pair else "")
 
     def build() -> bytes:
-        return viz.standalone_html(figs, title="normviz", description=description, captions=caps,
-                                   config=viz.plotly_config(filename="normviz")).encode("utf-8")
+        return viz.standalone_html(
+            figs, title="normviz", description=description, captions=caps, config=viz.plotly_config(filename="normviz")
+        ).encode("utf-8")
+
     return build

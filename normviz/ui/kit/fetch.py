@@ -5,6 +5,7 @@ once, recorded on its first map); :func:`get_maps` gives ``session.get(keys, str
 (refused keys in ``Analysis.refused``). Self-attention pages pass ``target=None``; Translate passes the target
 text ("" = the model generates it). Either shows an error box and returns None when it cannot go on.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -88,14 +89,21 @@ def cut_note(texts: list[str], kept: list[str], limit: int, names=("second text"
     why = f"at most {limit:,} characters are analysed: NORMVIZ_MAX_TOKENS × 50"
     first, rest = texts[0], [(n, t, k) for n, t, k in zip(names, texts[1:], kept[1:]) if t]
     if not rest:
-        return f"The text is {len(first):,} characters long; only the first {limit:,} are analysed (NORMVIZ_MAX_TOKENS × 50)."
+        return (
+            f"The text is {len(first):,} characters long; "
+            f"only the first {limit:,} are analysed (NORMVIZ_MAX_TOKENS × 50)."
+        )
     dropped = [f"the {n} ({len(t):,} characters)" for n, t, k in rest if not k]
-    cut = [f"the {n} is cut to its first {len(k):,} of {len(t):,} characters" for n, t, k in rest if k and len(k) < len(t)]
+    cut = [
+        f"the {n} is cut to its first {len(k):,} of {len(t):,} characters" for n, t, k in rest if k and len(k) < len(t)
+    ]
     if dropped and len(first) >= limit:
         first_cut = f", cut to its first {limit:,} characters" if len(first) > limit else ""
-        return (f"Both boxes are full: the first text alone is {len(first):,} characters, so "
-                f"{' and '.join(dropped)} {'was' if len(dropped) == 1 else 'were'} dropped and the first is analysed "
-                f"alone{first_cut}, not as a pair ({why}).")
+        return (
+            f"Both boxes are full: the first text alone is {len(first):,} characters, so "
+            f"{' and '.join(dropped)} {'was' if len(dropped) == 1 else 'were'} dropped and the first is analysed "
+            f"alone{first_cut}, not as a pair ({why})."
+        )
     said = cut + [f"{d} was dropped" for d in dropped]
     return f"The texts are {sum(len(t) for t in texts):,} characters together: {'; '.join(said)} ({why})."
 
@@ -122,9 +130,15 @@ def truncation_notes(session, lm, cap: int) -> list[str]:
         enc = session.axis(stack)
         if enc.dropped:
             what = AXIS_NAMES.get(stack, "text")
-            notes.append(_truncation_note(lm, f"The {what} is {len(enc.ids) + enc.dropped} tokens long, more than "
-                                              f"the limit of {len(enc.ids)}; {enc.dropped} tokens were dropped "
-                                              "from the end.", cap))
+            notes.append(
+                _truncation_note(
+                    lm,
+                    f"The {what} is {len(enc.ids) + enc.dropped} tokens long, more than "
+                    f"the limit of {len(enc.ids)}; {enc.dropped} tokens were dropped "
+                    "from the end.",
+                    cap,
+                )
+            )
     return notes
 
 
@@ -132,8 +146,9 @@ def prepared(lm, text: str, pair: str, target_text: str, cap: int, options: dict
     """(the session of this text, its truncation notes): what the server-wide session cache keeps. New sessions
     of different texts are made at once (a fast tokenizer's shared truncation setting is held by
     ``core.tokens.tokenizer_lock`` in the library, tested with concurrent encodings there)."""
-    session = normviz.Session(lm, text, pair or None, target=target_text or None, max_tokens=cap,
-                              options=options, worker=heavy_worker())
+    session = normviz.Session(
+        lm, text, pair or None, target=target_text or None, max_tokens=cap, options=options, worker=heavy_worker()
+    )
     return session, truncation_notes(session, lm, cap)
 
 
@@ -143,8 +158,11 @@ def session_for(lm, text: str, pair: str = "", *, target: str | None = None):
     request: an encoder–decoder model is pointed to the Translate page (its maps need a source and a target)."""
     seq2seq = bool(getattr(lm, "is_encoder_decoder", False))
     if seq2seq and target is None:
-        say("info", f"{lm.name} is an encoder–decoder (translation) model: its encoder, decoder and "
-                    "cross-attention maps are on the Translate page, with a source and a target text.")
+        say(
+            "info",
+            f"{lm.name} is an encoder–decoder (translation) model: its encoder, decoder and "
+            "cross-attention maps are on the Translate page, with a source and a target text.",
+        )
         return None
     cap = token_cap()
     (text, pair, target_text), cut = _cut([text, pair or "", target or ""], settings().max_text_chars)
@@ -170,8 +188,9 @@ def session_for(lm, text: str, pair: str = "", *, target: str | None = None):
     return session
 
 
-def admitted(session, array_bytes: int = 0, long_layer: bool = False, what: str = "this text",
-             records_here: bool = True):
+def admitted(
+    session, array_bytes: int = 0, long_layer: bool = False, what: str = "this text", records_here: bool = True
+):
     """The server-wide memory budget's admission (:meth:`ServerMemory.admit`) for what ``session`` is about to
     compute: its recording if not made yet (and made in this process: ``records_here``), ``array_bytes`` of
     arrays, or one long layer's working set."""
@@ -199,8 +218,13 @@ def get_maps(session, keys: list[str]):
             t0, deferred, how = time.perf_counter(), None, "done"
             try:
                 with deferred_interrupts() as deferred:
-                    analysis = session.get(keys, strict=False, progress=deferred.wrap(
-                        lambda f, m: prog.progress(min(1.0, max(0.0, f)), text=f"Analysing: {m}")))
+                    analysis = session.get(
+                        keys,
+                        strict=False,
+                        progress=deferred.wrap(
+                            lambda f, m: prog.progress(min(1.0, max(0.0, f)), text=f"Analysing: {m}")
+                        ),
+                    )
             except BaseException:
                 how = "failed"  # an error, or an interruption that was not deferred
                 raise
@@ -242,8 +266,10 @@ def notice_waited(analysis, at_least_s: float = 0.5) -> None:
     shared session busy, or the heavy-methods worker busy with another visitor's job), when it did."""
     waited = float(getattr(analysis, "waited_s", 0.0) or 0.0)
     if waited >= at_least_s:
-        st.info(f"This analysis waited {waited:.1f} s for other visitors' analyses before it could run "
-                "(the server computes costly maps one visitor at a time).")
+        st.info(
+            f"This analysis waited {waited:.1f} s for other visitors' analyses before it could run "
+            "(the server computes costly maps one visitor at a time)."
+        )
 
 
 def transformed_norms_of(session, layer: int):

@@ -1,7 +1,8 @@
 """The shown panels at every layer (and head), for the browser to switch between without a server round trip.
 
 A layer or head change on Explore is drawn in the browser from these frames as soon as the control moves
-(``normviz.ui.kit.instant``, script ``components/instant_switch.js``); the page's rerun then draws the same numbers from the server. A frame holds
+(``normviz.ui.kit.instant``, script ``components/instant_switch.js``); the page's rerun then draws the same numbers from
+the server. A frame holds
 exactly what the heatmap of that layer/head would show: ``data.build_panels`` (hidden specials, row shares),
 ``data.color_range`` (per panel or shared), ``data.thresholded``, the causal mask, the colour scale and the
 title. Values travel at 4 significant digits, as the hover prints them; CSV/NPZ exports keep full precision.
@@ -12,6 +13,7 @@ view at the current layer, so data grow as (L + H)·n², not L·H·n². They are
 4 default panels, layers and heads up to 58 tokens, layers alone up to 100), else for the layers alone,
 else not at all (then every change is drawn by the server).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,8 +35,15 @@ def budget() -> int:
     return settings.env("NORMVIZ_INSTANT_CELLS")
 
 
-def plan(n_shown: int, n_panels: int, n_layers: int, head_views: list[int | None], layer: int,
-         head: int | None, limit: int | None = None) -> list[tuple[int, int | None]]:
+def plan(
+    n_shown: int,
+    n_panels: int,
+    n_layers: int,
+    head_views: list[int | None],
+    layer: int,
+    head: int | None,
+    limit: int | None = None,
+) -> list[tuple[int, int | None]]:
     """The (layer, head) frames to send: every layer at ``head`` and every head view at ``layer`` (the
     next layer or head change is then drawn in the browser; the rerun re-centres them) when that fits
     ``limit`` cells, else every layer at ``head``, else none."""
@@ -62,8 +71,17 @@ def compact(m: np.ndarray, digits: int = 4) -> list:
     return shown.tolist()
 
 
-def panel_frames(analysis, keys: list[str], frames: list[tuple[int, int | None]], *, hide_special: bool,
-                 values: str, shared_scale: bool, threshold: float, causal: bool) -> dict[str, dict[str, dict]]:
+def panel_frames(
+    analysis,
+    keys: list[str],
+    frames: list[tuple[int, int | None]],
+    *,
+    hide_special: bool,
+    values: str,
+    shared_scale: bool,
+    threshold: float,
+    causal: bool,
+) -> dict[str, dict[str, dict]]:
     """{map key: {frame name: {"restyle": {z, zmin, zmax, colorscale, zmid}, "title"}}} of the heatmap panels
     at the ``frames`` (layer, head)."""
     from .memo import memoised
@@ -73,12 +91,22 @@ def panel_frames(analysis, keys: list[str], frames: list[tuple[int, int | None]]
     if not present:
         return out
     owner = analysis.arrays[present[0]]  # one session's maps: the frames of a view are computed once
-    options = (tuple(present), tuple(id(analysis.arrays[k]) for k in present), hide_special, values,
-               shared_scale, threshold, causal, np.asarray(analysis.special, bool).tobytes())
+    options = (
+        tuple(present),
+        tuple(id(analysis.arrays[k]) for k in present),
+        hide_special,
+        values,
+        shared_scale,
+        threshold,
+        causal,
+        np.asarray(analysis.special, bool).tobytes(),
+    )
     for layer, head in frames:
-        one = memoised(owner, ("frame", layer, head) + options,
-                       lambda: _one_frame(analysis, present, layer, head, hide_special, values, shared_scale,
-                                          threshold, causal))
+        one = memoised(
+            owner,
+            ("frame", layer, head) + options,
+            lambda: _one_frame(analysis, present, layer, head, hide_special, values, shared_scale, threshold, causal),
+        )
         for k, f in one.items():
             out[k][frame_name(layer, head)] = f
     return out
@@ -94,8 +122,10 @@ def _one_frame(analysis, keys, layer, head, hide_special, values, shared_scale, 
         if causal and m.shape[0] == m.shape[1]:
             m = np.where(causal_mask(p.index, p.index), np.nan, m)
         scale, zmid = colorscale_for(lo)
-        out[p.key] = dict(restyle=dict(z=[compact(m)], zmin=[lo], zmax=[hi], colorscale=[scale], zmid=[zmid]),
-                          title=plotly_text(p.title))
+        out[p.key] = dict(
+            restyle=dict(z=[compact(m)], zmin=[lo], zmax=[hi], colorscale=[scale], zmid=[zmid]),
+            title=plotly_text(p.title),
+        )
     return out
 
 

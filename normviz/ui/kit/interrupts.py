@@ -21,6 +21,7 @@ callback wrapped by it catches Streamlit's interruption, stops drawing, and the 
 the computation returned (its results are then kept in the shared session), so the latest request runs next
 and finds them.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -92,6 +93,7 @@ class DeferredInterrupt:
 
     def wrap(self, callback: Callable) -> Callable:
         """``callback`` that swallows (and keeps) a ``ScriptControlException``, and does nothing after one."""
+
         def wrapped(*args, **kwargs):
             if self.pending is not None:
                 return None

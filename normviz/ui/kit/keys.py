@@ -1,4 +1,5 @@
 """Which map keys a model offers the pages, and their titles (from the families' ``KeyInfo``)."""
+
 from __future__ import annotations
 
 from normviz.core.errors import NormvizError
@@ -10,6 +11,7 @@ def default_keys(lm) -> list[str]:
     floor, without an architecture row: its keys, :data:`normviz.models.floor.FLOOR_KEYS`)."""
     if getattr(lm, "note", None):
         from normviz.models.floor import FLOOR_KEYS
+
         return list(FLOOR_KEYS)
     return registry.all_keys(lm.spec.placement, include_opt_in=False)
 

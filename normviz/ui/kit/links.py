@@ -1,4 +1,5 @@
 """Links between the app's pages that carry the current view."""
+
 from __future__ import annotations
 
 from dataclasses import replace

@@ -1,5 +1,6 @@
 """Loading a model for a page (shared by every visitor, progress shown on first use), and the sidebar line
 that names it."""
+
 from __future__ import annotations
 
 import os
@@ -32,8 +33,10 @@ def load_model(name: str):
     slot = st.empty()
     try:
         with slot.status(f"Loading {plain(key, 80)}… (first use only)", expanded=True) as status:
+
             def progress(message):
                 status.text(str(message)[:300])
+
             with deferred_interrupts() as deferred:  # a rerun meanwhile waits for the load (ui.interrupts)
                 lm = cache.get_or_compute(key, lambda: normviz.load(key, progress=deferred.wrap(progress)))
         slot.empty()
@@ -53,8 +56,10 @@ def show_device(lm) -> None:
     note = getattr(lm, "note", None)
     kind = "no architecture row: raw attention" if note else f"{lm.spec.placement}-LN"
     with st.sidebar:
-        st.caption(f"**{plain(lm.name, 80)}** · {kind} · {lm.n_layers} layers × {lm.n_heads} heads  \n"
-                   f"device **{lm.device}** · dtype **{str(lm.dtype).replace('torch.', '')}**")
+        st.caption(
+            f"**{plain(lm.name, 80)}** · {kind} · {lm.n_layers} layers × {lm.n_heads} heads  \n"
+            f"device **{lm.device}** · dtype **{str(lm.dtype).replace('torch.', '')}**"
+        )
         licence = getattr(normviz.EMBEDDED.get(str(lm.name).strip().lower()), "licence", None)
         if licence:  # an embedded model offered under its own terms (gemma3: Gemma's), named where it is shown
             st.caption(f"Licence: {licence}.")
@@ -74,9 +79,11 @@ def _load_failure(name: str, exc: Exception, unexpected: bool = False) -> str:
     """Why a model could not be loaded; for a name that looks like a server path the message is the same
     whether or not the directory exists, so the field cannot be used to explore the server's files."""
     if _path_like(name):
-        return (f"Could not load {name[:200]!r}: it is not an embedded model ({', '.join(normviz.EMBEDDED)}) nor a "
-                "model directory this server can load. (The server's operator can run `python -m normviz export "
-                "--model DIR …` there for the exact reason.)")
+        return (
+            f"Could not load {name[:200]!r}: it is not an embedded model ({', '.join(normviz.EMBEDDED)}) nor a "
+            "model directory this server can load. (The server's operator can run `python -m normviz export "
+            "--model DIR …` there for the exact reason.)"
+        )
     if unexpected:
         return f"Could not load {name[:200]!r}: {type(exc).__name__}: {shorten_error(exc)}"
     return shorten_error(exc, 600)

@@ -7,9 +7,11 @@ a computed map (or the session) and the view's drawing options, so :func:`memois
 weak-keyed table of that owner: a session's map array (the same object for every visitor of the same text,
 whatever Analysis wraps it) or the session. They go when the owner goes (the session cache evicts it), and at
 most ``LIMIT`` results and ``MAX_BYTES`` of arrays and strings are kept per owner (oldest out first: a
-visitor clicking through every position of the Why page's logit lens, 6 MB each on smollm2, cannot grow it). Cached arrays are read-only, so a caller that
+visitor clicking through every position of the Why page's logit lens, 6 MB each on smollm2, cannot grow it). Cached
+arrays are read-only, so a caller that
 would change one in place fails loudly instead of changing another visitor's view.
 """
+
 from __future__ import annotations
 
 import threading

@@ -6,6 +6,7 @@ analyses on minilm, RSS settles 190 MB above the working set. A fixed 1 MB thres
 buffer to mmap, which returns it to the system when freed (measured: 613 → 655 MB over the same 160).
 Linux/glibc only; elsewhere nothing changes.
 """
+
 from __future__ import annotations
 
 import sys

@@ -1,5 +1,6 @@
 """Message boxes of the pages: visitor input shown as plain text, errors shortened (and redacted on a public
 server)."""
+
 from __future__ import annotations
 
 import streamlit as st

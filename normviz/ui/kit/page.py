@@ -1,5 +1,6 @@
 """What every page does around its body: the page config, the shared view + sidebar + style first, and the
 top-level catch that turns an unexpected error into a short message (never a traceback)."""
+
 from __future__ import annotations
 
 import sys
@@ -35,8 +36,12 @@ def presenting(view_key: str = VIEW) -> bool:
 def page_config(title: str, icon: str, view_key: str = VIEW) -> None:
     """``st.set_page_config`` for a page: wide; in stage mode (``?present=1``) the sidebar starts
     collapsed, so two large panels fill the screen."""
-    st.set_page_config(page_title=f"normviz · {title}", page_icon=icon, layout="wide",
-                       initial_sidebar_state="collapsed" if presenting(view_key) else "auto")
+    st.set_page_config(
+        page_title=f"normviz · {title}",
+        page_icon=icon,
+        layout="wide",
+        initial_sidebar_state="collapsed" if presenting(view_key) else "auto",
+    )
 
 
 def start_page(seq2seq: bool = False) -> tuple[ViewState, int]:
@@ -54,8 +59,9 @@ SIDEBAR_WIDGETS = ("w_model_choice", "w_model_other", "w_present", "tr_present")
 # Widgets Streamlit registers with writes_allowed=False (buttons, download buttons, uploads, camera/audio input,
 # menu buttons) hold values of these kinds; a value set through session state makes them raise
 # StreamlitValueAssignmentNotAllowedError when drawn (Esc on the Why page: its graph's download button, issue 42).
-READ_ONLY_VALUE_TYPES = frozenset({"trigger_value", "string_trigger_value", "json_trigger_value",
-                                   "file_uploader_state_value"})
+READ_ONLY_VALUE_TYPES = frozenset(
+    {"trigger_value", "string_trigger_value", "json_trigger_value", "file_uploader_state_value"}
+)
 SETTABLE = (bool, int, float, str, type(None))
 
 
@@ -116,8 +122,10 @@ def run_page(body) -> None:
         ref = uuid.uuid4().hex[:8]
         print(f"normviz: unexpected error {ref} on {getattr(body, '__module__', '?')}:", file=sys.stderr)
         traceback.print_exc(file=sys.stderr)
-        st.error(f"Something went wrong on this page (error {ref}). Change the input or reload the page; "
-                 "if it keeps happening, tell the operator this error number.")
+        st.error(
+            f"Something went wrong on this page (error {ref}). Change the input or reload the page; "
+            "if it keeps happening, tell the operator this error number."
+        )
         if not conf.public:
             with st.expander("Details", expanded=False):
                 st.text(f"{type(exc).__name__}: {shorten_error(exc)}")

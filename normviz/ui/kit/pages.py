@@ -4,6 +4,7 @@
 Pure Python (no Streamlit import): ``app.py`` turns these into ``st.Page`` objects, so a new page file needs
 no edit anywhere else.
 """
+
 from __future__ import annotations
 
 import re
@@ -11,9 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # Material icons (Streamlit bundles the font: they show in any browser, unlike emoji without an emoji font)
-ICONS = {"Explore": ":material/search:", "Overview": ":material/grid_view:", "Learn": ":material/school:",
-         "Corpus": ":material/library_books:", "Translate": ":material/translate:", "Why": ":material/help:",
-         "Trust": ":material/verified:"}
+ICONS = {
+    "Explore": ":material/search:",
+    "Overview": ":material/grid_view:",
+    "Learn": ":material/school:",
+    "Corpus": ":material/library_books:",
+    "Translate": ":material/translate:",
+    "Why": ":material/help:",
+    "Trust": ":material/verified:",
+}
 _NAME = re.compile(r"^(\d+)_(\w+)\.py$")
 
 

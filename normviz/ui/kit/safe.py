@@ -7,6 +7,7 @@ autolinks of GFM broken with an invisible word joiner, because remark-gfm finds 
 text) or :func:`lit` (a code span, which Markdown never links). No module of the app builds Markdown from a
 visitor's string any other way.
 """
+
 from __future__ import annotations
 
 import re

@@ -14,7 +14,8 @@
 
 Before a session is made or maps are computed the app calls :meth:`ServerMemory.admit`: while held + need
 would pass the limit (for a request larger than :data:`SHORT_NEED`, the limit less :data:`SHORT_ROOM`: room kept
-for short texts, so that long pastes are refused before a sentence typed beside them is), the least recently used sessions of *other* texts are dropped from the shared cache
+for short texts, so that long pastes are refused before a sentence typed beside them is), the least recently used
+sessions of *other* texts are dropped from the shared cache
 (their records, maps and memoised figures go with them; then ``gc`` and glibc's ``malloc_trim``); if it still
 does not fit, the request is refused with :class:`ServerBusyError`, a message that says what to do (wait for
 other visitors, or a shorter text), before anything grows.
@@ -23,6 +24,7 @@ Release when visitors leave: :meth:`ServerMemory.note_use` records which Streaml
 text; :meth:`ServerMemory.sweep` (every :data:`SWEEP_S` s in a daemon thread of the server) drops the texts no
 connected visitor uses any more, the array pool's idle blocks, and trims the heap.
 """
+
 from __future__ import annotations
 
 import gc
@@ -124,8 +126,15 @@ class ServerMemory:
     """The budget (module docstring) over ``cache`` (a :class:`normviz.ui.kit.cache.BoundedCache` of sessions):
     ``rss`` the server process's resident bytes, ``workers`` its worker processes' (both counted)."""
 
-    def __init__(self, cache, limit_bytes: int, rss=rss_bytes, trim=trim_heap, workers=worker_rss_bytes,
-                 short_room: int = SHORT_ROOM):
+    def __init__(
+        self,
+        cache,
+        limit_bytes: int,
+        rss=rss_bytes,
+        trim=trim_heap,
+        workers=worker_rss_bytes,
+        short_room: int = SHORT_ROOM,
+    ):
         self.cache, self.limit = cache, int(limit_bytes)
         self.short_room = min(int(short_room), self.limit // 4)  # never more than a quarter of a small budget
         self._rss, self._trim, self._workers = rss, trim, workers
@@ -184,10 +193,12 @@ class ServerMemory:
                 self.refused += 1
                 raise ServerBusyError(
                     f"The server is at its memory budget: {_gb(in_use)} of {_gb(self.limit)} are in "
-                    f"use (the models, other visitors' texts and the worker processes), and {what} would need about {_gb(more)} more. "
+                    f"use (the models, other visitors' texts and the worker processes), and {what} would need about "
+                    f"{_gb(more)} more. "
                     "Try again "
                     "in a minute (texts nobody is looking at are released), or with a shorter text. "
-                    "(The operator sets the budget with NORMVIZ_SERVER_MEMORY_MB.)")
+                    "(The operator sets the budget with NORMVIZ_SERVER_MEMORY_MB.)"
+                )
             token = object()
             self._running[token] = (need, now, group)
         try:
@@ -268,10 +279,25 @@ class ServerMemory:
 
     def stats(self) -> dict:
         rss, workers = self._rss(), self._workers()  # read once: the reservation left is taken off their growth
-        return {"limit": self.limit, "rss": rss, "workers": workers, "reserved": self._reserved_at(rss + workers),
-                "sessions": len(self.cache),
-                "evicted": self.evicted, "released": self.released, "refused": self.refused}
+        return {
+            "limit": self.limit,
+            "rss": rss,
+            "workers": workers,
+            "reserved": self._reserved_at(rss + workers),
+            "sessions": len(self.cache),
+            "evicted": self.evicted,
+            "released": self.released,
+            "refused": self.refused,
+        }
 
 
-__all__ = ["DEFAULT_MB", "ServerBusyError", "ServerMemory", "limit_mb", "need_bytes", "rss_bytes",
-           "trim_heap", "worker_rss_bytes"]
+__all__ = [
+    "DEFAULT_MB",
+    "ServerBusyError",
+    "ServerMemory",
+    "limit_mb",
+    "need_bytes",
+    "rss_bytes",
+    "trim_heap",
+    "worker_rss_bytes",
+]

@@ -4,6 +4,7 @@ The view (a :class:`normviz.ui.kit.state.QueryView`: :class:`ViewState` for Expl
 :class:`TranslateView` for Translate) is read from the URL on the session's first run, kept in session state, and
 written back to the URL after each change, so a copied link reproduces the page.
 """
+
 from __future__ import annotations
 
 import streamlit as st
@@ -84,8 +85,15 @@ def seed(key: str, value) -> None:
 
 
 # a text box's URL parameter (the view's field it edits): what is typed there is written into the URL as it is typed
-URL_PARAMS = {"w_text": "text", "w_trust_text": "text", "w_pair": "pair", "w_text_b": "text_b", "tr_src": "src",
-              "tr_tgt": "tgt", "tr_model": "model"}
+URL_PARAMS = {
+    "w_text": "text",
+    "w_trust_text": "text",
+    "w_pair": "pair",
+    "w_text_b": "text_b",
+    "tr_src": "src",
+    "tr_tgt": "tgt",
+    "tr_model": "model",
+}
 
 
 def text_box(label: str, key: str, value: str, **kwargs) -> str:
@@ -115,8 +123,10 @@ def url_follows(key: str, value: str) -> None:
     try:
         with st.sidebar:
             components.component("normviz_url_text")(
-                key=f"nv_url_{key}", data={"key": key, "param": param, "value": str(value)},
-                on_reconnected_change=lambda: None)
+                key=f"nv_url_{key}",
+                data={"key": key, "param": param, "value": str(value)},
+                on_reconnected_change=lambda: None,
+            )
     except Exception:  # no components v2 (older Streamlit): the URL follows the runs only, as before
         pass
 

@@ -2,6 +2,7 @@
 :mod:`normviz.core.settings`; the table is in docs/settings.md), validated once: a bad value falls back, with a
 message that names the variable, the value and the fallback (shown to the operator on stderr and as a note in
 the page)."""
+
 from __future__ import annotations
 
 import os
@@ -66,14 +67,23 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         allowed = EMBEDDED_MODELS
     cache = _settings.env_raw("NORMVIZ_CACHE", env)
     if cache is not None and cache.strip() and os.path.exists(cache) and not os.path.isdir(cache):
-        problems.append(f"NORMVIZ_CACHE={_shown(cache)} is a file, not a directory; converted models will not be "
-                        "cached there (loading smollm2 fails until it names a directory).")
-    return Settings(public=public, allowed_models=allowed, max_tokens=read("NORMVIZ_MAX_TOKENS"),
-                    ff_budget_s=read("NORMVIZ_FF_BUDGET"), cost_budget_s=read("NORMVIZ_COST_BUDGET"),
-                    corpus_max_lines=read("NORMVIZ_CORPUS_MAX_LINES"), max_upload_mb=read("NORMVIZ_MAX_UPLOAD_MB"),
-                    heavy_workers=read("NORMVIZ_HEAVY_WORKERS"), memory_budget_mb=read("NORMVIZ_MEMORY_BUDGET_MB"),
-                    server_memory_mb=read("NORMVIZ_SERVER_MEMORY_MB"),
-                    problems=tuple(problems))
+        problems.append(
+            f"NORMVIZ_CACHE={_shown(cache)} is a file, not a directory; converted models will not be "
+            "cached there (loading smollm2 fails until it names a directory)."
+        )
+    return Settings(
+        public=public,
+        allowed_models=allowed,
+        max_tokens=read("NORMVIZ_MAX_TOKENS"),
+        ff_budget_s=read("NORMVIZ_FF_BUDGET"),
+        cost_budget_s=read("NORMVIZ_COST_BUDGET"),
+        corpus_max_lines=read("NORMVIZ_CORPUS_MAX_LINES"),
+        max_upload_mb=read("NORMVIZ_MAX_UPLOAD_MB"),
+        heavy_workers=read("NORMVIZ_HEAVY_WORKERS"),
+        memory_budget_mb=read("NORMVIZ_MEMORY_BUDGET_MB"),
+        server_memory_mb=read("NORMVIZ_SERVER_MEMORY_MB"),
+        problems=tuple(problems),
+    )
 
 
 _CACHE: dict[tuple, Settings] = {}

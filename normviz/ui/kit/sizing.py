@@ -1,5 +1,6 @@
 """Panel sizes from the width of the page's main column and the window's height, measured in the browser
 (``components/main_width.js``)."""
+
 from __future__ import annotations
 
 import streamlit as st
@@ -20,8 +21,11 @@ def screen() -> tuple[int | None, int | None]:
     try:
         with st.sidebar:
             result = components.component("normviz_main_width")(
-                key="nv_main_width", data={"known": list(known), "container": MAIN_COLUMN},
-                on_width_change=lambda: None, on_height_change=lambda: None)
+                key="nv_main_width",
+                data={"known": list(known), "container": MAIN_COLUMN},
+                on_width_change=lambda: None,
+                on_height_change=lambda: None,
+            )
         width, height = getattr(result, "width", None), getattr(result, "height", None)
     except Exception:  # no components v2 (older Streamlit): the figures' own default size
         width = height = None

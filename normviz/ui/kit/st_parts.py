@@ -16,6 +16,7 @@ Pages read top to bottom: widgets → :func:`load_model` → :func:`session_for`
 :class:`normviz.Session` per model, text, pair/target and token cap) → :func:`get_maps` (``session.get(keys)``; a
 refused key arrives in ``Analysis.refused`` and is shown in its panel's place) → figures from :mod:`normviz.viz`.
 """
+
 from __future__ import annotations
 
 from .charts import chart, image_format, outline_token, table  # noqa: F401
@@ -30,35 +31,35 @@ from .page import keep_widgets_across_stage, page_config, presenting, run_page, 
 from .pickers import map_picker  # noqa: F401
 from .safe import lit, plain  # noqa: F401
 from .session_view import (  # noqa: F401
-                           VIEW,
-                           current_page,
-                           follow_text,
-                           forget_widgets_on_page_change,
-                           load_view,
-                           save_view,
-                           seed,
-                           seed_index,
-                           text_box,
-                           view_from_url,
+    VIEW,
+    current_page,
+    follow_text,
+    forget_widgets_on_page_change,
+    load_view,
+    save_view,
+    seed,
+    seed_index,
+    text_box,
+    view_from_url,
 )
 from .settings import settings  # noqa: F401
 from .sidebar import EMBEDDED_CHOICES, OTHER, second_model_picker, self_attention_models, sidebar  # noqa: F401
 from .sizing import main_width, panel_width, screen  # noqa: F401
 from .stage import (  # noqa: F401
-                           context_line,
-                           context_text,
-                           escape_key,
-                           go_to_step,
-                           grid_clicks,
-                           keyboard,
-                           leave_stage,
-                           row_clicks,
-                           show_talk_link,
-                           step_controls,
-                           step_indicator,
-                           step_note,
-                           talk_link,
-                           walk_steps,
+    context_line,
+    context_text,
+    escape_key,
+    go_to_step,
+    grid_clicks,
+    keyboard,
+    leave_stage,
+    row_clicks,
+    show_talk_link,
+    step_controls,
+    step_indicator,
+    step_note,
+    talk_link,
+    walk_steps,
 )
 from .state import ViewState  # noqa: F401
 from .stores import SESSION_ENTRIES, model_cache, session_cache  # noqa: F401

@@ -5,6 +5,7 @@ The keyboard (←/→ layer, ↑/↓ head, Space plays the layers, f focuses the
 controls, so the URL, the instant switch and every panel follow as if the visitor had used them; every panel
 names its model and text (:func:`context_line`), so a screenshot explains itself.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -25,14 +26,31 @@ def move(key: str, options: list, step: int) -> None:
     ss[key] = options[min(max(i + step, 0), len(options) - 1)]
 
 
-def _on_key(layer_key: str, layers: list, head_key: str | None, heads: list, leave, on_step=None,
-            focus_key: str | None = None) -> None:
-    on_key((st.session_state.get(KEYS_WIDGET) or {}).get("key"), layer_key, layers, head_key, heads, leave,
-           on_step, focus_key)
+def _on_key(
+    layer_key: str, layers: list, head_key: str | None, heads: list, leave, on_step=None, focus_key: str | None = None
+) -> None:
+    on_key(
+        (st.session_state.get(KEYS_WIDGET) or {}).get("key"),
+        layer_key,
+        layers,
+        head_key,
+        heads,
+        leave,
+        on_step,
+        focus_key,
+    )
 
 
-def on_key(pressed, layer_key: str, layers: list, head_key: str | None, heads: list, leave, on_step=None,
-           focus_key: str | None = None) -> None:
+def on_key(
+    pressed,
+    layer_key: str,
+    layers: list,
+    head_key: str | None,
+    heads: list,
+    leave,
+    on_step=None,
+    focus_key: str | None = None,
+) -> None:
     """What the script's press ``pressed`` does: 'layer±', 'layer0' (Space at the last layer: play from the
     first), 'head±', 'next'/'prev', 'leave', 'focus:<position>' / 'focus:none' (``focus_key``: the page's focus
     widget; a position it does not offer, or the focused one again, clears the focus)."""
@@ -48,13 +66,14 @@ def on_key(pressed, layer_key: str, layers: list, head_key: str | None, heads: l
     elif pressed == "leave":
         leave()
     elif isinstance(pressed, str) and pressed.startswith("focus:") and focus_key is not None:
-        tail = pressed[len("focus:"):]
+        tail = pressed[len("focus:") :]
         token = int(tail) if tail.isdigit() else None
         ss[focus_key] = None if token is None or ss.get(focus_key) == token else token
 
 
-def keyboard(layer_key: str, layers: list, head_key: str | None, heads: list, leave, on_step=None,
-             focus_key: str | None = None) -> None:
+def keyboard(
+    layer_key: str, layers: list, head_key: str | None, heads: list, leave, on_step=None, focus_key: str | None = None
+) -> None:
     """Arrow keys, Space, f and Esc for this page: ``layer_key``/``head_key`` are the page's layer and head
     widgets (their ``layers``/``heads`` options in order), ``leave()`` turns stage mode off (from a callback:
     before the page's widgets are drawn); ``on_step(+1 / -1)`` walks a talk's steps (PageDown/PageUp, n/p);
@@ -66,8 +85,10 @@ def keyboard(layer_key: str, layers: list, head_key: str | None, heads: list, le
     index = layers.index(current) if current in layers else 0
     try:
         components.component("normviz_stage_keys")(
-            key=KEYS_WIDGET, data={"layer": index, "layers": len(layers), "layer_key": layer_key},
-            on_key_change=lambda: _on_key(layer_key, layers, head_key, heads, leave, on_step, focus_key))
+            key=KEYS_WIDGET,
+            data={"layer": index, "layers": len(layers), "layer_key": layer_key},
+            on_key_change=lambda: _on_key(layer_key, layers, head_key, heads, leave, on_step, focus_key),
+        )
     except Exception:  # no components v2 (older Streamlit): the page's own controls still work
         pass
 
@@ -92,7 +113,7 @@ def context_text(model: str, text: str, limit: int = 60, sep: str = " · ") -> s
     """'minilm · “The cat sat on the…”' for a figure, as typed: the viz builders escape what they are given
     (:func:`normviz.viz.labels.plotly_text`, once)."""
     words = " ".join(str(text).split())
-    cut = words if len(words) <= limit else words[:limit - 1].rstrip() + "…"
+    cut = words if len(words) <= limit else words[: limit - 1].rstrip() + "…"
     return f"{model}{sep}“{cut}”"
 
 
@@ -104,9 +125,20 @@ def context_line(fig, model: str, text: str, font_size: int) -> None:
     line = plotly_text(context_text(model, text))  # an annotation added here: escaped here, once
     size = max(12, font_size - 1)  # it may be the only name of a compared model: read from a seat too
     # no colour of its own: the theme's text colour (dark on light, light on dark), a little subdued
-    fig.add_annotation(text=line, xref="paper", yref="paper", x=0.0, y=1.0, xanchor="left", yanchor="bottom",
-                       yshift=font_size + 2 + 8 + 6, showarrow=False, font=dict(size=size), opacity=0.85,
-                       name="context")
+    fig.add_annotation(
+        text=line,
+        xref="paper",
+        yref="paper",
+        x=0.0,
+        y=1.0,
+        xanchor="left",
+        yanchor="bottom",
+        yshift=font_size + 2 + 8 + 6,
+        showarrow=False,
+        font=dict(size=size),
+        opacity=0.85,
+        name="context",
+    )
 
 
 def grid_clicks(charts: dict[str, int], cell: int) -> dict | None:
@@ -115,8 +147,10 @@ def grid_clicks(charts: dict[str, int], cell: int) -> dict | None:
     square's side + 1 (the gap)."""
     try:
         result = components.component("normviz_grid_click")(
-            key="nv_grid_click", data={"charts": list(charts), "cell": int(cell), "heads": dict(charts)},
-            on_cell_change=lambda: None)
+            key="nv_grid_click",
+            data={"charts": list(charts), "cell": int(cell), "heads": dict(charts)},
+            on_cell_change=lambda: None,
+        )
     except Exception:  # no components v2: the zoom's layer and head boxes still open any head
         return None
     got = getattr(result, "cell", None)
@@ -130,8 +164,7 @@ def row_clicks(chart: str, key: str = "nv_row_click") -> int | None:
     """The row of the heatmap ``chart`` (its chart key) whose cell was clicked in the browser, once (on the
     rerun the click causes), else None: the Why page's Continuation view opens that step."""
     try:
-        result = components.component("normviz_row_click")(key=key, data={"chart": chart},
-                                                            on_row_change=lambda: None)
+        result = components.component("normviz_row_click")(key=key, data={"chart": chart}, on_row_change=lambda: None)
     except Exception:  # no components v2: the step picker above the heatmap still opens any step
         return None
     got = getattr(result, "row", None)
@@ -141,6 +174,7 @@ def row_clicks(chart: str, key: str = "nv_row_click") -> int | None:
 
 
 # --- a talk's steps (bookmarks, normviz.ui.kit.steps): saved views walked like slides ---------------------------
+
 
 def go_to_step(index: int, groups: dict[str, list[str]]) -> None:
     """Show step ``index`` of the view's steps: its layer, head and maps go into Explore's own widgets (a
@@ -179,8 +213,10 @@ def left_out_note(index: int, step, model: str, offered) -> str | None:
     kept = [k for k in step.maps if k in offered]
     reasons = "; ".join(f"{k}: {why_not_offered(k)}" for k in dropped)
     shown = f"Shown: {', '.join(kept)}." if kept else "None of its maps is shown: choose maps in the sidebar."
-    return (f"Step {index + 1} ({step.name}) names {'a map' if len(dropped) == 1 else 'maps'} that "
-            f"{model or 'this model'} does not offer, left out — {reasons}. {shown}")
+    return (
+        f"Step {index + 1} ({step.name}) names {'a map' if len(dropped) == 1 else 'maps'} that "
+        f"{model or 'this model'} does not offer, left out — {reasons}. {shown}"
+    )
 
 
 def step_note() -> None:
@@ -263,8 +299,10 @@ def step_indicator(view) -> None:
 
     text = step_text(view, st.session_state.get("_normviz_step"))
     if text is not None:
-        st.markdown(f"**{plain(text, None)}**", help="PageDown / PageUp (a presenter's remote) or n / p walk "
-                    "the talk's steps; the sidebar lists them.")
+        st.markdown(
+            f"**{plain(text, None)}**",
+            help="PageDown / PageUp (a presenter's remote) or n / p walk the talk's steps; the sidebar lists them.",
+        )
 
 
 def step_controls(view, groups: dict[str, list[str]]):
@@ -272,12 +310,16 @@ def step_controls(view, groups: dict[str, list[str]]):
     They travel in the URL (``steps=``), so the talk is one link. Returns the slot of the talk link
     (:func:`show_talk_link`)."""
     st.text_input("Name this view", key="w_step_name", max_chars=40, placeholder=f"step {len(view.steps) + 1}")
-    st.button("Save the view as a step", key="w_step_save", on_click=_save_step,
-              disabled=len(view.steps) >= 30)
+    st.button("Save the view as a step", key="w_step_save", on_click=_save_step, disabled=len(view.steps) >= 30)
     if view.steps:
-        st.radio("Go to step", list(range(len(view.steps))), key="w_step_go", index=None,
-                 format_func=lambda i: f"{i + 1}. {view.steps[i].name}",
-                 on_change=lambda: go_to_step(st.session_state["w_step_go"], groups))
+        st.radio(
+            "Go to step",
+            list(range(len(view.steps))),
+            key="w_step_go",
+            index=None,
+            format_func=lambda i: f"{i + 1}. {view.steps[i].name}",
+            on_change=lambda: go_to_step(st.session_state["w_step_go"], groups),
+        )
         st.button("Clear the steps", key="w_step_clear", on_click=_clear_steps)
         st.caption("In stage mode PageDown / PageUp (a presenter's remote) or n / p walk through them.")
     return st.empty()  # the talk link, written by show_talk_link once the page's controls hold the view

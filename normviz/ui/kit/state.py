@@ -3,6 +3,7 @@
 Every field has a query-string form so a copied link reproduces the view. Parsing never raises: a bad value
 falls back to the default and is reported in ``problems`` so the page can say what it ignored.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
@@ -49,8 +50,11 @@ class QueryView:
     def to_query(self) -> dict[str, str]:
         """Only fields that differ from the defaults, so links stay short."""
         base = type(self)()
-        return {f.name: self.encode(f.name, getattr(self, f.name)) for f in fields(self)
-                if f.name != "problems" and getattr(self, f.name) != getattr(base, f.name)}
+        return {
+            f.name: self.encode(f.name, getattr(self, f.name))
+            for f in fields(self)
+            if f.name != "problems" and getattr(self, f.name) != getattr(base, f.name)
+        }
 
     @classmethod
     def from_query(cls, query: Mapping[str, object], base=None, max_text_chars: int | None = None):
@@ -66,12 +70,15 @@ class QueryView:
             raw = str(raw)
             limit = cls.LIMITS.get(f.name, 1000)
             if f.name in cls.TEXT_FIELDS and max_text_chars is not None and len(raw) > max_text_chars:
-                view.problems.append(f"The link's {f.name} is {len(raw):,} characters long; only the first "
-                                     f"{max_text_chars:,} are used (NORMVIZ_MAX_TOKENS × 50).")
+                view.problems.append(
+                    f"The link's {f.name} is {len(raw):,} characters long; only the first "
+                    f"{max_text_chars:,} are used (NORMVIZ_MAX_TOKENS × 50)."
+                )
                 raw = raw[:max_text_chars]
             elif f.name not in cls.TEXT_FIELDS and len(raw) > limit:
-                view.problems.append(f"Ignored the link's {f.name}: {len(raw):,} characters is too long "
-                                     f"(at most {limit:,}).")
+                view.problems.append(
+                    f"Ignored the link's {f.name}: {len(raw):,} characters is too long (at most {limit:,})."
+                )
                 continue
             try:
                 value = cls.decode(f.name, raw)
@@ -230,6 +237,7 @@ def _int(raw: str, allow_negative: bool = False) -> int:
 
 # --- deployment settings -----------------------------------------------------------------------------------
 
+
 def model_allowlist(env: Mapping[str, str] | None = None) -> list[str] | None:
     """``NORMVIZ_ALLOWED_MODELS="minilm,smollm2"`` restricts the model field (public demos). None = anything.
     With ``NORMVIZ_PUBLIC=1`` and no list: the embedded models. Validated in :mod:`normviz.ui.kit.settings`."""
@@ -248,8 +256,10 @@ def check_model_allowed(name: str, allow: list[str] | None) -> str | None:
         return None
     if name.strip().lower() in {a.lower() for a in allow}:
         return None
-    return (f"The model {name!r} is not available on this deployment. Choose one of: {', '.join(allow)} "
-            "(set by NORMVIZ_ALLOWED_MODELS).")
+    return (
+        f"The model {name!r} is not available on this deployment. Choose one of: {', '.join(allow)} "
+        "(set by NORMVIZ_ALLOWED_MODELS)."
+    )
 
 
 def load_examples(path) -> list[tuple[str, str]]:

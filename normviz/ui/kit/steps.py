@@ -5,6 +5,7 @@ Pure Python (no Streamlit import); :mod:`normviz.ui.kit.stage` walks them (PageD
 A ``+`` typed into a link arrives as a space (the query string's form encoding): the maps are split on ``+``,
 spaces and commas alike, so ``attention+norm`` works unescaped as well as ``attention%2B norm``.
 """
+
 from __future__ import annotations
 
 import re
@@ -50,6 +51,7 @@ def decode(raw: str) -> tuple[Step, ...]:
 @dataclass(frozen=True)
 class StepsRead:
     """The steps of a link that could be read, and one message per step that could not."""
+
     steps: tuple[Step, ...]
     problems: tuple[str, ...]
 
@@ -86,8 +88,9 @@ def _decode_one(part: str) -> Step:
     keys = tuple(k for k in _MAP_SEP.split(maps.strip()) if k)
     if not keys or not all(_KEY.match(k) for k in keys):
         raise ValueError("name its maps as map keys joined by + (e.g. attention+norm)")
-    return Step(clean_name(name), int(layer), None if head.strip().lower() == "all" else int(head),
-                tuple(dict.fromkeys(keys)))
+    return Step(
+        clean_name(name), int(layer), None if head.strip().lower() == "all" else int(head), tuple(dict.fromkeys(keys))
+    )
 
 
 def following(steps: tuple[Step, ...], current: int | None, delta: int) -> int | None:

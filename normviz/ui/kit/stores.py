@@ -1,4 +1,6 @@
-"""The server-wide caches, shared by every visitor (``st.cache_resource`` of :class:`normviz.ui.kit.cache.BoundedCache`)."""
+"""The server-wide caches, shared by every visitor (``st.cache_resource`` of
+:class:`normviz.ui.kit.cache.BoundedCache`)."""
+
 from __future__ import annotations
 
 import streamlit as st

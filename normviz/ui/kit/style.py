@@ -1,4 +1,5 @@
 """The pages' look: the CSS of the normal and the stage mode, and the figures' font size."""
+
 from __future__ import annotations
 
 import streamlit as st

@@ -9,6 +9,7 @@ URL and every link the app makes carry.
 :func:`figure_theme` is the theme the figures are drawn for (:func:`normviz.viz.theme.for_theme`): the one shown,
 else (AppTest, a browser that does not say) the link's.
 """
+
 from __future__ import annotations
 
 import streamlit as st

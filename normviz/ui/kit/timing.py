@@ -10,6 +10,7 @@
 
 <session> is the first 8 characters of Streamlit's session id; the seconds come last.
 """
+
 from __future__ import annotations
 
 import sys

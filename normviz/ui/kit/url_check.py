@@ -8,6 +8,7 @@ server's session calls so that a dropped query string arrives as one marker para
 (A browser rarely gets that far: the HTTP server refuses a request line of that size with 400 first; clients
 that talk to the websocket directly do.)
 """
+
 from __future__ import annotations
 
 import streamlit as st
@@ -46,6 +47,7 @@ def _limits() -> tuple[int, int]:
             CLIENT_STATE_QUERY_STRING_MAX_FIELDS,
             CLIENT_STATE_QUERY_STRING_MAX_LENGTH,
         )
+
         return int(CLIENT_STATE_QUERY_STRING_MAX_LENGTH), int(CLIENT_STATE_QUERY_STRING_MAX_FIELDS)
     except ImportError:  # pragma: no cover
         return 512 * 1024, 1000
@@ -57,10 +59,15 @@ def dropped_query_message(marker: str) -> str | None:
     if not n.isdigit() or len(n) > 12 or why not in ("chars", "fields"):
         return None
     chars, fields = _limits()
-    what = (f"is {int(n):,} characters long, over this server's limit of {chars:,}" if why == "chars" else
-            f"has {int(n):,} parameters, over this server's limit of {fields:,}")
-    return (f"The link's query string {what}, so all of it was ignored: the page shows its defaults, not the "
-            "link's text and settings. Use a shorter link (a shorter text), or paste the text into the box.")
+    what = (
+        f"is {int(n):,} characters long, over this server's limit of {chars:,}"
+        if why == "chars"
+        else f"has {int(n):,} parameters, over this server's limit of {fields:,}"
+    )
+    return (
+        f"The link's query string {what}, so all of it was ignored: the page shows its defaults, not the "
+        "link's text and settings. Use a shorter link (a shorter text), or paste the text into the box."
+    )
 
 
 def notice_dropped_query(say) -> None:

@@ -5,8 +5,10 @@ a cache hit (a fresh server's first Explore load took 8.8 s quiet, 13 s loaded; 
 ``python -m normviz.ui.kit.warm app.py [streamlit run arguments…]`` warms up and then starts the app: the first
 page's model (the default, minilm, when listed) before the server listens, the others in a thread after.
 
-:func:`prepare` converts what a model needs converting once (smollm2's and gemma3's GGUF files, into ``NORMVIZ_CACHE``), for
+:func:`prepare` converts what a model needs converting once (smollm2's and gemma3's GGUF files, into ``NORMVIZ_CACHE``),
+for
 the set-up (``scripts/setup.sh``) to do before any server starts."""
+
 from __future__ import annotations
 
 import logging
@@ -109,8 +111,12 @@ def warm(model: str | None = None, text: str | None = None) -> dict:
         t2 = time.perf_counter()
     finally:
         _WARMING.on = False
-    return {"model": lm.name, "load_s": round(t1 - t0, 2), "maps_s": round(t2 - t1, 2),
-            "maps": [] if analysis is None else list(analysis.keys())}
+    return {
+        "model": lm.name,
+        "load_s": round(t1 - t0, 2),
+        "maps_s": round(t2 - t1, 2),
+        "maps": [] if analysis is None else list(analysis.keys()),
+    }
 
 
 def warm_models(value: str | None = None) -> list[str]:
@@ -152,8 +158,10 @@ def split_first(models: list) -> tuple:
 
 
 def _say(done: dict, when: str = "") -> None:
-    print(f"normviz: warmed up {done['model']}{when} (load {done['load_s']} s, default maps {done['maps_s']} s)",
-          file=sys.stderr)
+    print(
+        f"normviz: warmed up {done['model']}{when} (load {done['load_s']} s, default maps {done['maps_s']} s)",
+        file=sys.stderr,
+    )
 
 
 def warm_later(models: list, convert: list | tuple = ()) -> threading.Thread | None:
@@ -174,8 +182,7 @@ def warm_later(models: list, convert: list | tuple = ()) -> threading.Thread | N
             try:
                 prepare(tuple(convert))
             except Exception as exc:
-                print(f"normviz: could not convert {', '.join(convert)}: {type(exc).__name__}: {exc}",
-                      file=sys.stderr)
+                print(f"normviz: could not convert {', '.join(convert)}: {type(exc).__name__}: {exc}", file=sys.stderr)
 
     thread = threading.Thread(target=run, name="normviz-warm-up", daemon=True)
     thread.start()

@@ -1,4 +1,5 @@
 """The right-hand side of Explore's side-by-side comparison: a second text, or a second model."""
+
 from __future__ import annotations
 
 import streamlit as st
@@ -36,7 +37,13 @@ def comparison(view: ViewState, lm, keys: list[str]):
     layer = min(view.layer, lm_b.n_layers - 1)
     head = clamp_head(view.head, lm_b)
     if (layer, head) != (view.layer, view.head):
-        st.caption(plain(f"{name} has {lm_b.n_layers} layers × {lm_b.n_heads} heads: its side shows layer {layer}"
-                         + ("" if head is None else f", head {head}") + ".", None))
+        st.caption(
+            plain(
+                f"{name} has {lm_b.n_layers} layers × {lm_b.n_heads} heads: its side shows layer {layer}"
+                + ("" if head is None else f", head {head}")
+                + ".",
+                None,
+            )
+        )
     panels = data.build_panels(b, [k for k in placement_ok if k in b], layer, head, view.hide_special, view.values)
     return name, b, panels, lm_b, session

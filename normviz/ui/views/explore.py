@@ -1,6 +1,7 @@
 """Explore's controls, a function per screen region (the page composes them, :mod:`.explore_panels` draws the
 maps): the text row, the sidebar (which maps, how they read, what goes beside them), the control row (layer,
 head, view, threshold), the focus token, and the notes under the panels."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ UPLOAD_NOTES = "_normviz_upload_notes"
 class Layout:
     """Where the controls go: stage mode's one compact bar (text, layer, head, focus) and its ⋯ popover (the
     rest); None on the normal page (rows of columns)."""
+
     bar: Any = None
     more: Any = None
 
@@ -32,6 +34,7 @@ def label(k: str) -> str:
 
 def draw_text_row(view, examples: list[tuple[str, str]]) -> Layout:
     """The text, the second sentence, the examples and a file upload; stage mode: one compact bar."""
+
     def use_example():
         choice = st.session_state.get("w_example")
         if choice is not None:
@@ -43,8 +46,7 @@ def draw_text_row(view, examples: list[tuple[str, str]]) -> Layout:
         if up is None:
             return
         limit = ui.settings()
-        text, notes = data.uploaded_text(up.name, up.getvalue(), int(limit.max_upload_mb * 2**20),
-                                         limit.max_text_chars)
+        text, notes = data.uploaded_text(up.name, up.getvalue(), int(limit.max_upload_mb * 2**20), limit.max_text_chars)
         st.session_state[UPLOAD_NOTES] = notes
         if text is not None:
             st.session_state["w_text"], st.session_state["w_pair"] = text, ""
@@ -59,20 +61,32 @@ def draw_text_row(view, examples: list[tuple[str, str]]) -> Layout:
     else:
         c1, c2, c3 = st.columns([5, 3, 2])
     with c1:
-        view.text = ui.text_box("Text (one or two sentences)", "w_text", view.text,
-                                max_chars=ui.settings().max_text_chars)
+        view.text = ui.text_box(
+            "Text (one or two sentences)", "w_text", view.text, max_chars=ui.settings().max_text_chars
+        )
     with c2:
-        view.pair = ui.text_box("Second sentence (optional, a pair)", "w_pair", view.pair,
-                                max_chars=ui.settings().max_text_chars)
+        view.pair = ui.text_box(
+            "Second sentence (optional, a pair)", "w_pair", view.pair, max_chars=ui.settings().max_text_chars
+        )
     with c3:
-        st.selectbox("Examples", range(len(examples)), index=None, key="w_example", on_change=use_example,
-                     format_func=lambda i: examples[i][0] + (" ‖ " + examples[i][1] if examples[i][1] else ""),
-                     placeholder="Pick an example…")
+        st.selectbox(
+            "Examples",
+            range(len(examples)),
+            index=None,
+            key="w_example",
+            on_change=use_example,
+            format_func=lambda i: examples[i][0] + (" ‖ " + examples[i][1] if examples[i][1] else ""),
+            placeholder="Pick an example…",
+        )
     with layout.more if view.present else st.expander("A long text from a file (.txt)"):
-        st.file_uploader(f"Text file (UTF-8, at most {ui.settings().max_upload_mb:g} MB): its text goes into the "
-                         f"text box, cut at {ui.settings().max_text_chars:,} characters and "
-                         f"{ui.settings().max_tokens} tokens",
-                         type=["txt", "md"], key="w_upload", on_change=use_file)
+        st.file_uploader(
+            f"Text file (UTF-8, at most {ui.settings().max_upload_mb:g} MB): its text goes into the "
+            f"text box, cut at {ui.settings().max_text_chars:,} characters and "
+            f"{ui.settings().max_tokens} tokens",
+            type=["txt", "md"],
+            key="w_upload",
+            on_change=use_file,
+        )
     for note in st.session_state.pop(UPLOAD_NOTES, []):
         ui.say("warning", note)
     return layout
@@ -87,8 +101,9 @@ def follow_the_model(view, lm, available: list[str]) -> None:
         # pre-LN models have no norm after the FF: ff_res is already their whole layer
         view.maps = tuple(dict.fromkeys("ff_res" if k == "ff_res_ln" else k for k in view.maps))
         if "w_maps" in st.session_state:
-            st.session_state["w_maps"] = list(dict.fromkeys(
-                "ff_res" if k == "ff_res_ln" else k for k in st.session_state["w_maps"]))
+            st.session_state["w_maps"] = list(
+                dict.fromkeys("ff_res" if k == "ff_res_ln" else k for k in st.session_state["w_maps"])
+            )
     unknown = [k for k in view.maps if k not in available]
     if unknown and not lm.note:  # a model without an architecture row: its one note (show_device) says why
         ui.say("warning", f"Not available for {lm.name}: {', '.join(unknown)}. Available maps: {', '.join(available)}.")
@@ -112,19 +127,30 @@ def draw_map_options(view, available: list[str]) -> None:
     head_now = st.session_state.get(controls.HEAD_KEY, controls.ALL_HEADS if view.head is None else view.head)
     view.maps = ui.map_picker(view.maps, available, list(DEFAULT_MAPS), all_heads=head_now == controls.ALL_HEADS)
     ui.seed("w_hide", view.hide_special)
-    view.hide_special = st.toggle("Hide special tokens", key="w_hide",
-                                  help="Drops [CLS], [SEP], <s>, BOS … and renormalises each row over the rest.")
+    view.hide_special = st.toggle(
+        "Hide special tokens",
+        key="w_hide",
+        help="Drops [CLS], [SEP], <s>, BOS … and renormalises each row over the rest.",
+    )
     ui.seed("w_shared", view.shared_scale)
     view.shared_scale = st.toggle("Shared colour scales", key="w_shared", help=data.SHARED_SCALE_HELP)
     ui.seed("w_values", view.values)
-    view.values = st.radio("Values", ["share", "raw"], key="w_values", horizontal=True,
-                           format_func=lambda v: "row shares" if v == "share" else "raw",
-                           help="Row shares: each row divided by its total, so maps with different units compare "
-                                "on one colour scale. Raw: the map's own numbers (weights, vector norms).")
+    view.values = st.radio(
+        "Values",
+        ["share", "raw"],
+        key="w_values",
+        horizontal=True,
+        format_func=lambda v: "row shares" if v == "share" else "raw",
+        help="Row shares: each row divided by its total, so maps with different units compare "
+        "on one colour scale. Raw: the map's own numbers (weights, vector norms).",
+    )
     ui.seed("w_fx", view.fx)
-    view.fx = st.toggle("‖f(x)‖ strip under norm panels", key="w_fx",
-                        help="The length of each token's transformed vector: ‖α f(x)‖ = α · ‖f(x)‖, so a "
-                             "long bar lets a small weight move a lot.")
+    view.fx = st.toggle(
+        "‖f(x)‖ strip under norm panels",
+        key="w_fx",
+        help="The length of each token's transformed vector: ‖α f(x)‖ = α · ‖f(x)‖, so a "
+        "long bar lets a small weight move a lot.",
+    )
 
 
 def draw_beside(view) -> None:
@@ -149,25 +175,44 @@ def draw_beside(view) -> None:
     if NONE not in (a_key, b_key) and a_key == b_key:
         st.caption("A and B are the same map: pick two different ones.")
     if view.player and view.player not in shown_opts and "w_player" not in st.session_state:
-        ui.say("warning", f"The link's player={view.player} is not a shown map ({', '.join(shown_opts) or 'none'}); "
-                          "no layer player. Pick one under 'Beside the maps'.")
+        ui.say(
+            "warning",
+            f"The link's player={view.player} is not a shown map ({', '.join(shown_opts) or 'none'}); "
+            "no layer player. Pick one under 'Beside the maps'.",
+        )
     ui.seed("w_player", view.player if view.player in shown_opts else NONE)
     if st.session_state["w_player"] not in [NONE] + shown_opts:
         st.session_state["w_player"] = NONE
-    p = st.selectbox("Layer player: animate a map through the layers", [NONE] + shown_opts, key="w_player",
-                     format_func=label)
+    p = st.selectbox(
+        "Layer player: animate a map through the layers", [NONE] + shown_opts, key="w_player", format_func=label
+    )
     view.player = "" if p == NONE else p
     ui.seed("w_compare", view.compare)
-    view.compare = st.radio("Compare side by side with", COMPARE_MODES, key="w_compare", horizontal=True,
-                            format_func=lambda c: {"none": "nothing", "text": "a 2nd text",
-                                                   "model": "a 2nd model"}[c])
+    view.compare = st.radio(
+        "Compare side by side with",
+        COMPARE_MODES,
+        key="w_compare",
+        horizontal=True,
+        format_func=lambda c: {"none": "nothing", "text": "a 2nd text", "model": "a 2nd model"}[c],
+    )
     if view.compare == "text":
-        view.text_b = ui.text_box("Second text", "w_text_b", view.text_b, max_chars=ui.settings().max_text_chars,
-                                  placeholder="Same layer, head and maps")
+        view.text_b = ui.text_box(
+            "Second text",
+            "w_text_b",
+            view.text_b,
+            max_chars=ui.settings().max_text_chars,
+            placeholder="Same layer, head and maps",
+        )
     elif view.compare == "model":
         view.model_b = ui.second_model_picker(view.model_b, view.model)
-    st.radio("Chart downloads (camera icon)", ["png", "svg"], key="w_img", horizontal=True,
-             format_func=str.upper, help="SVG for papers and slides; PNG at twice the screen resolution.")
+    st.radio(
+        "Chart downloads (camera icon)",
+        ["png", "svg"],
+        key="w_img",
+        horizontal=True,
+        format_func=str.upper,
+        help="SVG for papers and slides; PNG at twice the screen resolution.",
+    )
 
 
 def draw_control_row(view, lm, layout: Layout) -> list:
@@ -190,22 +235,38 @@ def draw_control_row(view, lm, layout: Layout) -> list:
     with cl:
         view.layer = st.slider("Layer", 0, L - 1, key=LAYER)
     with ch:
-        h = st.selectbox("Head" if view.present else "Head (per-head maps)", head_opts, key=HEAD,
-                         format_func=controls.head_option,
-                         help="Per-head maps (α, ‖α f(x)‖, effective α) of one head, or of all heads at once "
-                              "(α averaged; ‖α f(x)‖ of the heads' vectors summed). Layer-level maps ignore it.")
+        h = st.selectbox(
+            "Head" if view.present else "Head (per-head maps)",
+            head_opts,
+            key=HEAD,
+            format_func=controls.head_option,
+            help="Per-head maps (α, ‖α f(x)‖, effective α) of one head, or of all heads at once "
+            "(α averaged; ‖α f(x)‖ of the heads' vectors summed). Layer-level maps ignore it.",
+        )
         view.head = None if h == ALL else h
     with cd:
         ui.seed("w_draw", view.draw)
-        view.draw = st.segmented_control("View", ["heatmap", "lines"], key="w_draw", required=True,
-                                         format_func=str.capitalize,
-                                         help="Heatmap: a cell per token pair. Lines: the tokens in two columns, "
-                                              "joined by lines as thick as the contribution (hover a token).")
+        view.draw = st.segmented_control(
+            "View",
+            ["heatmap", "lines"],
+            key="w_draw",
+            required=True,
+            format_func=str.capitalize,
+            help="Heatmap: a cell per token pair. Lines: the tokens in two columns, "
+            "joined by lines as thick as the contribution (hover a token).",
+        )
         view.draw = view.draw or "heatmap"
     with ct:
         ui.seed("w_threshold", view.threshold)
-        view.threshold = st.slider("Hide below", 0.0, 0.9, step=0.05, key="w_threshold", format="%.2f",
-                                   help="Hides cells (and lines) smaller than this share of the panel's largest value.")
+        view.threshold = st.slider(
+            "Hide below",
+            0.0,
+            0.9,
+            step=0.05,
+            key="w_threshold",
+            format="%.2f",
+            help="Hides cells (and lines) smaller than this share of the panel's largest value.",
+        )
     return head_opts
 
 
@@ -218,24 +279,37 @@ def draw_focus(view, positions: list[int], n_tokens: int, labels: list[str], lay
     focus_help = "Its row and column are outlined in every panel; its row also as bars below."
     if view.present or len(positions) > FOCUS_PILLS:  # a searchable select: a row of 100 buttons fills the screen
         with layout.bar[3] if view.present else st.container():
-            view.focus = st.selectbox("Focus a token", [None] + positions, key="w_focus", help=focus_help,
-                                      placeholder="no token" if view.present else "no token (type to search)",
-                                      format_func=lambda i: "no token" if i is None else f"{labels[i]} [{i}]")
+            view.focus = st.selectbox(
+                "Focus a token",
+                [None] + positions,
+                key="w_focus",
+                help=focus_help,
+                placeholder="no token" if view.present else "no token (type to search)",
+                format_func=lambda i: "no token" if i is None else f"{labels[i]} [{i}]",
+            )
     else:
-        view.focus = st.pills(f"Focus a token ({focus_help[0].lower()}{focus_help[1:-1]})", positions, key="w_focus",
-                              format_func=lambda i: labels[i])
+        view.focus = st.pills(
+            f"Focus a token ({focus_help[0].lower()}{focus_help[1:-1]})",
+            positions,
+            key="w_focus",
+            format_func=lambda i: labels[i],
+        )
 
 
 def notes(view, a, keys: list[str], merged, labels: list[str], panels) -> list[str]:
     """The notes for under the panels; the special tokens hidden are said here, above them (an info box)."""
     out = [n for n in (data.all_heads_note(keys, view.head), merged) if n]
     if any("·" in lab for lab in labels):
-        out.append("A token that occurs again is marked ·2, ·3 … (its 2nd, 3rd occurrence); the hover shows its "
-                   "position.")
+        out.append(
+            "A token that occurs again is marked ·2, ·3 … (its 2nd, 3rd occurrence); the hover shows its position."
+        )
     if view.hide_special and a.special.any():
         hidden = ", ".join(sorted({a.labels[i] for i in range(a.n_tokens) if a.special[i]}))
-        ui.say("info", f"Special tokens hidden ({hidden}); each row is renormalised over the tokens that remain"
-                + (", keeping its original total." if view.values == "raw" else "."))
+        ui.say(
+            "info",
+            f"Special tokens hidden ({hidden}); each row is renormalised over the tokens that remain"
+            + (", keeping its original total." if view.values == "raw" else "."),
+        )
     if view.shared_scale and len({data.scale_group(p.key) for p in panels}) > 1:
         out.append(data.SCALE_NOTE)
     if view.values == "raw" and view.shared_scale and len(panels) > 1:
@@ -247,6 +321,8 @@ def label_step_note(figures) -> str | None:
     """A long text's axes name every k-th token: said under the panels."""
     step = max((int((f.layout.meta or {}).get("label_step", 1)) for f in figures), default=1)
     if step > 1:
-        return (f"A long text: the axes name every {ordinal(step)} token so that the labels stay readable; "
-                "hover a cell for its two tokens (the focus buttons above list them all).")
+        return (
+            f"A long text: the axes name every {ordinal(step)} token so that the labels stay readable; "
+            "hover a cell for its two tokens (the focus buttons above list them all)."
+        )
     return None

@@ -2,6 +2,7 @@
 the run stopped under the loader's message), the device line, an empty text refused with the page's own message,
 the text's cached session (or the run stopped under its message). Each step stops the run where the page cannot
 go on, so a page reads as the regions it draws."""
+
 from __future__ import annotations
 
 from typing import NoReturn

@@ -16,6 +16,7 @@ layer's map m, so a zoom window is cut from the session's cached map without red
 Positions: ``keep`` lists the original token positions of the shown rows and columns; the overview's blocks
 and the window's ranges are indices into it (:func:`shown_index` converts a token position).
 """
+
 from __future__ import annotations
 
 import re
@@ -95,8 +96,17 @@ def kept_positions(special: np.ndarray, hide_special: bool) -> np.ndarray:
 layer_maps, remote, remote_maps = long_layers.layer_maps, long_layers.in_worker, long_layers.remote_maps
 
 
-def long_panel(session, key: str, m: np.ndarray, layer: int, head: int | None, hide_special: bool, values: str,
-               cells: int, causal: bool) -> LongPanel:
+def long_panel(
+    session,
+    key: str,
+    m: np.ndarray,
+    layer: int,
+    head: int | None,
+    hide_special: bool,
+    values: str,
+    cells: int,
+    causal: bool,
+) -> LongPanel:
     """The panel of ``key``'s map ``m`` of one layer: the overview of its shown values and what cuts windows."""
     from ..kit.memo import memoised
 
@@ -109,23 +119,35 @@ def long_panel(session, key: str, m: np.ndarray, layer: int, head: int | None, h
         ov = overview(sub, cells, causal=causal, row_factor=factor)  # the blocks of factor · sub (never made)
         return ov.max, ov.mean, ov.row_edges, ov.col_edges, keep, factor
 
-    mx, mean, re_, ce, keep, factor = memoised(m, ("long", hide_special, values, cells, causal, special.tobytes()),
-                                               compute)
+    mx, mean, re_, ce, keep, factor = memoised(
+        m, ("long", hide_special, values, cells, causal, special.tobytes()), compute
+    )
     return LongPanel(key, data.panel_title(key, layer, head), Overview(mx, mean, re_, ce), keep, factor, m)
 
 
-def long_panels(session, keys: list[str], layer: int, head: int | None, hide_special: bool, values: str,
-                cells: int, causal: bool, progress=None) -> tuple[list[LongPanel], dict[str, str]]:
+def long_panels(
+    session,
+    keys: list[str],
+    layer: int,
+    head: int | None,
+    hide_special: bool,
+    values: str,
+    cells: int,
+    causal: bool,
+    progress=None,
+) -> tuple[list[LongPanel], dict[str, str]]:
     """The panels of ``keys`` at ``layer``/``head`` and the refusals, in the order of ``keys``."""
     maps, refused = layer_maps(session, keys, layer, head, progress)
-    panels = [long_panel(session, k, maps[k], layer, head, hide_special, values, cells, causal)
-              for k in keys if k in maps]
+    panels = [
+        long_panel(session, k, maps[k], layer, head, hide_special, values, cells, causal) for k in keys if k in maps
+    ]
     return panels, refused
 
 
 def color_ranges(panels: list[LongPanel], aggregate: str, shared: bool) -> list[tuple[float, float]]:
     """(zmin, zmax) per panel from its overview (a block max holds every cell's extreme, so the window's cells
     fit in it too), one range per :func:`normviz.ui.kit.data.scale_group` when shared; symmetric for signed maps."""
+
     def rng(arrays):
         lo = min(float(np.nanmin(a)) if np.isfinite(a).any() else 0.0 for a in arrays)
         hi = max(float(np.nanmax(a)) if np.isfinite(a).any() else 0.0 for a in arrays)
@@ -149,6 +171,7 @@ def color_ranges(panels: list[LongPanel], aggregate: str, shared: bool) -> list[
 
 
 # ---- the zoom window: typed ranges, search, centring ----------------------------------------------------
+
 
 def shown_index(keep: np.ndarray, position: int) -> int:
     """The shown index of token ``position`` (a hidden special: the next shown token)."""
@@ -191,16 +214,20 @@ def parse_range(text: str, n: int) -> tuple[tuple[int, int], tuple[int, int]]:
             raise InputError(f"Token {a} is past the end: the text has {n:,} tokens (0 … {n - 1:,}).")
         b = min(b, n - 1)
         if b - a + 1 > MAX_WINDOW:
-            raise InputError(f"{a}-{b} is {b - a + 1:,} tokens: the zoom window shows at most {MAX_WINDOW} a side "
-                             f"(the overview shows the whole text).")
+            raise InputError(
+                f"{a}-{b} is {b - a + 1:,} tokens: the zoom window shows at most {MAX_WINDOW} a side "
+                f"(the overview shows the whole text)."
+            )
         out.append((a, b + 1))
     return out[0], out[-1]
 
 
 def _range_help(text: str, n: int) -> str:
     shown = text if len(text) <= 40 else text[:40] + "…"
-    return (f"{shown!r} is not a token range. Type two positions, e.g. 1200-1264 (rows and columns), or "
-            f"1200-1264 / 0-64 (rows / columns); positions 0 … {n - 1:,}.")
+    return (
+        f"{shown!r} is not a token range. Type two positions, e.g. 1200-1264 (rows and columns), or "
+        f"1200-1264 / 0-64 (rows / columns); positions 0 … {n - 1:,}."
+    )
 
 
 def _plain_token(label: str) -> str:
@@ -224,6 +251,26 @@ def find_tokens(labels: list[str], query: str, limit: int = 500) -> list[int]:
     return found[:limit]
 
 
-__all__ = ["AGGREGATES", "LONG_TOKENS", "LongPanel", "MAX_WINDOW", "WINDOW", "centred", "clamp_window",
-           "color_ranges", "find_tokens", "is_long", "kept_positions", "layer_maps", "long_panel", "long_panels", "remote", "remote_maps",
-           "OVERVIEW_CELLS", "overview_cells", "parse_range", "row_factors", "shown_index"]
+__all__ = [
+    "AGGREGATES",
+    "LONG_TOKENS",
+    "LongPanel",
+    "MAX_WINDOW",
+    "WINDOW",
+    "centred",
+    "clamp_window",
+    "color_ranges",
+    "find_tokens",
+    "is_long",
+    "kept_positions",
+    "layer_maps",
+    "long_panel",
+    "long_panels",
+    "remote",
+    "remote_maps",
+    "OVERVIEW_CELLS",
+    "overview_cells",
+    "parse_range",
+    "row_factors",
+    "shown_index",
+]

@@ -9,6 +9,7 @@ it becomes the focus token, whose row is drawn in full below). A layer or head c
 alone (``Session.maps``); nothing of the whole [L, …] arrays is made, and the browser's instant-switch frames
 (``ui.frames``: every layer's panels, (L + H)·n² numbers) are not built.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -107,8 +108,10 @@ def _boxes(keys: list[str], keep_positions: np.ndarray) -> None:
         cols = positions_to_shown(keep_positions, min(xs), max(xs))
         rows = long_maps.clamp_window(rows, len(keep_positions))
         cols = long_maps.clamp_window(cols, len(keep_positions))
-        _set_window((keep_positions[rows[0]], keep_positions[rows[1] - 1] + 1),
-                    (keep_positions[cols[0]], keep_positions[cols[1] - 1] + 1))
+        _set_window(
+            (keep_positions[rows[0]], keep_positions[rows[1] - 1] + 1),
+            (keep_positions[cols[0]], keep_positions[cols[1] - 1] + 1),
+        )
 
 
 def draw(session, lm, view, font_size: int, width: int | None, present: bool = False) -> None:
@@ -135,11 +138,16 @@ def draw(session, lm, view, font_size: int, width: int | None, present: bool = F
         a, b = long_maps.clamp_window((a, b + 1), n)
         ss[k] = (a, b - 1)
 
-    st.caption(plain(
-        f"A long text ({n:,} tokens, more than {long_maps.LONG_TOKENS}): each map is drawn as an overview, one cell "
-        "per block of tokens (the max or the mean of the block, as its title says), with the zoom window outlined; "
-        f"under it the window at full resolution (at most {long_maps.MAX_WINDOW} tokens a side). A layer or head "
-        "change computes that layer alone.", None))
+    st.caption(
+        plain(
+            f"A long text ({n:,} tokens, more than {long_maps.LONG_TOKENS}): each map is drawn as an overview, one "
+            f"cell "
+            "per block of tokens (the max or the mean of the block, as its title says), with the zoom window outlined; "
+            f"under it the window at full resolution (at most {long_maps.MAX_WINDOW} tokens a side). A layer or head "
+            "change computes that layer alone.",
+            None,
+        )
+    )
     aggregate, scale = _draw_controls(session, view, labels)
     rows = _shown_range(keep, ss[ROWS])
     cols = _shown_range(keep, ss[COLS])
@@ -150,7 +158,7 @@ def draw(session, lm, view, font_size: int, width: int | None, present: bool = F
     config = dict(viz.plotly_config(filename=f"normviz_{lm.name}_layer{view.layer}", fmt=image_format()))
     config["modeBarButtonsToRemove"] = ["lasso2d"]  # the box select moves the zoom window
     for start in range(0, len(panels), 2):
-        for col, p, rng in zip(st.columns(2, gap="medium"), panels[start:start + 2], ranges[start:start + 2]):
+        for col, p, rng in zip(st.columns(2, gap="medium"), panels[start : start + 2], ranges[start : start + 2]):
             with col:
                 _panel(p, rng, aggregate, rows, cols, view, lm, labels, font_size, width, present, config, scale)
     notes = [x for x in (data.all_heads_note(keys, view.head), merged) if x]
@@ -158,9 +166,16 @@ def draw(session, lm, view, font_size: int, width: int | None, present: bool = F
         st.caption(x)
     if view.focus is not None:
         _focus_rows(panels, view.focus, labels, font_size)
-    off = [what for what, on in (("the lines view", view.draw == "lines"), ("the difference panel", bool(view.diff)),
-                                  ("the layer player", bool(view.player)), ("comparisons", view.compare != "none"))
-           if on]
+    off = [
+        what
+        for what, on in (
+            ("the lines view", view.draw == "lines"),
+            ("the difference panel", bool(view.diff)),
+            ("the layer player", bool(view.player)),
+            ("comparisons", view.compare != "none"),
+        )
+        if on
+    ]
     if off:
         st.caption(f"Not drawn for long texts: {', '.join(off)} (texts of at most {long_maps.LONG_TOKENS} tokens).")
 
@@ -172,34 +187,61 @@ def _draw_controls(session, view, labels: list[str]) -> tuple[str, str]:
     c1, c5, c2, c3, c4 = st.columns([2, 2, 3, 3, 3])
     with c1:
         ss.setdefault(AGG, "max")
-        aggregate = st.segmented_control(
-            "Overview cells", list(long_maps.AGGREGATES), key=AGG, required=True,
-            help="Max: the strongest cell of each block (a single sharp contribution stays visible). Mean: the "
-                 "block's average (its overall mass; a decoder's masked cells are left out).") or "max"
+        aggregate = (
+            st.segmented_control(
+                "Overview cells",
+                list(long_maps.AGGREGATES),
+                key=AGG,
+                required=True,
+                help="Max: the strongest cell of each block (a single sharp contribution stays visible). Mean: the "
+                "block's average (its overall mass; a decoder's masked cells are left out).",
+            )
+            or "max"
+        )
     with c5:
         ss.setdefault(SCALE, DEFAULT_SCALE)
         scale = st.selectbox(
-            "Overview contrast", list(SCALES), key=SCALE, format_func=lambda s: SCALE_NAMES[s].capitalize(),
+            "Overview contrast",
+            list(SCALES),
+            key=SCALE,
+            format_func=lambda s: SCALE_NAMES[s].capitalize(),
             help="Log (the default): ten-fold steps, 4 decades, so the cells beside a dominant first token stay "
-                 "readable (a signed map keeps linear, said in its title). Linear: the panels' colour scale (a first "
-                 "token that takes most of every row leaves the rest one "
-                 "dark colour). Row share without the first column: each row divided by the sum of its other "
-                 "blocks. Quantile: each cell's rank. The title says which.")
+            "readable (a signed map keeps linear, said in its title). Linear: the panels' colour scale (a first "
+            "token that takes most of every row leaves the rest one "
+            "dark colour). Row share without the first column: each row divided by the sum of its other "
+            "blocks. Quantile: each cell's rank. The title says which.",
+        )
     with c2:
-        st.text_input("Find a token (its text)", key=FIND, on_change=_found, args=(list(session.labels), n),
-                      placeholder="e.g. mayor", help="Jumps the zoom window to the first token holding this text "
-                                                     "and focuses it (its row is drawn below).")
+        st.text_input(
+            "Find a token (its text)",
+            key=FIND,
+            on_change=_found,
+            args=(list(session.labels), n),
+            placeholder="e.g. mayor",
+            help="Jumps the zoom window to the first token holding this text and focuses it (its row is drawn below).",
+        )
     with c3:
-        st.text_input("Zoom to tokens", key=RANGE, on_change=_typed_range, args=(n,),
-                      placeholder="e.g. 1200-1264 or 1200-1264 / 0-64",
-                      help="Rows and columns (positions, ends included), or rows / columns.")
+        st.text_input(
+            "Zoom to tokens",
+            key=RANGE,
+            on_change=_typed_range,
+            args=(n,),
+            placeholder="e.g. 1200-1264 or 1200-1264 / 0-64",
+            help="Rows and columns (positions, ends included), or rows / columns.",
+        )
     with c4:
         if ss.get(FOCUS) not in [None] + list(range(n)):
             ss[FOCUS] = None
-        view.focus = st.selectbox("Focus a token", [None] + list(range(n)), key=FOCUS, on_change=_focused,
-                                  args=(n,), placeholder="no token (type to search)",
-                                  format_func=lambda i: "no token" if i is None else f"{labels[i]} [{i}]",
-                                  help="Its row is drawn below over every token; the window jumps to it.")
+        view.focus = st.selectbox(
+            "Focus a token",
+            [None] + list(range(n)),
+            key=FOCUS,
+            on_change=_focused,
+            args=(n,),
+            placeholder="no token (type to search)",
+            format_func=lambda i: "no token" if i is None else f"{labels[i]} [{i}]",
+            help="Its row is drawn below over every token; the window jumps to it.",
+        )
     if ss.get(_MSG):
         st.error(plain(ss[_MSG], None))
     query = ss.get(FIND, "")
@@ -226,13 +268,30 @@ def _layer_panels(session, lm, view, keys: list[str], cells):
     here = len(keys) * n * n * session.itemsize
     bar = st.empty()
     try:
-        with st.spinner(f"Computing layer {view.layer} ({', '.join(title(k) for k in keys)})…"), \
-                admitted(session, array_bytes=here if remote else 0, long_layer=True, records_here=not remote,
-                         what=f"a layer of this {n:,}-token text"), deferred_interrupts() as deferred:
+        with (
+            st.spinner(f"Computing layer {view.layer} ({', '.join(title(k) for k in keys)})…"),
+            admitted(
+                session,
+                array_bytes=here if remote else 0,
+                long_layer=True,
+                records_here=not remote,
+                what=f"a layer of this {n:,}-token text",
+            ),
+            deferred_interrupts() as deferred,
+        ):
             panels, refused = long_maps.long_panels(
-                session, keys, view.layer, view.head, view.hide_special, view.values, cells, lm.is_causal,
-                progress=deferred.wrap(lambda f, m: bar.progress(min(1.0, max(0.0, f)), text=plain(
-                    f"Layer {view.layer}: {m}", None))))
+                session,
+                keys,
+                view.layer,
+                view.head,
+                view.hide_special,
+                view.values,
+                cells,
+                lm.is_causal,
+                progress=deferred.wrap(
+                    lambda f, m: bar.progress(min(1.0, max(0.0, f)), text=plain(f"Layer {view.layer}: {m}", None))
+                ),
+            )
     except NormvizError as exc:  # the memory budget; the worker stopped or past its deadline
         bar.empty()
         st.error(plain(str(exc), None))
@@ -249,29 +308,67 @@ def _shown_range(keep: np.ndarray, positions: tuple[int, int]) -> tuple[int, int
     return long_maps.clamp_window((a, b), len(keep))
 
 
-def _panel(p, rng, aggregate, rows, cols, view, lm, labels, font_size, width, present, config,
-           scale: str = "linear") -> None:
+def _panel(
+    p, rng, aggregate, rows, cols, view, lm, labels, font_size, width, present, config, scale: str = "linear"
+) -> None:
     focus = view.focus if view.focus is not None and view.focus in set(p.keep.tolist()) else None
-    fig = overview_heatmap(p.overview.of(aggregate), p.overview.row_edges, p.overview.col_edges, p.keep,
-                           aggregate=aggregate, title=p.title, zmin=rng[0], zmax=rng[1], window=(rows, cols),
-                           focus=focus, colorbar_title=data.unit(p.key, view.values), font_size=font_size,
-                           width=width, scale=scale)
-    st.plotly_chart(themed(fig), key=f"ov_{p.key}", config=config, on_select="rerun", selection_mode=("box",),
-                    width="content" if width else "stretch")
-    st.caption(plain(f"Overview: {AGGREGATE_TEXT[aggregate]}, ~{fig.layout.meta['tokens_per_cell']:.3g} tokens a "
-                     "cell. Draw a box on it to zoom there.", None))
+    fig = overview_heatmap(
+        p.overview.of(aggregate),
+        p.overview.row_edges,
+        p.overview.col_edges,
+        p.keep,
+        aggregate=aggregate,
+        title=p.title,
+        zmin=rng[0],
+        zmax=rng[1],
+        window=(rows, cols),
+        focus=focus,
+        colorbar_title=data.unit(p.key, view.values),
+        font_size=font_size,
+        width=width,
+        scale=scale,
+    )
+    st.plotly_chart(
+        themed(fig),
+        key=f"ov_{p.key}",
+        config=config,
+        on_select="rerun",
+        selection_mode=("box",),
+        width="content" if width else "stretch",
+    )
+    st.caption(
+        plain(
+            f"Overview: {AGGREGATE_TEXT[aggregate]}, ~{fig.layout.meta['tokens_per_cell']:.3g} tokens a "
+            "cell. Draw a box on it to zoom there.",
+            None,
+        )
+    )
     win, rs, cs = p.window(rows, cols)
     rpos, cpos = p.keep[rs].tolist(), p.keep[cs].tolist()
     masked = causal_mask(rpos, cpos) if lm.is_causal else None
-    zoom = viz.heatmap(data.thresholded(win, view.threshold), [labels[i] for i in rpos], [labels[i] for i in cpos],
-                       title=f"{p.title} · tokens {rpos[0]}–{rpos[-1]} ← {cpos[0]}–{cpos[-1]}", zmin=rng[0],
-                       zmax=rng[1], positions=rpos, col_positions=cpos, font_size=font_size,
-                       colorbar_title=data.unit(p.key, view.values), masked=masked, present=present, width=width,
-                       focus=focus)
+    zoom = viz.heatmap(
+        data.thresholded(win, view.threshold),
+        [labels[i] for i in rpos],
+        [labels[i] for i in cpos],
+        title=f"{p.title} · tokens {rpos[0]}–{rpos[-1]} ← {cpos[0]}–{cpos[-1]}",
+        zmin=rng[0],
+        zmax=rng[1],
+        positions=rpos,
+        col_positions=cpos,
+        font_size=font_size,
+        colorbar_title=data.unit(p.key, view.values),
+        masked=masked,
+        present=present,
+        width=width,
+        focus=focus,
+    )
     zoom.layout.meta = {**(zoom.layout.meta or {}), "window": [rpos[0], rpos[-1] + 1, cpos[0], cpos[-1] + 1]}
-    st.plotly_chart(themed(zoom), key=f"zoom_{p.key}", config=viz.plotly_config(filename=f"normviz_zoom_{p.key}",
-                                                                         fmt=image_format()),
-                    width="content" if zoom.layout.width else "stretch")
+    st.plotly_chart(
+        themed(zoom),
+        key=f"zoom_{p.key}",
+        config=viz.plotly_config(filename=f"normviz_zoom_{p.key}", fmt=image_format()),
+        width="content" if zoom.layout.width else "stretch",
+    )
 
 
 def _focus_rows(panels, focus: int, labels: list[str], font_size: int) -> None:
@@ -283,15 +380,30 @@ def _focus_rows(panels, focus: int, labels: list[str], font_size: int) -> None:
         if focus not in set(p.keep.tolist()):
             continue
         i = long_maps.shown_index(p.keep, focus)
-        fig.add_trace(go.Scatter(x=p.keep, y=p.row(i), mode="lines", name=plotly_text(
-            title(p.key)), text=[labels[j] for j in p.keep],
-            hovertemplate="%{text} [%{x}]: %{y:.4g}<extra></extra>"))
-    fig.update_layout(title=dict(text=plotly_text(
-        f"Row of “{labels[focus]}” [{focus}]: how much each token contributes to it"), font=dict(size=font_size + 2)),
-        xaxis_title="contributing token j (position)", yaxis_title="value (as in the panels)", height=360,
-        font=dict(size=font_size), meta=dict(normviz="focus_rows", focus=int(focus)))
-    st.plotly_chart(themed(fig), key="focus_rows",
-                    config=viz.plotly_config(filename="normviz_focus_row", fmt=image_format()))
+        fig.add_trace(
+            go.Scatter(
+                x=p.keep,
+                y=p.row(i),
+                mode="lines",
+                name=plotly_text(title(p.key)),
+                text=[labels[j] for j in p.keep],
+                hovertemplate="%{text} [%{x}]: %{y:.4g}<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        title=dict(
+            text=plotly_text(f"Row of “{labels[focus]}” [{focus}]: how much each token contributes to it"),
+            font=dict(size=font_size + 2),
+        ),
+        xaxis_title="contributing token j (position)",
+        yaxis_title="value (as in the panels)",
+        height=360,
+        font=dict(size=font_size),
+        meta=dict(normviz="focus_rows", focus=int(focus)),
+    )
+    st.plotly_chart(
+        themed(fig), key="focus_rows", config=viz.plotly_config(filename="normviz_focus_row", fmt=image_format())
+    )
 
 
 __all__ = ["applies", "draw"]

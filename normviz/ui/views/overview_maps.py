@@ -12,6 +12,7 @@ numbers as that layer of the whole array), each layer cropped or reduced before 
 Peak: one layer's maps and their float64 copy for the shares, instead of L of them (smollm2 at 900 tokens: 29 MB
 a layer, not 875 MB a key and 6.8 GB for the page).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -51,8 +52,9 @@ def sink_of(session, causal: bool) -> tuple[np.ndarray, str | None]:
     return special, None
 
 
-def compute(session, grid_keys: list[str], m: int, share_keys: list[str], sink: np.ndarray | None,
-            progress=None) -> tuple[dict, dict, dict]:
+def compute(
+    session, grid_keys: list[str], m: int, share_keys: list[str], sink: np.ndarray | None, progress=None
+) -> tuple[dict, dict, dict]:
     """One pass over the layers: ({key: [L, H, m, m]} of ``grid_keys`` (layer-level keys [L, 1, m, m]),
     {key: [L, H]} shares of ``share_keys`` going to ``sink``, {key: why refused}). A key refused at a layer
     (a cost check, an error of its family) is left out and said; the others go on."""
@@ -72,8 +74,10 @@ def compute(session, grid_keys: list[str], m: int, share_keys: list[str], sink: 
                 continue
             if k in grid_keys:
                 if k not in stacks:
-                    stacks[k] = np.empty((int(session.array_shape(k)[0]), part.shape[0], min(m, part.shape[1]),
-                                          min(m, part.shape[2])), part.dtype)
+                    stacks[k] = np.empty(
+                        (int(session.array_shape(k)[0]), part.shape[0], min(m, part.shape[1]), min(m, part.shape[2])),
+                        part.dtype,
+                    )
                 stacks[k][layer] = part[:, :m, :m]
             if sink is not None and k in share_keys:
                 shares.setdefault(k, []).append(data.special_share(part[None], sink)[0])

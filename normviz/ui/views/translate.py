@@ -3,10 +3,12 @@
 URL parameters: ``model``, ``src``, ``tgt`` (empty: generated), ``layer`` (a number; default the last),
 ``head`` (``all`` or a number),
 ``method`` (``norm``/``weight``: whose alignment is drawn), ``setting`` (``AWI``/``AWO``), ``gold`` (Pharaoh),
-``present`` (stage mode), ``theme`` (dark/light). Parsed by the pages' one codec, :class:`normviz.ui.kit.state.QueryView`: never raises, a bad
+``present`` (stage mode), ``theme`` (dark/light). Parsed by the pages' one codec,
+:class:`normviz.ui.kit.state.QueryView`: never raises, a bad
 value keeps the default and is reported in ``problems``. The session and its maps come from
 :mod:`normviz.ui.kit.fetch`, as on every page.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -103,19 +105,27 @@ def unknown_words(tokenizer, text: str) -> list[str]:
     return out
 
 
-def unknown_words_note(model: str, vocab_size: int, unknown: list[str], n_words: int,
-                       examples: list[tuple[str, str, str]]) -> str:
+def unknown_words_note(
+    model: str, vocab_size: int, unknown: list[str], n_words: int, examples: list[tuple[str, str, str]]
+) -> str:
     """What to tell a visitor whose source has words the model does not know (plain text)."""
     shown = ", ".join(f"“{w}”" for w in unknown[:12]) + (f" and {len(unknown) - 12} more" if len(unknown) > 12 else "")
-    text = (f"{model} does not know {len(unknown)} of the {n_words} words of the source: {shown}. "
-            f"It reads each as <unk>, so its translation of them means nothing.")
+    text = (
+        f"{model} does not know {len(unknown)} of the {n_words} words of the source: {shown}. "
+        f"It reads each as <unk>, so its translation of them means nothing."
+    )
     if model.strip().lower() == "toy-mt":
-        text += (f" toy-mt is a tiny model trained on a toy language pair with a vocabulary of {vocab_size} "
-                 "tokens (lower-case words such as the, big, dog, sees, car): real sentences are mostly unknown "
-                 "to it.")
+        text += (
+            f" toy-mt is a tiny model trained on a toy language pair with a vocabulary of {vocab_size} "
+            "tokens (lower-case words such as the, big, dog, sees, car): real sentences are mostly unknown "
+            "to it."
+        )
     if examples:
-        text += " Try one of its example sentences (the Examples box), e.g. " + "; ".join(
-            f"“{src}”" for src, _, _ in examples[:3]) + "."
+        text += (
+            " Try one of its example sentences (the Examples box), e.g. "
+            + "; ".join(f"“{src}”" for src, _, _ in examples[:3])
+            + "."
+        )
     return text
 
 
@@ -123,9 +133,11 @@ def not_encoder_decoder(lm) -> str | None:
     """A message when ``lm`` has no cross-attention to analyse, else None."""
     if getattr(lm.config, "is_encoder_decoder", False):
         return None
-    return (f"{lm.name} is a {lm.model_type} model without an encoder–decoder cross-attention, so there is "
-            f"nothing to translate or align. Use toy-mt (embedded) or a Marian, BART or T5 model here; the "
-            "Explore page analyses this model.")
+    return (
+        f"{lm.name} is a {lm.model_type} model without an encoder–decoder cross-attention, so there is "
+        f"nothing to translate or align. Use toy-mt (embedded) or a Marian, BART or T5 model here; the "
+        "Explore page analyses this model."
+    )
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
@@ -148,8 +160,12 @@ def maps_npz(maps: dict, src_tokens: list[str], tgt_tokens: list[str]) -> bytes:
     import numpy as np
 
     buf = io.BytesIO()
-    np.savez(buf, src_tokens=np.array(src_tokens, dtype=str), tgt_tokens=np.array(tgt_tokens, dtype=str),
-             **{f"cross_{k}": np.asarray(v) for k, v in maps.items()})
+    np.savez(
+        buf,
+        src_tokens=np.array(src_tokens, dtype=str),
+        tgt_tokens=np.array(tgt_tokens, dtype=str),
+        **{f"cross_{k}": np.asarray(v) for k, v in maps.items()},
+    )
     return buf.getvalue()
 
 

@@ -1,12 +1,22 @@
 """Text and small helpers of the Trust page (no computation: normviz.trust computes; this says what it means)."""
+
 from __future__ import annotations
 
 import math
 
 import pandas as pd
 
-DEFAULT_KEYS = ("attention", "norm", "attn_res_ln", "ff_res", "rollout_attention", "rollout_attn_res_ln",
-                "rollout_ff_res", "alti", "rollout_alti")
+DEFAULT_KEYS = (
+    "attention",
+    "norm",
+    "attn_res_ln",
+    "ff_res",
+    "rollout_attention",
+    "rollout_attn_res_ln",
+    "rollout_ff_res",
+    "alti",
+    "rollout_alti",
+)
 TAB = "Which map to trust"
 COLUMNS = ("attribution", "spearman", "kendall", "comprehensiveness", "sufficiency", "spearman_heads", "gap")
 
@@ -40,19 +50,29 @@ chain them. A high Spearman says an attribution answers the knockout's question 
 
 
 # readable names of the methods that are not maps (maps: their registry title) and of the scores
-METHOD_NAMES = {"sources": "Exact sources (decomposition)", "direct_heads": "Direct head parts",
-                "input_x_gradient": "Input × gradient", "integrated_gradients": "Integrated gradients",
-                "random": "Random order (chance)"}
-SCORE_NAMES = {"attribution": "Method", "spearman": "Rank agreement ρ (Spearman)", "kendall": "Kendall τ",
-               "comprehensiveness": "Comprehensiveness (higher is better)",
-               "sufficiency": "Sufficiency (lower is better)", "spearman_heads": "Heads: ρ vs head ablation",
-               "gap": "Gap: score − sum"}
+METHOD_NAMES = {
+    "sources": "Exact sources (decomposition)",
+    "direct_heads": "Direct head parts",
+    "input_x_gradient": "Input × gradient",
+    "integrated_gradients": "Integrated gradients",
+    "random": "Random order (chance)",
+}
+SCORE_NAMES = {
+    "attribution": "Method",
+    "spearman": "Rank agreement ρ (Spearman)",
+    "kendall": "Kendall τ",
+    "comprehensiveness": "Comprehensiveness (higher is better)",
+    "sufficiency": "Sufficiency (lower is better)",
+    "spearman_heads": "Heads: ρ vs head ablation",
+    "gap": "Gap: score − sum",
+}
 NO_GAP = "n/a: not a split of the score"  # maps and rollouts do not claim to add up to the score
 NEGATIVE_COMPREHENSIVENESS = (
     "A negative comprehensiveness: replacing the method's top tokens by the baseline token *raised* the score. "
     "The baseline token is itself a token the model reads (on a decoder it can push the prediction more than the "
     "tokens it replaced), and tokens that held the prediction down count as 'top' for a method that ranks by "
-    "size, not sign. Knockout cuts routes instead of replacing tokens, so even its own order can score below 0.")
+    "size, not sign. Knockout cuts routes instead of replacing tokens, so even its own order can score below 0."
+)
 NORM_BASED = ("norm", "attn_res", "alti", "ff_res")  # key parts of the norm-based maps (and their rollouts)
 
 
@@ -78,13 +98,18 @@ def verdict(rows: list[dict]) -> str | None:
         return None
     best = max(scored, key=scored.get)
     family = "a norm-based map" if any(p in best for p in NORM_BASED) else "this method"
-    line = (f"Here {method_name(best)} ({family}) tracks knockout best: rank agreement ρ = {scored[best]:.2f} "
-            "(1 = the same order)")
+    line = (
+        f"Here {method_name(best)} ({family}) tracks knockout best: rank agreement ρ = {scored[best]:.2f} "
+        "(1 = the same order)"
+    )
     chance, attention = rho.get("random"), scored.get("attention")
     if attention is not None and best != "attention":
         near = abs(attention) < 0.3 or (chance is not None and attention - chance < 0.2)
-        line += (f"; attention weights are near chance (ρ = {attention:.2f}" if near
-                 else f"; attention weights reach ρ = {attention:.2f}")
+        line += (
+            f"; attention weights are near chance (ρ = {attention:.2f}"
+            if near
+            else f"; attention weights reach ρ = {attention:.2f}"
+        )
         line += f", random order {chance:.2f})" if chance is not None else ")"
     return line + ". One text: the corpus run below says how far it holds."
 
@@ -106,5 +131,9 @@ def table(rows: list[dict]) -> pd.DataFrame:
 def corpus_table(rows: list[dict], score: str) -> pd.DataFrame:
     sel = [r for r in rows if r["score"] == score and not math.isnan(r["mean"])]
     sel.sort(key=lambda r: -r["mean"])
-    return pd.DataFrame([{"attribution": r["key"], "mean": r["mean"], "95% lo": r["lo"], "95% hi": r["hi"],
-                          "texts": r["n"]} for r in sel])
+    return pd.DataFrame(
+        [
+            {"attribution": r["key"], "mean": r["mean"], "95% lo": r["lo"], "95% hi": r["hi"], "texts": r["n"]}
+            for r in sel
+        ]
+    )

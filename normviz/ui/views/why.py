@@ -5,6 +5,7 @@ last), ``token`` (the target: its text, e.g. `` Paris``, or its id; default the 
 position the text's actual next token), ``foil`` (empty: none), ``tau`` (the routes' threshold, 0.01 … 0.5).
 Everything here is Streamlit-free except :func:`save_why` / :func:`why_view`; the page draws.
 """
+
 from __future__ import annotations
 
 import io
@@ -120,9 +121,11 @@ def refusals(session, budget_s: float | None, tau: float = 0.01) -> dict:
         opts.setdefault("routes_budget_s", budget_s)
         opts.setdefault("sinks_budget_s", budget_s)
     out = {}
-    for name, check in (("sources", lambda: adjoint.check(session.request, opts)),
-                        ("routes", lambda: flow.check(session.request, opts, max(float(tau), 0.01))),
-                        ("sinks", lambda: sinks.check(session.request, opts))):
+    for name, check in (
+        ("sources", lambda: adjoint.check(session.request, opts)),
+        ("routes", lambda: flow.check(session.request, opts, max(float(tau), 0.01))),
+        ("sinks", lambda: sinks.check(session.request, opts)),
+    ):
         try:
             check()
             out[name] = None
@@ -191,9 +194,11 @@ def attend_at(session, layer: int, head: int, position: int, key: int, by_token:
     session (ui.memo: shared by every visitor of the same text)."""
     from ..kit.memo import memoised
 
-    return memoised(session, ("why_attend", int(layer), int(head), int(position), int(key), bool(by_token)),
-                    lambda: session.attend(int(layer), int(head), query=int(position), key=int(key),
-                                           by_token=bool(by_token)))
+    return memoised(
+        session,
+        ("why_attend", int(layer), int(head), int(position), int(key), bool(by_token)),
+        lambda: session.attend(int(layer), int(head), query=int(position), key=int(key), by_token=bool(by_token)),
+    )
 
 
 def graph_at(session, token: int, foil: int | None, position: int):
@@ -201,8 +206,11 @@ def graph_at(session, token: int, foil: int | None, position: int):
     from ...attribution.graph import graph
     from ..kit.memo import memoised
 
-    return memoised(session, ("why_graph", int(token), foil, int(position)),
-                    lambda: graph(session, token=int(token), foil=foil, position=int(position)))
+    return memoised(
+        session,
+        ("why_graph", int(token), foil, int(position)),
+        lambda: graph(session, token=int(token), foil=foil, position=int(position)),
+    )
 
 
 def grid_columns(e) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -242,6 +250,7 @@ def to_npz(d: dict) -> bytes:
 
 def to_json(d: dict) -> bytes:
     """JSON of :func:`numbers` (NaN, an empty cell of the grid's extra columns, as null)."""
+
     def plain(v):
         if isinstance(v, np.ndarray):
             return [plain(x) for x in v.tolist()] if v.dtype.kind == "f" else v.tolist()
@@ -252,6 +261,7 @@ def to_json(d: dict) -> bytes:
         if isinstance(v, float) and not np.isfinite(v):
             return None
         return v
+
     return json.dumps({k: plain(v) for k, v in d.items()}, ensure_ascii=False, default=str).encode("utf-8")
 
 
@@ -259,6 +269,7 @@ def to_json(d: dict) -> bytes:
 def why_view():
     """The page's own view (from the URL on the session's first run, then kept)."""
     from ..kit.session_view import view_from_url
+
     return view_from_url(WhyView, WHY_VIEW)
 
 
@@ -281,6 +292,7 @@ def save_why(shared, why) -> None:
     import streamlit as st
 
     from ..kit.session_view import VIEW
+
     st.session_state[VIEW] = shared
     st.session_state[WHY_VIEW] = why
     st.query_params.from_dict({**shared.to_query(), **why.to_query()})

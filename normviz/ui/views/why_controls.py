@@ -1,5 +1,6 @@
 """The Why page's controls, a function per screen region: the text row, the position, the token to explain and
 its foil (the numbers: :mod:`.why`; the panels: :mod:`.why_panels`)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ POS, LENS_LAYER = "w_why_pos", "w_why_lens_layer"
 class Choice:
     """What the controls chose: the position, the model's candidates there, the target and foil token ids, and
     every token the boxes offer (the lens draws their columns)."""
+
     pos: int
     cands: list
     ids: list[int]
@@ -37,8 +39,9 @@ def draw_text_row(view):
         st.subheader("Why this token? Exact parts of a prediction")
     bar = st.columns([4, 2, 3, 3], vertical_alignment="bottom") if wide else None
     with bar[0] if bar else st.container():
-        view.text = ui.text_box("Text (the model predicts what comes next)", "w_text", view.text,
-                                max_chars=ui.settings().max_text_chars)
+        view.text = ui.text_box(
+            "Text (the model predicts what comes next)", "w_text", view.text, max_chars=ui.settings().max_text_chars
+        )
     return bar
 
 
@@ -47,10 +50,13 @@ def draw_position(bar, session, wv, tokens: list[str]) -> int:
     n = session.n_tokens
     with bar[1] if bar else st.container():
         ui.seed_index(POS, n - 1 if wv.position is None else wv.position, n, "position")
-        pos = st.selectbox("Position", list(range(n)), key=POS,
-                           format_func=lambda k: f"{k}: {vw.shown(tokens[k])}" + (" (last)" if k == n - 1 else ""),
-                           help="The prediction after this token. An earlier position explains the text's own "
-                                "next token there.")
+        pos = st.selectbox(
+            "Position",
+            list(range(n)),
+            key=POS,
+            format_func=lambda k: f"{k}: {vw.shown(tokens[k])}" + (" (last)" if k == n - 1 else ""),
+            help="The prediction after this token. An earlier position explains the text's own next token there.",
+        )
     wv.position = None if pos == n - 1 else int(pos)
     return pos
 
@@ -78,8 +84,10 @@ def draw_target_foil(bar, lm, session, wv, pos: int, cands: list) -> Choice:
     label = {c.id: f"{vw.shown(c.token)} ({c.prob:.1%})" for c in cands}
 
     def name(t):
-        return label.get(t) or f"{vw.shown(W.token_text(tok, t))}" + (" (the text's next token)" if t == default
-                                                                        else "")
+        return label.get(t) or f"{vw.shown(W.token_text(tok, t))}" + (
+            " (the text's next token)" if t == default else ""
+        )
+
     ui.seed("w_why_token", want if want is not None else default)
     if st.session_state["w_why_token"] not in options:
         st.session_state["w_why_token"] = default
@@ -95,11 +103,15 @@ def draw_target_foil(bar, lm, session, wv, pos: int, cands: list) -> Choice:
     if st.session_state["w_why_foil"] not in foil_opts:
         st.session_state["w_why_foil"] = NONE
     with bar[3] if bar else (c2 or st.container()):
-        foil = st.selectbox("… rather than (foil)", foil_opts, key="w_why_foil",
-                            format_func=lambda t: t if t == NONE else name(t))
+        foil = st.selectbox(
+            "… rather than (foil)", foil_opts, key="w_why_foil", format_func=lambda t: t if t == NONE else name(t)
+        )
     if foil != NONE and foil == target:  # logit(t) − logit(t) = 0: nothing to explain; said, not dropped silently
-        ui.say("info", f"The foil {vw.shown(W.token_text(tok, int(foil)))} is the token being explained (their "
-                       "difference is 0), so the page explains the token alone. Pick another foil to compare it with.")
+        ui.say(
+            "info",
+            f"The foil {vw.shown(W.token_text(tok, int(foil)))} is the token being explained (their "
+            "difference is 0), so the page explains the token alone. Pick another foil to compare it with.",
+        )
     foil = None if foil == NONE or foil == target else int(foil)
     wv.token = "" if target == default else W.token_param(tok, vocab, int(target))
     wv.foil = "" if foil is None else W.token_param(tok, vocab, foil)

@@ -2,6 +2,7 @@
 (and why one attends there, the attribution graph), the logit lens, the routes, the attention sinks and the
 downloads. All numbers from normviz (Session.predict / explain / logit_lens, normviz.routes) through :mod:`.why`;
 figures from normviz.viz; the controls: :mod:`.why_controls`."""
+
 from __future__ import annotations
 
 import json
@@ -44,13 +45,23 @@ def draw_candidates_and_sources(F: Figures, e, c, what: str, refused: dict):
     left, right = st.columns([2, 3], gap="medium")
     with left:
         chosen = ids.index(c.target) if c.target in ids else None
-        F.show(vw.candidates([x.token for x in cands], [x.prob for x in cands], chosen=chosen,
-                             foil=ids.index(c.foil) if c.foil in ids else None, font_size=fs,
-                             title=f"After {vw.shown(tokens[pos])} [{pos}]: the top {len(cands)}"),
-               "candidates", "The model's top next tokens and their probabilities.")
+        F.show(
+            vw.candidates(
+                [x.token for x in cands],
+                [x.prob for x in cands],
+                chosen=chosen,
+                foil=ids.index(c.foil) if c.foil in ids else None,
+                font_size=fs,
+                title=f"After {vw.shown(tokens[pos])} [{pos}]: the top {len(cands)}",
+            ),
+            "candidates",
+            "The model's top next tokens and their probabilities.",
+        )
         if not F.wide:
-            st.caption(f"The model's own top {len(cands)} next tokens after position {pos}. Pick the token to "
-                       "explain (and a foil) above; an earlier position explains the text's own next token.")
+            st.caption(
+                f"The model's own top {len(cands)} next tokens after position {pos}. Pick the token to "
+                "explain (and a foil) above; an earlier position explains the text's own next token."
+            )
     sources = None
     with right:
         if refused["sources"]:
@@ -62,16 +73,33 @@ def draw_candidates_and_sources(F: Figures, e, c, what: str, refused: dict):
                 ui.say("warning", "Which input tokens: " + str(exc))
         if sources is not None:
             s, b = sources
-            F.show(vw.signed_bars(s, tokens, extra={"bias": b}, font_size=fs, what=f"part of {what}",
-                                  title=f"Which input tokens carry {what}"),
-                   "sources", "Every input token's part, carried exactly through every layer (+ all biases).")
-            st.caption(ui.plain(f"Σ tokens + bias = {s.sum() + b:.4f}; the model's {what} = {e.total:.4f}: "
-                                "they are equal (the split is complete). Blue raises it, red lowers it.", None))
+            F.show(
+                vw.signed_bars(
+                    s,
+                    tokens,
+                    extra={"bias": b},
+                    font_size=fs,
+                    what=f"part of {what}",
+                    title=f"Which input tokens carry {what}",
+                ),
+                "sources",
+                "Every input token's part, carried exactly through every layer (+ all biases).",
+            )
+            st.caption(
+                ui.plain(
+                    f"Σ tokens + bias = {s.sum() + b:.4f}; the model's {what} = {e.total:.4f}: "
+                    "they are equal (the split is complete). Blue raises it, red lowers it.",
+                    None,
+                )
+            )
     # (2b) where the information sits at each depth (normviz.viz.depth)
     if sources is not None:
-        F.show(depth_heatmap(e.sources_by_layer, tokens, what=what, font_size=fs), "depth",
-               "Each position's part as its residual state entering each layer carries it (exact: every row + the "
-               "biases above it = the total).")
+        F.show(
+            depth_heatmap(e.sources_by_layer, tokens, what=what, font_size=fs),
+            "depth",
+            "Each position's part as its residual state entering each layer carries it (exact: every row + the "
+            "biases above it = the total).",
+        )
     return sources
 
 
@@ -85,12 +113,20 @@ def draw_heads(F: Figures, e, session, c, what: str) -> None:
         return
     grid, extra = W.grid_columns(e)
     with cols[0]:
-        F.show(vw.head_grid(grid, extra, font_size=fs, title=f"Which heads write {what} directly"),
-               "why_heads", "Direct part of each head (through all its source tokens), FF, b^O, embedding.")
+        F.show(
+            vw.head_grid(grid, extra, font_size=fs, title=f"Which heads write {what} directly"),
+            "why_heads",
+            "Direct part of each head (through all its source tokens), FF, b^O, embedding.",
+        )
         total = grid.sum() + sum(np.nansum(v) for v in extra.values())
-        st.caption(ui.plain(f"Σ cells = {total:.4f} = the model's {what} ({e.total:.4f}). Colours fit the "
-                            "heads (FF and embedding cells may saturate; hover reads every value). Click a "
-                            "head's cell to see which tokens it carried and why it attends there.", None))
+        st.caption(
+            ui.plain(
+                f"Σ cells = {total:.4f} = the model's {what} ({e.total:.4f}). Colours fit the "
+                "heads (FF and embedding cells may saturate; hover reads every value). Click a "
+                "head's cell to see which tokens it carried and why it attends there.",
+                None,
+            )
+        )
     clicked = ui.grid_clicks({"why_heads": lm.n_heads}, 1)
     if clicked is not None and clicked["head"] is not None and clicked["head"] < lm.n_heads:
         # a head's cell: that head in the boxes beside the grid, and why it attends there below them
@@ -108,11 +144,22 @@ def draw_heads(F: Figures, e, session, c, what: str) -> None:
             hl = st.number_input("Layer", 0, L - 1, key="w_why_layer")
         with b_:
             hh = st.number_input("Head", 0, H - 1, key="w_why_head")
-        F.show(vw.signed_bars(e.heads[int(hl), int(hh)], tokens, font_size=fs, what="direct part",
-                              title=f"Layer {int(hl)} head {int(hh)}: which source tokens it carried"),
-               "head_row", "One head's direct part through each source token.")
-        ui.link_to_page("app_pages/0_Explore.py", f"Open layer {int(hl)}, head {int(hh)} on Explore",
-                        {"layer": int(hl), "head": int(hh)})
+        F.show(
+            vw.signed_bars(
+                e.heads[int(hl), int(hh)],
+                tokens,
+                font_size=fs,
+                what="direct part",
+                title=f"Layer {int(hl)} head {int(hh)}: which source tokens it carried",
+            ),
+            "head_row",
+            "One head's direct part through each source token.",
+        )
+        ui.link_to_page(
+            "app_pages/0_Explore.py",
+            f"Open layer {int(hl)}, head {int(hh)} on Explore",
+            {"layer": int(hl), "head": int(hh)},
+        )
     if not getattr(lm, "is_encoder_decoder", False) and lm.spec.placement == "pre":
         draw_attend(F, e, session, int(hl), int(hh), c.pos)
     if not getattr(lm, "is_encoder_decoder", False) and lm.spec.placement == "pre" and len(tokens) <= 128:
@@ -126,26 +173,50 @@ def draw_attend(F: Figures, e, session, hl: int, hh: int, pos: int) -> None:
     carried = int(np.argmax(np.abs(row)))
     k1, k2 = st.columns([1, 3])
     with k1:
-        key = int(cast(int, st.selectbox("Key token it attends to", list(range(pos + 1)), index=carried,
-                                         format_func=lambda j: f"{vw.shown(tokens[j])} [{j}]", key="w_why_key",
-                                         help="Default: the source token this head carried most.")))
+        key = int(
+            cast(
+                int,
+                st.selectbox(
+                    "Key token it attends to",
+                    list(range(pos + 1)),
+                    index=carried,
+                    format_func=lambda j: f"{vw.shown(tokens[j])} [{j}]",
+                    key="w_why_key",
+                    help="Default: the source token this head carried most.",
+                ),
+            )
+        )
     try:
         att = W.attend_at(session, hl, hh, pos, key, by_token=len(tokens) <= 64)
     except NormvizError as exc:
         ui.say("info", "Why it attends there: " + str(exc))
         return
     labels, m = att.grouped(by="layer")
-    F.show(va.score_split(labels, m, font_size=fs,
-                          title=f"Why layer {hl} head {hh} attends from "
-                                f"{vw.shown(tokens[pos])} to {vw.shown(tokens[key])}"),
-           "attend_split", "Its pre-softmax score split exactly: rows = the layer that wrote into the "
-                           "query's state, columns = into the key's (RoPE and the norm's scale included).")
+    F.show(
+        va.score_split(
+            labels,
+            m,
+            font_size=fs,
+            title=f"Why layer {hl} head {hh} attends from {vw.shown(tokens[pos])} to {vw.shown(tokens[key])}",
+        ),
+        "attend_split",
+        "Its pre-softmax score split exactly: rows = the layer that wrote into the "
+        "query's state, columns = into the key's (RoPE and the norm's scale included).",
+    )
     pairs = att.top_pairs(10, by="token" if att.by_token_full is not None else "component")
-    F.show(va.top_pairs_bars(pairs, font_size=fs, title="The pairs that build the score"),
-           "attend_pairs", "The largest parts: query side · key side.")
+    F.show(
+        va.top_pairs_bars(pairs, font_size=fs, title="The pairs that build the score"),
+        "attend_pairs",
+        "The largest parts: query side · key side.",
+    )
     with k2:
-        st.caption(ui.plain(f"Score {att.total:.4f} = Σ parts (the model's own {att.model_score:.4f}); "
-                            "softmax over the keys gives the head's attention weights.", None))
+        st.caption(
+            ui.plain(
+                f"Score {att.total:.4f} = Σ parts (the model's own {att.model_score:.4f}); "
+                "softmax over the keys gives the head's attention weights.",
+                None,
+            )
+        )
 
 
 def draw_graph(F: Figures, session, c, what: str) -> None:
@@ -155,12 +226,19 @@ def draw_graph(F: Figures, session, c, what: str) -> None:
     except NormvizError as exc:
         ui.say("info", "Attribution graph: " + str(exc))
         return
-    F.show(va.attribution_graph(g, font_size=F.fs, title=f"Attribution graph of {what}"), "graph",
-           "Nodes: tokens, heads, FF blocks, the logit; an edge is a direct effect through the node it "
-           "enters (circuit-tracer's pruning: 80 % of node influence, 98 % of edge influence).")
-    st.download_button("Download the graph (Neuronpedia JSON)",
-                       json.dumps(g.to_neuronpedia("normviz-why")), file_name="normviz-graph.json",
-                       mime="application/json", key="w_why_graph_dl")
+    F.show(
+        va.attribution_graph(g, font_size=F.fs, title=f"Attribution graph of {what}"),
+        "graph",
+        "Nodes: tokens, heads, FF blocks, the logit; an edge is a direct effect through the node it "
+        "enters (circuit-tracer's pruning: 80 % of node influence, 98 % of edge influence).",
+    )
+    st.download_button(
+        "Download the graph (Neuronpedia JSON)",
+        json.dumps(g.to_neuronpedia("normviz-why")),
+        file_name="normviz-graph.json",
+        mime="application/json",
+        key="w_why_graph_dl",
+    )
 
 
 def draw_lens(F: Figures, lens, lens_ids: dict) -> None:
@@ -170,15 +248,35 @@ def draw_lens(F: Figures, lens, lens_ids: dict) -> None:
     model_p = {k: float(p[-1]) for k, p in curves.items()}
     l1, l2 = st.columns([3, 2], gap="medium")
     with l2:
-        lens_layer = st.slider("Lens: after layer (0 = embedding)", 0, len(lens.table) - 1, key=LENS_LAYER,
-                               help="The layer whose top tokens head the table (↑/↓ in stage mode).")
-        F.show(vw.lens_table(lens.table, layer=int(lens_layer), font_size=fs,
-                             title=f"Lens top {3 if fs >= 16 else 5}: layer {int(lens_layer)} first"),
-               "lens_table", "Top 5 tokens of the logit lens per layer (0 = the embedding; the last row is the model).")
+        lens_layer = st.slider(
+            "Lens: after layer (0 = embedding)",
+            0,
+            len(lens.table) - 1,
+            key=LENS_LAYER,
+            help="The layer whose top tokens head the table (↑/↓ in stage mode).",
+        )
+        F.show(
+            vw.lens_table(
+                lens.table,
+                layer=int(lens_layer),
+                font_size=fs,
+                title=f"Lens top {3 if fs >= 16 else 5}: layer {int(lens_layer)} first",
+            ),
+            "lens_table",
+            "Top 5 tokens of the logit lens per layer (0 = the embedding; the last row is the model).",
+        )
     with l1:
-        F.show(vw.lens_lines(curves, model_probs=model_p, font_size=fs, layer=int(lens_layer),
-                             title="Logit lens: the probability after every layer"),
-               "lens", "Each layer's residual state read through the final norm and LM head.")
+        F.show(
+            vw.lens_lines(
+                curves,
+                model_probs=model_p,
+                font_size=fs,
+                layer=int(lens_layer),
+                title="Logit lens: the probability after every layer",
+            ),
+            "lens",
+            "Each layer's residual state read through the final norm and LM head.",
+        )
 
 
 def draw_routes(F: Figures, session, wv, pos: int, refused: dict):
@@ -187,8 +285,14 @@ def draw_routes(F: Figures, session, wv, pos: int, refused: dict):
     ui.seed("w_why_tau", float(wv.tau))
     r1, r2 = st.columns([4, 1]) if not F.wide else (st.container(), st.container())
     with r2:
-        tau = st.slider("Threshold τ", 0.01, 0.5, step=0.01, key="w_why_tau",
-                        help="Edges whose importance (normalised L1 proximity) is above τ are kept.")
+        tau = st.slider(
+            "Threshold τ",
+            0.01,
+            0.5,
+            step=0.01,
+            key="w_why_tau",
+            help="Edges whose importance (normalised L1 proximity) is above τ are kept.",
+        )
     wv.tau = round(float(tau), 3)
     W.save_why(F.view, wv)
     with r1:
@@ -200,14 +304,21 @@ def draw_routes(F: Figures, session, wv, pos: int, refused: dict):
             except NormvizError as exc:
                 ui.say("warning", "Routes: " + str(exc))
         if routes is not None:
-            F.show(vw.routes_graph(routes.to_dict(), font_size=F.fs,
-                                   title=f"Information-flow routes to the prediction (τ = {wv.tau:g})"),
-                   "routes", "Ferrando & Voita 2024: edges whose importance exceeds τ, traced back from the "
-                             "prediction.")
+            F.show(
+                vw.routes_graph(
+                    routes.to_dict(),
+                    font_size=F.fs,
+                    title=f"Information-flow routes to the prediction (τ = {wv.tau:g})",
+                ),
+                "routes",
+                "Ferrando & Voita 2024: edges whose importance exceeds τ, traced back from the prediction.",
+            )
             if not F.wide:
-                st.caption(f"{len(routes.edges)} edges, {len(routes.nodes)} nodes. Columns: layers (each with its "
-                           "attention step); rows: tokens. Blue: attention heads, grey: residual, orange: FF. "
-                           "Hover an edge's dot for its head and tokens.")
+                st.caption(
+                    f"{len(routes.edges)} edges, {len(routes.nodes)} nodes. Columns: layers (each with its "
+                    "attention step); rows: tokens. Blue: attention heads, grey: residual, orange: FF. "
+                    "Hover an edge's dot for its head and tokens."
+                )
     return routes
 
 
@@ -222,13 +333,18 @@ def draw_sinks(F: Figures, session, refused: dict) -> None:
         return
     s1, s2 = st.columns([3, 2], gap="medium")
     with s1:
-        F.show(vw.sinks_scatter(wa, wn, first_token=F.tokens[0], font_size=F.fs), "sinks",
-               "Per head: α's share on the first token vs ‖α f(x)‖'s share.")
+        F.show(
+            vw.sinks_scatter(wa, wn, first_token=F.tokens[0], font_size=F.fs),
+            "sinks",
+            "Per head: α's share on the first token vs ‖α f(x)‖'s share.",
+        )
     with s2:
         if not F.wide:
-            st.caption("Decoders park attention on the first token (an attention sink); dots far below the "
-                       "diagonal put weight there but move little: the vectors say more than the weights "
-                       "(Kobayashi et al. 2020's [CLS]/[SEP] finding).")
+            st.caption(
+                "Decoders park attention on the first token (an attention sink); dots far below the "
+                "diagonal put weight there but move little: the vectors say more than the weights "
+                "(Kobayashi et al. 2020's [CLS]/[SEP] finding)."
+            )
 
 
 def draw_downloads(F: Figures, nums: dict) -> None:
@@ -236,14 +352,17 @@ def draw_downloads(F: Figures, nums: dict) -> None:
     stem = f"normviz_why_{F.lm.name.replace('/', '_')}"
     d1, d2, d3 = st.columns(3)
     with d1:
-        st.download_button("Numbers (NPZ)", lambda: W.to_npz(nums), file_name=stem + ".npz",
-                           mime="application/octet-stream")
+        st.download_button(
+            "Numbers (NPZ)", lambda: W.to_npz(nums), file_name=stem + ".npz", mime="application/octet-stream"
+        )
     with d2:
-        st.download_button("Numbers (JSON)", lambda: W.to_json(nums), file_name=stem + ".json",
-                           mime="application/json")
+        st.download_button("Numbers (JSON)", lambda: W.to_json(nums), file_name=stem + ".json", mime="application/json")
     with d3:
-        st.download_button("Figures (HTML)", ui.view_html(F.figures, F.captions, F.lm.name, F.view),
-                           file_name=stem + ".html", mime="text/html")
+        st.download_button(
+            "Figures (HTML)",
+            ui.view_html(F.figures, F.captions, F.lm.name, F.view),
+            file_name=stem + ".html",
+            mime="text/html",
+        )
     if not F.wide:
-        st.caption("Direct logit attribution, the exact propagation and the routes are explained on the Learn "
-                   "page.")
+        st.caption("Direct logit attribution, the exact propagation and the routes are explained on the Learn page.")

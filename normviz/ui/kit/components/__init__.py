@@ -15,16 +15,22 @@
 
 :func:`component` makes each a Streamlit (components v2) component once per process.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = {"normviz_main_width": "main_width.js", "normviz_instant": "instant_switch.js",
-           "normviz_stage_keys": "stage_keys.js", "normviz_grid_click": "grid_click.js",
-           "normviz_row_click": "row_click.js",
-           "normviz_theme": "theme.js", "normviz_url_text": "url_text.js"}
+SCRIPTS = {
+    "normviz_main_width": "main_width.js",
+    "normviz_instant": "instant_switch.js",
+    "normviz_stage_keys": "stage_keys.js",
+    "normviz_grid_click": "grid_click.js",
+    "normviz_row_click": "row_click.js",
+    "normviz_theme": "theme.js",
+    "normviz_url_text": "url_text.js",
+}
 
 
 def source(name: str) -> str:
