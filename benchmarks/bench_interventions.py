@@ -36,8 +36,8 @@ def estimates(session) -> dict[str, float | None]:
     req = session.request
     one = knockout.forward_flops(req)
     return {
-        "knockout": estimate_s(req, session.options, knockout.BUDGET, (req.n_tokens + 1) * one),
-        "heads": estimate_s(req, session.options, head_ablation.BUDGET, (req.n_layers * req.n_heads + 1) * one),
+        "knockout": estimate_s(req, session.options, knockout.FAMILY.budget, (req.n_tokens + 1) * one),
+        "heads": estimate_s(req, session.options, head_ablation.FAMILY.budget, (req.n_layers * req.n_heads + 1) * one),
     }
 
 

@@ -66,7 +66,7 @@ def run(model: str, n_tokens: int, repeat: int, maps: list[str] | None, options:
             k
             for name in names
             for k in (
-                [i.key for i in registry.families()[name].KEYS if placement in i.placements]
+                [i.key for i in registry.families()[name].keys if placement in i.placements]
                 if name in registry.families()
                 else [name]
             )

@@ -194,7 +194,7 @@ def _check_cost(session, steps: int) -> None:
         request,
         "head_ablation",
         dict(session.options),
-        family.BUDGET,
+        family.FAMILY.budget,
         (3 + request.n_heads) * steps * forward_flops(request),
     )
 

@@ -15,25 +15,15 @@
     knockout       no map key: attention knockout, Session.knockout (ground truth; its budget and check)
     head_ablation  no map key: head ablation, Session.ablate_heads (ground truth; its budget and check)
 
-A family's name is its module's name. Which stacks a key applies to, its picker group, unit, short label and
-budget option are on its :class:`KeyInfo` (filled from the family by :func:`register_family`).
+Each of these modules declares one frozen record, ``FAMILY = Family(...)`` (:mod:`normviz.methods.family`);
+importing this package lists its modules and registers every one that declares a ``FAMILY``, in the records'
+``order`` (the order above): no hand-kept list. A family's name is its module's name. Which stacks a key applies
+to, its picker group, unit, short label and budget option are on its :class:`KeyInfo` (filled from the family by
+:func:`register_family`).
 """
 
-from . import (
-    cross,
-    decompx,
-    effective,
-    feedforward,
-    globenc,
-    head_ablation,
-    interactions,
-    knockout,
-    maxflow,
-    norms,
-    rollouts,
-    weights,
-    zeroing,
-)
+import sys
+
 from .base import GROUPS, Inputs, KeyInfo, Output, Request
 from .cost import Budget
 from .family import Family
@@ -56,26 +46,12 @@ from .registry import (
     references,
     register_computation,
     register_family,
+    register_package,
     requires,
     unregister_family,
 )
 
-for _family in (
-    weights,
-    norms,
-    feedforward,
-    rollouts,
-    effective,
-    interactions,
-    globenc,
-    maxflow,
-    zeroing,
-    decompx,
-    cross,
-    knockout,
-    head_ablation,
-):
-    register_family(_family)
+register_package(sys.modules[__name__])  # every module here that declares a FAMILY, in its order
 
 from .keyspace import key_info  # noqa: E402 — the one key_info: any spelling (``encoder_norm`` titled by its stack)
 
@@ -106,6 +82,7 @@ __all__ = [
     "references",
     "register_computation",
     "register_family",
+    "register_package",
     "requires",
     "unregister_family",
 ]

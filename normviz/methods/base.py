@@ -1,6 +1,9 @@
 """What every map family module exposes, and what it is given.
 
-A family is one module under ``normviz/methods/`` with
+A family is one module under ``normviz/methods/``. A built-in one declares one frozen record,
+``FAMILY = Family(name=..., keys=..., ...)`` (:class:`normviz.methods.family.Family`: the fields below in lower
+case, their defaults declared there once; ``order``: where its keys are listed), and its ``check`` and ``compute``
+functions. A user's own module (:func:`normviz.register_family`) may instead declare the upper-case attributes:
 
     NAME        the family's name (never a map key's name)
     KEYS        tuple of :class:`KeyInfo`: the map keys it computes

@@ -110,15 +110,17 @@ def refuse_over_budget(
     request,
     key: str,
     options: dict,
-    budget: Budget,
+    budget: Budget | None,
     flops: float | Callable,
     note: str = "",
     extra_s: Callable | None = None,
 ) -> None:
     """Raise TooCostlyError when ``flops`` (a number, or a function of the request: then the message says how
     many tokens fit) at the device's rate (plus ``extra_s(request)`` seconds) would take longer than ``budget``
-    (no limit by default; the app sets the budgets from its settings). ``note``: a last sentence (what to use
-    instead)."""
+    (no limit by default; the app sets the budgets from its settings; None, a family that declares no budget:
+    nothing refused). ``note``: a last sentence (what to use instead)."""
+    if budget is None:
+        return
     seconds = budget.seconds(options)
     r = rate(budget.rates, request.device, options)
     if seconds is None or not r:

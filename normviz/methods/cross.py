@@ -26,45 +26,49 @@ from ..record.encdec.params import CrossParams
 from ..record.encdec.record import CrossRecord
 from . import papers
 from .base import Inputs, KeyInfo, Output, Request, no_check, per_layer
+from .family import Family
 
-NAME = "cross"
-STACKS = ("cross",)  # its keys carry their stack's name: cross_attention, not a prefix added to attention
-GROUP = "per layer"
-KEYS = (
-    KeyInfo(
-        "cross_attention",
-        "Cross-attention weights α",
-        True,
-        "α^h_ij of target position i over source token j (the model's cross_attentions).",
-        short="cross α",
-        unit="weight α",
+FAMILY = Family(
+    name="cross",
+    order=110,
+    keys=(
+        KeyInfo(
+            "cross_attention",
+            "Cross-attention weights α",
+            True,
+            "α^h_ij of target position i over source token j (the model's cross_attentions).",
+            short="cross α",
+            unit="weight α",
+        ),
+        KeyInfo(
+            "cross_norm",
+            "Cross-attention norm ‖α f(e)‖",
+            True,
+            "‖α^h_ij f^h(e_j)‖, e_j the encoder's final output (Kobayashi et al. 2020 §5).",
+            short="cross ‖αf‖",
+        ),
+        KeyInfo(
+            "cross_norm_layer",
+            "Cross-attention norm, heads summed",
+            False,
+            "‖Σ_h α^h_ij f^h(e_j)‖: head vectors summed, then the norm.",
+            short="cross ‖Σαf‖",
+        ),
+        KeyInfo(
+            "cross_source_share",
+            "Source share of the cross block",
+            False,
+            "‖c_i‖/(‖c_i‖+‖r_i‖): the cross block's source vector c_i against the residual stream r_i it joins "
+            "([L, m], one value per target position).",
+            short="source share",
+            unit="share (0…1)",
+        ),
     ),
-    KeyInfo(
-        "cross_norm",
-        "Cross-attention norm ‖α f(e)‖",
-        True,
-        "‖α^h_ij f^h(e_j)‖, e_j the encoder's final output (Kobayashi et al. 2020 §5).",
-        short="cross ‖αf‖",
-    ),
-    KeyInfo(
-        "cross_norm_layer",
-        "Cross-attention norm, heads summed",
-        False,
-        "‖Σ_h α^h_ij f^h(e_j)‖: head vectors summed, then the norm.",
-        short="cross ‖Σαf‖",
-    ),
-    KeyInfo(
-        "cross_source_share",
-        "Source share of the cross block",
-        False,
-        "‖c_i‖/(‖c_i‖+‖r_i‖): the cross block's source vector c_i against the residual stream r_i it joins "
-        "([L, m], one value per target position).",
-        short="source share",
-        unit="share (0…1)",
-    ),
+    stacks=("cross",),  # its keys carry their stack's name: cross_attention, not a prefix added to attention
+    group="per layer",
+    references=(papers.KOBAYASHI_2020,),
 )
-NAMES = tuple(i.key for i in KEYS)
-REFERENCES = (papers.KOBAYASHI_2020,)
+NAMES = tuple(i.key for i in FAMILY.keys)
 
 
 class CrossDecomposition:
@@ -132,4 +136,4 @@ def compute(inputs: Inputs, keys, options) -> Output:
     :class:`CrossDecomposition` per decoder layer."""
     keys = [k for k in NAMES if k in keys]
     chunk = int(options.get("chunk_bytes", CHUNK_BYTES))
-    return Output(per_layer(inputs, NAME, keys, lambda ctx: layer_maps(ctx, keys, chunk)))
+    return Output(per_layer(inputs, FAMILY.name, keys, lambda ctx: layer_maps(ctx, keys, chunk)))

@@ -51,23 +51,27 @@ import torch
 from ..core.errors import NotApplicableError
 from . import papers
 from .base import Budget, Inputs, KeyInfo, Output, Request, refuse_over_budget, to_numpy
+from .family import Family
 
-NAME = "decompx"  # the module's name (map key: decompx); "decomposition" is an alias
-BUDGET = Budget(NAME, rates="decompx")  # option decompx_budget_s, at DecompX's measured rate (methods.cost)
-KEYS = (
-    KeyInfo(
-        "decompx",
-        "DecompX (propagated decomposition)",
-        False,
-        "‖x^l_{i⇐k}‖: token k's part of token i's output of layer l, the decomposition carried from the "
-        "embeddings through attention, residuals, both norms and the FF block (biases split by |dot|, "
-        "activation by its zero-origin slope; Modarressi et al. 2023). Opt-in: [n, n, d] per layer.",
-        short="DecompX",
+FAMILY = Family(
+    name="decompx",  # the module's name (map key: decompx); "decomposition" is an alias
+    order=100,
+    keys=(
+        KeyInfo(
+            "decompx",
+            "DecompX (propagated decomposition)",
+            False,
+            "‖x^l_{i⇐k}‖: token k's part of token i's output of layer l, the decomposition carried from the "
+            "embeddings through attention, residuals, both norms and the FF block (biases split by |dot|, "
+            "activation by its zero-origin slope; Modarressi et al. 2023). Opt-in: [n, n, d] per layer.",
+            short="DecompX",
+        ),
     ),
+    budget=Budget("decompx", rates="decompx"),  # option decompx_budget_s, at DecompX's measured rate (methods.cost)
+    opt_in=("decompx",),
+    heavy=True,  # costly: the public app computes it in the worker process (normviz.workers.process)
+    references=(papers.MODARRESSI_2023,),
 )
-OPT_IN = ("decompx",)
-HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers.process)
-REFERENCES = (papers.MODARRESSI_2023,)
 
 
 def flops(request: Request) -> float:
@@ -84,7 +88,7 @@ def check(request: Request, key: str, options: dict) -> None:
             "model's gated FF (SwiGLU) multiplies two sums of token parts and has no such split. Use ff / ff_res "
             "(integrated gradients through the gate) or rollout_ff_res instead."
         )
-    refuse_over_budget(request, key, options, BUDGET, flops)
+    refuse_over_budget(request, key, options, FAMILY.budget, flops)
 
 
 # ---------------------------------------------------------------- the pieces (row chunks [c, n, ·])
@@ -334,7 +338,7 @@ def decompx_vectors(layers: Sequence, progress=None, rules: Rules = DECOMPX) -> 
 def compute(inputs: Inputs, keys, options) -> Output:
     layers = inputs.layers
     out = None
-    for index, X in enumerate(decompx_vectors(layers, lambda i: inputs.layer_done(NAME, i))):
+    for index, X in enumerate(decompx_vectors(layers, lambda i: inputs.layer_done(FAMILY.name, i))):
         m = to_numpy(torch.linalg.vector_norm(X, dim=-1))
         if out is None:
             out = m[None].repeat(len(layers), axis=0)

@@ -36,22 +36,26 @@ import torch
 from ..core.errors import NormvizError
 from . import papers
 from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
+from .family import Family
 
-NAME = "effective"
-BUDGET = Budget(NAME)  # option effective_budget_s
-UNIT = "weight α"
-KEYS = (
-    KeyInfo(
-        "effective_attention",
-        "Effective attention",
-        True,
-        "α^h minus its projection on the left null space of T^h = x̂W^V_h(+b^V)W^O_h "
-        "(Brunner et al. 2020); equals α when n ≤ head size. Option effective_value_bias=false: T without b^V.",
-        short="effective α",
+FAMILY = Family(
+    name="effective",
+    order=50,
+    keys=(
+        KeyInfo(
+            "effective_attention",
+            "Effective attention",
+            True,
+            "α^h minus its projection on the left null space of T^h = x̂W^V_h(+b^V)W^O_h "
+            "(Brunner et al. 2020); equals α when n ≤ head size. Option effective_value_bias=false: T without b^V.",
+            short="effective α",
+        ),
     ),
+    unit="weight α",
+    budget=Budget("effective"),  # option effective_budget_s
+    heavy=True,  # costly: the public app computes it in the worker process (normviz.workers.process)
+    references=(papers.BRUNNER_2020,),
 )
-HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers.process)
-REFERENCES = (papers.BRUNNER_2020,)
 
 
 def _work_dtype(t: torch.Tensor) -> torch.dtype:
@@ -210,7 +214,7 @@ def compute(inputs: Inputs, keys, options) -> Output:
     fn = effective_attention_causal if inputs.request.causal and mode == "prefix" else effective_attention
     arrays = per_layer(
         inputs,
-        NAME,
+        FAMILY.name,
         keys,
         lambda ctx: {"effective_attention": fn(ctx.alpha, None, rtol, reduced=reduced_factor(ctx, bias)).to(ctx.dtype)},
     )
@@ -231,6 +235,6 @@ def check(request: Request, key: str, options: dict) -> None:
         request,
         key,
         options,
-        BUDGET,
+        FAMILY.budget,
         lambda r: r.n_layers * 4.0 * r.n_heads * r.n_tokens * r.d_model * min(r.n_tokens, r.d_model),
     )

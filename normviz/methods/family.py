@@ -1,19 +1,23 @@
-"""One typed record per registered family: the module attributes a family declares (:mod:`normviz.methods.base`)
-read once, with their defaults declared here only, so that the session, the worker, the key space and the pages
-read fields (``family.per_layer``) instead of ``getattr(module, "PER_LAYER", False)`` each with its own default.
+"""One frozen record per registered family (:class:`Family`): what a family declares, with every optional field's
+default declared here only, so that the session, the worker, the key space and the pages read fields
+(``family.per_layer``) instead of ``getattr(module, "PER_LAYER", False)`` each with its own default.
 
-A family module (ours or a user's own, :func:`normviz.register_family`) keeps declaring its upper-case attributes;
-:meth:`Family.of` builds the frozen record once, at registration. An upper-case attribute that is a misspelling of
-a declared one (``PER_LAYERS`` for ``PER_LAYER``) is an error there, not silently ignored; a built-in family does not
-write out a default (``tests/unit/test_family_record.py``). The record does not stand in for its module: its
-``check`` and ``compute`` are read from the module at call time (so a patch of the module's function is seen), and
-nothing is written into the module.
+A built-in family module declares one value, ``FAMILY = Family(name=..., keys=..., ...)``: a misspelt or unknown
+field is a TypeError when the module is imported (the dataclass refuses it), a bad ``record`` or ``group`` a
+ValueError there. Its ``check`` and ``compute`` stay module functions: registration binds the record to its module
+(:meth:`Family.of`), and they are read from the module at call time (so a patch of the module's function is seen).
+``normviz.methods`` registers every module of the package that declares a ``FAMILY``, in ``order``.
+
+A user's own module may still declare the upper-case attributes of :mod:`normviz.methods.base` (``NAME``, ``KEYS``
+…, :func:`normviz.register_family`); :meth:`Family.of` reads them once, with the same defaults. An upper-case
+attribute that is a misspelling of a declared one (``PER_LAYERS`` for ``PER_LAYER``) is an error there, not silently
+ignored (``tests/unit/test_family_record.py``). Nothing is written into a module.
 """
 
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Callable, Mapping
 
@@ -64,8 +68,9 @@ class Family:
 
     name: str
     keys: tuple[KeyInfo, ...]
-    module: ModuleType | None = None  # the family's module: its check and compute are read there, at call time
+    module: ModuleType | None = None  # the family's module (bound at registration): its check and compute
     own_check: Callable | None = None  # a computation without a module: its cost pre-flight
+    order: int = 1000  # where a built-in family's keys are listed (all_keys, the pickers, the docs): lowest first
     requires: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     opt_in: tuple[str, ...] = ()
     needs_model: bool = False  # compute() reruns parts of the live model (inputs.model is given)
@@ -78,39 +83,52 @@ class Family:
     group: str = GROUPS[2]
     unit: str = DEFAULT_UNIT
     budget: Budget | None = None
-    layer_views: Mapping[str, str] = field(default_factory=dict)  # per-head key -> its "all heads" key
+    # per-head key -> its "all heads" key; None (not declared): each per-head key's own <key>_layer when the
+    # family has one (norm → norm_layer, cross_norm → cross_norm_layer: the heads' vectors summed, then the norm),
+    # else none (the head mean). Always a mapping once built.
+    layer_views: Mapping[str, str] | None = None
     # what the one-layer path (normviz.session.layer_maps) may do with the family, instead of asking for it by name:
     alpha_keys: tuple[str, ...] = ()  # keys whose layer map is the view's α itself (a head or the mean taken there)
     releases_alpha: bool = False  # its per-layer run drops the view's α: run after the others on the same view
     chained: bool = False  # some keys' layer l is a product over layers ≤ l of another key's maps: chain_source()
     references: tuple = ()
 
+    def __post_init__(self) -> None:
+        if self.record not in RECORDS:
+            raise ValueError(f"{self.name}: RECORD {self.record!r} is not one of {', '.join(RECORDS)}")
+        if self.group not in GROUPS:
+            raise ValueError(f"{self.name}: group {self.group!r} is not one of {', '.join(GROUPS)}")
+        keys = tuple(self.keys)
+        object.__setattr__(self, "keys", keys)
+        views = self.layer_views
+        if views is None:
+            names = {i.key for i in keys}
+            views = {i.key: i.key + "_layer" for i in keys if i.per_head and i.key + "_layer" in names}
+        object.__setattr__(self, "layer_views", dict(views))
+
     @classmethod
     def of(cls, module: ModuleType) -> "Family":
-        """The record of a family module; the defaults of every optional attribute are this class's."""
+        """The record of a family module, bound to it: its declared ``FAMILY`` (the built-ins), or one read from
+        its upper-case attributes (a user's module; the defaults of every optional attribute are this class's)."""
+        declared = vars(module).get("FAMILY")
+        if declared is not None:
+            if not isinstance(declared, Family):
+                raise TypeError(f"{module.__name__}.FAMILY is a {type(declared).__name__}, not a Family")
+            both = [a for a in vars(module) if a in DECLARED]
+            if both:
+                raise TypeError(
+                    f"{module.__name__} declares FAMILY and {', '.join(both)}: the record is the declaration"
+                )
+            return replace(declared, module=module, chained=callable(getattr(module, "chain_source", None)))
         wrong = misspelt(module)
         if wrong:
             raise TypeError(
                 f"{module.__name__}: unknown family attribute(s) "
                 + ", ".join(f"{k} (did you mean {v}?)" for k, v in wrong.items())
             )
-        keys = tuple(module.KEYS)
-        names = {i.key for i in keys}
-        record = getattr(module, "RECORD", cls.record)
-        if record not in RECORDS:
-            raise ValueError(f"{module.NAME}: RECORD {record!r} is not one of {', '.join(RECORDS)}")
-        group = getattr(module, "GROUP", cls.group)
-        if group not in GROUPS:
-            raise ValueError(f"{module.NAME}: group {group!r} is not one of {', '.join(GROUPS)}")
-        # "all heads" of a per-head key: its family's declared LAYER_VIEWS, else the family's own <key>_layer
-        # (norm → norm_layer, cross_norm → cross_norm_layer: the heads' vectors summed, then the norm), else none
-        # (the head mean)
-        views = getattr(module, "LAYER_VIEWS", None)
-        if views is None:
-            views = {i.key: i.key + "_layer" for i in keys if i.per_head and i.key + "_layer" in names}
         return cls(
             name=module.NAME,
-            keys=keys,
+            keys=tuple(module.KEYS),
             module=module,
             requires=dict(getattr(module, "REQUIRES", {})),
             opt_in=tuple(getattr(module, "OPT_IN", ())),
@@ -118,13 +136,13 @@ class Family:
             hooks_own_thread=bool(getattr(module, "HOOKS_OWN_THREAD", False)),
             heavy=bool(getattr(module, "HEAVY", False)),
             per_layer=bool(getattr(module, "PER_LAYER", False)),
-            record=record,
+            record=getattr(module, "RECORD", cls.record),
             computed_together=bool(getattr(module, "COMPUTED_TOGETHER", False)),
             stacks=tuple(getattr(module, "STACKS", DEFAULT_STACKS)),
-            group=group,
+            group=getattr(module, "GROUP", cls.group),
             unit=getattr(module, "UNIT", DEFAULT_UNIT),
             budget=getattr(module, "BUDGET", None),
-            layer_views=dict(views),
+            layer_views=getattr(module, "LAYER_VIEWS", None),
             alpha_keys=tuple(getattr(module, "ALPHA_KEYS", ())),
             releases_alpha=bool(getattr(module, "RELEASES_ALPHA", False)),
             chained=callable(getattr(module, "chain_source", None)),

@@ -26,43 +26,48 @@ from ..core.activations import activation_ratio, path_integral
 from ..core.errors import NotApplicableError
 from . import papers
 from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
+from .family import Family
 
-NAME = "feedforward"
-BUDGET = Budget(
-    NAME,
-    aliases=("ff_budget_s",),
-    rates="feedforward",  # option feedforward_budget_s
-    setting="NORMVIZ_FF_BUDGET",
+FAMILY = Family(
+    name="feedforward",
+    order=30,
+    keys=(
+        KeyInfo(
+            "ff",
+            "Feed-forward",
+            False,
+            "The FF output split into token parts: linear before the activation, integrated gradients through it "
+            "(2024).",
+            short="FF",
+        ),
+        KeyInfo(
+            "ff_res",
+            "Feed-forward + residual",
+            False,
+            "FF parts plus the residual around the FF (pre-LN: the whole layer).",
+            short="FF + residual",
+        ),
+        KeyInfo(
+            "ff_res_ln",
+            "Feed-forward + residual + norm (whole layer)",
+            False,
+            "Post-LN only: the norm after FF + residual decomposed: the whole layer.",
+            placements=("post",),
+            short="whole layer",
+        ),
+    ),
+    group="per layer",
+    budget=Budget(
+        "feedforward",
+        aliases=("ff_budget_s",),
+        rates="feedforward",  # option feedforward_budget_s
+        setting="NORMVIZ_FF_BUDGET",
+    ),
+    heavy=True,  # costly: the public app computes it in the worker process (normviz.workers.process)
+    per_layer=True,  # compute() serves any subset of layers: Session.map computes one
+    computed_together=True,  # the stages share the per-pair vectors: asking for one key computes them all
+    references=(papers.KOBAYASHI_2024,),
 )
-GROUP = "per layer"
-KEYS = (
-    KeyInfo(
-        "ff",
-        "Feed-forward",
-        False,
-        "The FF output split into token parts: linear before the activation, integrated gradients through it (2024).",
-        short="FF",
-    ),
-    KeyInfo(
-        "ff_res",
-        "Feed-forward + residual",
-        False,
-        "FF parts plus the residual around the FF (pre-LN: the whole layer).",
-        short="FF + residual",
-    ),
-    KeyInfo(
-        "ff_res_ln",
-        "Feed-forward + residual + norm (whole layer)",
-        False,
-        "Post-LN only: the norm after FF + residual decomposed: the whole layer.",
-        placements=("post",),
-        short="whole layer",
-    ),
-)
-HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers.process)
-COMPUTED_TOGETHER = True  # the stages share the per-pair vectors: asking for one key computes them all
-REFERENCES = (papers.KOBAYASHI_2024,)
-PER_LAYER = True  # compute() serves any subset of layers: Session.map computes one
 
 
 def flops(request: Request) -> float:
@@ -82,7 +87,7 @@ def check(request: Request, key: str, options: dict) -> None:
         request,
         f"The feed-forward maps ({key})",
         options,
-        BUDGET,
+        FAMILY.budget,
         flops,
         note="Or pick maps without the feed-forward block, or raise the budget.",
     )
@@ -284,6 +289,6 @@ def ff_maps(ctx, keys) -> dict[str, torch.Tensor]:
 
 
 def compute(inputs: Inputs, keys, options) -> Output:
-    out = per_layer(inputs, NAME, keys, lambda ctx: ff_maps(ctx, keys))
+    out = per_layer(inputs, FAMILY.name, keys, lambda ctx: ff_maps(ctx, keys))
     inputs.layers[0].workspace.release()  # the chunk buffers go now, not with the session
     return Output(out)

@@ -32,36 +32,40 @@ import torch
 from ..core.errors import NotApplicableError
 from . import papers
 from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
+from .family import Family
 from .rollouts import rollout
 
-NAME = "globenc"  # the module's name (map keys: globenc_layer, globenc); "global_encoder" is an alias
-BUDGET = Budget(NAME)  # option globenc_budget_s
-KEYS = (
-    KeyInfo(
-        "globenc_layer",
-        "GlobEnc, per layer (N-Enc)",
-        False,
-        "‖γ₂⊙(ℓ_ij − mean ℓ_ij)‖/√(Var(z'_i)+ε₂): the attention + residual + LN1 parts ℓ_ij through LN2's "
-        "linear part, z'_i = h_i + FF(h_i) the real LN2 input (Modarressi et al. 2022). Post-LN only.",
-        placements=("post",),
-        short="GlobEnc layer",
-        unit="‖vector‖ (hidden-state units)",
+FAMILY = Family(
+    name="globenc",  # the module's name (map keys: globenc_layer, globenc); "global_encoder" is an alias
+    order=70,
+    keys=(
+        KeyInfo(
+            "globenc_layer",
+            "GlobEnc, per layer (N-Enc)",
+            False,
+            "‖γ₂⊙(ℓ_ij − mean ℓ_ij)‖/√(Var(z'_i)+ε₂): the attention + residual + LN1 parts ℓ_ij through LN2's "
+            "linear part, z'_i = h_i + FF(h_i) the real LN2 input (Modarressi et al. 2022). Post-LN only.",
+            placements=("post",),
+            short="GlobEnc layer",
+            unit="‖vector‖ (hidden-state units)",
+        ),
+        KeyInfo(
+            "globenc",
+            "GlobEnc (rollout)",
+            False,
+            "G_l = globenc_layer_l · G_{l−1}: raw products, no identity, no row normalisation, cumulative up to "
+            "layer l, as the GlobEnc code (Modarressi et al. 2022). Post-LN only.",
+            placements=("post",),
+            short="GlobEnc",
+            group="across layers",
+            unit="product of the layers' maps",
+        ),
     ),
-    KeyInfo(
-        "globenc",
-        "GlobEnc (rollout)",
-        False,
-        "G_l = globenc_layer_l · G_{l−1}: raw products, no identity, no row normalisation, cumulative up to "
-        "layer l, as the GlobEnc code (Modarressi et al. 2022). Post-LN only.",
-        placements=("post",),
-        short="GlobEnc",
-        group="across layers",
-        unit="product of the layers' maps",
-    ),
+    budget=Budget("globenc"),  # option globenc_budget_s
+    requires={"globenc": ("globenc_layer",)},
+    heavy=True,  # costly: the public app computes it in the worker process (normviz.workers.process)
+    references=(papers.MODARRESSI_2022,),
 )
-REQUIRES = {"globenc": ("globenc_layer",)}
-HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers.process)
-REFERENCES = (papers.MODARRESSI_2022,)
 
 
 def flops(request: Request) -> float:
@@ -76,7 +80,7 @@ def check(request: Request, key: str, options: dict) -> None:
     ``globenc_budget_s`` seconds (:func:`~normviz.methods.base.refuse_over_budget`; the app sets it from
     NORMVIZ_COST_BUDGET)."""
     if request.placement == "post":
-        refuse_over_budget(request, key, options, BUDGET, flops)
+        refuse_over_budget(request, key, options, FAMILY.budget, flops)
     if request.placement != "post":
         raise NotApplicableError(
             f"{key!r} (GlobEnc) is defined for post-LN encoders (BERT family), whose second LayerNorm follows the "
@@ -101,7 +105,9 @@ def globenc_layer(ctx) -> torch.Tensor:
 def compute(inputs: Inputs, keys, options) -> Output:
     arrays, notes = {}, {}
     if "globenc_layer" in keys:
-        arrays.update(per_layer(inputs, NAME, ["globenc_layer"], lambda ctx: {"globenc_layer": globenc_layer(ctx)}))
+        arrays.update(
+            per_layer(inputs, FAMILY.name, ["globenc_layer"], lambda ctx: {"globenc_layer": globenc_layer(ctx)})
+        )
     if "globenc" in keys:
         m = arrays.get("globenc_layer", inputs.arrays.get("globenc_layer"))
         arrays["globenc"] = rollout(m.astype(np.float64)).astype(m.dtype)

@@ -7,22 +7,26 @@ from __future__ import annotations
 
 from ..core.errors import NotApplicableError
 from .base import Budget, Request, refuse_over_budget
+from .family import Family
 from .knockout import forward_flops
 
-NAME = "head_ablation"
-KEYS = ()
-BUDGET = Budget(NAME)
-NEEDS_MODEL = True
-REFERENCES = (
-    "Michel, Levy & Neubig 2019, Are Sixteen Heads Really Better than One? (zero ablation of heads)",
-    "Wang, Variengien, Conmy, Shlegeris & Steinhardt 2023, Interpretability in the Wild (mean ablation)",
+FAMILY = Family(
+    name="head_ablation",
+    order=130,
+    keys=(),
+    budget=Budget("head_ablation"),
+    needs_model=True,
+    references=(
+        "Michel, Levy & Neubig 2019, Are Sixteen Heads Really Better than One? (zero ablation of heads)",
+        "Wang, Variengien, Conmy, Shlegeris & Steinhardt 2023, Interpretability in the Wild (mean ablation)",
+    ),
 )
 
 
 def check(request: Request, key: str, options: dict) -> None:
     """TooCostlyError when L·H + 1 forward passes would exceed ``head_ablation_budget_s``; runs nothing."""
     count = request.n_layers * request.n_heads + 1
-    refuse_over_budget(request, key, options, BUDGET, count * forward_flops(request))
+    refuse_over_budget(request, key, options, FAMILY.budget, count * forward_flops(request))
 
 
 def compute(inputs, keys, options):

@@ -28,52 +28,56 @@ import torch
 
 from . import papers
 from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
+from .family import Family
 from .rollouts import finish, rollout
 
-NAME = "interactions"
-BUDGET = Budget(NAME, aliases=("alti_budget_s",))  # option interactions_budget_s
-UNIT = "score (rows sum to ~1)"
-KEYS = (
-    KeyInfo(
-        "alti",
-        "ALTI (per layer)",
-        False,
-        "c_ij = max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁), row-normalised, as the authors' code: post-LN from the "
-        "attn_res_ln parts (LN1), pre-LN from the raw attn_res parts, y_i the residual stream "
-        "(Ferrando et al. 2022).",
-        short="ALTI",
-    ),
-    KeyInfo(
-        "rollout_alti",
-        "ALTI rollout",
-        False,
-        "R_l = alti_l · R_{l−1}, cumulative up to layer l (Ferrando et al. 2022).",
-        short="ALTI",
-        group="across layers",
-    ),
-    KeyInfo(
-        "alti_ln",
-        "ALTI through the FF norm (pre-LN variant)",
-        False,
-        "Pre-LN only, our variant of alti: the attn_res_ln parts, through the norm before the FF, "
-        "y_i that norm's output.",
-        placements=("pre",),
-        short="ALTI, FF norm",
-    ),
-    KeyInfo(
-        "rollout_alti_ln",
-        "Rollout of ALTI through the FF norm",
-        False,
-        "Pre-LN only: R_l = alti_ln_l · R_{l−1}.",
-        placements=("pre",),
-        short="ALTI, FF norm",
-        group="across layers",
-    ),
-)
 ROLLOUTS = {"rollout_alti": "alti", "rollout_alti_ln": "alti_ln"}
-REQUIRES = {k: (v,) for k, v in ROLLOUTS.items()}
-HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers.process)
-REFERENCES = (papers.FERRANDO_2022,)
+FAMILY = Family(
+    name="interactions",
+    order=60,
+    keys=(
+        KeyInfo(
+            "alti",
+            "ALTI (per layer)",
+            False,
+            "c_ij = max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁), row-normalised, as the authors' code: post-LN from the "
+            "attn_res_ln parts (LN1), pre-LN from the raw attn_res parts, y_i the residual stream "
+            "(Ferrando et al. 2022).",
+            short="ALTI",
+        ),
+        KeyInfo(
+            "rollout_alti",
+            "ALTI rollout",
+            False,
+            "R_l = alti_l · R_{l−1}, cumulative up to layer l (Ferrando et al. 2022).",
+            short="ALTI",
+            group="across layers",
+        ),
+        KeyInfo(
+            "alti_ln",
+            "ALTI through the FF norm (pre-LN variant)",
+            False,
+            "Pre-LN only, our variant of alti: the attn_res_ln parts, through the norm before the FF, "
+            "y_i that norm's output.",
+            placements=("pre",),
+            short="ALTI, FF norm",
+        ),
+        KeyInfo(
+            "rollout_alti_ln",
+            "Rollout of ALTI through the FF norm",
+            False,
+            "Pre-LN only: R_l = alti_ln_l · R_{l−1}.",
+            placements=("pre",),
+            short="ALTI, FF norm",
+            group="across layers",
+        ),
+    ),
+    unit="score (rows sum to ~1)",
+    budget=Budget("interactions", aliases=("alti_budget_s",)),  # option interactions_budget_s
+    requires={k: (v,) for k, v in ROLLOUTS.items()},
+    heavy=True,  # costly: the public app computes it in the worker process (normviz.workers.process)
+    references=(papers.FERRANDO_2022,),
+)
 
 
 def alti_layer(ctx, normed: bool = True) -> torch.Tensor:
@@ -100,7 +104,9 @@ def compute(inputs: Inputs, keys, options) -> Output:
     if per_layer_keys:
         normed = {"alti": not pre, "alti_ln": True}
         arrays.update(
-            per_layer(inputs, NAME, per_layer_keys, lambda ctx: {k: alti_layer(ctx, normed[k]) for k in per_layer_keys})
+            per_layer(
+                inputs, FAMILY.name, per_layer_keys, lambda ctx: {k: alti_layer(ctx, normed[k]) for k in per_layer_keys}
+            )
         )
     for key, src in ROLLOUTS.items():
         if key in keys:
@@ -123,5 +129,9 @@ def check(request: Request, key: str, options: dict) -> None:
     longer than option ``interactions_budget_s`` (or ``alti_budget_s``)
     seconds (:func:`~normviz.methods.base.refuse_over_budget`)."""
     refuse_over_budget(
-        request, key, options, BUDGET, lambda r: r.n_layers * 4.0 * r.n_heads * r.n_tokens * r.n_tokens * r.d_model
+        request,
+        key,
+        options,
+        FAMILY.budget,
+        lambda r: r.n_layers * 4.0 * r.n_heads * r.n_tokens * r.n_tokens * r.d_model,
     )

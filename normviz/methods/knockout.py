@@ -8,14 +8,18 @@ from __future__ import annotations
 
 from ..core.errors import NotApplicableError
 from .base import Budget, Request, refuse_over_budget
+from .family import Family
 
-NAME = "knockout"
-KEYS = ()
-BUDGET = Budget(NAME)
-NEEDS_MODEL = True
-REFERENCES = (
-    "Geva, Bastings, Filippova & Globerson 2023, Dissecting Recall of Factual Associations in "
-    "Auto-Regressive Language Models (attention knockout)",
+FAMILY = Family(
+    name="knockout",
+    order=120,
+    keys=(),
+    budget=Budget("knockout"),
+    needs_model=True,
+    references=(
+        "Geva, Bastings, Filippova & Globerson 2023, Dissecting Recall of Factual Associations in "
+        "Auto-Regressive Language Models (attention knockout)",
+    ),
 )
 
 
@@ -28,7 +32,7 @@ def forward_flops(request: Request) -> float:
 
 def check(request: Request, key: str, options: dict) -> None:
     """TooCostlyError when n + 1 forward passes would exceed ``knockout_budget_s``; runs nothing."""
-    refuse_over_budget(request, key, options, BUDGET, (request.n_tokens + 1) * forward_flops(request))
+    refuse_over_budget(request, key, options, FAMILY.budget, (request.n_tokens + 1) * forward_flops(request))
 
 
 def compute(inputs, keys, options):

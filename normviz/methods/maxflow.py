@@ -32,6 +32,7 @@ from scipy.sparse.csgraph import maximum_flow
 from ..core.errors import NormvizError, TooCostlyError
 from . import papers
 from .base import Inputs, KeyInfo, Output, Request
+from .family import Family
 from .rollouts import (
     attention_with_residual,
     normalization_option,
@@ -152,24 +153,27 @@ def baseline_flow(n: int, n_layers: int, solver: str) -> np.ndarray:
     return base
 
 
-NAME = "maxflow"
-GROUP = "across layers"
-UNIT = "score (rows sum to ~1)"
-KEYS = (
-    KeyInfo(
-        "flow",
-        "Attention flow",
-        False,
-        "Max flow from token i at layer l to input token j on the layered graph with capacities "
-        "Â = rownorm(0.5·A + 0.5·I), rows normalised (Abnar & Zuidema 2020). Decoders: "
-        "--option rollout_normalization=receptive_field divides by the flow of uniform causal attention.",
-        short="attention flow",
+FAMILY = Family(
+    name="maxflow",
+    order=80,
+    keys=(
+        KeyInfo(
+            "flow",
+            "Attention flow",
+            False,
+            "Max flow from token i at layer l to input token j on the layered graph with capacities "
+            "Â = rownorm(0.5·A + 0.5·I), rows normalised (Abnar & Zuidema 2020). Decoders: "
+            "--option rollout_normalization=receptive_field divides by the flow of uniform causal attention.",
+            short="attention flow",
+        ),
     ),
+    group="across layers",
+    unit="score (rows sum to ~1)",
+    requires={"flow": ("attention",)},
+    opt_in=("flow",),
+    heavy=True,  # costly: the public app computes it in the worker process (normviz.workers.process)
+    references=(papers.ABNAR_2020,),
 )
-REQUIRES = {"flow": ("attention",)}
-OPT_IN = ("flow",)
-HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers.process)
-REFERENCES = (papers.ABNAR_2020,)
 
 
 def compute(inputs: Inputs, keys, options) -> Output:

@@ -10,6 +10,8 @@ families (``explain``'s sources, ``routes``: :mod:`normviz.attribution`) are reg
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import pkgutil
 from types import ModuleType
 
 from ..core import settings
@@ -44,32 +46,47 @@ def _completed(family: Family, info: KeyInfo) -> KeyInfo:
 
 
 def register_family(module: ModuleType) -> ModuleType:
-    """Add a family module (NAME, KEYS, check, compute and the optional attributes of :mod:`normviz.methods.base`),
-    kept as its :class:`Family` record. Its keys are offered on every stack they apply to
-    (:mod:`normviz.methods.keyspace`). A family's name may be one of its own keys' (``decompx``), never another family's
-    key."""
-    missing = [a for a in _REQUIRED if not hasattr(module, a)]
+    """Add a family module, kept as its :class:`Family` record: its ``FAMILY`` (the built-ins), or NAME, KEYS,
+    check, compute and the optional attributes of :mod:`normviz.methods.base` (a user's own module). Its keys are
+    offered on every stack they apply to (:mod:`normviz.methods.keyspace`). A family's name may be one of its own
+    keys' (``decompx``), never another family's key."""
+    required = ("check", "compute") if "FAMILY" in vars(module) else _REQUIRED
+    missing = [a for a in required if not hasattr(module, a)]
     if missing:
         raise TypeError(f"{module.__name__} is not a map family: it lacks {', '.join(missing)}")
-    own = {i.key for i in module.KEYS}
-    clash = [
-        i.key for i in module.KEYS if i.key in _FAMILIES or (i.key in _KEYS and _KEYS[i.key][0].module is not module)
-    ]
-    if clash or (module.NAME in _KEYS and module.NAME not in own) or module.NAME in FAMILY_ALIASES:
-        raise ValueError(f"family name {module.NAME!r} and key names must differ ({', '.join(clash) or module.NAME})")
     record = Family.of(module)
+    own = {i.key for i in record.keys}
+    clash = [
+        i.key for i in record.keys if i.key in _FAMILIES or (i.key in _KEYS and _KEYS[i.key][0].module is not module)
+    ]
+    if clash or (record.name in _KEYS and record.name not in own) or record.name in FAMILY_ALIASES:
+        raise ValueError(f"family name {record.name!r} and key names must differ ({', '.join(clash) or record.name})")
     record = dataclasses.replace(record, keys=tuple(_completed(record, i) for i in record.keys))
     _FAMILIES[record.name] = record
     for info in record.keys:
         _KEYS[info.key] = (record, info)
         if info.budget_option:  # its time budget becomes a declared option (normviz.core.settings)
             settings.declare_budget(info.budget_option.removesuffix("_budget_s"))
-    budget = getattr(module, "BUDGET", None)
+    budget = record.budget
     if budget is not None:  # a family without map keys (the interventions) has its budget too
         settings.declare_budget(budget.family)
     for alias in getattr(budget, "aliases", ()):
         settings.declare_budget(budget.family, alias=alias)
     return module
+
+
+def register_package(package: ModuleType) -> list[Family]:
+    """Register every module of ``package`` (a folder) that declares a ``FAMILY``, in the records' ``order``
+    (then name): the built-ins are found by listing :mod:`normviz.methods`, not by a hand-kept list."""
+    found = []
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        if isinstance(vars(module).get("FAMILY"), Family):
+            found.append(module)
+    found.sort(key=lambda m: (m.FAMILY.order, m.FAMILY.name))
+    for module in found:
+        register_family(module)
+    return [_FAMILIES[m.FAMILY.name] for m in found]
 
 
 def register_computation(record: Family) -> Family:

@@ -43,6 +43,7 @@ import numpy as np
 from ..core.errors import NormvizError
 from . import papers
 from .base import Inputs, KeyInfo, Output, Request
+from .family import Family
 
 NORMALIZATIONS = ("standard", "receptive_field")
 
@@ -198,64 +199,67 @@ def chain_source(key: str, options: dict) -> str | None:
 
 _OPTION_NOTE = "Decoders: --option rollout_normalization=receptive_field (see normviz.methods.rollouts)."
 
-NAME = "rollouts"
-GROUP = "across layers"
-UNIT = "score (rows sum to ~1)"
-KEYS = (
-    KeyInfo(
-        "rollout_attention",
-        "Attention rollout",
-        False,
-        "R_l = Â_l·R_{l−1}, Â = rownorm(0.5·mean_h α + 0.5·I), cumulative up to layer l. " + _OPTION_NOTE,
-        short="α rollout",
+FAMILY = Family(
+    name="rollouts",
+    order=40,
+    keys=(
+        KeyInfo(
+            "rollout_attention",
+            "Attention rollout",
+            False,
+            "R_l = Â_l·R_{l−1}, Â = rownorm(0.5·mean_h α + 0.5·I), cumulative up to layer l. " + _OPTION_NOTE,
+            short="α rollout",
+        ),
+        KeyInfo(
+            "rollout_attn_res",
+            "Rollout of attention + residual",
+            False,
+            "R_l = rownorm(attn_res_l)·R_{l−1} (residual already inside; no identity added). " + _OPTION_NOTE,
+            short="+ residual",
+        ),
+        KeyInfo(
+            "rollout_attn_res_ln",
+            "Rollout of attention + residual + norm",
+            False,
+            "R_l = rownorm(attn_res_ln_l)·R_{l−1}: the norm rollout of the attention block with residual and "
+            'norm (the "norm rollout" baseline of Ferrando et al. 2022; not GlobEnc, see globenc). ' + _OPTION_NOTE,
+            short="+ residual + LN",
+        ),
+        KeyInfo(
+            "rollout_ff_res",
+            "Rollout of feed-forward + residual",
+            False,
+            "R_l = rownorm(ff_res_l)·R_{l−1}; for pre-LN models ff_res is the whole layer. " + _OPTION_NOTE,
+            short="FF + residual",
+        ),
+        KeyInfo(
+            "rollout_ff_res_ln",
+            "Rollout of the whole layer (FF + residual + norm)",
+            False,
+            "Post-LN only: R_l = rownorm(ff_res_ln_l)·R_{l−1}.",
+            placements=("post",),
+            short="whole layer",
+        ),
+        KeyInfo(
+            "rollout_value_zeroing",
+            "Value-zeroing rollout",
+            False,
+            "R_l = value_zeroing_l·R_{l−1} (rows normalised, no identity), as Mohebbi et al. 2023 compute it. "
+            "Opt-in: needs value_zeroing (n+1 reruns of every layer).",
+            short="value zeroing",
+        ),
     ),
-    KeyInfo(
-        "rollout_attn_res",
-        "Rollout of attention + residual",
-        False,
-        "R_l = rownorm(attn_res_l)·R_{l−1} (residual already inside; no identity added). " + _OPTION_NOTE,
-        short="+ residual",
+    group="across layers",
+    unit="score (rows sum to ~1)",
+    requires={"rollout_attention": ("attention",), **{k: (v,) for k, v in NORM_SOURCES.items()}},
+    opt_in=("rollout_value_zeroing",),
+    references=(
+        papers.ABNAR_2020,
+        papers.FERRANDO_2022,
+        papers.KOBAYASHI_2021,
+        papers.KOBAYASHI_2024,
+        papers.MOHEBBI_2023,
     ),
-    KeyInfo(
-        "rollout_attn_res_ln",
-        "Rollout of attention + residual + norm",
-        False,
-        "R_l = rownorm(attn_res_ln_l)·R_{l−1}: the norm rollout of the attention block with residual and "
-        'norm (the "norm rollout" baseline of Ferrando et al. 2022; not GlobEnc, see globenc). ' + _OPTION_NOTE,
-        short="+ residual + LN",
-    ),
-    KeyInfo(
-        "rollout_ff_res",
-        "Rollout of feed-forward + residual",
-        False,
-        "R_l = rownorm(ff_res_l)·R_{l−1}; for pre-LN models ff_res is the whole layer. " + _OPTION_NOTE,
-        short="FF + residual",
-    ),
-    KeyInfo(
-        "rollout_ff_res_ln",
-        "Rollout of the whole layer (FF + residual + norm)",
-        False,
-        "Post-LN only: R_l = rownorm(ff_res_ln_l)·R_{l−1}.",
-        placements=("post",),
-        short="whole layer",
-    ),
-    KeyInfo(
-        "rollout_value_zeroing",
-        "Value-zeroing rollout",
-        False,
-        "R_l = value_zeroing_l·R_{l−1} (rows normalised, no identity), as Mohebbi et al. 2023 compute it. "
-        "Opt-in: needs value_zeroing (n+1 reruns of every layer).",
-        short="value zeroing",
-    ),
-)
-REQUIRES = {"rollout_attention": ("attention",), **{k: (v,) for k, v in NORM_SOURCES.items()}}
-OPT_IN = ("rollout_value_zeroing",)
-REFERENCES = (
-    papers.ABNAR_2020,
-    papers.FERRANDO_2022,
-    papers.KOBAYASHI_2021,
-    papers.KOBAYASHI_2024,
-    papers.MOHEBBI_2023,
 )
 
 

@@ -8,18 +8,24 @@ from ..core import pool
 from ..record import alpha_into
 from . import papers
 from .base import Inputs, KeyInfo, Output, no_check, to_numpy
+from .family import Family
 
-NAME = "weights"
-STACKS = ("model", "encoder", "decoder")  # also an encoder–decoder's decoder self-attention
-GROUP = "per layer"
-UNIT = "weight α"
-KEYS = (KeyInfo("attention", "Attention weights α", True, "α^h_ij, the softmax weights of head h.", short="α weights"),)
-REFERENCES = (papers.VASWANI_2017,)
 check = no_check
-PER_LAYER = True  # compute() serves any subset of layers: Session.map computes one
-RECORD = "attention"  # reads only the attention blocks: a pass may stop after the last one (normviz.session.schedule)
-ALPHA_KEYS = ("attention",)  # its layer map is α: one head or the head mean is taken from the layer view's α
-RELEASES_ALPHA = True  # compute() clears each layer's α once copied: other families on the same view run first
+FAMILY = Family(
+    name="weights",
+    order=10,
+    keys=(
+        KeyInfo("attention", "Attention weights α", True, "α^h_ij, the softmax weights of head h.", short="α weights"),
+    ),
+    stacks=("model", "encoder", "decoder"),  # also an encoder–decoder's decoder self-attention
+    group="per layer",
+    unit="weight α",
+    per_layer=True,  # compute() serves any subset of layers: Session.map computes one
+    record="attention",  # reads only the attention blocks: a pass may stop after the last one (schedule)
+    alpha_keys=("attention",),  # its layer map is α: one head or the head mean is taken from the layer view's α
+    releases_alpha=True,  # compute() clears each layer's α once copied: other families on the same view run first
+    references=(papers.VASWANI_2017,),
+)
 
 
 def compute(inputs: Inputs, keys, options) -> Output:

@@ -26,25 +26,29 @@ from ..models.params import get_path
 from ..record.recorder import add_hooks, owner_only, remove_hooks
 from . import papers
 from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
+from .family import Family
 
-NAME = "zeroing"
-BUDGET = Budget(NAME, aliases=("value_zeroing_budget_s",))  # option zeroing_budget_s
-UNIT = "score (rows sum to ~1)"
-KEYS = (
-    KeyInfo(
-        "value_zeroing",
-        "Value zeroing",
-        False,
-        "Cosine distance of token i's layer output when token j's values are zeroed in every head, "
-        "rows normalised (Mohebbi et al. 2023). Opt-in: n+1 reruns of every layer.",
-        short="value zeroing",
+FAMILY = Family(
+    name="zeroing",
+    order=90,
+    keys=(
+        KeyInfo(
+            "value_zeroing",
+            "Value zeroing",
+            False,
+            "Cosine distance of token i's layer output when token j's values are zeroed in every head, "
+            "rows normalised (Mohebbi et al. 2023). Opt-in: n+1 reruns of every layer.",
+            short="value zeroing",
+        ),
     ),
+    unit="score (rows sum to ~1)",
+    budget=Budget("zeroing", aliases=("value_zeroing_budget_s",)),  # option zeroing_budget_s
+    opt_in=("value_zeroing",),
+    needs_model=True,
+    hooks_own_thread=True,  # its hook acts only in the thread that added it: the session need not lock the model
+    heavy=True,  # costly: the public app computes it in the worker process (normviz.workers.process)
+    references=(papers.MOHEBBI_2023,),
 )
-NEEDS_MODEL = True
-HOOKS_OWN_THREAD = True  # its hook acts only in the thread that added it: the session need not lock the model
-OPT_IN = ("value_zeroing",)
-HEAVY = True  # costly: the public app computes it in the worker process (normviz.workers.process)
-REFERENCES = (papers.MOHEBBI_2023,)
 
 CHUNK_BYTES = 256 * 2**20
 
@@ -130,14 +134,16 @@ def scores(zeroed: torch.Tensor, base: torch.Tensor, causal: bool = False) -> to
 
 def compute(inputs: Inputs, keys, options) -> Output:
     lm = inputs.model
-    return Output(per_layer(inputs, NAME, keys, lambda ctx: {"value_zeroing": value_zeroing_layer(lm, ctx, options)}))
+    return Output(
+        per_layer(inputs, FAMILY.name, keys, lambda ctx: {"value_zeroing": value_zeroing_layer(lm, ctx, options)})
+    )
 
 
 def check(request: Request, key: str, options: dict) -> None:
     """Refuse before anything runs when L·(n+1) reruns of a layer on n tokens would take longer than option
     ``zeroing_budget_s`` (or ``value_zeroing_budget_s``)
     seconds (:func:`~normviz.methods.base.refuse_over_budget`)."""
-    refuse_over_budget(request, key, options, BUDGET, flops)
+    refuse_over_budget(request, key, options, FAMILY.budget, flops)
 
 
 def flops(r: Request) -> float:

@@ -70,7 +70,7 @@ def layer_knockout(
         request,
         "knockout",
         dict(session.options),
-        family.BUDGET,
+        family.FAMILY.budget,
         (len(pairs) * len(layers) + 1) * family.forward_flops(request),
     )
     delta = np.full((L, n, n), np.nan)

@@ -95,6 +95,14 @@ REWRITTEN = (
     "URL (`steps=Weights~0~all~attention+norm;Deep~5~3~norm`)",
     # issue 38: gated FFs are split for GELU and GELU-tanh too, not "SiLU only"
     "model, `encoder_ff` of a gated-GELU T5 v1.1, whose gated FF is split for SiLU only)",
+    # issue 40: a family declares one frozen FAMILY = Family(...) record, found by listing the package
+    "**Adding a map family** is one module under `normviz/methods/` (see `methods/base.py`), named as its module:",
+    "`NAME`, `KEYS` (one `KeyInfo` per key: title, description = its caption, and optionally `short` (the picker's",
+    "label), `group`, `unit` (colour bars), `placements`), `REQUIRES`, `NEEDS_MODEL`, `OPT_IN`, `REFERENCES`,",
+    "optionally `STACKS` (which stacks its keys apply to), `GROUP`, `UNIT` (defaults for its keys) and `BUDGET =",
+    "Budget(NAME)` (its cost option `<NAME>_budget_s`), `check(request, key, options)` (applicability and cost,",
+    "before any forward pass) and `compute(inputs, keys, options) -> Output(arrays, notes)`; register it with",
+    "`normviz.register_family(module)` (the built-in ones in `methods/__init__.py`). Nothing else is edited: the",
 )
 
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import re
 import types
 from pathlib import Path
@@ -156,28 +158,102 @@ def test_a_misspelt_family_attribute_is_an_error_at_registration():
     assert Family.of(_module(CHUNK_ROWS=64)).name == "my_family"
 
 
+def _declared_fields(module) -> dict[str, ast.expr]:
+    """The keyword arguments of ``module``'s ``FAMILY = Family(...)``, read from its source."""
+    tree = ast.parse(Path(module.__file__).read_text())
+    calls = [
+        n.value
+        for n in tree.body
+        if isinstance(n, ast.Assign) and [getattr(t, "id", None) for t in n.targets] == ["FAMILY"]
+    ]
+    assert len(calls) == 1 and isinstance(calls[0], ast.Call), f"{module.__name__}: one FAMILY = Family(...)"
+    return {k.arg: k.value for k in calls[0].keywords if k.arg}
+
+
+def _built_ins():
+    return [
+        f for f in registry.families().values() if f.module is not None and f.module.__name__.startswith("normviz.")
+    ]
+
+
 def test_built_in_families_write_no_default_out():
-    """Defaults are declared once (the record's): no built-in family module restates one (``OPT_IN = ()``)."""
+    """Defaults are declared once (the record's): no built-in family's ``Family(...)`` restates one
+    (``opt_in=()``, ``heavy=False``)."""
+    defaults = {f.name: f.default for f in dataclasses.fields(Family) if f.default is not dataclasses.MISSING}
+    defaults.update(requires={}, layer_views=None)
+    written = []
+    for f in _built_ins():
+        for name, node in _declared_fields(f.module).items():
+            try:
+                value = ast.literal_eval(node)
+            except ValueError:
+                continue  # a computed value (a Budget, papers.X) is never a default
+            if name in defaults and value == defaults[name]:
+                written.append(f"{f.name}.{name}")
+    assert not written, f"defaults written out: {written}"
+
+
+def test_each_built_in_declares_one_frozen_record():
+    """Every built-in family module declares ``FAMILY = Family(...)`` and none of the old upper-case attributes;
+    the registered record is that value, bound to its module (check and compute stay the module's)."""
     from normviz.methods.family import DECLARED
 
-    bare = Family.of(_module())
-    field = {
-        "REQUIRES": "requires",
-        "OPT_IN": "opt_in",
-        "NEEDS_MODEL": "needs_model",
-        "HEAVY": "heavy",
-        "PER_LAYER": "per_layer",
-        "HOOKS_OWN_THREAD": "hooks_own_thread",
-        "COMPUTED_TOGETHER": "computed_together",
-        "RELEASES_ALPHA": "releases_alpha",
-        "ALPHA_KEYS": "alpha_keys",
-        "REFERENCES": "references",
-    }
-    assert set(field) <= set(DECLARED)
-    written = [
-        f"{f.name}.{attr}"
-        for f in registry.families().values()
-        for attr, name in field.items()
-        if f.module is not None and attr in vars(f.module) and vars(f.module)[attr] == getattr(bare, name)
-    ]
-    assert not written, f"defaults written out: {written}"
+    built = _built_ins()
+    assert len(built) == 13
+    for f in built:
+        assert isinstance(f.module.FAMILY, Family) and f.module.FAMILY.module is None
+        assert not [a for a in DECLARED if a in vars(f.module)], f.module.__name__
+        assert f.name == f.module.FAMILY.name == f.module.__name__.rsplit(".", 1)[-1]
+        assert f.keys == tuple(methods.key_info(i.key) for i in f.module.FAMILY.keys)
+        assert f.check is f.module.check and f.compute is f.module.compute
+    with pytest.raises(TypeError, match="FAMILY and NAME"):  # one declaration, not two
+        registry.register_family(_module(FAMILY=Family(name="my_family", keys=())))
+
+
+def test_an_unknown_field_is_an_error_at_import():
+    """A misspelt field of the record is a TypeError where it is written (the module's import); a bad record or
+    group a ValueError there."""
+    with pytest.raises(TypeError, match="per_layers"):
+        Family(name="x", keys=(), per_layers=True)
+    with pytest.raises(ValueError, match="RECORD"):
+        Family(name="x", keys=(), record="half")
+    with pytest.raises(ValueError, match="group"):
+        Family(name="x", keys=(), group="elsewhere")
+    src = "from normviz.methods.family import Family\nFAMILY = Family(name='x', keys=(), heavvy=True)\n"
+    with pytest.raises(TypeError, match="heavvy"):
+        exec(compile(src, "my_family.py", "exec"), {})
+
+
+def test_built_ins_are_found_by_listing_the_package(tmp_path, monkeypatch):
+    """The built-ins are every module of normviz.methods that declares a FAMILY, registered in their ``order``
+    (the key order of ``all_keys`` is theirs); a package of one's own registers the same way."""
+    assert "from . import" not in (ROOT / "normviz/methods/__init__.py").read_text()  # no hand-kept list
+    orders = [f.module.FAMILY.order for f in _built_ins()]
+    assert orders == sorted(orders)
+    assert list(registry.families())[:13] == [
+        "weights", "norms", "feedforward", "rollouts", "effective", "interactions", "globenc", "maxflow", "zeroing",
+        "decompx", "cross", "knockout", "head_ablation",
+    ]  # fmt: skip
+    pkg = tmp_path / "my_families"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    body = (
+        "from normviz.methods.base import KeyInfo, Output, no_check\n"
+        "from normviz.methods.family import Family\n"
+        "FAMILY = Family(name={name!r}, keys=(KeyInfo({key!r}, 'Mine', False, 'mine'),), order={order})\n"
+        "check = no_check\n"
+        "def compute(inputs, keys, options):\n    return Output({{}})\n"
+    )
+    (pkg / "late.py").write_text(body.format(name="my_late", key="my_late_map", order=2))
+    (pkg / "early.py").write_text(body.format(name="my_early", key="my_early_map", order=1))
+    (pkg / "helper.py").write_text("VALUE = 1\n")  # no FAMILY: not a family
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+
+    found = registry.register_package(importlib.import_module("my_families"))
+    try:
+        assert [f.name for f in found] == ["my_early", "my_late"]
+        assert registry.all_keys(stack=None)[-2:] == ["my_early_map", "my_late_map"]
+    finally:
+        for f in found:
+            registry.unregister_family(f.name)

@@ -17,41 +17,47 @@ import torch
 from ...core import pool
 from .. import papers
 from ..base import Inputs, KeyInfo, Output, no_check, to_numpy
+from ..family import Family
 from .runs import KEYS as _NAMES
 from .runs import backend, norm_family_run, runs
 
-NAME = "norms"
-STACKS = ("model", "encoder", "decoder")  # also an encoder–decoder's decoder self-attention
-GROUP = "per layer"
-KEYS = (
-    KeyInfo("norm", "Norm ‖α f(x)‖", True, "‖α^h_ij f^h(x_j)‖ per head (Kobayashi et al. 2020).", short="‖αf‖ norm"),
-    KeyInfo(
-        "norm_layer",
-        "Norm, heads summed ‖Σ_h α f(x)‖",
-        False,
-        "‖Σ_h α^h_ij f^h(x_j)‖: head vectors summed, then the norm (2020).",
-        short="‖Σαf‖ heads summed",
-    ),
-    KeyInfo(
-        "attn_res",
-        "Attention + residual",
-        False,
-        "‖Σ_h α^h_ij f^h(x_j) + δ_ij x_j‖ (Kobayashi et al. 2021, ATB).",
-        short="+ residual",
-    ),
-    KeyInfo(
-        "attn_res_ln",
-        "Attention + residual + norm",
-        False,
-        "The norm after the residual decomposed: ‖γ⊙(u_ij − mean u_ij)‖/s_i (2021, ATBN).",
-        short="+ residual + LN",
-    ),
-)
-COMPUTED_TOGETHER = True  # the stages share the Grams: asking for one key computes them all
-REFERENCES = (papers.KOBAYASHI_2020, papers.KOBAYASHI_2021)
 check = no_check
-PER_LAYER = True  # compute() serves any subset of layers: Session.map computes one
-RECORD = "attention"  # reads only the attention blocks: a pass may stop after the last one (normviz.session.schedule)
+FAMILY = Family(
+    name="norms",
+    order=20,
+    keys=(
+        KeyInfo(
+            "norm", "Norm ‖α f(x)‖", True, "‖α^h_ij f^h(x_j)‖ per head (Kobayashi et al. 2020).", short="‖αf‖ norm"
+        ),
+        KeyInfo(
+            "norm_layer",
+            "Norm, heads summed ‖Σ_h α f(x)‖",
+            False,
+            "‖Σ_h α^h_ij f^h(x_j)‖: head vectors summed, then the norm (2020).",
+            short="‖Σαf‖ heads summed",
+        ),
+        KeyInfo(
+            "attn_res",
+            "Attention + residual",
+            False,
+            "‖Σ_h α^h_ij f^h(x_j) + δ_ij x_j‖ (Kobayashi et al. 2021, ATB).",
+            short="+ residual",
+        ),
+        KeyInfo(
+            "attn_res_ln",
+            "Attention + residual + norm",
+            False,
+            "The norm after the residual decomposed: ‖γ⊙(u_ij − mean u_ij)‖/s_i (2021, ATBN).",
+            short="+ residual + LN",
+        ),
+    ),
+    stacks=("model", "encoder", "decoder"),  # also an encoder–decoder's decoder self-attention
+    group="per layer",
+    per_layer=True,  # compute() serves any subset of layers: Session.map computes one
+    record="attention",  # reads only the attention blocks: a pass may stop after the last one (schedule)
+    computed_together=True,  # the stages share the Grams: asking for one key computes them all
+    references=(papers.KOBAYASHI_2020, papers.KOBAYASHI_2021),
+)
 
 
 def compute(inputs: Inputs, keys, options) -> Output:
@@ -84,6 +90,6 @@ def compute(inputs: Inputs, keys, options) -> Output:
         for ctx in layers[run]:
             ctx.clear()
         if inputs.progress:
-            inputs.progress(run.stop / L, f"{NAME}: layers {run.start + 1}–{run.stop}/{L}")
+            inputs.progress(run.stop / L, f"{FAMILY.name}: layers {run.start + 1}–{run.stop}/{L}")
     c0.workspace.release()
     return Output(out)
