@@ -200,7 +200,8 @@ def test_new_view_fields_round_trip_and_bad_values_are_noted():
     )
     assert ViewState.from_query(v.to_query()) == v
     bad = ViewState.from_query({"draw": "x", "threshold": "2", "diff": "norm,norm", "compare": "z"})
-    assert len(bad.problems) == 4 and bad.threshold == 0.0 and bad.diff == () and bad.draw == "heatmap"
+    # a threshold out of range is clamped to it (0 … 0.9), with a note; the others fall back
+    assert len(bad.problems) == 4 and bad.threshold == 0.9 and bad.diff == () and bad.draw == "heatmap"
 
 
 def test_overview_zooms_into_a_head_and_links_it_to_explore():

@@ -15,9 +15,10 @@ from .messages import shorten_error
 from .session_view import VIEW, load_view
 from .settings import settings
 from .sidebar import sidebar
-from .state import ViewState, decode_bool
+from .state import ViewState
 from .style import apply_style, font_size
 from .theme import follow as follow_theme
+from .url_fields import decode, spec_of
 
 bound_heap()  # the server process: large freed buffers go back to the system (normviz.ui.kit.memory)
 
@@ -27,10 +28,8 @@ def presenting(view_key: str = VIEW) -> bool:
     ``?present=1``."""
     if view_key in st.session_state:
         return bool(st.session_state[view_key].present)
-    try:
-        return decode_bool(str(st.query_params.get("present", "0")))
-    except ValueError:
-        return False
+    present = spec_of(ViewState, "present")
+    return bool(present and decode(present, str(st.query_params.get("present", "0"))).value)
 
 
 def page_config(title: str, icon: str, view_key: str = VIEW) -> None:

@@ -6,10 +6,11 @@ falls back to the default and is reported in ``problems`` so the page can say wh
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from .settings import settings
+from .url_fields import decode, encode, specs, url
 
 DEFAULT_TEXT = "The cat sat on the mat because it was tired."
 DEFAULT_MODEL = "minilm"
@@ -23,37 +24,26 @@ DEFAULT_TOKEN_CAP = 128
 
 
 class QueryView:
-    """The one URL codec of every page's view (a dataclass subclass; ``problems`` is its last field).
+    """The one URL codec of every page's view (a dataclass subclass whose fields are declared with
+    :func:`normviz.ui.kit.url_fields.url`; ``problems`` is its last field).
 
-    :meth:`to_query` writes the fields that differ from the defaults (``cls.encode``); :meth:`from_query` reads
-    them back and never raises: a bad value keeps the current one and is reported in ``problems``. Fields named
-    in ``TEXT_FIELDS`` (visitor text) are cut at ``max_text_chars`` with a note; any other value longer than
-    ``LIMITS.get(name, 1000)`` characters is ignored with a note. A subclass gives ``decode(name, raw)`` (raises
-    ValueError with what to do) and may ``encode(name, value)`` and ``accept(name, value)`` (a last check)."""
+    :meth:`to_query` writes the fields that differ from the defaults; :meth:`from_query` reads them back with
+    :func:`normviz.ui.kit.url_fields.decode` and never raises: a bad value keeps the current one (a number out of
+    range is clamped) and is reported in ``problems``. A ``text`` field (visitor text) is cut at ``max_text_chars``
+    with a note. A subclass may ``accept(name, value)`` (a last adjustment, with notes)."""
 
-    TEXT_FIELDS: tuple[str, ...] = ()
-    LIMITS: dict[str, int] = {}
     problems: list[str]
 
-    @staticmethod
-    def encode(name: str, value) -> str:
-        return encode_value(value)
-
-    @staticmethod
-    def decode(name: str, raw: str):  # pragma: no cover - every subclass gives its own
-        raise ValueError("unknown field")
-
     def accept(self, name: str, value):
-        """The value to keep (after ``decode``); a subclass may note a problem and adjust it."""
+        """The value to keep (after decoding); a subclass may note a problem and adjust it."""
         return value
 
     def to_query(self) -> dict[str, str]:
         """Only fields that differ from the defaults, so links stay short."""
-        base = type(self)()
         return {
-            f.name: self.encode(f.name, getattr(self, f.name))
-            for f in fields(self)
-            if f.name != "problems" and getattr(self, f.name) != getattr(base, f.name)
+            name: encode(spec, getattr(self, name))
+            for name, spec in specs(type(self)).items()
+            if getattr(self, name) != spec.default
         }
 
     @classmethod
@@ -61,78 +51,86 @@ class QueryView:
         """The view of ``query`` (on top of ``base``, default the defaults); never raises."""
         view = replace(base) if base is not None else cls()
         view.problems = []
-        for f in fields(cls):
-            if f.name == "problems" or f.name not in query:
+        for name, spec in specs(cls).items():
+            if name not in query:
                 continue
-            raw = query[f.name]
+            raw = query[name]
             if isinstance(raw, (list, tuple)):  # a repeated key: the last value
                 raw = raw[-1] if raw else ""
             raw = str(raw)
-            limit = cls.LIMITS.get(f.name, 1000)
-            if f.name in cls.TEXT_FIELDS and max_text_chars is not None and len(raw) > max_text_chars:
+            if spec.kind == "text" and max_text_chars is not None and len(raw) > max_text_chars:
                 view.problems.append(
-                    f"The link's {f.name} is {len(raw):,} characters long; only the first "
+                    f"The link's {name} is {len(raw):,} characters long; only the first "
                     f"{max_text_chars:,} are used (NORMVIZ_MAX_TOKENS × 50)."
                 )
                 raw = raw[:max_text_chars]
-            elif f.name not in cls.TEXT_FIELDS and len(raw) > limit:
+            read = decode(spec, raw, getattr(view, name))
+            if read.clamped:
                 view.problems.append(
-                    f"Ignored the link's {f.name}: {len(raw):,} characters is too long (at most {limit:,})."
+                    f"The link's {name}={_short(raw)!r} is out of range ({read.why}); using {read.value}."
                 )
+            elif read.why is not None:
+                view.problems.append(f"Ignored the link's {name}={_short(raw)!r}: {read.why}")
                 continue
-            try:
-                value = cls.decode(f.name, raw)
-            except ValueError as exc:
-                view.problems.append(f"Ignored the link's {f.name}={_short(raw)!r}: {exc}")
-                continue
-            setattr(view, f.name, view.accept(f.name, value))
+            setattr(view, name, view.accept(name, read.value))
         return view
+
+
+def _steps_parse(raw: str):
+    from .steps import decode_each
+
+    read = decode_each(raw)
+    if not read.steps:
+        raise ValueError("; ".join(read.problems) or "no step in it")
+    return read
+
+
+def _steps_write(value) -> str:
+    from .steps import encode as encode_steps
+
+    return encode_steps(value)
+
+
+def _two_maps(keys: tuple[str, ...]) -> None:
+    if keys and (len(keys) != 2 or keys[0] == keys[1]):
+        raise ValueError("name two different maps, e.g. attention,norm")
+
+
+THEMES = ("", "dark", "light")  # "" = the browser's (normviz.ui.kit.theme)
+INDEX_NONE = ("all", "none", "")  # head / focus: all heads, no row
 
 
 @dataclass
 class ViewState(QueryView):
     """The view of Explore, Overview, Learn and Corpus (shared by them)."""
 
-    text: str = DEFAULT_TEXT
-    pair: str = ""
-    model: str = DEFAULT_MODEL
-    layer: int = 0
-    head: int | None = None  # None = all heads (the layer-level map)
-    maps: tuple[str, ...] = DEFAULT_MAPS
-    hide_special: bool = False
-    shared_scale: bool = True
-    values: str = "share"
-    focus: int | None = None  # token index whose row is shown as bars
-    present: bool = False  # stage mode (larger fonts)
-    overview_map: str = "attention"
-    overview_compare: str = "norm"
-    draw: str = "heatmap"  # heatmap | lines
-    threshold: float = 0.0  # cells below this share of the panel's largest |value| are hidden (0 … 0.9)
-    diff: tuple[str, ...] = ()  # (A, B): a difference panel A − B; () = none
-    fx: bool = True  # the ‖f(x_j)‖ strip under norm-based panels
-    compare: str = "none"  # none | text | model
-    text_b: str = ""  # the second text (compare=text)
-    model_b: str = "smollm2"  # the second model (compare=model)
-    lesson: str = ""  # Learn: the tab opened first (a map key)
-    player: str = ""  # the map animated through the layers ("" = no player)
-    steps: tuple = ()  # a talk's named views (normviz.ui.kit.steps.Step), walked with PageDown/PageUp on stage
-    theme: str = ""  # dark | light | "" (the browser's): normviz.ui.kit.theme
+    text: str = url(DEFAULT_TEXT, "text")
+    pair: str = url("", "text")
+    model: str = url(DEFAULT_MODEL, "str", required=True)
+    layer: int = url(0, "int")
+    head: int | None = url(None, "int", lo=0, none=INDEX_NONE)  # None = all heads (the layer-level map)
+    maps: tuple[str, ...] = url(DEFAULT_MAPS, "keys")
+    hide_special: bool = url(False, "flag")
+    shared_scale: bool = url(True, "flag")
+    values: str = url("share", "choice", choices=VALUE_MODES)
+    focus: int | None = url(None, "int", lo=0, none=INDEX_NONE)  # token index whose row is shown as bars
+    present: bool = url(False, "flag")  # stage mode (larger fonts)
+    overview_map: str = url("attention", "str")
+    overview_compare: str = url("norm", "str")
+    draw: str = url("heatmap", "choice", choices=DRAW_MODES)  # heatmap | lines
+    # cells below this share of the panel's largest |value| are hidden
+    threshold: float = url(0.0, "float", lo=0.0, hi=0.9, digits=2)
+    diff: tuple[str, ...] = url((), "keys", check=_two_maps)  # (A, B): a difference panel A − B; () = none
+    fx: bool = url(True, "flag")  # the ‖f(x_j)‖ strip under norm-based panels
+    compare: str = url("none", "choice", choices=COMPARE_MODES)  # none | text | model
+    text_b: str = url("", "text")  # the second text (compare=text)
+    model_b: str = url("smollm2", "str")  # the second model (compare=model)
+    lesson: str = url("", "str")  # Learn: the tab opened first (a map key)
+    player: str = url("", "str")  # the map animated through the layers ("" = no player)
+    # a talk's named views (normviz.ui.kit.steps.Step), walked with PageDown/PageUp on stage
+    steps: tuple = url((), "custom", parse=_steps_parse, write=_steps_write, limit=4000)
+    theme: str = url("", "choice", choices=THEMES, fold="lower")  # dark | light | "" (the browser's)
     problems: list[str] = field(default_factory=list, compare=False, repr=False)
-
-    TEXT_FIELDS = ("text", "pair", "text_b")
-    LIMITS = {"steps": 4000}
-
-    @staticmethod
-    def encode(name: str, value) -> str:
-        if name == "steps":
-            from .steps import encode
-
-            return encode(value)
-        return encode_value(value)
-
-    @staticmethod
-    def decode(name: str, raw: str):
-        return _decode(name, raw)
 
     def accept(self, name: str, value):
         """Repeated map names are dropped (with a note); a talk's steps that could not be read are named."""
@@ -146,93 +144,8 @@ class ViewState(QueryView):
         return value
 
 
-def encode_value(value) -> str:
-    """A field's query-string form: booleans 1/0, None "all", tuples comma-joined."""
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if value is None:
-        return "all"
-    if isinstance(value, (tuple, list)):
-        return ",".join(value)
-    return str(value)
-
-
-def _decode(name: str, raw: str):
-    if name in ("text", "pair", "model", "overview_map", "overview_compare", "text_b", "model_b", "lesson", "player"):
-        if name == "model" and not raw.strip():
-            raise ValueError("the model name is empty")
-        return raw
-    if name in ("hide_special", "shared_scale", "present", "fx"):
-        return decode_bool(raw)
-    if name in ("layer",):
-        return _int(raw, allow_negative=True)
-    if name in ("head", "focus"):
-        if raw.strip().lower() in ("all", "none", ""):
-            return None
-        return _int(raw)
-    if name == "maps":
-        keys = tuple(k.strip() for k in raw.split(",") if k.strip())
-        return keys
-    if name == "diff":
-        keys = tuple(k.strip() for k in raw.split(",") if k.strip())
-        if keys and (len(keys) != 2 or keys[0] == keys[1]):
-            raise ValueError("name two different maps, e.g. attention,norm")
-        return keys
-    if name == "theme":
-        from .theme import decode as decode_theme
-
-        return decode_theme(raw)
-    if name == "steps":
-        from .steps import decode_each
-
-        read = decode_each(raw)
-        if not read.steps:
-            raise ValueError("; ".join(read.problems) or "no step in it")
-        return read
-    if name == "threshold":
-        try:
-            value = float(raw.strip()) if len(raw.strip()) <= 12 else float("x")
-        except ValueError:
-            raise ValueError("not a number") from None
-        if not 0.0 <= value <= 0.9:  # also NaN
-            raise ValueError("use a number from 0 to 0.9")
-        return round(value, 2)
-    if name == "draw":
-        if raw not in DRAW_MODES:
-            raise ValueError(f"use one of {', '.join(DRAW_MODES)}")
-        return raw
-    if name == "compare":
-        if raw not in COMPARE_MODES:
-            raise ValueError(f"use one of {', '.join(COMPARE_MODES)}")
-        return raw
-    if name == "values":
-        if raw not in VALUE_MODES:
-            raise ValueError(f"use one of {', '.join(VALUE_MODES)}")
-        return raw
-    raise ValueError("unknown field")  # pragma: no cover
-
-
-def decode_bool(raw: str) -> bool:
-    low = raw.strip().lower()
-    if low in ("1", "true", "yes", "on"):
-        return True
-    if low in ("0", "false", "no", "off"):
-        return False
-    raise ValueError("use 1 or 0")
-
-
 def _short(raw: str, limit: int = 60) -> str:
     return raw if len(raw) <= limit else raw[:limit] + "…"
-
-
-def _int(raw: str, allow_negative: bool = False) -> int:
-    try:
-        value = int(raw.strip()) if len(raw.strip()) <= 12 else int("x")
-    except ValueError:
-        raise ValueError("not a whole number") from None
-    if value < 0 and not allow_negative:
-        raise ValueError("must not be negative")
-    return value
 
 
 # --- deployment settings -----------------------------------------------------------------------------------

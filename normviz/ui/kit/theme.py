@@ -21,14 +21,6 @@ _AGREED = "_normviz_theme_agreed"
 _FIGURES = "_normviz_figure_theme"
 
 
-def decode(raw: str) -> str:
-    """A link's ``theme=``: "dark", "light" or "" (the browser's); raises ValueError otherwise."""
-    value = raw.strip().lower()
-    if value not in THEMES + ("",):
-        raise ValueError("use dark or light")
-    return value
-
-
 def shown() -> str | None:
     """The theme the browser shows ("dark"/"light"), None where it does not say (AppTest, older Streamlit)."""
     try:

@@ -19,7 +19,8 @@ import normviz
 from normviz.core.tokens import tokenize
 
 from ..kit.settings import EMBEDDED_SEQ2SEQ
-from ..kit.state import QueryView, decode_bool, encode_value
+from ..kit.state import THEMES, QueryView
+from ..kit.url_fields import url
 
 DEFAULT_MODEL = "toy-mt"
 DEFAULT_SRC = "the big dog often sees a small red car"
@@ -29,66 +30,26 @@ SETTINGS = ("AWI", "AWO")
 MAX_GOLD_CHARS = 4000
 
 
+def _translates(name: str) -> None:
+    if _self_attention_only(name.strip()):  # e.g. the other pages' model, carried in a shared link
+        raise ValueError("this embedded model has no decoder to translate with (it is for the other pages)")
+
+
 @dataclass
 class TranslateView(QueryView):
     """Translate's view; its URL round trip is :class:`normviz.ui.kit.state.QueryView`'s, as every page's."""
 
-    model: str = DEFAULT_MODEL
-    src: str = DEFAULT_SRC
-    tgt: str = ""
-    layer: int | None = None  # None = the last layer
-    head: int | None = None  # None = the layer view
-    method: str = "norm"
-    setting: str = "AWO"
-    gold: str = ""
-    present: bool = False  # stage mode (larger fonts, collapsed controls)
-    theme: str = ""  # dark | light | "" (the browser's): normviz.ui.kit.theme
+    model: str = url(DEFAULT_MODEL, "str", required=True, strip=True, check=_translates, limit=256)
+    src: str = url(DEFAULT_SRC, "text")
+    tgt: str = url("", "text")
+    layer: int | None = url(None, "int", lo=0, none=("last", ""))  # None = the last layer
+    head: int | None = url(None, "int", lo=0, none=("all", ""))  # None = the layer view
+    method: str = url("norm", "choice", choices=METHODS)
+    setting: str = url("AWO", "choice", choices=SETTINGS, fold="upper")
+    gold: str = url("", "str", limit=MAX_GOLD_CHARS)
+    present: bool = url(False, "flag")  # stage mode (larger fonts, collapsed controls)
+    theme: str = url("", "choice", choices=THEMES, fold="lower")  # dark | light | "" (the browser's)
     problems: list[str] = field(default_factory=list, compare=False, repr=False)
-
-    TEXT_FIELDS = ("src", "tgt")
-    LIMITS = {"gold": MAX_GOLD_CHARS, "model": 256}
-
-    @staticmethod
-    def encode(name: str, value) -> str:
-        if value is None:
-            return "all" if name == "head" else "last"
-        return encode_value(value)
-
-    @staticmethod
-    def decode(name: str, raw: str):
-        return _decode(name, raw)
-
-
-def _decode(name: str, raw: str):
-    if name in ("src", "tgt", "gold"):
-        return raw
-    if name == "present":
-        return decode_bool(raw)
-    if name == "theme":
-        from ..kit.theme import decode as decode_theme
-
-        return decode_theme(raw)
-    if name == "model":
-        if not raw.strip():
-            raise ValueError("the model name is empty")
-        if _self_attention_only(raw.strip()):  # e.g. the other pages' model, carried in a shared link
-            raise ValueError("this embedded model has no decoder to translate with (it is for the other pages)")
-        return raw.strip()
-    if name in ("layer", "head"):
-        if raw.strip().lower() in (("all", "") if name == "head" else ("last", "")):
-            return None
-        if not raw.strip().isdigit() or len(raw.strip()) > 6:
-            raise ValueError("not a whole number ≥ 0")
-        return int(raw)
-    if name == "method":
-        if raw not in METHODS:
-            raise ValueError(f"use one of {', '.join(METHODS)}")
-        return raw
-    if name == "setting":
-        if raw.upper() not in SETTINGS:
-            raise ValueError(f"use one of {', '.join(SETTINGS)}")
-        return raw.upper()
-    raise ValueError("unknown field")  # pragma: no cover
 
 
 def unknown_words(tokenizer, text: str) -> list[str]:

@@ -19,7 +19,8 @@ from ...attribution import NoHeadError, readout_of
 from ...attribution.predict import token_id, token_text
 from ...core.errors import NormvizError, TooCostlyError
 from ...viz.why import shown
-from ..kit.state import QueryView, encode_value
+from ..kit.state import QueryView
+from ..kit.url_fields import url
 
 WHY_VIEW = "_normviz_why"
 FALLBACK_MODEL = "smollm2"
@@ -29,56 +30,15 @@ MAX_STEPS = 64  # a continuation's steps on the page (URL ``steps``)
 
 @dataclass
 class WhyView(QueryView):
-    position: int | None = None  # None: the last token
-    token: str = ""  # "" = the default target
-    foil: str = ""
-    tau: float = 0.04
-    steps: int = 0  # the Continuation view (normviz.ui.views.continuation): 0 = off, else its steps
-    continuation: str = ""  # … a given continuation (teacher-forced) instead of the greedy one
-    cfoil: str = ""  # "" or "runner-up": each step's logit, or its difference to the step's runner-up
+    position: int | None = url(None, "int", lo=0, none=("last", "", "-1"))  # None: the last token
+    token: str = url("", "str", limit=200)  # "" = the default target
+    foil: str = url("", "str", limit=200)
+    tau: float = url(0.04, "float", lo=0.01, hi=0.5, digits=3)
+    # the Continuation view (normviz.ui.views.continuation): 0 = off, else its steps
+    steps: int = url(0, "int", lo=0, hi=MAX_STEPS)
+    continuation: str = url("", "str", limit=400)  # … a given continuation (teacher-forced) instead of the greedy one
+    cfoil: str = url("", "choice", choices=("", "runner-up"))  # each step's logit, or its difference to the runner-up
     problems: list[str] = field(default_factory=list, compare=False, repr=False)
-
-    LIMITS = {"token": 200, "foil": 200, "continuation": 400}
-
-    @staticmethod
-    def encode(name: str, value) -> str:
-        return "last" if value is None else encode_value(value)
-
-    @staticmethod
-    def decode(name: str, raw: str):
-        if name in ("token", "foil", "continuation"):
-            return raw
-        if name == "cfoil":
-            if raw not in ("", "runner-up"):
-                raise ValueError("use runner-up or leave it out")
-            return raw
-        if name == "steps":  # the Continuation view's (normviz.ui.views.continuation)
-            try:
-                v = int(raw.strip()) if len(raw.strip()) <= 4 else int("x")
-            except ValueError:
-                raise ValueError("not a whole number") from None
-            if not 0 <= v <= MAX_STEPS:
-                raise ValueError(f"use 0 (off) to {MAX_STEPS}")
-            return v
-        if name == "position":
-            if raw.strip().lower() in ("", "last", "-1"):
-                return None
-            try:
-                v = int(raw.strip()) if len(raw.strip()) <= 9 else int("x")
-            except ValueError:
-                raise ValueError("not a whole number") from None
-            if v < 0:
-                raise ValueError("use 0, 1, … or last")
-            return v
-        if name == "tau":
-            try:
-                v = float(raw.strip()) if len(raw.strip()) <= 12 else float("x")
-            except ValueError:
-                raise ValueError("not a number") from None
-            if not 0.01 <= v <= 0.5:  # also NaN
-                raise ValueError("use a number from 0.01 to 0.5")
-            return round(v, 3)
-        raise ValueError("unknown field")  # pragma: no cover
 
 
 def has_head(lm) -> str | None:
