@@ -15,10 +15,10 @@ import contextlib
 import math
 import os
 import threading
-from collections import OrderedDict
 
 import numpy as np
 
+from .cache import BoundedCache
 from .errors import TooCostlyError
 
 MAP_CACHE_MB = 512
@@ -120,57 +120,16 @@ def scratch_heap(block_bytes: int):
                 lib.malloc_trim(0)
 
 
-class LayerCache:
-    """(key, layer) → array, bounded in bytes (least recently used dropped first); thread-safe."""
+class LayerCache(BoundedCache):
+    """(key, layer) → array, bounded in bytes (least recently used dropped first); thread-safe: the one
+    :class:`normviz.core.cache.BoundedCache`, sized in MB."""
 
     def __init__(self, limit_mb: float = MAP_CACHE_MB):
-        self.limit = int(limit_mb * 2**20)
-        self._items: OrderedDict = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def get(self, key):
-        with self._lock:
-            value = self._items.get(key)
-            if value is not None:
-                self._items.move_to_end(key)
-            return value
-
-    def put(self, key, value: np.ndarray) -> None:
-        """Keep ``value`` unless it alone exceeds the bound; drop the oldest entries until it fits."""
-        size = value.nbytes
-        with self._lock:
-            if key in self._items:
-                self._bytes -= self._items.pop(key).nbytes
-            if size > self.limit:
-                return
-            while self._items and self._bytes + size > self.limit:
-                _, old = self._items.popitem(last=False)
-                self._bytes -= old.nbytes
-            self._items[key] = value
-            self._bytes += size
-
-    def reserve(self, size: int, limit: int | None = None) -> None:
-        """Drop the oldest entries until ``size`` more bytes fit the bound, or ``limit`` if smaller (before
-        computing what will be put): a long input's new layer then never coexists with a full cache, and the
-        session's peak is its records, the bound and one layer's scratch."""
-        limit = self.limit if limit is None else min(self.limit, int(limit))
-        with self._lock:
-            while self._items and self._bytes + size > limit:
-                _, old = self._items.popitem(last=False)
-                self._bytes -= old.nbytes
+        super().__init__(max_bytes=int(limit_mb * 2**20))
 
     @property
-    def nbytes(self) -> int:
-        return self._bytes
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self._bytes = 0
+    def limit(self) -> int:
+        return int(self.max_bytes or 0)
 
 
 __all__ = [

@@ -55,6 +55,7 @@ import time
 from dataclasses import dataclass
 
 from ..core import settings
+from ..core.cache import BoundedCache
 from ..methods.base import DEADLINE_FACTOR, DEFAULT_DEADLINE_S  # noqa: F401 - × the budget; no seconds budget
 
 POLL_S = 0.25
@@ -538,7 +539,7 @@ def takes_layers(worker, session) -> bool:
 
 
 # ---------------------------------------------------------------- in the worker process
-_MODELS: dict = {}
+_MODELS = BoundedCache(1)  # (name, device, dtype) -> LoadedModel; the last NORMVIZ_WORKER_MODELS used
 
 
 def _model(name: str, device: str, dtype: str, cache_key: tuple | None = None):
@@ -550,13 +551,12 @@ def _model(name: str, device: str, dtype: str, cache_key: tuple | None = None):
         lm = load(name, device=device, dtype=dtype)
     if cache_key is not None and tuple(lm.cache_key) != tuple(cache_key):
         raise RuntimeError(f"the worker loaded {lm.cache_key}, not the server's {cache_key}")
-    _MODELS[key] = lm
-    while len(_MODELS) > settings.env("NORMVIZ_WORKER_MODELS"):
-        _MODELS.pop(next(iter(_MODELS)))
+    _MODELS.max_entries = settings.env("NORMVIZ_WORKER_MODELS")
+    _MODELS.put(key, lm)
     return lm
 
 
-_SESSIONS: collections.OrderedDict = collections.OrderedDict()  # key -> (session, last used): layer jobs' texts
+_SESSIONS = BoundedCache(1)  # key -> (session, last used): layer jobs' texts, the last NORMVIZ_WORKER_SESSIONS
 _SESSIONS_LOCK = threading.Lock()
 WORKER_IDLE_S = 90.0  # a kept session unused this long is dropped (NORMVIZ_WORKER_IDLE_S)
 
@@ -581,11 +581,8 @@ def _session(lm, job: Job):
         session = _SESSIONS.pop(key, (None,))[0]
         if session is None:
             session = Session.from_inputs(lm, job.encoded, job.text, job.text_pair, job.options)
-        _SESSIONS[key] = (session, time.monotonic())
-        dropped = 0
-        while len(_SESSIONS) > settings.env("NORMVIZ_WORKER_SESSIONS"):
-            _SESSIONS.popitem(last=False)
-            dropped += 1
+        _SESSIONS.max_entries = settings.env("NORMVIZ_WORKER_SESSIONS")
+        dropped = _SESSIONS.put(key, (session, time.monotonic()))
     if dropped:
         _trim()
     return session, key
@@ -596,7 +593,7 @@ def _touch(key) -> None:
     its start (a layer job of a long text runs for tens of seconds)."""
     with _SESSIONS_LOCK:
         if key in _SESSIONS:
-            _SESSIONS[key] = (_SESSIONS[key][0], time.monotonic())
+            _SESSIONS.put(key, (_SESSIONS.get(key)[0], time.monotonic()))
 
 
 def _forget_idle(idle_s: float) -> int:
@@ -605,7 +602,7 @@ def _forget_idle(idle_s: float) -> int:
     with _SESSIONS_LOCK:
         old = [k for k, (_, used) in _SESSIONS.items() if now - used > idle_s]
         for k in old:
-            del _SESSIONS[k]
+            _SESSIONS.pop(k)
     if old:
         _trim()
     return len(old)

@@ -35,13 +35,13 @@ def test_an_owner_holds_at_most_max_bytes(monkeypatch):
     for k in range(5):  # 4,000 bytes each: at most two fit
         memoised(owner, k, lambda: np.zeros(500))
     table = memo._MEMO[id(owner)][1]
-    assert sorted(table) == [3, 4] and sum(memo.size_of(v) for v, _ in table.values()) <= 10_000
-    assert memo._MEMO[id(owner)][2] == 8_000  # the running count equals what is held
+    assert sorted(table.keys()) == [3, 4] and sum(memo.size_of(v) for _, v in table.items()) <= 10_000
+    assert table.nbytes == 8_000  # the running count equals what is held
     calls = []
     big = lambda: calls.append(1) or np.zeros(2_000)  # 16,000 bytes
     memoised(owner, "big", big)
     memoised(owner, "big", big)
-    assert calls == [1, 1] and "big" not in table and sorted(table) == [3, 4]
+    assert calls == [1, 1] and "big" not in table and sorted(table.keys()) == [3, 4]
 
 
 class _Analysis:

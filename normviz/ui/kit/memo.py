@@ -6,7 +6,8 @@ strip, each visitor on each rerun (together ~30 % of the server's samples under 
 a computed map (or the session) and the view's drawing options, so :func:`memoised` keeps them in a
 weak-keyed table of that owner: a session's map array (the same object for every visitor of the same text,
 whatever Analysis wraps it) or the session. They go when the owner goes (the session cache evicts it), and at
-most ``LIMIT`` results and ``MAX_BYTES`` of arrays and strings are kept per owner (oldest out first: a
+most ``LIMIT`` results and ``MAX_BYTES`` of arrays and strings are kept per owner (the one
+:class:`normviz.core.cache.BoundedCache`, least recently used out first: a
 visitor clicking through every position of the Why page's logit lens, 6 MB each on smollm2, cannot grow it). Cached
 arrays are read-only, so a caller that
 would change one in place fails loudly instead of changing another visitor's view.
@@ -19,9 +20,11 @@ import weakref
 
 import numpy as np
 
+from ...core.cache import BoundedCache
+
 LIMIT = 512
 MAX_BYTES = 96 << 20  # per owner
-_MEMO: dict[int, list] = {}  # id(owner) -> [weak reference to it, {key: (result, bytes)}, bytes held]
+_MEMO: dict[int, tuple] = {}  # id(owner) -> (weak reference to it, BoundedCache of its results)
 _LOCK = threading.RLock()  # re-entrant: an owner may die (and _drop run) while it is held
 
 
@@ -69,28 +72,22 @@ def memoised(owner, key, compute):
         entry = _MEMO.get(id(owner))
         if entry is None or entry[0]() is not owner:  # new, or a dead owner's id reused
             try:
-                entry = [weakref.ref(owner), {}, 0]
+                entry = (weakref.ref(owner), BoundedCache(LIMIT, MAX_BYTES, size_of))
             except TypeError:  # not weak-referenceable: no memo
                 entry = None
             else:
                 _MEMO[id(owner)] = entry
                 weakref.finalize(owner, _drop, id(owner))
         if entry is not None and key in entry[1]:
-            return entry[1][key][0]
+            return entry[1].get(key)
     if entry is None:
         return compute()
     table = entry[1]
     value = frozen(compute())
-    size = size_of(value)
-    if size > MAX_BYTES:  # kept by nobody: computed again when asked again
-        return value
-    with _LOCK:  # the bytes held are kept beside the table: summing it again per insertion walked every result
+    with _LOCK:
         if key in table:  # another thread computed it meanwhile: keep theirs
-            return table[key][0]
-        while table and (len(table) >= LIMIT or entry[2] + size > MAX_BYTES):
-            entry[2] -= table.pop(next(iter(table)))[1]
-        table[key] = (value, size)
-        entry[2] += size
+            return table.get(key)
+        table.put(key, value)  # one bigger than MAX_BYTES is not kept: computed again when asked again
     return value
 
 
