@@ -94,7 +94,7 @@ def edge_forward(lm, ids, sets: list[list[tuple]], means, token=None, foil=None)
         attn = layer.self_attn
         dh = attn.head_dim
         groups = H // (attn.k_proj.out_features // dh)
-        own = r[:, None] - torch.einsum("bukh,buknd->bhnd", a_heads[:, :, :, l].reshape(B, L, H, H), delta)
+        own = r[:, None] - torch.einsum("bukh,buknd->bhnd", a_heads[:, :l, :, l], delta[:, :l])  # earlier senders
         xn = layer.input_layernorm(own)  # [B, H, n, d]: each receiver head's own input
         q = attn.q_proj(xn).view(B, H, n, H, dh)
         k = attn.k_proj(xn).view(B, H, n, -1, dh)
@@ -111,7 +111,7 @@ def edge_forward(lm, ids, sets: list[list[tuple]], means, token=None, foil=None)
         r = r + write.sum(1)
         if attn.o_proj.bias is not None:
             r = r + attn.o_proj.bias
-        own = r - torch.einsum("buk,buknd->bnd", a_ff[:, :, :, l], delta)
+        own = r - torch.einsum("buk,buknd->bnd", a_ff[:, : l + 1, :, l], delta[:, : l + 1])
         r = r + layer.mlp(layer.post_attention_layernorm(own))
     own = r[:, -1] - torch.einsum("buk,bukd->bd", a_logits, delta[:, :, :, -1])
     logits = model.lm_head(inner.norm(own))
