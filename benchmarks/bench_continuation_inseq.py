@@ -26,6 +26,11 @@ normviz 1.12 s (4.4 forward passes; completeness gap median 3.7e-7); inseq salie
 Spearman ρ vs |normviz| 0.66), input × gradient 18.8 s (16.8×; gap median 1.11; Pearson r 0.23), integrated
 gradients 491 s (440×; gap median 1.22, which IG's own completeness would put at logit(input) − logit(baseline);
 Pearson r 0.70).
+On smollm2 (round 5, --model smollm2 --prompt 16 --steps 8 --methods input_x_gradient,integrated_gradients; load
+13 → 10; 64 + 32 would take IG about an hour of this shared machine, 16× the token-steps): normviz 4.89 s (3.7
+forward passes; gap median 2.7e-7, max 6.1e-7); inseq input × gradient 15.8 s (3.2× normviz; 15.5 forward passes
+in its process; gap median 0.83, max 1.08; Pearson r vs normviz −0.21), integrated gradients 339 s (69×; 332
+forward passes; gap median 1.96, max 3.33; Pearson r −0.15). benchmarks/results/continuation_inseq_smollm2.json.
 """
 
 from __future__ import annotations

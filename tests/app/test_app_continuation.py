@@ -4,12 +4,16 @@ step's position, its own token explained), the URL keeps the continuation; minil
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 import normviz
 from normviz.ui.kit import st_parts
+from normviz.viz.theme import DARK_MASKED, DARK_MID
 
 from ..helpers.app import app, no_exception, texts, z
+from ..helpers.colours import DARK, colour_at, contrast
 from ..helpers.why import PAGE, TEXT, by_kind, smollm2
 
 
@@ -100,3 +104,29 @@ def test_the_encoder_decoder_branch_explains_the_whole_translation(monkeypatch):
     no_exception(at)
     assert at.selectbox(key="w_why_pos").value == 2 and at.query_params["position"] == "2"
     assert by_kind(at)["continuation"]["layout"]["meta"]["focus"] == 2
+
+
+def test_the_translation_heatmap_is_drawn_in_the_dark_colours_on_a_dark_link():
+    """toy-mt's translation heatmap on a ``theme=dark`` link: its scale's centre and its masked cells are the dark
+    twins (:mod:`normviz.viz.theme`), as the decoder's continuation heatmap in the browser test; a light link keeps
+    the light ones. The figure the app sends is read back (AppTest: the link's theme is the figures')."""
+    src = "the big dog often sees a small red car"
+    looks = {}
+    for theme in ("dark", "light"):
+        at = app(PAGE, {"model": "toy-mt", "text": src, "steps": "1", "theme": theme})
+        at.run()
+        no_exception(at)
+        fig = by_kind(at)["continuation"]
+        heat = fig["data"][0]
+        masked = [d for d in fig["data"] if (d.get("meta") or {}).get("role") == "masked"]
+        assert masked, [d.get("meta") for d in fig["data"]]
+        looks[theme] = (
+            json.dumps(heat["colorscale"]),
+            json.dumps(masked[0]["colorscale"]),
+            fig["layout"]["plot_bgcolor"],
+        )
+    scale, masked, bg = looks["dark"]
+    assert DARK_MID in scale and DARK_MASKED in masked and bg == DARK_MASKED, looks["dark"]
+    scale, masked, bg = looks["light"]
+    assert DARK_MID not in scale and DARK_MASKED not in masked and bg != DARK_MASKED, looks["light"]
+    assert contrast(colour_at(json.loads(looks["dark"][0]), 0.5), DARK) < 1.6  # the centre (0) near the dark page
