@@ -9,6 +9,8 @@ form (:func:`silu_path_integral`).
 from __future__ import annotations
 
 import functools
+import importlib.util
+import warnings
 
 import numpy as np
 import torch
@@ -119,13 +121,24 @@ def _tanh_difference(a: np.ndarray) -> np.ndarray:
         + (t3 - t2) * h * d[k + 1]
     )
     out = np.sign(a) * out
-    # below |a| = 8h, where I(a) ≈ a/4 ≫ D(a) ≈ −3.6e-5·a⁵, one 16-point Gauss–Legendre panel on [0, a] (exact to
-    # degree 31 there; 16 evaluations, not the quadrature's 640): the first interval's interpolant would carry an
-    # a² term of 2e-12 of I's scale
+    # below |a| = 8h, where I(a) ≈ a/4 ≫ D(a) ≈ −6.6e-5·a⁵, D's Taylor series (:data:`TANH_SERIES`): the first
+    # interval's interpolant would carry an a² term of 4e-12 of I's scale
     near = np.abs(a) < 8 * h
     if np.any(near):
-        out[near] = _tanh_difference_quadrature(a[near], panels=1)
+        out[near] = _tanh_series(a[near])
     return out
+
+
+# D(a) = c5·a⁵ + c7·a⁷ + c9·a⁹ + O(a¹¹) (d = gelu_tanh − gelu is even and O(x⁴): the tanh form matches erf's slope
+# at 0; the coefficients from sympy's series of (x/2)(tanh(√(2/π)(x + 0.044715x³)) − erf(x/√2)), integrated; the
+# next, c11 = 2.1e-7, adds below 1e-22 of I's scale at |a| < 8h: tests/unit/test_gate_integrals.py rederives them)
+TANH_SERIES = (-6.5819422119823572722e-5, 3.2571442318668582348e-5, -6.1889709814023396862e-6)
+
+
+def _tanh_series(a: np.ndarray) -> np.ndarray:
+    c5, c7, c9 = TANH_SERIES
+    a2 = a * a
+    return a2 * a2 * a * (c5 + a2 * (c7 + a2 * c9))
 
 
 def _gelu_tanh_integral(a: np.ndarray) -> np.ndarray:
@@ -195,10 +208,73 @@ def path_integral(act, a: torch.Tensor, kind: str | None = None) -> torch.Tensor
     if kind not in ("gelu", "gelu_tanh"):
         raise ValueError(f"no path integral for the activation {type(act).__name__}")
     an = a.detach().to("cpu", torch.float64).numpy()
-    s = _gelu_integral(an) if kind == "gelu" else _gelu_tanh_integral(an)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(an == 0, 0.0, s / np.where(an == 0, 1.0, an))
+    out = _compiled_gelu(an, kind == "gelu_tanh")
+    if out is None:
+        s = _gelu_integral(an) if kind == "gelu" else _gelu_tanh_integral(an)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = np.where(an == 0, 0.0, s / np.where(an == 0, 1.0, an))
     return torch.from_numpy(out).to(device=a.device, dtype=a.dtype)
+
+
+COMPILED = True  # the GELU path integrals by the numba kernels where numba runs (tests switch it off to compare)
+_COMPILED_FAILED = False
+
+
+def _compiled(name: str, tanh: bool, *arrays) -> bool:
+    """Run kernel ``name`` of :mod:`normviz.core.compiled_activations` on ``arrays`` (its inputs, the GELU-tanh
+    constants inserted after them, then the rest): the numpy formulas per value in one pass (several times less CPU than
+    the numpy version's temporaries). False where numba is missing or fails (a one-time warning): numpy runs."""
+    global _COMPILED_FAILED
+    if not COMPILED or _COMPILED_FAILED or importlib.util.find_spec("numba") is None:
+        return False
+    try:
+        from . import compiled_activations
+
+        table, slope = _tanh_table() if tanh else (np.zeros(2), np.zeros(2))
+        k = 1 if name == "gelu_path_integrals" else 2  # the kernel's inputs, then the constants, then the rest
+        head, tail = arrays[:k], arrays[k:]
+        getattr(compiled_activations, name)(*head, tanh, table, slope, TANH_TABLE_H, TANH_CUT, *TANH_SERIES, *tail)
+        return True
+    except Exception as exc:  # pragma: no cover - e.g. a numba cache directory that can't be read or written
+        _COMPILED_FAILED = True
+        warnings.warn(
+            f"normviz: compiled GELU integrals unavailable ({exc}); using numpy.", RuntimeWarning, stacklevel=3
+        )
+        return False
+
+
+def _compiled_gelu(an: np.ndarray, tanh: bool) -> np.ndarray | None:
+    """I(a) of GELU (``tanh``: GELU-tanh) by the kernel, or None (:func:`_compiled`)."""
+    flat = np.ascontiguousarray(an, dtype=np.float64).reshape(-1)
+    out = np.empty_like(flat)
+    return out.reshape(np.shape(an)) if _compiled("gelu_path_integrals", tanh, flat, out) else None
+
+
+def gate_factors(act, a: torch.Tensor, b: torch.Tensor) -> list[torch.Tensor] | None:
+    """A GELU or GELU-tanh gated unit g(a)·b's integrated-gradients factors [b·I1(a), I2(a)] (in a's dtype) from
+    its real gate and up pre-activations a, b [rows, d_ff] on the CPU, by one compiled pass per value: I2 =
+    ∫₀¹g(t·a)dt (:func:`path_integral`), I1 = ∫₀¹t·g′(t·a)dt = (g(a) − I2)/a (g′(0)/2 at a = 0), in float64.
+    None for any other gate, device or where numba does not run: :func:`normviz.methods.feedforward.unit_factors`
+    then computes the same with torch and numpy."""
+    if a.device.type != "cpu" or hasattr(act, "path_integral") or hasattr(act, "up_value"):
+        return None
+    if a.dtype not in (torch.float32, torch.float64) or b.dtype != a.dtype:
+        return None
+    kind = gate_kind(act)
+    if kind not in ("gelu", "gelu_tanh"):
+        return None
+    an, bn = a.detach().contiguous().reshape(-1).numpy(), b.detach().contiguous().reshape(-1).numpy()
+    gate, up = np.empty_like(an), np.empty_like(an)
+    if not _compiled("gelu_gate_factors", kind == "gelu_tanh", an, bn, half_slope(act), gate, up):
+        return None
+    return [torch.from_numpy(gate).view(a.shape), torch.from_numpy(up).view(a.shape)]
+
+
+def half_slope(act) -> float:
+    """g′(0)/2: ∫_0^1 t·g′(0) dt, the gate factor at a = 0 (SiLU and the GELUs: 1/4)."""
+    h = 1e-4
+    probe = torch.tensor([h, -h], dtype=torch.float64)
+    return float((act(probe)[0] - act(probe)[1]) / (2 * h)) / 2
 
 
 def activation_ratio(act, p: torch.Tensor) -> torch.Tensor:

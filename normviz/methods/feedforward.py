@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import torch
 
-from ..core.activations import activation_ratio, path_integral
+from ..core.activations import activation_ratio, gate_factors, half_slope, path_integral
 from ..core.errors import NotApplicableError
 from . import papers
 from .base import Budget, Inputs, KeyInfo, Output, Request, per_layer, refuse_over_budget
@@ -128,11 +128,15 @@ def unit_factors(ctx, total: torch.Tensor, up_total: torch.Tensor | None = None)
     parts a_c and the up parts b_c (gate pre-activation a, up pre-activation b)."""
     if up_total is None:
         return [activation_ratio(ctx.p.act, total)]
+    if ctx.acc == torch.float64:  # GELU gates: one compiled pass (the formulas below, per value, in float64)
+        fused = gate_factors(ctx.p.act, total, up_total)
+        if fused is not None:
+            return [f.to(ctx.dtype) for f in fused]
     a = total.to(ctx.acc)
     i2 = path_integral(ctx.p.act, a)  # ∫_0^1 g(t a) dt
     a_i1 = ctx.p.act(a) - i2  # a·∫_0^1 t·g′(t a) dt, by parts
     safe = torch.where(a == 0, torch.ones_like(a), a)
-    i1 = torch.where(a == 0, torch.full_like(a, _half_slope(ctx.p.act)), a_i1 / safe)  # limit g′(0)/2
+    i1 = torch.where(a == 0, torch.full_like(a, half_slope(ctx.p.act)), a_i1 / safe)  # limit g′(0)/2
     b = up_total.to(ctx.acc)
     up_value = getattr(ctx.p.act, "up_value", None)
     if up_value is not None:  # a clamped up (GPT-OSS): value K(b); its parts scaled by K/b at the real b
@@ -140,13 +144,6 @@ def unit_factors(ctx, total: torch.Tensor, up_total: torch.Tensor | None = None)
         ratio = torch.where(k == b, torch.ones_like(b), k / torch.where(b == 0, torch.ones_like(b), b))
         return [(k * i1).to(ctx.dtype), (i2 * ratio).to(ctx.dtype)]
     return [(b * i1).to(ctx.dtype), i2.to(ctx.dtype)]
-
-
-def _half_slope(act) -> float:
-    """g′(0)/2: ∫_0^1 t·g′(0) dt, the gate factor at a = 0 (SiLU and the GELUs: 1/4)."""
-    h = 1e-4
-    probe = torch.tensor([h, -h], dtype=torch.float64)
-    return float((act(probe)[0] - act(probe)[1]) / (2 * h)) / 2
 
 
 def out_rows(ctx, factors: list[torch.Tensor], rows: slice | None = None) -> list[torch.Tensor]:

@@ -434,14 +434,21 @@ def stack_records(
 
 
 DROP_QK = True  # a single long sequence's q and k are dropped after its pass when a rerun reproduces them
+# ... and when every layer's q and k together exceed this: below it they are kept, since each use of α would
+# otherwise rerun its layer up to the attention (gemma3's explain + sources at n = 1,024: 36 reruns, 10% of its
+# CPU, to save 90 MB; smollm2's 94 MB there)
+DROP_QK_FROM_BYTES = 128 * 2**20
 
 
 def drop_qk(seq: list[LayerRecord], layers) -> list[LayerRecord]:
     """``seq`` with every layer's q and k dropped (recomputed on demand: :meth:`LayerRecord.attention_inputs`),
-    if rerunning the first and the last layer on their recorded inputs gives their q and k bit for bit; else
-    unchanged. Only a float32/float64 sequence recorded alone (a padded batch's rows were projected together
-    with the others: a rerun of one sequence need not round the same)."""
+    if together they exceed :data:`DROP_QK_FROM_BYTES` and rerunning the first and the last layer on their
+    recorded inputs gives their q and k bit for bit; else unchanged. Only a float32/float64 sequence recorded
+    alone (a padded batch's rows were projected together with the others: a rerun of one sequence need not round
+    the same)."""
     if not DROP_QK or not seq or seq[0].qk is None or seq[0].x.dtype not in (torch.float32, torch.float64):
+        return seq
+    if sum(rec.qk.nbytes for rec in seq) <= DROP_QK_FROM_BYTES:
         return seq
     for i in {0, len(seq) - 1}:
         qk = seq[i].qk

@@ -324,13 +324,17 @@ def test_a_long_layer_streams_alpha_in_row_blocks_with_the_same_bits(monkeypatch
 
 @pytest.mark.parametrize("arch", SELF_ATTENTION)
 def test_a_single_long_sequence_drops_q_and_k_and_reruns_the_layer_for_them(arch, monkeypatch):
-    """One sequence recorded with q, k: they are dropped after the pass (the rerun of the first and last layer
-    reproduced them bit for bit) and recomputed from the layer's recorded input when α is needed: α equals the
-    α-recording path bit for bit (float64, every layer). A rerun that does not reproduce them keeps them."""
+    """One sequence recorded with q, k: they are dropped after the pass where they are large (the rerun of the first
+    and last layer reproduced them bit for bit) and recomputed from the layer's recorded input when α is needed: α
+    equals the α-recording path bit for bit (float64, every layer). A rerun that does not reproduce them keeps them;
+    small ones are kept."""
     from normviz.record import recorder as record_mod
     from tools.tiny import build, encoded
 
     lm, enc = build(arch), encoded(40)
+    small = Session.from_encoded(lm, [enc], options={"record_attention": "qk"})[0].records()
+    assert all(r.qk.query is not None for r in small)  # below DROP_QK_FROM_BYTES: kept, no rerun per α
+    monkeypatch.setattr(record_mod, "DROP_QK_FROM_BYTES", 0)
     recs = Session.from_encoded(lm, [enc], options={"record_attention": "qk"})[0].records()
     want = Session.from_encoded(lm, [enc], options={"record_attention": "weights"})[0].records()
     assert all(r.qk.query is None and r.qk.key is None for r in recs)

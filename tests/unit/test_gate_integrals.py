@@ -106,3 +106,69 @@ def test_the_tabulated_tanh_difference_equals_its_quadrature():
     nz = a != 0
     assert np.max(np.abs(got - ref)[nz] / scale[nz]) <= 1e-13
     assert np.max(np.abs(_tanh_difference(-a) + got)[nz] / scale[nz]) <= 1e-13  # odd, as D is
+
+
+def test_tanh_series_coefficients_are_the_taylor_series():
+    """Below |a| = 8h the difference D(a) is its Taylor series c5·a⁵ + c7·a⁷ + c9·a⁹: the coefficients rederived
+    symbolically, and the series against the quadrature there (within 1e-15 of I(a)'s scale)."""
+    sp = pytest.importorskip("sympy")
+    from normviz.core.activations import (
+        TANH_SERIES,
+        TANH_TABLE_H,
+        _gelu_integral,
+        _tanh_difference_quadrature,
+        _tanh_series,
+    )
+
+    x, a = sp.symbols("x a")
+    d = x / 2 * (sp.tanh(sp.sqrt(2 / sp.pi) * (x + sp.Rational(44715, 10**6) * x**3)) - sp.erf(x / sp.sqrt(2)))
+    poly = sp.Poly(sp.integrate(sp.series(d, x, 0, 12).removeO(), (x, 0, a)), a)
+    coeffs = {m: float(c) for (m,), c in poly.terms()}
+    assert set(coeffs) == {5, 7, 9, 11}
+    assert np.allclose(TANH_SERIES, [coeffs[5], coeffs[7], coeffs[9]], rtol=1e-15, atol=0)
+    b = np.concatenate([np.linspace(-8 * TANH_TABLE_H, 8 * TANH_TABLE_H, 401), np.logspace(-8, -2, 20)])
+    b = b[b != 0]
+    ref = _tanh_difference_quadrature(b)
+    scale = np.abs(_gelu_integral(b) + ref)
+    assert np.max(np.abs(_tanh_series(b) - ref) / scale) <= 1e-15
+
+
+@pytest.mark.parametrize("name", ["gelu", "gelu_pytorch_tanh"])
+def test_compiled_gelu_kernels_equal_numpy(name):
+    """The numba kernels (normviz.core.compiled_activations) against the numpy formulas they compile: I(a) and a
+    gated unit's factors [b·I1, I2] (feedforward.unit_factors' torch/numpy path), float32 and float64, at random
+    and special points (0, the series' edges |a| = 0.1 and 8h, the table's end 10, beyond)."""
+    pytest.importorskip("numba")
+    from types import SimpleNamespace
+
+    from normviz.core import activations
+    from normviz.methods.feedforward import unit_factors
+
+    act = ACT2FN[name]
+    rng = np.random.default_rng(1)
+    h = activations.TANH_TABLE_H
+    special = np.array([0.0, 0.1, -0.1, 0.0999999, 8 * h, -8 * h, 8 * h * 0.999, 10.0, -10.0, 12.5, -40.0, 1e-9])
+    a = np.concatenate([rng.normal(0, 2, 5000), rng.uniform(-0.2, 0.2, 2000), special, POINTS])
+    b = rng.normal(0, 1, a.size)
+    try:
+        for dtype in (torch.float64, torch.float32):
+            at, bt = torch.tensor(a, dtype=dtype).reshape(-1, 41), torch.tensor(b, dtype=dtype).reshape(-1, 41)
+            ctx = SimpleNamespace(p=SimpleNamespace(act=act), acc=torch.float64, dtype=dtype)
+            activations.COMPILED = True
+            fast_i = activations.path_integral(act, at.to(torch.float64))
+            fast = activations.gate_factors(act, at, bt)
+            assert fast is not None and all(f.dtype == dtype for f in fast)
+            via = unit_factors(ctx, at, bt)
+            activations.COMPILED = False
+            slow_i = activations.path_integral(act, at.to(torch.float64))
+            slow = unit_factors(ctx, at, bt)
+            assert activations.gate_factors(act, at, bt) is None
+            scale = slow_i.abs().clamp(min=1e-300)
+            assert float(((fast_i - slow_i).abs() / scale).max()) <= 1e-13
+            assert torch.equal(fast[0], via[0]) and torch.equal(fast[1], via[1])
+            tol = 1e-13 if dtype == torch.float64 else 1.2e-7  # float32: both round one float64 value
+            # b·I1 in units of |b| (|I1| ≤ 1.13; g(a) − I2 cancels where I1 crosses 0), I2 relative to itself
+            assert float(((fast[0] - slow[0]).abs() - tol * bt.abs()).max()) <= 0
+            assert float(((fast[1] - slow[1]).abs() - tol * slow[1].abs()).max()) <= 0
+    finally:
+        activations.COMPILED = True
