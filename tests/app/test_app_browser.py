@@ -1,7 +1,7 @@
 """The real app in a real browser: `streamlit run app.py` on a free port, loaded in headless Chromium.
 
 ``test_redraw_latency_page_switching_and_screenshots`` measures what a visitor waits for (layer, head and map
-changes of an analysed text, a new short sentence; ``NORMVIZ_LATENCY_ROUNDS`` rounds, 2 by default), clicks through
+changes of an analysed text, a new short sentence; ``NORMVIZ_LATENCY_ROUNDS`` rounds, 4 by default), clicks through
 every page in the sidebar checking that the text stays, and saves a screenshot of every page, the pages taking the
 sizes (1280×800, 1920×1080) and modes (light, dark, presentation light and dark) in turn so each size and mode is
 drawn (into ``$NORMVIZ_SCREENSHOTS`` when set, else the test's tmp dir). Figures go to ``latency.json`` there and
@@ -69,7 +69,7 @@ def test_redraw_latency_page_switching_and_screenshots(tmp_path):
         streamlit_server(script="benchmarks/apps/bare_slider.py", log_path=str(out / "bare.log")) as bare,
         app_in_chromium(log, env={"NORMVIZ_TIMING": "1"}) as (url, driver),
     ):
-        rounds = int(os.environ.get("NORMVIZ_LATENCY_ROUNDS", "2"))
+        rounds = int(os.environ.get("NORMVIZ_LATENCY_ROUNDS", "4"))
         floor = streamlit_floor(driver, bare, rounds)  # Streamlit itself on this machine now
         figures = {"streamlit_floor_s": round(floor, 3), **measure_explore(driver, url, log, rounds)}
         (out / "latency.json").write_text(json.dumps(figures, indent=1))
