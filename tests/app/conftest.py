@@ -28,3 +28,13 @@ def why_page():
     a = app(why.PAGE, {"model": "smollm2", "text": why.TEXT})
     a.run()
     return a
+
+
+@pytest.fixture(scope="package", autouse=True)
+def _shared_app_server():
+    """The app server and Chromium the browser tests share (tests/helpers/browser.py: app_in_chromium) stop after
+    the last test of tests/app, not at the end of the whole run (it holds the models it loaded)."""
+    yield
+    from ..helpers.browser import stop_shared_app
+
+    stop_shared_app()

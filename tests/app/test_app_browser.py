@@ -1,9 +1,12 @@
 """The real app in a real browser: `streamlit run app.py` on a free port, loaded in headless Chromium.
 
 ``test_redraw_latency_page_switching_and_screenshots`` measures what a visitor waits for (layer, head and map
-changes of an analysed text, a new short sentence), clicks through every page in the sidebar checking that
-the text stays, and saves screenshots at 1280×800 and 1920×1080 in light, dark and presentation modes (into
-``$NORMVIZ_SCREENSHOTS`` when set, else the test's tmp dir). Figures go to ``latency.json`` there and to stdout.
+changes of an analysed text, a new short sentence; ``NORMVIZ_LATENCY_ROUNDS`` rounds, 4 by default), clicks through
+every page in the sidebar checking that the text stays, and saves a screenshot of every page, the pages taking the
+sizes (1280×800, 1920×1080) and modes (light, dark, presentation light and dark) in turn so each size and mode is
+drawn (into ``$NORMVIZ_SCREENSHOTS`` when set, else the test's tmp dir). Figures go to ``latency.json`` there and
+to stdout. The medians over more rounds are benchmarks/bench_browser.py's; every page × size × mode is
+scripts/screenshots.py's (tools.browser.screenshots).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from ..helpers.browser import (
     EXPLORE_TEXT,
     MODES,
     SHOT_PAGES,
+    SIZES,
     app_in_chromium,
     click_nav,
     measure_explore,
@@ -92,8 +96,13 @@ def test_redraw_latency_page_switching_and_screenshots(tmp_path):
                 raise AssertionError((page, driver.current_url, text_inputs(driver))) from None
             assert not driver.execute_script("return document.querySelectorAll('[data-testid=\"stException\"]').length")
 
-        shots = screenshots(driver, url, out / "screenshots", query="text=" + TEXT.replace(" ", "+"))
-    assert len(shots) == 2 * len(MODES) * len(SHOT_PAGES) and all(f.stat().st_size > 10_000 for f in shots)
+        shots = []  # every page once, the sizes and modes in turn (all of each drawn)
+        for i, page in enumerate(SHOT_PAGES):
+            size, mode = SIZES[i % len(SIZES)], MODES[i % len(MODES)]
+            q = "text=" + TEXT.replace(" ", "+")
+            shots += screenshots(driver, url, out / "screenshots", query=q, pages=[page], sizes=[size], modes=[mode])
+    assert len(shots) == len(SHOT_PAGES) and all(f.stat().st_size > 10_000 for f in shots)
+    assert {f.stem.split("_", 1)[1] for f in shots} >= {f"{w}x{h}_{m}" for (w, h), m in zip(SIZES * 2, MODES)}
     # against the floor measured in the same run (a bare page redrawing four heatmaps), so a loaded machine
     # does not fail it: on a quiet one the floor is ~0.1 s
     bound = float(os.environ.get("NORMVIZ_REDRAW_BOUND_X", "10")) * floor
@@ -105,7 +114,7 @@ def test_redraw_latency_page_switching_and_screenshots(tmp_path):
 def test_a_deep_link_to_a_fresh_server_names_the_pages():
     """A shared link's first request on a fresh server runs app.py's st.navigation (no Streamlit `pages/`
     folder to auto-discover: that showed an 'app' entry and ran the page without the router)."""
-    with app_in_chromium() as (url, driver):
+    with app_in_chromium(fresh=True) as (url, driver):
         driver.get(url + "/Overview")
         wait_for_app(driver, min_charts=0)
         wait_until(driver, "return document.querySelectorAll('[data-testid=\"stSidebarNav\"] a').length >= 5;")

@@ -22,7 +22,7 @@ import normviz
 from normviz.viz.theme import DARK_MASKED, DARK_MID
 from normviz.viz.why import shown
 
-from ..helpers.browser import chromium, emulate, require_browser, streamlit_server, timed, wait_for_app, wait_until
+from ..helpers.browser import app_in_chromium, emulate, require_browser, timed, wait_for_app, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(1200)]
 NEW = "Yesterday the old fisherman walked slowly down to the harbour at"  # 12 smollm2 tokens
@@ -78,7 +78,7 @@ def test_a_20_token_continuation_draws_opens_a_clicked_step_and_goes_dark(tmp_pa
     bar = os.environ.get("NORMVIZ_CONT_DRAW_S")
     log = str(out / "streamlit.log")
     figures = {"load_average": open("/proc/loadavg").read().split()[:3], "prompt_tokens": 12, "steps": STEPS}
-    with streamlit_server(env={"NORMVIZ_TIMING": "1"}, log_path=log) as url, chromium(1280, 800) as driver:
+    with app_in_chromium(log, env={"NORMVIZ_TIMING": "1"}) as (url, driver):  # the shared server (its log linked)
         driver.get(f"{url}/Why?model=smollm2&text={quote_plus(NEW)}")
         state = wait_for_app(driver, min_charts=CHARTS)
         assert not state.get("timed_out") and not state["exceptions"], state

@@ -125,11 +125,12 @@ def test_why_page_redraws_and_screenshots(tmp_path):
         )
         assert "Why" in driver.current_url and "Yesterday" in driver.current_url  # the same page and text
         driver.save_screenshot(str(out / "why_head_click.png"))
-        # 8 screenshots; in stage mode the first chart is wholly on the first screen
+        # 4 screenshots on stage: there the first chart is wholly on the first screen (the page off stage in
+        # every size and mode is scripts/screenshots.py's)
         shots = []
         for w, h in SIZES:
             for mode in ("light", "dark"):
-                for present in (False, True):
+                for present in (True,):
                     emulate(driver, w, h, mode)
                     driver.get(f"{url}/Why?model=smollm2&text={quote_plus(TEXT)}" + ("&present=1" if present else ""))
                     wait_for_app(driver, min_charts=CHARTS)
@@ -145,7 +146,7 @@ def test_why_page_redraws_and_screenshots(tmp_path):
     figures["load_average_after"] = open("/proc/loadavg").read().split()[:3]
     (out / "why_latency.json").write_text(json.dumps(figures, indent=1))
     print(json.dumps(figures, indent=1))
-    assert len(shots) == 8 and all(f.stat().st_size > 10_000 for f in shots)
+    assert len(shots) == 4 and all(f.stat().st_size > 10_000 for f in shots)
 
 
 # ---- issue 29: a new prompt explains its last position; stage keys; tokens as text; the lens table fits
