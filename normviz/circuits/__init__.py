@@ -12,8 +12,9 @@ the model really uses?".
 Each benchmark is trained once by ``scripts/train_circuits.py`` (CPU, minutes) and shipped under
 ``assets/circuits/<name>/``: the model and tokenizer (``save_pretrained``), ``circuit.json`` (the circuit, how it was
 found, the examples, the training record). The circuit is found from what the heads do (attention patterns, the
-field's usual definitions) and then verified by intervention (:func:`check`); the attribution methods are scored
-against it by :mod:`normviz.trust.circuit_scores`.
+field's usual definitions) or planted by training (``planted_induction``, ``scripts/train_planted.py``: a strictness
+loss keeps the other heads from changing the task's answers) and then verified by intervention (:func:`check`); the
+attribution methods are scored against it by :mod:`normviz.trust.circuit_scores`.
 """
 
 from __future__ import annotations
