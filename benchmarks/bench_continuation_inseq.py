@@ -27,10 +27,12 @@ Spearman ρ vs |normviz| 0.66), input × gradient 18.8 s (16.8×; gap median 1.1
 gradients 491 s (440×; gap median 1.22, which IG's own completeness would put at logit(input) − logit(baseline);
 Pearson r 0.70).
 On smollm2 (round 5, --model smollm2 --prompt 16 --steps 8 --methods input_x_gradient,integrated_gradients; load
-13 → 10; 64 + 32 would take IG about an hour of this shared machine, 16× the token-steps): normviz 4.89 s (3.7
+13 → 10; 64 + 32 would take IG about 1.5 h of this shared machine, 4× the token-steps of 32 + 16): normviz 4.89 s (3.7
 forward passes; gap median 2.7e-7, max 6.1e-7); inseq input × gradient 15.8 s (3.2× normviz; 15.5 forward passes
 in its process; gap median 0.83, max 1.08; Pearson r vs normviz −0.21), integrated gradients 339 s (69×; 332
-forward passes; gap median 1.96, max 3.33; Pearson r −0.15). benchmarks/results/continuation_inseq_smollm2.json.
+forward passes; gap median 1.96, max 3.33; Pearson r −0.15). At --prompt 32 --steps 16 (load 9 → 11): normviz
+20.8 s (7.8 forward passes; gap 3.0e-7), input × gradient 48.2 s (2.3×; gap 0.89; r −0.11), integrated gradients
+1,464 s (70×; gap median 4.36, max 66.9; r −0.07). benchmarks/results/continuation_inseq_smollm2.json.
 """
 
 from __future__ import annotations
