@@ -126,14 +126,12 @@ def refuse_over_budget(
     if seconds is None or not r:
         return
     est = estimate_s(request, options, budget, flops, extra_s)
-    if est <= seconds:
+    if est is None or est <= seconds:  # (never None here: the rate is known)
         return
-    work = flops if extra_s is None or not callable(flops) else (lambda q: flops(q) + float(extra_s(q)) * r)
-    fits = (
-        f" It fits the budget up to about {token_limit(request, seconds * r, work)} tokens here."
-        if callable(flops)
-        else ""
-    )
+    fits = ""
+    if callable(flops):
+        work = flops if extra_s is None else (lambda q: flops(q) + float(extra_s(q)) * r)
+        fits = f" It fits the budget up to about {token_limit(request, seconds * r, work)} tokens here."
     raise TooCostlyError(
         f"{key} would take about {est:.0f} s for {request.n_tokens} tokens on this machine "
         f"(budget {seconds:.0f} s, option {budget.named()}; in the app {budget.setting}). "

@@ -151,7 +151,10 @@ class Family:
 
     @property
     def check(self) -> Callable:
-        return self.own_check if self.module is None else self.module.check
+        fn = self.own_check if self.module is None else self.module.check
+        if fn is None:
+            raise TypeError(f"{self.name} has no check")
+        return fn
 
     @property
     def compute(self) -> Callable | None:

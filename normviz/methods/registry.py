@@ -70,8 +70,8 @@ def register_family(module: ModuleType) -> ModuleType:
     budget = record.budget
     if budget is not None:  # a family without map keys (the interventions) has its budget too
         settings.declare_budget(budget.family)
-    for alias in getattr(budget, "aliases", ()):
-        settings.declare_budget(budget.family, alias=alias)
+        for alias in budget.aliases:
+            settings.declare_budget(budget.family, alias=alias)
     return module
 
 
@@ -161,7 +161,7 @@ def all_keys(placement: str | None = None, include_opt_in: bool = True, stack: s
     for key, (family, info) in _KEYS.items():
         if placement is not None and placement not in info.placements:
             continue
-        if stack is not None and stack not in info.stacks:
+        if stack is not None and stack not in (info.stacks or ()):
             continue
         if not include_opt_in and key in family.opt_in:
             continue
@@ -172,8 +172,9 @@ def all_keys(placement: str | None = None, include_opt_in: bool = True, stack: s
 def check(request: Request, key: str, options: dict) -> None:
     """Applicability (the key's stacks and placements) and the family's own check; raises per key."""
     family, info = lookup(key)
-    if request.stack not in info.stacks:
-        raise NotApplicableError(f"{key!r} applies to the {'/'.join(info.stacks)} stack(s), not the {request.stack}.")
+    stacks = info.stacks or ()  # filled in at registration (_completed)
+    if request.stack not in stacks:
+        raise NotApplicableError(f"{key!r} applies to the {'/'.join(stacks)} stack(s), not the {request.stack}.")
     if request.placement not in info.placements:
         try:  # the family may say more precisely why (and what to use instead)
             family.check(request, key, options)
@@ -208,4 +209,4 @@ def layer_view(key: str) -> str | None:
     ``cross_norm`` → ``cross_norm_layer``), declared by its family (:attr:`Family.layer_views`); None: the head
     mean (``attention``, every per-head key without one), and for keys that are not per head."""
     family, info = lookup(key)
-    return family.layer_views.get(key) if info.per_head else None
+    return (family.layer_views or {}).get(key) if info.per_head else None

@@ -11,12 +11,12 @@ import streamlit as st
 
 from .messages import say
 from .settings import settings
-from .state import QueryView, ViewState
+from .state import QueryView, V, ViewState
 
 VIEW = "_normviz_view"
 
 
-def view_from_url(cls: type[QueryView], key: str) -> QueryView:
+def view_from_url(cls: type[V], key: str) -> V:
     """The view kept under ``key``, read from the URL (``cls.from_query``) on the session's first run; what the
     link got wrong is shown as warnings then."""
     ss = st.session_state

@@ -6,8 +6,9 @@ falls back to the default and is reported in ``problems`` so the page can say wh
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Mapping
+import copy
+from dataclasses import dataclass, field
+from typing import Mapping, TypeVar
 
 from .settings import settings
 from .url_fields import decode, encode, specs, url
@@ -21,6 +22,9 @@ VALUE_MODES = ("share", "raw")  # row shares (rows sum to 1) | the map's own val
 DRAW_MODES = ("heatmap", "lines")  # a matrix of cells | bertviz-style token columns joined by lines
 COMPARE_MODES = ("none", "text", "model")  # side by side: nothing | a second text | a second model
 DEFAULT_TOKEN_CAP = 128
+
+
+V = TypeVar("V", bound="QueryView")
 
 
 class QueryView:
@@ -47,9 +51,11 @@ class QueryView:
         }
 
     @classmethod
-    def from_query(cls, query: Mapping[str, object], base=None, max_text_chars: int | None = None):
+    def from_query(
+        cls: type[V], query: Mapping[str, object], base: V | None = None, max_text_chars: int | None = None
+    ) -> V:
         """The view of ``query`` (on top of ``base``, default the defaults); never raises."""
-        view = replace(base) if base is not None else cls()
+        view = copy.copy(base) if base is not None else cls()
         view.problems = []
         for name, spec in specs(cls).items():
             if name not in query:
