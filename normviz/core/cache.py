@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any, Callable, Hashable
+from typing import Any, Callable, Container, Hashable
 
 
 def _nbytes(value: Any) -> int:
@@ -123,7 +123,7 @@ class BoundedCache:
                 self._key_locks.pop(key, None)
             return value
 
-    def oldest(self, exclude=()) -> Hashable | None:
+    def oldest(self, exclude: Container[Hashable] = ()) -> Hashable | None:
         """The least recently used key not in ``exclude`` (None when there is none)."""
         with self._lock:
             return next((k for k in self._data if k not in exclude), None)
@@ -137,7 +137,7 @@ class BoundedCache:
             self._bytes -= nbytes
             return value
 
-    def keys(self) -> list:
+    def keys(self) -> list[Hashable]:
         with self._lock:
             return list(self._data)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field, replace
 from types import ModuleType
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from .base import DEFAULT_STACKS, DEFAULT_UNIT, GROUPS, KeyInfo
 from .cost import Budget
@@ -69,7 +69,7 @@ class Family:
     name: str
     keys: tuple[KeyInfo, ...]
     module: ModuleType | None = None  # the family's module (bound at registration): its check and compute
-    own_check: Callable | None = None  # a computation without a module: its cost pre-flight
+    own_check: Callable[..., Any] | None = None  # a computation without a module: its cost pre-flight
     order: int = 1000  # where a built-in family's keys are listed (all_keys, the pickers, the docs): lowest first
     requires: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     opt_in: tuple[str, ...] = ()
@@ -91,7 +91,7 @@ class Family:
     alpha_keys: tuple[str, ...] = ()  # keys whose layer map is the view's α itself (a head or the mean taken there)
     releases_alpha: bool = False  # its per-layer run drops the view's α: run after the others on the same view
     chained: bool = False  # some keys' layer l is a product over layers ≤ l of another key's maps: chain_source()
-    references: tuple = ()
+    references: tuple[Any, ...] = ()
 
     def __post_init__(self) -> None:
         if self.record not in RECORDS:
@@ -150,12 +150,12 @@ class Family:
         )
 
     @property
-    def check(self) -> Callable:
+    def check(self) -> Callable[..., Any]:
         fn = self.own_check if self.module is None else self.module.check
         if fn is None:
             raise TypeError(f"{self.name} has no check")
         return fn
 
     @property
-    def compute(self) -> Callable | None:
+    def compute(self) -> Callable[..., Any] | None:
         return None if self.module is None else getattr(self.module, "compute", None)
