@@ -8,6 +8,7 @@ form (:func:`silu_path_integral`).
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import importlib.util
 import warnings
@@ -217,6 +218,7 @@ def path_integral(act, a: torch.Tensor, kind: str | None = None) -> torch.Tensor
 
 
 COMPILED = True  # the GELU path integrals by the numba kernels where numba runs (tests switch it off to compare)
+PARALLEL_FROM = 1 << 16  # values per thread, at least: longer arrays are split over torch's threads
 _COMPILED_FAILED = False
 
 
@@ -233,7 +235,22 @@ def _compiled(name: str, tanh: bool, *arrays) -> bool:
         table, slope = _tanh_table() if tanh else (np.zeros(2), np.zeros(2))
         k = 1 if name == "gelu_path_integrals" else 2  # the kernel's inputs, then the constants, then the rest
         head, tail = arrays[:k], arrays[k:]
-        getattr(compiled_activations, name)(*head, tanh, table, slope, TANH_TABLE_H, TANH_CUT, *TANH_SERIES, *tail)
+        kernel = getattr(compiled_activations, name)
+        consts = (tanh, table, slope, TANH_TABLE_H, TANH_CUT, *TANH_SERIES)
+        size = head[0].size
+        parts = min(torch.get_num_threads(), size // PARALLEL_FROM) if size >= 2 * PARALLEL_FROM else 1
+        if parts <= 1:
+            kernel(*head, *consts, *tail)
+            return True
+        # the kernel holds no GIL (nogil): slices of the flat arrays in torch's number of threads
+        bounds = np.linspace(0, size, parts + 1).astype(np.int64)
+
+        def piece(k: int) -> None:
+            cut = slice(bounds[k], bounds[k + 1])
+            kernel(*(x[cut] for x in head), *consts, *(x[cut] if isinstance(x, np.ndarray) else x for x in tail))
+
+        with concurrent.futures.ThreadPoolExecutor(parts) as pool:
+            list(pool.map(piece, range(parts)))
         return True
     except Exception as exc:  # pragma: no cover - e.g. a numba cache directory that can't be read or written
         _COMPILED_FAILED = True
