@@ -172,3 +172,19 @@ def test_compiled_gelu_kernels_equal_numpy(name):
             assert float(((fast[1] - slow[1]).abs() - tol * slow[1].abs()).max()) <= 0
     finally:
         activations.COMPILED = True
+
+
+def test_compiled_gelu_kernels_split_over_threads_give_the_same_bits(monkeypatch):
+    """Arrays longer than PARALLEL_FROM values per thread are cut into slices run in threads: the same numbers."""
+    pytest.importorskip("numba")
+    from normviz.core import activations
+
+    rng = np.random.default_rng(2)
+    a, b = torch.tensor(rng.normal(0, 2, (64, 50))), torch.tensor(rng.normal(0, 1, (64, 50)))
+    act = ACT2FN["gelu_pytorch_tanh"]
+    monkeypatch.setattr(activations, "PARALLEL_FROM", 1 << 30)
+    whole = activations.gate_factors(act, a, b) + [activations.path_integral(act, a)]
+    monkeypatch.setattr(activations, "PARALLEL_FROM", 300)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 3)
+    split = activations.gate_factors(act, a, b) + [activations.path_integral(act, a)]
+    assert all(torch.equal(x, y) for x, y in zip(whole, split))
