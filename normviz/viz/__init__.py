@@ -7,7 +7,7 @@ Overview), plotly_config (chart toolbar: PNG/SVG download), standalone_html (one
 to_png / to_svg (files without a browser tab; optional kaleido)."""
 
 from .compare import difference, fx_strip, row_normalise
-from .figures import bars, grid, special_share_scatter
+from .figures import bars, grid, grid_bar_room, special_share_scatter
 from .heatmap import heatmap
 from .html import plotly_config, standalone_html
 from .images import to_image, to_png, to_svg
@@ -19,6 +19,7 @@ __all__ = [
     "difference",
     "fx_strip",
     "grid",
+    "grid_bar_room",
     "heatmap",
     "layer_player",
     "lines",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -118,15 +120,19 @@ def grid(
     width_hint: int = 760,
     colorbar_title: str = "",
     max_height: int | None = None,
+    bar_room: int | None = None,
 ) -> go.Figure:
     """A layers × heads mosaic of small heatmaps ([L, H, n, n]) drawn as one heatmap with gaps, so hundreds
     of heads stay fast. Hover says which layer, head and token pair a cell is. The colour bar spans 80 % of the
     plot's height (so at least that share of the grid's, which the plot holds) with ``colorbar_title`` (the units)
     on top. ``max_height``: the figure's height at most (stage mode: the screen's room, so a 30-layer grid is
     whole on it; its squares shrink); the grid keeps to the top left of its area, so two grids side by side
-    start level whatever their colour bars' widths."""
+    start level whatever their colour bars' widths. ``bar_room``: px kept at the right for the colour bar (default
+    :func:`_bar_room` of ``colorbar_title``); grids side by side given the same room (the widest of theirs) have
+    plot areas of one size, whatever their titles (on stage a Norm grid's two-line unit shrank it ~20 %)."""
     s = np.asarray(stack, dtype=np.float64)
     L, H, n, _ = s.shape
+    colorbar_title = "<br>".join(_bar_lines(colorbar_title)) if colorbar_title else ""
     cell = n + 1
     z = np.full((L * cell - 1, H * cell - 1), np.nan)
     custom = np.full(z.shape, "", dtype=object)
@@ -177,6 +183,7 @@ def grid(
         constrain="domain",
         constraintoward="top",
     )
+    room = bar_room if bar_room is not None else _bar_room(colorbar_title, font_size)
     plot_w = max(200, width_hint - 140)  # minus axis labels and the colour bar
     # plotly.js places a title of several lines as if it had one (yanchor "top" holds its first line's
     # baseline): each further line is pushed up past the figure's top edge, so the pad makes room for them
@@ -196,7 +203,8 @@ def grid(
         font=dict(size=font_size),
         # the top margin holds the title's lines, then the head names and "head" above the squares
         # (with 70 + 2·font the axis title sat on a two-line title's second line on stage)
-        margin=dict(l=10, r=10, t=_grid_top(font_size, extra_lines), b=10),
+        # the right margin holds the colour bar and its title (plotly widens it only for a wider bar)
+        margin=dict(l=10, r=room, t=_grid_top(font_size, extra_lines), b=10),
         plot_bgcolor="rgba(0,0,0,0)",
     )
     row_step = col_step = 1
@@ -205,9 +213,7 @@ def grid(
         # bar), so the colour bar stays beside the grid instead of at the far side of the column
         plot_h = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
         squares_w = plot_h * (H * cell - 1) / max(L * cell - 1, 1)
-        fig.update_layout(
-            width=int(min(width_hint, max(520, squares_w + 4 * font_size + 60 + _bar_room(colorbar_title, font_size))))
-        )
+        fig.update_layout(width=int(min(width_hint, max(520, squares_w + 4 * font_size + 60 + room))))
         # squares smaller than a label: every k-th layer / head named (the others still say theirs on hover)
         row_step = max(1, int(np.ceil(1.4 * font_size * L / max(plot_h, 1))))
         col_step = max(1, int(np.ceil(1.4 * font_size * H / max(squares_w, 1))))
@@ -220,10 +226,22 @@ def grid(
     return fig
 
 
+def grid_bar_room(colorbar_titles, font_size: int) -> int:
+    """px the widest of these grids' colour bars takes (``bar_room`` of :func:`grid` for grids side by side)."""
+    return max((_bar_room(t, font_size) for t in colorbar_titles), default=_bar_room("", font_size))
+
+
 def _bar_room(colorbar_title: str, font_size: int) -> int:
-    """px a grid's colour bar takes at its right: the bar, its ticks and its title's longest line."""
-    longest = max((len(line) for line in str(colorbar_title).replace("<br>", "\n").split("\n")), default=0)
-    return int(40 + max(3 * font_size, 0.6 * font_size * longest))
+    """px a grid's colour bar takes at its right: the gap, the bar, its ticks and its title's longest line
+    (Source Sans: ~0.5 em a character)."""
+    longest = max((len(line) for line in _bar_lines(colorbar_title)), default=0)
+    return int(30 + max(3 * font_size, 0.5 * font_size * longest))
+
+
+def _bar_lines(colorbar_title: str, width: int = 12) -> list[str]:
+    """A grid's colour-bar title in lines of at most ``width`` characters where its words allow (a long unit
+    would otherwise take the room of the squares)."""
+    return [w for line in str(colorbar_title).split("<br>") for w in (textwrap.wrap(line, width) or [""])]
 
 
 def _grid_top(font_size: int, extra_lines: int) -> int:

@@ -96,3 +96,22 @@ def test_overview_grid_top_margin_holds_a_two_line_title_and_the_head_axis(font_
     title_lines = 2 * 1.3 * (font_size + 2)
     axis_on_top = 4 * font_size  # tick labels, the theme's stand-off and the "head" title above the squares
     assert fig.layout.margin.t >= 6 + title_lines + axis_on_top + 10, fig.layout.margin.t  # was 70 + 2·font
+
+
+def test_overview_grids_side_by_side_keep_one_room_for_their_colour_bars():
+    """Two grids given one ``bar_room`` (the wider of their colour bars') have the same figure width and right
+    margin whatever their units, so the same plot area (on stage at 1280 the Norm grid's "‖vector‖ (hidden-state
+    units)" shrank its squares ~20 % against the α grid's); a long unit is wrapped (≤ 12 characters a line)."""
+    from normviz import viz
+
+    stack, labels = np.ones((6, 12, 5, 5)), [f"t{k}" for k in range(5)]
+    units = ["weight α", "‖vector‖<br>(hidden-state units)"]
+    room = viz.grid_bar_room(units, 18)
+    figs = [
+        viz.grid(stack, labels, font_size=18, width_hint=600, max_height=630, colorbar_title=u, bar_room=room)
+        for u in units
+    ]
+    assert figs[0].layout.margin.r == figs[1].layout.margin.r == room > viz.grid_bar_room(units[:1], 18)
+    assert figs[0].layout.width == figs[1].layout.width
+    title = figs[1].data[0].colorbar.title.text
+    assert title == "‖vector‖<br>(hidden-<br>state units)" and all(len(s) <= 12 for s in title.split("<br>"))

@@ -65,8 +65,7 @@ class Panels:
         self.figures.append(fig)
         self.captions.append(learn.caption(p.key))
         st.caption(ui.plain(learn.caption(p.key), None))
-        if tag == "":
-            ui.learn_link(p.key, "What is this?")
+        ui.learn_link(p.key, "What is this?")  # on both sides of a comparison: what follows starts level
         norms = ui.fx_norms(sess, layer) if view.fx and p.key in ("norm", "norm_layer") else None
         if norms is not None:
             vals, what = data.fx_strip(norms, head, p.index)

@@ -54,6 +54,7 @@ def draw_grids(view, lm, session, shown: list[str], stacks: dict, m: int, labels
         grid_cols = st.columns(2, gap="medium") if view.present else [st.container()]
         places = grid_cols if view.present else grid_cols * len(shown)
     heads_shown = {}
+    room = viz.grid_bar_room([data.unit(k, "raw") for k in shown], fs)  # one plot area for grids side by side
     for k, place in zip(shown, places):
         with place:
             s = stacks[k][:, :, :m, :m]
@@ -74,6 +75,7 @@ def draw_grids(view, lm, session, shown: list[str], stacks: dict, m: int, labels
                 width_hint=hint,
                 colorbar_title=data.unit(k, "raw"),
                 max_height=tall,
+                bar_room=room,
             )
             ui.chart(fig, key=f"grid_{k}", filename=f"normviz_overview_{k}")
             heads_shown[f"grid_{k}"] = s.shape[1]

@@ -46,6 +46,13 @@ function sliderState(input) {
   return {layer: Math.round((v - lo) / step), layers: Math.round((hi - lo) / step) + 1};
 }
 
+// The layer the page's first panel shows (its title's "layer N"), or null where no panel names one.
+function shownLayer() {
+  const gd = document.querySelector('[class*="st-key-panel_"] .js-plotly-plot');
+  const m = /layer (\d+)/.exec(String(gd && gd.layout && gd.layout.title ? gd.layout.title.text : ''));
+  return m ? parseInt(m[1], 10) : null;
+}
+
 export default function(component) {
   const S = (window.__normvizKeys = window.__normvizKeys || {});
   S.send = component.setTriggerValue;
@@ -66,14 +73,20 @@ export default function(component) {
   };
   const where = () => sliderState(slider()) || S.data || {};
   const stop = () => { if (S.timer) { clearInterval(S.timer); S.timer = null; } };
+  const pause = () => {  // stop where the panels are: a step still on its way to the server is taken back
+    stop();
+    const now = where(), seen = shownLayer();
+    for (let k = now.layer; seen !== null && k > seen; k--) layer('layer-');
+  };
   const play = () => {  // one layer a second up to the last (from the first when already there)
-    if (S.timer) { stop(); return; }
+    if (S.timer) { pause(); return; }
     const d = where();
     if (!(d.layers > 1)) return;
     if (d.layer >= d.layers - 1) layer('layer0');
     S.timer = setInterval(() => {
-      const now = where();
+      const now = where(), seen = shownLayer();
       if (!S.send || now.layer >= now.layers - 1) { stop(); return; }
+      if (seen !== null && seen < now.layer) return;  // the last step is not drawn yet: wait for it
       layer('layer+');
     }, 1000);
   };
