@@ -88,11 +88,28 @@ def test_verdict_names_the_best_family_and_attention_near_chance():
         {"attribution": "random", "spearman": 0.05},
     ]
     line = T.verdict(rows)
-    assert line.startswith(f"Here {T.method_name('attn_res_ln')} (a norm-based map) tracks knockout best")
+    assert line.startswith(f"Here {T.method_name('attn_res_ln')} — a norm-based map — tracks knockout best")
     assert "ρ = 0.81" in line and "attention weights are near chance (ρ = 0.12, random order 0.05)" in line
     rows[1]["spearman"] = 0.7
     assert "attention weights reach ρ = 0.70" in T.verdict(rows)
     assert T.verdict([{"attribution": "attention", "spearman": float("nan")}]) is None
+
+
+def test_a_verdict_never_says_a_negative_or_below_chance_rank_agreement_tracks_knockout():
+    # gemma3's page said "Exact sources (decomposition) (this method) tracks knockout best: ρ = -0.25"
+    rows = [
+        {"attribution": "sources", "spearman": -0.25},
+        {"attribution": "attention", "spearman": -0.4},
+        {"attribution": "random", "spearman": 0.1},
+    ]
+    line = T.verdict(rows)
+    assert "tracks knockout best" not in line and line.startswith("Here no method orders the tokens like knockout")
+    assert f"the closest, {T.method_name('sources')}, reaches only ρ = -0.25" in line and ") (" not in line
+    rows[0]["spearman"] = 0.05  # positive but below the random order
+    assert "no method orders" in T.verdict(rows)
+    rows[0]["spearman"] = 0.6
+    line = T.verdict(rows)
+    assert line.startswith(f"Here {T.method_name('sources')} tracks knockout best") and ") (" not in line
 
 
 def test_gap_cells_say_why_and_legend_colours_hold_across_themes():

@@ -97,12 +97,20 @@ def verdict(rows: list[dict]) -> str | None:
     if not scored:
         return None
     best = max(scored, key=scored.get)
-    family = "a norm-based map" if any(p in best for p in NORM_BASED) else "this method"
+    chance, attention = rho.get("random"), scored.get("attention")
+    if scored[best] <= 0 or (chance is not None and scored[best] <= chance):
+        # a best ρ at or below 0 (or below the random order) tracks nothing: say so, never "tracks best"
+        line = (
+            f"Here no method orders the tokens like knockout: the closest, {method_name(best)}, reaches only "
+            f"ρ = {scored[best]:.2f} (1 = the same order, 0 = unrelated)"
+        )
+        line += f", random order {chance:.2f}" if chance is not None else ""
+        return line + ". One text: the corpus run below says how far it holds."
+    family = " — a norm-based map —" if any(p in best for p in NORM_BASED) else ""
     line = (
-        f"Here {method_name(best)} ({family}) tracks knockout best: rank agreement ρ = {scored[best]:.2f} "
+        f"Here {method_name(best)}{family} tracks knockout best: rank agreement ρ = {scored[best]:.2f} "
         "(1 = the same order)"
     )
-    chance, attention = rho.get("random"), scored.get("attention")
     if attention is not None and best != "attention":
         near = abs(attention) < 0.3 or (chance is not None and attention - chance < 0.2)
         line += (
