@@ -14,6 +14,8 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable, Container, Hashable
 
+_MISSING = object()
+
 
 def _nbytes(value: Any) -> int:
     return int(getattr(value, "nbytes", 0))
@@ -58,11 +60,15 @@ class BoundedCache:
 
     def get(self, key: Hashable, default: Any = None) -> Any:
         with self._lock:
-            if key in self._data:
-                self._data.move_to_end(key)
-                self.hits += 1
-                return self._data[key][0]
-            return default
+            return self._hit(key, default)
+
+    def _hit(self, key: Hashable, default: Any) -> Any:
+        """The value of ``key``, made the most recent and counted as a hit, else ``default`` (lock held)."""
+        if key in self._data:
+            self._data.move_to_end(key)
+            self.hits += 1
+            return self._data[key][0]
+        return default
 
     def _evict(self, count: int, size: int, max_bytes: int | None) -> list[tuple[Hashable, Any]]:
         """Drop the oldest entries until ``count`` more entries of ``size`` bytes fit (lock held)."""
@@ -106,10 +112,9 @@ class BoundedCache:
     def get_or_compute(self, key: Hashable, compute: Callable[[], Any]) -> Any:
         """Return the cached value or compute it once (concurrent callers of one key wait for the first)."""
         with self._lock:
-            if key in self._data:
-                self._data.move_to_end(key)
-                self.hits += 1
-                return self._data[key][0]
+            value = self._hit(key, _MISSING)
+            if value is not _MISSING:
+                return value
             key_lock = self._key_locks.setdefault(key, threading.Lock())
         with key_lock:
             with self._lock:
