@@ -13,7 +13,7 @@ from ..core.errors import NormvizError
 
 PROXY_MODELS = ("smollm2", "gemma3")  # embedded models with no known circuit: a proxy truth (circuit_scores)
 # AtP* is left out there: its QK fix costs L·H dual passes (79 s an example on smollm2, 2.5× head ablation)
-PROXY_METHODS = ("direct", "graph", "atp", "eap-ig", "cp-lrp", "ablation", "attention")
+PROXY_METHODS = ("direct", "graph", "atp", "eap-ig", "cp-lrp", "attn-lrp", "ablation", "attention")
 
 
 def run_circuits(args) -> int:
