@@ -233,7 +233,9 @@ def wait_for_app(driver, min_charts: int = 1, timeout: float = 180) -> dict:
 
 
 _CHARTS = """
-const charts = Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"]')).map((c, i) => {
+// charts in a tab not shown (or a closed expander) are not drawn until opened: only the charts on view count
+const charts = Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"]'))
+    .filter(c => c.getClientRects().length > 0).map((c, i) => {
   const gd = c.querySelector('.js-plotly-plot');
   const box = c.closest('[class*="st-key-"]');
   const key = box ? (box.className.match(/st-key-(\\S+)/) || [])[1] : null;
@@ -258,8 +260,9 @@ return {
 
 
 def chart_state(driver) -> dict:
-    """The page's charts (``name``: the chart's widget key or place, and title; ``want``: its visible traces, -1
-    before plotly laid it out; ``got``: the trace groups and heatmap images drawn) and whether the app is busy."""
+    """The page's charts on view (not those of a tab not shown) and whether the app is busy; per chart ``name`` (its
+    widget key or place, and title), ``want`` (its visible traces, -1 before plotly laid it out) and ``got`` (the
+    trace groups and heatmap images drawn)."""
     return driver.execute_script(_CHARTS)
 
 

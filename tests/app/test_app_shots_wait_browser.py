@@ -1,5 +1,6 @@
 """The screenshots wait for every chart to draw (issue 42): ``tools.browser.wait_drawn`` on a page built like the
-app's (Streamlit's test ids around plotly charts) in the shared Chromium. The old wait (``wait_for_app``) took a
+app's (Streamlit's test ids around plotly charts) in the shared Chromium; a chart in a tab not shown (Learn's) is
+not waited for: it is not drawn until its tab opens. The old wait (``wait_for_app``) took a
 page as ready once one chart had its svg, while another was still empty or half drawn."""
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ PAGE = """<html><head><script src="{js}"></script></head><body><div data-testid=
 <div data-testid="stElementContainer" class="st-key-grid_attention"><div data-testid="stPlotlyChart">
 <div id="a"></div></div></div>
 <div data-testid="stElementContainer" class="st-key-grid_norm"><div data-testid="stPlotlyChart">
-<div id="b"></div></div></div></div>
+<div id="b"></div></div></div>
+<div style="display: none"><div data-testid="stPlotlyChart"><div id="c"></div></div></div></div>
 <script>
 Plotly.newPlot('a', [{{type: 'heatmap', z: [[1, 2], [3, 4]]}}],
   {{title: {{text: 'Attention'}}, width: 300, height: 300}});
