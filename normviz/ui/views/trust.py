@@ -113,12 +113,11 @@ def verdict(rows: list[dict]) -> str | None:
     )
     if attention is not None and best != "attention":
         near = abs(attention) < 0.3 or (chance is not None and attention - chance < 0.2)
-        line += (
-            f"; attention weights are near chance (ρ = {attention:.2f}"
-            if near
-            else f"; attention weights reach ρ = {attention:.2f}"
-        )
-        line += f", random order {chance:.2f})" if chance is not None else ")"
+        at_chance = f", random order {chance:.2f}" if chance is not None else ""
+        if near:
+            line += f"; attention weights are near chance (ρ = {attention:.2f}{at_chance})"
+        else:  # its own brackets only around the random order (the screenshots showed "…, random order -0.21).")
+            line += f"; attention weights reach ρ = {attention:.2f}" + (f" ({at_chance[2:]})" if at_chance else "")
     return line + ". One text: the corpus run below says how far it holds."
 
 
