@@ -514,6 +514,18 @@ def screenshots(
                 raise TimeoutError(f"{f.name}: {e}") from None
             problems.append(f"{f.name}: {e}")
 
+    def shoot(f: Path, min_charts: int) -> None:
+        """Taken once drawn; again (up to 3 tries) when the app was running or a chart changed as it was taken:
+        a rerun can start after the page settled (a component reporting the page's width, under load seconds
+        late), and a shot then shows "Stop" and the last run's faded charts."""
+        for _ in range(3):
+            settled(f, min_charts)
+            before = json.dumps(chart_state(driver)["charts"])
+            driver.save_screenshot(str(f))
+            after = chart_state(driver)
+            if not (after["running"] or after["spinner"]) and json.dumps(after["charts"]) == before:
+                return
+
     for w, h in sizes:
         for mode in modes:
             emulate(driver, w, h, mode)
@@ -521,16 +533,14 @@ def screenshots(
                 q = "&".join(x for x in (query, "present=1" if mode.startswith("present") else "") if x)
                 driver.get(url + path + ("?" + q if q else ""))
                 f = out_dir / f"{name}_{w}x{h}_{mode}.png"
-                settled(f, 0 if name == "corpus" else 1)  # Corpus draws no chart before a run
-                driver.save_screenshot(str(f))
+                shoot(f, 0 if name == "corpus" else 1)  # Corpus draws no chart before a run
                 written.append(f)
                 if full:
                     f = out_dir / f"{name}_{w}x{h}_{mode}_full.png"
                     set_viewport(driver, w, min(max_full_px, max(h, page_height(driver))))
                     settled(f, 0)
                     set_viewport(driver, w, min(max_full_px, max(h, page_height(driver))))  # charts may have grown
-                    settled(f, 0)
-                    driver.save_screenshot(str(f))
+                    shoot(f, 0)
                     written.append(f)
                     set_viewport(driver, w, h)
     return written
