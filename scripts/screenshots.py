@@ -28,6 +28,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sizes", nargs="*", default=[f"{w}x{h}" for w, h in SIZES])
     ap.add_argument("--modes", nargs="*", default=MODES, choices=MODES)
     ap.add_argument("--timeout", type=float, default=240, help="s to wait for a page's charts (default 240)")
+    ap.add_argument("--resume", action="store_true", help="skip the shots already in OUT (a pass cut short)")
     ap.add_argument("--full", action="store_true", help="also the whole page of each (…_full.png)")
     ap.add_argument(
         "--by-variant",
@@ -53,6 +54,7 @@ def main(argv: list[str] | None = None) -> None:
             full=args.full,
             timeout=args.timeout,
             problems=problems,
+            skip_existing=args.resume,
         )
     for f in files:
         if args.by_variant:

@@ -284,7 +284,12 @@ def wait_drawn(driver, min_charts: int = 1, timeout: float = 240, settle: float 
     since, last = None, None
     state: dict = {}
     while True:
-        state = chart_state(driver)
+        try:
+            state = chart_state(driver)
+        except Exception as e:  # selenium's "script timeout": a page busy drawing under load answers late
+            if type(e).__name__ != "TimeoutException" or time.time() > deadline:
+                raise
+            continue
         if state["exceptions"]:
             return state
         busy = state["running"] or state["skeleton"] or state["spinner"] or not state["content"]
@@ -495,6 +500,7 @@ def screenshots(
     max_full_px: int = 12000,
     timeout: float = 240,
     problems: list[str] | None = None,
+    skip_existing: bool = False,
 ) -> list[Path]:
     """One screenshot per page × size × mode (light, dark = the browser's dark preference, present =
     ``?present=1`` in light, present-dark in dark) as ``<page>_<w>x<h>_<mode>.png``; returns the files written.
@@ -502,7 +508,8 @@ def screenshots(
     not within ``timeout`` raises its ``TimeoutError`` (which chart did not draw), or, given a ``problems`` list,
     is taken anyway and its file and reason appended there. ``full``: also the whole page (the viewport
     stretched to the page's height, at most ``max_full_px``) as ``<page>_<w>x<h>_<mode>_full.png``, where the
-    figures below the first screen show."""
+    figures below the first screen show. ``skip_existing``: a shot whose file is there is not taken again (a pass
+    cut short goes on where it stopped)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
 
@@ -530,9 +537,11 @@ def screenshots(
         for mode in modes:
             emulate(driver, w, h, mode)
             for name, path in pages:
+                f = out_dir / f"{name}_{w}x{h}_{mode}.png"
+                if skip_existing and f.exists():
+                    continue
                 q = "&".join(x for x in (query, "present=1" if mode.startswith("present") else "") if x)
                 driver.get(url + path + ("?" + q if q else ""))
-                f = out_dir / f"{name}_{w}x{h}_{mode}.png"
                 shoot(f, 0 if name == "corpus" else 1)  # Corpus draws no chart before a run
                 written.append(f)
                 if full:
