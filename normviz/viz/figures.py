@@ -35,6 +35,7 @@ def bars(
     from .labels import CHAR_PER_FONT
 
     titles = list(rows)
+    focus_label = focus_label.strip()  # a BPE token's leading space: “ sat [2]” in the title (smollm2, Learn)
     k = max(1, len(titles))
     step, below = 1, 0.0  # below: the px the longest tick label reaches under its axis
     axes = []

@@ -42,6 +42,12 @@ def test_bars_one_subplot_per_map():
     )
 
 
+def test_bars_title_names_the_token_without_its_leading_space():
+    # smollm2's Learn page titled its chart 'Row of “ sat [2]”' (the BPE token's space inside the quotes)
+    fig = viz.bars({"A": np.array([0.1, 0.9])}, [" The", " sat"], focus_label=" sat [1]")
+    assert "“sat [1]”" in fig.layout.title.text
+
+
 def test_grid_tiles_layers_by_heads_with_gaps():
     L, H, n = 3, 4, 5
     s = np.random.default_rng(0).random((L, H, n, n))
