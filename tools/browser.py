@@ -252,7 +252,8 @@ const main = document.querySelector('[data-testid="stMain"]');
 return {
   charts,
   running: count('[data-testid="stStatusWidget"]'),
-  skeleton: count('[data-testid="stSkeleton"]'),
+  // stAppSkeleton: the whole page's placeholder while a page loads (an element's own is stSkeleton)
+  skeleton: count('[data-testid="stSkeleton"], [data-testid="stAppSkeleton"]'),
   spinner: count('[data-testid="stSpinner"], [data-testid="stProgress"]'),
   exceptions: count('[data-testid="stException"]'),
   content: main ? main.querySelectorAll('[data-testid="stElementContainer"]').length : 0,

@@ -47,3 +47,19 @@ def test_wait_drawn_names_the_chart_that_did_not_draw_and_returns_once_all_have(
         driver.execute_script("document.querySelector('#b .scatterlayer .trace').remove();")
         with pytest.raises(TimeoutError, match=r'grid_norm "Norm": 1 of 2 traces drawn'):
             wait_drawn(driver, min_charts=2, timeout=2, settle=0.5)
+
+
+def test_wait_drawn_waits_out_the_pages_loading_placeholder(tmp_path):
+    """smollm2's Corpus at 1920×1080 was shot as Streamlit's grey page placeholder (stAppSkeleton): Corpus draws no
+    chart, and the wait counted only an element's own placeholder (stSkeleton)."""
+    page = tmp_path / "page.html"
+    page.write_text(
+        '<html><body><div data-testid="stMain"><div data-testid="stElementContainer">Corpus</div>'
+        '<div data-testid="stAppSkeleton" id="s"></div></div></body></html>'
+    )
+    with app_in_chromium() as (_, driver):
+        driver.get(page.as_uri())
+        with pytest.raises(TimeoutError, match=r"skeleton: 1"):
+            wait_drawn(driver, min_charts=0, timeout=2, settle=0.3)
+        driver.execute_script("document.getElementById('s').remove();")
+        assert wait_drawn(driver, min_charts=0, timeout=20, settle=0.3)["skeleton"] == 0
