@@ -17,6 +17,9 @@ from .heatmap import title_dict as _title
 from .labels import abbreviate, fit_labels, plotly_text, plotly_texts
 
 MODEBAR_PX = 30  # plotly's toolbar row at the top right: titles start below it
+# each map's bars in one colour that reads on a light and a dark page alike: left to the theme, Streamlit's
+# colourway gave the weight α dark blue in light mode and light blue in dark mode, and the norm the other
+ROW_COLORS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#b279a2", "#72b7b2")
 
 
 def bars(
@@ -70,6 +73,7 @@ def bars(
                 y=vals,
                 name=plotly_text(title),
                 showlegend=False,
+                marker_color=ROW_COLORS[(r - 1) % len(ROW_COLORS)],
                 customdata=np.array(
                     [[plotly_text(focus_label), plotly_text(f"{lab} [{p}]")] for lab, p in zip(labs, pos)], dtype=object
                 ),
