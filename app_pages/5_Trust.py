@@ -57,8 +57,8 @@ def page() -> None:
     for key, why in t.refused.items():
         ui.say("info", f"{key}: {why}")
     labels = list(session.labels)
-    beside = [k for k in ("sources", "attention", "attn_res_ln", "rollout_attn_res_ln") if k in t.attributions]
     rows = t.rows()
+    beside = T.beside(rows, t.attributions)  # the verdict's best first: the chart shows the map it names
     line = T.verdict(rows)
     if line:
         st.info(ui.plain(line, None))

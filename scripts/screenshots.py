@@ -3,7 +3,9 @@
     .venv/bin/python scripts/screenshots.py OUT_DIR [--text "A sentence."] [--model smollm2] [--sizes 1280x800 ...]
 
 Files: OUT_DIR/<page>_<w>x<h>_<mode>.png (``--by-variant``: OUT_DIR/<w>x<h>_<mode>/<page>.png; ``--full``: the
-whole page too, as …_full.png) (the same helper as the real-browser test, tests/helpers/browser.py).
+whole page too, as …_full.png) (the same helper as the real-browser test, tests/helpers/browser.py). Each is taken
+once every chart on the page has drawn (``--timeout`` s at most: past it the shot is taken anyway and the chart that
+did not draw is named at the end; the exit status is then 1).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--model", default="minilm")
     ap.add_argument("--sizes", nargs="*", default=[f"{w}x{h}" for w, h in SIZES])
     ap.add_argument("--modes", nargs="*", default=MODES, choices=MODES)
+    ap.add_argument("--timeout", type=float, default=240, help="s to wait for a page's charts (default 240)")
+    ap.add_argument("--resume", action="store_true", help="skip the shots already in OUT (a pass cut short)")
     ap.add_argument("--full", action="store_true", help="also the whole page of each (…_full.png)")
     ap.add_argument(
         "--by-variant",
@@ -37,6 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     query = urlencode({k: v for k, v in (("text", args.text), ("pair", args.pair), ("model", args.model)) if v})
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    problems: list[str] = []
     with streamlit_server(log_path=str(out / "streamlit.log")) as url, chromium() as driver:
         files = screenshots(
             driver,
@@ -47,11 +52,18 @@ def main(argv: list[str] | None = None) -> None:
             sizes=sizes,
             modes=args.modes,
             full=args.full,
+            timeout=args.timeout,
+            problems=problems,
+            skip_existing=args.resume,
         )
     for f in files:
         if args.by_variant:
             f = by_variant(f, out)
         print(f)
+    for p in problems:
+        print("not drawn:", p, file=sys.stderr)
+    if problems:
+        sys.exit(1)
 
 
 def by_variant(f: Path, out: Path) -> Path:

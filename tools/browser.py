@@ -232,6 +232,86 @@ def wait_for_app(driver, min_charts: int = 1, timeout: float = 180) -> dict:
     return state
 
 
+_CHARTS = """
+// charts in a tab not shown (or a closed expander) are not drawn until opened: only the charts on view count
+const charts = Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"]'))
+    .filter(c => c.getClientRects().length > 0).map((c, i) => {
+  const gd = c.querySelector('.js-plotly-plot');
+  const box = c.closest('[class*="st-key-"]');
+  const key = box ? (box.className.match(/st-key-(\\S+)/) || [])[1] : null;
+  const title = gd && gd.layout && gd.layout.title ? (gd.layout.title.text || '') : '';
+  const name = (key || ('chart ' + (i + 1))) + (title ? ' "' + title.replace(/<[^>]+>/g, '') + '"' : '');
+  if (!gd || !gd._fullLayout || !gd._fullData || !c.querySelector('.main-svg')) return {name, want: -1, got: 0};
+  const r = gd.getBoundingClientRect();
+  const want = gd._fullData.filter(t => t.visible === true).length;
+  const got = gd.querySelectorAll('.trace, .hm image, .contour image, .table-control-view, .imagelayer image').length;
+  return {name, want, got, sized: r.width > 0 && r.height > 0};
+});
+const count = sel => document.querySelectorAll(sel).length;
+const main = document.querySelector('[data-testid="stMain"]');
+return {
+  charts,
+  running: count('[data-testid="stStatusWidget"]'),
+  // stAppSkeleton: the whole page's placeholder while a page loads (an element's own is stSkeleton)
+  skeleton: count('[data-testid="stSkeleton"], [data-testid="stAppSkeleton"]'),
+  spinner: count('[data-testid="stSpinner"], [data-testid="stProgress"]'),
+  exceptions: count('[data-testid="stException"]'),
+  content: main ? main.querySelectorAll('[data-testid="stElementContainer"]').length : 0,
+};"""
+
+
+def chart_state(driver) -> dict:
+    """The page's charts on view (not those of a tab not shown) and whether the app is busy; per chart ``name`` (its
+    widget key or place, and title), ``want`` (its visible traces, -1 before plotly laid it out) and ``got`` (the
+    trace groups and heatmap images drawn)."""
+    return driver.execute_script(_CHARTS)
+
+
+def undrawn(state: dict) -> list[str]:
+    """The charts of ``state`` that have not drawn every visible trace (each named)."""
+    return [
+        f"{c['name']}: " + ("not laid out" if c["want"] < 0 else f"{c['got']} of {c['want']} traces drawn")
+        for c in state["charts"]
+        if c["want"] < 0 or c["got"] < c["want"] or not c.get("sized")
+    ]
+
+
+def wait_drawn(driver, min_charts: int = 1, timeout: float = 240, settle: float = 2.0, poll: float = 0.3) -> dict:
+    """Wait until the app is idle (no "Running…", no skeleton or spinner), at least ``min_charts`` charts are on
+    the page and every chart has drawn every visible trace, and all that has held unchanged for ``settle`` s (the
+    app reruns once the page width is known); returns the last state. An exception box ends the wait at once.
+    Past ``timeout``: ``TimeoutError`` naming each chart that did not draw, or what kept the app busy."""
+    deadline = time.time() + timeout
+    since, last = None, None
+    state: dict = {}
+    while True:
+        try:
+            state = chart_state(driver)
+        except Exception as e:  # selenium's "script timeout": a page busy drawing under load answers late
+            if type(e).__name__ != "TimeoutException" or time.time() > deadline:
+                raise
+            continue
+        if state["exceptions"]:
+            return state
+        busy = state["running"] or state["skeleton"] or state["spinner"] or not state["content"]
+        ready = not busy and len(state["charts"]) >= min_charts and not undrawn(state)
+        snap = json.dumps(state["charts"])
+        if ready and snap == last:
+            if time.time() - since >= settle:
+                time.sleep(0.3)  # the last frame painted
+                return state
+        else:
+            since, last = time.time(), snap if ready else None
+        if time.time() > deadline:
+            why = (
+                undrawn(state)
+                or [f"{k}: {state[k]}" for k in ("running", "skeleton", "spinner") if state[k]]
+                or [f"{len(state['charts'])} charts on the page, {min_charts} wanted"]
+            )
+            raise TimeoutError(f"not drawn within {timeout:.0f} s: " + "; ".join(why))
+        time.sleep(poll)
+
+
 def set_viewport(driver, width: int = 1280, height: int = 800) -> None:
     """An exact CSS viewport (the window size would include browser chrome)."""
     driver.execute_cdp_cmd(
@@ -419,33 +499,58 @@ def screenshots(
     modes=MODES,
     full: bool = False,
     max_full_px: int = 12000,
+    timeout: float = 240,
+    problems: list[str] | None = None,
+    skip_existing: bool = False,
 ) -> list[Path]:
     """One screenshot per page × size × mode (light, dark = the browser's dark preference, present =
     ``?present=1`` in light, present-dark in dark) as ``<page>_<w>x<h>_<mode>.png``; returns the files written.
-    ``full``: also the whole page (the viewport stretched to the page's height, at most ``max_full_px``) as
-    ``<page>_<w>x<h>_<mode>_full.png``, where the figures below the first screen show."""
+    Each is taken once every chart on the page has drawn and the app is idle (:func:`wait_drawn`); one that is
+    not within ``timeout`` raises its ``TimeoutError`` (which chart did not draw), or, given a ``problems`` list,
+    is taken anyway and its file and reason appended there. ``full``: also the whole page (the viewport
+    stretched to the page's height, at most ``max_full_px``) as ``<page>_<w>x<h>_<mode>_full.png``, where the
+    figures below the first screen show. ``skip_existing``: a shot whose file is there is not taken again (a pass
+    cut short goes on where it stopped)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
+
+    def settled(f: Path, min_charts: int) -> None:
+        try:
+            wait_drawn(driver, min_charts=min_charts, timeout=timeout)
+        except TimeoutError as e:
+            if problems is None:
+                raise TimeoutError(f"{f.name}: {e}") from None
+            problems.append(f"{f.name}: {e}")
+
+    def shoot(f: Path, min_charts: int) -> None:
+        """Taken once drawn; again (up to 3 tries) when the app was running or a chart changed as it was taken:
+        a rerun can start after the page settled (a component reporting the page's width, under load seconds
+        late), and a shot then shows "Stop" and the last run's faded charts."""
+        for _ in range(3):
+            settled(f, min_charts)
+            before = json.dumps(chart_state(driver)["charts"])
+            driver.save_screenshot(str(f))
+            after = chart_state(driver)
+            if not (after["running"] or after["spinner"]) and json.dumps(after["charts"]) == before:
+                return
+
     for w, h in sizes:
         for mode in modes:
             emulate(driver, w, h, mode)
             for name, path in pages:
+                f = out_dir / f"{name}_{w}x{h}_{mode}.png"
+                if skip_existing and f.exists():
+                    continue
                 q = "&".join(x for x in (query, "present=1" if mode.startswith("present") else "") if x)
                 driver.get(url + path + ("?" + q if q else ""))
-                if name == "corpus":  # no chart before a run: wait for the page's header instead
-                    wait_until(driver, "return document.querySelectorAll('[data-testid=\"stHeading\"]').length > 0")
-                wait_for_app(driver, min_charts=0 if name == "corpus" else 1)
-                f = out_dir / f"{name}_{w}x{h}_{mode}.png"
-                driver.save_screenshot(str(f))
+                shoot(f, 0 if name == "corpus" else 1)  # Corpus draws no chart before a run
                 written.append(f)
                 if full:
-                    set_viewport(driver, w, min(max_full_px, max(h, page_height(driver))))
-                    time.sleep(1.0)
-                    wait_for_app(driver, min_charts=0)
-                    set_viewport(driver, w, min(max_full_px, max(h, page_height(driver))))  # charts may have grown
-                    time.sleep(1.0)
                     f = out_dir / f"{name}_{w}x{h}_{mode}_full.png"
-                    driver.save_screenshot(str(f))
+                    set_viewport(driver, w, min(max_full_px, max(h, page_height(driver))))
+                    settled(f, 0)
+                    set_viewport(driver, w, min(max_full_px, max(h, page_height(driver))))  # charts may have grown
+                    shoot(f, 0)
                     written.append(f)
                     set_viewport(driver, w, h)
     return written

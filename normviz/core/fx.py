@@ -41,6 +41,17 @@ def transformed_norms(session, layer: int | None = None, head: int | None = None
     return arr
 
 
+def attention_row_scale(session, layer: int) -> np.ndarray | None:
+    """1/s_i [n] of the norm on the attention output before the residual add (Gemma 2/3, OLMo-2), per receiving
+    token i: there ‖α^h_ij f^h(x_j)‖ (the norm map) = α^h_ij ‖f^h(x_j)‖ / s_i (docs/maps.md), P's γ folded into
+    W^O. None where no norm follows the attention (the map is α ‖f‖ itself)."""
+    views = session.layers()
+    if not -len(views) <= layer < len(views):
+        raise NormvizError(f"layer {layer} is out of range: this model has {len(views)} layers (0…{len(views) - 1}).")
+    scale = views[layer].attn_row_scale
+    return None if scale is None else scale.to(torch.float64).cpu().numpy()
+
+
 def norms_from_maps(attention: np.ndarray, norm: np.ndarray) -> np.ndarray:
     """‖f(x_j)‖ from an Analysis's ``attention`` and ``norm`` arrays (same shape [..., n, n]) → [..., n]:
     norm_ij / α_ij in the row i where α_ij is largest (α > 0 there: softmax weights of a visible token)."""

@@ -17,6 +17,9 @@ from .heatmap import title_dict as _title
 from .labels import abbreviate, fit_labels, plotly_text, plotly_texts
 
 MODEBAR_PX = 30  # plotly's toolbar row at the top right: titles start below it
+# each map's bars in one colour that reads on a light and a dark page alike: left to the theme, Streamlit's
+# colourway gave the weight α dark blue in light mode and light blue in dark mode, and the norm the other
+ROW_COLORS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#b279a2", "#72b7b2")
 
 
 def bars(
@@ -35,6 +38,7 @@ def bars(
     from .labels import CHAR_PER_FONT
 
     titles = list(rows)
+    focus_label = focus_label.strip()  # a BPE token's leading space: “ sat [2]” in the title (smollm2, Learn)
     k = max(1, len(titles))
     step, below = 1, 0.0  # below: the px the longest tick label reaches under its axis
     axes = []
@@ -69,6 +73,7 @@ def bars(
                 y=vals,
                 name=plotly_text(title),
                 showlegend=False,
+                marker_color=ROW_COLORS[(r - 1) % len(ROW_COLORS)],
                 customdata=np.array(
                     [[plotly_text(focus_label), plotly_text(f"{lab} [{p}]")] for lab, p in zip(labs, pos)], dtype=object
                 ),
@@ -208,13 +213,18 @@ def grid(
         plot_bgcolor="rgba(0,0,0,0)",
     )
     row_step = col_step = 1
-    if max_height is not None and fig.layout.height < plot_w * L / max(H, 1) + 150:
-        # the height bound holds the squares: the figure as wide as they then are (+ layer names, colour
-        # bar), so the colour bar stays beside the grid instead of at the far side of the column
-        plot_h = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
-        squares_w = plot_h * (H * cell - 1) / max(L * cell - 1, 1)
-        fig.update_layout(width=int(min(width_hint, max(520, squares_w + 4 * font_size + 60 + room))))
-        # squares smaller than a label: every k-th layer / head named (the others still say theirs on hover)
+    plot_h = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    squares_w = min(plot_w, plot_h * (H * cell - 1) / max(L * cell - 1, 1))
+    # the figure as wide as the squares then are (+ layer names, colour bar), never wider than the hint: plotly
+    # puts the colour bar at the right of the plot area, so an area wider than the squares (a tall grid: 30
+    # layers of 9 heads; a stretched chart; 520 px kept for the title) left it up to ~600 px from them. A title
+    # wider than that keeps its room in the right margin, beyond the bar
+    need = squares_w + 4 * font_size + 60 + room
+    width = int(min(width_hint, max(need, _title_width(title, font_size + 2))))
+    fig.update_layout(width=width, margin=dict(r=int(room + max(0.0, width - need))))
+    if fig.layout.height < plot_w * L / max(H, 1) + 150:
+        # the height bound holds the squares: squares smaller than a label: every k-th layer / head named (the
+        # others still say theirs on hover)
         row_step = max(1, int(np.ceil(1.4 * font_size * L / max(plot_h, 1))))
         col_step = max(1, int(np.ceil(1.4 * font_size * H / max(squares_w, 1))))
         fig.update_xaxes(tickangle=0)
@@ -242,6 +252,11 @@ def _bar_lines(colorbar_title: str, width: int = 12) -> list[str]:
     """A grid's colour-bar title in lines of at most ``width`` characters where its words allow (a long unit
     would otherwise take the room of the squares)."""
     return [w for line in str(colorbar_title).split("<br>") for w in (textwrap.wrap(line, width) or [""])]
+
+
+def _title_width(title: str, font_size: int) -> int:
+    """px a title's longest line takes (Source Sans: ~0.55 em a character) + the gap at its left."""
+    return int(10 + 0.55 * font_size * max((len(line) for line in str(title).split("\n")), default=0))
 
 
 def _grid_top(font_size: int, extra_lines: int) -> int:

@@ -81,3 +81,32 @@ def test_a_short_texts_zoom_is_drawn_cell_for_cell(fresh):
     n = session.n_tokens
     zooms = [f for f in heatmaps(at) if z(f).shape == (n, n)]
     assert zooms and not [f for f in heatmaps(at) if (f["layout"].get("meta") or {}).get("normviz") == "overview"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_a_4096_token_overview_through_the_worker_stays_under_the_message_limit(fresh, monkeypatch):
+    """The case of issue 42 itself: smollm2 (8,192-token window) at NORMVIZ_MAX_TOKENS=4096 in the public app, its
+    long layer computed in the heavy-maps worker. The page drew "MessageSizeError: 416.7 MB exceeds 50 MB" there;
+    now every figure is far under the limit and the zoom is block max, not 4,096² cells."""
+    from normviz.workers import process as workers
+
+    monkeypatch.setenv("NORMVIZ_PUBLIC", "1")
+    long_text = "The river rose in the night and the town woke to water in the streets. " * 320
+    at = app("app_pages/1_Overview.py", query={"text": long_text, "model": "smollm2", "layer": "20", "head": "3"})
+    at.session_state["_normviz_width"] = 1200
+    try:
+        at.run(timeout=1500)
+        no_exception(at)
+        assert not at.error, [e.value for e in at.error]
+        cache = stores.session_cache()
+        (session,) = [cache.get(k)[0] for k in cache.keys() if any(isinstance(x, str) and "river rose" in x for x in k)]
+        assert session.n_tokens == 4096, session.n_tokens
+        zooms = [f for f in heatmaps(at) if (f["layout"].get("meta") or {}).get("normviz") == "overview"]
+        assert len(zooms) == 1 and z(zooms[0]).size <= long_maps.OVERVIEW_CELLS**2
+        sizes = [len(el.proto.spec) for el in at.get("plotly_chart")]
+        assert sizes and max(sizes) < _max_message() / 2 and sum(sizes) < _max_message(), sizes
+        assert "long_layer" in [r.family for r in session.worker.ran]
+    finally:
+        if workers._SHARED is not None:
+            workers._SHARED.shutdown()

@@ -161,6 +161,8 @@ def test_translate_stage_mode_names_model_and_text_and_keeps_its_widgets():
     assert len(hms) == 2 and all(f["layout"]["annotations"][0]["text"].startswith("toy-mt · “the big dog") for f in hms)
     assert at.sidebar.toggle(key="tr_present").value is True
     assert at.slider(key="tr_layer").value == 2 and at.selectbox(key="tr_head").value == -1
+    # the stage row's narrow head box showed "all heads (layer vie" (screenshot pass, 1280 and 1920)
+    assert at.selectbox(key="tr_head").options[0] == "all heads"
 
 
 def test_a_real_sentence_names_the_words_toy_mt_does_not_know_and_offers_its_examples():

@@ -48,6 +48,13 @@ def test_the_spearman_shown_is_the_librarys(page):
     ko = arr(beside["data"][0]["customdata"])
     np.testing.assert_allclose(ko, t.knockout.delta, rtol=1e-4, atol=1e-6)
     assert any("What the numbers mean" in e.label for e in page.expander)
+    # the chart shows the map the verdict names: on minilm Norm ‖αf‖ was named, and the chart drew only the
+    # keys it was told ('sources', attention, …), which left it out (screenshot pass, 1920×1080)
+    rho = {r["attribution"]: r["spearman"] for r in t.rows() if r["attribution"] != "random"}
+    best = max((k for k, v in rho.items() if v is not None and not np.isnan(v)), key=rho.get)
+    assert T.method_name(best) in T.verdict(t.rows())
+    assert T.method_name(best) in [d["name"] for d in beside["data"]]
+    assert len(beside["data"]) <= 1 + T.BESIDE_AT_MOST
 
 
 def test_the_shipped_run_says_what_it_scored(page):
@@ -91,7 +98,12 @@ def test_verdict_names_the_best_family_and_attention_near_chance():
     assert line.startswith(f"Here {T.method_name('attn_res_ln')} — a norm-based map — tracks knockout best")
     assert "ρ = 0.81" in line and "attention weights are near chance (ρ = 0.12, random order 0.05)" in line
     rows[1]["spearman"] = 0.7
-    assert "attention weights reach ρ = 0.70" in T.verdict(rows)
+    # brackets balanced (minilm's page said "attention weights reach ρ = 0.68, random order -0.21).")
+    line = T.verdict(rows)
+    assert "attention weights reach ρ = 0.70 (random order 0.05). " in line
+    assert line.count("(") == line.count(")"), line
+    line = T.verdict([r for r in rows if r["attribution"] != "random"])
+    assert "attention weights reach ρ = 0.70. " in line and line.count("(") == line.count(")"), line
     assert T.verdict([{"attribution": "attention", "spearman": float("nan")}]) is None
 
 

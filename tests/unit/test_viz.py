@@ -42,6 +42,12 @@ def test_bars_one_subplot_per_map():
     )
 
 
+def test_bars_title_names_the_token_without_its_leading_space():
+    # smollm2's Learn page titled its chart 'Row of “ sat [2]”' (the BPE token's space inside the quotes)
+    fig = viz.bars({"A": np.array([0.1, 0.9])}, [" The", " sat"], focus_label=" sat [1]")
+    assert "“sat [1]”" in fig.layout.title.text
+
+
 def test_grid_tiles_layers_by_heads_with_gaps():
     L, H, n = 3, 4, 5
     s = np.random.default_rng(0).random((L, H, n, n))
@@ -65,3 +71,12 @@ def test_special_share_scatter_one_point_per_head():
     pts = fig.data[1]
     assert list(pts.text) == ["L0 H0", "L0 H1", "L1 H0", "L1 H1"]
     assert list(pts.x) == [0.9, 0.2, 0.5, 0.1]
+
+
+def test_bars_colour_each_map_the_same_in_light_and_dark():
+    # Learn's row chart took Streamlit's theme colourway: the weight α's bars dark blue in light mode and light
+    # blue in dark mode, the norm's the other way round (screenshot pass); each map now has its own fixed colour
+    fig = viz.bars({"A": np.array([0.1, 0.9]), "B": np.array([2.0, 1.0])}, ["x", "y"])
+    colours = [t.marker.color for t in fig.data]
+    assert all(isinstance(c, str) and c.startswith("#") for c in colours), colours
+    assert len(set(colours)) == 2

@@ -279,10 +279,12 @@ SYMBOLS: list[tuple[str, str]] = [
 ]
 
 
-def why_rows(alpha_row: np.ndarray, fx: np.ndarray, norm_row: np.ndarray) -> dict[str, np.ndarray]:
+def why_rows(alpha_row: np.ndarray, fx: np.ndarray, norm_row: np.ndarray, row_scale: float = 1.0) -> dict:
     """One row i of one head: α_ij, ‖f(x_j)‖ (``normviz.transformed_norms``) and the map's ‖α_ij f(x_j)‖, which
     equals α_ij · ‖f(x_j)‖ since α ≥ 0 (``product``: that product, to show the identity), each also as a share
-    of its row, and the rank of every token by weight and by norm (0 = largest)."""
+    of its row, and the rank of every token by weight and by norm (0 = largest). ``row_scale``: 1/s_i of a norm
+    after the attention output (Gemma; ``normviz.core.fx.attention_row_scale``), which the map carries: the
+    product is then α_ij ‖f(x_j)‖ / s_i (on gemma3 the table's two columns differed 6.5-fold without it)."""
     a = np.asarray(alpha_row, dtype=np.float64)
     n = np.asarray(norm_row, dtype=np.float64)
     fx = np.asarray(fx, dtype=np.float64)
@@ -293,12 +295,31 @@ def why_rows(alpha_row: np.ndarray, fx: np.ndarray, norm_row: np.ndarray) -> dic
         "alpha": a,
         "fx": fx,
         "norm": n,
-        "product": a * fx,
+        "product": a * fx * float(row_scale),
+        "row_scale": float(row_scale),
         "share_alpha": share_a,
         "share_norm": share_n,
         "rank_alpha": rank(a),
         "rank_norm": rank(n),
     }
+
+
+def product_step(row_scale: float) -> tuple[str, str]:
+    """Step 3 of the row's lesson and the product column's name: α_ij · ‖f(x_j)‖, or, where a norm follows the
+    attention output (Gemma), α_ij · ‖f(x_j)‖ / s_i with this row's s_i named."""
+    if abs(row_scale - 1.0) < 1e-12:
+        return (
+            "**3.** So the length of what really arrives is the product ‖α_ij f(x_j)‖ = α_ij · ‖f(x_j)‖ "
+            "(the last two number columns agree).",
+            "α_ij·‖f(x_j)‖",
+        )
+    return (
+        "**3.** So the length of what really arrives is the product ‖α_ij f(x_j)‖ = α_ij · ‖f(x_j)‖ / s_i: this "
+        "model normalises the attention output before adding it to the residual stream, which divides all of "
+        f"row i by the same s_i = {1.0 / row_scale:.4g} (the last two number columns agree; the ranks are "
+        "those of α_ij · ‖f(x_j)‖).",
+        "α_ij·‖f(x_j)‖/s_i",
+    )
 
 
 # ---------------------------------------------------------------- why this token (the Why page's three answers)

@@ -10,6 +10,7 @@ import streamlit as st
 
 from ... import viz
 from ...core.errors import NormvizError
+from ...core.fx import attention_row_scale
 from ...methods import keyspace, registry
 from ...session.session import Session
 from ..kit import data
@@ -58,7 +59,13 @@ def why_weight_is_not_contribution(view, lm, fs, text_keys: tuple[str, ...]) -> 
         return
     # a decoder's row i sees tokens j ≤ i only: the masked future tokens (α = 0) are left out, not ranked
     seen = list(range(i + 1)) if lm.is_causal else list(range(n))
-    w = learn.why_rows(a.map("attention", layer, head)[i][seen], norms[head][seen], a.map("norm", layer, head)[i][seen])
+    scale = attention_row_scale(session, layer)  # Gemma: the map carries 1/s_i of the norm after attention
+    w = learn.why_rows(
+        a.map("attention", layer, head)[i][seen],
+        norms[head][seen],
+        a.map("norm", layer, head)[i][seen],
+        1.0 if scale is None else float(scale[i]),
+    )
     _draw_row(view, lm, w, labels, seen, layer, head, i, n, fs)
 
 
@@ -66,12 +73,13 @@ def _draw_row(
     view, lm, w: dict, labels: list[str], seen: list[int], layer: int, head: int, i: int, n: int, fs: int
 ) -> None:
     """The row's table (α, ‖f‖, their product, the map), its two shares as bars, and what they show."""
+    step3 = learn.product_step(w["row_scale"])
     rows = pd.DataFrame(
         {
             "token j": [f"{labels[j]} [{j}]" for j in seen],
             "α_ij": np.round(w["alpha"], 4),
             "‖f(x_j)‖": np.round(w["fx"], 3),
-            "α_ij·‖f(x_j)‖": np.round(w["product"], 4),
+            step3[1]: np.round(w["product"], 4),
             "‖α_ij f(x_j)‖ (map)": np.round(w["norm"], 4),
             "rank α": w["rank_alpha"] + 1,
             "rank ‖αf‖": w["rank_norm"] + 1,
@@ -86,9 +94,7 @@ def _draw_row(
         + ui.lit(labels[i])
         + " a weight α_ij for every token j (the row sums to 1).  \n"
         "**2.** What it adds from j is α_ij times f(x_j), token j's vector transformed by the head; its "
-        "length ‖f(x_j)‖ differs a lot from token to token.  \n"
-        "**3.** So the length of what really arrives is the product ‖α_ij f(x_j)‖ = α_ij · ‖f(x_j)‖ "
-        "(the last two number columns agree)."
+        "length ‖f(x_j)‖ differs a lot from token to token.  \n" + step3[0]
     )
     left, right = st.columns([1, 1], gap="medium")
     with left:

@@ -80,6 +80,14 @@ def draw_inputs(view, examples: list) -> tuple:
     return bar, more
 
 
+def head_name(head: int, present: bool) -> str:
+    """The head box's option: on stage (a narrow box in the top row) "all heads", which "(layer view)" cut to
+    "all heads (layer vie" at 1280 and 1920 px; else "all heads (layer view)"."""
+    if head >= 0:
+        return f"head {head}"
+    return "all heads" if present else "all heads (layer view)"
+
+
 def draw_pickers(view, a, bar, more) -> None:
     """Layer, head, the alignment's method and setting; stage mode: ←/→ layers, ↑/↓ heads, Esc leaves."""
     L, H = a["cross_attention"].shape[:2]  # the decoder's cross blocks
@@ -95,9 +103,7 @@ def draw_pickers(view, a, bar, more) -> None:
     with p1:
         view.layer = st.slider("Layer", 0, L - 1, key="tr_layer") if L > 1 else 0
     with p2:
-        h = st.selectbox(
-            "Head", head_opts, key="tr_head", format_func=lambda x: "all heads (layer view)" if x < 0 else f"head {x}"
-        )
+        h = st.selectbox("Head", head_opts, key="tr_head", format_func=lambda x: head_name(x, view.present))
         view.head = None if h < 0 else h
     with p3:
         view.method = st.radio("Alignment from", METHODS, key="tr_method", format_func=METHOD_NAMES.get)

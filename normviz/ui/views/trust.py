@@ -18,6 +18,8 @@ DEFAULT_KEYS = (
     "rollout_alti",
 )
 TAB = "Which map to trust"
+BESIDE = ("sources", "attention", "attn_res_ln", "rollout_attn_res_ln")  # drawn beside knockout, when computed
+BESIDE_AT_MOST = 4
 COLUMNS = ("attribution", "spearman", "kendall", "comprehensiveness", "sufficiency", "spearman_heads", "gap")
 
 MEANING = """
@@ -89,11 +91,26 @@ def _number(v) -> float | None:
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
 
 
+def _scored(rows: list[dict]) -> dict[str, float]:
+    """Each method's rank agreement ρ with knockout, those with one (the random order left out)."""
+    rho = {r["attribution"]: _number(r.get("spearman")) for r in rows}
+    return {k: v for k, v in rho.items() if v is not None and k != "random"}
+
+
+def beside(rows: list[dict], computed) -> list[str]:
+    """The maps drawn beside knockout, at most ``BESIDE_AT_MOST``: the one the verdict names (highest ρ) first,
+    then ``BESIDE``'s, those in ``computed``. On minilm the verdict named Norm ‖αf‖, which the chart lacked."""
+    scored = _scored(rows)
+    first = [max(scored, key=scored.get)] if scored else []
+    keys = [k for k in (*first, *BESIDE) if k in computed]
+    return list(dict.fromkeys(keys))[:BESIDE_AT_MOST]
+
+
 def verdict(rows: list[dict]) -> str | None:
     """One line in plain words from the per-text rows: which method orders the tokens most like knockout, and
     whether attention weights do better than chance (the random row). None without any rank agreement."""
     rho = {r["attribution"]: _number(r.get("spearman")) for r in rows}
-    scored = {k: v for k, v in rho.items() if v is not None and k != "random"}
+    scored = _scored(rows)
     if not scored:
         return None
     best = max(scored, key=scored.get)
@@ -113,12 +130,11 @@ def verdict(rows: list[dict]) -> str | None:
     )
     if attention is not None and best != "attention":
         near = abs(attention) < 0.3 or (chance is not None and attention - chance < 0.2)
-        line += (
-            f"; attention weights are near chance (ρ = {attention:.2f}"
-            if near
-            else f"; attention weights reach ρ = {attention:.2f}"
-        )
-        line += f", random order {chance:.2f})" if chance is not None else ")"
+        at_chance = f", random order {chance:.2f}" if chance is not None else ""
+        if near:
+            line += f"; attention weights are near chance (ρ = {attention:.2f}{at_chance})"
+        else:  # its own brackets only around the random order (the screenshots showed "…, random order -0.21).")
+            line += f"; attention weights reach ρ = {attention:.2f}" + (f" ({at_chance[2:]})" if at_chance else "")
     return line + ". One text: the corpus run below says how far it holds."
 
 
