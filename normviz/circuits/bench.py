@@ -1,4 +1,5 @@
-"""The shipped benchmarks: one folder each under ``assets/circuits/`` (written by ``scripts/train_circuits.py``)."""
+"""The shipped benchmarks: one folder each under ``assets/circuits/`` (written by ``scripts/train_circuits.py``,
+``train_planted.py`` or ``compile_tracr.py``)."""
 
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ def load(name: str) -> Benchmark:
     if not (folder / "circuit.json").is_file():
         raise NormvizError(
             f"no circuit benchmark {name!r}; shipped: {', '.join(names()) or 'none'} "
-            "(scripts/train_circuits.py writes them)."
+            "(scripts/train_circuits.py, train_planted.py and compile_tracr.py write them)."
         )
     import torch
     import transformers as tf

@@ -10,8 +10,10 @@ import plotly.graph_objects as go
 
 MEANING = (
     "Each benchmark is a small model trained once, its circuit found from its attention patterns (induction) or "
-    "planted by training (planted_induction: the other heads are trained not to matter for the task) and verified "
-    "by intervention (ablating it removes most of the logit difference, as many other heads little). "
+    "planted by training (planted_induction: the other heads are trained not to matter for the task), or compiled "
+    "from a RASP program by Tracr (tracr_*: the circuit read from the program's graph, beside side programs whose "
+    "heads the answer does not use), and verified by intervention (ablating it removes most of the logit "
+    "difference, as many other heads little). "
     "A method ranks the heads by the mean |score| over the benchmark's examples; AUROC: the chance "
     "that a circuit head ranks above another head (1: the circuit first; 0.5: chance). Curve area: keep "
     "the method's top k heads, mean-ablate the rest, the share of the logit difference recovered, averaged "
