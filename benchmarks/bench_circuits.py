@@ -1,5 +1,5 @@
 """Cost of the field's fast approximations beside the interventions they estimate (issue 41), one prompt:
-head ablation (L·H copies), AtP, EAP-IG on heads, EAP and EAP-IG edge scores, CP-LRP; seconds and ratio to head
+head ablation (L·H copies), AtP, EAP-IG on heads, EAP and EAP-IG edge scores, CP-LRP, AttnLRP; seconds and ratio to head
 ablation, measured in one process (the ratios are what to compare; the shared machine's seconds are noisy).
 
     python benchmarks/bench_circuits.py [--model smollm2] [--steps 16] [--repeat 2]
@@ -11,6 +11,7 @@ import argparse
 import time
 
 import normviz
+from normviz.attribution.attn_lrp import attn_lrp
 from normviz.attribution.eap import edges
 from normviz.attribution.lrp import cp_lrp
 
@@ -33,6 +34,7 @@ def main() -> None:
         "eap edges": lambda: edges(s, a.token, a.foil),
         f"eap-ig edges ({a.steps})": lambda: edges(s, a.token, a.foil, steps=a.steps),
         "cp-lrp": lambda: cp_lrp(s, a.token, a.foil),
+        "attn-lrp": lambda: attn_lrp(s, a.token, a.foil),
     }
     best = {}
     for name, fn in runs.items():

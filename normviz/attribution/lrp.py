@@ -42,6 +42,8 @@ class Relevance:
     foil: int | None
     position: int
     name: str = "CP-LRP (gradient × input, norms and attention frozen)"
+    biases: float = float("nan")  # AttnLRP: relevance absorbed by biases (and the readout's own)
+    softmax: float = float("nan")  # AttnLRP: relevance absorbed by the softmax linearisations
 
 
 def _frozen_attention(fn, keep, module, query, key, value, attention_mask, *args, **kwargs):

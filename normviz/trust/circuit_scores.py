@@ -22,6 +22,9 @@ The methods, each a head ranking by |score| (a head matters whichever way it pus
     ablation    zero ablation of each head, one copy per head (the intervention the estimates approximate)
     cp-lrp      CP-LRP: gradient × input on each head's output with every norm's scale and attention pattern
                 frozen (:mod:`normviz.attribution.lrp`; the LRP family's "LN linear" and "attention constant" rules)
+    attn-lrp    AttnLRP (Achtibat et al. 2024): the same relevance on each head's output with relevance also sent
+                through the softmax (its linearisation), halved at q·kᵀ, A·V and gate ⊙ up, the identity rule on
+                activations (:mod:`normviz.attribution.attn_lrp`)
     attention   baseline: the prediction row's largest attention weight outside the first token
 
 Edge methods, scored where the benchmark's truth has edges (head → later head), each an edge ranking by |score|
@@ -50,7 +53,7 @@ import torch
 from ..attribution.knockout import head_means_of
 from ..circuits import Benchmark, ablated, encoded
 
-METHODS = ("direct", "graph", "atp", "atp*", "eap-ig", "cp-lrp", "ablation", "attention")
+METHODS = ("direct", "graph", "atp", "atp*", "eap-ig", "cp-lrp", "attn-lrp", "ablation", "attention")
 EDGE_METHODS = ("eap", "eap-ig")
 CURVE_POINTS = 33  # faithfulness-curve points when a model has more heads than this (k spaced evenly)
 EAP_STEPS = 16
@@ -94,6 +97,10 @@ def _one(method: str, s, lm, ids, token, foil, gaps: list) -> np.ndarray:
         from ..attribution.lrp import cp_lrp
 
         return cp_lrp(s, token, foil).heads
+    if method == "attn-lrp":
+        from ..attribution.attn_lrp import attn_lrp
+
+        return attn_lrp(s, token, foil).heads
     if method == "attention":
         return _attention(lm, ids)
     raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")

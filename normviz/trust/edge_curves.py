@@ -34,6 +34,18 @@ def _check(lm) -> None:
         raise NotApplicableError(f"edge curves need a Llama-style decoder ({', '.join(SUPPORTED)}); {kind!r} is not")
 
 
+def not_scorable(lm) -> str | None:
+    """Why ``lm``'s edges cannot be scored by :func:`edge_forward` (None: they can), without running anything."""
+    try:
+        _check(lm)
+    except NotApplicableError as exc:
+        return str(exc)
+    model = getattr(lm, "head_model", None)
+    if model is None or not hasattr(model, "lm_head"):
+        return f"{lm.name!r} has no language-model head: edge curves score a prediction"
+    return None
+
+
 def edge_list(lm) -> list[tuple]:
     """Every edge as (sender (l, h), receiver): ("head", l', h') with l' > l, ("ff", l') with l' ≥ l, ("logits",)."""
     L, H = lm.n_layers, lm.n_heads
