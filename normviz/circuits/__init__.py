@@ -13,10 +13,10 @@ Each benchmark is trained once by ``scripts/train_circuits.py`` (CPU, minutes), 
 Tracr (``scripts/compile_tracr.py``, tracr in its own venv: ``tracr_reverse``, ``tracr_pattern``), and shipped under
 ``assets/circuits/<name>/``: the model and tokenizer (``save_pretrained``), ``circuit.json`` (the circuit, how it was
 found, the examples, the training record). The circuit is found from what the heads do (attention patterns, the
-field's usual definitions) or planted by training (``planted_induction``, ``scripts/train_planted.py``: a strictness
-loss keeps the other heads from changing the task's answers) or read from a compiled program's RASP graph, and
-then verified by intervention (:func:`check`); the attribution methods are scored against it by
-:mod:`normviz.trust.circuit_scores`.
+field's usual definitions) or planted by training (``planted_induction``, ``scripts/train_planted.py``; ``ioi``,
+``scripts/train_ioi.py``: a strictness loss keeps the other heads from changing the task's answers) or read from a
+compiled program's RASP graph, and then verified by intervention (:func:`check`); the attribution methods are scored
+against it by :mod:`normviz.trust.circuit_scores`.
 """
 
 from __future__ import annotations

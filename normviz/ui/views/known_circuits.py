@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 MEANING = (
     "Each benchmark is a small model trained once, its circuit found from its attention patterns (induction) or "
-    "planted by training (planted_induction: the other heads are trained not to matter for the task), or compiled "
+    "planted by training (planted_induction, ioi: the other heads are trained not to matter for the task), or compiled "
     "from a RASP program by Tracr (tracr_*: the circuit read from the program's graph, beside side programs whose "
     "heads the answer does not use), and verified by intervention (ablating it removes most of the logit "
     "difference, as many other heads little). "
