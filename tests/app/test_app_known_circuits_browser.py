@@ -4,6 +4,9 @@ circuit marked and the method's top heads outlined), with no exception box."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from normviz.trust import circuit_scores as cs
@@ -35,11 +38,15 @@ return {
 };"""
 
 
-def test_known_circuits_view_draws_in_chromium(tmp_path):
+@pytest.mark.parametrize(
+    "size,query", [((1920, 1080), ""), ((1280, 800), "&present=1")], ids=["normal-1920", "stage-1280"]
+)
+def test_known_circuits_view_draws_in_chromium(tmp_path, size, query):
+    """Normal mode at 1920 and stage mode (``present=1``) at 1280: the view must be readable on stage too."""
     row = cs.shipped()[0]
     log = tmp_path / "streamlit.log"
-    with app_in_chromium(log, width=1920, height=1080) as (url, driver):
-        driver.get(url + "/Trust?model=minilm&text=" + TEXT.replace(" ", "+"))
+    with app_in_chromium(log, width=size[0], height=size[1]) as (url, driver):
+        driver.get(url + "/Trust?model=minilm&text=" + TEXT.replace(" ", "+") + query)
         state = wait_for_app(driver, min_charts=1, timeout=300)
         assert state.get("exceptions") == 0 and not state.get("timed_out"), (state, log.read_text()[-3000:])
         wait_until(driver, _OPEN, 60)
@@ -55,6 +62,9 @@ def test_known_circuits_view_draws_in_chromium(tmp_path):
             ".find(e => e.innerText.includes('Known circuits')).scrollIntoView();"
         )
         driver.save_screenshot(str(tmp_path / "known_circuits.png"))
+        shot = os.environ.get("NORMVIZ_SHOT_DIR")
+        if shot:
+            driver.save_screenshot(str(Path(shot) / f"known_circuits_{size[0]}{query.replace('&', '_')}.png"))
     assert view["exceptions"] == 0, view
     assert any("ROC" in t for t in view["titles"]) and any("the circuit" in t for t in view["titles"]), view
     for m in row["methods"]:  # one ROC curve per method, named with its AUROC
