@@ -11,7 +11,9 @@ the T rows), ``direct`` (heads / FF direct parts), ``backward`` (the ONE batched
 one-token forward passes (what a greedy decode must at least run: each reads every weight once).
 
 CPU seconds (all of the process's threads) are the figure on a shared machine: the wall clock follows the load
-(at load 10-15 on 2 cores every phase's wall time is 3-6 × its CPU time), the CPU time much less so.
+(at load 10-15 on 2 cores every phase's wall time is 3-6 × its CPU time), the CPU time much less so. At such
+a load torch's two intra-op threads also spin-wait for each other (a 3-token forward: 1.5 CPU s on 2 threads at
+load 15, 0.06 s on one), so ``--threads 1`` gives the work's own CPU time there.
 """
 
 from __future__ import annotations
@@ -32,9 +34,13 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--threads", type=int, default=0, help="torch's intra-op threads (0: torch's default)")
     args = ap.parse_args()
     sys.path.insert(0, os.path.join(HERE, ".."))
     import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     import normviz
     from normviz.attribution import adjoint

@@ -410,10 +410,13 @@ def _rows(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return (g.to(torch.float64) * x.to(device=g.device, dtype=torch.float64)).sum(-1).cpu()
 
 
-def stack_backward(views, g: torch.Tensor, shared: adjoint.Frozen, tag: str = "", crosses=None, positions=None):
+def stack_backward(
+    views, g: torch.Tensor, shared: adjoint.Frozen, tag: str = "", crosses=None, positions=None, by_layer=True
+):
     """g [B, n, d] at a stack's output → (g at its input, rows [B, L, n], biases [B, L], per layer the cross
     block's g at the encoder output [B, n_src, d] or None). Each view is cleared after its layer.
-    ``positions`` (a causal stack): each target's row i_k; the products then run on rows j ≤ i_k only."""
+    ``positions`` (a causal stack): each target's row i_k; the products then run on rows j ≤ i_k only.
+    ``by_layer=False``: only rows[:, 0] (the sources) is computed, the layers above are left 0."""
     L = len(views)
     rows, biases, g_es = [None] * L, [None] * L, [None] * L
     live = below = None
@@ -426,7 +429,7 @@ def stack_backward(views, g: torch.Tensor, shared: adjoint.Frozen, tag: str = ""
         cross = crosses[l] if crosses is not None else None
         g, biases[l], g_es[l] = _layer(ctx, g, shared.factors((tag, l), ctx, cross), cross, live, below)
         live = below
-        rows[l] = _rows(g, ctx.rec.x)
+        rows[l] = _rows(g, ctx.rec.x) if by_layer or l == 0 else torch.zeros(g.shape[:2], dtype=torch.float64)
         ctx.clear()
     return g, torch.stack(rows, 1), torch.stack(biases, 1), g_es
 
@@ -545,7 +548,9 @@ def _decoder(session, T, continuation, foil, by_layer):
     for a in range(0, steps, size):
         group = targets[a : a + size]
         g, top, const, _ = output_batch(readout, group, views[-1])
-        _, rows, biases, _ = stack_backward(inner.layers(), g, shared, positions=[t.i for t in group])
+        _, rows, biases, _ = stack_backward(
+            inner.layers(), g, shared, positions=[t.i for t in group], by_layer=by_layer
+        )
         parts.append((rows[:, 0], torch.cat([rows, top[:, None]], 1), torch.cat([biases, const[:, None]], 1)))
     sources = torch.cat([p[0] for p in parts]).numpy()  # [T, N]
     by = torch.cat([p[1] for p in parts]).numpy()  # [T, L+1, N]
