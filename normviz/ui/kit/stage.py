@@ -132,7 +132,9 @@ def context_line(fig, model: str, text: str, font_size: int) -> None:
         return
     # no colour of its own: the theme's text colour (dark on light, light on dark); the title moves up by a line
     fig.update_layout(
-        title=dict(subtitle=dict(text=line, font=dict(size=size)), pad=dict(b=(title.pad.b or 0) + round(1.6 * size)))
+        title=dict(
+            subtitle=dict(text=line, font=dict(size=size)), pad=dict(b=(title.pad.b or 0) + round(1.6 * size) + 6)
+        )
     )
 
 
