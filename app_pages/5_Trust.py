@@ -63,7 +63,13 @@ def page() -> None:
     if line:
         st.info(ui.plain(line, None))
     ui.chart(
-        vt.truth_beside(labels, t.knockout.delta, {T.method_name(k): t.attributions[k] for k in beside}, font_size=fs),
+        vt.truth_beside(
+            labels,
+            t.knockout.delta,
+            {T.method_name(k): t.attributions[k] for k in beside},
+            font_size=fs,
+            colour_keys=beside,  # a colour per method, whatever its place
+        ),
         key="trust_beside",
         filename="trust_beside",
     )
@@ -112,6 +118,7 @@ def corpus_section(name: str, fs: int) -> None:
                 reference=T.method_name("attention"),
                 chance=T.method_name("random"),
                 font_size=fs,
+                colour_keys=list(ct["attribution"]),  # the same colour per method as the chart above
             ),
             key="trust_corpus",
             filename="trust_corpus",

@@ -58,6 +58,9 @@ def _layout(fig: go.Figure, title: str, font_size: int, height: int, **kw) -> go
         margin=dict(l=10, r=10, t=60 + 3 * font_size, b=10),
         **kw,
     )
+    # room for the longest tick label on each side: a rotated first label ("<bos> [0]") reaches left of the plot
+    fig.update_xaxes(automargin=True)
+    fig.update_yaxes(automargin=True)
     return fig
 
 

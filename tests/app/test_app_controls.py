@@ -247,7 +247,7 @@ def test_learn_has_a_tab_per_key_symbols_and_the_walk_through():
     symbols = at.table[0].value
     assert "α_ij (α^h_ij)" in symbols.index and "‖v‖" in symbols.index
     why = at.dataframe[0].value
-    assert np.allclose(why["α_ij·‖f(x_j)‖"], why["‖α_ij f(x_j)‖ (map)"], rtol=1e-3, atol=1e-4)
+    assert np.allclose(why[learn.PRODUCT], why[learn.MAP_COLUMN], rtol=1e-3, atol=1e-4)
     assert abs(why["α_ij"].sum() - 1) < 1e-3
     assert any("weight" in m for m in texts(at.info))
 
@@ -265,7 +265,7 @@ def test_learn_in_stage_mode_shows_its_tables_as_text_the_stage_css_enlarges():
     no_exception(stage)
     assert not stage.dataframe and len(stage.table) == len(normal.dataframe) >= 2
     why, why_stage = normal.dataframe[0].value, stage.table[0].value
-    assert np.allclose(why["‖α_ij f(x_j)‖ (map)"].to_numpy(), why_stage["‖α_ij f(x_j)‖ (map)"].to_numpy())
+    assert np.allclose(why[learn.MAP_COLUMN].to_numpy(), why_stage[learn.MAP_COLUMN].to_numpy())
     css = " ".join(h.proto.body for h in stage.get("html"))
     assert '[data-testid="stTable"] td' in css
     assert '[data-baseweb="select"]' in css and "textarea" in css

@@ -158,7 +158,9 @@ def test_translate_stage_mode_names_model_and_text_and_keeps_its_widgets():
     at.run()
     no_exception(at)
     hms = heatmaps(at)
-    assert len(hms) == 2 and all(f["layout"]["annotations"][0]["text"].startswith("toy-mt · “the big dog") for f in hms)
+    assert len(hms) == 2 and all(
+        f["layout"]["title"]["subtitle"]["text"].startswith("toy-mt · “the big dog") for f in hms
+    )
     assert at.sidebar.toggle(key="tr_present").value is True
     assert at.slider(key="tr_layer").value == 2 and at.selectbox(key="tr_head").value == -1
     # the stage row's narrow head box showed "all heads (layer vie" (screenshot pass, 1280 and 1920)

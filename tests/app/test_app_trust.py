@@ -55,6 +55,11 @@ def test_the_spearman_shown_is_the_librarys(page):
     assert T.method_name(best) in T.verdict(t.rows())
     assert T.method_name(best) in [d["name"] for d in beside["data"]]
     assert len(beside["data"]) <= 1 + T.BESIDE_AT_MOST
+    # a colour per method whatever its place (the verdict's best is drawn first): the same as in every other chart
+    from normviz.viz.trust import key_colour
+
+    key_of = {T.method_name(k): k for k in (*rho, "knockout")}
+    assert [d["marker"]["color"] for d in beside["data"]] == [key_colour(key_of[d["name"]]) for d in beside["data"]]
 
 
 def test_the_shipped_run_says_what_it_scored(page):
@@ -140,6 +145,29 @@ def test_gap_cells_say_why_and_legend_colours_hold_across_themes():
     light = [t.marker.color for t in for_theme(go_copy(fig), "light").data]
     dark = [t.marker.color for t in for_theme(go_copy(fig), "dark").data]
     assert light == dark and len(set(light)) == 3 and None not in light
+
+
+def test_each_method_keeps_its_colour_whatever_its_place():
+    """Issue 42 (screenshot pass): the beside chart draws the verdict's best map first, and colours by place made
+    "Attention weights α" blue, orange or green by model and text. One colour per key, in both Trust charts."""
+    from normviz.viz import trust as vt
+    from normviz.viz.theme import for_theme
+
+    tokens, truth = ["a", "b", "c"], np.array([1.0, 2.0, 0.5])
+    maps = {k: np.array([0.3, 0.1, 0.2]) for k in ("norm", "sources", "attention", "attn_res_ln")}
+
+    def colours(order, theme):
+        fig = vt.truth_beside(tokens, truth, {T.method_name(k): maps[k] for k in order}, colour_keys=list(order))
+        return {t.name: t.marker.color for t in for_theme(fig, theme).data}
+
+    one = colours(("norm", "sources", "attention"), "light")
+    two = colours(("attention", "attn_res_ln", "sources", "norm"), "dark")
+    assert all(two[name] == c for name, c in one.items())
+    bars = vt.score_bars(["x", "y"], [0.1, 0.2], [0, 0], [1, 1], colour_keys=["sources", "attention"])
+    assert list(bars.data[0].marker.color) == [one[T.method_name("sources")], one[T.method_name("attention")]]
+    every = [*T.DEFAULT_KEYS, *T.METHOD_NAMES, "knockout"]
+    assert len({vt.key_colour(k) for k in every}) == len(set(every))  # no two methods share a colour
+    assert vt.key_colour("some_new_map") == vt.key_colour("some_new_map") in vt.BESIDE
 
 
 def go_copy(fig):

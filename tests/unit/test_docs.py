@@ -103,6 +103,8 @@ REWRITTEN = (
     "Budget(NAME)` (its cost option `<NAME>_budget_s`), `check(request, key, options)` (applicability and cost,",
     "before any forward pass) and `compute(inputs, keys, options) -> Output(arrays, notes)`; register it with",
     "`normviz.register_family(module)` (the built-in ones in `methods/__init__.py`). Nothing else is edited: the",
+    # issue 42 (screenshots): the model-and-text line moved under the title (from above, where it was cut)
+    "model and text above its title, so an exported PNG explains itself;",
 )
 
 

@@ -47,7 +47,7 @@ def test_the_context_line_is_literal_and_cut():
 
     fig = go.Figure()
     stage.context_line(fig, "minilm", "<b>bold</b> & " + "word " * 40, 12)
-    line = fig.layout.annotations[0].text
+    line = fig.layout.title.text  # no title of its own: the line is the title
     assert line.startswith("minilm · “&lt;b&gt;bold&lt;/b&gt; &amp; word") and "<b>" not in line
 
 

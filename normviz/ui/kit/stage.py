@@ -118,26 +118,23 @@ def context_text(model: str, text: str, limit: int = 60, sep: str = " · ") -> s
 
 
 def context_line(fig, model: str, text: str, font_size: int) -> None:
-    """Name the model and the text (cut) above a panel's title, inside its top margin: an exported PNG says
-    what it shows. Shown literally (plotly would read ``<b>``, ``<a>`` … in it as markup)."""
+    """Name the model and the text (cut) under a panel's title: an exported PNG says what it shows. It is the
+    title's subtitle, so it starts where the title does, at the figure's left edge: an annotation starts at the
+    plot area's left, which plotly moves right by the longest tick label, and a long line ran past the figure's
+    right edge (gemma3's "…because it was tire"). Shown literally (plotly would read ``<b>``, ``<a>`` … as markup)."""
     from normviz.viz.labels import plotly_text
 
-    line = plotly_text(context_text(model, text))  # an annotation added here: escaped here, once
+    line = plotly_text(context_text(model, text))  # added here: escaped here, once
     size = max(12, font_size - 1)  # it may be the only name of a compared model: read from a seat too
-    # no colour of its own: the theme's text colour (dark on light, light on dark), a little subdued
-    fig.add_annotation(
-        text=line,
-        xref="paper",
-        yref="paper",
-        x=0.0,
-        y=1.0,
-        xanchor="left",
-        yanchor="bottom",
-        yshift=font_size + 2 + 8 + 6,
-        showarrow=False,
-        font=dict(size=size),
-        opacity=0.85,
-        name="context",
+    title = fig.layout.title
+    if not title.text:  # no title to sit under: the line is the title, at the figure's top left
+        fig.update_layout(title=dict(text=line, font=dict(size=size), x=0.0, xanchor="left"))
+        return
+    # no colour of its own: the theme's text colour (dark on light, light on dark); the title moves up by a line
+    fig.update_layout(
+        title=dict(
+            subtitle=dict(text=line, font=dict(size=size)), pad=dict(b=(title.pad.b or 0) + round(1.6 * size) + 6)
+        )
     )
 
 

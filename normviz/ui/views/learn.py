@@ -304,22 +304,42 @@ def why_rows(alpha_row: np.ndarray, fx: np.ndarray, norm_row: np.ndarray, row_sc
     }
 
 
+# the row table's short column names: with the long ones ("‖α_ij f(x_j)‖ (map)") its last column scrolled out of
+# the half page at 1280 px (issue 42 screenshots); the lesson's three steps spell the symbols out
+PRODUCT = "α·‖f‖"
+MAP_COLUMN = "map ‖αf‖"
+
+
 def product_step(row_scale: float) -> tuple[str, str]:
-    """Step 3 of the row's lesson and the product column's name: α_ij · ‖f(x_j)‖, or, where a norm follows the
-    attention output (Gemma), α_ij · ‖f(x_j)‖ / s_i with this row's s_i named."""
+    """Step 3 of the row's lesson and the product column's name: α_ij · ‖f(x_j)‖ (column α·‖f‖), or, where a
+    norm follows the attention output (Gemma), α_ij · ‖f(x_j)‖ / s_i with this row's s_i named."""
     if abs(row_scale - 1.0) < 1e-12:
         return (
             "**3.** So the length of what really arrives is the product ‖α_ij f(x_j)‖ = α_ij · ‖f(x_j)‖ "
-            "(the last two number columns agree).",
-            "α_ij·‖f(x_j)‖",
+            f"(the columns {PRODUCT} and {MAP_COLUMN} agree).",
+            PRODUCT,
         )
     return (
         "**3.** So the length of what really arrives is the product ‖α_ij f(x_j)‖ = α_ij · ‖f(x_j)‖ / s_i: this "
         "model normalises the attention output before adding it to the residual stream, which divides all of "
-        f"row i by the same s_i = {1.0 / row_scale:.4g} (the last two number columns agree; the ranks are "
-        "those of α_ij · ‖f(x_j)‖).",
-        "α_ij·‖f(x_j)‖/s_i",
+        f"row i by the same s_i = {1.0 / row_scale:.4g} (the columns {PRODUCT}/s_i and {MAP_COLUMN} agree; the "
+        "ranks are those of α_ij · ‖f(x_j)‖).",
+        f"{PRODUCT}/s_i",
     )
+
+
+def row_table(w: dict, labels: list[str], seen: list[int]) -> dict[str, list]:
+    """The row's table (:func:`why_rows` ``w`` over the tokens ``seen``), short column names: token j, α_ij,
+    ‖f(x_j)‖, α_ij · ‖f(x_j)‖ (/ s_i), the map ‖α_ij f(x_j)‖, and the ranks (1 = largest) by α and by the map."""
+    return {
+        "token j": [f"{labels[j]} [{j}]" for j in seen],
+        "α_ij": list(np.round(w["alpha"], 4)),
+        "‖f(x_j)‖": list(np.round(w["fx"], 3)),
+        product_step(w["row_scale"])[1]: list(np.round(w["product"], 4)),
+        MAP_COLUMN: list(np.round(w["norm"], 4)),
+        "rank α": list(w["rank_alpha"] + 1),
+        "rank ‖αf‖": list(w["rank_norm"] + 1),
+    }
 
 
 # ---------------------------------------------------------------- why this token (the Why page's three answers)

@@ -74,17 +74,7 @@ def _draw_row(
 ) -> None:
     """The row's table (α, ‖f‖, their product, the map), its two shares as bars, and what they show."""
     step3 = learn.product_step(w["row_scale"])
-    rows = pd.DataFrame(
-        {
-            "token j": [f"{labels[j]} [{j}]" for j in seen],
-            "α_ij": np.round(w["alpha"], 4),
-            "‖f(x_j)‖": np.round(w["fx"], 3),
-            step3[1]: np.round(w["product"], 4),
-            "‖α_ij f(x_j)‖ (map)": np.round(w["norm"], 4),
-            "rank α": w["rank_alpha"] + 1,
-            "rank ‖αf‖": w["rank_norm"] + 1,
-        }
-    )
+    rows = pd.DataFrame(learn.row_table(w, labels, seen))
     st.markdown(
         "**1.** Head "
         + str(head)
