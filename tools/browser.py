@@ -70,8 +70,8 @@ def streamlit_server(env: dict | None = None, script: str = "app.py", log_path: 
             proc = subprocess.Popen(
                 [
                     sys.executable,
-                    "-m",
-                    "streamlit",
+                    "-c",
+                    _RUN_THEN_EXIT,
                     "run",
                     script,
                     "--server.port",
@@ -89,6 +89,7 @@ def streamlit_server(env: dict | None = None, script: str = "app.py", log_path: 
                 env=full_env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: the server and its heavy-maps workers
             )
             if _listening(proc, port, time.time() + 60):
                 break
@@ -99,12 +100,71 @@ def streamlit_server(env: dict | None = None, script: str = "app.py", log_path: 
         yield f"http://127.0.0.1:{port}"
     finally:
         if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_group(proc)
         log.close()
+
+
+# ``python -m streamlit``, except that once its shutdown has run (SIGTERM: sessions closed, event loop ended,
+# threads joined, every other atexit handler run) the process ends at once: the interpreter's own teardown of a
+# server that loaded models (freeing millions of objects) took 5-8 s of a stop on a loaded 2-core machine, and
+# the old 10 s wait before a kill made each stop of a test's server cost 10-14 s. Registered first, so run last.
+_RUN_THEN_EXIT = """
+import atexit, os, runpy, sys
+code = [1]
+def _exit_now():
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except Exception:
+            pass
+    os._exit(code[0])
+atexit.register(_exit_now)
+try:
+    runpy.run_module("streamlit", run_name="__main__", alter_sys=True)
+    code[0] = 0
+except SystemExit as e:
+    code[0] = e.code if isinstance(e.code, int) else int(e.code is not None)
+    raise
+"""
+
+
+def stop_group(proc: subprocess.Popen, grace: float = 10.0, reap: float = 10.0) -> None:
+    """Stop a server started with ``start_new_session``: SIGTERM to it (its own shutdown stops its sessions), up
+    to ``grace`` s to end, then SIGKILL to its whole process group: what is left of it (a hung server, a
+    heavy-maps worker it started) ends too, and no orphan stays behind. Returns once no process of the group runs
+    (a killed process takes a moment to free its memory on a loaded machine; a zombie left for init to reap holds
+    none), or after ``reap`` s more."""
+    import signal
+
+    with contextlib.suppress(ProcessLookupError):
+        proc.terminate()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(grace)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + reap
+    while group_running(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def group_running(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` still runs (zombies, which hold no memory, do not count)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if not os.path.isdir("/proc"):  # pragma: no cover - not Linux: a zombie counts
+        return True
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError):
+            text = stat.read_text()
+            state, _ppid, group = text[text.rindex(")") + 2 :].split()[:3]
+            if state != "Z" and int(group) == pgid:
+                return True
+    return False
 
 
 def _free_port_block(n: int) -> int:
@@ -207,27 +267,32 @@ def chromium(width: int = 1280, height: int = 800):
         shutil.rmtree(profile, ignore_errors=True)
 
 
-def wait_for_app(driver, min_charts: int = 1, timeout: float = 180) -> dict:
-    """Wait until at least ``min_charts`` plotly charts have drawn and the app stopped running; past ``timeout``
-    the page's state is returned with ``timed_out`` set."""
+def wait_for_app(driver, min_charts: int = 1, timeout: float = 180, settle: float = 1.5, most: float = 1.5) -> dict:
+    """Wait until at least ``min_charts`` plotly charts have drawn and the app stopped running, then until plotly
+    has finished laying out: the charts' sizes and element counts and the page's height unchanged (and the app
+    still idle) for ``settle`` s, at most ``most`` s after it first looked done (a rerun that starts meanwhile
+    starts the wait again). The defaults keep the fixed 1.5 s of old: with 0.5 s a click on the sidebar right
+    after lost the view's ``layer=2`` on a loaded machine (tests/app/test_app_browser.py). Past ``timeout`` the
+    page's state is returned with ``timed_out`` set."""
     deadline = time.time() + timeout
-    state = {}
+    state: dict = {}
+    settled_since = None
+    last_layout = None
     while time.time() < deadline:
-        state = driver.execute_script("""
-            return {
-              charts: document.querySelectorAll('[data-testid="stPlotlyChart"] .main-svg').length > 0 ?
-                      document.querySelectorAll('[data-testid="stPlotlyChart"]').length : 0,
-              drawn: document.querySelectorAll('[data-testid="stPlotlyChart"] .heatmaplayer image, '
-                + '[data-testid="stPlotlyChart"] .hm image').length,
-              exceptions: document.querySelectorAll('[data-testid="stException"]').length,
-              alerts: Array.from(document.querySelectorAll('[data-testid="stAlert"]')).map(e => e.innerText),
-              running: document.querySelectorAll('[data-testid="stStatusWidget"]').length,
-              skeleton: document.querySelectorAll('[data-testid="stSkeleton"]').length,
-            };""")
-        if state["exceptions"] or (state["charts"] >= min_charts and not state["running"] and not state["skeleton"]):
-            time.sleep(1.5)  # let plotly finish laying out
+        state = driver.execute_script(_APP_STATE)
+        layout = state.pop("layout")
+        done = state["exceptions"] or (state["charts"] >= min_charts and not state["running"] and not state["skeleton"])
+        now = time.time()
+        if not done:
+            settled_since = None
+        elif settled_since is None:
+            settled_since, stable_since = now, now
+        elif layout != last_layout:
+            stable_since = now
+        if done and (now - stable_since >= settle or now - settled_since >= most):
             return state
-        time.sleep(0.5)
+        last_layout = layout
+        time.sleep(0.1 if done else 0.25)
     state["timed_out"] = True  # the caller says what it expected (the state has the page's alerts)
     return state
 
@@ -310,6 +375,31 @@ def wait_drawn(driver, min_charts: int = 1, timeout: float = 240, settle: float 
             )
             raise TimeoutError(f"not drawn within {timeout:.0f} s: " + "; ".join(why))
         time.sleep(poll)
+
+
+def wait_for_redraw(driver, min_charts: int = 1, timeout: float = 180) -> dict:
+    """:func:`wait_for_app`, then on until the page has held still (idle, the charts' layout unchanged) for
+    1.5 s, at most 6 s: a page's first run is followed by the rerun at the main column's measured width
+    (``components/main_width.js``: on mount, and 300 ms after a resize), which may not have started yet when
+    the first draw is done. Replaces a fixed 2 s sleep followed by :func:`wait_for_app` (3.5 s at least)."""
+    return wait_for_app(driver, min_charts, timeout, settle=1.5, most=6.0)
+
+
+_APP_STATE = """
+    const svgs = Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"] .main-svg'));
+    return {
+      charts: svgs.length > 0 ? document.querySelectorAll('[data-testid="stPlotlyChart"]').length : 0,
+      drawn: document.querySelectorAll('[data-testid="stPlotlyChart"] .heatmaplayer image, '
+        + '[data-testid="stPlotlyChart"] .hm image').length,
+      exceptions: document.querySelectorAll('[data-testid="stException"]').length,
+      alerts: Array.from(document.querySelectorAll('[data-testid="stAlert"]')).map(e => e.innerText),
+      running: document.querySelectorAll('[data-testid="stStatusWidget"]').length,
+      skeleton: document.querySelectorAll('[data-testid="stSkeleton"]').length,
+      layout: svgs.map(s => { const r = s.getBoundingClientRect();
+        return [Math.round(r.left), Math.round(r.top), Math.round(r.width), Math.round(r.height),
+                s.querySelectorAll('*').length].join(','); }).join(';')
+        + '|' + document.body.scrollHeight,
+    };"""
 
 
 def set_viewport(driver, width: int = 1280, height: int = 800) -> None:
@@ -638,9 +728,7 @@ def measure_explore(driver, url: str, log: str, rounds: int) -> dict:
     from selenium.webdriver.common.keys import Keys
 
     driver.get(url + "/?text=" + EXPLORE_TEXT.replace(" ", "+"))
-    wait_for_app(driver, min_charts=4)
-    time.sleep(2)  # the page width is measured once and the page redrawn at it
-    wait_for_app(driver, min_charts=4)
+    wait_for_redraw(driver, min_charts=4)  # the page width is measured once and the page redrawn at it
     got = {"layer change": [], "head change": [], "map off": [], "map on": [], "new sentence": []}
     at_once, worst = {}, 0.0
     grab = lambda: at_once.__setitem__("z", panel_z(driver))  # noqa: E731

@@ -20,6 +20,7 @@ LONG = ["<|im_start|>", "international", "negotiations", "concerning", "environm
 MEASURE = """
 const plots = document.querySelectorAll('.js-plotly-plot');
 const gd = plots[plots.length - 1];
+if (!gd) return {labels_bottom: null, titles_top: [], n: 0};  // not drawn yet (a loaded machine)
 const upper = Array.from(gd.querySelectorAll('.xaxislayer-above .xtick text'))
                    .filter(t => t.closest('.xaxislayer-above') === gd.querySelectorAll('.xaxislayer-above')[0]);
 const low = Math.max(...upper.map(t => t.getBoundingClientRect().bottom));

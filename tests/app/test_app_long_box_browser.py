@@ -3,8 +3,6 @@ box selection, read by the page on the rerun it triggers). minilm, ~320 tokens, 
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from ..helpers.browser import app_in_chromium, wait_for_app, wait_until
@@ -24,7 +22,7 @@ def test_a_box_on_an_overview_moves_the_zoom_window(tmp_path):
         driver.get(url + "/?maps=norm&text=" + TEXT.replace(" ", "+"))
         state = wait_for_app(driver, min_charts=2, timeout=300)
         assert state.get("exceptions") == 0, (state, open(log).read()[-2000:])
-        time.sleep(2)
+        wait_until(driver, "const w = " + WINDOWS.replace("return ", "") + " return w.length === 1 && !!w[0];")
         wait_for_app(driver, min_charts=2)
         assert driver.execute_script(WINDOWS) == [[0, 64, 0, 64]]
         plot = driver.find_element(By.CSS_SELECTOR, '[class*="st-key-ov_norm"] .nsewdrag')

@@ -68,6 +68,10 @@ def _labels(driver) -> str:
         .join(' ');""")
 
 
+def _query_text(driver) -> list[str] | None:
+    return urllib.parse.parse_qs(urllib.parse.urlparse(driver.current_url).query).get("text")
+
+
 def _boxes(driver) -> list[str]:
     return driver.execute_script(
         "return Array.from(document.querySelectorAll('.st-key-w_text input')).map(i => i.value);"
@@ -95,9 +99,10 @@ def test_a_text_typed_while_the_server_is_away_survives_its_restart(tmp_path):
                 box.send_keys(Keys.CONTROL, "a")
                 box.send_keys(NEW)
                 box.send_keys(Keys.ENTER)  # the rerun it asks for goes to the stopped server: it never runs
-                time.sleep(1)
-                query = urllib.parse.parse_qs(urllib.parse.urlparse(driver.current_url).query)
-                assert query.get("text") == [NEW], driver.current_url  # written by the browser, not the server
+                deadline = time.time() + 30
+                while _query_text(driver) != [NEW] and time.time() < deadline:
+                    time.sleep(0.1)
+                assert _query_text(driver) == [NEW], driver.current_url  # written by the browser, not the server
                 os.kill(procs[0].pid, signal.SIGKILL)
                 procs[0].wait(30)
                 procs.append(_server(port, log))  # started again on its port, as scripts/serve_many.sh does
@@ -107,7 +112,7 @@ def test_a_text_typed_while_the_server_is_away_survives_its_restart(tmp_path):
                     seen = (_boxes(driver), _labels(driver), driver.current_url)
                     if "during" in seen[1] or ("link" in seen[1] and seen[0] == [OLD]):
                         break
-                    time.sleep(1)
+                    time.sleep(0.25)
                 state = wait_for_app(driver, min_charts=2, timeout=300)
                 seen = (_boxes(driver), _labels(driver), driver.current_url)
                 assert state["exceptions"] == 0, state

@@ -10,7 +10,7 @@ from urllib.parse import quote_plus
 
 import pytest
 
-from ..helpers.browser import SIZES, emulate, press_key, served_app, wait_for_app, wait_until
+from ..helpers.browser import SIZES, emulate, press_key, served_app, wait_for_app, wait_for_redraw, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(1800)]
 SENTENCE = "The cat sat on the mat because it was tired."
@@ -28,8 +28,7 @@ def _open(driver, url: str, path: str, query: str, charts: int) -> None:
     driver.get(f"{url}{path}?{query}")
     state = wait_for_app(driver, min_charts=charts)
     assert not state.get("timed_out") and not state["exceptions"], state
-    time.sleep(2)  # the column width is measured once and the page redrawn at it
-    wait_for_app(driver, min_charts=charts)
+    wait_for_redraw(driver, min_charts=charts)  # the column width is measured once and the page redrawn at it
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")

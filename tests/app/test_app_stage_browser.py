@@ -22,6 +22,7 @@ from ..helpers.browser import (
     served_app,
     titles,
     wait_for_app,
+    wait_for_redraw,
     wait_until,
 )
 
@@ -195,14 +196,12 @@ def test_escape_from_stage_leaves_explore_whole(stage):
     url, driver, out = stage
     emulate(driver, 1280, 800, "light")
     _open(driver, url, "/", "text=" + quote_plus(SENTENCE), 4)
-    time.sleep(2)  # the column width is measured once and the page redrawn at it
-    wait_for_app(driver, min_charts=4)
+    wait_for_redraw(driver, min_charts=4)  # the column width is measured once and the page redrawn at it
     fresh = driver.execute_script(ALIGNED)
     _open(driver, url, "/", "present=1&text=" + quote_plus(SENTENCE), 4)
     press_key(driver, "\ue00c")  # Esc
     wait_until(driver, "return !window.location.search.includes('present=1');")
-    time.sleep(2)
-    wait_for_app(driver, min_charts=4)
+    wait_for_redraw(driver, min_charts=4)
     driver.save_screenshot(str(out / "explore_1280x800_after_escape.png"))
     assert driver.execute_script(VIEW_SELECTED) == 1, "the View control has nothing selected"
     got = driver.execute_script(ALIGNED)
@@ -223,8 +222,7 @@ def test_stage_arrow_keys_change_the_layer_as_fast_as_the_slider(stage):
     emulate(driver, 1280, 800, "light")
     log = str(out / "streamlit.log")
     _open(driver, url, "/", "present=1&text=" + quote_plus(SENTENCE), 4)
-    time.sleep(2)
-    wait_for_app(driver, min_charts=4)
+    wait_for_redraw(driver, min_charts=4)
     keys, slider, layer = [], [], 0
     for arrow, step in (("\ue014", 1), ("\ue014", 1), ("\ue012", -1), ("\ue012", -1)):  # → → ← ← (minilm: 6 layers)
         driver.execute_script("document.activeElement && document.activeElement.blur();")
@@ -281,8 +279,7 @@ def test_space_plays_the_layers_on_the_slider_and_stops_at_the_last(stage):
     url, driver, out = stage
     emulate(driver, 1280, 800, "light")
     _open(driver, url, "/", "present=1&text=" + quote_plus(SENTENCE), 4)
-    time.sleep(2)
-    wait_for_app(driver, min_charts=4)
+    wait_for_redraw(driver, min_charts=4)
     driver.execute_script("document.activeElement && document.activeElement.blur();")
     press_key(driver, " ")
     wait_until(driver, all_titles_say("layer 5"), timeout=60)  # minilm: layers 0–5
@@ -303,8 +300,7 @@ def test_translate_arrow_keys_move_its_layer_slider(stage):
     url, driver, out = stage
     emulate(driver, 1280, 800, "light")
     _open(driver, url, "/Translate", "present=1", 2)
-    time.sleep(2)
-    wait_for_app(driver, min_charts=2)
+    wait_for_redraw(driver, min_charts=2)
     value = "return document.querySelector('.st-key-tr_layer input[type=\"range\"]').value;"
     last = int(driver.execute_script(value))
     driver.execute_script("document.activeElement && document.activeElement.blur();")

@@ -67,8 +67,12 @@ def test_a_worker_in_use_is_not_ended(minilm):
         assert not _gone(pid) and worker.retired == 0 and worker.retire_idle() == 0
         worker._release(proc)  # its job ended: idle from now
         assert worker.retire_idle() == 0  # not yet
-        time.sleep(2.0)  # the reaper (every idle_s / 4) ends it: its stdin closed, killed if it does not end in 5 s
+        # the reaper (every idle_s / 4) ends it: its stdin closed, killed if it does not end in 5 s
+        t0 = time.monotonic()
+        while worker.retired == 0 and time.monotonic() - t0 < 10:
+            time.sleep(0.05)
         assert worker.retired == 1 and worker._all == []
+        assert time.monotonic() - t0 >= 0.9  # once idle for idle_s, not before
         t0 = time.monotonic()
         while not _gone(pid) and time.monotonic() - t0 < 10:
             time.sleep(0.2)
