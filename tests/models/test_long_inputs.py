@@ -372,3 +372,27 @@ def test_a_long_layer_is_cached_within_the_long_input_bound(monkeypatch):
     assert head["attn_res"] is layer["attn_res"] and head["attn_res_ln"] is layer["attn_res_ln"]
     again = s.maps(keys, 1, 2)
     assert all(again[k] is head[k] for k in keys)
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma3_text"])
+def test_a_long_input_whose_attention_map_is_kept_records_alpha_once(head_model, monkeypatch, arch):
+    """Above QK_FROM_BYTES the pass records q, k — unless the ``attention`` map is asked for too (all of α kept
+    anyway): α is then written straight into the map's block and the norm family mixes with it (α/s_i where a norm
+    follows the attention: Gemma 3), never recomputing α from q, k. Same maps as the q, k pass."""
+    from normviz.record import alpha_into, recorder
+
+    lm = head_model(arch)
+    enc = tiny.encoded(12, seed=4)
+    monkeypatch.setattr(recorder, "QK_FROM_BYTES", 0)
+    monkeypatch.setattr(alpha_into, "MIN_BYTES", 0)
+    assert recorder.records_qk(lm, 12) and not recorder.records_qk(lm, 12, keep_alpha=True)
+    keys = ["attention", "norm", "norm_layer", "attn_res", "attn_res_ln"]
+    kept = Session.from_encoded(lm, [enc])[0]
+    a = kept.get(keys)
+    assert all(c.rec.attn is not None for c in kept.layers(full=False))  # α recorded, not q, k
+    qk = Session.from_encoded(lm, [enc])[0]
+    b = qk.get(keys[1:])
+    assert all(c.rec.attn is None for c in qk.layers(full=False))
+    assert kept.forward_passes == qk.forward_passes == 1
+    for key in keys[1:]:
+        assert _rel(a[key], b[key]) <= 1e-12, key
