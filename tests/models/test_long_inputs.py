@@ -66,13 +66,27 @@ def test_auto_mode_records_qk_only_when_alpha_is_large(tiny_model):
         rec_mod.records_qk(lm, 16, mode="sometimes")
 
 
-def test_float32_sdpa_recording_is_close_and_complete(tiny_model):
-    """float32 llama: the recording pass runs SDPA (no α kept); maps agree with the eager path to float32
-    rounding, and α's rows still sum to one."""
-    lm = tiny_model("llama", dtype=torch.float32)
+@pytest.mark.parametrize("arch", ["llama", "gemma3_text"])
+def test_float32_sdpa_recording_is_close_and_complete(tiny_model, monkeypatch, arch):
+    """float32 llama and Gemma 3 (sliding windows in the mask, QK-norm): the recording pass runs SDPA (no α kept);
+    maps agree with the eager path to float32 rounding, and α's rows still sum to one."""
+    from normviz.record import attention_capture
+
+    lm = (
+        tiny_model("llama", dtype=torch.float32) if arch == "llama" else tiny.build_with_head(arch, dtype=torch.float32)
+    )
+    seen, sdpa = [], attention_capture._sdpa
+
+    def counted(*args):
+        out = sdpa(*args)
+        seen.append(out is not None)
+        return out
+
+    monkeypatch.setattr(attention_capture, "_sdpa", counted)
     enc = tiny.encoded(13)
     a = Session.from_encoded(lm, [enc], options={"record_attention": "weights"})[0].get(["attention", "attn_res_ln"])
     b = Session.from_encoded(lm, [enc], options={"record_attention": "qk"})[0].get(["attention", "attn_res_ln"])
+    assert seen and all(seen)  # the q, k pass ran SDPA at every layer
     for key in ("attention", "attn_res_ln"):
         assert _rel(b[key], a[key]) < 1e-4
     np.testing.assert_allclose(b["attention"].sum(-1), 1.0, atol=1e-5)
