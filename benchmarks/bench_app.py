@@ -8,6 +8,10 @@ sentences of ≤ 32 tokens: the time from typing the sentence to all default pan
 sentence, a layer change, a head change and toggling a map that is already computed (off and on again).
 Also counts the forward passes of the model per interaction (a pre-hook on the loaded model).
 Medians are reported.
+
+``--first-view``: instead, per model, the server's warm-up (:func:`normviz.ui.kit.warm.warm`, what ``normviz app
+--warm MODEL`` runs before the first visitor) and then the first page load on that model, timed (issue 38: gemma3's
+first view ≤ 5 s after ``--warm gemma3``).
 """
 
 from __future__ import annotations
@@ -86,12 +90,32 @@ def bench(model: str, n_sentences: int) -> dict:
     }
 
 
+def first_view(model: str) -> dict:
+    """The warm-up's seconds, then the first visitor's page load (the default text and panels) on ``model``."""
+    from normviz.ui.kit.warm import warm
+
+    warmed = warm(model)
+    at = AppTest.from_file(os.path.join(ROOT, "app.py"), default_timeout=600)
+    at.query_params["model"] = model
+    start = time.perf_counter()
+    at.run()
+    elapsed = time.perf_counter() - start
+    if at.exception:
+        raise RuntimeError(f"the page raised: {at.exception[0].value}")
+    return {"model": model, "warm": warmed, "first_view_s": round(elapsed, 2), "load_average": os.getloadavg()[0]}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", nargs="*", default=["minilm", "smollm2"])
     p.add_argument("--sentences", type=int, default=5)
     p.add_argument("--markdown", action="store_true")
+    p.add_argument("--first-view", action="store_true")
     args = p.parse_args(argv)
+    if args.first_view:
+        for m in args.model:
+            print(first_view(m), flush=True)
+        return 0
     results = [bench(m, args.sentences) for m in args.model]
     if args.markdown:
         print(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..core.errors import NormvizError
+from ..core.errors import NormvizError, NotApplicableError
 from .base import Budget, Request
 from .cost import rate as cost_rate
 from .cost import refuse_over_budget
@@ -66,6 +66,37 @@ def first_token_shares(
     return np.stack(wa), np.stack(wn)
 
 
+def learned_sinks(session, stack: str | None = None, block_bytes: int = BLOCK_BYTES) -> np.ndarray:
+    """The learned sinks' share [L, H, n] of a model whose attention has them (GPT-OSS, ``ArchSpec.attn_sinks``):
+    per layer, head and receiving token i, σ^h_i = exp(s_h) / (exp(s_h) + Σ_j exp(e^h_ij)) = 1 − Σ_j α^h_ij, the
+    part of the softmax that the head's sink logit s_h takes and no token receives (float64).
+    One layer at a time from the records, as :func:`first_token_shares`. Raises
+    :class:`~normviz.core.errors.NotApplicableError` for a model without learned sinks (its rows sum to 1)."""
+    spec = getattr(session.lm, "spec", None)
+    if getattr(spec, "attn_sinks", None) is None:
+        raise NotApplicableError(
+            f"learned_sinks: {getattr(spec, 'family', 'this model')} has no learned attention sinks "
+            "(each row of α sums to 1); first_token_shares gives the share on the first token."
+        )
+    out = []
+    with session.store.lock:
+        for view in session.layers(stack):
+            try:
+                out.append(1.0 - _row_sums(view, block_bytes))
+            finally:
+                view.clear()
+    return np.stack(out)
+
+
+def _row_sums(view, block_bytes: int) -> np.ndarray:
+    """Σ_j α^h_ij [H, n] of one layer, in float64 (α recorded, or recomputed in blocks of rows)."""
+    rec = view.rec
+    if rec.attn is not None:
+        return rec.attn.to(torch.float64).sum(-1).numpy()
+    sums = [block.to(torch.float64).sum(-1) for _, _, _, block in rec.attention_inputs().blocks(block_bytes)]
+    return torch.cat(sums, dim=1).numpy()
+
+
 def _layer_shares(view, block_bytes: int) -> tuple[np.ndarray, np.ndarray]:
     """One layer's (share_α [H], share_‖αf‖ [H])."""
     rec = view.rec
@@ -104,4 +135,4 @@ def _vector_norms(view) -> torch.Tensor:
     return torch.stack([torch.linalg.vector_norm(values[h] @ w_o[h], dim=-1) for h in range(values.shape[0])])
 
 
-__all__ = ["BUDGET", "check", "estimate_s", "first_token_shares", "flops"]
+__all__ = ["BUDGET", "check", "estimate_s", "first_token_shares", "flops", "learned_sinks"]

@@ -171,6 +171,9 @@ class ArchSpec:
     # inputs, interventions inside it, attend); "inline" (Falcon): the attention module computes it itself, so α is
     # always recorded whole, interventions act on the attention module's mask and W^O's input, and attend is refused
     attention_call: str = "interface"
+    # learned attention sinks (GPT-OSS): the attention module's parameter of one sink logit per head, a column of the
+    # softmax that no token fills, so α's rows sum to 1 − the sink's share (:func:`normviz.methods.sinks.learned_sinks`)
+    attn_sinks: str | None = None
 
     def __post_init__(self):
         if self.placement == "post":
@@ -417,6 +420,7 @@ _GPT_OSS = ArchSpec(
         **_MOE.__dict__,
         "family": "gpt_oss",
         "moe": MoESpec(interleaved=True, glu_alpha="swiglu_alpha", glu_limit="swiglu_limit", up_offset=1.0),
+        "attn_sinks": "self_attn.sinks",
     }
 )
 _GPT_NEOX = ArchSpec(

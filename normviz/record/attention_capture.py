@@ -50,6 +50,7 @@ SDPA_SAFE = {
         "gpt2",
         "xlm_roberta",
         "camembert",
+        "gemma3",  # Gemma 3 passes no softcap (its eager then is the plain formula; the sliding window is in the mask)
     )
 }
 _DROPPED = ("output_attentions",)

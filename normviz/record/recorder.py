@@ -220,6 +220,7 @@ def record(
     token_type_ids: torch.Tensor | None = None,
     attention: str = "auto",
     upto: str | None = None,
+    keep_alpha: bool = False,
 ) -> list[list[LayerRecord]]:
     """Run the model once on a right-padded batch; return records[b][layer] trimmed to each length.
 
@@ -229,8 +230,9 @@ def record(
     attention block ends (at the input z_attn of its norm on the attention residual): the last layer's FF block
     and the final norm do not run, and its record has no ``out``, ``z_ff``, ``final`` (None); every other
     number is the full pass's (the same operations up to there). Passes of several threads run at once: the
-    hooks record only this thread's pass."""
-    return _record(lm, input_ids, attention_mask, token_type_ids, attention, upto)
+    hooks record only this thread's pass. ``keep_alpha``: the caller keeps every layer's α (the ``attention`` map,
+    as large as all of α): ``"auto"`` then records α where it goes straight into one block (:func:`records_qk`)."""
+    return _record(lm, input_ids, attention_mask, token_type_ids, attention, upto, keep_alpha)
 
 
 def owner_only(fn):
@@ -461,26 +463,30 @@ def drop_qk(seq: list[LayerRecord], layers) -> list[LayerRecord]:
 QK_FROM_BYTES = 256 * 2**20  # α of all layers above this (L·H·n²·element size): record q, k instead
 
 
-def records_qk(lm: "LoadedModel", length: int, batch: int = 1, mode: str = "auto") -> bool:
+def records_qk(lm: "LoadedModel", length: int, batch: int = 1, mode: str = "auto", keep_alpha: bool = False) -> bool:
     """Whether a pass of ``batch`` sequences of ``length`` tokens records q, k (recomputing α on demand)
     rather than α itself: mode ``"qk"``, ``"weights"``, or ``"auto"`` (q, k when every layer's α together
-    would exceed :data:`QK_FROM_BYTES`)."""
+    would exceed :data:`QK_FROM_BYTES`, unless ``keep_alpha`` — the caller keeps all of α as the ``attention`` map
+    anyway — and the pass can write α straight into one block, :func:`normviz.record.alpha_into.wanted`: that block
+    is then the map, no more memory than the map itself, and α is not computed a second time from q, k)."""
     if mode not in ("auto", "qk", "weights"):
         raise ValueError(f"record_attention must be 'auto', 'qk' or 'weights', not {mode!r}")
     if getattr(lm.spec, "attention_call", "interface") == "inline":
         return False  # the attention runs inline (Falcon): no call to record q, k from, so α itself
     if mode != "auto":
         return mode == "qk"
+    if keep_alpha and alpha_into.wanted(lm.n_layers, lm.n_heads, length, batch, lm.dtype, lm.device):
+        return False
     size = torch.empty((), dtype=lm.dtype).element_size()
     return lm.n_layers * lm.n_heads * length * length * size * batch > QK_FROM_BYTES
 
 
 def _record(
-    lm, input_ids, attention_mask, token_type_ids, mode: str = "auto", upto: str | None = None
+    lm, input_ids, attention_mask, token_type_ids, mode: str = "auto", upto: str | None = None, keep_alpha: bool = False
 ) -> list[list[LayerRecord]]:
     store: dict = {}
     hooks = Hooks(store)
-    qk = records_qk(lm, int(input_ids.shape[1]), int(input_ids.shape[0]), mode)
+    qk = records_qk(lm, int(input_ids.shape[1]), int(input_ids.shape[0]), mode, keep_alpha)
     batch, length = int(input_ids.shape[0]), int(input_ids.shape[1])
     stop = upto == "attention" and alpha_into.install()
     out, stopped = None, False
@@ -522,7 +528,7 @@ def _record(
     if not qk:
         attentions = out.attentions if not stopped else [slots.captured.get(i) for i in range(len(lm.layers))]
         if stopped and any(a is None for a in attentions):  # α not seen through the interface: the full pass
-            return _record(lm, input_ids, attention_mask, token_type_ids, mode)
+            return _record(lm, input_ids, attention_mask, token_type_ids, mode, keep_alpha=keep_alpha)
     return stack_records(
         store,
         lm.layers,

@@ -123,7 +123,7 @@ def compute(session, todo: list[str], refused: dict, strict: bool, progress: Pro
         def layer_views():
             if stack not in session.store.views and progress:
                 progress(done_steps / max(steps, 1), "forward pass")
-            return session.layers(stack, full)
+            return session.layers(stack, full, alpha=(stack, "attention") in parsed.values())
 
         return layer_views
 

@@ -66,13 +66,27 @@ def test_auto_mode_records_qk_only_when_alpha_is_large(tiny_model):
         rec_mod.records_qk(lm, 16, mode="sometimes")
 
 
-def test_float32_sdpa_recording_is_close_and_complete(tiny_model):
-    """float32 llama: the recording pass runs SDPA (no α kept); maps agree with the eager path to float32
-    rounding, and α's rows still sum to one."""
-    lm = tiny_model("llama", dtype=torch.float32)
+@pytest.mark.parametrize("arch", ["llama", "gemma3_text"])
+def test_float32_sdpa_recording_is_close_and_complete(tiny_model, monkeypatch, arch):
+    """float32 llama and Gemma 3 (sliding windows in the mask, QK-norm): the recording pass runs SDPA (no α kept);
+    maps agree with the eager path to float32 rounding, and α's rows still sum to one."""
+    from normviz.record import attention_capture
+
+    lm = (
+        tiny_model("llama", dtype=torch.float32) if arch == "llama" else tiny.build_with_head(arch, dtype=torch.float32)
+    )
+    seen, sdpa = [], attention_capture._sdpa
+
+    def counted(*args):
+        out = sdpa(*args)
+        seen.append(out is not None)
+        return out
+
+    monkeypatch.setattr(attention_capture, "_sdpa", counted)
     enc = tiny.encoded(13)
     a = Session.from_encoded(lm, [enc], options={"record_attention": "weights"})[0].get(["attention", "attn_res_ln"])
     b = Session.from_encoded(lm, [enc], options={"record_attention": "qk"})[0].get(["attention", "attn_res_ln"])
+    assert seen and all(seen)  # the q, k pass ran SDPA at every layer
     for key in ("attention", "attn_res_ln"):
         assert _rel(b[key], a[key]) < 1e-4
     np.testing.assert_allclose(b["attention"].sum(-1), 1.0, atol=1e-5)
@@ -372,3 +386,27 @@ def test_a_long_layer_is_cached_within_the_long_input_bound(monkeypatch):
     assert head["attn_res"] is layer["attn_res"] and head["attn_res_ln"] is layer["attn_res_ln"]
     again = s.maps(keys, 1, 2)
     assert all(again[k] is head[k] for k in keys)
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma3_text"])
+def test_a_long_input_whose_attention_map_is_kept_records_alpha_once(head_model, monkeypatch, arch):
+    """Above QK_FROM_BYTES the pass records q, k — unless the ``attention`` map is asked for too (all of α kept
+    anyway): α is then written straight into the map's block and the norm family mixes with it (α/s_i where a norm
+    follows the attention: Gemma 3), never recomputing α from q, k. Same maps as the q, k pass."""
+    from normviz.record import alpha_into, recorder
+
+    lm = head_model(arch)
+    enc = tiny.encoded(12, seed=4)
+    monkeypatch.setattr(recorder, "QK_FROM_BYTES", 0)
+    monkeypatch.setattr(alpha_into, "MIN_BYTES", 0)
+    assert recorder.records_qk(lm, 12) and not recorder.records_qk(lm, 12, keep_alpha=True)
+    keys = ["attention", "norm", "norm_layer", "attn_res", "attn_res_ln"]
+    kept = Session.from_encoded(lm, [enc])[0]
+    a = kept.get(keys)
+    assert all(c.rec.attn is not None for c in kept.layers(full=False))  # α recorded, not q, k
+    qk = Session.from_encoded(lm, [enc])[0]
+    b = qk.get(keys[1:])
+    assert all(c.rec.attn is None for c in qk.layers(full=False))
+    assert kept.forward_passes == qk.forward_passes == 1
+    for key in keys[1:]:
+        assert _rel(a[key], b[key]) <= 1e-12, key

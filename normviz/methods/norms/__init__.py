@@ -67,20 +67,18 @@ def compute(inputs: Inputs, keys, options) -> Output:
     layers = list(inputs.layers)
     keys = [k for k in _NAMES if k in keys]
     L, c0 = len(layers), layers[0]
-    H, n = c0.alpha.shape[0], c0.n
-    dtype = to_numpy(c0.alpha[:0]).dtype
+    H, n = c0.rec.n_heads, c0.n  # (not α's shape: a long input's α would be recomputed just to read it)
+    dtype = to_numpy(torch.empty(0, dtype=c0.dtype)).dtype
     out = {k: pool.empty((L, H, n, n) if k == "norm" else (L, n, n), dtype) for k in keys}
     attention = inputs.arrays.get("attention")
     alpha = torch.from_numpy(attention) if attention is not None and c0.device.type == "cpu" else None
-    if c0.p.attn_out_norm is not None:  # the heads mix with α/s_i (LayerDecomposition.mix_alpha), not α
-        alpha = None
     use = backend(layers)
     for run in runs(layers):
         res = norm_family_run(
             layers[run],
             keys,
             use,
-            alpha=alpha[run] if alpha is not None else None,
+            alpha=_mix_alpha(layers[run], alpha[run]) if alpha is not None else None,
             targets={k: torch.from_numpy(out[k][run]) for k in keys},
         )
         for k in keys:  # already in place on CPU; copied from the device elsewhere
@@ -93,3 +91,17 @@ def compute(inputs: Inputs, keys, options) -> Output:
             inputs.progress(run.stop / L, f"{FAMILY.name}: layers {run.start + 1}–{run.stop}/{L}")
     c0.workspace.release()
     return Output(out)
+
+
+def _mix_alpha(ctxs, alpha: torch.Tensor) -> torch.Tensor:
+    """The run's mixing weights from its α [L_run, H, n, n] (the computed ``attention`` map, not recomputed): α
+    itself, or α^h_ij / s_i where a norm P_a follows the attention (:attr:`LayerDecomposition.mix_alpha`, the same
+    product, so the same bits) in one workspace buffer."""
+    if ctxs[0].p.attn_out_norm is None:
+        return alpha
+    ws = ctxs[0].workspace
+    scale = ws.buffer("norms_row_scale", (len(ctxs), ctxs[0].n), alpha.dtype, alpha.device)
+    for k, c in enumerate(ctxs):
+        scale[k] = c.attn_row_scale
+    mixed = ws.buffer("norms_mix_alpha", tuple(alpha.shape), alpha.dtype, alpha.device)
+    return torch.mul(alpha, scale[:, None, :, None], out=mixed)

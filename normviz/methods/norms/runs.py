@@ -36,7 +36,7 @@ def backend(ctxs) -> str:
             c.device.type == "cpu" and c.dtype in (torch.float32, torch.float64) and c.use_kernel is not False
             for c in ctxs
         )
-        and len({(c.dtype, c.n, c.alpha.shape[0], c.rec.x.shape[-1], c.ln_attn.kind) for c in ctxs}) == 1
+        and len({(c.dtype, c.n, c.rec.n_heads, c.rec.x.shape[-1], c.ln_attn.kind) for c in ctxs}) == 1
         and ctxs[0].ln_attn.kind != "identity"
     )  # the kernel computes a LayerNorm's or an RMSNorm's scale
     return "kernels" if ok else "torch"
@@ -45,7 +45,7 @@ def backend(ctxs) -> str:
 def runs(ctxs, run_bytes: int = RUN_BYTES):
     """Consecutive runs of layers whose head vectors fit in ``run_bytes`` together (at least one layer)."""
     c = ctxs[0]
-    per_layer = c.alpha.shape[0] * c.n * c.rec.x.shape[-1] * c.rec.x.element_size()
+    per_layer = c.rec.n_heads * c.n * c.rec.x.shape[-1] * c.rec.x.element_size()
     size = max(1, run_bytes // max(per_layer, 1))
     for start in range(0, len(ctxs), size):
         yield slice(start, min(len(ctxs), start + size))
@@ -54,7 +54,7 @@ def runs(ctxs, run_bytes: int = RUN_BYTES):
 def _head_vectors(ctxs) -> torch.Tensor:
     """f [L, H, n, d] of the run, in one scratch buffer."""
     c0 = ctxs[0]
-    L, H, n, d, dtype = len(ctxs), c0.alpha.shape[0], c0.n, c0.rec.x.shape[-1], c0.dtype
+    L, H, n, d, dtype = len(ctxs), c0.rec.n_heads, c0.n, c0.rec.x.shape[-1], c0.dtype
     f = c0.workspace.buffer("head_vectors_run", (L, H, n, d), dtype, c0.device)
     for layer, c in enumerate(ctxs):
         torch.bmm(c.head_values, c.p.head_w_o().to(dtype), out=f[layer])
@@ -142,7 +142,7 @@ def kernel_run(ctxs, keys, dest, alpha: torch.Tensor | None) -> dict[str, torch.
     (Grams in the pair kernel's layout, ‖f‖, 1/s) and ``pair_norms_fused`` (every output, diagonal included,
     in one pass over α). None if a kernel can't run (the caller then takes the torch path)."""
     c0 = ctxs[0]
-    L, H, n, dtype, ws = len(ctxs), c0.alpha.shape[0], c0.n, c0.dtype, c0.workspace
+    L, H, n, dtype, ws = len(ctxs), c0.rec.n_heads, c0.n, c0.dtype, c0.workspace
     grams = packed_grams(ctxs, _head_vectors(ctxs))
     if grams is None:
         return None
@@ -191,7 +191,7 @@ def norm_family_run(
     """
     keys = [k for k in keys if k in KEYS]
     c0 = ctxs[0]
-    L, H, n, dtype, device = len(ctxs), c0.alpha.shape[0], c0.n, c0.dtype, c0.device
+    L, H, n, dtype, device = len(ctxs), c0.rec.n_heads, c0.n, c0.dtype, c0.device
     if not keys:
         return {}
     targets = dict(targets or {})
