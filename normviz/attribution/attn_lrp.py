@@ -32,16 +32,15 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import Any
 
 import numpy as np
 import torch
 
-from ..core.errors import NormvizError, NotApplicableError
+from ..core.errors import NotApplicableError
 from ..record import attention_interface
 from . import intervene
 from .knockout import InterventionTarget
-from .lrp import Relevance, _freeze_norm, _is_norm
+from .lrp import Relevance, _freeze_norm, _is_norm, logit_target
 
 _STATE = threading.local()
 NAME = "AttnLRP (softmax linearised, uniform rule on q·k and A·V, identity rule on norms and activations)"
@@ -154,16 +153,11 @@ def _hooks(lm, layer_of: dict, seen: set) -> list:
 
 
 def attn_lrp(session, token=None, foil=None, position: int = -1, target: InterventionTarget | None = None) -> Relevance:
-    t: Any = target or InterventionTarget(session, token, foil, position)
-    if t.readout is None:
-        raise NormvizError("AttnLRP explains a logit: this model has no LM head.")
+    t, state = logit_target(session, token, foil, position, target, "AttnLRP")
     lm = t.lm
     L, H = lm.n_layers, lm.n_heads
-    state: dict[Any, Any] = {
-        l: torch.ones((1, H), dtype=torch.float64, device=lm.device, requires_grad=True) for l in range(L)
-    }
-    layer_of = intervene.layer_index(lm)
-    state.update(layer_of=layer_of, softmax=[], unseen=False)
+    layer_of = state["layer_of"]
+    state.update(softmax=[], unseen=False)
     if not attention_interface.add(_choose):  # pragma: no cover - transformers < 5
         raise RuntimeError("this transformers has no attention-function interface (needs transformers >= 5)")
     emb_module = lm.model.get_input_embeddings()

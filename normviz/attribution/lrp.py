@@ -84,16 +84,25 @@ def _freeze_norm(module, args, output):
     return beta + (output - beta) * ratio
 
 
-def cp_lrp(session, token=None, foil=None, position: int = -1, target: InterventionTarget | None = None) -> Relevance:
+def logit_target(session, token, foil, position: int, target: InterventionTarget | None, method: str):
+    """(the intervention target, a gate of ones [1, H] per layer whose gradient × 1 is each head's relevance, and
+    ``"layer_of"``: attention module id → layer) — the start of an LRP-family pass; refused without an LM head."""
     t: Any = target or InterventionTarget(session, token, foil, position)
     if t.readout is None:
-        raise NormvizError("CP-LRP explains a logit: this model has no LM head.")
+        raise NormvizError(f"{method} explains a logit: this model has no LM head.")
     lm = t.lm
-    L, H = lm.n_layers, lm.n_heads
-    keep: dict[Any, Any] = {
-        l: torch.ones((1, H), dtype=torch.float64, device=lm.device, requires_grad=True) for l in range(L)
+    gates: dict[Any, Any] = {
+        l: torch.ones((1, lm.n_heads), dtype=torch.float64, device=lm.device, requires_grad=True)
+        for l in range(lm.n_layers)
     }
-    keep["layer_of"] = intervene.layer_index(lm)
+    gates["layer_of"] = intervene.layer_index(lm)
+    return t, gates
+
+
+def cp_lrp(session, token=None, foil=None, position: int = -1, target: InterventionTarget | None = None) -> Relevance:
+    t, keep = logit_target(session, token, foil, position, target, "CP-LRP")
+    lm = t.lm
+    L = lm.n_layers
     if not attention_interface.add(_choose):  # pragma: no cover - transformers < 5
         raise RuntimeError("this transformers has no attention-function interface (needs transformers >= 5)")
     handles = [m.register_forward_hook(_freeze_norm) for m in lm.model.modules() if _is_norm(m)]
