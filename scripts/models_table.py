@@ -39,7 +39,11 @@ def _tiny_configs() -> dict:
     configs = dict(tiny._configs())
     configs.update(getattr(tiny, "_later_configs", dict)())  # round 5's decoders (issue 38)
     configs.update(getattr(tiny, "_seq2seq_configs", dict)())
-    return {getattr(c, "model_type", k): c for k, c in configs.items() if k not in ("t5_gated",)}
+    out: dict = {}
+    for k, c in configs.items():  # a type's first tiny config is its probe (falcon: not falcon_mq, falcon_seq)
+        if k not in ("t5_gated",):
+            out.setdefault(getattr(c, "model_type", k), c)
+    return out
 
 
 def _build(config, causal: bool):

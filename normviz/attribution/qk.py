@@ -39,6 +39,7 @@ import torch
 from ..core import memory
 from ..core.errors import NormvizError, NotApplicableError, TooCostlyError
 from ..models.params import _norm_params, get_path
+from ..record import inline_qk
 from ..record.attention_capture import rerun
 from ..record.recorder import owner_only
 from .predict import position_index
@@ -133,13 +134,19 @@ def _scaling(inputs, head_dim: int) -> float:
     return c
 
 
+def _refuse_call(lm, call) -> None:
+    """Refuse where the layer's recorded call passes a tensor the row names in ``attend_refuse_call`` (a term of
+    the score outside q·k: Falcon-RW's ALiBi)."""
+    kwargs = call[1] if call is not None else {}
+    for name, why in lm.spec.attend_refuse_call:
+        if isinstance(kwargs.get(name), torch.Tensor):
+            raise NotApplicableError(
+                f"attend: {lm.name!r} ({lm.model_type}): {why}; the maps, explain, sources, graph and interventions "
+                "are exact for it."
+            )
+
+
 def _refuse_unsupported(lm, layer_module) -> None:
-    if lm.spec.attention_call == "inline":
-        raise NotApplicableError(
-            f"attend: {lm.name!r} ({lm.model_type}) computes its attention inline, not through transformers' "
-            "attention interface, so its q and k cannot be rerun on the residual stream's parts; the maps, explain, "
-            "sources, graph and interventions are exact for it."
-        )
     if lm.spec.placement != "pre":
         raise NotApplicableError(
             f"attend needs a pre-LN stack, where each layer's input norm is the only thing between the residual "
@@ -189,27 +196,36 @@ def _lock(session):
     return getattr(getattr(session, "store", None), "lock", None) or nullcontext()
 
 
-def _qk_rows(layer_module, frozen: _FrozenNorm, states: torch.Tensor, call, beta_rows: torch.Tensor):
+def _runner(lm, p):
+    """(layer, x, call) → the layer's attention inputs (q, k …) on x: stopped at its call through transformers'
+    attention interface, or for a row whose attention runs inline, at its fused projection
+    (:mod:`normviz.record.inline_qk`)."""
+    if lm.spec.attention_call == "inline":
+        return lambda layer, x, call: inline_qk.rerun(layer, x, call, lm.spec, p)
+    return rerun
+
+
+def _qk_rows(run, layer_module, frozen: _FrozenNorm, states: torch.Tensor, call, beta_rows: torch.Tensor):
     """(q [B, H, n, dh], k [B, KV, n, dh]) of the layer on the batch ``states`` [B, n, d] through the frozen norm."""
     frozen.beta_rows = beta_rows
-    got = rerun(layer_module, states, call)
+    got = run(layer_module, states, call)
     if got is None:
         raise NotApplicableError("attend: this layer makes no call through transformers' attention interface.")
     return got.query, got.key
 
 
-def _split(layer_module, frozen, states: torch.Tensor, call, i: int, j: int):
+def _split(run, layer_module, frozen, states: torch.Tensor, call, i: int, j: int):
     """q_i(a) [C, H, dh] and k_j(a) [C, KV, dh] for the C component states [C, n, d] (linear parts), and the
     constant q_i(∅), k_j(∅): rows of zeros without β give R(b) (subtracted), with β the constant."""
     n, d = states.shape[1:]
     zeros = torch.zeros(2, n, d, dtype=states.dtype, device=states.device)
-    q0, k0 = _qk_rows(layer_module, frozen, zeros, _call(call), torch.tensor([0.0, 1.0]))
+    q0, k0 = _qk_rows(run, layer_module, frozen, zeros, _call(call), torch.tensor([0.0, 1.0]))
     base_q, base_k = q0[0, :, i], k0[0, :, j]
     qs, ks = [], []
     rows = chunk_rows(n, d, states.element_size())
     for a in range(0, states.shape[0], rows):
         block = states[a : a + rows]
-        q, k = _qk_rows(layer_module, frozen, block, _call(call), torch.zeros(block.shape[0]))
+        q, k = _qk_rows(run, layer_module, frozen, block, _call(call), torch.zeros(block.shape[0]))
         qs.append(q[:, :, i] - base_q)
         ks.append(k[:, :, j] - base_k)
     return torch.cat(qs), torch.cat(ks), q0[1, :, i], k0[1, :, j]
@@ -362,6 +378,7 @@ def attend(session, layer: int, head: int, query: int = -1, key: int = 0, by_tok
         views = session.layers()
         ctx = views[layer]
         rec, norm = ctx.rec, ctx.p.norm_on_input
+        _refuse_call(lm, rec.call)
         layer_module, call = _working_layer(layer_module, rec.call, rec.x.dtype)
         qk_norms = [
             (
@@ -372,7 +389,8 @@ def attend(session, layer: int, head: int, query: int = -1, key: int = 0, by_tok
         ]
         capture = [m.register_forward_pre_hook(owner_only(f.capture)) for m, f in qk_norms]
         try:
-            real = rerun(layer_module, rec.x, _call(call))  # the model's own q, k (before the norms are frozen)
+            run = _runner(lm, ctx.p)
+            real = run(layer_module, rec.x, _call(call))  # the model's own q, k (before the norms are frozen)
         finally:
             for h in capture:
                 h.remove()
@@ -385,13 +403,13 @@ def attend(session, layer: int, head: int, query: int = -1, key: int = 0, by_tok
             handles.append(get_path(layer_module, lm.spec.norm_on_input).register_forward_hook(owner_only(frozen)))
         try:
             names, states = components(views, layer)
-            q, k, q_c, k_c = _split(layer_module, frozen, states.to(rec.x.dtype), call, i, j)
+            q, k, q_c, k_c = _split(run, layer_module, frozen, states.to(rec.x.dtype), call, i, j)
             q, k = torch.cat([q, q_c[None]]), torch.cat([k, k_c[None]])
             by_comp = _bilinear(q, k, head, H, c)
             full = None
             if by_token:
                 parts = token_parts(views, layer).to(rec.x.dtype)
-                tq, tk, tq_c, tk_c = _split(layer_module, frozen, parts, call, i, j)
+                tq, tk, tq_c, tk_c = _split(run, layer_module, frozen, parts, call, i, j)
                 tq[-1] += tq_c
                 tk[-1] += tk_c
                 full = _bilinear(tq, tk, head, H, c).cpu().numpy()

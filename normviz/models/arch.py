@@ -169,8 +169,15 @@ class ArchSpec:
     n_kv_heads: int | None = None  # a fixed number of KV heads (Falcon's multi-query: 1), else read from the config
     # "interface": the attention runs through transformers' attention-function interface (q, k recorded for long
     # inputs, interventions inside it, attend); "inline" (Falcon): the attention module computes it itself, so α is
-    # always recorded whole, interventions act on the attention module's mask and W^O's input, and attend is refused
+    # always recorded whole, interventions act on the attention module's mask and W^O's input, and attend reruns q, k
+    # from the fused projection itself (``qkv_layout``, ``rotary``)
     attention_call: str = "interface"
+    # inline attention only (attend reruns q, k itself, :mod:`normviz.record.inline_qk`): the position encoding q and
+    # k get after the split of the fused projection ("rope": rotate-half RoPE with the layer call's
+    # ``position_embeddings`` cos, sin; None: none), and call arguments that, when the layer is given a tensor for
+    # them, put a term outside q·k into the score, so that attend refuses with the reason (Falcon-RW's ALiBi)
+    rotary: str | None = None
+    attend_refuse_call: tuple[tuple[str, str], ...] = ()
     # learned attention sinks (GPT-OSS): the attention module's parameter of one sink logit per head, a column of the
     # softmax that no token fills, so α's rows sum to 1 − the sink's share (:func:`normviz.methods.sinks.learned_sinks`)
     attn_sinks: str | None = None
@@ -244,6 +251,24 @@ class ArchSpec:
 
             return torch.cat([torch.arange((3 * h + 2) * head_dim, (3 * h + 3) * head_dim) for h in range(n_heads)])
         return slice(0, width)
+
+    def qk_columns(self, n_heads: int, n_kv_heads: int, head_dim: int):
+        """(q, k): index tensors of the query heads' columns [H·dh] (head by head) and the key heads' [KV·dh] in the
+        output of a fused ``value`` module (``qkv_layout`` fused_qkv, grouped_qkv or per_head_qkv)."""
+        import torch
+
+        def heads(starts) -> torch.Tensor:
+            return torch.cat([torch.arange(s * head_dim, (s + 1) * head_dim) for s in starts])
+
+        if self.qkv_layout == "fused_qkv":  # q | k | v
+            return heads(range(n_heads)), heads(range(n_heads, n_heads + n_kv_heads))
+        if self.qkv_layout == "grouped_qkv":  # per KV group g: its r query heads, k, v
+            r = n_heads // n_kv_heads
+            q = [g * (r + 2) + t for g in range(n_kv_heads) for t in range(r)]
+            return heads(q), heads(g * (r + 2) + r for g in range(n_kv_heads))
+        if self.qkv_layout == "per_head_qkv":  # per head q_h | k_h | v_h
+            return heads(3 * h for h in range(n_heads)), heads(3 * h + 1 for h in range(n_heads))
+        raise ValueError(f"ArchSpec({self.family}): qkv_layout {self.qkv_layout!r} has no fused q and k")
 
 
 _BERT = ArchSpec(
@@ -523,6 +548,14 @@ _FALCON = ArchSpec(
     lm_head="lm_head",
     fields=ConfigFields(d_ff=("ffn_hidden_size",), kv_heads=()),
     attention_call="inline",
+    rotary="rope",
+    attend_refuse_call=(
+        (
+            "alibi",
+            "ALiBi (alibi=True, Falcon-RW) adds c·m_h·j to the score, a bias per key outside q·k that no part of "
+            "the residual stream wrote, and replaces the rotary encoding; attend splits rotary rows only",
+        ),
+    ),
 )
 _FALCON_MQ = ArchSpec(**{**_FALCON.__dict__, "qkv_layout": "fused_qkv", "n_kv_heads": 1})
 _FALCON_NEW = ArchSpec(
