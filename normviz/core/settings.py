@@ -335,6 +335,14 @@ ENV: dict[str, Setting] = {
             scope="tests",
         ),
         _env(
+            "NORMVIZ_TEST_PID_FILE",
+            "path",
+            None,
+            "where the server-stop test's stand-in app writes its heavy-maps worker's pid",
+            scope="tests",
+            shown="set by the test",
+        ),
+        _env(
             "NORMVIZ_CONT_DRAW_S",
             "float",
             None,

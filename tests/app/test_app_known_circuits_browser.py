@@ -4,14 +4,11 @@ circuit marked and the method's top heads outlined), with no exception box."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 from normviz.trust import circuit_scores as cs
 
-from ..helpers.browser import app_in_chromium, wait_for_app, wait_until
+from ..helpers.browser import app_in_chromium, shots_dir, wait_for_app, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 
@@ -61,10 +58,8 @@ def test_known_circuits_view_draws_in_chromium(tmp_path, size, query):
             "Array.from(document.querySelectorAll('[data-testid=\"stExpander\"] summary'))"
             ".find(e => e.innerText.includes('Known circuits')).scrollIntoView();"
         )
-        driver.save_screenshot(str(tmp_path / "known_circuits.png"))
-        shot = os.environ.get("NORMVIZ_SHOT_DIR")
-        if shot:
-            driver.save_screenshot(str(Path(shot) / f"known_circuits_{size[0]}{query.replace('&', '_')}.png"))
+        mode = "stage" if query else "normal"
+        driver.save_screenshot(str(shots_dir(tmp_path, "known_circuits") / f"known_circuits_{size[0]}_{mode}.png"))
     assert view["exceptions"] == 0, view
     assert any("ROC" in t for t in view["titles"]) and any("the circuit" in t for t in view["titles"]), view
     for m in row["methods"]:  # one ROC curve per method, named with its AUROC

@@ -89,7 +89,8 @@ def test_explore_stage_fits_the_first_two_panels_on_the_first_screen(stage, size
         assert any(
             "minilm" in t
             for t in driver.execute_script(
-                "return Array.from(document.querySelectorAll('.st-key-panel_attention .annotation-text'))"
+                "return Array.from(document.querySelectorAll('.st-key-panel_attention .annotation-text, "
+                ".st-key-panel_attention .gtitle-subtitle'))"
                 ".map(a => a.textContent);"
             )
         ), titles_now

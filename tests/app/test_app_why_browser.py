@@ -35,7 +35,7 @@ TEXT = "The capital of France is"
 NEW = "Yesterday the old fisherman walked slowly down to the harbour at"  # 12 smollm2 tokens
 CHARTS = 6  # candidates, sources, heads, head row, lens, routes (+ sinks)
 _CTX_TITLES = (
-    "return Array.from(document.querySelectorAll('.gtitle, .annotation-text'))"
+    "return Array.from(document.querySelectorAll('.gtitle, .gtitle-subtitle, .annotation-text'))"
     ".filter(t => t.textContent.includes({})).length;"
 )
 
