@@ -198,15 +198,4 @@ def attn_lrp(session, token=None, foil=None, position: int = -1, target: Interve
         if g is not None
     )
     softmax = float("nan") if state["unseen"] else float(sum(state["softmax"]))
-    return Relevance(
-        tokens=tokens,
-        heads=heads,
-        total=t.total,
-        gap=float(t.total - tokens.sum()),
-        token=t.token,
-        foil=t.foil,
-        position=t.i,
-        name=NAME,
-        biases=biases,
-        softmax=softmax,
-    )
+    return Relevance.of(t, tokens, heads, name=NAME, biases=biases, softmax=softmax)

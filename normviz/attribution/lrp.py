@@ -45,6 +45,21 @@ class Relevance:
     biases: float = float("nan")  # AttnLRP: relevance absorbed by biases (and the readout's own)
     softmax: float = float("nan")  # AttnLRP: relevance absorbed by the softmax linearisations
 
+    @classmethod
+    def of(cls, t, tokens: np.ndarray, heads: np.ndarray, **extra) -> Relevance:
+        """The relevance of target ``t`` (an InterventionTarget): its total, token, foil and position, and the gap
+        total − Σ tokens."""
+        return cls(
+            tokens=tokens,
+            heads=heads,
+            total=t.total,
+            gap=float(t.total - tokens.sum()),
+            token=t.token,
+            foil=t.foil,
+            position=t.i,
+            **extra,
+        )
+
 
 def _frozen_attention(fn, keep, module, query, key, value, attention_mask, *args, **kwargs):
     layer = keep["layer_of"].get(id(module))
@@ -121,12 +136,4 @@ def cp_lrp(session, token=None, foil=None, position: int = -1, target: Intervent
         raise RuntimeError("no gradient reached the embeddings")
     tokens = (emb.detach().to(torch.float64) * emb.grad.to(torch.float64)).sum(-1)[0].cpu().numpy()
     heads = np.stack([keep[l].grad[0].cpu().numpy() for l in range(L)])
-    return Relevance(
-        tokens=tokens,
-        heads=heads,
-        total=t.total,
-        gap=float(t.total - tokens.sum()),
-        token=t.token,
-        foil=t.foil,
-        position=t.i,
-    )
+    return Relevance.of(t, tokens, heads)
