@@ -148,7 +148,8 @@ def explain(session, token=None, foil=None, position: int = -1) -> Explanation:
     lm = session.lm
     readout = readout_of(lm)
     with _lock(session):
-        views = session.layers()
+        # a pass recorded now keeps the FF pre-activations for sources (not where sources would be refused)
+        views = session.layers(ff=sources_refusal(session) is None)
         t = target(lm, readout, views, token, foil, position)
         direct, refusal = direct_fields(lm, readout, views, t)
     request, options, itemsize = session.request, dict(session.options), views[0].rec.x.element_size()

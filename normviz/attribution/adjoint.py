@@ -189,8 +189,33 @@ def ff_input(ctx, cross: CrossAdjoint | None = None):
     return cross.norm, cross.z, cross.z_ff
 
 
+def recorded_pre_activations(ctx) -> list[torch.Tensor] | None:
+    """The FF's real pre-activations [n, d_ff] (gated: gate, up) as the recording pass kept them (``keep_ff``),
+    taken from the record (each is read once: the factors made from them are what is kept), or None."""
+    rec, p = ctx.rec, ctx.p
+    a, b = rec.ff_a, rec.ff_b
+    if a is None:
+        return None
+    for r in {id(rec): rec, id(ctx._rec): ctx._rec}.values():  # of no further use, whether taken or not
+        r.ff_a = r.ff_b = None
+    d_ff = p.w_in.shape[1]
+    if p.ff_kind != "mlp" and b is None and a.shape[-1] == 2 * d_ff:  # one fused module: gate | up
+        a, b = a[:, :d_ff], a[:, d_ff:]
+    if a.dtype != ctx.dtype or a.shape[-1] != d_ff or (p.ff_kind != "mlp" and b is None):  # e.g. the up not kept
+        return None
+    return [a] if p.ff_kind == "mlp" else [a, b]
+
+
 def factors_of(ctx, cross: CrossAdjoint | None = None) -> list[torch.Tensor]:
-    """The FF's frozen integrated-gradients factors at the block's real input (as the forward propagation)."""
+    """The FF's frozen integrated-gradients factors at the block's real input (as the forward propagation): from
+    the pre-activations the recording pass kept (:func:`recorded_pre_activations`; the model's own, so the FF input
+    projections are not computed again), else from the norm's output at the block's real input."""
+    if cross is None:
+        pre = recorded_pre_activations(ctx)
+        if pre is not None:
+            from ..methods.feedforward import out_rows, unit_factors
+
+            return out_rows(ctx, unit_factors(ctx, *pre))
     norm, z, _ = ff_input(ctx, cross)
     return decompx.ff_factors(ctx, norm.apply(z))
 

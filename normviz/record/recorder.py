@@ -52,6 +52,8 @@ class LayerRecord:
     gates: torch.Tensor | None = None  # a mixture of experts: the router's gate of each expert [n, E] (0: not chosen)
     shared_gate: torch.Tensor | None = None  # its shared expert's gate input [n, 1] (sigmoid taken by the maps)
     m: torch.Tensor | None = None  # the FF output, where a norm follows it (ArchSpec.norm_after_ff_out)
+    ff_a: torch.Tensor | None = None  # kept for explain (keep_ff): the FF's real pre-activation (ff_in's output)
+    ff_b: torch.Tensor | None = None  # ... and a gated FF's up pre-activation (ff_up's output; fused: in ff_a)
 
     def attention(self, rows: slice | None = None) -> torch.Tensor:
         """α [H, n, n] (``rows``: of those receiving tokens): recorded, or recomputed from q, k by the model's
@@ -221,6 +223,7 @@ def record(
     attention: str = "auto",
     upto: str | None = None,
     keep_alpha: bool = False,
+    keep_ff: bool = False,
 ) -> list[list[LayerRecord]]:
     """Run the model once on a right-padded batch; return records[b][layer] trimmed to each length.
 
@@ -231,8 +234,11 @@ def record(
     and the final norm do not run, and its record has no ``out``, ``z_ff``, ``final`` (None); every other
     number is the full pass's (the same operations up to there). Passes of several threads run at once: the
     hooks record only this thread's pass. ``keep_alpha``: the caller keeps every layer's α (the ``attention`` map,
-    as large as all of α): ``"auto"`` then records α where it goes straight into one block (:func:`records_qk`)."""
-    return _record(lm, input_ids, attention_mask, token_type_ids, attention, upto, keep_alpha)
+    as large as all of α): ``"auto"`` then records α where it goes straight into one block (:func:`records_qk`).
+    ``keep_ff``: a float32 model's dense FF pre-activations are kept too (``ff_a``, ``ff_b``, up to
+    :data:`FF_KEEP_BYTES`): explain's backward pass then takes its FF factors from them instead of recomputing
+    the FF input projections (:func:`normviz.attribution.adjoint.factors_of`)."""
+    return _record(lm, input_ids, attention_mask, token_type_ids, attention, upto, keep_alpha, keep_ff)
 
 
 def owner_only(fn):
@@ -275,6 +281,7 @@ class Hooks:
 
     def __init__(self, store: dict):
         self.store = store
+        self.keep_bytes = 0  # what :meth:`kept_output` may still keep
         self._adders: list = []
         self._model: torch.nn.Module | None = None
         self.handles: list = []
@@ -304,6 +311,18 @@ class Hooks:
 
         def fn(mod, args, out):
             self.store[key] = out[0] if isinstance(out, (tuple, list)) else out
+
+        self._adders.append(lambda: module.register_forward_hook(owner_only(fn)))
+
+    def kept_output(self, module: torch.nn.Module, key) -> None:
+        """The module's output while every output kept by this method together stays within :attr:`keep_bytes`
+        (then the rest are not kept)."""
+
+        def fn(mod, args, out):
+            size = out.numel() * out.element_size()
+            if self.keep_bytes >= size:
+                self.keep_bytes -= size
+                self.store[key] = out
 
         self._adders.append(lambda: module.register_forward_hook(owner_only(fn)))
 
@@ -350,9 +369,10 @@ def _present(layer, path: str) -> bool:
     return True
 
 
-def hook_stack(hooks: Hooks, layers, spec, tag: str = "", with_ff: bool = True) -> None:
+def hook_stack(hooks: Hooks, layers, spec, tag: str = "", with_ff: bool = True, keep_ff: bool = False) -> None:
     """Hooks for one stack of layers described by ``spec``; keys ((tag, i), name). ``with_ff=False``: no z_ff
-    (a decoder stack of an encoder–decoder, whose FF input is not h of the self-attention block)."""
+    (a decoder stack of an encoder–decoder, whose FF input is not h of the self-attention block). ``keep_ff``: a
+    dense FF's pre-activations too (ff_a, ff_b: explain's FF factors need them; within ``hooks.keep_bytes``)."""
     for i, layer in enumerate(layers):
         hooks.layer_input(layer, (tag, i))
         hooks.output(layer, ((tag, i), "out"))
@@ -372,6 +392,10 @@ def hook_stack(hooks: Hooks, layers, spec, tag: str = "", with_ff: bool = True) 
                 hooks.output(get_path(layer, moe.shared_gate), ((tag, i), "shared_gate"))
         if with_ff and spec.norm_on_ff_residual:
             hooks.first_input(get_path(layer, spec.norm_on_ff_residual), ((tag, i), "z_ff"))
+        if with_ff and keep_ff and moe is None and spec.ff_in:
+            hooks.kept_output(get_path(layer, spec.ff_in), ((tag, i), "ff_a"))
+            if spec.ff_up:
+                hooks.kept_output(get_path(layer, spec.ff_up), ((tag, i), "ff_b"))
 
 
 def stack_records(
@@ -408,6 +432,7 @@ def stack_records(
             z_ff = store.get((key, "z_ff"))
             o, m = store.get((key, "o")), store.get((key, "m"))
             gates, shared = store.get((key, "gates")), store.get((key, "shared_gate"))
+            ff_a, ff_b = store.get((key, "ff_a")), store.get((key, "ff_b"))
             z_attn = store.get((key, "z_attn"))
             if z_attn is None:  # a parallel block: the residual plus the attention output
                 z_attn = store[(key, "x")] + o
@@ -427,6 +452,8 @@ def stack_records(
                     m=m[b, :n] if m is not None else None,
                     gates=gates[b, :n] if gates is not None else None,
                     shared_gate=shared[b, :n] if shared is not None else None,
+                    ff_a=ff_a[b, :n] if ff_a is not None else None,
+                    ff_b=ff_b[b, :n] if ff_b is not None else None,
                 )
             )
         records.append(seq)
@@ -481,17 +508,30 @@ def records_qk(lm: "LoadedModel", length: int, batch: int = 1, mode: str = "auto
     return lm.n_layers * lm.n_heads * length * length * size * batch > QK_FROM_BYTES
 
 
+FF_KEEP_BYTES = 256 * 2**20  # keep_ff: the FF pre-activations kept at most (the first layers' when all would not fit)
+
+
 def _record(
-    lm, input_ids, attention_mask, token_type_ids, mode: str = "auto", upto: str | None = None, keep_alpha: bool = False
+    lm,
+    input_ids,
+    attention_mask,
+    token_type_ids,
+    mode: str = "auto",
+    upto: str | None = None,
+    keep_alpha: bool = False,
+    keep_ff: bool = False,
 ) -> list[list[LayerRecord]]:
     store: dict = {}
     hooks = Hooks(store)
+    # float32 only: a float64 model's norms may compute in float32 (Llama's, Gemma's RMSNorm), so its own
+    # pre-activations are rounded to float32 while the FF parts sum to the norm's float64 output (1e-8 apart)
+    hooks.keep_bytes = FF_KEEP_BYTES if keep_ff and lm.dtype == torch.float32 else 0
     qk = records_qk(lm, int(input_ids.shape[1]), int(input_ids.shape[0]), mode, keep_alpha)
     batch, length = int(input_ids.shape[0]), int(input_ids.shape[1])
     stop = upto == "attention" and alpha_into.install()
     out, stopped = None, False
     try:
-        hook_stack(hooks, lm.layers, lm.spec)
+        hook_stack(hooks, lm.layers, lm.spec, keep_ff=hooks.keep_bytes > 0)
         if stop:  # after hook_stack's: the last layer's z_attn is recorded first
             hooks.stop_before(get_path(lm.layers[-1], lm.spec.z_attn_module))
         hooks.install(lm.model)
@@ -528,7 +568,7 @@ def _record(
     if not qk:
         attentions = out.attentions if not stopped else [slots.captured.get(i) for i in range(len(lm.layers))]
         if stopped and any(a is None for a in attentions):  # α not seen through the interface: the full pass
-            return _record(lm, input_ids, attention_mask, token_type_ids, mode, keep_alpha=keep_alpha)
+            return _record(lm, input_ids, attention_mask, token_type_ids, mode, keep_alpha=keep_alpha, keep_ff=keep_ff)
     return stack_records(
         store,
         lm.layers,

@@ -30,7 +30,7 @@ class Recording:
     ``upto``); the first reader that needs the rest (``full=True``, the default) then records again, fully —
     the same numbers up to there — and :attr:`passes` counts both."""
 
-    def __init__(self, run: Callable[[bool, bool], tuple[list[dict], list]], can_stop: bool = False):
+    def __init__(self, run: Callable[..., tuple[list[dict], list]], can_stop: bool = False):
         self._run = run
         self._can_stop = can_stop
         self._records: list[dict] | None = None
@@ -39,18 +39,19 @@ class Recording:
         self._lock = threading.Lock()
         self.passes = 0
 
-    def _ensure(self, full: bool, alpha: bool = False) -> None:
+    def _ensure(self, full: bool, alpha: bool = False, ff: bool = False) -> None:
         with self._lock:
             if self._records is None or (self._partial and full):
                 partial = self._can_stop and not full
-                self._records, self._raw = self._run(not partial, alpha)
+                self._records, self._raw = self._run(not partial, alpha, ff)
                 self._partial = partial
                 self.passes += 1
 
-    def records(self, b: int, full: bool = True, alpha: bool = False) -> dict:
+    def records(self, b: int, full: bool = True, alpha: bool = False, ff: bool = False) -> dict:
         """``alpha``: the first reader keeps every layer's α (the ``attention`` map), so a pass recorded now may
-        record α itself rather than q, k (:func:`normviz.record.recorder.records_qk`'s ``keep_alpha``)."""
-        self._ensure(full, alpha)
+        record α itself rather than q, k (:func:`normviz.record.recorder.records_qk`'s ``keep_alpha``); ``ff``: the
+        first reader is explain, so a pass recorded now keeps the FF pre-activations (``keep_ff``)."""
+        self._ensure(full, alpha, ff)
         return self._records[b]
 
     def raw(self, b: int, record: bool = True):
@@ -66,7 +67,7 @@ class Recording:
         """Parts of several tokenised texts of a self-attention model, recorded in one right-padded pass.
         ``attention``: record α or q, k (:func:`normviz.record.recorder.records_qk`; option ``record_attention``)."""
 
-        def run(full: bool, alpha: bool = False):
+        def run(full: bool, alpha: bool = False, ff: bool = False):
             ids, mask, types = pad_batch(encoded, pad_id=0, with_token_types=True)
             if getattr(lm, "note", None):  # the raw-attention floor (no architecture row): α, blocks' in and out
                 recs = record_floor(lm, ids, mask, segment_ids(lm, types))
@@ -79,6 +80,7 @@ class Recording:
                     attention,
                     upto=None if full else "attention",
                     keep_alpha=alpha,
+                    keep_ff=ff,
                 )
             return [{"model": r} for r in recs], recs
 
@@ -90,7 +92,7 @@ class Recording:
     def seq2seq(cls, lm, inputs: Seq2SeqInputs) -> "Part":
         """The part of one source and target of an encoder–decoder."""
 
-        def run(full: bool, alpha: bool = False):
+        def run(full: bool, alpha: bool = False, ff: bool = False):
             rec = record_seq2seq(lm, inputs.source.ids, inputs.target.ids)
             return [{"encoder": rec.encoder, "decoder": rec.decoder, "cross": rec.cross}], [rec]
 
@@ -119,10 +121,10 @@ class Part:
     notes: dict[str, str] = field(default_factory=dict)
     seq2seq: Seq2SeqInputs | None = None  # an encoder–decoder's source, target and labels
 
-    def records(self, stack: str, full: bool = True, alpha: bool = False) -> list:
+    def records(self, stack: str, full: bool = True, alpha: bool = False, ff: bool = False) -> list:
         """``full=False``: the last layer's record may stop after its attention block (see :class:`Recording`);
-        ``alpha``: see :meth:`Recording.records`."""
-        return self.recording.records(self.index, full, alpha)[stack]
+        ``alpha``, ``ff``: see :meth:`Recording.records`."""
+        return self.recording.records(self.index, full, alpha, ff)[stack]
 
     def raw(self, record: bool = True):
         """The pass's own record of this sequence (a Seq2SeqRecord for an encoder–decoder), of the full pass;
