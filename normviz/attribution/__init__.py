@@ -148,8 +148,10 @@ def explain(session, token=None, foil=None, position: int = -1) -> Explanation:
     lm = session.lm
     readout = readout_of(lm)
     with _lock(session):
-        # a pass recorded now keeps the FF pre-activations for sources (not where sources would be refused)
-        views = session.layers(ff=sources_refusal(session) is None)
+        # a pass recorded now keeps the FF pre-activations for sources (within the bytes of FF factors kept per text;
+        # none where sources would be refused)
+        keep = int(session.options.get("explain_cache_bytes", adjoint.CACHE_BYTES))
+        views = session.layers(ff=keep if sources_refusal(session) is None else 0)
         t = target(lm, readout, views, token, foil, position)
         direct, refusal = direct_fields(lm, readout, views, t)
     request, options, itemsize = session.request, dict(session.options), views[0].rec.x.element_size()

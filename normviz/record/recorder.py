@@ -223,7 +223,7 @@ def record(
     attention: str = "auto",
     upto: str | None = None,
     keep_alpha: bool = False,
-    keep_ff: bool = False,
+    keep_ff: int = 0,
 ) -> list[list[LayerRecord]]:
     """Run the model once on a right-padded batch; return records[b][layer] trimmed to each length.
 
@@ -235,9 +235,9 @@ def record(
     number is the full pass's (the same operations up to there). Passes of several threads run at once: the
     hooks record only this thread's pass. ``keep_alpha``: the caller keeps every layer's α (the ``attention`` map,
     as large as all of α): ``"auto"`` then records α where it goes straight into one block (:func:`records_qk`).
-    ``keep_ff``: a float32 model's dense FF pre-activations are kept too (``ff_a``, ``ff_b``, up to
-    :data:`FF_KEEP_BYTES`): explain's backward pass then takes its FF factors from them instead of recomputing
-    the FF input projections (:func:`normviz.attribution.adjoint.factors_of`)."""
+    ``keep_ff``: a float32 model's dense FF pre-activations are kept too (``ff_a``, ``ff_b``), up to that many
+    bytes (the first layers' where all would not fit): explain's backward pass then takes its FF factors from
+    them instead of recomputing the FF input projections (:func:`normviz.attribution.adjoint.factors_of`)."""
     return _record(lm, input_ids, attention_mask, token_type_ids, attention, upto, keep_alpha, keep_ff)
 
 
@@ -508,9 +508,6 @@ def records_qk(lm: "LoadedModel", length: int, batch: int = 1, mode: str = "auto
     return lm.n_layers * lm.n_heads * length * length * size * batch > QK_FROM_BYTES
 
 
-FF_KEEP_BYTES = 256 * 2**20  # keep_ff: the FF pre-activations kept at most (the first layers' when all would not fit)
-
-
 def _record(
     lm,
     input_ids,
@@ -519,13 +516,13 @@ def _record(
     mode: str = "auto",
     upto: str | None = None,
     keep_alpha: bool = False,
-    keep_ff: bool = False,
+    keep_ff: int = 0,
 ) -> list[list[LayerRecord]]:
     store: dict = {}
     hooks = Hooks(store)
     # float32 only: a float64 model's norms may compute in float32 (Llama's, Gemma's RMSNorm), so its own
     # pre-activations are rounded to float32 while the FF parts sum to the norm's float64 output (1e-8 apart)
-    hooks.keep_bytes = FF_KEEP_BYTES if keep_ff and lm.dtype == torch.float32 else 0
+    hooks.keep_bytes = int(keep_ff) if lm.dtype == torch.float32 else 0
     qk = records_qk(lm, int(input_ids.shape[1]), int(input_ids.shape[0]), mode, keep_alpha)
     batch, length = int(input_ids.shape[0]), int(input_ids.shape[1])
     stop = upto == "attention" and alpha_into.install()

@@ -50,7 +50,8 @@ class Recording:
     def records(self, b: int, full: bool = True, alpha: bool = False, ff: bool = False) -> dict:
         """``alpha``: the first reader keeps every layer's α (the ``attention`` map), so a pass recorded now may
         record α itself rather than q, k (:func:`normviz.record.recorder.records_qk`'s ``keep_alpha``); ``ff``: the
-        first reader is explain, so a pass recorded now keeps the FF pre-activations (``keep_ff``)."""
+        first reader is explain, so a pass recorded now keeps up to that many bytes of FF pre-activations
+        (``keep_ff``)."""
         self._ensure(full, alpha, ff)
         return self._records[b]
 
@@ -67,7 +68,7 @@ class Recording:
         """Parts of several tokenised texts of a self-attention model, recorded in one right-padded pass.
         ``attention``: record α or q, k (:func:`normviz.record.recorder.records_qk`; option ``record_attention``)."""
 
-        def run(full: bool, alpha: bool = False, ff: bool = False):
+        def run(full: bool, alpha: bool = False, ff: int = 0):
             ids, mask, types = pad_batch(encoded, pad_id=0, with_token_types=True)
             if getattr(lm, "note", None):  # the raw-attention floor (no architecture row): α, blocks' in and out
                 recs = record_floor(lm, ids, mask, segment_ids(lm, types))
@@ -92,7 +93,7 @@ class Recording:
     def seq2seq(cls, lm, inputs: Seq2SeqInputs) -> "Part":
         """The part of one source and target of an encoder–decoder."""
 
-        def run(full: bool, alpha: bool = False, ff: bool = False):
+        def run(full: bool, alpha: bool = False, ff: int = 0):
             rec = record_seq2seq(lm, inputs.source.ids, inputs.target.ids)
             return [{"encoder": rec.encoder, "decoder": rec.decoder, "cross": rec.cross}], [rec]
 
@@ -121,7 +122,7 @@ class Part:
     notes: dict[str, str] = field(default_factory=dict)
     seq2seq: Seq2SeqInputs | None = None  # an encoder–decoder's source, target and labels
 
-    def records(self, stack: str, full: bool = True, alpha: bool = False, ff: bool = False) -> list:
+    def records(self, stack: str, full: bool = True, alpha: bool = False, ff: int = 0) -> list:
         """``full=False``: the last layer's record may stop after its attention block (see :class:`Recording`);
         ``alpha``, ``ff``: see :meth:`Recording.records`."""
         return self.recording.records(self.index, full, alpha, ff)[stack]

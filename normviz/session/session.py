@@ -239,14 +239,15 @@ class Session:
         self-attention model, the :class:`~normviz.record.encdec.record.Seq2SeqRecord` of an encoder–decoder."""
         return self.part.raw()
 
-    def layers(self, stack: str | None = None, full: bool = True, alpha: bool = False, ff: bool = False) -> list:
+    def layers(self, stack: str | None = None, full: bool = True, alpha: bool = False, ff: int = 0) -> list:
         """Per-layer views of ``stack``'s records (default: the first stack), each on its layer's device:
         :class:`LayerDecomposition` (self-attention stacks), :class:`CrossDecomposition` (cross); records
         on first call. ``full=False``: the last layer's record may end after its attention block (a pass
         stopped there, :class:`normviz.record.recording.Recording`); with ``full`` such a recording is made again,
         fully, and the views follow it. ``alpha``: the caller keeps every layer's α (the ``attention`` map): a
         long input recorded now records α itself where it can (:meth:`normviz.record.recording.Recording.records`);
-        ``ff``: the caller is explain: a pass recorded now keeps the FF pre-activations for its backward pass."""
+        ``ff``: the caller is explain: a pass recorded now keeps up to that many bytes of FF pre-activations for its
+        backward pass."""
         stack = stack or self.stacks[0]
         with self.store.lock:
             records = self.part.records(stack, full, alpha, ff)

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import normviz
-from normviz.record import recorder
 
 from ..helpers import tiny
 
@@ -58,13 +57,13 @@ def test_float64_models_recompute(head_model):
     assert all(v.rec.ff_a is None for v in s.layers())
 
 
-def test_kept_within_the_cap(float32_model, monkeypatch):
+def test_kept_within_the_cap(float32_model):
     lm = float32_model("llama")
     enc = tiny.encoded(n=9, seed=4)
     layers = lm.layers
     one = 9 * layers[0].mlp.gate_proj.out_features * 4  # one layer's gate (or up) pre-activation, bytes
-    monkeypatch.setattr(recorder, "FF_KEEP_BYTES", 3 * one)  # the first layer's gate and up, then the second's gate
-    s = normviz.Session.from_encoded(lm, [enc])[0]
+    # the option explain_cache_bytes caps them: the first layer's gate and up, then the second's gate
+    s = normviz.Session.from_encoded(lm, [enc], options={"explain_cache_bytes": 3 * one})[0]
     e = s.explain(position=6)
     recs = [v.rec for v in s.layers()]
     assert recs[0].ff_a is not None and recs[0].ff_b is not None
