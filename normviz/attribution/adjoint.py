@@ -281,21 +281,29 @@ def readout_adjoint(readout, u: torch.Tensor, b: float, x_last: torch.Tensor) ->
 
 
 # ---------------------------------------------------------------- the pass
+def held_bytes(views) -> int:
+    """Bytes of FF pre-activations the records of ``views`` still hold (``keep_ff``; each dropped once read)."""
+    recs = [getattr(v, "_rec", None) for v in views]
+    return sum(t.numel() * t.element_size() for r in recs if r is not None for t in (r.ff_a, r.ff_b) if t is not None)
+
+
 class Frozen:
     """What every candidate, foil and position of one text shares: the FF factors per layer (kept while they
-    fit ``limit`` bytes; else recomputed per backward pass)."""
+    fit ``limit`` bytes together with the FF pre-activations the records still hold, :attr:`held`; else
+    recomputed per backward pass)."""
 
     def __init__(self, limit: int = CACHE_BYTES):
         self.limit = limit
         self._factors: dict = {}
         self._bytes = 0
+        self.held = lambda: 0  # bytes held elsewhere within the same limit (set by :func:`backward`)
 
     def factors(self, key, ctx, cross=None) -> list[torch.Tensor]:
         got = self._factors.get(key)
         if got is None:
             got = factors_of(ctx, cross)
             size = sum(t.numel() * t.element_size() for t in got)
-            if self._bytes + size <= self.limit:
+            if self._bytes + size + self.held() <= self.limit:
                 self._factors[key] = got
                 self._bytes += size
         return got
@@ -361,6 +369,7 @@ def backward(views, readout, t, frozen: Frozen | None = None, progress=None) -> 
     """The logit (difference) of target ``t`` (:class:`normviz.attribution.Target`) split over a
     self-attention stack's input tokens and depths by one backward pass."""
     frozen = frozen or Frozen()
+    frozen.held = lambda: held_bytes(views)  # kept pre-activations and factors together within the limit
     g, top, const = output_adjoint(readout, t, views[-1])
     g0, rows, biases, _ = stack_adjoint(views, g, frozen, progress=progress)
     return Backward(

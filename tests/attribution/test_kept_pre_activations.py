@@ -75,3 +75,21 @@ def test_kept_within_the_cap(float32_model):
     plain.layers()
     want = plain.explain(position=6).sources
     assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+
+
+def test_kept_and_cached_together_within_the_cap(float32_model):
+    """The pre-activations still held count against the FF factors' cache (explain_cache_bytes): with room for one
+    layer's gate and up, the first layer's are kept; the backward pass (top layer first) does not cache the top
+    layer's factors while they are held, then caches the first layer's as it reads them."""
+    from normviz.attribution import frozen
+
+    lm = float32_model("llama")
+    enc = tiny.encoded(n=9, seed=4)
+    one = 9 * lm.layers[0].mlp.gate_proj.out_features * 4
+    s = normviz.Session.from_encoded(lm, [enc], options={"explain_cache_bytes": 2 * one})[0]
+    e = s.explain(position=6)
+    recs = [v.rec for v in s.layers()]
+    assert [r.ff_a is not None for r in recs] == [True] + [False] * (len(recs) - 1)
+    e.sources
+    cache = frozen(s)
+    assert [k[1] for k in cache._factors] == [0] and cache._bytes == 2 * one
