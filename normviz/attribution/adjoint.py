@@ -192,12 +192,11 @@ def ff_input(ctx, cross: CrossAdjoint | None = None):
 def recorded_pre_activations(ctx) -> list[torch.Tensor] | None:
     """The FF's real pre-activations [n, d_ff] (gated: gate, up) as the recording pass kept them (``keep_ff``),
     taken from the record (each is read once: the factors made from them are what is kept), or None."""
-    rec, p = ctx.rec, ctx.p
+    rec, p = ctx._rec, ctx.p  # the session's record itself (kept only in float32, the working dtype: no copy)
     a, b = rec.ff_a, rec.ff_b
     if a is None:
         return None
-    for r in {id(rec): rec, id(ctx._rec): ctx._rec}.values():  # of no further use, whether taken or not
-        r.ff_a = r.ff_b = None
+    rec.ff_a = rec.ff_b = None  # of no further use, whether taken or not
     d_ff = p.w_in.shape[1]
     if p.ff_kind != "mlp" and b is None and a.shape[-1] == 2 * d_ff:  # one fused module: gate | up
         a, b = a[:, :d_ff], a[:, d_ff:]
@@ -210,12 +209,9 @@ def factors_of(ctx, cross: CrossAdjoint | None = None) -> list[torch.Tensor]:
     """The FF's frozen integrated-gradients factors at the block's real input (as the forward propagation): from
     the pre-activations the recording pass kept (:func:`recorded_pre_activations`; the model's own, so the FF input
     projections are not computed again), else from the norm's output at the block's real input."""
-    if cross is None:
-        pre = recorded_pre_activations(ctx)
-        if pre is not None:
-            from ..methods.feedforward import out_rows, unit_factors
-
-            return out_rows(ctx, unit_factors(ctx, *pre))
+    pre = recorded_pre_activations(ctx) if cross is None else None
+    if pre is not None:
+        return decompx.ff_factors(ctx, pre=pre)
     norm, z, _ = ff_input(ctx, cross)
     return decompx.ff_factors(ctx, norm.apply(z))
 
@@ -289,21 +285,22 @@ def held_bytes(views) -> int:
 
 class Frozen:
     """What every candidate, foil and position of one text shares: the FF factors per layer (kept while they
-    fit ``limit`` bytes together with the FF pre-activations the records still hold, :attr:`held`; else
-    recomputed per backward pass)."""
+    fit ``limit`` bytes together with the FF pre-activations the records still hold; else recomputed per
+    backward pass)."""
 
     def __init__(self, limit: int = CACHE_BYTES):
         self.limit = limit
         self._factors: dict = {}
         self._bytes = 0
-        self.held = lambda: 0  # bytes held elsewhere within the same limit (set by :func:`backward`)
 
-    def factors(self, key, ctx, cross=None) -> list[torch.Tensor]:
+    def factors(self, key, ctx, cross=None, views=()) -> list[torch.Tensor]:
+        """Layer ``key``'s factors; ``views``: the stack's layer views, whose records' FF pre-activations still
+        held (:func:`held_bytes`, counted after this layer's own are read) count against the limit."""
         got = self._factors.get(key)
         if got is None:
             got = factors_of(ctx, cross)
             size = sum(t.numel() * t.element_size() for t in got)
-            if self._bytes + size + self.held() <= self.limit:
+            if self._bytes + size + held_bytes(views) <= self.limit:
                 self._factors[key] = got
                 self._bytes += size
         return got
@@ -345,7 +342,7 @@ def stack_adjoint(views, g: torch.Tensor, frozen: Frozen, tag: str = "", crosses
         ctx = views[l]
         g = g.to(device=ctx.device, dtype=ctx.dtype)
         cross = crosses[l] if crosses is not None else None
-        g, biases[l], g_es[l] = layer_adjoint(ctx, g, frozen.factors((tag, l), ctx, cross), cross)
+        g, biases[l], g_es[l] = layer_adjoint(ctx, g, frozen.factors((tag, l), ctx, cross, views), cross)
         rows[l] = _row(g, ctx.rec.x)
         ctx.clear()
         if progress:
@@ -369,7 +366,6 @@ def backward(views, readout, t, frozen: Frozen | None = None, progress=None) -> 
     """The logit (difference) of target ``t`` (:class:`normviz.attribution.Target`) split over a
     self-attention stack's input tokens and depths by one backward pass."""
     frozen = frozen or Frozen()
-    frozen.held = lambda: held_bytes(views)  # kept pre-activations and factors together within the limit
     g, top, const = output_adjoint(readout, t, views[-1])
     g0, rows, biases, _ = stack_adjoint(views, g, frozen, progress=progress)
     return Backward(

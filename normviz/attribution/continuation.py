@@ -427,7 +427,7 @@ def stack_backward(
         ctx = views[l]
         g = g.to(device=ctx.device, dtype=ctx.dtype)
         cross = crosses[l] if crosses is not None else None
-        g, biases[l], g_es[l] = _layer(ctx, g, shared.factors((tag, l), ctx, cross), cross, live, below)
+        g, biases[l], g_es[l] = _layer(ctx, g, shared.factors((tag, l), ctx, cross, views), cross, live, below)
         live = below
         rows[l] = _rows(g, ctx.rec.x) if by_layer or l == 0 else torch.zeros(g.shape[:2], dtype=torch.float64)
         ctx.clear()

@@ -145,21 +145,23 @@ def norm_parts(parts: torch.Tensor, norm, z: torch.Tensor, rows: slice, rules: R
     return parts
 
 
-def ff_factors(ctx, ff_in: torch.Tensor | None = None) -> list[torch.Tensor]:
+def ff_factors(ctx, ff_in: torch.Tensor | None = None, pre: list[torch.Tensor] | None = None) -> list[torch.Tensor]:
     """The per-unit factors [n, d_ff] of the FF activation at the block's real input ``ff_in`` (default: the
-    attention residual's norm output by its formula, :attr:`~normviz.record.decompose.LayerDecomposition.ln_attn_out`):
+    attention residual's norm output by its formula, :attr:`~normviz.record.decompose.LayerDecomposition.ln_attn_out`),
+    or at the real pre-activations ``pre`` themselves (gated: gate, up) where they are already known:
     an element-wise g: [θ = g(h)/h], DecompX's zero-origin
     slope, which is also the integrated-gradients share of a part; SwiGLU: the integrated-gradients factors of
     the gate and up parts (:func:`normviz.methods.feedforward.unit_factors`, the same split as the FF maps)."""
     from .feedforward import out_rows, unit_factors
 
     p = ctx.p
-    if ff_in is None:
-        ff_in = ctx.ln_attn_out  # by the parts' own formula: the end point the parts sum to
-    pre = [
-        ff_in @ w + b if b is not None else ff_in @ w
-        for w, b in [(p.w_in, p.b_in)] + ([(p.w_up, p.b_up)] if p.ff_kind != "mlp" else [])
-    ]
+    if pre is None:
+        if ff_in is None:
+            ff_in = ctx.ln_attn_out  # by the parts' own formula: the end point the parts sum to
+        pre = [
+            ff_in @ w + b if b is not None else ff_in @ w
+            for w, b in [(p.w_in, p.b_in)] + ([(p.w_up, p.b_up)] if p.ff_kind != "mlp" else [])
+        ]
     return out_rows(ctx, unit_factors(ctx, *pre))
 
 

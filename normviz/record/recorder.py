@@ -369,10 +369,10 @@ def _present(layer, path: str) -> bool:
     return True
 
 
-def hook_stack(hooks: Hooks, layers, spec, tag: str = "", with_ff: bool = True, keep_ff: bool = False) -> None:
+def hook_stack(hooks: Hooks, layers, spec, tag: str = "", with_ff: bool = True) -> None:
     """Hooks for one stack of layers described by ``spec``; keys ((tag, i), name). ``with_ff=False``: no z_ff
-    (a decoder stack of an encoder–decoder, whose FF input is not h of the self-attention block). ``keep_ff``: a
-    dense FF's pre-activations too (ff_a, ff_b: explain's FF factors need them; within ``hooks.keep_bytes``)."""
+    (a decoder stack of an encoder–decoder, whose FF input is not h of the self-attention block). Where
+    ``hooks.keep_bytes`` > 0, a dense FF's pre-activations too (ff_a, ff_b: explain's FF factors need them)."""
     for i, layer in enumerate(layers):
         hooks.layer_input(layer, (tag, i))
         hooks.output(layer, ((tag, i), "out"))
@@ -392,7 +392,7 @@ def hook_stack(hooks: Hooks, layers, spec, tag: str = "", with_ff: bool = True, 
                 hooks.output(get_path(layer, moe.shared_gate), ((tag, i), "shared_gate"))
         if with_ff and spec.norm_on_ff_residual:
             hooks.first_input(get_path(layer, spec.norm_on_ff_residual), ((tag, i), "z_ff"))
-        if with_ff and keep_ff and moe is None and spec.ff_in:
+        if with_ff and hooks.keep_bytes > 0 and moe is None and spec.ff_in:
             hooks.kept_output(get_path(layer, spec.ff_in), ((tag, i), "ff_a"))
             if spec.ff_up:
                 hooks.kept_output(get_path(layer, spec.ff_up), ((tag, i), "ff_b"))
@@ -528,7 +528,7 @@ def _record(
     stop = upto == "attention" and alpha_into.install()
     out, stopped = None, False
     try:
-        hook_stack(hooks, lm.layers, lm.spec, keep_ff=hooks.keep_bytes > 0)
+        hook_stack(hooks, lm.layers, lm.spec)
         if stop:  # after hook_stack's: the last layer's z_attn is recorded first
             hooks.stop_before(get_path(lm.layers[-1], lm.spec.z_attn_module))
         hooks.install(lm.model)

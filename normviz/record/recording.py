@@ -39,7 +39,7 @@ class Recording:
         self._lock = threading.Lock()
         self.passes = 0
 
-    def _ensure(self, full: bool, alpha: bool = False, ff: bool = False) -> None:
+    def _ensure(self, full: bool, alpha: bool = False, ff: int = 0) -> None:
         with self._lock:
             if self._records is None or (self._partial and full):
                 partial = self._can_stop and not full
@@ -47,7 +47,7 @@ class Recording:
                 self._partial = partial
                 self.passes += 1
 
-    def records(self, b: int, full: bool = True, alpha: bool = False, ff: bool = False) -> dict:
+    def records(self, b: int, full: bool = True, alpha: bool = False, ff: int = 0) -> dict:
         """``alpha``: the first reader keeps every layer's α (the ``attention`` map), so a pass recorded now may
         record α itself rather than q, k (:func:`normviz.record.recorder.records_qk`'s ``keep_alpha``); ``ff``: the
         first reader is explain, so a pass recorded now keeps up to that many bytes of FF pre-activations
